@@ -1,0 +1,148 @@
+// Package client is the Go client of strata: it opens namespaces, computes
+// page keys, looks up hit prefixes with optional read leases, reads pages
+// into caller buffers verifying their checksums, and publishes pages with the
+// two-phase protocol.
+//
+// Every call takes a context; its deadline bounds the call.
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// Options configures a Client. Zero fields take their defaults.
+type Options struct {
+	// Token is the tenant token sent with every call. Default none.
+	Token string
+	// MaxMessageBytes bounds a received message. Default 8 MiB.
+	MaxMessageBytes int
+	// DialOptions are appended to the client's own.
+	DialOptions []grpc.DialOption
+}
+
+// Client talks to one strata node. It is safe for concurrent use.
+type Client struct {
+	conn  *grpc.ClientConn
+	rpc   pb.StrataClient
+	admin pb.AdminClient
+}
+
+// Dial connects to the node at addr (host:port). The connection is made
+// lazily; the first call's context bounds it.
+func Dial(addr string, opts Options) (*Client, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 8 << 20
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
+		grpc.WithInitialWindowSize(8 << 20),
+		grpc.WithInitialConnWindowSize(32 << 20),
+		grpc.WithReadBufferSize(256 << 10),
+		grpc.WithWriteBufferSize(256 << 10),
+	}
+	if opts.Token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer(opts.Token)))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, append(dial, opts.DialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", addr, err)
+	}
+	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// bearer sends the tenant token. The node is reached over plain TCP on a
+// trusted network or loopback; TLS is the transport's business.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// Open performs the namespace handshake: the node validates and registers
+// the descriptor and both sides agree on its ID and page size.
+func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, error) {
+	d = d.Normalize()
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("open namespace: %w: %w", ErrInvalid, err)
+	}
+	id := d.ID()
+	resp, err := c.rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{
+		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: d.Proto(), ExpectedId: id[:]})
+	if err != nil {
+		return nil, fromRPC("open namespace", err)
+	}
+	if string(resp.GetNamespaceId()) != string(id[:]) || resp.GetPageBytes() != d.PageSize() {
+		return nil, fmt.Errorf("open namespace: node answered id %x, %d-byte pages; client has %s, %d: %w",
+			resp.GetNamespaceId(), resp.GetPageBytes(), id, d.PageSize(), ErrVersion)
+	}
+	return &Namespace{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
+		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
+		leaseTTL: time.Duration(resp.GetDefaultLeaseTtlMs()) * time.Millisecond,
+		nodeID:   resp.GetNodeId()}, nil
+}
+
+// Namespace is an opened namespace on one node.
+type Namespace struct {
+	c         *Client
+	desc      namespace.Descriptor
+	id        namespace.ID
+	pageBytes int
+	maxBatch  int
+	maxChunk  int
+	leaseTTL  time.Duration
+	nodeID    string
+}
+
+// ID is the namespace ID.
+func (n *Namespace) ID() namespace.ID { return n.id }
+
+// Descriptor is the normalized descriptor the namespace was opened with.
+func (n *Namespace) Descriptor() namespace.Descriptor { return n.desc }
+
+// PageBytes is the size of every page of the namespace.
+func (n *Namespace) PageBytes() int { return n.pageBytes }
+
+// PageTokens is how many tokens one page holds.
+func (n *Namespace) PageTokens() int { return int(n.desc.PageTokens) }
+
+// PageKeys returns the keys of the full pages of a token sequence, from its
+// start. A trailing partial page has no key.
+func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
+	return namespace.PageKeys(n.id, tokens, int(n.desc.PageTokens))
+}
+
+// Delete removes pages and returns how many the node removed.
+func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (int, error) {
+	deleted := 0
+	for start := 0; start < len(keys); start += n.maxBatch {
+		batch := keys[start:min(len(keys), start+n.maxBatch)]
+		resp, err := n.c.rpc.Delete(ctx, &pb.DeleteRequest{NamespaceId: n.id[:], Keys: wireKeys(batch)})
+		if err != nil {
+			return deleted, fromRPC("delete", err)
+		}
+		deleted += int(resp.GetDeleted())
+	}
+	return deleted, nil
+}
+
+func wireKeys(keys []namespace.Key) [][]byte {
+	out := make([][]byte, len(keys))
+	for i := range keys {
+		out[i] = keys[i][:]
+	}
+	return out
+}

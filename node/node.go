@@ -1,0 +1,323 @@
+// Package node assembles one strata node: tiers, store, gRPC services,
+// health and reflection, and the registry (an embedded etcd when no
+// endpoints are given). cmd/stratad is a thin main over Run; tests start
+// real nodes in-process with Start.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/registry"
+	"github.com/stratakv/strata/server"
+	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
+)
+
+// Version is reported by NodeInfo and registrations.
+const Version = "0.1.0-dev"
+
+// Config configures a node. Zero fields take their defaults.
+type Config struct {
+	// Listen is the gRPC listen address. Default "127.0.0.1:7070".
+	Listen string
+	// DataDir holds the node id and the embedded etcd. Default "strata-data".
+	DataDir string
+	// HostBytes is the host tier's capacity; memory is committed as pages
+	// arrive. Default 1 GiB.
+	HostBytes int64
+	// EtcdEndpoints of a shared etcd cluster. Default none: an embedded
+	// single-member etcd runs in DataDir/etcd.
+	EtcdEndpoints []string
+	// EmbeddedEtcdURL is the embedded etcd's client URL (loopback only).
+	// Default "http://127.0.0.1:2379"; port 0 picks a free port.
+	EmbeddedEtcdURL string
+	// LeaseTTL is the default read-lease length. Default 10s.
+	LeaseTTL time.Duration
+	// MaxLeaseTTL caps read leases. Default 60s.
+	MaxLeaseTTL time.Duration
+	// ReserveTTL is the default reservation deadline. Default 30s.
+	ReserveTTL time.Duration
+	// TenantTokens maps tenant tokens to tenants ("tenant=token" pairs on
+	// the command line). Default none: the node is open.
+	TenantTokens map[string]string
+	// AdminToken may see and use every namespace. Default none.
+	AdminToken string
+	// NoReflection turns gRPC server reflection off. Default on.
+	NoReflection bool
+	// MaxBatch caps keys or pages per request. Default 16384.
+	MaxBatch int
+	// DrainTimeout bounds the wait for in-flight requests on shutdown.
+	// Default 10s.
+	DrainTimeout time.Duration
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7070"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "strata-data"
+	}
+	if c.HostBytes <= 0 {
+		c.HostBytes = 1 << 30
+	}
+	if c.EmbeddedEtcdURL == "" {
+		c.EmbeddedEtcdURL = registry.DefaultEmbeddedClientURL
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.MaxLeaseTTL <= 0 {
+		c.MaxLeaseTTL = time.Minute
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Node is a running node.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	id     string
+	lis    net.Listener
+	grpc   *grpc.Server
+	health *health.Server
+	store  *store.Store
+	host   *tiers.Host
+	reg    *registry.Registry
+	etcd   *registry.Embedded // nil with external endpoints
+	served chan error
+}
+
+// Start brings a node up and serves until Close.
+func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+	cfg.setDefaults()
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			n.closeParts()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	if n.id, err = nodeID(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.host, err = tiers.NewHost(tiers.HostConfig{Capacity: cfg.HostBytes}); err != nil {
+		return nil, fmt.Errorf("host tier: %w", err)
+	}
+	if n.store, err = store.New(store.Config{Tiers: []tiers.Tier{n.host}, DefaultLeaseTTL: cfg.LeaseTTL,
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if err := n.openRegistry(ctx); err != nil {
+		return nil, err
+	}
+	if n.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	srv, err := server.New(server.Config{NodeID: n.id, Address: n.lis.Addr().String(), Version: Version,
+		Store: n.store, Registry: registryAdapter{n.reg}, Tokens: hashTokens(cfg.TenantTokens),
+		AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
+		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.restoreNamespaces(ctx, srv); err != nil {
+		return nil, err
+	}
+	n.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
+		grpc.InitialWindowSize(8<<20),
+		grpc.InitialConnWindowSize(32<<20),
+		grpc.ReadBufferSize(256<<10),
+		grpc.WriteBufferSize(256<<10),
+	)
+	srv.Register(n.grpc)
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	if !cfg.NoReflection {
+		reflection.Register(n.grpc)
+	}
+	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.lis.Addr().String(),
+		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
+		Tiers: []registry.TierInfo{{Kind: "host", Capacity: cfg.HostBytes}}}); err != nil {
+		return nil, fmt.Errorf("registering node: %w", err)
+	}
+	go func() { n.served <- n.grpc.Serve(n.lis) }()
+	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
+		"etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
+		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "")
+	return n, nil
+}
+
+func (n *Node) openRegistry(ctx context.Context) error {
+	endpoints := n.cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		var err error
+		n.etcd, err = registry.StartEmbedded(ctx, registry.EmbeddedConfig{Dir: filepath.Join(n.cfg.DataDir, "etcd"),
+			ClientURL: n.cfg.EmbeddedEtcdURL, Logger: n.log})
+		if err != nil {
+			return err
+		}
+		endpoints = n.etcd.Endpoints()
+	}
+	var err error
+	n.reg, err = registry.Open(ctx, registry.Config{Endpoints: endpoints, Logger: n.log})
+	return err
+}
+
+func (n *Node) endpoints() []string {
+	if n.etcd != nil {
+		return n.etcd.Endpoints()
+	}
+	return n.cfg.EtcdEndpoints
+}
+
+// restoreNamespaces makes the namespaces in the registry known again, so a
+// restarted node answers for them before any client re-opens them.
+func (n *Node) restoreNamespaces(ctx context.Context, srv *server.Server) error {
+	recs, err := n.reg.Namespaces(ctx, "")
+	if err != nil {
+		return fmt.Errorf("loading namespaces: %w", err)
+	}
+	for _, r := range recs {
+		d, err := namespace.Decode(r.Canonical)
+		if err == nil {
+			err = srv.Restore(d)
+		}
+		if err != nil {
+			n.log.Warn("skipping registered namespace", "ns", r.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+// Addr is the address the node serves gRPC on.
+func (n *Node) Addr() string { return n.lis.Addr().String() }
+
+// ID is the node's id, kept in DataDir across restarts.
+func (n *Node) ID() string { return n.id }
+
+// EtcdEndpoints are the etcd endpoints the node uses.
+func (n *Node) EtcdEndpoints() []string { return n.endpoints() }
+
+// Close drains in-flight requests (up to DrainTimeout), then releases every
+// reservation and lease, deregisters and stops etcd.
+func (n *Node) Close() error {
+	n.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		n.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(n.cfg.DrainTimeout):
+		n.log.Warn("drain timeout passed; closing remaining requests")
+		n.grpc.Stop()
+		<-done
+	}
+	err := <-n.served
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return errors.Join(err, n.closeParts())
+}
+
+func (n *Node) closeParts() error {
+	var errs []error
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.reg != nil {
+		errs = append(errs, n.reg.Close())
+	}
+	if n.etcd != nil {
+		n.etcd.Close()
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	if n.lis != nil && n.grpc == nil {
+		errs = append(errs, n.lis.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts a node and serves until ctx is done, then drains and stops.
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	n.log.Info("shutting down: draining requests")
+	return n.Close()
+}
+
+// nodeID reads the node's id from dir, creating it on first start.
+func nodeID(dir string) (string, error) {
+	p := filepath.Join(dir, "node-id")
+	if b, err := os.ReadFile(p); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading node id: %w", err)
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := "node-" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing node id: %w", err)
+	}
+	return id, nil
+}
+
+func hashTokens(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for tok, tenant := range m {
+		out[server.HashToken(tok)] = tenant
+	}
+	return out
+}
+
+func hashOptional(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	return server.HashToken(tok)
+}
+
+// registryAdapter records namespaces in the registry for the server.
+type registryAdapter struct{ r *registry.Registry }
+
+func (a registryAdapter) RegisterNamespace(ctx context.Context, d namespace.Descriptor) error {
+	_, err := a.r.PutNamespace(ctx, registry.NamespaceRecord{ID: d.ID().String(), Tenant: d.Tenant,
+		Canonical: d.Canonical(), CreatedUnixMs: time.Now().UnixMilli()})
+	return err
+}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"strings"
+
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
+)
+
+// ListNamespaces lists the namespaces the caller may see.
+func (s *Server) ListNamespaces(ctx context.Context, req *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.ListNamespacesResponse{NodeId: s.cfg.NodeID}
+	for _, st := range s.cfg.Store.Namespaces() {
+		if c.mayUse(st.Tenant) != nil || (req.GetTenant() != "" && req.GetTenant() != st.Tenant) {
+			continue
+		}
+		resp.Namespaces = append(resp.Namespaces, s.namespaceInfo(st))
+	}
+	return resp, nil
+}
+
+// GetNamespace describes one namespace, by ID or unique hex prefix.
+func (s *Server) GetNamespace(ctx context.Context, req *pb.GetNamespaceRequest) (*pb.GetNamespaceResponse, error) {
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var match []store.NamespaceStats
+	prefix := strings.ToLower(req.GetIdPrefix())
+	for _, st := range s.cfg.Store.Namespaces() {
+		if c.mayUse(st.Tenant) != nil {
+			continue
+		}
+		if string(req.GetNamespaceId()) == string(st.ID[:]) ||
+			(prefix != "" && strings.HasPrefix(st.ID.String(), prefix)) {
+			match = append(match, st)
+		}
+	}
+	switch {
+	case len(req.GetNamespaceId()) == 0 && prefix == "":
+		return nil, toStatus(badRequest("no namespace id or prefix"))
+	case len(match) == 0:
+		return nil, toStatus(errorf(store.ErrNamespaceNotFound, "no namespace matches %q%x", prefix, req.GetNamespaceId()))
+	case len(match) > 1:
+		return nil, toStatus(badRequest("prefix %q matches %d namespaces", prefix, len(match)))
+	}
+	return &pb.GetNamespaceResponse{Namespace: s.namespaceInfo(match[0]), NodeId: s.cfg.NodeID}, nil
+}
+
+func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
+	info := &pb.NamespaceInfo{Id: st.ID[:], PageBytes: uint64(st.PageBytes), Pages: uint64(st.Pages),
+		Bytes: uint64(st.Bytes), CreatedUnixMs: st.Created.UnixMilli(), Lookups: st.Lookups,
+		LookupKeys: st.LookupKeys, HitKeys: st.HitKeys, LeasesActive: uint64(st.Leases)}
+	if d, ok := s.descriptor(st.ID); ok {
+		info.Descriptor_ = d.Proto()
+	}
+	return info
+}
+
+// ListKeys pages through a namespace's keys in key order.
+func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var after *namespace.Key
+	if a := req.GetAfterKey(); len(a) > 0 {
+		k, err := namespace.KeyFromBytes(a)
+		if err != nil {
+			return nil, toStatus(badRequest("after key: %v", err))
+		}
+		after = &k
+	}
+	limit := int(req.GetLimit())
+	if limit == 0 || limit > s.cfg.MaxBatch {
+		limit = min(1000, s.cfg.MaxBatch)
+	}
+	infos, next, err := s.cfg.Store.ListKeys(n.ID, after, limit)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.ListKeysResponse{NodeId: s.cfg.NodeID}
+	for _, ki := range infos {
+		resp.Keys = append(resp.Keys, keyInfo(ki))
+	}
+	if next != nil {
+		resp.NextAfterKey = next[:]
+	}
+	return resp, nil
+}
+
+// StatKeys describes keys; absent keys come back with an empty key.
+func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.StatKeysResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	keys, err := s.keysOf(req.GetKeys())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	infos, ok, err := s.cfg.Store.Stat(n.ID, keys)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.StatKeysResponse{NodeId: s.cfg.NodeID, Keys: make([]*pb.KeyInfo, len(keys))}
+	for i := range infos {
+		if ok[i] {
+			resp.Keys[i] = keyInfo(infos[i])
+		} else {
+			resp.Keys[i] = &pb.KeyInfo{}
+		}
+	}
+	return resp, nil
+}
+
+func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
+	out := &pb.KeyInfo{Key: ki.Key[:], Depth: ki.Depth, Size: uint64(ki.Size), Checksum: ki.Checksum,
+		Tier: tierProto(ki.Tier), CreatedUnixMs: ki.Created.UnixMilli(), LastAccessUnixMs: ki.Accessed.UnixMilli(),
+		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children)}
+	if ki.HasParent {
+		out.ParentKey = ki.Parent[:]
+	}
+	return out
+}
+
+func tierProto(k tiers.Kind) pb.Tier {
+	switch k {
+	case tiers.KindGPU:
+		return pb.Tier_TIER_GPU
+	case tiers.KindHost:
+		return pb.Tier_TIER_HOST
+	case tiers.KindSSD:
+		return pb.Tier_TIER_SSD
+	}
+	return pb.Tier_TIER_UNSPECIFIED
+}
+
+// NodeInfo describes this node and its tiers.
+func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeInfoResponse, error) {
+	if _, err := s.callerOf(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	st := s.cfg.Store.Stats()
+	resp := &pb.NodeInfoResponse{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, Pages: uint64(st.Pages),
+		Reservations: uint64(st.Reservations), LeasesActive: uint64(st.Leases),
+		StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version}
+	for _, t := range st.Tiers {
+		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: tierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
+			UsedBytes: uint64(t.Used), Pages: uint64(t.Extents)})
+	}
+	return resp, nil
+}
+

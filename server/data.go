@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+)
+
+// Lookup answers the hit prefix and presence of keys, optionally leasing
+// the hit prefix.
+func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
+	resp, err := s.lookup(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.keysOf(req.GetKeys())
+	if err != nil {
+		return nil, err
+	}
+	ttl := time.Duration(req.GetLeaseTtlMs()) * time.Millisecond
+	res, err := s.cfg.Store.Lookup(n.ID, keys, req.GetLease(), ttl)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,
+		Sizes: make([]uint64, len(res.Sizes))}
+	for i, sz := range res.Sizes {
+		resp.Sizes[i] = uint64(sz)
+	}
+	if res.Lease != nil {
+		resp.Lease = leaseProto(*res.Lease)
+	}
+	return resp, nil
+}
+
+func leaseProto(l store.Lease) *pb.Lease {
+	return &pb.Lease{Id: l.ID, ExpiresUnixMs: l.Expires.UnixMilli(), Pages: uint32(l.Pages)}
+}
+
+// Get streams pages in request order: a header per page, then its bytes in
+// chunks. Each page stays pinned while its bytes are sent.
+func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
+	return toStatus(s.get(req, stream))
+}
+
+func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
+	ctx := stream.Context()
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return err
+	}
+	keys, err := s.keysOf(req.GetKeys())
+	if err != nil {
+		return err
+	}
+	chunk := s.cfg.MaxChunk
+	if c := int(req.GetMaxChunkBytes()); c > 0 && c < chunk {
+		chunk = c
+	}
+	alg := pb.ChecksumAlgorithm(n.Checksum)
+	msg := &pb.GetResponse{}
+	return s.cfg.Store.Read(n.ID, req.GetLeaseId(), keys, func(i int, p store.PageView) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		msg.Header = &pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
+			Checksum: p.Checksum, ChecksumAlgorithm: alg}
+		data := p.Data
+		for {
+			msg.Data = data[:min(chunk, len(data))]
+			data = data[len(msg.Data):]
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+			msg.Header = nil
+			if len(data) == 0 {
+				return nil
+			}
+		}
+	})
+}
+
+// RenewLease extends a lease.
+func (s *Server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb.RenewLeaseResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	l, err := s.cfg.Store.RenewLease(n.ID, req.GetLeaseId(), time.Duration(req.GetTtlMs())*time.Millisecond)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.RenewLeaseResponse{Lease: leaseProto(l)}, nil
+}
+
+// ReleaseLease ends a lease.
+func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) (*pb.ReleaseLeaseResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.cfg.Store.ReleaseLease(n.ID, req.GetLeaseId()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ReleaseLeaseResponse{}, nil
+}
+
+// Delete removes pages.
+func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	keys, err := s.keysOf(req.GetKeys())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	deleted, err := s.cfg.Store.Delete(n.ID, keys)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteResponse{Deleted: uint32(deleted)}, nil
+}

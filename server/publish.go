@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+)
+
+// specOf validates one wire page spec.
+func specOf(p *pb.PageSpec) (store.PageSpec, error) {
+	k, err := namespace.KeyFromBytes(p.GetKey())
+	if err != nil {
+		return store.PageSpec{}, err
+	}
+	spec := store.PageSpec{Key: k, Depth: p.GetDepth(), Size: int64(p.GetSize()), CostHint: p.GetCostHint()}
+	if par := p.GetParentKey(); len(par) > 0 {
+		if spec.Parent, err = namespace.KeyFromBytes(par); err != nil {
+			return store.PageSpec{}, badRequest("parent key: %v", err)
+		}
+		spec.HasParent = true
+	}
+	if p.GetSize() == 0 || p.GetSize() > 1<<40 {
+		return store.PageSpec{}, badRequest("page %x: size %d", k[:6], p.GetSize())
+	}
+	return spec, nil
+}
+
+// Reserve sets aside space for pages.
+func (s *Server) Reserve(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {
+	resp, err := s.reserve(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) reserve(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetPages()) == 0 {
+		return nil, badRequest("no pages")
+	}
+	if len(req.GetPages()) > s.cfg.MaxBatch {
+		return nil, errorf(errBatchTooLarge, "%d pages, the limit is %d", len(req.GetPages()), s.cfg.MaxBatch)
+	}
+	specs := make([]store.PageSpec, len(req.GetPages()))
+	for i, p := range req.GetPages() {
+		if specs[i], err = specOf(p); err != nil {
+			return nil, badRequest("page %d: %v", i, err)
+		}
+	}
+	res, err := s.cfg.Store.Reserve(n.ID, specs, time.Duration(req.GetDeadlineMs())*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ReserveResponse{Reservations: make([]*pb.Reservation, len(res))}
+	for i, r := range res {
+		out := &pb.Reservation{Status: pb.ReserveStatus(r.Status), WriteId: r.WriteID}
+		if r.Status == store.Reserved {
+			out.DeadlineUnixMs = r.Deadline.UnixMilli()
+		}
+		if r.Err != nil {
+			out.Reason = r.Err.Error()
+		}
+		resp.Reservations[i] = out
+	}
+	return resp, nil
+}
+
+// Write receives bytes for reservations. The first message names the
+// namespace; later ones may omit it.
+func (s *Server) Write(stream pb.Strata_WriteServer) error {
+	return toStatus(s.write(stream))
+}
+
+func (s *Server) write(stream pb.Strata_WriteServer) error {
+	var (
+		n     store.Namespace
+		open  bool
+		total uint64
+	)
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&pb.WriteResponse{Bytes: total})
+		}
+		if err != nil {
+			return err
+		}
+		if !open || len(msg.GetNamespaceId()) > 0 {
+			if n, err = s.namespaceOf(stream.Context(), msg.GetNamespaceId()); err != nil {
+				return err
+			}
+			open = true
+		}
+		if len(msg.GetData()) > s.cfg.MaxChunk {
+			return badRequest("chunk of %d bytes, the limit is %d", len(msg.GetData()), s.cfg.MaxChunk)
+		}
+		if err := s.cfg.Store.Write(n.ID, msg.GetWriteId(), int64(msg.GetOffset()), msg.GetData()); err != nil {
+			return err
+		}
+		total += uint64(len(msg.GetData()))
+	}
+}
+
+// Commit verifies and publishes reservations.
+func (s *Server) Commit(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
+	resp, err := s.commit(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) commit(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetItems()) == 0 {
+		return nil, badRequest("no items")
+	}
+	if len(req.GetItems()) > s.cfg.MaxBatch {
+		return nil, errorf(errBatchTooLarge, "%d items, the limit is %d", len(req.GetItems()), s.cfg.MaxBatch)
+	}
+	resp := &pb.CommitResponse{Results: make([]*pb.CommitResult, len(req.GetItems()))}
+	for i, it := range req.GetItems() {
+		st, err := s.cfg.Store.Commit(n.ID, it.GetWriteId(), int64(it.GetSize()), it.GetChecksum())
+		if err != nil {
+			return nil, err
+		}
+		resp.Results[i] = commitResult(st)
+	}
+	return resp, nil
+}
+
+func commitResult(st store.CommitStatus) *pb.CommitResult {
+	r := &pb.CommitResult{Status: pb.CommitStatus(st)}
+	if st != store.CommitCommitted {
+		r.Reason = st.String()
+	}
+	return r
+}
+
+// Abort drops reservations.
+func (s *Server) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
+	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if len(req.GetWriteIds()) > s.cfg.MaxBatch {
+		return nil, toStatus(errorf(errBatchTooLarge, "%d write ids, the limit is %d", len(req.GetWriteIds()), s.cfg.MaxBatch))
+	}
+	k, err := s.cfg.Store.Abort(n.ID, req.GetWriteIds())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AbortResponse{Aborted: uint32(k)}, nil
+}

@@ -1,0 +1,222 @@
+// Package server implements strata's gRPC services (strata.v1.Strata and
+// strata.v1.Admin) over a store: request validation, tenant checks, the
+// namespace handshake, streaming of page bytes, and the mapping of errors to
+// gRPC codes.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+)
+
+// Registry records namespaces cluster-wide (etcd). Implementations return
+// an error when the record cannot be written.
+type Registry interface {
+	RegisterNamespace(ctx context.Context, d namespace.Descriptor) error
+}
+
+// Config configures a Server. Zero fields take their defaults.
+type Config struct {
+	// NodeID names this node in answers. Required.
+	NodeID string
+	// Address is the gRPC address clients use, reported by NodeInfo.
+	Address string
+	// Version is the build version reported by NodeInfo.
+	Version string
+	// Store holds the pages. Required.
+	Store *store.Store
+	// Registry, if set, records every namespace opened. Default: none.
+	Registry Registry
+	// RegistryTimeout bounds one registry call. Default 3s.
+	RegistryTimeout time.Duration
+	// Tokens maps SHA-256 hex of a tenant token (HashToken) to its tenant.
+	// Empty (and no AdminTokenHash) runs the node open: any caller may use
+	// any namespace. Default empty.
+	Tokens map[string]string
+	// AdminTokenHash is the SHA-256 hex of the token that may see and use
+	// every namespace. Default none.
+	AdminTokenHash string
+	// MaxBatch caps keys or pages per request. Default 16384.
+	MaxBatch int
+	// MaxChunk is the largest data chunk sent or accepted. Default 1 MiB.
+	MaxChunk int
+	// DefaultLeaseTTL and MaxLeaseTTL are reported in the handshake; they
+	// must match the store's. Defaults 10s and 60s.
+	DefaultLeaseTTL, MaxLeaseTTL time.Duration
+	// Logger receives request logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Server implements pb.StrataServer and pb.AdminServer.
+type Server struct {
+	pb.UnimplementedStrataServer
+	pb.UnimplementedAdminServer
+
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+
+	mu          sync.RWMutex
+	descriptors map[namespace.ID]namespace.Descriptor // guarded by mu
+}
+
+// New validates cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.NodeID == "" {
+		return nil, badRequest("server: Store and NodeID are required")
+	}
+	if cfg.RegistryTimeout <= 0 {
+		cfg.RegistryTimeout = 3 * time.Second
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 16384
+	}
+	if cfg.MaxChunk <= 0 {
+		cfg.MaxChunk = 1 << 20
+	}
+	if cfg.DefaultLeaseTTL <= 0 {
+		cfg.DefaultLeaseTTL = 10 * time.Second
+	}
+	if cfg.MaxLeaseTTL <= 0 {
+		cfg.MaxLeaseTTL = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(),
+		descriptors: make(map[namespace.ID]namespace.Descriptor)}, nil
+}
+
+// Register adds both services to g.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterStrataServer(g, s)
+	pb.RegisterAdminServer(g, s)
+}
+
+// MaxRecvMsgSize is the largest request message the server must accept:
+// a full batch of keys or a data chunk, plus framing.
+func (s *Server) MaxRecvMsgSize() int {
+	return max(s.cfg.MaxChunk, s.cfg.MaxBatch*(namespace.KeySize+8)) + 64<<10
+}
+
+// Restore makes a namespace known without the handshake, for namespaces a
+// node learns from the registry at start-up.
+func (s *Server) Restore(d namespace.Descriptor) error {
+	return s.addNamespace(d)
+}
+
+func (s *Server) addNamespace(d namespace.Descriptor) error {
+	id := d.ID()
+	if err := s.cfg.Store.AddNamespace(store.Namespace{ID: id, Tenant: d.Tenant,
+		PageBytes: int64(d.PageSize()), Checksum: d.Checksum}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.descriptors[id] = d
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) descriptor(id namespace.ID) (namespace.Descriptor, bool) {
+	s.mu.RLock()
+	d, ok := s.descriptors[id]
+	s.mu.RUnlock()
+	return d, ok
+}
+
+// OpenNamespace is the handshake: validate, authorise, register, answer.
+func (s *Server) OpenNamespace(ctx context.Context, req *pb.OpenNamespaceRequest) (*pb.OpenNamespaceResponse, error) {
+	resp, err := s.openNamespace(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest) (*pb.OpenNamespaceResponse, error) {
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProtocol() != pb.ProtocolVersion_PROTOCOL_VERSION_1 {
+		return nil, errorf(errVersion, "protocol %v: this node speaks %v", req.GetProtocol(), pb.ProtocolVersion_PROTOCOL_VERSION_1)
+	}
+	if req.GetDescriptor_() == nil {
+		return nil, badRequest("open namespace: no descriptor")
+	}
+	d := namespace.FromProto(req.GetDescriptor_()).Normalize()
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.mayUse(d.Tenant); err != nil {
+		return nil, err
+	}
+	id := d.ID()
+	if exp := req.GetExpectedId(); len(exp) > 0 && string(exp) != string(id[:]) {
+		return nil, errorf(errVersion, "client computed namespace id %x, node computed %s: descriptor encodings differ", exp, id)
+	}
+	if _, known := s.descriptor(id); !known && s.cfg.Registry != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RegistryTimeout)
+		err := s.cfg.Registry.RegisterNamespace(rctx, d)
+		cancel()
+		if err != nil {
+			return nil, errorf(errRegistry, "registering namespace %s: %v", id.Short(), err)
+		}
+	}
+	if err := s.addNamespace(d); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "namespace opened", "ns", id.Short(), "tenant", d.Tenant, "model", d.Model)
+	return &pb.OpenNamespaceResponse{
+		NamespaceId:       id[:],
+		PageBytes:         d.PageSize(),
+		Checksum:          pb.ChecksumAlgorithm(d.Checksum),
+		DefaultLeaseTtlMs: uint32(s.cfg.DefaultLeaseTTL.Milliseconds()),
+		MaxLeaseTtlMs:     uint32(s.cfg.MaxLeaseTTL.Milliseconds()),
+		MaxBatch:          uint32(s.cfg.MaxBatch),
+		MaxChunkBytes:     uint32(s.cfg.MaxChunk),
+		Protocol:          pb.ProtocolVersion_PROTOCOL_VERSION_1,
+		NodeId:            s.cfg.NodeID,
+	}, nil
+}
+
+// namespaceOf authenticates the caller and resolves a request's namespace.
+func (s *Server) namespaceOf(ctx context.Context, raw []byte) (store.Namespace, error) {
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return store.Namespace{}, err
+	}
+	id, err := namespace.IDFromBytes(raw)
+	if err != nil {
+		return store.Namespace{}, err
+	}
+	n, ok := s.cfg.Store.Namespace(id)
+	if !ok {
+		return store.Namespace{}, errorf(store.ErrNamespaceNotFound, "namespace %s is not open on node %s", id.Short(), s.cfg.NodeID)
+	}
+	return n, c.mayUse(n.Tenant)
+}
+
+// keysOf validates a batch of wire keys.
+func (s *Server) keysOf(raw [][]byte) ([]namespace.Key, error) {
+	if len(raw) == 0 {
+		return nil, badRequest("no keys")
+	}
+	if len(raw) > s.cfg.MaxBatch {
+		return nil, errorf(errBatchTooLarge, "%d keys, the limit is %d", len(raw), s.cfg.MaxBatch)
+	}
+	keys := make([]namespace.Key, len(raw))
+	for i, b := range raw {
+		k, err := namespace.KeyFromBytes(b)
+		if err != nil {
+			return nil, badRequest("key %d: %v", i, err)
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}

@@ -1,0 +1,151 @@
+package store
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// KeyInfo describes one published page for inspection.
+type KeyInfo struct {
+	Key       namespace.Key
+	Parent    namespace.Key
+	HasParent bool
+	Depth     uint32
+	Size      int64
+	Checksum  []byte
+	Tier      tiers.Kind
+	Created   time.Time
+	Accessed  time.Time
+	Hits      uint32
+	Leases    int
+	Children  int // resident children in this namespace
+}
+
+func (s *Store) keyInfoLocked(e *entry) KeyInfo {
+	return KeyInfo{Key: e.key, Parent: e.parent, HasParent: e.hasPar, Depth: e.depth,
+		Size: e.ext.Len, Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
+		Created: time.UnixMilli(e.create), Accessed: time.UnixMilli(e.access),
+		Hits: e.hits, Leases: int(e.leases), Children: int(e.children)}
+}
+
+// Stat describes the given keys; ok[i] is false for keys not published.
+func (s *Store) Stat(id namespace.ID, keys []namespace.Key) (infos []KeyInfo, ok []bool, err error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	infos, ok = make([]KeyInfo, len(keys)), make([]bool, len(keys))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, k := range keys {
+		if e := n.shard(k).get(k); e != nil {
+			infos[i], ok[i] = s.keyInfoLocked(e), true
+		}
+	}
+	return infos, ok, nil
+}
+
+// ListKeys returns up to limit published pages of a namespace in key order,
+// starting after the key given (nil: from the start). next is the last key
+// returned when more may follow, nil when the listing is complete.
+func (s *Store) ListKeys(id namespace.ID, after *namespace.Key, limit int) (infos []KeyInfo, next *namespace.Key, err error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	var keys []namespace.Key
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.RLock()
+		for k := range sh.m {
+			if after == nil || bytes.Compare(k[:], after[:]) > 0 {
+				keys = append(keys, k)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	slices.SortFunc(keys, func(a, b namespace.Key) int { return bytes.Compare(a[:], b[:]) })
+	more := len(keys) > limit
+	keys = keys[:min(limit, len(keys))]
+	infos, ok, err := s.Stat(id, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := infos[:0]
+	for i := range infos {
+		if ok[i] {
+			out = append(out, infos[i])
+		}
+	}
+	if more && len(keys) > 0 {
+		last := keys[len(keys)-1]
+		next = &last
+	}
+	return out, next, nil
+}
+
+// NamespaceStats is what a namespace holds and how it is used.
+type NamespaceStats struct {
+	Namespace
+	Created    time.Time
+	Pages      int64
+	Bytes      int64
+	Lookups    uint64
+	LookupKeys uint64
+	HitKeys    uint64 // keys inside returned hit prefixes
+	Leases     int64
+}
+
+func (n *nsState) stats() NamespaceStats {
+	return NamespaceStats{Namespace: n.Namespace, Created: time.UnixMilli(n.created),
+		Pages: n.pages.Load(), Bytes: n.bytes.Load(), Lookups: n.lookups.Load(),
+		LookupKeys: n.lookupKeys.Load(), HitKeys: n.hitKeys.Load(), Leases: n.leases.Load()}
+}
+
+// NamespaceStats reports one namespace.
+func (s *Store) NamespaceStats(id namespace.ID) (NamespaceStats, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return NamespaceStats{}, err
+	}
+	return n.stats(), nil
+}
+
+// Namespaces reports every namespace the store knows, by ID.
+func (s *Store) Namespaces() []NamespaceStats {
+	s.nsMu.RLock()
+	out := make([]NamespaceStats, 0, len(s.ns))
+	for _, n := range s.ns {
+		out = append(out, n.stats())
+	}
+	s.nsMu.RUnlock()
+	slices.SortFunc(out, func(a, b NamespaceStats) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return out
+}
+
+// Stats is what the whole store holds.
+type Stats struct {
+	Pages        int64
+	Bytes        int64
+	Reservations int
+	Leases       int
+	Tiers        []tiers.Stats
+}
+
+// Stats reports the store and its tiers.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases)}
+	s.mu.Unlock()
+	for _, t := range s.cfg.Tiers {
+		st.Tiers = append(st.Tiers, t.Stats())
+	}
+	return st
+}

@@ -1,0 +1,42 @@
+// Package store is one node's page store: the sharded index of published
+// pages, checksum-verified two-phase publication, read leases, and the
+// reclamation that keeps memory bounded.
+//
+// # Publication (DESIGN 4.3)
+//
+// Reserve allocates an extent for each page that is not already published and
+// records a reservation (write id, deadline). Write copies bytes into the
+// reserved extent; nothing in the index points at it, so no reader can see
+// them. Commit closes the reservation to further writes, checks the size the
+// writer declares against the reservation, that every byte was written, and
+// the checksum over the extent; only then does it insert the page into the
+// index. If the key was published meanwhile by another writer the later
+// commit answers EXISTS and frees its extent (first commit wins). Any failed
+// check drops the reservation and frees its extent, so a failed put returns
+// every byte it took. Outcomes of finished reservations are remembered for a
+// while (bounded) so a repeated commit gets the same answer and a late write
+// can be told "expired" rather than "unknown".
+//
+// # Leases and pins (DESIGN 4.4)
+//
+// Every entry has a pin count. A lease pins the entries of the hit prefix it
+// covers until it is released or expires; a Read pins each page for the time
+// its bytes are being copied out. A pinned entry is never chosen for eviction.
+// An entry removed from the index while pinned (Delete) is marked dead and
+// its extent is freed by whoever drops the last pin. Lookups without a lease
+// touch recency only; they never extend a lease.
+//
+// # Locks
+//
+// s.mu guards the lifecycle state: the recency list, pins, reservations,
+// leases and byte accounting. Each index shard has its own RWMutex guarding
+// its map. The order is s.mu before a shard lock. Lookups take only shard read
+// locks for presence and s.mu once per batch; byte copies (Write, Read,
+// checksums) run with no store lock held.
+//
+// # Reclamation
+//
+// When the tier has no room for a reservation, the least recently used
+// unpinned pages are dropped until the allocation succeeds (the eviction
+// package replaces this policy).
+package store

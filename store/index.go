@@ -1,0 +1,123 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+const shardCount = 64
+
+// nsState is a namespace's index and counters.
+type nsState struct {
+	Namespace
+	created int64 // unix ms
+
+	shards [shardCount]shard
+
+	// Counters for the admin API and metrics; atomics, no lock.
+	lookups    atomic.Uint64
+	lookupKeys atomic.Uint64
+	hitKeys    atomic.Uint64
+	pages      atomic.Int64
+	bytes      atomic.Int64
+	leases     atomic.Int64
+}
+
+func newNSState(n Namespace) *nsState {
+	st := &nsState{Namespace: n, created: nowMillis()}
+	for i := range st.shards {
+		st.shards[i].m = make(map[namespace.Key]*entry)
+	}
+	return st
+}
+
+func (n *nsState) shard(k namespace.Key) *shard {
+	// Keys are hashes: any byte is uniform.
+	return &n.shards[k[0]%shardCount]
+}
+
+type shard struct {
+	// mu guards m. Inserting or removing also requires Store.mu (held first).
+	mu sync.RWMutex
+	m  map[namespace.Key]*entry
+}
+
+func (sh *shard) get(k namespace.Key) *entry {
+	sh.mu.RLock()
+	e := sh.m[k]
+	sh.mu.RUnlock()
+	return e
+}
+
+// entry is one published page. Fields below the line are guarded by
+// Store.mu; the rest are immutable after publication.
+type entry struct {
+	ns     *nsState
+	key    namespace.Key
+	parent namespace.Key
+	ext    tiers.Extent
+	sha    *[32]byte // SHA-256 namespaces only
+	crc    uint32    // CRC-32C namespaces only
+	depth  uint32
+	tier   uint8 // index into Config.Tiers
+	hasPar bool
+	create int64 // unix ms
+
+	// Guarded by Store.mu.
+	prev, next *entry // recency list; nil when not listed
+	access     int64  // unix ms of the last hit
+	hits       uint32
+	pins       int32  // leases + in-flight reads
+	leases     uint16 // leases among pins
+	children   uint16 // resident children in this namespace
+	dead       bool   // removed from the index; its extent is freed once unpinned
+}
+
+func (e *entry) checksum() []byte {
+	if e.sha != nil {
+		return e.sha[:]
+	}
+	return []byte{byte(e.crc >> 24), byte(e.crc >> 16), byte(e.crc >> 8), byte(e.crc)}
+}
+
+// lruList is an intrusive doubly linked list of entries, most recent first.
+type lruList struct {
+	root entry
+	n    int
+}
+
+func (l *lruList) init() { l.root.next, l.root.prev = &l.root, &l.root }
+
+func (l *lruList) pushFront(e *entry) {
+	e.prev, e.next = &l.root, l.root.next
+	e.prev.next, e.next.prev = e, e
+	l.n++
+}
+
+func (l *lruList) remove(e *entry) {
+	if e.next == nil {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	l.n--
+}
+
+func (l *lruList) moveToFront(e *entry) {
+	if e.next == nil || l.root.next == e {
+		return
+	}
+	l.remove(e)
+	l.pushFront(e)
+}
+
+// back returns the least recently used entry, or nil.
+func (l *lruList) back() *entry {
+	if l.n == 0 {
+		return nil
+	}
+	return l.root.prev
+}

@@ -1,0 +1,271 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// Lease is a promise that the pages it covers stay readable until Expires.
+type Lease struct {
+	ID      uint64
+	Expires time.Time
+	Pages   int
+}
+
+type lease struct {
+	ns      *nsState
+	entries []*entry
+	expires time.Time
+}
+
+// LookupResult answers a Lookup.
+type LookupResult struct {
+	// HitPrefix is how many keys from the start are present.
+	HitPrefix int
+	// Present says, per key, whether it is published.
+	Present []bool
+	// Sizes holds each present page's size.
+	Sizes []int64
+	// Lease covers the hit prefix when one was asked for and HitPrefix > 0.
+	Lease *Lease
+}
+
+// Lookup reports which keys are published and how many from the start. With
+// withLease it also leases the hit prefix for ttl (0 = default, capped at
+// Config.MaxLeaseTTL). A lookup counts as a use of the pages it finds; it
+// never extends an existing lease.
+func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, ttl time.Duration) (LookupResult, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	found := make([]*entry, len(keys))
+	for i, k := range keys {
+		found[i] = n.shard(k).get(k)
+	}
+	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
+	now := nowMillis()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range found {
+		if e == nil || e.dead {
+			if res.HitPrefix < 0 {
+				res.HitPrefix = i
+			}
+			continue
+		}
+		res.Present[i], res.Sizes[i] = true, e.ext.Len
+		e.access = now
+		e.hits++
+		if e.pins == 0 {
+			s.lru.moveToFront(e)
+		}
+	}
+	if res.HitPrefix < 0 {
+		res.HitPrefix = len(keys)
+	}
+	n.lookups.Add(1)
+	n.lookupKeys.Add(uint64(len(keys)))
+	n.hitKeys.Add(uint64(res.HitPrefix))
+	if withLease && res.HitPrefix > 0 {
+		l, err := s.grantLeaseLocked(n, found[:res.HitPrefix], ttl)
+		if err != nil {
+			return LookupResult{}, err
+		}
+		res.Lease = &l
+	}
+	return res, nil
+}
+
+func (s *Store) grantLeaseLocked(n *nsState, entries []*entry, ttl time.Duration) (Lease, error) {
+	if s.tenantLeases[n.Tenant] >= s.cfg.MaxLeasesPerTenant {
+		return Lease{}, fmt.Errorf("tenant %q holds %d leases: %w", n.Tenant, s.cfg.MaxLeasesPerTenant, ErrLeaseLimit)
+	}
+	l := &lease{ns: n, entries: append([]*entry(nil), entries...),
+		expires: time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.cfg.MaxLeaseTTL))}
+	for _, e := range l.entries {
+		s.pinLocked(e)
+		e.leases++
+	}
+	id := s.newID()
+	s.leases[id] = l
+	s.tenantLeases[n.Tenant]++
+	n.leases.Add(1)
+	return Lease{ID: id, Expires: l.expires, Pages: len(l.entries)}, nil
+}
+
+// liveLeaseLocked finds a lease of namespace n that has not expired. A
+// lease found past its expiry is ended on the spot.
+func (s *Store) liveLeaseLocked(n *nsState, id uint64) (*lease, error) {
+	l := s.leases[id]
+	if l == nil || l.ns != n {
+		if _, ok := s.expiredLeases.get(id); ok && l == nil {
+			return nil, fmt.Errorf("lease %d: %w", id, ErrLeaseExpired)
+		}
+		return nil, fmt.Errorf("lease %d: %w", id, ErrLeaseNotFound)
+	}
+	if time.Now().After(l.expires) {
+		s.expireLeaseLocked(id, l)
+		return nil, fmt.Errorf("lease %d: %w", id, ErrLeaseExpired)
+	}
+	return l, nil
+}
+
+// RenewLease extends a live lease to ttl from now (0 = default, capped).
+func (s *Store) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (Lease, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, err := s.liveLeaseLocked(n, leaseID)
+	if err != nil {
+		return Lease{}, err
+	}
+	l.expires = time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.cfg.MaxLeaseTTL))
+	return Lease{ID: leaseID, Expires: l.expires, Pages: len(l.entries)}, nil
+}
+
+// ReleaseLease ends a lease early, unpinning its pages.
+func (s *Store) ReleaseLease(id namespace.ID, leaseID uint64) error {
+	n, err := s.namespace(id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, err := s.liveLeaseLocked(n, leaseID)
+	if err != nil {
+		return err
+	}
+	s.endLeaseLocked(leaseID, l)
+	return nil
+}
+
+func (s *Store) expireLeaseLocked(id uint64, l *lease) {
+	s.endLeaseLocked(id, l)
+	s.expiredLeases.add(id, struct{}{})
+}
+
+func (s *Store) endLeaseLocked(id uint64, l *lease) {
+	for _, e := range l.entries {
+		e.leases--
+		s.unpinLocked(e)
+	}
+	delete(s.leases, id)
+	s.tenantLeases[l.ns.Tenant]--
+	l.ns.leases.Add(-1)
+}
+
+// pinLocked keeps an entry from being reclaimed. Pinned entries leave the
+// recency list, so the list's back is always evictable.
+func (s *Store) pinLocked(e *entry) {
+	if e.pins == 0 {
+		s.lru.remove(e)
+	}
+	e.pins++
+}
+
+func (s *Store) unpinLocked(e *entry) {
+	e.pins--
+	if e.pins > 0 {
+		return
+	}
+	if e.dead {
+		s.cfg.Tiers[e.tier].Free(e.ext)
+		return
+	}
+	s.lru.pushFront(e)
+}
+
+// PageView is one page handed to a Read callback. Data is valid only during
+// the callback.
+type PageView struct {
+	Found    bool
+	Size     int64
+	Checksum []byte
+	Data     []byte
+}
+
+// Read hands each key's page to fn in order, pinning it while fn runs. With
+// a lease id (non-zero) the lease must be live: an expired one fails the
+// whole read with ErrLeaseExpired. Pages not present are passed with Found
+// false. fn's error stops the read and is returned.
+func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn func(i int, p PageView) error) error {
+	n, err := s.namespace(id)
+	if err != nil {
+		return err
+	}
+	found := make([]*entry, len(keys))
+	for i, k := range keys {
+		found[i] = n.shard(k).get(k)
+	}
+	s.mu.Lock()
+	if leaseID != 0 {
+		if _, err := s.liveLeaseLocked(n, leaseID); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	for i, e := range found {
+		if e == nil || e.dead {
+			found[i] = nil
+			continue
+		}
+		s.pinLocked(e)
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, e := range found {
+			if e != nil {
+				s.unpinLocked(e)
+			}
+		}
+		s.mu.Unlock()
+	}()
+	var buf []byte
+	for i, e := range found {
+		if e == nil {
+			if err := fn(i, PageView{}); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := s.pageBytes(int(e.tier), e.ext, buf)
+		if err != nil {
+			return fmt.Errorf("reading page %x from %s: %w", e.key[:6], s.cfg.Tiers[e.tier].Kind(), err)
+		}
+		if _, mapped := s.cfg.Tiers[e.tier].(tiers.Mapped); !mapped {
+			buf = data // reuse the copy buffer for the next page
+		}
+		if err := fn(i, PageView{Found: true, Size: e.ext.Len, Checksum: e.checksum(), Data: data}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Delete removes published pages and returns how many it removed. A leased
+// page disappears from lookups at once; its memory returns when the lease
+// ends.
+func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deleted := 0
+	for _, k := range keys {
+		if e := n.shard(k).get(k); e != nil {
+			s.removeLocked(e)
+			deleted++
+		}
+	}
+	return deleted, nil
+}

@@ -1,0 +1,397 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// PageSpec describes a page a writer wants to publish.
+type PageSpec struct {
+	Key       namespace.Key
+	Parent    namespace.Key // meaningful when HasParent
+	HasParent bool
+	Depth     uint32 // page index within its token sequence
+	Size      int64
+	CostHint  float64 // measured recompute cost, FLOPs; 0 = derive
+}
+
+// ReserveStatus is the answer to one page of a Reserve.
+type ReserveStatus uint8
+
+// Reserve outcomes.
+const (
+	Reserved ReserveStatus = iota + 1 // space set aside; write then commit
+	Exists                            // already published; nothing to do
+	Rejected                          // see Reservation.Err
+)
+
+// Reservation is the outcome of reserving one page.
+type Reservation struct {
+	Status   ReserveStatus
+	WriteID  uint64
+	Deadline time.Time
+	Err      error // why, when Rejected
+}
+
+// CommitStatus is the outcome of committing one reservation.
+type CommitStatus uint8
+
+// Commit outcomes. Every outcome but CommitCommitted leaves the page
+// unpublished by this writer and its reserved space returned.
+const (
+	CommitCommitted        CommitStatus = iota + 1 // published (also for a repeated commit)
+	CommitExists                                   // another writer published the key first
+	CommitChecksumMismatch                         // the bytes do not match the checksum
+	CommitSizeMismatch                             // declared size differs from the reservation
+	CommitIncomplete                               // fewer bytes were written than reserved
+	CommitUnknownWrite                             // the write id was never issued or is forgotten
+	CommitExpired                                  // the reservation's deadline passed
+	CommitAborted                                  // the reservation was aborted
+)
+
+var commitNames = [...]string{
+	CommitCommitted: "committed", CommitExists: "exists",
+	CommitChecksumMismatch: "checksum mismatch", CommitSizeMismatch: "size mismatch",
+	CommitIncomplete: "incomplete", CommitUnknownWrite: "unknown write",
+	CommitExpired: "expired", CommitAborted: "aborted",
+}
+
+func (c CommitStatus) String() string {
+	if int(c) < len(commitNames) && commitNames[c] != "" {
+		return commitNames[c]
+	}
+	return fmt.Sprintf("CommitStatus(%d)", c)
+}
+
+// reservation is space set aside for one page until commit, abort or
+// deadline.
+type reservation struct {
+	ns       *nsState
+	spec     PageSpec
+	tier     int
+	ext      tiers.Extent
+	deadline time.Time
+
+	// Guarded by Store.mu.
+	committing bool
+	done       chan struct{} // closed when committing ends
+	outcome    CommitStatus
+
+	// mu serialises writes and guards closed and written; taken after
+	// Store.mu when both are needed.
+	mu      sync.Mutex
+	closed  bool
+	written int64 // contiguous bytes from offset 0
+}
+
+// Reserve sets aside space for each page not yet published. ttl 0 means the
+// configured default; it is capped at Config.MaxReserveTTL.
+func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([]Reservation, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, err
+	}
+	ttl = clampTTL(ttl, s.cfg.ReserveTTL, s.cfg.MaxReserveTTL)
+	deadline := time.Now().Add(ttl)
+	out := make([]Reservation, len(pages))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range pages {
+		if p.Size != n.PageBytes {
+			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
+			continue
+		}
+		if n.shard(p.Key).get(p.Key) != nil {
+			out[i] = Reservation{Status: Exists}
+			continue
+		}
+		tier, ext, err := s.allocLocked(p.Size)
+		if err != nil {
+			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: %w", p.Key[:6], err)}
+			continue
+		}
+		wid := s.newID()
+		s.reservations[wid] = &reservation{ns: n, spec: p, tier: tier, ext: ext, deadline: deadline}
+		out[i] = Reservation{Status: Reserved, WriteID: wid, Deadline: deadline}
+	}
+	return out, nil
+}
+
+// Write copies p into the reservation at off. Writes must not leave gaps:
+// off may not exceed the bytes already written (rewriting is allowed).
+func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
+	n, err := s.namespace(id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	r, err := s.openReservationLocked(n, writeID)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
+	}
+	end := off + int64(len(p))
+	if off < 0 || off > r.written || end > r.spec.Size {
+		return fmt.Errorf("write %d: bytes [%d,%d) of a %d-byte page with %d written: %w",
+			writeID, off, end, r.spec.Size, r.written, ErrWriteOutOfRange)
+	}
+	if err := s.cfg.Tiers[r.tier].WriteAt(r.ext, p, off); err != nil {
+		return fmt.Errorf("write %d to %s: %w", writeID, s.cfg.Tiers[r.tier].Kind(), err)
+	}
+	r.written = max(r.written, end)
+	return nil
+}
+
+// openReservationLocked finds a reservation that can still take writes.
+func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation, error) {
+	r := s.reservations[writeID]
+	if r == nil || r.ns != n {
+		switch st, ok := s.writeOutcomes.get(writeID); {
+		case !ok || r != nil:
+			return nil, fmt.Errorf("write %d: %w", writeID, ErrUnknownWrite)
+		case st == CommitExpired:
+			return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteExpired)
+		default:
+			return nil, fmt.Errorf("write %d (%s): %w", writeID, st, ErrWriteClosed)
+		}
+	}
+	if r.committing {
+		return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
+	}
+	if time.Now().After(r.deadline) {
+		s.dropReservationLocked(writeID, r, CommitExpired)
+		return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteExpired)
+	}
+	return r, nil
+}
+
+// Commit verifies a reservation's bytes against size and checksum and
+// publishes the page. A repeated commit of the same write id answers what
+// the first one did.
+func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) (CommitStatus, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	r := s.reservations[writeID]
+	if r == nil || r.ns != n {
+		st, ok := s.writeOutcomes.get(writeID)
+		s.mu.Unlock()
+		if !ok || r != nil {
+			return CommitUnknownWrite, nil
+		}
+		return st, nil
+	}
+	if r.committing {
+		s.mu.Unlock()
+		<-r.done
+		return r.outcome, nil
+	}
+	if time.Now().After(r.deadline) {
+		s.dropReservationLocked(writeID, r, CommitExpired)
+		s.mu.Unlock()
+		return CommitExpired, nil
+	}
+	r.committing = true
+	r.done = make(chan struct{})
+	s.mu.Unlock()
+
+	st := s.verify(r, size, sum)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.reservations, writeID)
+	if st == CommitCommitted && !s.publishLocked(r, sum) {
+		st = CommitExists
+	}
+	if st != CommitCommitted {
+		s.cfg.Tiers[r.tier].Free(r.ext)
+	}
+	r.outcome = st
+	s.writeOutcomes.add(writeID, st)
+	close(r.done)
+	return st, nil
+}
+
+// verify closes the reservation to writes and checks size, completeness and
+// checksum. It runs without Store.mu: checksumming a page takes microseconds
+// to milliseconds.
+func (s *Store) verify(r *reservation, size int64, sum []byte) CommitStatus {
+	r.mu.Lock()
+	r.closed = true
+	written := r.written
+	r.mu.Unlock()
+	switch {
+	case size != r.spec.Size:
+		return CommitSizeMismatch
+	case written < r.spec.Size:
+		return CommitIncomplete
+	}
+	data, err := s.pageBytes(r.tier, r.ext, nil)
+	if err != nil {
+		s.log.Error("reading reserved page for checksum", "key", r.spec.Key.String(), "err", err)
+		return CommitChecksumMismatch
+	}
+	if !bytes.Equal(r.ns.Checksum.Sum(data), sum) {
+		return CommitChecksumMismatch
+	}
+	return CommitCommitted
+}
+
+// pageBytes returns an extent's bytes: a view for mapped tiers, otherwise a
+// copy into buf (grown as needed).
+func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error) {
+	t := s.cfg.Tiers[tier]
+	if m, ok := t.(tiers.Mapped); ok {
+		return m.Bytes(ext), nil
+	}
+	if int64(cap(buf)) < ext.Len {
+		buf = make([]byte, ext.Len)
+	}
+	buf = buf[:ext.Len]
+	if err := t.ReadAt(ext, buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// publishLocked inserts a verified page, whose checksum is sum, into the
+// index. It reports false
+// when the key is already published (first commit wins).
+func (s *Store) publishLocked(r *reservation, sum []byte) bool {
+	n, p := r.ns, r.spec
+	sh := n.shard(p.Key)
+	sh.mu.Lock()
+	if sh.m[p.Key] != nil {
+		sh.mu.Unlock()
+		return false
+	}
+	now := nowMillis()
+	e := &entry{ns: n, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
+		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}
+	if len(sum) == 32 {
+		e.sha = (*[32]byte)(bytes.Clone(sum))
+	} else {
+		e.crc = binary.BigEndian.Uint32(sum)
+	}
+	sh.m[p.Key] = e
+	sh.mu.Unlock()
+	s.lru.pushFront(e)
+	if par := s.parentLocked(e); par != nil {
+		par.children++
+	}
+	s.pages++
+	s.bytes += p.Size
+	n.pages.Add(1)
+	n.bytes.Add(p.Size)
+	return true
+}
+
+// Abort drops reservations before commit and returns how many it dropped.
+func (s *Store) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	aborted := 0
+	for _, wid := range writeIDs {
+		if r := s.reservations[wid]; r != nil && r.ns == n && !r.committing {
+			s.dropReservationLocked(wid, r, CommitAborted)
+			aborted++
+		}
+	}
+	return aborted, nil
+}
+
+// dropReservationLocked ends a reservation that is not committing: closes
+// it to writes (waiting for an in-flight write), frees its extent and
+// remembers why.
+func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStatus) {
+	if r.committing {
+		return
+	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	delete(s.reservations, wid)
+	s.cfg.Tiers[r.tier].Free(r.ext)
+	s.writeOutcomes.add(wid, why)
+}
+
+// allocLocked finds room for size bytes in the first tier that has it,
+// evicting the least recently used unpinned pages when none has.
+func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
+	var lastErr error
+	for {
+		for i, t := range s.cfg.Tiers {
+			ext, err := t.Alloc(size)
+			if err == nil {
+				return i, ext, nil
+			}
+			if !errors.Is(err, tiers.ErrFull) {
+				return 0, tiers.Extent{}, err
+			}
+			lastErr = err
+		}
+		victim := s.lru.back()
+		if victim == nil {
+			return 0, tiers.Extent{}, fmt.Errorf("%w: %w", ErrNoSpace, lastErr)
+		}
+		s.removeLocked(victim)
+	}
+}
+
+// removeLocked takes an entry out of the index and marks it dead, so that
+// holders of the pointer (a lookup or read that found it before taking
+// Store.mu) treat it as a miss. Its extent is freed now, or by the last
+// unpin.
+func (s *Store) removeLocked(e *entry) {
+	sh := e.ns.shard(e.key)
+	sh.mu.Lock()
+	delete(sh.m, e.key)
+	sh.mu.Unlock()
+	s.lru.remove(e)
+	if par := s.parentLocked(e); par != nil && par.children > 0 {
+		par.children--
+	}
+	size := e.ext.Len
+	s.pages--
+	s.bytes -= size
+	e.ns.pages.Add(-1)
+	e.ns.bytes.Add(-size)
+	e.dead = true
+	if e.pins == 0 {
+		s.cfg.Tiers[e.tier].Free(e.ext)
+	}
+}
+
+func (s *Store) parentLocked(e *entry) *entry {
+	if !e.hasPar {
+		return nil
+	}
+	return e.ns.shard(e.parent).get(e.parent)
+}
+
+func clampTTL(ttl, def, limit time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = def
+	}
+	return min(ttl, limit)
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }

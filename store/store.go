@@ -1,0 +1,224 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// Config configures a Store. Zero fields take their defaults.
+type Config struct {
+	// Tiers is the ordered list of tiers pages land in, fastest first.
+	// Required: at least one.
+	Tiers []tiers.Tier
+	// DefaultLeaseTTL is the lease length when a request names none.
+	// Default 10s.
+	DefaultLeaseTTL time.Duration
+	// MaxLeaseTTL caps the length a request may ask for. Default 60s.
+	MaxLeaseTTL time.Duration
+	// MaxLeasesPerTenant caps the active leases of one tenant. Default 4096.
+	MaxLeasesPerTenant int
+	// ReserveTTL is how long a reservation lives when the request names no
+	// deadline. Default 30s.
+	ReserveTTL time.Duration
+	// MaxReserveTTL caps the deadline a request may ask for. Default 5m.
+	MaxReserveTTL time.Duration
+	// RecentOutcomes is how many finished write ids and expired lease ids are
+	// remembered for idempotent answers. Default 65536.
+	RecentOutcomes int
+	// JanitorInterval is how often expired reservations and leases are
+	// reclaimed. Default 250ms.
+	JanitorInterval time.Duration
+	// Logger receives the store's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Tiers) == 0 {
+		return errors.New("store: at least one tier is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.DefaultLeaseTTL, 10*time.Second)
+	def(&c.MaxLeaseTTL, time.Minute)
+	def(&c.ReserveTTL, 30*time.Second)
+	def(&c.MaxReserveTTL, 5*time.Minute)
+	def(&c.JanitorInterval, 250*time.Millisecond)
+	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
+		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)
+	}
+	if c.MaxLeasesPerTenant <= 0 {
+		c.MaxLeasesPerTenant = 4096
+	}
+	if c.RecentOutcomes <= 0 {
+		c.RecentOutcomes = 65536
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Namespace is what the store needs to know of a namespace.
+type Namespace struct {
+	ID        namespace.ID
+	Tenant    string
+	PageBytes int64
+	Checksum  namespace.Checksum
+}
+
+// Store holds the pages of one node. It is safe for concurrent use.
+type Store struct {
+	cfg    Config
+	log    *slog.Logger
+	closed atomic.Bool
+	nextID atomic.Uint64 // write and lease ids
+
+	nsMu sync.RWMutex
+	ns   map[namespace.ID]*nsState // guarded by nsMu
+
+	// mu guards everything below it and the lifecycle fields of entries
+	// (pins, leases, dead, recency links) and of reservations (the map).
+	mu            sync.Mutex
+	lru           lruList
+	reservations  map[uint64]*reservation
+	leases        map[uint64]*lease
+	tenantLeases  map[string]int
+	writeOutcomes *recent[CommitStatus]
+	expiredLeases *recent[struct{}]
+	pages         int64
+	bytes         int64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New builds a store over cfg.Tiers and starts its janitor.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:           cfg,
+		log:           cfg.Logger,
+		ns:            make(map[namespace.ID]*nsState),
+		reservations:  make(map[uint64]*reservation),
+		leases:        make(map[uint64]*lease),
+		tenantLeases:  make(map[string]int),
+		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
+		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	s.lru.init()
+	s.nextID.Store(uint64(time.Now().UnixNano()))
+	go s.janitor()
+	return s, nil
+}
+
+// Close stops the janitor, drops every reservation and lease and frees their
+// memory. Published pages stay in the tiers, which the caller closes.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range s.reservations {
+		s.dropReservationLocked(id, r, CommitAborted)
+	}
+	for id, l := range s.leases {
+		s.endLeaseLocked(id, l)
+	}
+	return nil
+}
+
+// AddNamespace makes a namespace known to the store. Adding the same
+// namespace again is a no-op; adding an ID with different parameters fails.
+func (s *Store) AddNamespace(n Namespace) error {
+	if n.PageBytes <= 0 {
+		return fmt.Errorf("adding namespace %s: page size %d: %w", n.ID.Short(), n.PageBytes, ErrBadSize)
+	}
+	if n.Checksum == 0 {
+		n.Checksum = namespace.CRC32C
+	}
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	if old, ok := s.ns[n.ID]; ok {
+		if old.Namespace != n {
+			return fmt.Errorf("adding namespace %s: already present with other parameters", n.ID.Short())
+		}
+		return nil
+	}
+	s.ns[n.ID] = newNSState(n)
+	return nil
+}
+
+// Namespace returns a known namespace.
+func (s *Store) Namespace(id namespace.ID) (Namespace, bool) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return Namespace{}, false
+	}
+	return n.Namespace, true
+}
+
+func (s *Store) namespace(id namespace.ID) (*nsState, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	s.nsMu.RLock()
+	n, ok := s.ns[id]
+	s.nsMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("namespace %s: %w", id.Short(), ErrNamespaceNotFound)
+	}
+	return n, nil
+}
+
+// newID returns a fresh write or lease id; ids never repeat within a
+// process and start from the clock so a restarted node does not reuse
+// recent ones.
+func (s *Store) newID() uint64 { return s.nextID.Add(1) }
+
+// janitor reclaims expired reservations and leases until Close.
+func (s *Store) janitor() {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.JanitorInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.expire(now)
+		}
+	}
+}
+
+// expire drops the reservations and leases whose deadlines passed.
+func (s *Store) expire(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range s.reservations {
+		if now.After(r.deadline) {
+			s.dropReservationLocked(id, r, CommitExpired)
+		}
+	}
+	for id, l := range s.leases {
+		if now.After(l.expires) {
+			s.expireLeaseLocked(id, l)
+		}
+	}
+}
