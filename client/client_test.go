@@ -1,0 +1,307 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+)
+
+// startNode runs a real node in-process: embedded etcd, gRPC on a loopback
+// port chosen by the kernel.
+func startNode(t testing.TB, mod func(*node.Config)) *node.Node {
+	t.Helper()
+	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
+		HostBytes: 64 << 20}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("closing node: %v", err)
+		}
+	})
+	return n
+}
+
+func dial(t testing.TB, addr, token string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(addr, client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// llama is a small descriptor: 2 layers, 2 KV heads of 64, bf16, 16-token
+// pages: 16 KiB pages.
+func llama() namespace.Descriptor {
+	return namespace.Descriptor{Tenant: "acme", Model: "meta-llama/Llama-3-8B", ModelRevision: "r1",
+		Engine: "vllm", DType: "bf16", PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64}
+}
+
+func tokens(n int, seed uint32) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = seed*7919 + uint32(i)*31
+	}
+	return out
+}
+
+func pagesFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
+	data := make([][]byte, len(keys))
+	for i, k := range keys {
+		data[i] = bytes.Repeat(k[:8], ns.PageBytes()/8)
+	}
+	return data
+}
+
+func TestPutLookupGet(t *testing.T) {
+	n := startNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*10+5, 1))
+	if len(keys) != 10 {
+		t.Fatalf("%d keys for 10 full pages", len(keys))
+	}
+	data := pagesFor(ns, keys)
+	res, err := ns.Put(ctx, client.ChainPages(keys[:6], data[:6]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != client.Committed {
+			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
+		}
+	}
+	// Putting again: Exists, no bytes sent.
+	res, err = ns.Put(ctx, client.ChainPages(keys[:2], data[:2]))
+	if err != nil || res[0].Status != client.Exists {
+		t.Fatalf("second put: %v %v", res, err)
+	}
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.HitPrefix != 6 || lr.Lease == nil || lr.Lease.Pages != 6 {
+		t.Fatalf("lookup: hit prefix %d lease %+v", lr.HitPrefix, lr.Lease)
+	}
+	bufs := make([][]byte, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	found, err := ns.Get(ctx, keys[:8], bufs, lr.Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if found[i] != (i < 6) {
+			t.Fatalf("page %d found=%v", i, found[i])
+		}
+		if i < 6 && !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: wrong bytes", i)
+		}
+	}
+	if err := lr.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ns.Delete(ctx, keys[5:6]); err != nil || d != 1 {
+		t.Fatalf("delete: %d %v", d, err)
+	}
+	if lr, _ := ns.Lookup(ctx, keys, false, 0); lr.HitPrefix != 5 {
+		t.Fatalf("hit prefix after delete: %d", lr.HitPrefix)
+	}
+}
+
+// TestOtherProcessHits: a second process that computes keys from the same
+// tokens and descriptor finds and reads the pages this one wrote.
+func TestOtherProcessHits(t *testing.T) {
+	if addr := os.Getenv("STRATA_TEST_CHILD_ADDR"); addr != "" {
+		t.Skip("child mode runs in TestChildReader")
+	}
+	n := startNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*20, 42))
+	if _, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys))); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildReader$", "-test.v")
+	cmd.Env = append(os.Environ(), "STRATA_TEST_CHILD_ADDR="+n.Addr())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "child: 20 pages hit and verified") {
+		t.Fatalf("child process: %v\n%s", err, out)
+	}
+}
+
+// TestChildReader is the second process of TestOtherProcessHits.
+func TestChildReader(t *testing.T) {
+	addr := os.Getenv("STRATA_TEST_CHILD_ADDR")
+	if addr == "" {
+		t.Skip("runs only as TestOtherProcessHits's child process")
+	}
+	c := dial(t, addr, "")
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*20, 42))
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup: %v, hit prefix %d", err, lr.HitPrefix)
+	}
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	found, err := ns.Get(ctx, keys, bufs, lr.Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pagesFor(ns, keys)
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], want[i]) {
+			t.Fatalf("page %d differs", i)
+		}
+	}
+	fmt.Printf("child: %d pages hit and verified\n", len(keys))
+}
+
+// TestNamespacesIsolate: descriptors that differ only in tp_size, dtype or
+// model revision never hit each other's pages.
+func TestNamespacesIsolate(t *testing.T) {
+	n := startNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	base, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := tokens(16*8, 7)
+	keys := base.PageKeys(toks)
+	if _, err := base.Put(ctx, client.ChainPages(keys, pagesFor(base, keys))); err != nil {
+		t.Fatal(err)
+	}
+	variants := map[string]func(*namespace.Descriptor){
+		"tp_size":        func(d *namespace.Descriptor) { d.TPSize = 2 },
+		"dtype":          func(d *namespace.Descriptor) { d.DType = "fp16" },
+		"model_revision": func(d *namespace.Descriptor) { d.ModelRevision = "r2" },
+	}
+	for name, mod := range variants {
+		t.Run(name, func(t *testing.T) {
+			d := llama()
+			mod(&d)
+			ns, err := c.Open(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns.ID() == base.ID() {
+				t.Fatal("same namespace id")
+			}
+			vk := ns.PageKeys(toks)
+			lr, err := ns.Lookup(ctx, vk, false, 0)
+			if err != nil || lr.HitPrefix != 0 {
+				t.Fatalf("variant's own keys: hit prefix %d, %v", lr.HitPrefix, err)
+			}
+			// Even the base namespace's raw keys miss in the variant.
+			lr, err = ns.Lookup(ctx, keys, false, 0)
+			if err != nil || lr.HitPrefix != 0 {
+				t.Fatalf("base keys in variant: hit prefix %d, %v", lr.HitPrefix, err)
+			}
+		})
+	}
+}
+
+func TestTenantsCannotCross(t *testing.T) {
+	n := startNode(t, func(c *node.Config) {
+		c.TenantTokens = map[string]string{"token-a": "tenant-a", "token-b": "tenant-b"}
+	})
+	ctx := ctxT(t)
+	a, b := dial(t, n.Addr(), "token-a"), dial(t, n.Addr(), "token-b")
+	da := llama()
+	da.Tenant = "tenant-a"
+	nsA, err := a.Open(ctx, da)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := nsA.PageKeys(tokens(32, 1))
+	if _, err := nsA.Put(ctx, client.ChainPages(keys, pagesFor(nsA, keys))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(ctx, da); !errors.Is(err, client.ErrTenantDenied) {
+		t.Fatalf("tenant b opening tenant a's namespace: %v, want ErrTenantDenied", err)
+	}
+	if _, err := dial(t, n.Addr(), "").Open(ctx, da); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("no token: %v, want ErrUnauthenticated", err)
+	}
+	if _, err := dial(t, n.Addr(), "wrong").Open(ctx, da); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("unknown token: %v, want ErrUnauthenticated", err)
+	}
+}
+
+func TestLeaseExpires(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.LeaseTTL = 300 * time.Millisecond })
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(32, 3))
+	if _, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys))); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.Lease == nil {
+		t.Fatal(lr, err)
+	}
+	// Wait for the expiry the node announced, polling with unleased lookups
+	// (which must not extend it).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(lr.Lease.Expires.Add(100 * time.Millisecond)); {
+		if time.Now().After(deadline) {
+			t.Fatal("lease expiry is not in the near future")
+		}
+		if _, err := ns.Lookup(ctx, keys, false, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
+	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("get under an expired lease: %v, want ErrLeaseExpired", err)
+	}
+	if err := lr.Lease.Renew(ctx, 0); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("renew of an expired lease: %v", err)
+	}
+}
