@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// conn is one command's connection to a node's Admin service.
+type conn struct {
+	cc       *grpc.ClientConn
+	admin    pb.AdminClient
+	endpoint string
+	token    string
+	timeout  time.Duration
+}
+
+// dial prepares a connection to g.endpoint; nothing is sent until the
+// first call. Calls do not wait for the node to become ready, so an
+// unreachable node fails the first call at once (or at the deadline).
+func (g *globals) dial() (*conn, error) {
+	cc, err := grpc.NewClient(g.endpoint,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(false)))
+	if err != nil {
+		return nil, fmt.Errorf("bad endpoint %q: %w", g.endpoint, err)
+	}
+	return &conn{cc: cc, admin: pb.NewAdminClient(cc), endpoint: g.endpoint, token: g.token, timeout: g.timeout}, nil
+}
+
+// Close closes the connection.
+func (c *conn) Close() error { return c.cc.Close() }
+
+// invoke makes one call with the --timeout deadline and the token, and
+// turns a failure into a sentence for an operator (see explain).
+func invoke[Req, Resp any](ctx context.Context, c *conn,
+	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+	}
+	resp, err := rpc(ctx, req)
+	if err != nil {
+		var zero Resp
+		return zero, c.explain(err)
+	}
+	return resp, nil
+}

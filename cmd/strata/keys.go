@@ -1,0 +1,7 @@
+package main
+
+import "github.com/spf13/cobra"
+
+func newKeysCmd(g *globals) *cobra.Command {
+	return newGroupCmd("keys", "Inspect the page keys of a namespace", newKeysLsCmd(g), newKeysStatCmd(g))
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// defaultEndpoint is the node address when neither --endpoint nor
+// STRATA_ENDPOINT is set; it is stratad's default listen address.
+const defaultEndpoint = "127.0.0.1:7070"
+
+// Output formats of -o.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	endpoint string
+	token    string
+	output   string
+	timeout  time.Duration
+}
+
+// json reports whether the command prints JSON rather than a table.
+func (g *globals) json() bool { return g.output == outputJSON }
+
+// newRootCmd builds the whole command tree. getenv supplies STRATA_ENDPOINT
+// and STRATA_TOKEN (os.Getenv in main; a map in tests).
+func newRootCmd(getenv func(string) string) *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Inspect a strata KV-cache cluster",
+		Long: `strata inspects a strata KV-cache cluster through a node's Admin API:
+namespaces, their keys and page metadata.
+
+The node is --endpoint (env STRATA_ENDPOINT, default ` + defaultEndpoint + `).
+A token (--token, env STRATA_TOKEN) is sent as "authorization: Bearer <token>".`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.finish(cmd, getenv)
+		},
+	}
+	endpoint := getenv("STRATA_ENDPOINT")
+	if endpoint == "" {
+		endpoint = defaultEndpoint
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.endpoint, "endpoint", endpoint, "node gRPC address (env STRATA_ENDPOINT)")
+	f.StringVar(&g.token, "token", "", "bearer token sent to the node (env STRATA_TOKEN)")
+	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
+	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to the node")
+	root.AddCommand(newNSCmd(g), newKeysCmd(g))
+	return root
+}
+
+// finish completes and checks the global flags once they are parsed. The
+// token comes from the environment here rather than as a flag default, so
+// --help never prints it.
+func (g *globals) finish(cmd *cobra.Command, getenv func(string) string) error {
+	if !cmd.Flags().Changed("token") {
+		g.token = getenv("STRATA_TOKEN")
+	}
+	if g.output != outputTable && g.output != outputJSON {
+		return fmt.Errorf("unknown output format %q: want %s or %s", g.output, outputTable, outputJSON)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %s", g.timeout)
+	}
+	if g.endpoint == "" {
+		return fmt.Errorf("--endpoint is empty")
+	}
+	return nil
+}
+
+// newGroupCmd is a command that only holds subcommands: alone it prints
+// its help, and an unknown subcommand is an error rather than more help.
+func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
