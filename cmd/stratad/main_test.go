@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+)
+
+// build compiles a command of this module into dir.
+func build(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+var servingRE = regexp.MustCompile(`strata node serving.*addr=(127\.0\.0\.1:\d+)`)
+
+// startStratad runs the stratad binary as README's run command does, on
+// loopback ports the kernel picks, and returns its gRPC address.
+func startStratad(t *testing.T, bin, dataDir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--embedded-etcd-url", "http://127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case a := <-addr:
+		return cmd, a
+	case <-time.After(60 * time.Second):
+		t.Fatal("stratad did not start serving within 60s")
+	}
+	return nil, ""
+}
+
+// TestRunNodeThenList is README's promise: the run command serves on
+// localhost, a client creates a namespace, and `strata ns ls` shows it;
+// SIGTERM drains and exits 0; a restart on the same data dir still knows it.
+func TestRunNodeThenList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries")
+	}
+	bin := t.TempDir()
+	stratad, strata := build(t, bin, "./cmd/stratad"), build(t, bin, "./cmd/strata")
+	data := t.TempDir()
+	cmd, addr := startStratad(t, stratad, data)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := namespace.Descriptor{Tenant: "readme", Model: "Qwen/Qwen2.5-7B", ModelRevision: "main", Engine: "sglang",
+		DType: "bf16", PageTokens: 64, NumLayers: 4, NumKVHeads: 4, HeadDim: 128}
+	ns, err := c.Open(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := make([]uint32, 64*3)
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	keys := ns.PageKeys(toks)
+	data3 := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
+	if _, err := ns.Put(ctx, client.ChainPages(keys, data3)); err != nil {
+		t.Fatal(err)
+	}
+
+	list := func() []map[string]any {
+		t.Helper()
+		out, err := exec.Command(strata, "--endpoint", addr, "ns", "ls", "-o", "json").Output()
+		if err != nil {
+			t.Fatalf("strata ns ls: %v", err)
+		}
+		var doc struct {
+			Namespaces []map[string]any `json:"namespaces"`
+		}
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatalf("strata ns ls -o json: %v\n%s", err, out)
+		}
+		return doc.Namespaces
+	}
+	found := false
+	for _, n := range list() {
+		if n["id"] == ns.ID().String() {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("strata ns ls does not show namespace %s", ns.ID())
+	}
+	table, err := exec.Command(strata, "--endpoint", addr, "ns", "ls").Output()
+	if err != nil || !strings.Contains(string(table), ns.ID().Short()) || !strings.Contains(string(table), "readme") {
+		t.Fatalf("strata ns ls table: %v\n%s", err, table)
+	}
+
+	// SIGTERM drains and exits 0.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stratad after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("stratad did not exit within 30s of SIGTERM")
+	}
+
+	// Restarted on the same data dir, the namespace is known again.
+	_, addr = startStratad(t, stratad, data)
+	addrRestarted := addr
+	found = false
+	for _, n := range list() {
+		if n["id"] == ns.ID().String() {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("after restart, %s does not list namespace %s", addrRestarted, ns.ID())
+	}
+}
+
