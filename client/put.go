@@ -170,4 +170,3 @@ func (n *Namespace) abort(open []int, wid func(int) uint64) {
 	defer cancel()
 	_, _ = n.c.rpc.Abort(ctx, &pb.AbortRequest{NamespaceId: n.id[:], WriteIds: ids})
 }
-

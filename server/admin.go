@@ -158,4 +158,3 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	}
 	return resp, nil
 }
-

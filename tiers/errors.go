@@ -14,4 +14,7 @@ var (
 	ErrOutOfRange = errors.New("range outside the extent")
 	// ErrClosed is returned by operations on a closed tier.
 	ErrClosed = errors.New("tier closed")
+	// ErrInvalidConfig is returned by a tier's constructor when its
+	// configuration is rejected; the wrapping error names the field.
+	ErrInvalidConfig = errors.New("invalid tier configuration")
 )

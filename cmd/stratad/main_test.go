@@ -155,4 +155,3 @@ func TestRunNodeThenList(t *testing.T) {
 		t.Fatalf("after restart, %s does not list namespace %s", addrRestarted, ns.ID())
 	}
 }
-
