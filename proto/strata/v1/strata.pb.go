@@ -26,9 +26,12 @@
 //     NO_SPACE             ResourceExhausted   one-call Put could not reserve room
 //     WRITE_UNKNOWN        NotFound            Write names a write id the node never issued
 //     WRITE_EXPIRED        FailedPrecondition  Write names a reservation whose deadline passed
-//     WRITE_OUT_OF_RANGE   OutOfRange          Write past the reserved size
+//     WRITE_CLOSED         FailedPrecondition  Write names a reservation already committed or aborted
+//     WRITE_OUT_OF_RANGE   OutOfRange          Write past the reserved size, or leaving a gap
 //     TRUNCATED            Aborted             one-call Put stream ended inside a page
+//     REGISTRY_UNAVAILABLE Unavailable         a new namespace could not be recorded in etcd
 //     SHUTTING_DOWN        Unavailable         the node is draining
+//     INTERNAL             Internal            a bug or an I/O failure; the message says which
 //   Per-page outcomes of batch calls (Reserve, Commit, Put) are enums in the
 //   response, so one bad page never fails its neighbours.
 
