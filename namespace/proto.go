@@ -1,0 +1,128 @@
+package namespace
+
+import (
+	"maps"
+
+	stratav1 "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// badChecksum stands for a wire checksum enum value this build does not
+// know; Validate rejects it.
+const badChecksum Checksum = 0xff
+
+// FromProto converts a wire descriptor. It copies every field as is (no
+// normalization); a nil message gives the zero Descriptor. An unknown
+// checksum enum value becomes an algorithm that Validate rejects.
+func FromProto(p *stratav1.Descriptor) Descriptor {
+	if p == nil {
+		return Descriptor{}
+	}
+	d := Descriptor{
+		Tenant:            p.GetTenant(),
+		Model:             p.GetModel(),
+		ModelRevision:     p.GetModelRevision(),
+		Adapter:           p.GetAdapter(),
+		AdapterRevision:   p.GetAdapterRevision(),
+		TokenizerRevision: p.GetTokenizerRevision(),
+		Engine:            p.GetEngine(),
+		KVFormatVersion:   p.GetKvFormatVersion(),
+		DType:             p.GetDtype(),
+		KVDType:           p.GetKvDtype(),
+		Layout:            p.GetLayout(),
+		PageTokens:        p.GetPageTokens(),
+		NumLayers:         p.GetNumLayers(),
+		NumKVHeads:        p.GetNumKvHeads(),
+		HeadDim:           p.GetHeadDim(),
+		MLALatentDim:      p.GetMlaLatentDim(),
+		TPSize:            p.GetTpSize(),
+		TPRank:            p.GetTpRank(),
+		PPSize:            p.GetPpSize(),
+		PPRank:            p.GetPpRank(),
+		CPSize:            p.GetCpSize(),
+		CPRank:            p.GetCpRank(),
+		Quantization:      p.GetQuantization(),
+		PageBytes:         p.GetPageBytes(),
+		Checksum:          ChecksumFromProto(p.GetChecksum()),
+	}
+	if len(p.GetExtra()) > 0 {
+		d.Extra = maps.Clone(p.GetExtra())
+	}
+	if c := p.GetCompute(); c != nil {
+		d.Compute = ComputeProfile{
+			Params:           c.GetParams(),
+			AttentionHeads:   c.GetAttentionHeads(),
+			AttentionHeadDim: c.GetAttentionHeadDim(),
+		}
+	}
+	return d
+}
+
+// Proto converts d to its wire form, field for field (no normalization).
+// Compute is always set.
+func (d Descriptor) Proto() *stratav1.Descriptor {
+	p := &stratav1.Descriptor{
+		Tenant:            d.Tenant,
+		Model:             d.Model,
+		ModelRevision:     d.ModelRevision,
+		Adapter:           d.Adapter,
+		AdapterRevision:   d.AdapterRevision,
+		TokenizerRevision: d.TokenizerRevision,
+		Engine:            d.Engine,
+		KvFormatVersion:   d.KVFormatVersion,
+		Dtype:             d.DType,
+		KvDtype:           d.KVDType,
+		Layout:            d.Layout,
+		PageTokens:        d.PageTokens,
+		NumLayers:         d.NumLayers,
+		NumKvHeads:        d.NumKVHeads,
+		HeadDim:           d.HeadDim,
+		MlaLatentDim:      d.MLALatentDim,
+		TpSize:            d.TPSize,
+		TpRank:            d.TPRank,
+		PpSize:            d.PPSize,
+		PpRank:            d.PPRank,
+		CpSize:            d.CPSize,
+		CpRank:            d.CPRank,
+		Quantization:      d.Quantization,
+		PageBytes:         d.PageBytes,
+		Checksum:          d.Checksum.Proto(),
+		Compute: &stratav1.ComputeProfile{
+			Params:           d.Compute.Params,
+			AttentionHeads:   d.Compute.AttentionHeads,
+			AttentionHeadDim: d.Compute.AttentionHeadDim,
+		},
+	}
+	if len(d.Extra) > 0 {
+		p.Extra = maps.Clone(d.Extra)
+	}
+	return p
+}
+
+// Proto returns the wire enum of c: 0 stays UNSPECIFIED (which means
+// CRC32C on the wire too).
+func (c Checksum) Proto() stratav1.ChecksumAlgorithm {
+	switch c {
+	case 0:
+		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED
+	case CRC32C:
+		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C
+	case SHA256:
+		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256
+	}
+	return stratav1.ChecksumAlgorithm(c)
+}
+
+// ChecksumFromProto maps the wire enum: UNSPECIFIED is 0 (CRC32C once
+// normalized); a value this build does not know becomes an algorithm that
+// Validate rejects and Checksum.String calls "unknown".
+func ChecksumFromProto(a stratav1.ChecksumAlgorithm) Checksum {
+	switch a {
+	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED:
+		return 0
+	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C:
+		return CRC32C
+	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256:
+		return SHA256
+	}
+	return badChecksum
+}
