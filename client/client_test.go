@@ -305,3 +305,55 @@ func TestLeaseExpires(t *testing.T) {
 		t.Fatalf("renew of an expired lease: %v", err)
 	}
 }
+
+// TestLeaseSurvivesPressure: with the real host tier, a leased prefix stays
+// readable while far more pages than fit are written; unleased pages go.
+func TestLeaseSurvivesPressure(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.HostBytes = 4 << 20 }) // 256 pages of 16 KiB
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ns.PageKeys(tokens(16*8, 100))
+	firstData := pagesFor(ns, first)
+	if _, err := ns.Put(ctx, client.ChainPages(first, firstData)); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := ns.Lookup(ctx, first[:3], true, 30*time.Second)
+	if err != nil || lr.Lease == nil {
+		t.Fatal(lr, err)
+	}
+	for seq := range 8 { // 8 × 128 pages: four times the tier
+		keys := ns.PageKeys(tokens(16*128, uint32(200+seq)))
+		res, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != client.Committed {
+				t.Fatalf("sequence %d page %d: %v %s", seq, i, r.Status, r.Reason)
+			}
+		}
+	}
+	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
+	found, err := ns.Get(ctx, first[:3], bufs, lr.Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if !found[i] || !bytes.Equal(bufs[i], firstData[i]) {
+			t.Fatalf("leased page %d lost or changed under pressure", i)
+		}
+	}
+	after, err := ns.Lookup(ctx, first, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < len(first); i++ {
+		if after.Present[i] {
+			t.Fatalf("unleased page %d survived four tiers' worth of writes", i)
+		}
+	}
+}

@@ -107,6 +107,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -132,8 +133,8 @@ type HostConfig struct {
 	Capacity int64
 	// SlabSize is the unit in which memory moves between size classes, in
 	// bytes, a multiple of 4 KiB; each slab costs 64 bytes of Go heap.
-	// Default DefaultSlabSize (64 MiB), or Capacity rounded down to 4 KiB
-	// when that is smaller.
+	// Default Capacity/64 rounded down to a power of two, between 1 MiB and
+	// DefaultSlabSize (64 MiB), and never more than Capacity.
 	SlabSize int64
 	// Name names the memfd, as seen in /proc/<pid>/fd and /proc/<pid>/maps.
 	// Default "strata-host".
@@ -147,7 +148,11 @@ func (cfg HostConfig) withDefaults() (HostConfig, error) {
 			cfg.Capacity, granule, int64(maxHostCapacity), ErrInvalidConfig)
 	}
 	if cfg.SlabSize == 0 {
-		cfg.SlabSize = min(DefaultSlabSize, cfg.Capacity&^(granule-1))
+		// At least 64 slabs, so that a small tier can still hold several
+		// page sizes at once; at most DefaultSlabSize; at least 1 MiB
+		// unless the tier is smaller.
+		slab := int64(1) << (bits.Len64(uint64(cfg.Capacity/64)) - 1) // power of two
+		cfg.SlabSize = min(DefaultSlabSize, max(1<<20, slab), cfg.Capacity&^(granule-1))
 	}
 	if cfg.SlabSize <= 0 || cfg.SlabSize%granule != 0 {
 		return cfg, fmt.Errorf("host: slab size %d is not a positive multiple of %d: %w",

@@ -78,9 +78,11 @@ func TestHostConfig(t *testing.T) {
 		size, slab int64
 		wantErr    bool
 	}{
-		{name: "defaults", cfg: HostConfig{Capacity: 256 * mib}, size: 256 * mib, slab: 64 * mib},
-		{name: "rounded down to slabs", cfg: HostConfig{Capacity: 200 * mib}, size: 192 * mib, slab: 64 * mib},
-		{name: "small capacity shrinks the default slab", cfg: HostConfig{Capacity: 10*mib + 100}, size: 10 * mib, slab: 10 * mib},
+		{name: "defaults", cfg: HostConfig{Capacity: 256 * mib}, size: 256 * mib, slab: 4 * mib},
+		{name: "large default", cfg: HostConfig{Capacity: 8192 * mib}, size: 8192 * mib, slab: 64 * mib},
+		{name: "rounded down to slabs", cfg: HostConfig{Capacity: 200*mib + 5000}, size: 200 * mib, slab: 2 * mib},
+		{name: "small capacity shrinks the default slab", cfg: HostConfig{Capacity: 10*mib + 100}, size: 10 * mib, slab: mib},
+		{name: "tiny capacity", cfg: HostConfig{Capacity: 512 << 10}, size: 512 << 10, slab: 512 << 10},
 		{name: "explicit slab", cfg: HostConfig{Capacity: 10 * mib, SlabSize: 3 * mib}, size: 9 * mib, slab: 3 * mib},
 		{name: "one granule", cfg: HostConfig{Capacity: 4096}, size: 4096, slab: 4096},
 		{name: "named", cfg: HostConfig{Capacity: mib, Name: "kv"}, size: mib, slab: mib},
