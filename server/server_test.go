@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/node"
@@ -295,5 +298,42 @@ func TestMalformedRequests(t *testing.T) {
 	// The node still serves.
 	if _, err := f.rpc.Lookup(ctx, &pb.LookupRequest{NamespaceId: f.ns, Keys: many[:1]}); err != nil {
 		t.Fatalf("node unwell after malformed requests: %v", err)
+	}
+}
+
+func TestHealthAndReflection(t *testing.T) {
+	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 16 << 20}
+	ctx := ctxT(t)
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	conn, err := grpc.NewClient("passthrough:///"+n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	s, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, svc := range resp.GetListServicesResponse().GetService() {
+		names = append(names, svc.GetName())
+	}
+	if !slices.Contains(names, "strata.v1.Strata") || !slices.Contains(names, "strata.v1.Admin") {
+		t.Fatalf("reflection lists %v", names)
 	}
 }
