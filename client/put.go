@@ -45,6 +45,7 @@ const (
 	Expired          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_EXPIRED)
 	Aborted          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_ABORTED)
 	Rejected         PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_REJECTED)
+	Failed           PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_FAILED)
 )
 
 // String names the outcome.

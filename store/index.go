@@ -10,10 +10,17 @@ import (
 
 const shardCount = 64
 
+// MaxTiers is the most tiers a store takes.
+const MaxTiers = 4
+
 // nsState is a namespace's index and counters.
 type nsState struct {
 	Namespace
 	created int64 // unix ms
+	// placeholder marks a namespace known only from recovered pages; the
+	// first AddNamespace with the same ID, page size and checksum completes
+	// it. Guarded by Store.nsMu.
+	placeholder bool
 
 	shards [shardCount]shard
 
@@ -24,6 +31,7 @@ type nsState struct {
 	pages      atomic.Int64
 	bytes      atomic.Int64
 	leases     atomic.Int64
+	tierPages  [MaxTiers]atomic.Int64
 }
 
 func newNSState(n Namespace) *nsState {

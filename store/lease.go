@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,7 +63,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 		e.access = now
 		e.hits++
 		if e.pins == 0 {
-			s.lru.moveToFront(e)
+			s.lru[e.tier].moveToFront(e)
 		}
 	}
 	if res.HitPrefix < 0 {
@@ -165,7 +167,7 @@ func (s *Store) endLeaseLocked(id uint64, l *lease) {
 // recency list, so the list's back is always evictable.
 func (s *Store) pinLocked(e *entry) {
 	if e.pins == 0 {
-		s.lru.remove(e)
+		s.lru[e.tier].remove(e)
 	}
 	e.pins++
 }
@@ -179,7 +181,7 @@ func (s *Store) unpinLocked(e *entry) {
 		s.cfg.Tiers[e.tier].Free(e.ext)
 		return
 	}
-	s.lru.pushFront(e)
+	s.lru[e.tier].pushFront(e)
 }
 
 // PageView is one page handed to a Read callback. Data is valid only during
@@ -236,18 +238,45 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 			}
 			continue
 		}
-		data, err := s.pageBytes(int(e.tier), e.ext, buf)
-		if err != nil {
-			return fmt.Errorf("reading page %x from %s: %w", e.key[:6], s.cfg.Tiers[e.tier].Kind(), err)
-		}
-		if _, mapped := s.cfg.Tiers[e.tier].(tiers.Mapped); !mapped {
+		data, ok := s.readPage(e, buf)
+		if _, mapped := s.cfg.Tiers[e.tier].(tiers.Mapped); !mapped && data != nil {
 			buf = data // reuse the copy buffer for the next page
 		}
-		if err := fn(i, PageView{Found: true, Size: e.ext.Len, Checksum: e.checksum(), Data: data}); err != nil {
+		view := PageView{}
+		if ok {
+			view = PageView{Found: true, Size: e.ext.Len, Checksum: e.checksum(), Data: data}
+		}
+		if err := fn(i, view); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readPage returns a pinned page's bytes. Bytes from a tier outside this
+// process's memory (ssd, gpu) are checked against the page's checksum: a
+// page that fails to read or verify is dropped, logged and counted, and
+// reads as a miss, never as wrong bytes.
+func (s *Store) readPage(e *entry, buf []byte) ([]byte, bool) {
+	t := s.cfg.Tiers[e.tier]
+	data, err := s.pageBytes(int(e.tier), e.ext, buf)
+	if _, mapped := t.(tiers.Mapped); mapped && err == nil {
+		return data, true
+	}
+	if err == nil && bytes.Equal(e.ns.Checksum.Sum(data), e.checksum()) {
+		return data, true
+	}
+	if err == nil {
+		err = errors.New("bytes do not match the page checksum")
+	}
+	s.log.Error("dropping unreadable page", "ns", e.ns.ID.Short(), "key", e.key.String(), "tier", t.Kind(), "err", err)
+	s.corrupt.Add(1)
+	s.mu.Lock()
+	if !e.dead {
+		s.removeLocked(e)
+	}
+	s.mu.Unlock()
+	return data, false
 }
 
 // Delete removes published pages and returns how many it removed. A leased

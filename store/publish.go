@@ -54,13 +54,15 @@ const (
 	CommitUnknownWrite                             // the write id was never issued or is forgotten
 	CommitExpired                                  // the reservation's deadline passed
 	CommitAborted                                  // the reservation was aborted
+	_                                              // (rejected: a one-call put's reserve outcome)
+	CommitFailed                                   // the tier failed to make the page durable
 )
 
 var commitNames = [...]string{
 	CommitCommitted: "committed", CommitExists: "exists",
 	CommitChecksumMismatch: "checksum mismatch", CommitSizeMismatch: "size mismatch",
 	CommitIncomplete: "incomplete", CommitUnknownWrite: "unknown write",
-	CommitExpired: "expired", CommitAborted: "aborted",
+	CommitExpired: "expired", CommitAborted: "aborted", CommitFailed: "storage failure",
 }
 
 func (c CommitStatus) String() string {
@@ -210,6 +212,9 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	s.mu.Unlock()
 
 	st := s.verify(r, size, sum)
+	if st == CommitCommitted {
+		st = s.seal(r, sum)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,6 +252,23 @@ func (s *Store) verify(r *reservation, size int64, sum []byte) CommitStatus {
 	}
 	if !bytes.Equal(r.ns.Checksum.Sum(data), sum) {
 		return CommitChecksumMismatch
+	}
+	return CommitCommitted
+}
+
+// seal makes a verified page durable on tiers that keep pages across
+// restarts, before it becomes visible.
+func (s *Store) seal(r *reservation, sum []byte) CommitStatus {
+	d, ok := s.cfg.Tiers[r.tier].(tiers.Durable)
+	if !ok {
+		return CommitCommitted
+	}
+	p := r.spec
+	meta := tiers.PageMeta{Namespace: r.ns.ID, Key: p.Key, Parent: p.Parent, HasParent: p.HasParent,
+		Depth: p.Depth, Len: p.Size, ChecksumAlg: uint8(r.ns.Checksum), Checksum: sum, Created: time.Now()}
+	if err := d.Seal(r.ext, meta); err != nil {
+		s.log.Error("sealing page", "key", p.Key.String(), "tier", d.Kind(), "err", err)
+		return CommitFailed
 	}
 	return CommitCommitted
 }
@@ -289,7 +311,8 @@ func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	}
 	sh.m[p.Key] = e
 	sh.mu.Unlock()
-	s.lru.pushFront(e)
+	s.lru[e.tier].pushFront(e)
+	n.tierPages[e.tier].Add(1)
 	if par := s.parentLocked(e); par != nil {
 		par.children++
 	}
@@ -333,27 +356,51 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 	s.writeOutcomes.add(wid, why)
 }
 
-// allocLocked finds room for size bytes in the first tier that has it,
-// evicting the least recently used unpinned pages when none has.
+// allocLocked finds room for size bytes in the first tier that has it. A
+// page that lands below the first tier wakes the mover, which demotes the
+// first tiers' least recently used pages to make room there again. When no
+// tier has room, the least recently used unpinned page of the last tier
+// that has one is dropped (pages are demoted before they are dropped), and
+// the allocation is tried again.
 func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
-	var lastErr error
 	for {
+		var errs []error
+		full := false
 		for i, t := range s.cfg.Tiers {
 			ext, err := t.Alloc(size)
 			if err == nil {
+				if i > 0 {
+					s.wakeMover(i)
+				}
 				return i, ext, nil
 			}
-			if !errors.Is(err, tiers.ErrFull) {
-				return 0, tiers.Extent{}, err
-			}
-			lastErr = err
+			// A tier that cannot take the page (full, too large, failing)
+			// passes it to the next one.
+			full = full || errors.Is(err, tiers.ErrFull)
+			errs = append(errs, fmt.Errorf("%s: %w", t.Kind(), err))
 		}
-		victim := s.lru.back()
+		lastErr := errors.Join(errs...)
+		if !full {
+			return 0, tiers.Extent{}, lastErr
+		}
+		victim := s.dropCandidateLocked()
 		if victim == nil {
 			return 0, tiers.Extent{}, fmt.Errorf("%w: %w", ErrNoSpace, lastErr)
 		}
 		s.removeLocked(victim)
+		s.evictions.Add(1)
 	}
+}
+
+// dropCandidateLocked is the least recently used unpinned page of the
+// lowest tier that has one.
+func (s *Store) dropCandidateLocked() *entry {
+	for i := len(s.lru) - 1; i >= 0; i-- {
+		if v := s.lru[i].back(); v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 // removeLocked takes an entry out of the index and marks it dead, so that
@@ -365,7 +412,8 @@ func (s *Store) removeLocked(e *entry) {
 	sh.mu.Lock()
 	delete(sh.m, e.key)
 	sh.mu.Unlock()
-	s.lru.remove(e)
+	s.lru[e.tier].remove(e)
+	e.ns.tierPages[e.tier].Add(-1)
 	if par := s.parentLocked(e); par != nil && par.children > 0 {
 		par.children--
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -40,8 +39,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
-	if len(c.Tiers) == 0 {
-		return errors.New("store: at least one tier is required")
+	if len(c.Tiers) == 0 || len(c.Tiers) > MaxTiers {
+		return fmt.Errorf("store: %d tiers, want 1 to %d", len(c.Tiers), MaxTiers)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -89,7 +88,7 @@ type Store struct {
 	// mu guards everything below it and the lifecycle fields of entries
 	// (pins, leases, dead, recency links) and of reservations (the map).
 	mu            sync.Mutex
-	lru           lruList
+	lru           []lruList // per tier, most recent first
 	reservations  map[uint64]*reservation
 	leases        map[uint64]*lease
 	tenantLeases  map[string]int
@@ -98,8 +97,14 @@ type Store struct {
 	pages         int64
 	bytes         int64
 
+	evictions atomic.Uint64 // pages dropped to make room
+	demotions atomic.Uint64 // pages moved one tier down
+	corrupt   atomic.Uint64 // pages dropped because they failed to read or verify
+	moverWake chan struct{}
+	spill     []atomic.Bool // per tier: a page landed below it
+
 	stop chan struct{}
-	done chan struct{}
+	wg   sync.WaitGroup // janitor and mover
 }
 
 // New builds a store over cfg.Tiers and starts its janitor.
@@ -116,12 +121,18 @@ func New(cfg Config) (*Store, error) {
 		tenantLeases:  make(map[string]int),
 		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
+		moverWake:     make(chan struct{}, 1),
+		spill:         make([]atomic.Bool, len(cfg.Tiers)),
 		stop:          make(chan struct{}),
-		done:          make(chan struct{}),
 	}
-	s.lru.init()
+	s.lru = make([]lruList, len(cfg.Tiers))
+	for i := range s.lru {
+		s.lru[i].init()
+	}
 	s.nextID.Store(uint64(time.Now().UnixNano()))
+	s.wg.Add(2)
 	go s.janitor()
+	go s.mover()
 	return s, nil
 }
 
@@ -132,7 +143,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	close(s.stop)
-	<-s.done
+	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, r := range s.reservations {
@@ -153,9 +164,15 @@ func (s *Store) AddNamespace(n Namespace) error {
 	if n.Checksum == 0 {
 		n.Checksum = namespace.CRC32C
 	}
+	s.mu.Lock() // completing a placeholder changes a tenant leases read under mu
+	defer s.mu.Unlock()
 	s.nsMu.Lock()
 	defer s.nsMu.Unlock()
 	if old, ok := s.ns[n.ID]; ok {
+		if old.placeholder && old.PageBytes == n.PageBytes && old.Checksum == n.Checksum {
+			old.Tenant, old.placeholder = n.Tenant, false
+			return nil
+		}
 		if old.Namespace != n {
 			return fmt.Errorf("adding namespace %s: already present with other parameters", n.ID.Short())
 		}
@@ -194,7 +211,7 @@ func (s *Store) newID() uint64 { return s.nextID.Add(1) }
 
 // janitor reclaims expired reservations and leases until Close.
 func (s *Store) janitor() {
-	defer close(s.done)
+	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.JanitorInterval)
 	defer t.Stop()
 	for {

@@ -263,30 +263,32 @@ type CommitStatus int32
 
 const (
 	CommitStatus_COMMIT_STATUS_UNSPECIFIED       CommitStatus = 0
-	CommitStatus_COMMIT_STATUS_COMMITTED         CommitStatus = 1 // published (also the answer to a repeated commit)
-	CommitStatus_COMMIT_STATUS_EXISTS            CommitStatus = 2 // another writer published the key first; space returned
-	CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH CommitStatus = 3 // bytes do not match the checksum; reservation dropped
-	CommitStatus_COMMIT_STATUS_SIZE_MISMATCH     CommitStatus = 4 // size differs from the reservation; reservation dropped
-	CommitStatus_COMMIT_STATUS_INCOMPLETE        CommitStatus = 5 // fewer bytes written than reserved; reservation dropped
-	CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE     CommitStatus = 6 // write id never issued (or forgotten)
-	CommitStatus_COMMIT_STATUS_EXPIRED           CommitStatus = 7 // reservation deadline passed; space returned
-	CommitStatus_COMMIT_STATUS_ABORTED           CommitStatus = 8 // reservation was aborted
-	CommitStatus_COMMIT_STATUS_REJECTED          CommitStatus = 9 // one-call Put: no room / bad size (see reason)
+	CommitStatus_COMMIT_STATUS_COMMITTED         CommitStatus = 1  // published (also the answer to a repeated commit)
+	CommitStatus_COMMIT_STATUS_EXISTS            CommitStatus = 2  // another writer published the key first; space returned
+	CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH CommitStatus = 3  // bytes do not match the checksum; reservation dropped
+	CommitStatus_COMMIT_STATUS_SIZE_MISMATCH     CommitStatus = 4  // size differs from the reservation; reservation dropped
+	CommitStatus_COMMIT_STATUS_INCOMPLETE        CommitStatus = 5  // fewer bytes written than reserved; reservation dropped
+	CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE     CommitStatus = 6  // write id never issued (or forgotten)
+	CommitStatus_COMMIT_STATUS_EXPIRED           CommitStatus = 7  // reservation deadline passed; space returned
+	CommitStatus_COMMIT_STATUS_ABORTED           CommitStatus = 8  // reservation was aborted
+	CommitStatus_COMMIT_STATUS_REJECTED          CommitStatus = 9  // one-call Put: no room / bad size (see reason)
+	CommitStatus_COMMIT_STATUS_FAILED            CommitStatus = 10 // the tier failed to store the bytes (I/O error, disk full); space returned
 )
 
 // Enum value maps for CommitStatus.
 var (
 	CommitStatus_name = map[int32]string{
-		0: "COMMIT_STATUS_UNSPECIFIED",
-		1: "COMMIT_STATUS_COMMITTED",
-		2: "COMMIT_STATUS_EXISTS",
-		3: "COMMIT_STATUS_CHECKSUM_MISMATCH",
-		4: "COMMIT_STATUS_SIZE_MISMATCH",
-		5: "COMMIT_STATUS_INCOMPLETE",
-		6: "COMMIT_STATUS_UNKNOWN_WRITE",
-		7: "COMMIT_STATUS_EXPIRED",
-		8: "COMMIT_STATUS_ABORTED",
-		9: "COMMIT_STATUS_REJECTED",
+		0:  "COMMIT_STATUS_UNSPECIFIED",
+		1:  "COMMIT_STATUS_COMMITTED",
+		2:  "COMMIT_STATUS_EXISTS",
+		3:  "COMMIT_STATUS_CHECKSUM_MISMATCH",
+		4:  "COMMIT_STATUS_SIZE_MISMATCH",
+		5:  "COMMIT_STATUS_INCOMPLETE",
+		6:  "COMMIT_STATUS_UNKNOWN_WRITE",
+		7:  "COMMIT_STATUS_EXPIRED",
+		8:  "COMMIT_STATUS_ABORTED",
+		9:  "COMMIT_STATUS_REJECTED",
+		10: "COMMIT_STATUS_FAILED",
 	}
 	CommitStatus_value = map[string]int32{
 		"COMMIT_STATUS_UNSPECIFIED":       0,
@@ -299,6 +301,7 @@ var (
 		"COMMIT_STATUS_EXPIRED":           7,
 		"COMMIT_STATUS_ABORTED":           8,
 		"COMMIT_STATUS_REJECTED":          9,
+		"COMMIT_STATUS_FAILED":            10,
 	}
 )
 
@@ -3459,7 +3462,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x1aRESERVE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RESERVE_STATUS_RESERVED\x10\x01\x12\x19\n" +
 	"\x15RESERVE_STATUS_EXISTS\x10\x02\x12\x1b\n" +
-	"\x17RESERVE_STATUS_REJECTED\x10\x03*\xbb\x02\n" +
+	"\x17RESERVE_STATUS_REJECTED\x10\x03*\xd5\x02\n" +
 	"\fCommitStatus\x12\x1d\n" +
 	"\x19COMMIT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17COMMIT_STATUS_COMMITTED\x10\x01\x12\x18\n" +
@@ -3470,7 +3473,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x1bCOMMIT_STATUS_UNKNOWN_WRITE\x10\x06\x12\x19\n" +
 	"\x15COMMIT_STATUS_EXPIRED\x10\a\x12\x19\n" +
 	"\x15COMMIT_STATUS_ABORTED\x10\b\x12\x1a\n" +
-	"\x16COMMIT_STATUS_REJECTED\x10\t2\xe1\x05\n" +
+	"\x16COMMIT_STATUS_REJECTED\x10\t\x12\x18\n" +
+	"\x14COMMIT_STATUS_FAILED\x10\n" +
+	"2\xe1\x05\n" +
 	"\x06Strata\x12R\n" +
 	"\rOpenNamespace\x12\x1f.strata.v1.OpenNamespaceRequest\x1a .strata.v1.OpenNamespaceResponse\x12=\n" +
 	"\x06Lookup\x12\x18.strata.v1.LookupRequest\x1a\x19.strata.v1.LookupResponse\x126\n" +

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// Recovery reports what Recover found on the durable tiers.
+type Recovery struct {
+	Tiers []tiers.RecoveryStats // per durable tier, in tier order
+	// Namespaces lists namespaces that had pages but were not added
+	// before Recover; they are known from the pages alone (no tenant) until
+	// AddNamespace completes them.
+	Namespaces []namespace.ID
+}
+
+var errDuplicate = errors.New("page already recovered from another slot")
+
+// Recover rebuilds the index from the durable tiers' sealed pages. Call it
+// once, after adding the namespaces the node knows and before serving.
+// Pages of namespaces not yet added are kept under a namespace known only by
+// ID, page size and checksum; AddNamespace with a matching descriptor later
+// completes it.
+func (s *Store) Recover() (Recovery, error) {
+	var rec Recovery
+	seen := map[namespace.ID]bool{}
+	for i, t := range s.cfg.Tiers {
+		d, ok := t.(tiers.Durable)
+		if !ok {
+			continue
+		}
+		st, err := d.Recover(func(ext tiers.Extent, m tiers.PageMeta) error {
+			n, added, err := s.recoveredNamespace(m)
+			if err != nil {
+				return err
+			}
+			if added && !seen[n.ID] {
+				seen[n.ID] = true
+				rec.Namespaces = append(rec.Namespaces, n.ID)
+			}
+			return s.insertRecovered(n, i, ext, m)
+		})
+		rec.Tiers = append(rec.Tiers, st)
+		if err != nil {
+			return rec, fmt.Errorf("recovering %s tier: %w", t.Kind(), err)
+		}
+		s.log.Info("recovered tier", "tier", t.Kind(), "pages", st.Recovered, "bytes", st.Bytes,
+			"dropped", st.Dropped, "torn", st.Torn)
+	}
+	return rec, nil
+}
+
+// recoveredNamespace finds the namespace of a recovered page, creating a
+// placeholder when it is not known yet.
+func (s *Store) recoveredNamespace(m tiers.PageMeta) (*nsState, bool, error) {
+	id := namespace.ID(m.Namespace)
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	if n, ok := s.ns[id]; ok {
+		if n.PageBytes != m.Len || uint8(n.Checksum) != m.ChecksumAlg {
+			return nil, false, fmt.Errorf("page of namespace %s: %d bytes with checksum %d, namespace has %d and %d",
+				id.Short(), m.Len, m.ChecksumAlg, n.PageBytes, n.Checksum)
+		}
+		return n, false, nil
+	}
+	n := newNSState(Namespace{ID: id, PageBytes: m.Len, Checksum: namespace.Checksum(m.ChecksumAlg)})
+	n.placeholder = true
+	s.ns[id] = n
+	return n, true, nil
+}
+
+func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.PageMeta) error {
+	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
+		tier: uint8(tier), create: m.Created.UnixMilli(), access: m.Created.UnixMilli()}
+	if len(m.Checksum) == 32 {
+		var sum [32]byte
+		copy(sum[:], m.Checksum)
+		e.sha = &sum
+	} else if len(m.Checksum) == 4 {
+		e.crc = uint32(m.Checksum[0])<<24 | uint32(m.Checksum[1])<<16 | uint32(m.Checksum[2])<<8 | uint32(m.Checksum[3])
+	} else {
+		return fmt.Errorf("page %x: %d-byte checksum", m.Key[:6], len(m.Checksum))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := n.shard(e.key)
+	sh.mu.Lock()
+	if sh.m[e.key] != nil {
+		sh.mu.Unlock()
+		return errDuplicate
+	}
+	sh.m[e.key] = e
+	sh.mu.Unlock()
+	s.lru[tier].pushFront(e)
+	n.tierPages[tier].Add(1)
+	if par := s.parentLocked(e); par != nil {
+		par.children++
+	}
+	s.pages++
+	s.bytes += ext.Len
+	n.pages.Add(1)
+	n.bytes.Add(ext.Len)
+	return nil
+}
