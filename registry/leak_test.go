@@ -1,0 +1,76 @@
+package registry
+
+import (
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+)
+
+// TestNoGoroutineLeak runs a whole embedded etcd and registry lifecycle
+// twice and checks that the second leaves no goroutine behind (the first
+// warms up process-wide goroutines such as gRPC's). It is not parallel:
+// goroutines are counted process-wide.
+func TestNoGoroutineLeak(t *testing.T) {
+	lifecycle := func() {
+		t.Helper()
+		e, err := StartEmbedded(ctxFor(t, 20*time.Second), EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		p := newProxy(t, e.Endpoints()[0])
+		defer p.close()
+		r, err := Open(ctxFor(t, 10*time.Second), Config{Endpoints: []string{p.endpoint()}, LeaseTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxFor(t, 10*time.Second)
+		if err := r.RegisterNode(ctx, Node{ID: "n"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.PutNamespace(ctx, NamespaceRecord{ID: hexID('f'), Tenant: "t", Canonical: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Nodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Let the keepalive goroutine run into a lost connection too.
+		p.cut()
+		time.Sleep(100 * time.Millisecond)
+		p.heal()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	lifecycle()
+	settle(t, -1)
+	before := runtime.NumGoroutine()
+	lifecycle()
+	settle(t, before)
+}
+
+// settle waits up to 5s for the goroutine count to drop to want (or, with
+// want < 0, to stop changing), then fails with a dump if it did not.
+func settle(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	last := -1
+	for {
+		n := runtime.NumGoroutine()
+		if (want >= 0 && n <= want) || (want < 0 && n == last) {
+			return
+		}
+		if time.Now().After(deadline) {
+			if want < 0 {
+				return
+			}
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			t.Fatalf("%d goroutines after close, %d before", n, want)
+		}
+		last = n
+		time.Sleep(100 * time.Millisecond)
+	}
+}

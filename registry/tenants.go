@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Tenant is an authorization domain (DESIGN.md §2): a tenant opens only
+// its own namespaces. Its token is never stored, only its SHA-256.
+type Tenant struct {
+	// Name identifies the tenant; it is a key segment, so no '/'.
+	Name string `json:"name"`
+	// TokenSHA256 is the SHA-256 of the tenant's bearer token in 64
+	// lower-case hex digits.
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// PutTenant creates t or replaces it (rotating its token).
+func (r *Registry) PutTenant(ctx context.Context, t Tenant) error {
+	if err := validName("tenant", t.Name); err != nil {
+		return err
+	}
+	if err := validHex("token sha256 of tenant "+t.Name, t.TokenSHA256); err != nil {
+		return err
+	}
+	val, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("registry: encoding tenant %s: %w", t.Name, err)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if _, err := r.cli.Put(ctx, r.tenantKey(t.Name), string(val)); err != nil {
+		return r.fail(ctx, "storing tenant "+t.Name, err)
+	}
+	return nil
+}
+
+// Tenant returns the tenant called name, or an error wrapping ErrNotFound.
+func (r *Registry) Tenant(ctx context.Context, name string) (Tenant, error) {
+	if err := validName("tenant", name); err != nil {
+		return Tenant{}, err
+	}
+	op := "reading tenant " + name
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.tenantKey(name))
+	if err != nil {
+		return Tenant{}, r.fail(ctx, op, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Tenant{}, fmt.Errorf("registry: %s: %w", op, ErrNotFound)
+	}
+	var t Tenant
+	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+		return Tenant{}, fmt.Errorf("registry: %s: decoding: %w", op, err)
+	}
+	return t, nil
+}
+
+// Tenants returns every tenant, in name order.
+func (r *Registry) Tenants(ctx context.Context) ([]Tenant, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.tenantsDir(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, r.fail(ctx, "listing tenants", err)
+	}
+	ts := make([]Tenant, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var t Tenant
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			r.log.Warn("skipping malformed tenant record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
