@@ -61,6 +61,11 @@ func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 	if d, ok := s.descriptor(st.ID); ok {
 		info.Descriptor_ = d.Proto()
 	}
+	kinds := s.cfg.Store.TierKinds()
+	for i, pages := range st.TierPages {
+		info.Tiers = append(info.Tiers, &pb.TierStats{Tier: tierProto(kinds[i]), Pages: uint64(pages),
+			UsedBytes: uint64(pages) * uint64(st.PageBytes)})
+	}
 	return info
 }
 
@@ -151,10 +156,11 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	st := s.cfg.Store.Stats()
 	resp := &pb.NodeInfoResponse{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, Pages: uint64(st.Pages),
 		Reservations: uint64(st.Reservations), LeasesActive: uint64(st.Leases),
-		StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version}
-	for _, t := range st.Tiers {
+		StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version, Evictions: st.Evictions,
+		Demotions: st.Demotions, CorruptPages: st.Corrupt, Recovery: s.cfg.Recovery}
+	for i, t := range st.Tiers {
 		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: tierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
-			UsedBytes: uint64(t.Used), Pages: uint64(t.Extents)})
+			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i])})
 	}
 	return resp, nil
 }

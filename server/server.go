@@ -51,6 +51,8 @@ type Config struct {
 	// DefaultLeaseTTL and MaxLeaseTTL are reported in the handshake; they
 	// must match the store's. Defaults 10s and 60s.
 	DefaultLeaseTTL, MaxLeaseTTL time.Duration
+	// Recovery is what start-up recovery found, reported by NodeInfo.
+	Recovery []*pb.TierRecovery
 	// Logger receives request logs. Default: discard.
 	Logger *slog.Logger
 }

@@ -101,12 +101,19 @@ type NamespaceStats struct {
 	LookupKeys uint64
 	HitKeys    uint64 // keys inside returned hit prefixes
 	Leases     int64
+	// TierPages counts the namespace's pages per tier, in tier order.
+	TierPages []int64
 }
 
-func (n *nsState) stats() NamespaceStats {
-	return NamespaceStats{Namespace: n.Namespace, Created: time.UnixMilli(n.created),
+func (s *Store) nsStats(n *nsState) NamespaceStats {
+	st := NamespaceStats{Namespace: n.Namespace, Created: time.UnixMilli(n.created),
 		Pages: n.pages.Load(), Bytes: n.bytes.Load(), Lookups: n.lookups.Load(),
-		LookupKeys: n.lookupKeys.Load(), HitKeys: n.hitKeys.Load(), Leases: n.leases.Load()}
+		LookupKeys: n.lookupKeys.Load(), HitKeys: n.hitKeys.Load(), Leases: n.leases.Load(),
+		TierPages: make([]int64, len(s.cfg.Tiers))}
+	for i := range st.TierPages {
+		st.TierPages[i] = n.tierPages[i].Load()
+	}
+	return st
 }
 
 // NamespaceStats reports one namespace.
@@ -115,7 +122,7 @@ func (s *Store) NamespaceStats(id namespace.ID) (NamespaceStats, error) {
 	if err != nil {
 		return NamespaceStats{}, err
 	}
-	return n.stats(), nil
+	return s.nsStats(n), nil
 }
 
 // Namespaces reports every namespace the store knows, by ID.
@@ -123,11 +130,20 @@ func (s *Store) Namespaces() []NamespaceStats {
 	s.nsMu.RLock()
 	out := make([]NamespaceStats, 0, len(s.ns))
 	for _, n := range s.ns {
-		out = append(out, n.stats())
+		out = append(out, s.nsStats(n))
 	}
 	s.nsMu.RUnlock()
 	slices.SortFunc(out, func(a, b NamespaceStats) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return out
+}
+
+// TierKinds names the store's tiers, in order.
+func (s *Store) TierKinds() []tiers.Kind {
+	kinds := make([]tiers.Kind, len(s.cfg.Tiers))
+	for i, t := range s.cfg.Tiers {
+		kinds[i] = t.Kind()
+	}
+	return kinds
 }
 
 // Stats is what the whole store holds.
@@ -137,12 +153,20 @@ type Stats struct {
 	Reservations int
 	Leases       int
 	Tiers        []tiers.Stats
+	TierPages    []int64 // published pages per tier
+	Evictions    uint64  // pages dropped to make room
+	Demotions    uint64  // pages moved one tier down
+	Corrupt      uint64  // pages dropped because they failed to read or verify
 }
 
 // Stats reports the store and its tiers.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
-	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases)}
+	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases),
+		Evictions: s.evictions.Load(), Demotions: s.demotions.Load(), Corrupt: s.corrupt.Load()}
+	for i := range s.lru {
+		st.TierPages = append(st.TierPages, int64(s.lru[i].n))
+	}
 	s.mu.Unlock()
 	for _, t := range s.cfg.Tiers {
 		st.Tiers = append(st.Tiers, t.Stats())

@@ -3116,6 +3116,10 @@ type NodeInfoResponse struct {
 	LeasesActive  uint64                 `protobuf:"varint,6,opt,name=leases_active,json=leasesActive,proto3" json:"leases_active,omitempty"`
 	StartedUnixMs int64                  `protobuf:"varint,7,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Version       string                 `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Evictions     uint64                 `protobuf:"varint,9,opt,name=evictions,proto3" json:"evictions,omitempty"`                            // pages dropped to make room
+	Demotions     uint64                 `protobuf:"varint,10,opt,name=demotions,proto3" json:"demotions,omitempty"`                           // pages moved one tier down
+	CorruptPages  uint64                 `protobuf:"varint,11,opt,name=corrupt_pages,json=corruptPages,proto3" json:"corrupt_pages,omitempty"` // pages dropped because they failed to read or verify
+	Recovery      []*TierRecovery        `protobuf:"bytes,12,rep,name=recovery,proto3" json:"recovery,omitempty"`                              // what start-up recovery found, per durable tier
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3204,6 +3208,110 @@ func (x *NodeInfoResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *NodeInfoResponse) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetDemotions() uint64 {
+	if x != nil {
+		return x.Demotions
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetCorruptPages() uint64 {
+	if x != nil {
+		return x.CorruptPages
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetRecovery() []*TierRecovery {
+	if x != nil {
+		return x.Recovery
+	}
+	return nil
+}
+
+type TierRecovery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
+	Recovered     uint64                 `protobuf:"varint,2,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	Dropped       uint64                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"` // slots that failed to verify
+	Torn          uint64                 `protobuf:"varint,4,opt,name=torn,proto3" json:"torn,omitempty"`       // slots written but never sealed
+	Bytes         uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierRecovery) Reset() {
+	*x = TierRecovery{}
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierRecovery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierRecovery) ProtoMessage() {}
+
+func (x *TierRecovery) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
+func (*TierRecovery) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TierRecovery) GetTier() Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return Tier_TIER_UNSPECIFIED
+}
+
+func (x *TierRecovery) GetRecovered() uint64 {
+	if x != nil {
+		return x.Recovered
+	}
+	return 0
+}
+
+func (x *TierRecovery) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *TierRecovery) GetTorn() uint64 {
+	if x != nil {
+		return x.Torn
+	}
+	return 0
+}
+
+func (x *TierRecovery) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
 }
 
 var File_strata_v1_strata_proto protoreflect.FileDescriptor
@@ -3436,7 +3544,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x10StatKeysResponse\x12&\n" +
 	"\x04keys\x18\x01 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
-	"\x0fNodeInfoRequest\"\x9b\x02\n" +
+	"\x0fNodeInfoRequest\"\xb1\x03\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12*\n" +
@@ -3445,7 +3553,18 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\freservations\x18\x05 \x01(\x04R\freservations\x12#\n" +
 	"\rleases_active\x18\x06 \x01(\x04R\fleasesActive\x12&\n" +
 	"\x0fstarted_unix_ms\x18\a \x01(\x03R\rstartedUnixMs\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion*K\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x1c\n" +
+	"\tevictions\x18\t \x01(\x04R\tevictions\x12\x1c\n" +
+	"\tdemotions\x18\n" +
+	" \x01(\x04R\tdemotions\x12#\n" +
+	"\rcorrupt_pages\x18\v \x01(\x04R\fcorruptPages\x123\n" +
+	"\brecovery\x18\f \x03(\v2\x17.strata.v1.TierRecoveryR\brecovery\"\x95\x01\n" +
+	"\fTierRecovery\x12#\n" +
+	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x1c\n" +
+	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x12\n" +
+	"\x04torn\x18\x04 \x01(\x04R\x04torn\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*u\n" +
@@ -3509,7 +3628,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),           // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),         // 1: strata.v1.ChecksumAlgorithm
@@ -3560,10 +3679,11 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*StatKeysResponse)(nil),       // 46: strata.v1.StatKeysResponse
 	(*NodeInfoRequest)(nil),        // 47: strata.v1.NodeInfoRequest
 	(*NodeInfoResponse)(nil),       // 48: strata.v1.NodeInfoResponse
-	nil,                            // 49: strata.v1.Descriptor.ExtraEntry
+	(*TierRecovery)(nil),           // 49: strata.v1.TierRecovery
+	nil,                            // 50: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	49, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	50, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	6,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
@@ -3592,43 +3712,45 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	42, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	42, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	36, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	7,  // 29: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	9,  // 30: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	12, // 31: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	16, // 32: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	19, // 33: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	22, // 34: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	25, // 35: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	27, // 36: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	30, // 37: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	32, // 38: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	34, // 39: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	38, // 40: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	40, // 41: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	43, // 42: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	45, // 43: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	47, // 44: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	8,  // 45: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	10, // 46: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	13, // 47: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	18, // 48: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	20, // 49: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	24, // 50: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	26, // 51: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	29, // 52: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	31, // 53: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	33, // 54: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	35, // 55: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	39, // 56: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	41, // 57: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	44, // 58: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	46, // 59: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	48, // 60: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	49, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	2,  // 30: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	7,  // 31: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	9,  // 32: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	12, // 33: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	16, // 34: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	19, // 35: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	22, // 36: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	25, // 37: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	27, // 38: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	30, // 39: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	32, // 40: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	34, // 41: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	38, // 42: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	40, // 43: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	43, // 44: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	45, // 45: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	47, // 46: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	8,  // 47: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	10, // 48: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	13, // 49: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	18, // 50: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	20, // 51: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	24, // 52: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	26, // 53: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	29, // 54: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	31, // 55: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	33, // 56: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	35, // 57: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	39, // 58: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	41, // 59: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	44, // 60: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	46, // 61: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	48, // 62: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	47, // [47:63] is the sub-list for method output_type
+	31, // [31:47] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -3642,7 +3764,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
