@@ -332,6 +332,61 @@ func (CommitStatus) EnumDescriptor() ([]byte, []int) {
 	return file_strata_v1_strata_proto_rawDescGZIP(), []int{4}
 }
 
+type MemberState int32
+
+const (
+	MemberState_MEMBER_STATE_UNSPECIFIED MemberState = 0
+	MemberState_MEMBER_STATE_ALIVE       MemberState = 1
+	MemberState_MEMBER_STATE_SUSPECT     MemberState = 2
+	MemberState_MEMBER_STATE_DEAD        MemberState = 3
+	MemberState_MEMBER_STATE_LEFT        MemberState = 4
+)
+
+// Enum value maps for MemberState.
+var (
+	MemberState_name = map[int32]string{
+		0: "MEMBER_STATE_UNSPECIFIED",
+		1: "MEMBER_STATE_ALIVE",
+		2: "MEMBER_STATE_SUSPECT",
+		3: "MEMBER_STATE_DEAD",
+		4: "MEMBER_STATE_LEFT",
+	}
+	MemberState_value = map[string]int32{
+		"MEMBER_STATE_UNSPECIFIED": 0,
+		"MEMBER_STATE_ALIVE":       1,
+		"MEMBER_STATE_SUSPECT":     2,
+		"MEMBER_STATE_DEAD":        3,
+		"MEMBER_STATE_LEFT":        4,
+	}
+)
+
+func (x MemberState) Enum() *MemberState {
+	p := new(MemberState)
+	*p = x
+	return p
+}
+
+func (x MemberState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemberState) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_v1_strata_proto_enumTypes[5].Descriptor()
+}
+
+func (MemberState) Type() protoreflect.EnumType {
+	return &file_strata_v1_strata_proto_enumTypes[5]
+}
+
+func (x MemberState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemberState.Descriptor instead.
+func (MemberState) EnumDescriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{5}
+}
+
 // Descriptor names everything that makes KV pages interchangeable. Its
 // canonical encoding (namespace package, documented in namespace/README.md)
 // hashes to the namespace ID.
@@ -3314,6 +3369,189 @@ func (x *TierRecovery) GetBytes() uint64 {
 	return 0
 }
 
+type Member struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddress   string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	GossipAddress string                 `protobuf:"bytes,3,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	State         MemberState            `protobuf:"varint,4,opt,name=state,proto3,enum=strata.v1.MemberState" json:"state,omitempty"`
+	Tiers         []*TierStats           `protobuf:"bytes,5,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	// weight is the node's placement weight (its capacity); clients place
+	// keys with capacity-weighted rendezvous hashing over alive members.
+	Weight        float64 `protobuf:"fixed64,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Member) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Member) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *Member) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
+}
+
+func (x *Member) GetState() MemberState {
+	if x != nil {
+		return x.State
+	}
+	return MemberState_MEMBER_STATE_UNSPECIFIED
+}
+
+func (x *Member) GetTiers() []*TierStats {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *Member) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+}
+
+type MembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`             // sorted by node_id
+	NodeId  string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node that answered
+	// coordinator is the node elected to compute eviction cutoffs, if any.
+	Coordinator   string `protobuf:"bytes,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
 var File_strata_v1_strata_proto protoreflect.FileDescriptor
 
 const file_strata_v1_strata_proto_rawDesc = "" +
@@ -3564,7 +3802,19 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x12\n" +
 	"\x04torn\x18\x04 \x01(\x04R\x04torn\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes*K\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xdd\x01\n" +
+	"\x06Member\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
+	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12%\n" +
+	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12,\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x16.strata.v1.MemberStateR\x05state\x12*\n" +
+	"\x05tiers\x18\x05 \x03(\v2\x14.strata.v1.TierStatsR\x05tiers\x12\x16\n" +
+	"\x06weight\x18\x06 \x01(\x01R\x06weight\"\x10\n" +
+	"\x0eMembersRequest\"y\n" +
+	"\x0fMembersResponse\x12+\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.strata.v1.MemberR\amembers\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12 \n" +
+	"\vcoordinator\x18\x03 \x01(\tR\vcoordinator*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*u\n" +
@@ -3594,7 +3844,13 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x15COMMIT_STATUS_ABORTED\x10\b\x12\x1a\n" +
 	"\x16COMMIT_STATUS_REJECTED\x10\t\x12\x18\n" +
 	"\x14COMMIT_STATUS_FAILED\x10\n" +
-	"2\xe1\x05\n" +
+	"*\x8b\x01\n" +
+	"\vMemberState\x12\x1c\n" +
+	"\x18MEMBER_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
+	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x15\n" +
+	"\x11MEMBER_STATE_DEAD\x10\x03\x12\x15\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x042\xe1\x05\n" +
 	"\x06Strata\x12R\n" +
 	"\rOpenNamespace\x12\x1f.strata.v1.OpenNamespaceRequest\x1a .strata.v1.OpenNamespaceResponse\x12=\n" +
 	"\x06Lookup\x12\x18.strata.v1.LookupRequest\x1a\x19.strata.v1.LookupResponse\x126\n" +
@@ -3613,7 +3869,10 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\fGetNamespace\x12\x1e.strata.v1.GetNamespaceRequest\x1a\x1f.strata.v1.GetNamespaceResponse\x12C\n" +
 	"\bListKeys\x12\x1a.strata.v1.ListKeysRequest\x1a\x1b.strata.v1.ListKeysResponse\x12C\n" +
 	"\bStatKeys\x12\x1a.strata.v1.StatKeysRequest\x1a\x1b.strata.v1.StatKeysResponse\x12C\n" +
-	"\bNodeInfo\x12\x1a.strata.v1.NodeInfoRequest\x1a\x1b.strata.v1.NodeInfoResponseB5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\bNodeInfo\x12\x1a.strata.v1.NodeInfoRequest\x1a\x1b.strata.v1.NodeInfoResponse2\x94\x01\n" +
+	"\aCluster\x12@\n" +
+	"\aMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse\x12G\n" +
+	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01B5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_strata_proto_rawDescOnce sync.Once
@@ -3627,130 +3886,141 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 	return file_strata_v1_strata_proto_rawDescData
 }
 
-var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),           // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),         // 1: strata.v1.ChecksumAlgorithm
 	(Tier)(0),                      // 2: strata.v1.Tier
 	(ReserveStatus)(0),             // 3: strata.v1.ReserveStatus
 	(CommitStatus)(0),              // 4: strata.v1.CommitStatus
-	(*Descriptor)(nil),             // 5: strata.v1.Descriptor
-	(*ComputeProfile)(nil),         // 6: strata.v1.ComputeProfile
-	(*OpenNamespaceRequest)(nil),   // 7: strata.v1.OpenNamespaceRequest
-	(*OpenNamespaceResponse)(nil),  // 8: strata.v1.OpenNamespaceResponse
-	(*LookupRequest)(nil),          // 9: strata.v1.LookupRequest
-	(*LookupResponse)(nil),         // 10: strata.v1.LookupResponse
-	(*Lease)(nil),                  // 11: strata.v1.Lease
-	(*GetRequest)(nil),             // 12: strata.v1.GetRequest
-	(*GetResponse)(nil),            // 13: strata.v1.GetResponse
-	(*PageHeader)(nil),             // 14: strata.v1.PageHeader
-	(*PageSpec)(nil),               // 15: strata.v1.PageSpec
-	(*ReserveRequest)(nil),         // 16: strata.v1.ReserveRequest
-	(*Reservation)(nil),            // 17: strata.v1.Reservation
-	(*ReserveResponse)(nil),        // 18: strata.v1.ReserveResponse
-	(*WriteRequest)(nil),           // 19: strata.v1.WriteRequest
-	(*WriteResponse)(nil),          // 20: strata.v1.WriteResponse
-	(*CommitItem)(nil),             // 21: strata.v1.CommitItem
-	(*CommitRequest)(nil),          // 22: strata.v1.CommitRequest
-	(*CommitResult)(nil),           // 23: strata.v1.CommitResult
-	(*CommitResponse)(nil),         // 24: strata.v1.CommitResponse
-	(*AbortRequest)(nil),           // 25: strata.v1.AbortRequest
-	(*AbortResponse)(nil),          // 26: strata.v1.AbortResponse
-	(*PutRequest)(nil),             // 27: strata.v1.PutRequest
-	(*PutHeader)(nil),              // 28: strata.v1.PutHeader
-	(*PutResponse)(nil),            // 29: strata.v1.PutResponse
-	(*RenewLeaseRequest)(nil),      // 30: strata.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),     // 31: strata.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),    // 32: strata.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),   // 33: strata.v1.ReleaseLeaseResponse
-	(*DeleteRequest)(nil),          // 34: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 35: strata.v1.DeleteResponse
-	(*TierStats)(nil),              // 36: strata.v1.TierStats
-	(*NamespaceInfo)(nil),          // 37: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),  // 38: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil), // 39: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),    // 40: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),   // 41: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                // 42: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),        // 43: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),       // 44: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),        // 45: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),       // 46: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),        // 47: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),       // 48: strata.v1.NodeInfoResponse
-	(*TierRecovery)(nil),           // 49: strata.v1.TierRecovery
-	nil,                            // 50: strata.v1.Descriptor.ExtraEntry
+	(MemberState)(0),               // 5: strata.v1.MemberState
+	(*Descriptor)(nil),             // 6: strata.v1.Descriptor
+	(*ComputeProfile)(nil),         // 7: strata.v1.ComputeProfile
+	(*OpenNamespaceRequest)(nil),   // 8: strata.v1.OpenNamespaceRequest
+	(*OpenNamespaceResponse)(nil),  // 9: strata.v1.OpenNamespaceResponse
+	(*LookupRequest)(nil),          // 10: strata.v1.LookupRequest
+	(*LookupResponse)(nil),         // 11: strata.v1.LookupResponse
+	(*Lease)(nil),                  // 12: strata.v1.Lease
+	(*GetRequest)(nil),             // 13: strata.v1.GetRequest
+	(*GetResponse)(nil),            // 14: strata.v1.GetResponse
+	(*PageHeader)(nil),             // 15: strata.v1.PageHeader
+	(*PageSpec)(nil),               // 16: strata.v1.PageSpec
+	(*ReserveRequest)(nil),         // 17: strata.v1.ReserveRequest
+	(*Reservation)(nil),            // 18: strata.v1.Reservation
+	(*ReserveResponse)(nil),        // 19: strata.v1.ReserveResponse
+	(*WriteRequest)(nil),           // 20: strata.v1.WriteRequest
+	(*WriteResponse)(nil),          // 21: strata.v1.WriteResponse
+	(*CommitItem)(nil),             // 22: strata.v1.CommitItem
+	(*CommitRequest)(nil),          // 23: strata.v1.CommitRequest
+	(*CommitResult)(nil),           // 24: strata.v1.CommitResult
+	(*CommitResponse)(nil),         // 25: strata.v1.CommitResponse
+	(*AbortRequest)(nil),           // 26: strata.v1.AbortRequest
+	(*AbortResponse)(nil),          // 27: strata.v1.AbortResponse
+	(*PutRequest)(nil),             // 28: strata.v1.PutRequest
+	(*PutHeader)(nil),              // 29: strata.v1.PutHeader
+	(*PutResponse)(nil),            // 30: strata.v1.PutResponse
+	(*RenewLeaseRequest)(nil),      // 31: strata.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),     // 32: strata.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),    // 33: strata.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),   // 34: strata.v1.ReleaseLeaseResponse
+	(*DeleteRequest)(nil),          // 35: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 36: strata.v1.DeleteResponse
+	(*TierStats)(nil),              // 37: strata.v1.TierStats
+	(*NamespaceInfo)(nil),          // 38: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),  // 39: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil), // 40: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),    // 41: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),   // 42: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                // 43: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),        // 44: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),       // 45: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),        // 46: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),       // 47: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),        // 48: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),       // 49: strata.v1.NodeInfoResponse
+	(*TierRecovery)(nil),           // 50: strata.v1.TierRecovery
+	(*Member)(nil),                 // 51: strata.v1.Member
+	(*MembersRequest)(nil),         // 52: strata.v1.MembersRequest
+	(*MembersResponse)(nil),        // 53: strata.v1.MembersResponse
+	nil,                            // 54: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	50, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	54, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	6,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
+	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
-	5,  // 4: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
+	6,  // 4: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
 	1,  // 5: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	0,  // 6: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	11, // 7: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
-	14, // 8: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
+	12, // 7: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
+	15, // 8: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
 	1,  // 9: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	15, // 10: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	16, // 10: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
 	3,  // 11: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	17, // 12: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	21, // 13: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	18, // 12: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	22, // 13: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
 	4,  // 14: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	23, // 15: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	28, // 16: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	15, // 17: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	23, // 18: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	11, // 19: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	24, // 15: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	29, // 16: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	16, // 17: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	24, // 18: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	12, // 19: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
 	2,  // 20: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	5,  // 21: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	36, // 22: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	37, // 23: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	37, // 24: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	6,  // 21: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	37, // 22: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	38, // 23: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	38, // 24: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
 	2,  // 25: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	42, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	42, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	36, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	49, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	43, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	43, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	37, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	50, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
 	2,  // 30: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	7,  // 31: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	9,  // 32: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	12, // 33: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	16, // 34: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	19, // 35: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	22, // 36: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	25, // 37: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	27, // 38: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	30, // 39: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	32, // 40: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	34, // 41: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	38, // 42: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	40, // 43: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	43, // 44: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	45, // 45: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	47, // 46: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	8,  // 47: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	10, // 48: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	13, // 49: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	18, // 50: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	20, // 51: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	24, // 52: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	26, // 53: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	29, // 54: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	31, // 55: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	33, // 56: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	35, // 57: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	39, // 58: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	41, // 59: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	44, // 60: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	46, // 61: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	48, // 62: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	47, // [47:63] is the sub-list for method output_type
-	31, // [31:47] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	5,  // 31: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	37, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	51, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	8,  // 34: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	10, // 35: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	13, // 36: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	17, // 37: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	20, // 38: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	23, // 39: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	26, // 40: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	28, // 41: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	31, // 42: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	33, // 43: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	35, // 44: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	39, // 45: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	41, // 46: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	44, // 47: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	46, // 48: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	48, // 49: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	52, // 50: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	52, // 51: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	9,  // 52: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	11, // 53: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	14, // 54: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	19, // 55: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	21, // 56: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	25, // 57: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	27, // 58: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	30, // 59: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	32, // 60: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	34, // 61: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	36, // 62: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	40, // 63: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	42, // 64: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	45, // 65: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	47, // 66: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	49, // 67: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	53, // 68: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	53, // 69: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -3763,10 +4033,10 @@ func file_strata_v1_strata_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   46,
+			NumEnums:      6,
+			NumMessages:   49,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_strata_v1_strata_proto_goTypes,
 		DependencyIndexes: file_strata_v1_strata_proto_depIdxs,

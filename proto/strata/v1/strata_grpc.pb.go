@@ -788,3 +788,153 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "strata/v1/strata.proto",
 }
+
+const (
+	Cluster_Members_FullMethodName      = "/strata.v1.Cluster/Members"
+	Cluster_WatchMembers_FullMethodName = "/strata.v1.Cluster/WatchMembers"
+)
+
+// ClusterClient is the client API for Cluster service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Cluster serves the membership view clients route by.
+type ClusterClient interface {
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// WatchMembers sends the view now and again after every change.
+	WatchMembers(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MembersResponse], error)
+}
+
+type clusterClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewClusterClient(cc grpc.ClientConnInterface) ClusterClient {
+	return &clusterClient{cc}
+}
+
+func (c *clusterClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Cluster_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) WatchMembers(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MembersResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_WatchMembers_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[MembersRequest, MembersResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_WatchMembersClient = grpc.ServerStreamingClient[MembersResponse]
+
+// ClusterServer is the server API for Cluster service.
+// All implementations must embed UnimplementedClusterServer
+// for forward compatibility.
+//
+// Cluster serves the membership view clients route by.
+type ClusterServer interface {
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// WatchMembers sends the view now and again after every change.
+	WatchMembers(*MembersRequest, grpc.ServerStreamingServer[MembersResponse]) error
+	mustEmbedUnimplementedClusterServer()
+}
+
+// UnimplementedClusterServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedClusterServer struct{}
+
+func (UnimplementedClusterServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedClusterServer) WatchMembers(*MembersRequest, grpc.ServerStreamingServer[MembersResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchMembers not implemented")
+}
+func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
+func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
+
+// UnsafeClusterServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ClusterServer will
+// result in compilation errors.
+type UnsafeClusterServer interface {
+	mustEmbedUnimplementedClusterServer()
+}
+
+func RegisterClusterServer(s grpc.ServiceRegistrar, srv ClusterServer) {
+	// If the following call panics, it indicates UnimplementedClusterServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Cluster_ServiceDesc, srv)
+}
+
+func _Cluster_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_WatchMembers_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(MembersRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).WatchMembers(m, &grpc.GenericServerStream[MembersRequest, MembersResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_WatchMembersServer = grpc.ServerStreamingServer[MembersResponse]
+
+// Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Cluster_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "strata.v1.Cluster",
+	HandlerType: (*ClusterServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Members",
+			Handler:    _Cluster_Members_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchMembers",
+			Handler:       _Cluster_WatchMembers_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "strata/v1/strata.proto",
+}
