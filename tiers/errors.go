@@ -17,4 +17,22 @@ var (
 	// ErrInvalidConfig is returned by a tier's constructor when its
 	// configuration is rejected; the wrapping error names the field.
 	ErrInvalidConfig = errors.New("invalid tier configuration")
+	// ErrUnavailable is returned by a tier's constructor when the memory it
+	// manages is absent on this machine (no CUDA driver, no device, a driver
+	// too old); the wrapping error says why. The node runs without the tier.
+	ErrUnavailable = errors.New("tier unavailable")
+	// ErrNotRecovered is returned by a durable tier's Alloc before Recover
+	// has run: recovery decides which slots are free.
+	ErrNotRecovered = errors.New("durable tier not recovered yet")
+	// ErrRecovered is returned by a second call of a durable tier's Recover.
+	ErrRecovered = errors.New("durable tier already recovered")
+	// ErrSealed is returned by WriteAt and Seal on an extent already sealed:
+	// a sealed page is immutable.
+	ErrSealed = errors.New("extent already sealed")
+	// ErrStale is returned by WriteAt, ReadAt and Seal on an extent that is
+	// no longer live (freed, or freed and reallocated while a read ran).
+	ErrStale = errors.New("extent no longer live")
+	// ErrInvalidMeta is returned by Seal when the page metadata does not
+	// fit the extent (length) or itself (checksum algorithm and length).
+	ErrInvalidMeta = errors.New("invalid page metadata")
 )
