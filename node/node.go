@@ -38,9 +38,23 @@ type Config struct {
 	Listen string
 	// DataDir holds the node id and the embedded etcd. Default "strata-data".
 	DataDir string
+	// Tiers is the tier order, fastest first, from gpu, host and ssd.
+	// Default gpu,host,ssd, leaving out gpu and ssd when their capacity is
+	// zero and gpu when no GPU is usable.
+	Tiers []string
 	// HostBytes is the host tier's capacity; memory is committed as pages
 	// arrive. Default 1 GiB.
 	HostBytes int64
+	// SSDBytes is the SSD tier's capacity. Default 0: no SSD tier.
+	SSDBytes int64
+	// SSDDir holds the SSD tier's slot files. Default DataDir/ssd.
+	SSDDir string
+	// SSDSync is the SSD tier's durability mode. Default every-page.
+	SSDSync tiers.SyncMode
+	// GPUBytes is the GPU tier's capacity. Default 0: no GPU tier.
+	GPUBytes int64
+	// GPUDevice is the CUDA device of the GPU tier. Default 0.
+	GPUDevice int
 	// EtcdEndpoints of a shared etcd cluster. Default none: an embedded
 	// single-member etcd runs in DataDir/etcd.
 	EtcdEndpoints []string
@@ -106,6 +120,7 @@ type Node struct {
 	health *health.Server
 	store  *store.Store
 	host   *tiers.Host
+	tiers  []tiers.Tier
 	reg    *registry.Registry
 	etcd   *registry.Embedded // nil with external endpoints
 	served chan error
@@ -126,10 +141,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.id, err = nodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.host, err = tiers.NewHost(tiers.HostConfig{Capacity: cfg.HostBytes}); err != nil {
-		return nil, fmt.Errorf("host tier: %w", err)
+	if err := n.openTiers(); err != nil {
+		return nil, err
 	}
-	if n.store, err = store.New(store.Config{Tiers: []tiers.Tier{n.host}, DefaultLeaseTTL: cfg.LeaseTTL,
+	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
 		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, Logger: n.log}); err != nil {
 		return nil, err
 	}
@@ -149,6 +164,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.restoreNamespaces(ctx, srv); err != nil {
 		return nil, err
 	}
+	rec, err := n.store.Recover()
+	if err != nil {
+		return nil, err
+	}
+	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
 	n.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
 		grpc.InitialWindowSize(8<<20),
@@ -164,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.lis.Addr().String(),
 		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
-		Tiers: []registry.TierInfo{{Kind: "host", Capacity: cfg.HostBytes}}}); err != nil {
+		Tiers: n.tierInfo()}); err != nil {
 		return nil, fmt.Errorf("registering node: %w", err)
 	}
 	go func() { n.served <- n.grpc.Serve(n.lis) }()
@@ -216,6 +236,25 @@ func (n *Node) restoreNamespaces(ctx context.Context, srv *server.Server) error 
 	return nil
 }
 
+func (n *Node) tierInfo() []registry.TierInfo {
+	var out []registry.TierInfo
+	for _, t := range n.tiers {
+		st := t.Stats()
+		out = append(out, registry.TierInfo{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})
+	}
+	return out
+}
+
+func durableTiers(ts []tiers.Tier) []tiers.Tier {
+	var out []tiers.Tier
+	for _, t := range ts {
+		if _, ok := t.(tiers.Durable); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Addr is the address the node serves gRPC on.
 func (n *Node) Addr() string { return n.lis.Addr().String() }
 
@@ -259,8 +298,8 @@ func (n *Node) closeParts() error {
 	if n.etcd != nil {
 		n.etcd.Close()
 	}
-	if n.host != nil {
-		errs = append(errs, n.host.Close())
+	for _, t := range n.tiers {
+		errs = append(errs, t.Close())
 	}
 	if n.lis != nil && n.grpc == nil {
 		errs = append(errs, n.lis.Close())

@@ -97,6 +97,10 @@ func New(cfg Config) (*Server, error) {
 		descriptors: make(map[namespace.ID]namespace.Descriptor)}, nil
 }
 
+// SetRecovery records what start-up recovery found, for NodeInfo. Call it
+// before serving.
+func (s *Server) SetRecovery(r []*pb.TierRecovery) { s.cfg.Recovery = r }
+
 // Register adds both services to g.
 func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterStrataServer(g, s)

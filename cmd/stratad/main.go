@@ -36,6 +36,10 @@ func parseFlags(args []string) (node.Config, error) {
 	var (
 		cfg      node.Config
 		host     byteSize
+		ssd      byteSize
+		gpu      byteSize
+		tierList string
+		ssdSync  string
 		etcd     string
 		tokens   pairs
 		logLevel slog.Level
@@ -43,7 +47,13 @@ func parseFlags(args []string) (node.Config, error) {
 	fs := flag.NewFlagSet("stratad", flag.ContinueOnError)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&cfg.DataDir, "data-dir", "strata-data", "directory for the node id and the embedded etcd")
+	fs.StringVar(&tierList, "tiers", "", "tier order, fastest first, from gpu,host,ssd (default: those with a capacity, in that order)")
 	fs.Var(&host, "host-bytes", "host tier capacity, e.g. 512MiB, 8GiB (default 1GiB)")
+	fs.Var(&ssd, "ssd-bytes", "SSD tier capacity (default 0: no SSD tier)")
+	fs.StringVar(&cfg.SSDDir, "ssd-dir", "", "directory of the SSD tier's slot files (default <data-dir>/ssd)")
+	fs.StringVar(&ssdSync, "ssd-sync", "every-page", "SSD durability: every-page (survives power loss), batch (group commit, same guarantee), none (survives a process crash only)")
+	fs.Var(&gpu, "gpu-bytes", "GPU tier capacity (default 0: no GPU tier)")
+	fs.IntVar(&cfg.GPUDevice, "gpu-device", 0, "CUDA device of the GPU tier")
 	fs.StringVar(&etcd, "etcd", "", "comma-separated etcd endpoints; empty starts an embedded etcd")
 	fs.StringVar(&cfg.EmbeddedEtcdURL, "embedded-etcd-url", "http://127.0.0.1:2379", "client URL of the embedded etcd (loopback only; port 0 = any free port)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
@@ -58,7 +68,14 @@ func parseFlags(args []string) (node.Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	cfg.HostBytes = int64(host)
+	cfg.HostBytes, cfg.SSDBytes, cfg.GPUBytes = int64(host), int64(ssd), int64(gpu)
+	if tierList != "" {
+		cfg.Tiers = strings.Split(tierList, ",")
+	}
+	var err error
+	if cfg.SSDSync, err = node.ParseSync(ssdSync); err != nil {
+		return cfg, err
+	}
 	if etcd != "" {
 		cfg.EtcdEndpoints = strings.Split(etcd, ",")
 	}

@@ -1,0 +1,120 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
+)
+
+// ParseSync parses an SSD sync mode name: every-page, batch or none.
+func ParseSync(s string) (tiers.SyncMode, error) {
+	for _, m := range []tiers.SyncMode{tiers.SyncEveryPage, tiers.SyncBatch, tiers.SyncNone} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("ssd sync mode %q: want every-page, batch or none", s)
+}
+
+// openTiers opens the configured tiers in order. A GPU tier that is
+// unavailable (no driver, no device) is left out with a log line; any other
+// failure is an error.
+func (n *Node) openTiers() error {
+	order := n.cfg.Tiers
+	if len(order) == 0 {
+		order = []string{"gpu", "host", "ssd"}
+	}
+	seen := map[string]bool{}
+	for _, name := range order {
+		name = strings.TrimSpace(name)
+		if seen[name] {
+			return fmt.Errorf("tier %q listed twice", name)
+		}
+		seen[name] = true
+		t, err := n.openTier(name, len(n.cfg.Tiers) > 0)
+		if err != nil {
+			return err
+		}
+		if t != nil {
+			n.tiers = append(n.tiers, t)
+		}
+	}
+	if len(n.tiers) == 0 {
+		return errors.New("no tiers: give --host-bytes or --ssd-bytes")
+	}
+	return nil
+}
+
+// openTier opens one tier; it returns nil for a tier that has no capacity
+// configured and was not asked for explicitly.
+func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
+	switch name {
+	case "host":
+		h, err := tiers.NewHost(tiers.HostConfig{Capacity: n.cfg.HostBytes})
+		if err != nil {
+			return nil, fmt.Errorf("host tier: %w", err)
+		}
+		n.host = h
+		return h, nil
+	case "ssd":
+		if n.cfg.SSDBytes <= 0 {
+			if explicit {
+				return nil, errors.New("ssd tier listed but --ssd-bytes not set")
+			}
+			return nil, nil
+		}
+		dir := n.cfg.SSDDir
+		if dir == "" {
+			dir = filepath.Join(n.cfg.DataDir, "ssd")
+		}
+		s, err := tiers.NewSSD(tiers.SSDConfig{Dir: dir, Capacity: n.cfg.SSDBytes, Sync: n.cfg.SSDSync, Logger: n.log})
+		if err != nil {
+			return nil, fmt.Errorf("ssd tier: %w", err)
+		}
+		return s, nil
+	case "gpu":
+		if n.cfg.GPUBytes <= 0 {
+			if explicit {
+				return nil, errors.New("gpu tier listed but --gpu-bytes not set")
+			}
+			return nil, nil
+		}
+		g, err := tiers.NewGPU(tiers.GPUConfig{Device: n.cfg.GPUDevice, Capacity: n.cfg.GPUBytes})
+		if errors.Is(err, tiers.ErrUnavailable) {
+			n.log.Warn("gpu tier unavailable; running without it", "err", err)
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gpu tier: %w", err)
+		}
+		return g, nil
+	}
+	return nil, fmt.Errorf("unknown tier %q: want gpu, host or ssd", name)
+}
+
+func tierKind(k tiers.Kind) pb.Tier {
+	switch k {
+	case tiers.KindGPU:
+		return pb.Tier_TIER_GPU
+	case tiers.KindHost:
+		return pb.Tier_TIER_HOST
+	case tiers.KindSSD:
+		return pb.Tier_TIER_SSD
+	}
+	return pb.Tier_TIER_UNSPECIFIED
+}
+
+// recoveryProto reports a store recovery for NodeInfo.
+func recoveryProto(durable []tiers.Tier, rec store.Recovery) []*pb.TierRecovery {
+	var out []*pb.TierRecovery
+	for i, st := range rec.Tiers {
+		out = append(out, &pb.TierRecovery{Tier: tierKind(durable[i].Kind()), Recovered: uint64(st.Recovered),
+			Dropped: uint64(st.Dropped), Torn: uint64(st.Torn), Bytes: uint64(st.Bytes)})
+	}
+	return out
+}
