@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,15 +19,39 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// build compiles a command of this module into dir.
-func build(t *testing.T, dir, pkg string) string {
+// binDir holds the binaries the tests build, once per test run.
+var (
+	binDir   string
+	binMu    sync.Mutex
+	binBuilt = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stratad-test-bin")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles a command of this module, once per test run.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
+	binMu.Lock()
+	defer binMu.Unlock()
+	if out, ok := binBuilt[pkg]; ok {
+		return out
+	}
+	out := filepath.Join(binDir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = "../.."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}
+	binBuilt[pkg] = out
 	return out
 }
 
@@ -33,9 +59,10 @@ var servingRE = regexp.MustCompile(`strata node serving.*addr=(127\.0\.0\.1:\d+)
 
 // startStratad runs the stratad binary as README's run command does, on
 // loopback ports the kernel picks, and returns its gRPC address.
-func startStratad(t *testing.T, bin, dataDir string) (*exec.Cmd, string) {
+func startStratad(t *testing.T, bin, dataDir string, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--embedded-etcd-url", "http://127.0.0.1:0")
+	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--embedded-etcd-url", "http://127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +98,7 @@ func TestRunNodeThenList(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
 	}
-	bin := t.TempDir()
-	stratad, strata := build(t, bin, "./cmd/stratad"), build(t, bin, "./cmd/strata")
+	stratad, strata := build(t, "./cmd/stratad"), build(t, "./cmd/strata")
 	data := t.TempDir()
 	cmd, addr := startStratad(t, stratad, data)
 
