@@ -14,7 +14,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
@@ -74,6 +77,12 @@ type Config struct {
 	AdminToken string
 	// NoReflection turns gRPC server reflection off. Default on.
 	NoReflection bool
+	// GossipAddr is the memberlist bind address. Default "127.0.0.1:0"
+	// (a free port).
+	GossipAddr string
+	// Join lists gossip addresses of members to join. Default: the nodes
+	// registered in etcd; none means this node starts the cluster.
+	Join []string
 	// MaxBatch caps keys or pages per request. Default 16384.
 	MaxBatch int
 	// DrainTimeout bounds the wait for in-flight requests on shutdown.
@@ -102,6 +111,9 @@ func (c *Config) setDefaults() {
 	if c.MaxLeaseTTL <= 0 {
 		c.MaxLeaseTTL = time.Minute
 	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = "127.0.0.1:0"
+	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
@@ -122,14 +134,18 @@ type Node struct {
 	host   *tiers.Host
 	tiers  []tiers.Tier
 	reg    *registry.Registry
-	etcd   *registry.Embedded // nil with external endpoints
-	served chan error
+	etcd    *registry.Embedded // nil with external endpoints
+	members *membership.Membership
+	srv     *server.Server
+	served  chan error
+	stop    chan struct{} // closed by Close: stops advertise
+	wg      sync.WaitGroup
 }
 
 // Start brings a node up and serves until Close.
 func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1)}
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.closeParts()
@@ -154,8 +170,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	if err := n.startMembership(ctx); err != nil {
+		return nil, err
+	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.lis.Addr().String(), Version: Version,
-		Store: n.store, Registry: registryAdapter{n.reg}, Tokens: hashTokens(cfg.TenantTokens),
+		Store: n.store, Registry: registryAdapter{n.reg}, Membership: n.members, Tokens: hashTokens(cfg.TenantTokens),
 		AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
 	if err != nil {
@@ -177,17 +196,21 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		grpc.WriteBufferSize(256<<10),
 	)
 	srv.Register(n.grpc)
+	n.srv = srv
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	if !cfg.NoReflection {
 		reflection.Register(n.grpc)
 	}
 	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.lis.Addr().String(),
+		GossipAddress: n.members.GossipAddress(),
 		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
 		Tiers: n.tierInfo()}); err != nil {
 		return nil, fmt.Errorf("registering node: %w", err)
 	}
 	go func() { n.served <- n.grpc.Serve(n.lis) }()
+	n.wg.Add(1)
+	go n.advertise()
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
 		"etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
 		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "")
@@ -216,6 +239,70 @@ func (n *Node) endpoints() []string {
 	}
 	return n.cfg.EtcdEndpoints
 }
+
+// startMembership joins the gossip cluster: through Join, or the nodes
+// registered in etcd, or alone when there are none.
+func (n *Node) startMembership(ctx context.Context) error {
+	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("gossip address %q: %w", n.cfg.GossipAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("gossip port %q: %w", portStr, err)
+	}
+	seeds := n.cfg.Join
+	if len(seeds) == 0 {
+		nodes, err := n.reg.Nodes(ctx)
+		if err != nil {
+			return fmt.Errorf("finding cluster members in etcd: %w", err)
+		}
+		for _, r := range nodes {
+			if r.ID != n.id && r.GossipAddress != "" {
+				seeds = append(seeds, r.GossipAddress)
+			}
+		}
+	}
+	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
+		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("joining the cluster: %w", err)
+	}
+	return nil
+}
+
+// meta is what this node advertises in gossip.
+func (n *Node) meta() membership.Meta {
+	m := membership.Meta{NodeID: n.id, GRPCAddress: n.lis.Addr().String()}
+	for _, t := range n.tiers {
+		st := t.Stats()
+		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})
+	}
+	return m
+}
+
+// advertise re-broadcasts the node's metadata (tier usage) every few
+// seconds until Close.
+func (n *Node) advertise() {
+	defer n.wg.Done()
+	t := time.NewTicker(advertiseEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), advertiseEvery)
+			if err := n.members.UpdateMeta(ctx); err != nil {
+				n.log.Debug("advertising metadata", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// advertiseEvery is how often tier usage is re-gossiped.
+const advertiseEvery = 5 * time.Second
 
 // restoreNamespaces makes the namespaces in the registry known again, so a
 // restarted node answers for them before any client re-opens them.
@@ -268,6 +355,12 @@ func (n *Node) EtcdEndpoints() []string { return n.endpoints() }
 // reservation and lease, deregisters and stops etcd.
 func (n *Node) Close() error {
 	n.health.Shutdown()
+	close(n.stop)
+	n.wg.Wait()
+	if err := n.members.Leave(2 * time.Second); err != nil {
+		n.log.Warn("leaving the cluster", "err", err)
+	}
+	n.srv.Stop()
 	done := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()
@@ -289,6 +382,9 @@ func (n *Node) Close() error {
 
 func (n *Node) closeParts() error {
 	var errs []error
+	if n.members != nil {
+		errs = append(errs, n.members.Close())
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

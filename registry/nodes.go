@@ -20,6 +20,7 @@ type Node struct {
 	ID            string     `json:"id"`
 	GRPCAddress   string     `json:"grpc_address"`
 	AdminAddress  string     `json:"admin_address,omitempty"`
+	GossipAddress string     `json:"gossip_address,omitempty"`
 	StartedUnixMs int64      `json:"started_unix_ms"`
 	Version       string     `json:"version"`
 	Tiers         []TierInfo `json:"tiers,omitempty"`

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
@@ -51,6 +52,9 @@ type Config struct {
 	// DefaultLeaseTTL and MaxLeaseTTL are reported in the handshake; they
 	// must match the store's. Defaults 10s and 60s.
 	DefaultLeaseTTL, MaxLeaseTTL time.Duration
+	// Membership is the cluster view served by the Cluster service. Default
+	// nil: the node is a cluster of one.
+	Membership *membership.Membership
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
 	// Logger receives request logs. Default: discard.
@@ -61,10 +65,13 @@ type Config struct {
 type Server struct {
 	pb.UnimplementedStrataServer
 	pb.UnimplementedAdminServer
+	pb.UnimplementedClusterServer
 
-	cfg     Config
-	log     *slog.Logger
-	started time.Time
+	cfg      Config
+	log      *slog.Logger
+	started  time.Time
+	stopping chan struct{} // closed by Stop: ends watch streams
+	stopOnce sync.Once
 
 	mu          sync.RWMutex
 	descriptors map[namespace.ID]namespace.Descriptor // guarded by mu
@@ -93,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(),
+	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
 		descriptors: make(map[namespace.ID]namespace.Descriptor)}, nil
 }
 
@@ -101,11 +108,16 @@ func New(cfg Config) (*Server, error) {
 // before serving.
 func (s *Server) SetRecovery(r []*pb.TierRecovery) { s.cfg.Recovery = r }
 
-// Register adds both services to g.
+// Register adds the services to g.
 func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterStrataServer(g, s)
 	pb.RegisterAdminServer(g, s)
+	pb.RegisterClusterServer(g, s)
 }
+
+// Stop ends long-lived streams (membership watches) so that a graceful
+// stop need not wait for their clients.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // MaxRecvMsgSize is the largest request message the server must accept:
 // a full batch of keys or a data chunk, plus framing.

@@ -41,6 +41,7 @@ func parseFlags(args []string) (node.Config, error) {
 		tierList string
 		ssdSync  string
 		etcd     string
+		join     string
 		tokens   pairs
 		logLevel slog.Level
 	)
@@ -59,6 +60,8 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", 0, "maximum read-lease TTL (default 60s)")
 	fs.DurationVar(&cfg.ReserveTTL, "reserve-ttl", 0, "default reservation deadline (default 30s)")
+	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
+	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
 	fs.Var(&tokens, "tenant-token", "tenant=token; repeat for more tenants (none: the node is open)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "token that may see and use every namespace")
 	fs.BoolVar(&cfg.NoReflection, "no-reflection", false, "turn gRPC server reflection off")
@@ -75,6 +78,9 @@ func parseFlags(args []string) (node.Config, error) {
 	var err error
 	if cfg.SSDSync, err = node.ParseSync(ssdSync); err != nil {
 		return cfg, err
+	}
+	if join != "" {
+		cfg.Join = strings.Split(join, ",")
 	}
 	if etcd != "" {
 		cfg.EtcdEndpoints = strings.Split(etcd, ",")

@@ -1,0 +1,153 @@
+package membership
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures Start. Zero fields take the defaults stated beside them.
+// The timing defaults suit a LAN or loopback: with them a crashed member is
+// declared Dead by its peers within about 1.5–3.5 s in a cluster of under
+// ten members (see the package comment for the arithmetic).
+type Config struct {
+	// NodeID names this member; it is required and must be unique in the
+	// cluster (it is memberlist's node name). A member that restarts with
+	// the same NodeID takes its old place.
+	NodeID string
+	// BindAddr is the IP gossip listens on, UDP and TCP. Default
+	// "127.0.0.1".
+	BindAddr string
+	// BindPort is the gossip port, UDP and TCP. Default 0: the kernel picks
+	// a free port, which GossipAddress reports.
+	BindPort int
+	// AdvertiseAddr is the IP other members reach this one on. Default
+	// BindAddr; required when BindAddr is a wildcard (0.0.0.0, ::).
+	AdvertiseAddr string
+	// Seeds are gossip endpoints (host:port) of members to join at Start.
+	// Default none: start alone, as the first member. This member's own
+	// address is skipped, so every member may share one list.
+	Seeds []string
+	// AllowAlone lets Start succeed alone when Seeds is not empty but no
+	// seed answered within JoinTimeout; the member keeps retrying the
+	// seeds in the background. Default false: Start fails with ErrNoSeed.
+	AllowAlone bool
+	// JoinTimeout bounds Start's attempts to join Seeds when Start's
+	// context has no earlier deadline. Default 10 s.
+	JoinTimeout time.Duration
+	// Meta returns this member's current metadata. It is called when
+	// gossip asks for it (at Start, UpdateMeta and Leave), possibly from
+	// memberlist's goroutines, so it must be fast and safe for concurrent
+	// use. Default: no metadata beyond the NodeID.
+	Meta func() Meta
+
+	// ProbeInterval is the time between failure-detection probes of one
+	// random peer. Default 500 ms.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a probe waits for a direct ack before asking
+	// other members to probe indirectly; at most ProbeInterval. Default
+	// 250 ms, or half of ProbeInterval if that is less.
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a suspect member has to refute before
+	// it is declared Dead: SuspicionMult × max(1, log10(n)) ×
+	// ProbeInterval. Default 4 (2 s with the default ProbeInterval).
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult bounds how much longer than the above the
+	// suspicion may last when no other member confirms it (a member cut
+	// off from everyone). Default 3.
+	SuspicionMaxTimeoutMult int
+	// GossipInterval is the time between gossip rounds that spread
+	// membership and metadata changes. Default 100 ms.
+	GossipInterval time.Duration
+	// PushPullInterval is the time between full state exchanges with a
+	// random peer. Default 10 s.
+	PushPullInterval time.Duration
+	// ReconnectInterval is the time between attempts to reach one member
+	// that is Dead (not Left), or the seeds when no peer is alive; this is
+	// what merges the two sides of a healed partition. Default 1 s.
+	ReconnectInterval time.Duration
+	// DeadRetention is how long Members keeps reporting a Dead or Left
+	// member (and reconnection keeps trying a Dead one). Default 10 min.
+	DeadRetention time.Duration
+
+	// Partition, if not nil, drops this member's gossip to and from the
+	// peers it blocks: a seam for fault injection. Default nil.
+	Partition *Partition
+	// Logger receives memberlist's log lines and this package's. Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with zero fields defaulted, or an error wrapping
+// ErrInvalidConfig.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.NodeID == "" {
+		return cfg, fmt.Errorf("NodeID is required: %w", ErrInvalidConfig)
+	}
+	if cfg.BindAddr == "" {
+		cfg.BindAddr = "127.0.0.1"
+	}
+	if net.ParseIP(cfg.BindAddr) == nil {
+		return cfg, fmt.Errorf("BindAddr %q is not an IP: %w", cfg.BindAddr, ErrInvalidConfig)
+	}
+	if cfg.BindPort < 0 || cfg.BindPort > 65535 {
+		return cfg, fmt.Errorf("BindPort %d out of range: %w", cfg.BindPort, ErrInvalidConfig)
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+	}
+	if ip := net.ParseIP(cfg.AdvertiseAddr); ip == nil || ip.IsUnspecified() {
+		return cfg, fmt.Errorf("AdvertiseAddr %q must be a specific IP: %w", cfg.AdvertiseAddr, ErrInvalidConfig)
+	}
+	for _, s := range cfg.Seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return cfg, fmt.Errorf("seed %q: %v: %w", s, err, ErrInvalidConfig)
+		}
+	}
+	if cfg.Meta == nil {
+		cfg.Meta = func() Meta { return Meta{} }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	durations := []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"JoinTimeout", &cfg.JoinTimeout, 10 * time.Second},
+		{"ProbeInterval", &cfg.ProbeInterval, 500 * time.Millisecond},
+		{"GossipInterval", &cfg.GossipInterval, 100 * time.Millisecond},
+		{"PushPullInterval", &cfg.PushPullInterval, 10 * time.Second},
+		{"ReconnectInterval", &cfg.ReconnectInterval, time.Second},
+		{"DeadRetention", &cfg.DeadRetention, 10 * time.Minute},
+	}
+	for _, f := range durations {
+		if *f.d < 0 {
+			return cfg, fmt.Errorf("%s %v is negative: %w", f.name, *f.d, ErrInvalidConfig)
+		}
+		if *f.d == 0 {
+			*f.d = f.def
+		}
+	}
+	if cfg.ProbeTimeout < 0 {
+		return cfg, fmt.Errorf("ProbeTimeout %v is negative: %w", cfg.ProbeTimeout, ErrInvalidConfig)
+	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = min(250*time.Millisecond, cfg.ProbeInterval/2)
+	}
+	if cfg.ProbeTimeout > cfg.ProbeInterval {
+		return cfg, fmt.Errorf("ProbeTimeout %v exceeds ProbeInterval %v: %w", cfg.ProbeTimeout, cfg.ProbeInterval, ErrInvalidConfig)
+	}
+	if cfg.SuspicionMult < 0 || cfg.SuspicionMaxTimeoutMult < 0 {
+		return cfg, fmt.Errorf("negative suspicion multiplier: %w", ErrInvalidConfig)
+	}
+	if cfg.SuspicionMult == 0 {
+		cfg.SuspicionMult = 4
+	}
+	if cfg.SuspicionMaxTimeoutMult == 0 {
+		cfg.SuspicionMaxTimeoutMult = 3
+	}
+	return cfg, nil
+}

@@ -1,0 +1,562 @@
+package membership
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// State is a member's liveness as this member sees it.
+type State int
+
+const (
+	// Alive members answer probes.
+	Alive State = iota
+	// Suspect members failed a probe and may yet refute it. memberlist
+	// v0.7.0 raises no event on suspicion, so members are never reported
+	// Suspect today: they stay Alive until declared Dead.
+	Suspect
+	// Dead members stopped answering without leaving (a crash, a
+	// partition). Reconnection keeps trying them; they come back Alive if
+	// they answer.
+	Dead
+	// Left members left gracefully (Leave or Close).
+	Left
+)
+
+func (s State) String() string {
+	switch s {
+	case Alive:
+		return "alive"
+	case Suspect:
+		return "suspect"
+	case Dead:
+		return "dead"
+	case Left:
+		return "left"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Member is one member of the cluster as this member sees it.
+type Member struct {
+	// NodeID is the member's Config.NodeID.
+	NodeID string
+	// GRPCAddress is Meta.GRPCAddress, repeated for convenience.
+	GRPCAddress string
+	// GossipAddress is the member's gossip endpoint (host:port): what
+	// Seeds, Join and Partition.Block take.
+	GossipAddress string
+	// State is the member's liveness.
+	State State
+	// Meta is the metadata the member last advertised.
+	Meta Meta
+	// Incarnation is the version of the member's metadata: 1 from Start,
+	// one more at each UpdateMeta and at Leave. It restarts from 1 when
+	// the member restarts. (memberlist keeps its own incarnation numbers
+	// to itself, so this is strata's.)
+	Incarnation uint32
+}
+
+// Membership is this process's member of the cluster: it gossips this
+// member's metadata, tracks the others' and detects failures. It is safe
+// for concurrent use. Start creates one; Close (or Leave, or Shutdown)
+// ends it.
+type Membership struct {
+	cfg        Config
+	log        *slog.Logger
+	ml         *memberlist.Memberlist
+	gossipAddr string
+	seeds      []string // cfg.Seeds less this member's own address
+
+	leaving atomic.Bool   // NodeMeta sets the leaving flag
+	version atomic.Uint32 // the last meta version NodeMeta wrote
+
+	// metaMu guards lastMeta and metaErr, written by NodeMeta.
+	metaMu   sync.Mutex
+	lastMeta []byte // the last encoding that fit
+	metaErr  error  // from NodeMeta's last call
+
+	// updateMu serialises UpdateMeta, so that it reads the metaErr of its
+	// own NodeMeta call.
+	updateMu sync.Mutex
+
+	// lifeMu guards stopped. It is held shared around every call into
+	// memberlist that must not follow Shutdown (a Leave after Shutdown
+	// panics), and exclusively to leave and shut down.
+	lifeMu  sync.RWMutex
+	stopped bool
+
+	// mu guards members, subs and nextSub. memberlist calls the hooks
+	// that take it with its own node lock held, so nothing done under mu
+	// may call into memberlist.
+	mu      sync.Mutex
+	members map[string]*entry     // by NodeID
+	subs    map[int]chan struct{} // nil once stopped
+	nextSub int
+
+	stop chan struct{} // closed to stop reconnectLoop
+	wg   sync.WaitGroup
+}
+
+// entry is a member and when its State last changed.
+type entry struct {
+	Member
+	changed time.Time
+}
+
+// broadcastTimeout bounds UpdateMeta's wait for its broadcast when its
+// context has no deadline; closeLeaveTimeout bounds Close's leave.
+const (
+	broadcastTimeout  = 5 * time.Second
+	closeLeaveTimeout = time.Second
+)
+
+// Start creates this member, listening on Config.BindAddr:BindPort, and
+// joins Config.Seeds, retrying until one answers, ctx is done or
+// Config.JoinTimeout has passed. If no seed answered it fails with
+// ErrNoSeed unless Config.AllowAlone is set, in which case it starts alone
+// and keeps trying the seeds in the background.
+func Start(ctx context.Context, cfg Config) (*Membership, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("starting membership: %w", err)
+	}
+	if SummaryBudget(cfg.Meta()) < 0 {
+		return nil, fmt.Errorf("starting membership %s: metadata without summary: %w", cfg.NodeID, ErrMetaTooLarge)
+	}
+	m := &Membership{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.NodeID),
+		members: make(map[string]*entry),
+		subs:    make(map[int]chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	stdlog := newStdLogger(m.log)
+	tr, port, err := newTransport(cfg, stdlog)
+	if err != nil {
+		return nil, fmt.Errorf("starting membership %s: %w", cfg.NodeID, err)
+	}
+	ml, err := memberlist.Create(m.memberlistConfig(tr, port, stdlog))
+	if err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("starting membership %s: %w", cfg.NodeID, err)
+	}
+	m.ml = ml
+	m.gossipAddr = ml.LocalNode().Address()
+	m.seeds = m.others(cfg.Seeds)
+
+	if len(m.seeds) > 0 {
+		jctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+		_, err := m.Join(jctx, m.seeds)
+		cancel()
+		if err != nil && (!cfg.AllowAlone || ctx.Err() != nil) {
+			_ = m.Shutdown()
+			return nil, fmt.Errorf("starting membership %s: %w", cfg.NodeID, err)
+		}
+		if err != nil {
+			m.log.Warn("starting alone; will keep trying the seeds", "err", err)
+		}
+	}
+	m.wg.Add(1)
+	go m.reconnectLoop()
+	return m, nil
+}
+
+// memberlistConfig tightens memberlist's loopback defaults to Config's
+// timing.
+func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int, stdlog *log.Logger) *memberlist.Config {
+	cfg := m.cfg
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = cfg.NodeID
+	mc.Transport = tr
+	mc.BindAddr, mc.BindPort = cfg.BindAddr, port
+	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, port
+	mc.ProbeInterval = cfg.ProbeInterval
+	mc.ProbeTimeout = cfg.ProbeTimeout
+	mc.SuspicionMult = cfg.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = cfg.SuspicionMaxTimeoutMult
+	mc.GossipInterval = cfg.GossipInterval
+	mc.PushPullInterval = cfg.PushPullInterval
+	// A member that misses its own probes backs its probe interval off by
+	// up to this factor; memberlist's 8 would stretch an isolated member's
+	// detection of its peers to tens of seconds.
+	mc.AwarenessMaxMultiplier = 4
+	// Keep gossiping to the dead (so they can refute) for as long as it
+	// takes to declare them dead, several times over.
+	mc.GossipToTheDeadTime = 10 * time.Duration(cfg.SuspicionMult) * cfg.ProbeInterval
+	// A member that restarts on another address (BindPort 0) may take its
+	// old name as soon as the old one is Dead. Without this memberlist
+	// rejects it as a conflict until it forgets the dead one.
+	mc.DeadNodeReclaimTime = cfg.ProbeInterval
+	h := hooks{m}
+	mc.Delegate = h
+	mc.Events = h
+	mc.Logger = stdlog
+	return mc
+}
+
+// GossipAddress returns this member's gossip endpoint (host:port), the
+// address others put in their Seeds.
+func (m *Membership) GossipAddress() string { return m.gossipAddr }
+
+// Members returns every member known, this one included, sorted by
+// NodeID: Alive ones and those Dead or Left within Config.DeadRetention.
+func (m *Membership) Members() []Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked(time.Now())
+	out := make([]Member, 0, len(m.members))
+	for _, e := range m.members {
+		mem := e.Member
+		mem.Meta = mem.Meta.clone()
+		out = append(out, mem)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+// Alive returns the members that are Alive or Suspect, this one included,
+// sorted by NodeID. Suspect members count as alive: a suspect may well
+// refute, and a page owner that does turn out dead costs a miss, not an
+// error, whereas dropping suspects would move pages on every hiccup.
+func (m *Membership) Alive() []Member {
+	return slices.DeleteFunc(m.Members(), func(mem Member) bool {
+		return mem.State != Alive && mem.State != Suspect
+	})
+}
+
+// Subscribe returns a channel that receives a signal after every change to
+// the members or their metadata. Signals are coalesced (the channel has
+// room for one): on a signal, read Members again. The channel is closed by
+// the returned func, which unsubscribes, and when the Membership stops.
+func (m *Membership) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subs == nil {
+		close(ch)
+		return ch, func() {}
+	}
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = ch
+	return ch, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if c, ok := m.subs[id]; ok {
+			delete(m.subs, id)
+			close(c)
+		}
+	}
+}
+
+// signalLocked wakes every subscriber.
+func (m *Membership) signalLocked() {
+	for _, ch := range m.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// UpdateMeta re-reads Config.Meta and broadcasts it, waiting until the
+// broadcast has gone out or ctx is done (5 s if ctx has no deadline). If
+// the metadata is too large it returns an error wrapping ErrMetaTooLarge;
+// see there for what was sent.
+func (m *Membership) UpdateMeta(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("updating metadata: %w", err)
+	}
+	m.lifeMu.RLock()
+	defer m.lifeMu.RUnlock()
+	if m.stopped {
+		return fmt.Errorf("updating metadata: %w", ErrClosed)
+	}
+	m.updateMu.Lock()
+	defer m.updateMu.Unlock()
+	timeout := broadcastTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = positive(time.Until(d))
+	}
+	err := m.ml.UpdateNode(timeout)
+	m.metaMu.Lock()
+	merr := m.metaErr
+	m.metaMu.Unlock()
+	if merr != nil {
+		return fmt.Errorf("updating metadata: %w", merr)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("updating metadata: broadcast: %w", err)
+	}
+	return nil
+}
+
+// Join contacts seeds (gossip endpoints, host:port) and exchanges state
+// with each that answers, retrying until at least one does or ctx is
+// done. It returns how many answered. This member's own address is
+// skipped; with no other seed Join returns 0, nil. One round of attempts
+// may outlast ctx by memberlist's stream timeout (1 s) per seed.
+func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
+	seeds = m.others(seeds)
+	if len(seeds) == 0 {
+		return 0, nil
+	}
+	backoff := 50 * time.Millisecond
+	var last error
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("joining %v: %w (%w; last failure: %v)", seeds, ErrNoSeed, err, last)
+		}
+		n, err := m.joinOnce(seeds)
+		if n > 0 {
+			return n, nil
+		}
+		if errors.Is(err, ErrClosed) {
+			return 0, fmt.Errorf("joining %v: %w", seeds, err)
+		}
+		last = err
+		m.log.Debug("join attempt failed", "seeds", seeds, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// joinOnce makes one round of join attempts.
+func (m *Membership) joinOnce(seeds []string) (int, error) {
+	m.lifeMu.RLock()
+	defer m.lifeMu.RUnlock()
+	if m.stopped {
+		return 0, ErrClosed
+	}
+	return m.ml.Join(seeds)
+}
+
+// others returns addrs less this member's own gossip address.
+func (m *Membership) others(addrs []string) []string {
+	self := canonicalAddr(m.gossipAddr)
+	return slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return canonicalAddr(a) == self })
+}
+
+// Leave tells the cluster this member is leaving, so that the others see
+// it Left rather than Dead, then shuts it down. timeout bounds the wait for
+// the two broadcasts (the metadata marked leaving, then memberlist's
+// leave); Leave shuts down even when they time out, and then returns the
+// timeout error. Leave after the Membership stopped returns ErrClosed.
+func (m *Membership) Leave(timeout time.Duration) error {
+	return m.stopWith(func() error { return m.leave(timeout) })
+}
+
+// leave broadcasts the leave; stopWith calls it with lifeMu held. The
+// first broadcast gets half the time, so that it can't starve the second.
+//
+// memberlist's wait for a broadcast ends when the message has been sent
+// often enough, and it is only sent to live members: if the last other
+// member leaves meanwhile (the whole cluster shutting down), the wait runs
+// to its timeout. A timeout with no live member left is therefore no
+// error: there is no one left to tell.
+func (m *Membership) leave(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	// Mark the metadata leaving first: memberlist's own leave message
+	// reaches the others' event hooks indistinguishable from a death
+	// (hashicorp/memberlist#293); the flag tells them apart.
+	m.leaving.Store(true)
+	err := m.ml.UpdateNode(positive(time.Until(deadline) / 2))
+	if err != nil && m.livePeers() == 0 {
+		err = nil
+	}
+	if lerr := m.ml.Leave(positive(time.Until(deadline))); lerr != nil && m.livePeers() > 0 {
+		err = errors.Join(err, lerr)
+	}
+	if err != nil {
+		return fmt.Errorf("leaving: %w", err)
+	}
+	return nil
+}
+
+// livePeers returns how many other members memberlist holds alive or
+// suspect.
+func (m *Membership) livePeers() int {
+	n := 0
+	for _, node := range m.ml.Members() {
+		if node.Name != m.cfg.NodeID {
+			n++
+		}
+	}
+	return n
+}
+
+// Shutdown stops this member without telling the others, as a crash
+// would: they declare it Dead after the failure-detection time. It
+// returns nil, also when the Membership has already stopped.
+func (m *Membership) Shutdown() error {
+	if err := m.stopWith(nil); err != nil && !errors.Is(err, ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close leaves (waiting at most 1 s for the broadcasts) unless the
+// Membership has already stopped, shuts it down and waits for the
+// goroutines this package started. It is idempotent; only the first call
+// can return an error, from the leave.
+func (m *Membership) Close() error {
+	err := m.stopWith(func() error { return m.leave(closeLeaveTimeout) })
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// stopWith runs leave (if not nil) then shuts memberlist down, stops the
+// reconnect loop and closes the subscriptions. It returns ErrClosed if the
+// Membership had already stopped.
+func (m *Membership) stopWith(leave func() error) error {
+	m.lifeMu.Lock()
+	if m.stopped {
+		m.lifeMu.Unlock()
+		return ErrClosed
+	}
+	m.stopped = true
+	var err error
+	if leave != nil {
+		err = leave()
+	}
+	if serr := m.ml.Shutdown(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("shutting down memberlist: %w", serr))
+	}
+	m.lifeMu.Unlock()
+
+	close(m.stop)
+	m.wg.Wait()
+	m.mu.Lock()
+	for _, ch := range m.subs {
+		close(ch)
+	}
+	m.subs = nil
+	m.mu.Unlock()
+	return err
+}
+
+// reconnectLoop tries, every ReconnectInterval, to reach one Dead member,
+// or the seeds when no peer is alive. memberlist neither probes nor
+// push-pulls members it holds dead, so without this the two sides of a
+// healed partition would never merge.
+func (m *Membership) reconnectLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.reconnect()
+		}
+	}
+}
+
+func (m *Membership) reconnect() {
+	targets := m.reconnectTargets()
+	if len(targets) == 0 {
+		return
+	}
+	target := targets[rand.IntN(len(targets))]
+	n, err := m.joinOnce([]string{target})
+	if n > 0 {
+		m.log.Debug("reconnected", "addr", target)
+	} else if err != nil && !errors.Is(err, ErrClosed) {
+		m.log.Debug("reconnect failed", "addr", target, "err", err)
+	}
+}
+
+// reconnectTargets returns the gossip addresses of Dead members, plus the
+// seeds if no other member is alive.
+func (m *Membership) reconnectTargets() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked(time.Now())
+	var targets []string
+	alive := 0
+	for _, e := range m.members {
+		if e.NodeID == m.cfg.NodeID {
+			continue
+		}
+		switch e.State {
+		case Alive, Suspect:
+			alive++
+		case Dead:
+			targets = append(targets, e.GossipAddress)
+		}
+	}
+	if alive == 0 {
+		targets = append(targets, m.seeds...)
+	}
+	return targets
+}
+
+// pruneLocked forgets members Dead or Left for longer than DeadRetention.
+func (m *Membership) pruneLocked(now time.Time) {
+	for id, e := range m.members {
+		if (e.State == Dead || e.State == Left) && now.Sub(e.changed) > m.cfg.DeadRetention {
+			delete(m.members, id)
+		}
+	}
+}
+
+// positive returns d, or the least positive duration: memberlist reads a
+// zero timeout as "wait forever".
+func positive(d time.Duration) time.Duration {
+	return max(d, time.Nanosecond)
+}
+
+// newTransport binds memberlist's UDP+TCP transport, wrapped in cfg's
+// Partition if any, and returns it with the port it bound. With BindPort 0
+// the kernel picks the TCP port and UDP binds the same number, which can
+// collide; that is retried.
+func newTransport(cfg Config, lg *log.Logger) (memberlist.NodeAwareTransport, int, error) {
+	tries := 1
+	if cfg.BindPort == 0 {
+		tries = 10
+	}
+	var nt *memberlist.NetTransport
+	var err error
+	for range tries {
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{cfg.BindAddr},
+			BindPort:  cfg.BindPort,
+			Logger:    lg,
+		})
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("binding gossip on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
+	}
+	port := nt.GetAutoBindPort()
+	if cfg.Partition != nil {
+		return newPartitionTransport(nt, cfg.Partition), port, nil
+	}
+	return nt, port, nil
+}
