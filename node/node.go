@@ -124,16 +124,16 @@ func (c *Config) setDefaults() {
 
 // Node is a running node.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	id     string
-	lis    net.Listener
-	grpc   *grpc.Server
-	health *health.Server
-	store  *store.Store
-	host   *tiers.Host
-	tiers  []tiers.Tier
-	reg    *registry.Registry
+	cfg     Config
+	log     *slog.Logger
+	id      string
+	lis     net.Listener
+	grpc    *grpc.Server
+	health  *health.Server
+	store   *store.Store
+	host    *tiers.Host
+	tiers   []tiers.Tier
+	reg     *registry.Registry
 	etcd    *registry.Embedded // nil with external endpoints
 	members *membership.Membership
 	srv     *server.Server
@@ -450,6 +450,10 @@ func hashOptional(tok string) string {
 
 // registryAdapter records namespaces in the registry for the server.
 type registryAdapter struct{ r *registry.Registry }
+
+func (a registryAdapter) Health(ctx context.Context) error { return a.r.Health(ctx) }
+
+func (a registryAdapter) Endpoints() []string { return a.r.Endpoints() }
 
 func (a registryAdapter) RegisterNamespace(ctx context.Context, d namespace.Descriptor) error {
 	_, err := a.r.PutNamespace(ctx, registry.NamespaceRecord{ID: d.ID().String(), Tenant: d.Tenant,

@@ -293,3 +293,17 @@ func validHex(what, s string) error {
 	}
 	return nil
 }
+
+// Health checks that etcd answers a linearizable read within ctx (or
+// RequestTimeout); it returns an error wrapping ErrUnavailable otherwise.
+func (r *Registry) Health(ctx context.Context) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if _, err := r.cli.Get(ctx, r.cfg.Prefix+"/health", clientv3.WithCountOnly()); err != nil {
+		return r.fail(ctx, "checking etcd health", err)
+	}
+	return nil
+}
+
+// Endpoints are the etcd endpoints the registry talks to.
+func (r *Registry) Endpoints() []string { return r.cfg.Endpoints }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -158,6 +159,19 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 		Reservations: uint64(st.Reservations), LeasesActive: uint64(st.Leases),
 		StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version, Evictions: st.Evictions,
 		Demotions: st.Demotions, CorruptPages: st.Corrupt, Recovery: s.cfg.Recovery}
+	if m := s.cfg.Membership; m != nil {
+		resp.GossipAddress = m.GossipAddress()
+	}
+	if r := s.cfg.Registry; r != nil {
+		resp.EtcdEndpoints = r.Endpoints()
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := r.Health(hctx)
+		cancel()
+		resp.EtcdHealthy = err == nil
+		if err != nil {
+			resp.EtcdError = err.Error()
+		}
+	}
 	for i, t := range st.Tiers {
 		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: tierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
 			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i])})

@@ -22,6 +22,10 @@ import (
 // an error when the record cannot be written.
 type Registry interface {
 	RegisterNamespace(ctx context.Context, d namespace.Descriptor) error
+	// Health reports whether the registry answers.
+	Health(ctx context.Context) error
+	// Endpoints names where the registry lives, for operators.
+	Endpoints() []string
 }
 
 // Config configures a Server. Zero fields take their defaults.

@@ -3175,6 +3175,10 @@ type NodeInfoResponse struct {
 	Demotions     uint64                 `protobuf:"varint,10,opt,name=demotions,proto3" json:"demotions,omitempty"`                           // pages moved one tier down
 	CorruptPages  uint64                 `protobuf:"varint,11,opt,name=corrupt_pages,json=corruptPages,proto3" json:"corrupt_pages,omitempty"` // pages dropped because they failed to read or verify
 	Recovery      []*TierRecovery        `protobuf:"bytes,12,rep,name=recovery,proto3" json:"recovery,omitempty"`                              // what start-up recovery found, per durable tier
+	EtcdEndpoints []string               `protobuf:"bytes,13,rep,name=etcd_endpoints,json=etcdEndpoints,proto3" json:"etcd_endpoints,omitempty"`
+	EtcdHealthy   bool                   `protobuf:"varint,14,opt,name=etcd_healthy,json=etcdHealthy,proto3" json:"etcd_healthy,omitempty"`
+	EtcdError     string                 `protobuf:"bytes,15,opt,name=etcd_error,json=etcdError,proto3" json:"etcd_error,omitempty"` // why etcd is unhealthy, when it is
+	GossipAddress string                 `protobuf:"bytes,16,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3291,6 +3295,34 @@ func (x *NodeInfoResponse) GetRecovery() []*TierRecovery {
 		return x.Recovery
 	}
 	return nil
+}
+
+func (x *NodeInfoResponse) GetEtcdEndpoints() []string {
+	if x != nil {
+		return x.EtcdEndpoints
+	}
+	return nil
+}
+
+func (x *NodeInfoResponse) GetEtcdHealthy() bool {
+	if x != nil {
+		return x.EtcdHealthy
+	}
+	return false
+}
+
+func (x *NodeInfoResponse) GetEtcdError() string {
+	if x != nil {
+		return x.EtcdError
+	}
+	return ""
+}
+
+func (x *NodeInfoResponse) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
 }
 
 type TierRecovery struct {
@@ -3782,7 +3814,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x10StatKeysResponse\x12&\n" +
 	"\x04keys\x18\x01 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xb1\x03\n" +
+	"\x0fNodeInfoRequest\"\xc1\x04\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12*\n" +
@@ -3796,7 +3828,12 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tdemotions\x18\n" +
 	" \x01(\x04R\tdemotions\x12#\n" +
 	"\rcorrupt_pages\x18\v \x01(\x04R\fcorruptPages\x123\n" +
-	"\brecovery\x18\f \x03(\v2\x17.strata.v1.TierRecoveryR\brecovery\"\x95\x01\n" +
+	"\brecovery\x18\f \x03(\v2\x17.strata.v1.TierRecoveryR\brecovery\x12%\n" +
+	"\x0eetcd_endpoints\x18\r \x03(\tR\retcdEndpoints\x12!\n" +
+	"\fetcd_healthy\x18\x0e \x01(\bR\vetcdHealthy\x12\x1d\n" +
+	"\n" +
+	"etcd_error\x18\x0f \x01(\tR\tetcdError\x12%\n" +
+	"\x0egossip_address\x18\x10 \x01(\tR\rgossipAddress\"\x95\x01\n" +
 	"\fTierRecovery\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x1c\n" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
