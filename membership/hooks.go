@@ -14,8 +14,9 @@ import (
 type hooks struct{ m *Membership }
 
 var (
-	_ memberlist.Delegate      = hooks{}
-	_ memberlist.EventDelegate = hooks{}
+	_ memberlist.Delegate         = hooks{}
+	_ memberlist.EventDelegate    = hooks{}
+	_ memberlist.ConflictDelegate = hooks{}
 )
 
 // NodeMeta encodes Config.Meta. If Summary makes it too large, it goes out
@@ -69,6 +70,21 @@ func (h hooks) NotifyUpdate(n *memberlist.Node) { h.m.noteAlive(n) }
 // alike, and n.State is not set (hashicorp/memberlist#293), so the
 // leaving flag in the member's last metadata tells them apart.
 func (h hooks) NotifyLeave(n *memberlist.Node) { h.m.noteGone(n) }
+
+// NotifyConflict hears of a member with this member's NodeID on another
+// address: this member restarted on a new port while the others still hold
+// its old self alive, and they reject it until they find the old self
+// dead. So for as long as that can take (resyncWindow), the reconnect loop
+// syncs with a live peer each tick; the first sync after the old self is
+// declared dead gives the others the new address.
+func (h hooks) NotifyConflict(existing, other *memberlist.Node) {
+	m := h.m
+	if existing.Name != m.cfg.NodeID {
+		return // another member's conflict: its own to resolve
+	}
+	m.log.Warn("another address holds this member's name; will resync", "addr", other.Address())
+	m.resyncUntil.Store(time.Now().Add(m.resyncWindow()).UnixNano())
+}
 
 // noteAlive records n as memberlist reports it alive, with its metadata.
 // A member whose metadata says it is leaving is Left already: its leave

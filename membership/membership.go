@@ -80,8 +80,11 @@ type Membership struct {
 	gossipAddr string
 	seeds      []string // cfg.Seeds less this member's own address
 
-	leaving atomic.Bool   // NodeMeta sets the leaving flag
-	version atomic.Uint32 // the last meta version NodeMeta wrote
+	leaving atomic.Bool // NodeMeta sets the leaving flag
+	// resyncUntil (unix ns) is when reconnect stops syncing with live
+	// peers after a name conflict (see NotifyConflict).
+	resyncUntil atomic.Int64
+	version     atomic.Uint32 // the last meta version NodeMeta wrote
 
 	// metaMu guards lastMeta and metaErr, written by NodeMeta.
 	metaMu   sync.Mutex
@@ -189,9 +192,10 @@ func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int
 	mc.SuspicionMaxTimeoutMult = cfg.SuspicionMaxTimeoutMult
 	mc.GossipInterval = cfg.GossipInterval
 	mc.PushPullInterval = cfg.PushPullInterval
-	// A member that misses its own probes backs its probe interval off by
-	// up to this factor; memberlist's 8 would stretch an isolated member's
-	// detection of its peers to tens of seconds.
+	// A member whose probes keep failing suspects itself and slows its
+	// probing by up to this factor; memberlist's 8 would let a member cut
+	// off from everyone probe once per 4 s (default ProbeInterval) and so
+	// take that much longer to see the partition.
 	mc.AwarenessMaxMultiplier = 4
 	// Keep gossiping to the dead (so they can refute) for as long as it
 	// takes to declare them dead, several times over.
@@ -203,6 +207,7 @@ func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int
 	h := hooks{m}
 	mc.Delegate = h
 	mc.Events = h
+	mc.Conflict = h
 	mc.Logger = stdlog
 	return mc
 }
@@ -458,10 +463,11 @@ func (m *Membership) stopWith(leave func() error) error {
 	return err
 }
 
-// reconnectLoop tries, every ReconnectInterval, to reach one Dead member,
-// or the seeds when no peer is alive. memberlist neither probes nor
-// push-pulls members it holds dead, so without this the two sides of a
-// healed partition would never merge.
+// reconnectLoop tries, every ReconnectInterval, to sync with one Dead
+// member, or the seeds when no peer is alive: memberlist neither probes
+// nor syncs with members it holds dead, so without this the two sides of a
+// healed partition would never merge. After a name conflict (see
+// NotifyConflict) it syncs with a live member instead.
 func (m *Membership) reconnectLoop() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.cfg.ReconnectInterval)
@@ -477,42 +483,51 @@ func (m *Membership) reconnectLoop() {
 }
 
 func (m *Membership) reconnect() {
-	targets := m.reconnectTargets()
+	dead, alive := m.reconnectTargets()
+	targets := dead
+	if time.Now().UnixNano() < m.resyncUntil.Load() {
+		targets = alive
+	}
 	if len(targets) == 0 {
 		return
 	}
 	target := targets[rand.IntN(len(targets))]
 	n, err := m.joinOnce([]string{target})
 	if n > 0 {
-		m.log.Debug("reconnected", "addr", target)
+		m.log.Debug("synced", "addr", target)
 	} else if err != nil && !errors.Is(err, ErrClosed) {
-		m.log.Debug("reconnect failed", "addr", target, "err", err)
+		m.log.Debug("sync failed", "addr", target, "err", err)
 	}
 }
 
-// reconnectTargets returns the gossip addresses of Dead members, plus the
-// seeds if no other member is alive.
-func (m *Membership) reconnectTargets() []string {
+// reconnectTargets returns the gossip addresses of Dead members (plus the
+// seeds if no other member is alive) and of live ones.
+func (m *Membership) reconnectTargets() (dead, alive []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pruneLocked(time.Now())
-	var targets []string
-	alive := 0
 	for _, e := range m.members {
 		if e.NodeID == m.cfg.NodeID {
 			continue
 		}
 		switch e.State {
 		case Alive, Suspect:
-			alive++
+			alive = append(alive, e.GossipAddress)
 		case Dead:
-			targets = append(targets, e.GossipAddress)
+			dead = append(dead, e.GossipAddress)
 		}
 	}
-	if alive == 0 {
-		targets = append(targets, m.seeds...)
+	if len(alive) == 0 {
+		dead = append(dead, m.seeds...)
 	}
-	return targets
+	return dead, alive
+}
+
+// resyncWindow bounds how long the others may take to declare a member
+// dead: the longest suspicion plus two probe intervals.
+func (m *Membership) resyncWindow() time.Duration {
+	c := m.cfg
+	return time.Duration(c.SuspicionMult*c.SuspicionMaxTimeoutMult+2) * c.ProbeInterval
 }
 
 // pruneLocked forgets members Dead or Left for longer than DeadRetention.

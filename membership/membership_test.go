@@ -345,9 +345,12 @@ func TestRestartOnNewPort(t *testing.T) {
 		t.Fatalf("restarted on the same address %s", old)
 	}
 	for _, n := range nodes[:2] {
-		waitFor(t, n, 20*time.Second, "seeing c back on its new address", func(ms []Member) bool {
+		waitFor(t, n, 10*time.Second, "seeing c back on its new address", func(ms []Member) bool {
 			return len(ms) == 3 && ms[2].State == Alive && ms[2].GossipAddress == c2.GossipAddress()
 		})
 		t.Logf("%s sees c back %v after the restart", n.id, time.Since(start))
+		if got := n.Members()[2].Incarnation; got != 1 {
+			t.Errorf("%s sees the restarted c at incarnation %d, want 1", n.id, got)
+		}
 	}
 }
