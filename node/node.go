@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,6 +78,12 @@ type Config struct {
 	AdminToken string
 	// NoReflection turns gRPC server reflection off. Default on.
 	NoReflection bool
+	// AdminListen is the admin HTTP address (/metrics, /healthz,
+	// /debug/pprof). Default "127.0.0.1:0" (a free port, logged and
+	// registered in etcd).
+	AdminListen string
+	// Pprof serves /debug/pprof on the admin address. Default off.
+	Pprof bool
 	// GossipAddr is the memberlist bind address. Default "127.0.0.1:0"
 	// (a free port).
 	GossipAddr string
@@ -111,6 +118,9 @@ func (c *Config) setDefaults() {
 	if c.MaxLeaseTTL <= 0 {
 		c.MaxLeaseTTL = time.Minute
 	}
+	if c.AdminListen == "" {
+		c.AdminListen = "127.0.0.1:0"
+	}
 	if c.GossipAddr == "" {
 		c.GossipAddr = "127.0.0.1:0"
 	}
@@ -124,22 +134,24 @@ func (c *Config) setDefaults() {
 
 // Node is a running node.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	id      string
-	lis     net.Listener
-	grpc    *grpc.Server
-	health  *health.Server
-	store   *store.Store
-	host    *tiers.Host
-	tiers   []tiers.Tier
-	reg     *registry.Registry
-	etcd    *registry.Embedded // nil with external endpoints
-	members *membership.Membership
-	srv     *server.Server
-	served  chan error
-	stop    chan struct{} // closed by Close: stops advertise
-	wg      sync.WaitGroup
+	cfg      Config
+	log      *slog.Logger
+	id       string
+	lis      net.Listener
+	grpc     *grpc.Server
+	health   *health.Server
+	store    *store.Store
+	host     *tiers.Host
+	tiers    []tiers.Tier
+	reg      *registry.Registry
+	etcd     *registry.Embedded // nil with external endpoints
+	members  *membership.Membership
+	srv      *server.Server
+	admin    *http.Server
+	adminLis net.Listener
+	served   chan error
+	stop     chan struct{} // closed by Close: stops advertise
+	wg       sync.WaitGroup
 }
 
 // Start brings a node up and serves until Close.
@@ -189,6 +201,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
 	n.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
 		grpc.InitialWindowSize(8<<20),
 		grpc.InitialConnWindowSize(32<<20),
@@ -197,13 +211,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	)
 	srv.Register(n.grpc)
 	n.srv = srv
+	if err := n.startAdmin(); err != nil {
+		return nil, err
+	}
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	if !cfg.NoReflection {
 		reflection.Register(n.grpc)
 	}
 	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.lis.Addr().String(),
-		GossipAddress: n.members.GossipAddress(),
+		GossipAddress: n.members.GossipAddress(), AdminAddress: n.AdminAddr(),
 		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
 		Tiers: n.tierInfo()}); err != nil {
 		return nil, fmt.Errorf("registering node: %w", err)
@@ -212,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.advertise()
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
-		"etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
+		"admin", n.AdminAddr(), "gossip", n.members.GossipAddress(), "etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
 		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "")
 	return n, nil
 }
@@ -356,6 +373,11 @@ func (n *Node) EtcdEndpoints() []string { return n.endpoints() }
 func (n *Node) Close() error {
 	n.health.Shutdown()
 	close(n.stop)
+	if n.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = n.admin.Shutdown(ctx)
+		cancel()
+	}
 	n.wg.Wait()
 	if err := n.members.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leaving the cluster", "err", err)

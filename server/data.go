@@ -29,6 +29,7 @@ func (s *Server) lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 	if err != nil {
 		return nil, err
 	}
+	s.recordHits(n.ID, res.HitPrefix)
 	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,
 		Sizes: make([]uint64, len(res.Sizes))}
 	for i, sz := range res.Sizes {
@@ -72,7 +73,7 @@ func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 		}
 		msg.Header = &pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
 			Checksum: p.Checksum, ChecksumAlgorithm: alg}
-		data := p.Data
+		start, data := time.Now(), p.Data
 		for {
 			msg.Data = data[:min(chunk, len(data))]
 			data = data[len(msg.Data):]
@@ -81,9 +82,14 @@ func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 			}
 			msg.Header = nil
 			if len(data) == 0 {
-				return nil
+				break
 			}
 		}
+		if p.Found {
+			s.metrics.Transfer(n.ID, "out", len(p.Data))
+			s.metrics.PageTime("out", time.Since(start))
+		}
+		return nil
 	})
 }
 

@@ -103,6 +103,7 @@ func (s *Server) write(stream pb.Strata_WriteServer) error {
 		if err := s.cfg.Store.Write(n.ID, msg.GetWriteId(), int64(msg.GetOffset()), msg.GetData()); err != nil {
 			return err
 		}
+		s.metrics.Transfer(n.ID, "in", len(msg.GetData()))
 		total += uint64(len(msg.GetData()))
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"time"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
@@ -15,6 +16,7 @@ type putPage struct {
 	writeID  uint64 // non-zero while a reservation is open
 	received int64
 	result   *pb.CommitResult // decided early: exists, rejected, size mismatch
+	start    time.Time
 }
 
 // Put is the one-call put: per page a header, then its bytes. Each page is
@@ -100,6 +102,7 @@ func (s *Server) put(stream pb.Strata_PutServer) (err error) {
 				}
 				cur.writeID = 0
 				cur.result = commitResult(st)
+				s.metrics.PageTime("in", time.Since(cur.start))
 			}
 			finish(cur.result)
 		}
@@ -115,7 +118,7 @@ func (s *Server) startPut(n store.Namespace, h *pb.PutHeader) (*putPage, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &putPage{spec: spec, sum: h.GetChecksum()}
+	p := &putPage{spec: spec, sum: h.GetChecksum(), start: time.Now()}
 	res, err := s.cfg.Store.Reserve(n.ID, []store.PageSpec{spec}, 0)
 	if err != nil {
 		return nil, err
@@ -144,5 +147,6 @@ func (s *Server) putData(n store.Namespace, p *putPage, data []byte) error {
 		}
 	}
 	p.received += int64(len(data))
+	s.metrics.Transfer(n.ID, "in", len(data))
 	return nil
 }

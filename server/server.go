@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
@@ -77,6 +78,8 @@ type Server struct {
 	stopping chan struct{} // closed by Stop: ends watch streams
 	stopOnce sync.Once
 
+	metrics *metrics.Registry
+
 	mu          sync.RWMutex
 	descriptors map[namespace.ID]namespace.Descriptor // guarded by mu
 }
@@ -104,8 +107,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
-		descriptors: make(map[namespace.ID]namespace.Descriptor)}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
+		descriptors: make(map[namespace.ID]namespace.Descriptor)}
+	s.metrics = metrics.New(cfg.Store, s.describe)
+	return s, nil
 }
 
 // SetRecovery records what start-up recovery found, for NodeInfo. Call it
@@ -193,7 +198,7 @@ func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest
 	if err := s.addNamespace(d); err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "namespace opened", "ns", id.Short(), "tenant", d.Tenant, "model", d.Model)
+	s.logger(ctx).Info("namespace opened", "ns", id.Short(), "tenant", d.Tenant, "model", d.Model)
 	return &pb.OpenNamespaceResponse{
 		NamespaceId:       id[:],
 		PageBytes:         d.PageSize(),

@@ -103,6 +103,15 @@ type NamespaceStats struct {
 	Leases     int64
 	// TierPages counts the namespace's pages per tier, in tier order.
 	TierPages []int64
+	// Puts counts finished reservations by outcome (indexed by
+	// CommitStatus; index 0 unused).
+	Puts          [numCommitStatus]uint64
+	Rejected      uint64 // pages Reserve refused (size, no space)
+	Evicted       uint64 // pages dropped to make room
+	Demoted       uint64 // pages moved one tier down
+	Corrupt       uint64 // pages dropped failing to read or verify
+	Deleted       uint64 // pages removed by Delete
+	LeasesExpired uint64 // leases that ran out
 }
 
 func (s *Store) nsStats(n *nsState) NamespaceStats {
@@ -113,6 +122,11 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	for i := range st.TierPages {
 		st.TierPages[i] = n.tierPages[i].Load()
 	}
+	for i := range st.Puts {
+		st.Puts[i] = n.outcomes[i].Load()
+	}
+	st.Rejected, st.Evicted, st.Demoted = n.rejected.Load(), n.evicted.Load(), n.demoted.Load()
+	st.Corrupt, st.Deleted, st.LeasesExpired = n.corrupt.Load(), n.deleted.Load(), n.leasesExpired.Load()
 	return st
 }
 

@@ -32,6 +32,15 @@ type nsState struct {
 	bytes      atomic.Int64
 	leases     atomic.Int64
 	tierPages  [MaxTiers]atomic.Int64
+
+	// Outcomes, for metrics.
+	outcomes      [numCommitStatus]atomic.Uint64 // finished reservations by outcome
+	rejected      atomic.Uint64                  // pages Reserve refused
+	evicted       atomic.Uint64                  // pages dropped to make room
+	demoted       atomic.Uint64                  // pages moved one tier down
+	corrupt       atomic.Uint64                  // pages dropped failing to read or verify
+	deleted       atomic.Uint64                  // pages removed by Delete
+	leasesExpired atomic.Uint64                  // leases that ran out (not released)
 }
 
 func newNSState(n Namespace) *nsState {

@@ -151,6 +151,7 @@ func (s *Store) ReleaseLease(id namespace.ID, leaseID uint64) error {
 func (s *Store) expireLeaseLocked(id uint64, l *lease) {
 	s.endLeaseLocked(id, l)
 	s.expiredLeases.add(id, struct{}{})
+	l.ns.leasesExpired.Add(1)
 }
 
 func (s *Store) endLeaseLocked(id uint64, l *lease) {
@@ -271,6 +272,7 @@ func (s *Store) readPage(e *entry, buf []byte) ([]byte, bool) {
 	}
 	s.log.Error("dropping unreadable page", "ns", e.ns.ID.Short(), "key", e.key.String(), "tier", t.Kind(), "err", err)
 	s.corrupt.Add(1)
+	e.ns.corrupt.Add(1)
 	s.mu.Lock()
 	if !e.dead {
 		s.removeLocked(e)
@@ -293,6 +295,7 @@ func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
 	for _, k := range keys {
 		if e := n.shard(k).get(k); e != nil {
 			s.removeLocked(e)
+			n.deleted.Add(1)
 			deleted++
 		}
 	}

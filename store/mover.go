@@ -132,6 +132,7 @@ func (s *Store) demoteOne(tier int) bool {
 		e.ns.tierPages[tier].Add(-1)
 		e.ns.tierPages[dst].Add(1)
 		s.demotions.Add(1)
+		e.ns.demoted.Add(1)
 	}
 	s.unpinLocked(e)
 	return true
@@ -149,8 +150,7 @@ func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 		if victim == nil {
 			return tiers.Extent{}, err
 		}
-		s.removeLocked(victim)
-		s.evictions.Add(1)
+		s.evictLocked(victim)
 	}
 }
 

@@ -56,6 +56,7 @@ const (
 	CommitAborted                                  // the reservation was aborted
 	_                                              // (rejected: a one-call put's reserve outcome)
 	CommitFailed                                   // the tier failed to make the page durable
+	numCommitStatus
 )
 
 var commitNames = [...]string{
@@ -107,6 +108,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 	defer s.mu.Unlock()
 	for i, p := range pages {
 		if p.Size != n.PageBytes {
+			n.rejected.Add(1)
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
 			continue
 		}
@@ -116,6 +118,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 		}
 		tier, ext, err := s.allocLocked(p.Size)
 		if err != nil {
+			n.rejected.Add(1)
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: %w", p.Key[:6], err)}
 			continue
 		}
@@ -226,6 +229,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 		s.cfg.Tiers[r.tier].Free(r.ext)
 	}
 	r.outcome = st
+	r.ns.outcomes[st].Add(1)
 	s.writeOutcomes.add(writeID, st)
 	close(r.done)
 	return st, nil
@@ -353,6 +357,7 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 	r.mu.Unlock()
 	delete(s.reservations, wid)
 	s.cfg.Tiers[r.tier].Free(r.ext)
+	r.ns.outcomes[why].Add(1)
 	s.writeOutcomes.add(wid, why)
 }
 
@@ -387,9 +392,15 @@ func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
 		if victim == nil {
 			return 0, tiers.Extent{}, fmt.Errorf("%w: %w", ErrNoSpace, lastErr)
 		}
-		s.removeLocked(victim)
-		s.evictions.Add(1)
+		s.evictLocked(victim)
 	}
+}
+
+// evictLocked drops a page to make room.
+func (s *Store) evictLocked(e *entry) {
+	s.removeLocked(e)
+	s.evictions.Add(1)
+	e.ns.evicted.Add(1)
 }
 
 // dropCandidateLocked is the least recently used unpinned page of the

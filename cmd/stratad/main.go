@@ -60,6 +60,8 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", 0, "maximum read-lease TTL (default 60s)")
 	fs.DurationVar(&cfg.ReserveTTL, "reserve-ttl", 0, "default reservation deadline (default 30s)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:0", "admin HTTP address for /metrics and /healthz (port 0 = a free port, logged)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
 	fs.Var(&tokens, "tenant-token", "tenant=token; repeat for more tenants (none: the node is open)")

@@ -1,0 +1,95 @@
+// Package metrics exports a node's state and traffic to Prometheus. It is
+// the only package that imports the Prometheus client.
+//
+// Store state (pages, bytes, lookups, outcomes, evictions, leases) is read
+// from the store at scrape time, so it can never drift from what the store
+// holds; traffic (RPC latency, transfer bytes, prefill FLOPs saved) is
+// counted as it happens by the server through Recorder.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/store"
+)
+
+// Labels names a namespace in metrics.
+type Labels struct {
+	Tenant, Model string
+	PageTokens    int
+}
+
+// Describer returns the labels of a namespace, ok false for namespaces
+// whose descriptor is unknown.
+type Describer func(namespace.ID) (Labels, bool)
+
+// Registry holds a node's metrics.
+type Registry struct {
+	reg *prometheus.Registry
+
+	rpcSeconds    *prometheus.HistogramVec
+	transferBytes *prometheus.CounterVec
+	pageSeconds   *prometheus.HistogramVec
+	flopsSaved    *prometheus.CounterVec
+	tokensSaved   *prometheus.CounterVec
+}
+
+// New builds a registry that reads st at scrape time.
+func New(st *store.Store, describe Describer) *Registry {
+	r := &Registry{reg: prometheus.NewRegistry()}
+	r.rpcSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "strata_rpc_duration_seconds", Help: "gRPC call latency by method and status code.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14)}, []string{"method", "code"})
+	r.transferBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_transfer_bytes_total", Help: "Page bytes received (in) and sent (out)."},
+		[]string{"namespace", "direction"})
+	r.pageSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "strata_page_transfer_seconds", Help: "Time to send or receive one page's bytes.",
+		Buckets: prometheus.ExponentialBuckets(10e-6, 2.5, 14)}, []string{"direction"})
+	r.flopsSaved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_prefill_flops_saved_total", Help: "Prefill FLOPs engines avoid by loading hit prefixes (from the namespace's compute profile)."},
+		[]string{"namespace", "tenant", "model"})
+	r.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_hit_prefix_tokens_total", Help: "Tokens inside hit prefixes returned by lookups."},
+		[]string{"namespace", "tenant", "model"})
+	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved,
+		&storeCollector{st: st, describe: describe},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+}
+
+// RPC records one finished call.
+func (r *Registry) RPC(method, code string, d time.Duration) {
+	r.rpcSeconds.WithLabelValues(method, code).Observe(d.Seconds())
+}
+
+// Transfer records page bytes moved: direction is "in" (puts) or "out"
+// (gets).
+func (r *Registry) Transfer(id namespace.ID, direction string, bytes int) {
+	r.transferBytes.WithLabelValues(id.Short(), direction).Add(float64(bytes))
+}
+
+// PageTime records how long one whole page took to send or receive.
+func (r *Registry) PageTime(direction string, d time.Duration) {
+	r.pageSeconds.WithLabelValues(direction).Observe(d.Seconds())
+}
+
+// Saved records a lookup's hit prefix: its tokens and the prefill FLOPs
+// they save.
+func (r *Registry) Saved(id namespace.ID, l Labels, tokens int, flops float64) {
+	r.tokensSaved.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(float64(tokens))
+	if flops > 0 {
+		r.flopsSaved.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(flops)
+	}
+}
