@@ -34,21 +34,26 @@ package tiers
 //
 // A crash before 2 leaves a header without SEAL: never recovered. A crash
 // during 2 or 3 leaves either the old header, or the new one complete, or a
-// torn one whose CRC fails: the page is lost or recovered whole, never
-// partial, because the payload the header points at was durable before the
-// header was written. Independently of the order, recovery verifies every
-// payload against the header's checksum, so even a reordered or lost write
-// (SyncNone, a lying disk) costs a page, never serves wrong bytes.
+// torn one whose CRC fails (dropped at recovery): the page is lost or
+// recovered whole, never partial, because the payload the header points at
+// was durable before the header was written. (A crash after 3 but before
+// Seal returns recovers a page the caller was not told about: it verifies,
+// so it is still the right page.) Independently of the order, recovery
+// verifies every payload against the header's checksum, so even a reordered
+// or lost write (SyncNone and a power loss, a disk that lies about flushes)
+// costs a page, never serves wrong bytes.
 //
-// Free writes the header back in state FREE, then frees the slot for reuse;
-// under SyncEveryPage it also fdatasyncs first, so a deleted page never
-// reappears after a restart. Under SyncBatch and SyncNone a crash between
-// Free and the next sync can bring a freed page back: its bytes still
-// verify, so it is the right page, only one the store had dropped (it then
-// drops it again, or serves a page that is still correct). A slot is never
-// reused before its FREE header is written, and Alloc's RSRV header
-// overwrites whatever was there before any new payload byte is written.
-//
+// Free writes the header back in state FREE and, for a sealed page under
+// SyncEveryPage, fdatasyncs before the slot is reused, so a deleted page
+// never reappears after a restart. Under SyncBatch and SyncNone a power loss
+// between Free and the next sync can bring a freed page back: its bytes
+// still verify, so it is the right page, only one the store had dropped (it
+// drops it again, or serves a page that is still correct). A reused slot's
+// old header never describes new bytes: Alloc's RSRV header write must
+// succeed before Alloc returns, so it overwrites whatever the header said
+// before any new payload byte is written (and if a power loss loses that
+// write, the old header no longer matches the payload's checksum).
+
 // # Sync modes
 //
 // See SyncMode: SyncEveryPage (default), SyncBatch (group commit: the same
@@ -87,6 +92,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -191,10 +197,7 @@ func (cfg SSDConfig) withDefaults() (SSDConfig, error) {
 		return cfg, fmt.Errorf("ssd: capacity %d is less than %d: %w", cfg.Capacity, minSSDFileSize, ErrInvalidConfig)
 	}
 	if cfg.FileSize == 0 {
-		pow := int64(1) << (bits.Len64(uint64(cfg.Capacity/64)) - 1)
-		if cfg.Capacity < 64 {
-			pow = 0
-		}
+		pow := int64(1) << (bits.Len64(uint64(cfg.Capacity/64)) - 1) // Capacity >= 12 KiB
 		cfg.FileSize = min(max(pow, DefaultSSDFileSizeMin), DefaultSSDFileSizeMax, cfg.Capacity&^(ssdBlock-1))
 	}
 	if cfg.FileSize%ssdBlock != 0 || cfg.FileSize < minSSDFileSize || cfg.FileSize > ssdMaxFileLen || cfg.FileSize > cfg.Capacity {
@@ -229,6 +232,7 @@ const (
 	ssdSlotSealing        // a Seal is running
 	ssdSlotSealed         // sealed: read-only until freed
 	ssdSlotFreeing        // a Free is clearing the header
+	ssdSlotBad            // quarantined after an I/O error: never reused
 )
 
 // ssdClass is one size class: the files holding its slots.
@@ -261,11 +265,13 @@ type ssdFile struct {
 
 	// Slot tables, guarded by the class's mu: the generation of each
 	// slot's extent (0 while free), its state (ssdSlot*), the stack of free
-	// slots and the count of slots not free.
-	gens  []uint64
-	state []uint8
-	free  []int32
-	live  int32
+	// slots, the count of slots allocated (not free or bad), and the live
+	// slots that saw an I/O error and go bad when freed.
+	gens     []uint64
+	state    []uint8
+	free     []int32
+	live     int32
+	poisoned map[int32]bool
 }
 
 // payloadOff returns the file offset of slot's payload.
@@ -385,6 +391,7 @@ func (s *SSD) Alloc(size int64) (Extent, error) {
 		ext := Extent{Off: int64(f.id)<<ssdOffShift | f.payloadOff(slot), Len: size, Cap: cl.size, Gen: gen}
 		h := ssdSlotHeader{State: ssdStateReserved, Slot: uint32(slot), SlotSize: f.slotSize, Gen: gen}
 		if err := s.writeHeader(f, slot, &h); err != nil {
+			s.poison(cl, f, slot, err)
 			s.release(cl, f, slot, size)
 			return Extent{}, fmt.Errorf("ssd: allocating %d bytes: writing slot %d header of %s: %w", size, slot, f.path, err)
 		}
@@ -407,16 +414,43 @@ func (cl *ssdClass) takeLocked() (*ssdFile, int32, bool) {
 }
 
 // release returns a slot whose header is not (or no longer) committed to
-// the free stack and takes back the extent's counts.
+// the free stack, or quarantines it if it is poisoned, and takes back the
+// extent's counts.
 func (s *SSD) release(cl *ssdClass, f *ssdFile, slot int32, size int64) {
 	cl.mu.Lock()
 	f.gens[slot], f.state[slot] = 0, ssdSlotFree
-	f.free = append(f.free, slot)
+	bad := f.poisoned[slot]
+	if bad {
+		delete(f.poisoned, slot)
+		f.state[slot] = ssdSlotBad
+	} else {
+		f.free = append(f.free, slot)
+	}
 	f.live--
 	cl.extents--
 	cl.requested -= size
 	cl.mu.Unlock()
 	s.count(-1, -cl.size, -size)
+	if bad {
+		s.log.Warn("ssd: slot quarantined after an I/O error, until its file is recycled or the tier restarts",
+			"file", f.path, "slot", slot)
+	}
+}
+
+// poison marks a live slot to be quarantined when freed, after an I/O error
+// that may be the slot's own medium failing: without it, the free stack
+// would hand the same bad slot to every Alloc of the class. A full disk
+// (ENOSPC, EDQUOT) is not the slot's fault and does not poison it.
+func (s *SSD) poison(cl *ssdClass, f *ssdFile, slot int32, err error) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if f.poisoned == nil {
+		f.poisoned = map[int32]bool{}
+	}
+	f.poisoned[slot] = true
 }
 
 func (s *SSD) count(extents, used, requested int64) {
@@ -428,11 +462,16 @@ func (s *SSD) count(extents, used, requested int64) {
 // WriteAt writes p into ext at off (pwrite). ext must be allocated and not
 // sealed: writing a sealed extent fails with ErrSealed, a freed one with
 // ErrStale, a range outside ext.Len with ErrOutOfRange. I/O errors (ENOSPC,
-// EIO) are wrapped; the extent stays allocated and may be freed.
+// EIO) are wrapped; the extent stays allocated and may be freed. After an
+// error other than a full disk the slot is quarantined when freed, so a bad
+// sector is not handed out again.
 func (s *SSD) WriteAt(ext Extent, p []byte, off int64) error {
 	f, err := s.check(ext, off, len(p), true)
 	if err == nil {
-		_, err = f.f.WriteAt(p, f.payloadOff(s.slotOf(f, ext))+off)
+		slot := s.slotOf(f, ext)
+		if _, err = f.f.WriteAt(p, f.payloadOff(slot)+off); err != nil {
+			s.poison(&s.classes[f.class], f, slot, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("ssd: writing %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
@@ -484,7 +523,7 @@ func (s *SSD) check(ext Extent, off int64, n int, write bool) (*ssdFile, error) 
 	switch st := f.state[slot]; {
 	case write && (st == ssdSlotSealed || st == ssdSlotSealing):
 		return nil, ErrSealed
-	case st == ssdSlotFree || st == ssdSlotFreeing:
+	case st == ssdSlotFree || st == ssdSlotFreeing || st == ssdSlotBad:
 		return nil, ErrStale
 	}
 	return f, nil
@@ -623,8 +662,8 @@ func (s *SSD) writeHeader(f *ssdFile, slot int32, h *ssdSlotHeader) error {
 	return nil
 }
 
-// Free clears ext's commit marker on disk (synced under SyncEveryPage) and
-// returns the slot for reuse. Freeing an extent that is not live (a double
+// Free clears ext's commit marker on disk (synced under SyncEveryPage if
+// the page was sealed) and returns the slot for reuse. Freeing an extent that is not live (a double
 // free, a stale generation, an extent of another tier) panics: it is a
 // programmer error. An I/O error is logged: the slot is reused anyway (Alloc
 // rewrites its header first), and the worst a failed clear can cause is that

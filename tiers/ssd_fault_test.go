@@ -292,3 +292,43 @@ func TestSSDRecoverReadError(t *testing.T) {
 		t.Fatalf("not logged:\n%s", log.String())
 	}
 }
+
+// TestSSDBadSlotQuarantined: a payload write that fails with EIO (a bad
+// sector) quarantines its slot when freed, so the next Alloc gets another
+// slot; a full disk (ENOSPC) does not.
+func TestSSDBadSlotQuarantined(t *testing.T) {
+	var log ssdLog
+	fs := &ssdFaultFS{FS: OSFS()}
+	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, FS: fs, Logger: log.logger()}
+	s, _, _ := openTestSSD(t, cfg)
+	for _, tc := range []struct {
+		cause error
+		reuse bool
+	}{{syscall.ENOSPC, true}, {syscall.EIO, false}} {
+		ext, err := s.Alloc(8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bad, _, _ := ssdWhere(t, s, ext)
+		fs.set(func(op, _ string, off int64, _ int) error {
+			if op == "write" && off == bad {
+				return tc.cause
+			}
+			return nil
+		})
+		if err := s.WriteAt(ext, make([]byte, 8192), 0); !errors.Is(err, tc.cause) {
+			t.Fatalf("WriteAt: %v", err)
+		}
+		s.Free(ext)
+		fs.set(nil)
+		next, _ := ssdPut(t, s, ssdKey(1), 8192, ssdAlgCRC32C, true)
+		if (next.Off == ext.Off) != tc.reuse {
+			t.Fatalf("after %v: next extent at %#x, failed one at %#x; want reuse %v", tc.cause, next.Off, ext.Off, tc.reuse)
+		}
+		s.Free(next)
+		mustCheckSSD(t, s)
+	}
+	if !strings.Contains(log.String(), "quarantined") {
+		t.Fatalf("quarantine not logged:\n%s", log.String())
+	}
+}

@@ -303,9 +303,16 @@ func (s *SSD) createFile(cls int, budget int64) (*ssdFile, error) {
 	if err == nil {
 		err = s.fs.Rename(tmp, path)
 		if err == nil {
-			if err = s.fs.SyncDir(s.dir); err != nil {
-				tmp = path // not known to be durable: undo
-			}
+			tmp = path // from here on, undo removes the real name
+			err = s.fs.SyncDir(s.dir)
+		}
+	}
+	if err == nil {
+		// Reopen under the real name, which errors then carry.
+		var named File
+		if named, err = s.fs.OpenFile(path, os.O_RDWR, 0); err == nil {
+			fh.Close()
+			fh = named
 		}
 	}
 	if err != nil {

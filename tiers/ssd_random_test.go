@@ -16,7 +16,7 @@ import (
 
 var (
 	ssdSeed  = flag.Uint64("ssd.seed", 0, "seed for TestSSDRandom (0: from the clock)")
-	ssdSteps = flag.Int("ssd.steps", 1000, "steps of TestSSDRandom")
+	ssdSteps = flag.Int("ssd.steps", 800, "steps of TestSSDRandom")
 )
 
 // ssdModelPage is the model's record of a live extent.
@@ -41,7 +41,7 @@ func TestSSDRandom(t *testing.T) {
 	t.Logf("seed %d (rerun with -ssd.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	sizes := []int64{4096, 9000, 30_000, 64 * kib, 100_000}
-	modes := []SyncMode{SyncNone, SyncNone, SyncNone, SyncBatch, SyncEveryPage}
+	modes := []SyncMode{SyncNone, SyncNone, SyncNone, SyncNone, SyncBatch, SyncEveryPage}
 	var log ssdLog
 	cfg := SSDConfig{Capacity: 3 * mib, FileSize: 256 * kib, Sync: modes[rng.IntN(len(modes))], Logger: log.logger()}
 	s, _, _ := openTestSSD(t, cfg)

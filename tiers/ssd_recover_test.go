@@ -230,15 +230,21 @@ func TestSSDCapacityChange(t *testing.T) {
 		t.Fatalf("Stats %+v", st)
 	}
 
-	// 8 MiB: everything is kept and the tier grows.
+	// 8 MiB, and 2 MiB files: everything is kept, the old files keep their
+	// geometry, and the tier grows with files of the new size.
 	large := cfg
-	large.Capacity = 8 * mib
+	large.Capacity, large.FileSize = 8*mib, 2*mib
 	s, got, st = reopenSSD(t, s, large)
 	if st.Recovered != 31 || len(got) != 31 {
 		t.Fatalf("larger capacity: %+v", st)
 	}
 	for i := range 40 {
 		ssdPut(t, s, ssdKey(200+i), 64*kib, ssdAlgCRC32C, true)
+	}
+	// 2 files of 15 slots and 1 of 1 before; 9 more pages fill them, 31
+	// more take two 2 MiB files of 31 slots.
+	if cs := s.ClassStats(); len(cs) != 1 || cs[0].Files != 5 || cs[0].Slots != 15+15+1+31+31 {
+		t.Fatalf("ClassStats after growing: %+v", cs)
 	}
 	_, got, _ = reopenSSD(t, s, large)
 	if len(got) != 71 {

@@ -236,6 +236,12 @@ func checkSSDClass(s *SSD, cls int, cl *ssdClass) error {
 		}
 		var n int32
 		for slot, st := range f.state {
+			if st == ssdSlotBad {
+				if onFree[slot] || f.gens[slot] != 0 {
+					return fmt.Errorf("%s: bad slot %d on the free stack or with a generation", f.path, slot)
+				}
+				continue
+			}
 			switch {
 			case st == ssdSlotFree && s.ready.Load() && !onFree[slot]:
 				return fmt.Errorf("%s: free slot %d not on the free stack", f.path, slot)
@@ -673,5 +679,34 @@ func TestSSDStrayFiles(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "class-8192-000008.slots") {
 		t.Fatalf("removal of the bad file not logged:\n%s", log.String())
+	}
+}
+
+// TestSSDBatchGoroutine checks group commit with a batch interval and that
+// Close stops its goroutine after answering what was queued.
+func TestSSDBatchGoroutine(t *testing.T) {
+	cfg := SSDConfig{Capacity: 4 * mib, FileSize: mib, Sync: SyncBatch, BatchInterval: time.Millisecond}
+	s, _, _ := openTestSSD(t, cfg)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 5 {
+				ssdPut(t, s, ssdKey(w*10+i), 8192, ssdAlgCRC32C, true)
+			}
+		})
+	}
+	wg.Wait()
+	done := s.batch.done
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("the group-commit goroutine outlived Close")
+	}
+	cfg.Dir = s.dir
+	if _, got, _ := openTestSSD(t, cfg); len(got) != 20 {
+		t.Fatalf("%d pages", len(got))
 	}
 }
