@@ -9,6 +9,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,6 +34,7 @@ type Client struct {
 	conn  *grpc.ClientConn
 	rpc   pb.StrataClient
 	admin pb.AdminClient
+	bg    sync.WaitGroup // background aborts; Close waits for them
 }
 
 // Dial connects to the node at addr (host:port). The connection is made
@@ -60,7 +62,10 @@ func Dial(addr string, opts Options) (*Client, error) {
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+func (c *Client) Close() error {
+	c.bg.Wait()
+	return c.conn.Close()
+}
 
 // bearer sends the tenant token. The node is reached over plain TCP on a
 // trusted network or loopback; TLS is the transport's business.

@@ -40,6 +40,11 @@ var (
 	ErrNoSpace = errors.New("no space")
 	// ErrProtocol is returned when a node's answer breaks the protocol.
 	ErrProtocol = errors.New("protocol violation")
+	// ErrUnavailable is returned when no node could answer: every node a
+	// call needed failed or timed out, or the view has no alive member.
+	ErrUnavailable = errors.New("no node available")
+	// ErrClosed is returned by calls on a closed Cluster.
+	ErrClosed = errors.New("cluster client closed")
 )
 
 var reasons = map[string]error{

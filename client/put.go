@@ -160,14 +160,18 @@ func (n *Namespace) write(ctx context.Context, pages []Page, open []int, wid fun
 	return nil
 }
 
-// abort drops reservations after a failed put, on a short context of its
-// own: the caller's may be what failed.
+// abort drops reservations after a failed put, in the background on a
+// short context of its own (the caller's may be what failed), so a hung node
+// does not hold the caller past its deadline. Reservations also expire on
+// their own; Client.Close waits for the abort.
 func (n *Namespace) abort(open []int, wid func(int) uint64) {
 	ids := make([]uint64, len(open))
 	for j, i := range open {
 		ids[j] = wid(i)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, _ = n.c.rpc.Abort(ctx, &pb.AbortRequest{NamespaceId: n.id[:], WriteIds: ids})
+	n.c.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _ = n.c.rpc.Abort(ctx, &pb.AbortRequest{NamespaceId: n.id[:], WriteIds: ids})
+	})
 }

@@ -25,8 +25,8 @@ type LookupResult struct {
 
 // Lookup asks which keys are present. With lease true the node also leases
 // the hit prefix for ttl (0: the node's default), so the pages cannot vanish
-// before Get. Keys beyond the node's batch limit are looked up in further
-// calls; only the first batch's hit prefix can carry a lease.
+// before Get. More keys than the node's batch limit fail with
+// ErrBatchTooLarge (Cluster splits batches itself).
 func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (LookupResult, error) {
 	if len(keys) > n.maxBatch {
 		return LookupResult{}, fmt.Errorf("lookup of %d keys, the node's batch limit is %d: %w", len(keys), n.maxBatch, ErrBatchTooLarge)

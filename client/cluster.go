@@ -1,0 +1,383 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakv/strata/placement"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// Cluster routing (DESIGN 6, 8).
+//
+// A Cluster learns the membership view from any node (Cluster.Members) and
+// keeps it current with a WatchMembers stream. Keys are placed by
+// capacity-weighted rendezvous hashing (package placement) over the ALIVE
+// members, weighted by Member.Weight; every client and node that sees the
+// same view computes the same owners. A call groups its keys by node and
+// fans out in parallel, one RPC (or one per batch) per node, each under
+// min(the caller's deadline, NodeTimeout).
+//
+// Failure model. A node that fails a call (unreachable, reset, past
+// NodeTimeout, shutting down) is quarantined locally for Quarantine: calls
+// route its keys to their next placement candidate instead (where a Put
+// during the quarantine will have written them), without waiting for
+// gossip to declare it dead. Quarantine is local and does not change
+// placement, so clients need not agree on it. Its keys are misses in the
+// meantime; a miss is always safe, because the engine recomputes.
+//
+// Partial failure. Cluster calls return complete per-key results even when
+// some nodes failed: a failed node's keys are absent (Lookup), not found
+// (Get) or carry a failed PutResult (Put). The error is non-nil only for
+// what the caller must know: its own context ended, every node the call
+// needed failed (ErrUnavailable), a lease expired (ErrLeaseExpired), bytes
+// failed their checksum (ErrChecksum), or the request itself was refused
+// (ErrInvalid, ErrTenantDenied, ...). The results are valid alongside such
+// an error.
+//
+// Location cache. See cluster_cache.go: it remembers on which node a page
+// was last seen and is only ever used to ask that node too; a stale entry
+// costs a miss, never an error or wrong bytes (Get verifies every page
+// against its checksum).
+
+// ClusterOptions configures a Cluster. Zero fields take their defaults.
+type ClusterOptions struct {
+	// Options configure the connection to each node.
+	Options
+	// Seeds are more node addresses to learn the view from, tried after
+	// the address given to DialCluster, and again whenever the watch
+	// stream fails. Default none.
+	Seeds []string
+	// NodeTimeout bounds each node's part of a call (and each attempt to
+	// learn the view): a dead or hung node costs a call at most this, as it
+	// is quarantined before any second round. It must cover the largest
+	// transfer a call makes to one node. Default 2s.
+	NodeTimeout time.Duration
+	// Quarantine is how long a node that failed a call is routed around.
+	// Default 3s.
+	Quarantine time.Duration
+	// CacheEntries sizes the location cache, in pages. Default 1<<16;
+	// negative disables the cache.
+	CacheEntries int64
+	// CacheTTL is how long a cached location is trusted. Default 10s.
+	CacheTTL time.Duration
+	// Logger receives the cluster client's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (o *ClusterOptions) setDefaults() {
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 2 * time.Second
+	}
+	if o.Quarantine <= 0 {
+		o.Quarantine = 3 * time.Second
+	}
+	if o.CacheEntries == 0 {
+		o.CacheEntries = 1 << 16
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// MemberState is a member's liveness as the cluster's gossip sees it.
+type MemberState int
+
+// Member states, as nodes report them.
+const (
+	MemberAlive   MemberState = MemberState(pb.MemberState_MEMBER_STATE_ALIVE)
+	MemberSuspect MemberState = MemberState(pb.MemberState_MEMBER_STATE_SUSPECT)
+	MemberDead    MemberState = MemberState(pb.MemberState_MEMBER_STATE_DEAD)
+	MemberLeft    MemberState = MemberState(pb.MemberState_MEMBER_STATE_LEFT)
+)
+
+// String names the state.
+func (s MemberState) String() string { return pb.MemberState(s).String() }
+
+// Member is one node of the view.
+type Member struct {
+	ID            string
+	Address       string // gRPC host:port
+	GossipAddress string
+	State         MemberState
+	// Weight is the node's placement weight (its capacity in bytes). A
+	// member that reports no valid weight (<= 0, NaN, Inf) is placed with
+	// weight 1: next to nothing beside members that report capacities.
+	Weight float64
+}
+
+// Cluster is a client of a whole strata cluster: it routes each key to its
+// node. It is safe for concurrent use.
+type Cluster struct {
+	opts  ClusterOptions
+	log   *slog.Logger
+	cache *locations // nil when disabled
+	// sources are the addresses to learn the view from: the dialed one,
+	// then the seeds. Set once by DialCluster.
+	sources []string
+
+	view atomic.Pointer[clusterView]
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the watcher and background lease releases
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	closed     bool
+	calls      sync.WaitGroup       // calls in flight; Add under mu while !closed
+	conns      map[string]*nodeConn // by node ID, created lazily
+	quarantine map[string]time.Time // node ID → end of its quarantine
+	watchNode  string               // node the watch stream is on
+	watchKick  context.CancelFunc   // ends the current watch stream
+}
+
+// nodeConn is the connection to one node.
+type nodeConn struct {
+	addr string
+	c    *Client
+}
+
+// clusterView is an immutable membership snapshot with its placement.
+type clusterView struct {
+	members []Member        // as reported, sorted by ID
+	place   *placement.View // the alive members
+	ids     []string        // ids[i] is place.Node(i).ID
+	addrs   []string        // addrs[i] is that node's gRPC address
+	index   map[string]int  // node ID → placement index
+	from    string          // the node that reported it
+	changed chan struct{}   // closed when a newer view replaces this one
+}
+
+// DialCluster learns the view from the node at addr, or failing that from
+// opts.Seeds, and keeps it current until Close. Connections to nodes are
+// made lazily. ctx bounds the initial attempts.
+func DialCluster(ctx context.Context, addr string, opts ClusterOptions) (*Cluster, error) {
+	opts.setDefaults()
+	c := &Cluster{opts: opts, log: opts.Logger, conns: map[string]*nodeConn{}, quarantine: map[string]time.Time{}}
+	c.sources = dedupe(append([]string{addr}, opts.Seeds...))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if opts.CacheEntries > 0 {
+		var err error
+		if c.cache, err = newLocations(opts.CacheEntries, opts.CacheTTL); err != nil {
+			c.cancel()
+			return nil, fmt.Errorf("dial cluster: %w", err)
+		}
+	}
+	var errs []error
+	for _, a := range c.sources {
+		cl, err := Dial(a, opts.Options)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resp, err := c.fetchView(ctx, cl)
+		if err == nil {
+			err = c.apply(resp)
+		}
+		if err == nil {
+			c.bg.Add(1)
+			go c.watch(a, cl)
+			return c, nil
+		}
+		cl.Close()
+		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	c.cancel()
+	c.cache.close()
+	return nil, fmt.Errorf("dial cluster: no node gave a view: %w", errors.Join(append([]error{ErrUnavailable}, errs...)...))
+}
+
+// fetchView asks one node for the view.
+func (c *Cluster) fetchView(ctx context.Context, cl *Client) (*pb.MembersResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+	defer cancel()
+	resp, err := pb.NewClusterClient(cl.conn).Members(ctx, &pb.MembersRequest{})
+	return resp, fromRPC("members", err)
+}
+
+// Close stops the watcher, cuts calls in flight short and waits for them,
+// waits for background releases of unneeded leases (each bounded by
+// NodeTimeout), and closes every connection. Calls after Close fail with
+// ErrClosed.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.calls.Wait()
+	c.bg.Wait()
+	c.mu.Lock()
+	var errs []error
+	for id, nc := range c.conns {
+		errs = append(errs, nc.c.Close())
+		delete(c.conns, id)
+	}
+	c.mu.Unlock()
+	c.cache.close()
+	return errors.Join(errs...)
+}
+
+// begin registers a call, so Close waits for it; the returned func ends it.
+func (c *Cluster) begin() (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	c.calls.Add(1)
+	return c.calls.Done, nil
+}
+
+// Members returns the current view, sorted by node ID.
+func (c *Cluster) Members() []Member { return slices.Clone(c.view.Load().members) }
+
+// apply installs a view reported by a node.
+func (c *Cluster) apply(resp *pb.MembersResponse) error {
+	v, err := newClusterView(resp)
+	if err != nil {
+		return err
+	}
+	old := c.view.Swap(v)
+	if old != nil {
+		close(old.changed)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, nc := range c.conns {
+		if i, ok := v.index[id]; !ok || v.addrs[i] != nc.addr {
+			delete(c.conns, id) // left the view, or moved: calls in flight on it fail as misses
+			if err := nc.c.Close(); err != nil {
+				c.log.Debug("closing connection", "node", id, "err", err)
+			}
+		}
+	}
+	c.log.Debug("cluster view", "from", v.from, "members", len(v.members), "alive", len(v.ids))
+	return nil
+}
+
+func newClusterView(resp *pb.MembersResponse) (*clusterView, error) {
+	v := &clusterView{index: map[string]int{}, from: resp.GetNodeId(), changed: make(chan struct{})}
+	var nodes []placement.Node
+	addr := map[string]string{}
+	for _, m := range resp.GetMembers() {
+		mem := Member{ID: m.GetNodeId(), Address: m.GetGrpcAddress(), GossipAddress: m.GetGossipAddress(),
+			State: MemberState(m.GetState()), Weight: m.GetWeight()}
+		v.members = append(v.members, mem)
+		if mem.State != MemberAlive {
+			continue
+		}
+		w := mem.Weight
+		if !(w > 0) || math.IsInf(w, 1) {
+			w = 1
+		}
+		nodes = append(nodes, placement.Node{ID: mem.ID, Weight: w})
+		addr[mem.ID] = mem.Address
+	}
+	slices.SortFunc(v.members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("view from %q has no alive member: %w", v.from, ErrUnavailable)
+	}
+	var err error
+	if v.place, err = placement.NewView(nodes); err != nil {
+		return nil, fmt.Errorf("view from %q: %w: %w", v.from, ErrProtocol, err)
+	}
+	for i, n := range v.place.Nodes() {
+		v.ids = append(v.ids, n.ID)
+		v.addrs = append(v.addrs, addr[n.ID])
+		v.index[n.ID] = i
+	}
+	return v, nil
+}
+
+// client returns the connection to the node with placement index i in v,
+// dialing it if needed.
+func (c *Cluster) client(v *clusterView, i int) (*Client, error) {
+	id, addr := v.ids[i], v.addrs[i]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if nc := c.conns[id]; nc != nil {
+		if nc.addr == addr {
+			return nc.c, nil
+		}
+		nc.c.Close() // the node moved
+		delete(c.conns, id)
+	}
+	// apply swaps the view before it takes mu to close connections: a node
+	// that left or moved since v was taken must not get a connection that
+	// apply will never close.
+	if cur := c.view.Load(); cur != v {
+		if j, ok := cur.index[id]; !ok || cur.addrs[j] != addr {
+			return nil, fmt.Errorf("node %s left the view or moved: %w", id, ErrUnavailable)
+		}
+	}
+	cl, err := Dial(addr, c.opts.Options)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w: %w", id, ErrUnavailable, err)
+	}
+	c.conns[id] = &nodeConn{addr: addr, c: cl}
+	return cl, nil
+}
+
+// suspect quarantines a node after a failed call, and moves the watch
+// stream off it if it is the node being watched.
+func (c *Cluster) suspect(id string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quarantine[id] = time.Now().Add(c.opts.Quarantine)
+	if c.watchNode == id && c.watchKick != nil {
+		c.watchKick()
+	}
+	c.log.Debug("node quarantined", "node", id, "for", c.opts.Quarantine, "err", err)
+}
+
+// routing snapshots the view and the nodes in quarantine for one call.
+func (c *Cluster) routing() *routing {
+	v := c.view.Load()
+	r := &routing{view: v, down: make([]bool, len(v.ids))}
+	now := time.Now()
+	c.mu.Lock()
+	for id, until := range c.quarantine {
+		if now.After(until) {
+			delete(c.quarantine, id)
+			continue
+		}
+		if i, ok := v.index[id]; ok {
+			r.down[i] = true
+			r.ndown++
+		}
+	}
+	c.mu.Unlock()
+	return r
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, a := range s {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// exampleCluster starts a throwaway cluster of n nodes that share the first
+// one's embedded etcd, and waits until they all see each other; a real
+// program dials a running cluster instead.
+func exampleCluster(n int) (addr string, stop func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var nodes []*node.Node
+	var dirs []string
+	stop = func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			nodes[i].Close()
+		}
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}
+	for range n {
+		dir, err := os.MkdirTemp("", "strata-example")
+		if err != nil {
+			log.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+		cfg := node.Config{Listen: "127.0.0.1:0", DataDir: dir, EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 64 << 20}
+		if len(nodes) > 0 {
+			cfg.EtcdEndpoints = nodes[0].EtcdEndpoints()
+		}
+		nd, err := node.Start(ctx, cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+nodes[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := pb.NewClusterClient(conn).WatchMembers(ctx, &pb.MembersRequest{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if alivePB(resp.GetMembers()) == n {
+			return nodes[0].Addr(), stop
+		}
+	}
+}
+
+// An engine talks to a whole cluster through any one node's address: the
+// client learns the members, places each page on its node, and merges the
+// nodes' answers into one hit prefix.
+func ExampleDialCluster() {
+	addr, stop := exampleCluster(3)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	c, err := client.DialCluster(ctx, addr, client.ClusterOptions{NodeTimeout: 2 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Println("members:", len(c.Members()))
+	ns, err := c.Open(ctx, namespace.Descriptor{
+		Tenant: "acme", Model: "meta-llama/Llama-3.1-8B", ModelRevision: "0e9e39f",
+		Engine: "vllm", DType: "bf16", PageTokens: 16, NumLayers: 2, NumKVHeads: 8, HeadDim: 128,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	prompt := make([]uint32, 16*24) // token ids: 24 pages
+	for i := range prompt {
+		prompt[i] = uint32(1000 + i)
+	}
+	keys := ns.PageKeys(prompt)
+	kv := make([][]byte, len(keys))
+	for i := range kv {
+		kv[i] = make([]byte, ns.PageBytes()) // the engine's KV bytes
+	}
+	if _, err := ns.Put(ctx, client.ChainPages(keys, kv)); err != nil {
+		log.Fatal(err)
+	}
+
+	// A later request shares the first 20 pages, then diverges.
+	next := append(append([]uint32{}, prompt[:16*20]...), make([]uint32, 16*4)...)
+	nextKeys := ns.PageKeys(next)
+	hit, err := ns.Lookup(ctx, nextKeys, true, 0) // lease the hit prefix on its nodes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hit.Lease.Release(ctx)
+	bufs := make([][]byte, hit.HitPrefix)
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	found, err := ns.Get(ctx, nextKeys[:hit.HitPrefix], bufs, hit.Lease)
+	if err != nil {
+		log.Fatal(err)
+	}
+	loaded := 0
+	for _, ok := range found {
+		if ok {
+			loaded++
+		}
+	}
+	// A page not found (its node failed meanwhile) is recomputed.
+	fmt.Printf("hit prefix: %d pages, loaded %d\n", hit.HitPrefix, loaded)
+	// Output:
+	// members: 3
+	// hit prefix: 20 pages, loaded 20
+}

@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// Get reads the pages of keys into bufs (bufs[i] receives keys[i]; each at
+// least PageBytes long) from their nodes in parallel, verifying every page
+// against its checksum, and returns which arrived intact. found is always
+// len(keys) long and exact, whatever the error: a page not found (absent,
+// on a node that failed or passed NodeTimeout, or whose bytes did not
+// verify) leaves its buffer's contents unspecified. No buffer is written
+// after Get returns.
+//
+// With a lease from Lookup, each page is read from the node whose lease
+// covers it, under that lease. The error wraps ErrLeaseExpired when a
+// node's lease had expired (its pages are not found), ErrChecksum when
+// bytes did not verify, ErrUnavailable when every node asked failed, or
+// the caller's context error; a node failure alone is a miss, not an error.
+//
+// A page is read first from the node the lease or the location cache
+// names, else its owner; a page not found there is tried, in a second round,
+// on the other of the two when they differ.
+func (n *ClusterNamespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *ClusterLease) (found []bool, err error) {
+	if len(bufs) != len(keys) {
+		return nil, fmt.Errorf("get: %d buffers for %d keys: %w", len(bufs), len(keys), ErrInvalid)
+	}
+	for i, b := range bufs {
+		if len(b) < n.pageBytes {
+			return nil, fmt.Errorf("get: buffer %d is %d bytes, pages are %d: %w", i, len(b), n.pageBytes, ErrBufferTooSmall)
+		}
+	}
+	if lease != nil && (lease.ns.id != n.id || lease.ns.c != n.c) {
+		return nil, fmt.Errorf("get: lease of another namespace: %w", ErrInvalid)
+	}
+	done, err := n.c.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	found = make([]bool, len(keys))
+	if len(keys) == 0 {
+		return found, nil
+	}
+	r := n.c.routing()
+	if lease != nil {
+		r = lease.r
+	}
+	first := make([][]int, len(r.view.ids))
+	second := make([]int32, len(keys)) // the other place to try, or -1
+	cachedAt := make([]int32, len(keys))
+	for p, k := range keys {
+		at, other := r.primary(k), -1
+		c, cached := n.cached(r, k)
+		cachedAt[p] = -1
+		if cached {
+			cachedAt[p] = int32(c)
+		}
+		if x, ok := lease.exception(k); ok {
+			at, other = x, at
+		} else if cached && c != at {
+			if lease != nil {
+				other = c // the lease covers the key on its primary
+			} else {
+				at, other = c, at
+			}
+		}
+		first[at] = append(first[at], p)
+		second[p] = int32(other)
+	}
+	failed := make([]bool, len(r.view.ids))
+	out := n.getRound(ctx, r, keys, bufs, first, lease, found, failed, cachedAt)
+	again := make([][]int, len(r.view.ids))
+	for p := range keys {
+		if o := second[p]; !found[p] && o >= 0 && !failed[o] {
+			again[o] = append(again[o], p)
+		}
+	}
+	if ctx.Err() == nil {
+		out.merge(n.getRound(ctx, r, keys, bufs, again, lease, found, failed, cachedAt))
+	}
+	return found, out.err(ctx, n.c, "get")
+}
+
+// exception returns the node whose lease covers k when it is not k's
+// primary in the lease's view.
+func (l *ClusterLease) exception(k namespace.Key) (int, bool) {
+	if l == nil || l.except == nil {
+		return 0, false
+	}
+	i, ok := l.except[k]
+	return i, ok
+}
+
+// getRound reads, from each node with a group, the pages at those
+// positions, and records what arrived, which nodes failed, and what the
+// location cache learns.
+func (n *ClusterNamespace) getRound(ctx context.Context, r *routing, keys []namespace.Key, bufs [][]byte, groups [][]int,
+	lease *ClusterLease, found, failed []bool, cachedAt []int32) outcome {
+	got := make([][]bool, len(groups))
+	errs := make([]error, len(groups))
+	fanOut(groups, func(i int) { got[i], errs[i] = n.getNode(ctx, r, i, keys, bufs, groups[i], lease.on(i)) })
+	var out outcome
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		out.add(r.view.ids[i], errs[i])
+		if errs[i] != nil && nodeFailed(errs[i]) {
+			failed[i] = true
+		}
+		for j, p := range g {
+			switch {
+			case got[i][j]:
+				found[p] = true
+				if cachedAt[p] != int32(i) {
+					n.c.cache.seen(n.id, keys[p], r.view.ids[i])
+				}
+			case cachedAt[p] == int32(i) && !failed[i]:
+				n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+			}
+		}
+	}
+	return out
+}
+
+// getNode reads the pages at positions group from node i, in batches of
+// its limit, into their buffers. Pages of a batch that failed are not
+// found; pages that failed their checksum are not found and reported.
+func (n *ClusterNamespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte, group []int,
+	lease *Lease) ([]bool, error) {
+	got := make([]bool, len(group))
+	err := n.call(ctx, r, i, func(ctx context.Context, h *Namespace) error {
+		var bad []error
+		sub := make([]namespace.Key, 0, min(len(group), h.maxBatch))
+		subBufs := make([][]byte, 0, cap(sub))
+		for start := 0; start < len(group); start += h.maxBatch {
+			batch := group[start:min(len(group), start+h.maxBatch)]
+			sub, subBufs = sub[:0], subBufs[:0]
+			for _, p := range batch {
+				sub, subBufs = append(sub, keys[p]), append(subBufs, bufs[p])
+			}
+			f, err := h.Get(ctx, sub, subBufs, lease)
+			if f == nil {
+				return errors.Join(append(bad, err)...)
+			}
+			copy(got[start:], f)
+			if err != nil {
+				bad = append(bad, err) // checksum failures: the batch went through
+			}
+		}
+		return errors.Join(bad...)
+	})
+	return got, err
+}

@@ -1,0 +1,359 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// clusterNode is a real node of a test cluster that a test may stop early.
+type clusterNode struct {
+	*node.Node
+	once sync.Once
+	err  error
+}
+
+// Stop closes the node (once; the test's cleanup closes it otherwise).
+func (n *clusterNode) Stop() error {
+	n.once.Do(func() { n.err = n.Close() })
+	return n.err
+}
+
+// startCluster runs n real nodes in-process that gossip with each other:
+// the first hosts an embedded etcd, the others register there and find
+// their seeds in it. Stop nodes other than the first: it holds the etcd.
+func startCluster(t testing.TB, n int) []*clusterNode {
+	t.Helper()
+	var nodes []*clusterNode
+	for range n {
+		nodes = append(nodes, addNode(t, nodes))
+	}
+	waitNodeView(t, nodes[0], n)
+	return nodes
+}
+
+// addNode starts one more node of the cluster of nodes (a first one when
+// nodes is empty).
+func addNode(t testing.TB, nodes []*clusterNode) *clusterNode {
+	t.Helper()
+	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
+		HostBytes: 64 << 20}
+	if len(nodes) > 0 {
+		cfg.EtcdEndpoints = nodes[0].EtcdEndpoints()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nd, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := &clusterNode{Node: nd}
+	t.Cleanup(func() {
+		if err := cn.Stop(); err != nil {
+			t.Errorf("closing node: %v", err)
+		}
+	})
+	return cn
+}
+
+// waitNodeView waits until nd reports want alive members.
+func waitNodeView(t testing.TB, nd *clusterNode, want int) {
+	t.Helper()
+	conn := rawConn(t, nd.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := pb.NewClusterClient(conn).WatchMembers(ctx, &pb.MembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %d alive members: %v", want, err)
+		}
+		if alivePB(resp.GetMembers()) == want {
+			return
+		}
+	}
+}
+
+func alivePB(ms []*pb.Member) int {
+	n := 0
+	for _, m := range ms {
+		if m.GetState() == pb.MemberState_MEMBER_STATE_ALIVE {
+			n++
+		}
+	}
+	return n
+}
+
+func rawConn(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// nodePages is how many pages a node holds, from its Admin NodeInfo.
+func nodePages(t testing.TB, addr string) int {
+	t.Helper()
+	info, err := pb.NewAdminClient(rawConn(t, addr)).NodeInfo(ctxT(t), &pb.NodeInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.GetPages())
+}
+
+func dialCluster(t testing.TB, addr string, opts client.ClusterOptions) *client.Cluster {
+	t.Helper()
+	c, err := client.DialCluster(ctxT(t), addr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing cluster client: %v", err)
+		}
+	})
+	return c
+}
+
+// waitMembers waits until the client's view satisfies ok.
+func waitMembers(t testing.TB, c *client.Cluster, what string, ok func([]client.Member) bool) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		changed := c.ViewChanged()
+		if ok(c.Members()) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("view never got %s: %+v", what, c.Members())
+		}
+	}
+}
+
+func alive(n int) func([]client.Member) bool {
+	return func(ms []client.Member) bool {
+		a := 0
+		for _, m := range ms {
+			if m.State == client.MemberAlive {
+				a++
+			}
+		}
+		return a == n
+	}
+}
+
+func openCluster(t testing.TB, c *client.Cluster) *client.ClusterNamespace {
+	t.Helper()
+	ns, err := c.Open(ctxT(t), llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// pageData is the bytes of the page of key k: its key repeated, so that a
+// page read for the wrong key is caught.
+func pageData(k namespace.Key, size int) []byte { return bytes.Repeat(k[:8], size/8) }
+
+func putAll(t testing.TB, ns *client.ClusterNamespace, keys []namespace.Key) {
+	t.Helper()
+	data := make([][]byte, len(keys))
+	for i, k := range keys {
+		data[i] = pageData(k, ns.PageBytes())
+	}
+	res, err := ns.Put(ctxT(t), client.ChainPages(keys, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Status.Stored() {
+			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
+		}
+	}
+}
+
+func buffers(n, size int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+	}
+	return bufs
+}
+
+// checkBytes fails the test if a page reported found holds other bytes
+// than its own.
+func checkBytes(t testing.TB, ns *client.ClusterNamespace, keys []namespace.Key, bufs [][]byte, found []bool) int {
+	t.Helper()
+	n := 0
+	for i, ok := range found {
+		if !ok {
+			continue
+		}
+		n++
+		if !bytes.Equal(bufs[i][:ns.PageBytes()], pageData(keys[i], ns.PageBytes())) {
+			t.Errorf("page %d found with wrong bytes", i)
+		}
+	}
+	return n
+}
+
+// fakeCluster is an in-test Cluster service whose view the test sets.
+type fakeCluster struct {
+	pb.UnimplementedClusterServer
+	id string
+
+	mu      sync.Mutex
+	view    *pb.MembersResponse
+	changed chan struct{}
+}
+
+func member(id, addr string, state pb.MemberState) *pb.Member {
+	return &pb.Member{NodeId: id, GrpcAddress: addr, State: state, Weight: 1}
+}
+
+// serveFake runs a fake Cluster service on a loopback port; stop ends it
+// (the test's cleanup does otherwise).
+func serveFake(t testing.TB, id string) (f *fakeCluster, addr string, stop func()) {
+	t.Helper()
+	f = &fakeCluster{id: id, view: &pb.MembersResponse{NodeId: id}, changed: make(chan struct{})}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterClusterServer(srv, f)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			srv.Stop()
+			<-served
+		})
+	}
+	t.Cleanup(stop)
+	return f, lis.Addr().String(), stop
+}
+
+func (f *fakeCluster) set(members ...*pb.Member) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.view = &pb.MembersResponse{NodeId: f.id, Members: members}
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeCluster) now() (*pb.MembersResponse, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return proto.Clone(f.view).(*pb.MembersResponse), f.changed
+}
+
+func (f *fakeCluster) Members(context.Context, *pb.MembersRequest) (*pb.MembersResponse, error) {
+	v, _ := f.now()
+	return v, nil
+}
+
+func (f *fakeCluster) WatchMembers(_ *pb.MembersRequest, stream pb.Cluster_WatchMembersServer) error {
+	for {
+		v, changed := f.now()
+		if err := stream.Send(v); err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// hungListener accepts connections and never reads or answers: a node that
+// hangs. It closes with the test.
+func hungListener(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		lis.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return lis.Addr().String()
+}
+
+// settle waits up to 5 s for the goroutine count to drop to want, then
+// fails with a dump.
+func settle(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			t.Fatalf("%d goroutines after close, %d before", n, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// within fails the test if fn takes longer than d.
+func within(t testing.TB, d time.Duration, what string, fn func()) {
+	t.Helper()
+	start := time.Now()
+	fn()
+	if took := time.Since(start); took > d {
+		t.Errorf("%s took %v, more than %v", what, took, d)
+	}
+}

@@ -1,0 +1,460 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// Cluster lookups and leases.
+//
+// The hit prefix is global: key i counts only if keys 0..i are all present,
+// on whichever nodes own them. Each node answers for the keys it was sent,
+// in request order, and leases its own local hit prefix, so:
+//
+//   - Every key inside the global prefix that a node was asked about lies
+//     inside that node's local prefix (its keys before it are inside the
+//     global prefix too, hence present there), so the per-node leases cover
+//     the global prefix, in the common case with no extra round trip.
+//   - They may cover more: a node's local prefix can run past the global
+//     one (its keys after the first global miss can all be present). That
+//     over-leasing is accepted: it pins a few pages the engine will not
+//     load until Release or the TTL, and avoids a second round trip to
+//     lease exactly. A per-node lease that covers nothing inside the global
+//     prefix is released at once, in the background.
+//   - A key asked of two nodes (its owner and the node the location cache
+//     names) may be present on one and absent on the other, which ends the
+//     latter's local prefix early; keys after it inside the global prefix
+//     may then be unleased. A second round leases exactly those, on nodes
+//     that have them. This happens only after spills or view changes.
+//
+// Invariant: with a lease, every key in [0, HitPrefix) is covered by a live
+// per-node lease on a node that reported it present, and Get reads it from
+// that node.
+
+// ClusterLookup answers a cluster Lookup.
+type ClusterLookup struct {
+	// HitPrefix is how many keys from the start are present: the pages an
+	// engine can load instead of recomputing.
+	HitPrefix int
+	// Present says, per key, whether a node reported the page published.
+	Present []bool
+	// Lease covers the hit prefix when one was asked for and HitPrefix > 0.
+	Lease *ClusterLease
+}
+
+// ClusterLease keeps the pages of a hit prefix readable on their nodes. It
+// wraps one lease per node (per batch) taken by Lookup.
+type ClusterLease struct {
+	// Pages is the hit prefix the lease covers.
+	Pages int
+	// Expires is the earliest expiry of its node leases.
+	Expires time.Time
+
+	ns     *ClusterNamespace
+	r      *routing              // the view the lease was taken in
+	leases []nodeLease           // kept ones
+	except map[namespace.Key]int // keys leased on another node than routing.primary
+}
+
+type nodeLease struct {
+	node int // placement index in r.view
+	l    *Lease
+}
+
+// leaseSpan is a lease a node granted, with the positions (in the keys of
+// the call) it covers.
+type leaseSpan struct {
+	node int
+	l    *Lease
+	pos  []int
+}
+
+// nodeLookup is one node's answer.
+type nodeLookup struct {
+	present []bool // by position in the node's group
+	spans   []leaseSpan
+	err     error
+}
+
+// Lookup asks the nodes that own keys which are present, in parallel, and
+// merges their answers into the global hit prefix. With lease true each
+// node also leases its part of the prefix for ttl (0: the nodes' default).
+// A node that fails or passes NodeTimeout counts as having none of its keys
+// (and is quarantined); the error is then nil unless no node answered
+// (ErrUnavailable). The result is valid even when the error is not.
+func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (ClusterLookup, error) {
+	done, err := n.c.begin()
+	if err != nil {
+		return ClusterLookup{}, err
+	}
+	defer done()
+	res := ClusterLookup{Present: make([]bool, len(keys))}
+	if len(keys) == 0 {
+		return res, nil
+	}
+	r := n.c.routing()
+	pl := n.plan(r, keys, true)
+	answers, out := n.lookupRound(ctx, r, keys, pl.groups, lease, ttl)
+	holder, spans := n.merge(r, keys, pl, answers, res.Present)
+	res.HitPrefix = prefix(res.Present, nil)
+	if lease {
+		more, out2 := n.leaseGaps(ctx, r, keys, holder, spans, res.HitPrefix, ttl)
+		out.merge(out2)
+		spans = append(spans, more...)
+		res.HitPrefix = prefix(res.Present, coverage(len(keys), spans))
+	}
+	var drop []*Lease
+	res.Lease, drop = n.keepLeases(r, keys, pl.prim, spans, res.HitPrefix)
+	n.c.releaseLater(drop)
+	return res, out.err(ctx, n.c, "lookup")
+}
+
+// plan is where a call sends each key.
+type plan struct {
+	prim     []int32 // each key's primary node
+	cachedAt []int32 // the usable node the location cache names, or -1
+	groups   [][]int // by node: the positions of the keys to send it
+}
+
+// plan groups keys by primary node, and with both true also sends a key to
+// the node the location cache names when that differs.
+func (n *ClusterNamespace) plan(r *routing, keys []namespace.Key, both bool) plan {
+	pl := plan{prim: make([]int32, len(keys)), cachedAt: make([]int32, len(keys)), groups: make([][]int, len(r.view.ids))}
+	for p, k := range keys {
+		pl.prim[p], pl.cachedAt[p] = int32(r.primary(k)), -1
+		pl.groups[pl.prim[p]] = append(pl.groups[pl.prim[p]], p)
+		if c, ok := n.cached(r, k); ok {
+			pl.cachedAt[p] = int32(c)
+			if both && c != int(pl.prim[p]) {
+				pl.groups[c] = append(pl.groups[c], p)
+			}
+		}
+	}
+	return pl
+}
+
+// merge folds the nodes' answers into present, and returns, per key, a node
+// that has it (its primary when that does, else -1) and the leases granted.
+// It updates the location cache.
+func (n *ClusterNamespace) merge(r *routing, keys []namespace.Key, pl plan, answers []nodeLookup, present []bool) ([]int32, []leaseSpan) {
+	holder := make([]int32, len(keys))
+	for p := range holder {
+		holder[p] = -1
+	}
+	var spans []leaseSpan
+	for i, a := range answers {
+		spans = append(spans, a.spans...)
+		if a.err != nil {
+			continue
+		}
+		for j, p := range pl.groups[i] {
+			if a.present[j] {
+				present[p] = true
+				if holder[p] < 0 || i == int(pl.prim[p]) {
+					holder[p] = int32(i)
+				}
+			} else if pl.cachedAt[p] == int32(i) {
+				n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+			}
+		}
+	}
+	for p, h := range holder {
+		if h >= 0 && h != pl.cachedAt[p] {
+			n.c.cache.seen(n.id, keys[p], r.view.ids[h])
+		}
+	}
+	return holder, spans
+}
+
+// leaseGaps leases, in a second round, the keys inside the prefix that are
+// present but that no lease covers, on a node that has them.
+func (n *ClusterNamespace) leaseGaps(ctx context.Context, r *routing, keys []namespace.Key, holder []int32,
+	spans []leaseSpan, hit int, ttl time.Duration) ([]leaseSpan, outcome) {
+	covered := coverage(len(keys), spans)
+	again := make([][]int, len(r.view.ids))
+	for p := range hit {
+		if !covered[p] {
+			again[holder[p]] = append(again[holder[p]], p)
+		}
+	}
+	more, out := n.lookupRound(ctx, r, keys, again, true, ttl)
+	var got []leaseSpan
+	for _, a := range more {
+		got = append(got, a.spans...)
+	}
+	return got, out
+}
+
+// lookupRound asks each node with a non-empty group about its keys.
+func (n *ClusterNamespace) lookupRound(ctx context.Context, r *routing, keys []namespace.Key, groups [][]int,
+	lease bool, ttl time.Duration) ([]nodeLookup, outcome) {
+	answers := make([]nodeLookup, len(groups))
+	fanOut(groups, func(i int) { answers[i] = n.lookupNode(ctx, r, i, keys, groups[i], lease, ttl) })
+	var out outcome
+	for i, a := range answers {
+		if len(groups[i]) > 0 {
+			out.add(r.view.ids[i], a.err)
+		}
+	}
+	return answers, out
+}
+
+// lookupNode asks node i about the keys at positions group, in batches of
+// the node's limit. A batch asks for a lease only while every earlier
+// batch was a full hit: the node-local prefix cannot extend past a miss.
+func (n *ClusterNamespace) lookupNode(ctx context.Context, r *routing, i int, keys []namespace.Key, group []int,
+	lease bool, ttl time.Duration) nodeLookup {
+	a := nodeLookup{present: make([]bool, len(group))}
+	a.err = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) error {
+		n.c.releaseLater(spanLeases(a.spans)) // from a first try, if fn runs again
+		a.spans = nil
+		covered := 0
+		sub := make([]namespace.Key, 0, min(len(group), h.maxBatch))
+		for start := 0; start < len(group); start += h.maxBatch {
+			batch := group[start:min(len(group), start+h.maxBatch)]
+			sub = sub[:0]
+			for _, p := range batch {
+				sub = append(sub, keys[p])
+			}
+			lr, err := h.Lookup(ctx, sub, lease && covered == start, ttl)
+			if err != nil {
+				return err
+			}
+			copy(a.present[start:], lr.Present)
+			if lr.Lease != nil {
+				a.spans = append(a.spans, leaseSpan{node: i, l: lr.Lease, pos: batch[:lr.HitPrefix]})
+				covered = start + lr.HitPrefix
+			}
+		}
+		return nil
+	})
+	if a.err != nil {
+		n.c.releaseLater(spanLeases(a.spans))
+		clear(a.present)
+		a.spans = nil
+	}
+	return a
+}
+
+// keepLeases builds the ClusterLease from the spans that cover part of the
+// prefix, and returns the others for release.
+func (n *ClusterNamespace) keepLeases(r *routing, keys []namespace.Key, prim []int32, spans []leaseSpan, hit int) (*ClusterLease, []*Lease) {
+	var drop []*Lease
+	if hit == 0 {
+		return nil, spanLeases(spans)
+	}
+	cl := &ClusterLease{Pages: hit, ns: n, r: r}
+	by := make([]int32, hit) // the node whose lease covers each prefix position
+	for p := range by {
+		by[p] = -1
+	}
+	for _, s := range spans {
+		if len(s.pos) == 0 || s.pos[0] >= hit {
+			drop = append(drop, s.l)
+			continue
+		}
+		cl.leases = append(cl.leases, nodeLease{node: s.node, l: s.l})
+		if cl.Expires.IsZero() || s.l.Expires.Before(cl.Expires) {
+			cl.Expires = s.l.Expires
+		}
+		for _, p := range s.pos {
+			if p < hit && (by[p] < 0 || s.node == int(prim[p])) {
+				by[p] = int32(s.node)
+			}
+		}
+	}
+	if len(cl.leases) == 0 {
+		return nil, drop
+	}
+	for p, node := range by {
+		if node >= 0 && node != prim[p] {
+			if cl.except == nil {
+				cl.except = map[namespace.Key]int{}
+			}
+			cl.except[keys[p]] = int(node)
+		}
+	}
+	return cl, drop
+}
+
+// on returns the lease held on node i, or nil.
+func (l *ClusterLease) on(i int) *Lease {
+	if l == nil {
+		return nil
+	}
+	for _, nl := range l.leases {
+		if nl.node == i {
+			return nl.l
+		}
+	}
+	return nil
+}
+
+// Renew extends every node lease to ttl from now (0: the nodes' default),
+// in parallel. The error wraps ErrLeaseExpired if any had expired, and
+// each failure; Expires is updated from the renewed ones.
+func (l *ClusterLease) Renew(ctx context.Context, ttl time.Duration) error {
+	done, err := l.ns.c.begin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	errs := l.each(ctx, func(ctx context.Context, nl *Lease) error { return nl.Renew(ctx, ttl) })
+	l.Expires = time.Time{}
+	for _, nl := range l.leases {
+		if l.Expires.IsZero() || nl.l.Expires.Before(l.Expires) {
+			l.Expires = nl.l.Expires
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("renew cluster lease: %w", err)
+	}
+	return nil
+}
+
+// Release ends every node lease, in parallel. A node that cannot be reached
+// is not an error: its lease expires on its own.
+func (l *ClusterLease) Release(ctx context.Context) error {
+	done, err := l.ns.c.begin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	var errs []error
+	for _, err := range l.each(ctx, func(ctx context.Context, nl *Lease) error { return nl.Release(ctx) }) {
+		if !nodeFailed(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release cluster lease: %w", err)
+	}
+	return nil
+}
+
+// each runs fn on every node lease in parallel under NodeTimeout and
+// returns the failures, naming their nodes.
+func (l *ClusterLease) each(ctx context.Context, fn func(context.Context, *Lease) error) []error {
+	errs := make([]error, len(l.leases))
+	var wg sync.WaitGroup
+	for j, nl := range l.leases {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, l.ns.c.opts.NodeTimeout)
+			defer cancel()
+			if err := fn(nctx, nl.l); err != nil {
+				id := l.r.view.ids[nl.node]
+				if ctx.Err() == nil && nodeFailed(err) {
+					l.ns.c.suspect(id, err)
+				}
+				errs[j] = fmt.Errorf("node %s: %w", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// releaseLater releases leases in the background, owned by the Cluster.
+// Close waits for these releases (up to NodeTimeout) rather than cutting
+// them short, so that it leaves no lease pinning pages behind.
+func (c *Cluster) releaseLater(ls []*Lease) {
+	for _, l := range ls {
+		c.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.NodeTimeout)
+			defer cancel()
+			if err := l.Release(ctx); err != nil {
+				c.log.Debug("releasing an unneeded lease", "err", err)
+			}
+		})
+	}
+}
+
+func spanLeases(spans []leaseSpan) []*Lease {
+	var out []*Lease
+	for _, s := range spans {
+		out = append(out, s.l)
+	}
+	return out
+}
+
+// coverage marks the positions some lease covers.
+func coverage(n int, spans []leaseSpan) []bool {
+	covered := make([]bool, n)
+	for _, s := range spans {
+		for _, p := range s.pos {
+			covered[p] = true
+		}
+	}
+	return covered
+}
+
+// prefix is the number of leading positions present (and covered, when
+// covered is not nil).
+func prefix(present, covered []bool) int {
+	for p := range present {
+		if !present[p] || (covered != nil && !covered[p]) {
+			return p
+		}
+	}
+	return len(present)
+}
+
+// outcome tallies the nodes of a call.
+type outcome struct {
+	asked, failed int
+	failure       error   // the first node failure
+	errs          []error // answers the caller must see
+}
+
+func (o *outcome) add(id string, err error) {
+	o.asked++
+	switch {
+	case err == nil:
+	case nodeFailed(err):
+		o.failed++
+		if o.failure == nil {
+			o.failure = fmt.Errorf("node %s: %w", id, err)
+		}
+	default:
+		o.errs = append(o.errs, fmt.Errorf("node %s: %w", id, err))
+	}
+}
+
+func (o *outcome) merge(b outcome) {
+	o.asked += b.asked
+	o.failed += b.failed
+	if o.failure == nil {
+		o.failure = b.failure
+	}
+	o.errs = append(o.errs, b.errs...)
+}
+
+// err is the call's error: the caller's context, Close, every node
+// failing, or the errors of answers.
+func (o *outcome) err(ctx context.Context, c *Cluster, op string) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	case c.ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	errs := o.errs
+	if o.asked > 0 && o.failed == o.asked {
+		errs = append(errs, fmt.Errorf("%w: all %d nodes failed: %w", ErrUnavailable, o.asked, o.failure))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, errors.Join(errs...))
+}

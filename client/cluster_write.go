@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// putTries is how many placement candidates a page is offered to: its
+// owner, then its spill candidate (DESIGN 6).
+const putTries = 2
+
+// Put publishes pages on their owners, in parallel per node, with the
+// two-phase protocol. A page its node cannot take (the node failed or
+// passed NodeTimeout, answered NO_SPACE, or rejected or failed the page) is
+// offered to its next placement candidate; nodes in quarantine are skipped.
+// Pages the location cache knows present on a node of the view come back
+// Exists without a round trip.
+//
+// results is always len(pages) long. The error is nil unless the caller's
+// context ended, a page has the wrong size (ErrInvalid: nothing is sent),
+// a node refused the request itself, or every node asked failed
+// (ErrUnavailable); a page that found no node has Status Failed and a
+// Reason naming the failure.
+func (n *ClusterNamespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
+	for i, p := range pages {
+		if len(p.Data) != n.pageBytes {
+			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
+		}
+	}
+	done, err := n.c.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	results = make([]PutResult, len(pages))
+	r := n.c.routing()
+	cand := make([][]int, len(pages)) // each page's nodes to try, best first
+	var pending []int
+	for p, pg := range pages {
+		if _, ok := n.cached(r, pg.Key); ok {
+			results[p] = PutResult{Status: Exists}
+			continue
+		}
+		cand[p] = r.candidates(pg.Key, putTries, make([]int, 0, putTries))
+		if len(cand[p]) == 0 { // every candidate in quarantine: try the owner anyway
+			cand[p] = append(cand[p], r.view.place.Owner(pg.Key))
+		}
+		pending = append(pending, p)
+	}
+	var out outcome
+	for try := 0; try < putTries && len(pending) > 0 && ctx.Err() == nil; try++ {
+		groups := make([][]int, len(r.view.ids))
+		for _, p := range pending {
+			groups[cand[p][try]] = append(groups[cand[p][try]], p)
+		}
+		out.merge(n.putRound(ctx, r, pages, groups, results))
+		pending = pending[:0]
+		for g := range groups {
+			for _, p := range groups[g] {
+				if retry(results[p]) && try+1 < len(cand[p]) {
+					pending = append(pending, p)
+				}
+			}
+		}
+	}
+	return results, out.err(ctx, n.c, "put")
+}
+
+// putRound puts each node's group and fills in results.
+func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Page, groups [][]int, results []PutResult) outcome {
+	got := make([][]PutResult, len(groups))
+	errs := make([]error, len(groups))
+	fanOut(groups, func(i int) {
+		sub := make([]Page, len(groups[i]))
+		for j, p := range groups[i] {
+			sub[j] = pages[p]
+		}
+		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) (err error) {
+			got[i], err = h.Put(ctx, sub)
+			return err
+		})
+	})
+	var out outcome
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		id := r.view.ids[i]
+		if errs[i] != nil {
+			status := Failed
+			if errors.Is(errs[i], ErrNoSpace) { // the node is full: spill, as for a rejected page
+				status = Rejected
+				out.add(id, nil)
+			} else {
+				out.add(id, errs[i])
+			}
+			for _, p := range g {
+				results[p] = PutResult{Status: status, Reason: fmt.Sprintf("node %s: %v", id, errs[i])}
+			}
+			continue
+		}
+		out.add(id, nil)
+		for j, p := range g {
+			results[p] = got[i][j]
+			if got[i][j].Status.Stored() {
+				n.c.cache.seen(n.id, pages[p].Key, id)
+			}
+		}
+	}
+	return out
+}
+
+// retry reports whether a page's outcome is worth offering to its next
+// candidate: the node had no room or could not store it.
+func retry(res PutResult) bool { return res.Status == Failed || res.Status == Rejected }
+
+// Delete removes pages from every node that may hold them: their owner and
+// spill candidate, and the node the location cache names. deleted counts
+// the copies removed. A node that fails makes the error wrap
+// ErrUnavailable, as its copies may remain.
+func (n *ClusterNamespace) Delete(ctx context.Context, keys []namespace.Key) (deleted int, err error) {
+	done, err := n.c.begin()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	r := n.c.routing()
+	groups := make([][]int, len(r.view.ids))
+	var buf [putTries + 1]int
+	for p, k := range keys {
+		at := r.view.place.Candidates(k, buf[:min(putTries, len(r.view.ids))])
+		if c, ok := n.cached(r, k); ok && !slices.Contains(at, c) {
+			at = append(at, c)
+		}
+		for _, i := range at {
+			groups[i] = append(groups[i], p)
+		}
+		n.c.cache.gone(n.id, k, "")
+	}
+	counts := make([]int, len(groups))
+	errs := make([]error, len(groups))
+	fanOut(groups, func(i int) {
+		sub := make([]namespace.Key, len(groups[i]))
+		for j, p := range groups[i] {
+			sub[j] = keys[p]
+		}
+		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) (err error) {
+			counts[i], err = h.Delete(ctx, sub)
+			return err
+		})
+	})
+	var failed []error
+	for i, err := range errs {
+		deleted += counts[i]
+		switch {
+		case err == nil:
+		case nodeFailed(err):
+			failed = append(failed, fmt.Errorf("node %s: %w: %w", r.view.ids[i], ErrUnavailable, err))
+		default:
+			failed = append(failed, fmt.Errorf("node %s: %w", r.view.ids[i], err))
+		}
+	}
+	if ctx.Err() != nil {
+		return deleted, fmt.Errorf("delete: %w", ctx.Err())
+	}
+	if err := errors.Join(failed...); err != nil {
+		return deleted, fmt.Errorf("delete: %w", err)
+	}
+	return deleted, nil
+}
