@@ -90,6 +90,9 @@ type Config struct {
 	// Join lists gossip addresses of members to join. Default: the nodes
 	// registered in etcd; none means this node starts the cluster.
 	Join []string
+	// Partition, if set, drops gossip to and from the peers it blocks: a
+	// fault-injection seam for tests. Default nil.
+	Partition *membership.Partition
 	// MaxBatch caps keys or pages per request. Default 16384.
 	MaxBatch int
 	// DrainTimeout bounds the wait for in-flight requests on shutdown.
@@ -281,7 +284,7 @@ func (n *Node) startMembership(ctx context.Context) error {
 		}
 	}
 	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
-		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Logger: n.log})
+		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Partition: n.cfg.Partition, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("joining the cluster: %w", err)
 	}
@@ -364,6 +367,9 @@ func (n *Node) Addr() string { return n.lis.Addr().String() }
 
 // ID is the node's id, kept in DataDir across restarts.
 func (n *Node) ID() string { return n.id }
+
+// GossipAddress is the node's memberlist endpoint.
+func (n *Node) GossipAddress() string { return n.members.GossipAddress() }
 
 // EtcdEndpoints are the etcd endpoints the node uses.
 func (n *Node) EtcdEndpoints() []string { return n.endpoints() }

@@ -1,0 +1,147 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// memberStates asks a node for its view: node id → state.
+func memberStates(t *testing.T, addr string) map[string]pb.MemberState {
+	t.Helper()
+	resp, err := pb.NewClusterClient(rawConn(t, addr)).Members(ctxT(t), &pb.MembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]pb.MemberState{}
+	for _, m := range resp.GetMembers() {
+		out[m.GetNodeId()] = m.GetState()
+	}
+	return out
+}
+
+// waitFor polls cond every 100 ms for at most limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+	}
+}
+
+// TestPartitionHeals cuts one node's gossip off from the other two (both
+// directions, through the membership seam, loopback only): the two keep
+// serving with the third counted out, and after healing all three see each
+// other alive again.
+func TestPartitionHeals(t *testing.T) {
+	cuts := []*membership.Partition{{}, {}, {}}
+	var nodes []*node.Node
+	var etcd []string
+	for i := range 3 {
+		cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
+			HostBytes: 32 << 20, Partition: cuts[i], EtcdEndpoints: etcd}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := node.Start(ctx, cfg)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+		etcd = nodes[0].EtcdEndpoints()
+	}
+	alive := func(addr string, want int) func() bool {
+		return func() bool {
+			n := 0
+			for _, s := range memberStates(t, addr) {
+				if s == pb.MemberState_MEMBER_STATE_ALIVE {
+					n++
+				}
+			}
+			return n == want
+		}
+	}
+	waitFor(t, 20*time.Second, "three alive", alive(nodes[0].Addr(), 3))
+
+	ctx := ctxT(t)
+	c, err := client.DialCluster(ctx, nodes[0].Addr(), client.ClusterOptions{NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Isolate node 2 from nodes 0 and 1, both ways.
+	iso := nodes[2]
+	cuts[2].Block(nodes[0].GossipAddress(), nodes[1].GossipAddress())
+	cuts[0].Block(iso.GossipAddress())
+	cuts[1].Block(iso.GossipAddress())
+	waitFor(t, 15*time.Second, "majority sees the isolated node gone", func() bool {
+		return memberStates(t, nodes[0].Addr())[iso.ID()] != pb.MemberState_MEMBER_STATE_ALIVE &&
+			memberStates(t, nodes[1].Addr())[iso.ID()] != pb.MemberState_MEMBER_STATE_ALIVE
+	})
+	waitFor(t, 10*time.Second, "client view drops the isolated node", func() bool {
+		for _, m := range c.Members() {
+			if m.ID == iso.ID() && m.State == client.MemberAlive {
+				return false
+			}
+		}
+		return true
+	})
+	// The rest keep serving: a prompt written now lands on the two and reads back.
+	keys := ns.PageKeys(tokens(16*60, 77))
+	data := make([][]byte, len(keys))
+	for i, k := range keys {
+		data[i] = bytes.Repeat(k[:8], ns.PageBytes()/8)
+	}
+	res, err := ns.Put(ctx, client.ChainPages(keys, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Status.Stored() {
+			t.Fatalf("page %d during the partition: %v %s", i, r.Status, r.Reason)
+		}
+	}
+	lr, err := ns.Lookup(ctx, keys, false, 0)
+	if err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup during the partition: hit prefix %d of %d, %v", lr.HitPrefix, len(keys), err)
+	}
+	checkPartitionBytes(t, ns, keys, data)
+
+	// Heal: every node sees three alive again.
+	for _, cut := range cuts {
+		cut.Heal()
+	}
+	for _, n := range nodes {
+		waitFor(t, 20*time.Second, "view converges after healing on "+n.ID(), alive(n.Addr(), 3))
+	}
+}
+
+func checkPartitionBytes(t *testing.T, ns *client.ClusterNamespace, keys []namespace.Key, want [][]byte) {
+	t.Helper()
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	found, err := ns.Get(ctxT(t), keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], want[i]) {
+			t.Fatalf("page %d: found %v, bytes differ or missing", i, found[i])
+		}
+	}
+}
