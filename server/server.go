@@ -41,7 +41,8 @@ type Config struct {
 	Store *store.Store
 	// Registry, if set, records every namespace opened. Default: none.
 	Registry Registry
-	// RegistryTimeout bounds one registry call. Default 3s.
+	// RegistryTimeout bounds one registry call, and at most four fifths of
+	// what is left of the caller's deadline. Default 3s.
 	RegistryTimeout time.Duration
 	// Tokens maps SHA-256 hex of a tenant token (HashToken) to its tenant.
 	// Empty (and no AdminTokenHash) runs the node open: any caller may use
@@ -188,7 +189,13 @@ func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest
 		return nil, errorf(errVersion, "client computed namespace id %x, node computed %s: descriptor encodings differ", exp, id)
 	}
 	if _, known := s.descriptor(id); !known && s.cfg.Registry != nil {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.RegistryTimeout)
+		// Leave the caller time to hear why: a registry that does not answer
+		// is reported before the caller's own deadline.
+		timeout := s.cfg.RegistryTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(dl)*4/5)
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
 		err := s.cfg.Registry.RegisterNamespace(rctx, d)
 		cancel()
 		if err != nil {
