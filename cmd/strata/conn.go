@@ -12,10 +12,12 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// conn is one command's connection to a node's Admin service.
+// conn is one command's connection to a node's Admin and Cluster
+// services.
 type conn struct {
 	cc       *grpc.ClientConn
 	admin    pb.AdminClient
+	cluster  pb.ClusterClient
 	endpoint string
 	token    string
 	timeout  time.Duration
@@ -24,14 +26,19 @@ type conn struct {
 // dial prepares a connection to g.endpoint; nothing is sent until the
 // first call. Calls do not wait for the node to become ready, so an
 // unreachable node fails the first call at once (or at the deadline).
-func (g *globals) dial() (*conn, error) {
-	cc, err := grpc.NewClient(g.endpoint,
+func (g *globals) dial() (*conn, error) { return g.dialAddr(g.endpoint) }
+
+// dialAddr is dial to another node of the cluster, with the same token and
+// deadline.
+func (g *globals) dialAddr(addr string) (*conn, error) {
+	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.WaitForReady(false)))
 	if err != nil {
-		return nil, fmt.Errorf("bad endpoint %q: %w", g.endpoint, err)
+		return nil, fmt.Errorf("bad endpoint %q: %w", addr, err)
 	}
-	return &conn{cc: cc, admin: pb.NewAdminClient(cc), endpoint: g.endpoint, token: g.token, timeout: g.timeout}, nil
+	return &conn{cc: cc, admin: pb.NewAdminClient(cc), cluster: pb.NewClusterClient(cc), endpoint: addr,
+		token: g.token, timeout: g.timeout}, nil
 }
 
 // Close closes the connection.

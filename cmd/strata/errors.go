@@ -19,8 +19,9 @@ const startHint = "is stratad running? start one with: go run ./cmd/stratad " +
 // callError is a failed call told as a sentence. It unwraps to the gRPC
 // status error, so callers can still ask for the code.
 type callError struct {
-	msg string
-	err error
+	msg   string
+	short string // the cause alone, on one line, for tables and warnings; "" = msg's first line
+	err   error
 }
 
 func (e *callError) Error() string { return e.msg }
@@ -33,15 +34,18 @@ func (c *conn) explain(err error) error {
 		return err
 	}
 	reason := pb.ReasonOf(err)
-	var msg string
+	var msg, short string
 	switch {
 	case reason == pb.ReasonShuttingDown:
 		msg = fmt.Sprintf("the node at %s is shutting down; try another node", c.endpoint)
+		short = "shutting down"
 	case st.Code() == codes.Unavailable && reason == "":
-		msg = fmt.Sprintf("cannot reach a strata node at %s (%s)\n%s", c.endpoint, dialCause(st.Message()), startHint)
+		short = dialCause(st.Message())
+		msg = fmt.Sprintf("cannot reach a strata node at %s (%s)\n%s", c.endpoint, short, startHint)
 	case st.Code() == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("no answer from the node at %s within %s (raise --timeout, or check --endpoint)\n%s",
 			c.endpoint, c.timeout, startHint)
+		short = fmt.Sprintf("no answer within %s", c.timeout)
 	case st.Code() == codes.Canceled:
 		msg = "interrupted"
 	case reason == pb.ReasonNamespaceNotFound:
@@ -62,7 +66,27 @@ func (c *conn) explain(err error) error {
 	default:
 		msg = fmt.Sprintf("the node at %s failed the call (%s): %s", c.endpoint, st.Code(), st.Message())
 	}
-	return &callError{msg: msg, err: err}
+	return &callError{msg: msg, short: short, err: err}
+}
+
+// brief is err on one line, without hints: the cell of an ERROR column
+// and the cause in a warning about one node ("connection refused").
+func brief(err error) string {
+	if ce, ok := errors.AsType[*callError](err); ok && ce.short != "" {
+		return ce.short
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}
+
+// unreachable reports whether err means the node could not be reached or
+// did not answer in time, rather than that it refused the call.
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // dialCause shortens gRPC's "connection error: desc = "transport: Error

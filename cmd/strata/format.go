@@ -149,3 +149,21 @@ func checksumName(a pb.ChecksumAlgorithm) string {
 	}
 	return strings.ToLower(strings.TrimPrefix(a.String(), "CHECKSUM_ALGORITHM_"))
 }
+
+// stateName is "alive", "suspect", "dead" or "left".
+func stateName(s pb.MemberState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "MEMBER_STATE_"))
+}
+
+// usage is a tier's use as "12MiB/1GiB".
+func usage(used, capacity uint64) string {
+	return humanBytes(used) + "/" + humanBytes(capacity)
+}
+
+// percent is part of whole as "12.5%", or none when whole is zero.
+func percent(part, whole uint64) string {
+	if whole == 0 {
+		return none
+	}
+	return strconv.FormatFloat(100*float64(part)/float64(whole), 'f', 1, 64) + "%"
+}

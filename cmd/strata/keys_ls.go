@@ -28,6 +28,15 @@ func newKeysLsCmd(g *globals) *cobra.Command {
 		Long: `List the page keys of one namespace in key order, with their page
 metadata. The namespace is named by its ID or a unique prefix of it.
 
+Every alive member is asked and the listings are merged in key order; in
+a cluster of more than one member the NODE column says which node holds
+each key, and a key held by several nodes has one row per node. A member
+that fails is reported on stderr and its keys are missing.
+
+--limit counts rows, but the rows of one key are never split: a listing
+may run over by the other copies of its last key, so that --after that
+key loses none.
+
 When --limit stops the listing early, the table is followed (on stderr) by
 the --after value that continues it; -o json carries it as next_after_key.`,
 		Args: cobra.ExactArgs(1),
@@ -46,40 +55,51 @@ func runKeysLs(cmd *cobra.Command, g *globals, nsArg string, o keysLsOptions) er
 	if o.limit < 0 {
 		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
 	}
+	ref, err := parseNSRef(nsArg)
+	if err != nil {
+		return err
+	}
 	var after []byte
 	if o.after != "" {
-		var err error
 		if after, err = parseKey(o.after); err != nil {
 			return fmt.Errorf("--after: %w", err)
 		}
 	}
-	c, err := g.dial()
+	f, err := g.dialFleet(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ns, err := resolveNamespace(cmd.Context(), c, nsArg)
+	defer f.Close()
+	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
 	if err != nil {
 		return err
 	}
-	id := ns.GetNamespace().GetId()
-	keys, next, err := listKeys(cmd.Context(), c, id, after, o.limit)
-	if err != nil {
+	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) (nodeKeys, error) {
+		keys, next, err := listKeys(ctx, c, ns.id, after, o.limit)
+		return nodeKeys{keys: keys, more: len(next) > 0}, err
+	})
+	if err := settle(cmd.ErrOrStderr(), rs); err != nil {
 		return err
 	}
+	var lists []nodeKeys
+	for _, r := range answered(rs) {
+		r.val.node = r.GetNodeId()
+		lists = append(lists, r.val)
+	}
+	rows, next := mergeKeys(lists, o.limit)
 	if g.json() {
 		doc := struct {
-			NodeID       string    `json:"node_id"`
+			NodeID       string    `json:"node_id"` // the node asked
 			NamespaceID  string    `json:"namespace_id"`
 			Keys         []keyJSON `json:"keys"`
 			NextAfterKey string    `json:"next_after_key"` // "" when the listing is complete
-		}{NodeID: ns.GetNodeId(), NamespaceID: hexOf(id), Keys: []keyJSON{}, NextAfterKey: hexOf(next)}
-		for _, k := range keys {
-			doc.Keys = append(doc.Keys, keyView(k))
+		}{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), Keys: []keyJSON{}, NextAfterKey: hexOf(next)}
+		for _, r := range rows {
+			doc.Keys = append(doc.Keys, keyView(r.node, r.info))
 		}
 		return writeJSON(cmd.OutOrStdout(), doc)
 	}
-	if err := writeKeysTable(cmd.OutOrStdout(), keys, o.wide, time.Now()); err != nil {
+	if err := writeKeysTable(cmd.OutOrStdout(), rows, o.wide, f.multi(), time.Now()); err != nil {
 		return err
 	}
 	if len(next) > 0 {
@@ -117,20 +137,30 @@ func listKeys(ctx context.Context, c *conn, id, after []byte, limit int) (keys [
 	}
 }
 
-func writeKeysTable(w io.Writer, keys []*pb.KeyInfo, wide bool, now time.Time) error {
+// writeKeysTable prints one row per key; nodes adds the NODE column.
+func writeKeysTable(w io.Writer, rows []keyRow, wide, nodes bool, now time.Time) error {
 	tw := newTable(w)
-	head := []any{"KEY", "DEPTH", "SIZE", "TIER", "CHECKSUM", "LEASES", "HITS", "AGE"}
+	head := []any{"KEY"}
+	if nodes {
+		head = append(head, "NODE")
+	}
+	head = append(head, "DEPTH", "SIZE", "TIER", "CHECKSUM", "LEASES", "HITS", "AGE")
 	if wide {
 		head = append(head, "PARENT")
 	}
 	row(tw, head...)
-	for _, k := range keys {
+	for _, r := range rows {
+		k := r.info
 		key, sum := shortHex(k.GetKey(), shortKeyHex), shortHex(k.GetChecksum(), shortKeyHex)
 		if wide {
 			key, sum = orNone(hexOf(k.GetKey())), orNone(hexOf(k.GetChecksum()))
 		}
-		cells := []any{key, k.GetDepth(), humanBytes(k.GetSize()), tierName(k.GetTier()), sum,
-			k.GetLeases(), k.GetHits(), ageOf(k.GetCreatedUnixMs(), now)}
+		cells := []any{key}
+		if nodes {
+			cells = append(cells, orNone(r.node))
+		}
+		cells = append(cells, k.GetDepth(), humanBytes(k.GetSize()), tierName(k.GetTier()), sum,
+			k.GetLeases(), k.GetHits(), ageOf(k.GetCreatedUnixMs(), now))
 		if wide {
 			cells = append(cells, orNone(hexOf(k.GetParentKey())))
 		}

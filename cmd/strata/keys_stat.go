@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -13,10 +14,15 @@ import (
 func newKeysStatCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stat <ns-id-or-prefix> <key-hex>...",
-		Short: "Show everything the node knows about some page keys",
+		Short: "Show everything the cluster knows about some page keys",
 		Long: `Show one block per key with its page metadata. Keys are full 64-digit
-hex. A key the node does not hold prints "status: absent"; the command then
-exits with status 1 after printing every block (0 only when all are found).`,
+hex. Every alive member is asked; in a cluster of more than one member
+each block names the node that holds the key, and a key held by several
+nodes has one block per node.
+
+A key no node holds prints "status: absent"; the command then exits with
+status 1 after printing every block (0 only when all are found). A member
+that fails is reported on stderr, and a key only it holds shows as absent.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runKeysStat(cmd, g, args[0], args[1:])
@@ -24,59 +30,72 @@ exits with status 1 after printing every block (0 only when all are found).`,
 	}
 }
 
-// statEntry is one requested key in -o json; an absent key has only key
-// and found.
+// statEntry is one requested key in -o json. An absent key has only key,
+// found and empty nodes and copies; a present one also has the fields of
+// its first copy (in node order).
 type statEntry struct {
-	Key   string `json:"key"`
-	Found bool   `json:"found"`
+	Key    string    `json:"key"`
+	Found  bool      `json:"found"`
+	Nodes  []string  `json:"nodes"`  // the nodes that hold it
+	Copies []keyJSON `json:"copies"` // each node's copy
 	*keyJSON
 }
 
 func runKeysStat(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string) error {
+	ref, err := parseNSRef(nsArg)
+	if err != nil {
+		return err
+	}
 	keys := make([][]byte, len(keyArgs))
 	for i, a := range keyArgs {
-		var err error
 		if keys[i], err = parseKey(a); err != nil {
 			return err
 		}
 	}
-	c, err := g.dial()
+	f, err := g.dialFleet(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ns, err := resolveNamespace(cmd.Context(), c, nsArg)
+	defer f.Close()
+	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
 	if err != nil {
 		return err
 	}
-	id := ns.GetNamespace().GetId()
-	resp, err := invoke(cmd.Context(), c, c.admin.StatKeys, &pb.StatKeysRequest{NamespaceId: id, Keys: keys})
-	if err != nil {
+	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) ([]*pb.KeyInfo, error) {
+		resp, err := invoke(ctx, c, c.admin.StatKeys, &pb.StatKeysRequest{NamespaceId: ns.id, Keys: keys})
+		if err == nil && len(resp.GetKeys()) != len(keys) {
+			err = fmt.Errorf("the node at %s answered %d keys for %d asked", c.endpoint, len(resp.GetKeys()), len(keys))
+		}
+		return resp.GetKeys(), err
+	})
+	if err := settle(cmd.ErrOrStderr(), rs); err != nil {
 		return err
-	}
-	infos := resp.GetKeys()
-	if len(infos) != len(keys) {
-		return fmt.Errorf("the node at %s answered %d keys for %d asked", c.endpoint, len(infos), len(keys))
 	}
 	entries := make([]statEntry, len(keys))
 	absent := 0
-	for i, info := range infos {
-		entries[i] = statEntry{Key: hexOf(keys[i]), Found: len(info.GetKey()) > 0}
-		if entries[i].Found {
-			v := keyView(info)
-			entries[i].keyJSON = &v
+	for i := range keys {
+		e := statEntry{Key: hexOf(keys[i]), Nodes: []string{}, Copies: []keyJSON{}}
+		for _, r := range answered(rs) {
+			if info := r.val[i]; len(info.GetKey()) > 0 {
+				e.Nodes = append(e.Nodes, r.GetNodeId())
+				e.Copies = append(e.Copies, keyView(r.GetNodeId(), info))
+			}
+		}
+		if e.Found = len(e.Copies) > 0; e.Found {
+			e.keyJSON = &e.Copies[0]
 		} else {
 			absent++
 		}
+		entries[i] = e
 	}
 	if g.json() {
 		err = writeJSON(cmd.OutOrStdout(), struct {
-			NodeID      string      `json:"node_id"`
+			NodeID      string      `json:"node_id"` // the node asked
 			NamespaceID string      `json:"namespace_id"`
 			Keys        []statEntry `json:"keys"`
-		}{resp.GetNodeId(), hexOf(id), entries})
+		}{f.view.GetNodeId(), hexOf(ns.id), entries})
 	} else {
-		err = writeKeyBlocks(cmd.OutOrStdout(), entries, infos, time.Now())
+		err = writeKeyBlocks(cmd.OutOrStdout(), entries, f.multi(), time.Now())
 	}
 	if err != nil {
 		return err
@@ -87,30 +106,41 @@ func runKeysStat(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string)
 	return nil
 }
 
-// writeKeyBlocks prints one "name: value" block per key, blank-line apart.
-func writeKeyBlocks(w io.Writer, entries []statEntry, infos []*pb.KeyInfo, now time.Time) error {
+// writeKeyBlocks prints one "name: value" block per copy of each key (one
+// for an absent key), blank-line apart; nodes adds the node line.
+func writeKeyBlocks(w io.Writer, entries []statEntry, nodes bool, now time.Time) error {
 	tw := newTable(w)
-	for i, e := range entries {
-		if i > 0 {
+	first := true
+	block := func(key string) {
+		if !first {
 			fmt.Fprintln(tw)
 		}
-		row(tw, "key:", e.Key)
+		first = false
+		row(tw, "key:", key)
+	}
+	for _, e := range entries {
 		if !e.Found {
+			block(e.Key)
 			row(tw, "status:", "absent")
 			continue
 		}
-		k := infos[i]
-		row(tw, "status:", "present")
-		row(tw, "parent:", orNone(hexOf(k.GetParentKey())))
-		row(tw, "depth:", k.GetDepth())
-		row(tw, "size:", fmt.Sprintf("%d (%s)", k.GetSize(), humanBytes(k.GetSize())))
-		row(tw, "checksum:", orNone(hexOf(k.GetChecksum())))
-		row(tw, "tier:", tierName(k.GetTier()))
-		row(tw, "created:", formatTime(k.GetCreatedUnixMs(), now))
-		row(tw, "last access:", formatTime(k.GetLastAccessUnixMs(), now))
-		row(tw, "leases:", k.GetLeases())
-		row(tw, "hits:", k.GetHits())
-		row(tw, "resident children:", k.GetResidentChildren())
+		for _, k := range e.Copies {
+			block(e.Key)
+			if nodes {
+				row(tw, "node:", k.Node)
+			}
+			row(tw, "status:", "present")
+			row(tw, "parent:", orNone(k.ParentKey))
+			row(tw, "depth:", k.Depth)
+			row(tw, "size:", fmt.Sprintf("%d (%s)", k.Size, humanBytes(k.Size)))
+			row(tw, "checksum:", orNone(k.Checksum))
+			row(tw, "tier:", k.Tier)
+			row(tw, "created:", formatTime(k.CreatedUnixMs, now))
+			row(tw, "last access:", formatTime(k.LastAccessUnixMs, now))
+			row(tw, "leases:", k.Leases)
+			row(tw, "hits:", k.Hits)
+			row(tw, "resident children:", k.ResidentChildren)
+		}
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -21,34 +22,53 @@ import (
 // testNode is a real node serving on loopback, with a data-plane client
 // to fill it.
 type testNode struct {
+	node  *node.Node
 	addr  string
+	cc    *grpc.ClientConn
 	data  pb.StrataClient
 	token string // sent on data-plane calls when set
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
-// startNode starts a node in-process; it closes when the test ends. The
-// host tier is 4 slabs of the default 64 MiB: one slab carved for 16 KiB
-// pages leaves none for the fork's 32 KiB pages (the node does not set a
-// smaller slab size for small tiers), and memory is only committed as
-// pages arrive.
+// startNode starts a node in-process with its own embedded etcd; it closes
+// when the test ends. The host tier is 4 slabs of the default 64 MiB: one
+// slab carved for 16 KiB pages leaves none for the fork's 32 KiB pages
+// (the node does not set a smaller slab size for small tiers), and memory
+// is only committed as pages arrive.
 func startNode(t *testing.T, tokens map[string]string) *testNode {
 	t.Helper()
-	n, err := node.Start(t.Context(), node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+	return startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
 		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 256 << 20, TenantTokens: tokens})
+}
+
+// startNodeConfig starts a node from cfg; it closes when the test ends,
+// unless stop closed it before.
+func startNodeConfig(t *testing.T, cfg node.Config) *testNode {
+	t.Helper()
+	n, err := node.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("starting node: %v", err)
 	}
+	tn := &testNode{node: n, addr: n.Addr()}
 	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
+		if err := tn.stop(); err != nil {
 			t.Errorf("closing node: %v", err)
 		}
 	})
-	cc, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	if tn.cc, err = grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cc.Close() })
-	return &testNode{addr: n.Addr(), data: pb.NewStrataClient(cc)}
+	t.Cleanup(func() { tn.cc.Close() })
+	tn.data = pb.NewStrataClient(tn.cc)
+	return tn
+}
+
+// stop closes the node, once.
+func (n *testNode) stop() error {
+	n.stopOnce.Do(func() { n.stopErr = n.node.Close() })
+	return n.stopErr
 }
 
 func (n *testNode) ctx(t *testing.T) context.Context {

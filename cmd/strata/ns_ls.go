@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -14,27 +15,40 @@ func newNSLsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List namespaces with their geometry, size and hit rate",
-		Long: `List the namespaces the node knows (those the token may see), sorted so
+		Long: `List the namespaces the cluster knows (those the token may see), sorted so
 that forks of one model (same tenant, model and revision) sit together.
+
+Every alive member is asked; PAGES, BYTES, HIT% and LEASES are sums over
+them, and NODES (shown when the cluster has more than one member) counts
+the nodes that hold pages of the namespace. A member that fails is
+reported on stderr and left out of the sums.
 
 HIT% is the share of looked-up keys that were found: hit_keys / lookup_keys.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial()
+			f, err := g.dialFleet(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			resp, err := invoke(cmd.Context(), c, c.admin.ListNamespaces, &pb.ListNamespacesRequest{Tenant: tenant})
-			if err != nil {
+			defer f.Close()
+			rs := gather(cmd.Context(), f.asked(), func(ctx context.Context, c *conn) (*pb.ListNamespacesResponse, error) {
+				return invoke(ctx, c, c.admin.ListNamespaces, &pb.ListNamespacesRequest{Tenant: tenant})
+			})
+			if err := settle(cmd.ErrOrStderr(), rs); err != nil {
 				return err
 			}
-			nss := resp.GetNamespaces()
-			slices.SortFunc(nss, compareNamespaces)
+			var parts []nodeNS
+			for _, r := range answered(rs) {
+				for _, n := range r.val.GetNamespaces() {
+					parts = append(parts, nodeNS{node: r.GetNodeId(), info: n})
+				}
+			}
+			nss := sumNamespaces(parts)
+			slices.SortFunc(nss, func(a, b *nsTotal) int { return compareNamespaces(a.info, b.info) })
 			if g.json() {
-				return writeNSLsJSON(cmd, resp.GetNodeId(), nss)
+				return writeNSLsJSON(cmd, f.view.GetNodeId(), nss)
 			}
-			return writeNSLsTable(cmd, nss)
+			return writeNSLsTable(cmd, nss, f.multi())
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's namespaces")
@@ -53,27 +67,35 @@ func compareNamespaces(a, b *pb.NamespaceInfo) int {
 	)
 }
 
-func writeNSLsTable(cmd *cobra.Command, nss []*pb.NamespaceInfo) error {
+// writeNSLsTable prints one row per namespace; nodes adds the NODES column.
+func writeNSLsTable(cmd *cobra.Command, nss []*nsTotal, nodes bool) error {
 	tw := newTable(cmd.OutOrStdout())
-	row(tw, "ID", "TENANT", "MODEL", "REVISION", "ENGINE", "DTYPE", "TP", "PAGE_TOKENS", "PAGE_BYTES",
-		"PAGES", "BYTES", "HIT%", "LEASES")
-	for _, n := range nss {
-		d := n.GetDescriptor_()
-		row(tw, shortHex(n.GetId(), shortIDHex), orNone(d.GetTenant()), orNone(d.GetModel()),
+	head := []any{"ID", "TENANT", "MODEL", "REVISION", "ENGINE", "DTYPE", "TP", "PAGE_TOKENS", "PAGE_BYTES"}
+	if nodes {
+		head = append(head, "NODES")
+	}
+	row(tw, append(head, "PAGES", "BYTES", "HIT%", "LEASES")...)
+	for _, t := range nss {
+		n, d := t.info, t.info.GetDescriptor_()
+		cells := []any{shortHex(n.GetId(), shortIDHex), orNone(d.GetTenant()), orNone(d.GetModel()),
 			orNone(d.GetModelRevision()), orNone(d.GetEngine()), orNone(d.GetDtype()), max(d.GetTpSize(), 1),
-			d.GetPageTokens(), humanBytes(n.GetPageBytes()), n.GetPages(), humanBytes(n.GetBytes()),
-			formatHitRate(n), n.GetLeasesActive())
+			d.GetPageTokens(), humanBytes(n.GetPageBytes())}
+		if nodes {
+			cells = append(cells, len(t.holders()))
+		}
+		row(tw, append(cells, n.GetPages(), humanBytes(n.GetBytes()), formatHitRate(n), n.GetLeasesActive())...)
 	}
 	return tw.Flush()
 }
 
-func writeNSLsJSON(cmd *cobra.Command, nodeID string, nss []*pb.NamespaceInfo) error {
+// writeNSLsJSON prints the namespaces; node_id is the node asked.
+func writeNSLsJSON(cmd *cobra.Command, nodeID string, nss []*nsTotal) error {
 	doc := struct {
 		NodeID     string          `json:"node_id"`
 		Namespaces []namespaceJSON `json:"namespaces"`
 	}{NodeID: nodeID, Namespaces: []namespaceJSON{}}
-	for _, n := range nss {
-		doc.Namespaces = append(doc.Namespaces, namespaceView(n))
+	for _, t := range nss {
+		doc.Namespaces = append(doc.Namespaces, namespaceView(t))
 	}
 	return writeJSON(cmd.OutOrStdout(), doc)
 }

@@ -18,36 +18,56 @@ func newNSShowCmd(g *globals) *cobra.Command {
 		Use:   "show <id-or-prefix>",
 		Short: "Show a namespace's whole descriptor and its statistics",
 		Long: `Show every descriptor field of one namespace and its statistics. The
-namespace is named by its ID or any unique prefix of it, in hex.`,
+namespace is named by its ID or any unique prefix of it, in hex.
+
+Every alive member is asked; the statistics and the tiers are sums over
+them, and in a cluster of more than one member a nodes section gives each
+node's share. A member that fails is reported on stderr and left out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
+			ref, err := parseNSRef(args[0])
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			resp, err := resolveNamespace(cmd.Context(), c, args[0])
+			f, err := g.dialFleet(cmd.Context())
 			if err != nil {
 				return err
 			}
+			defer f.Close()
+			ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
+			if err != nil {
+				return err
+			}
+			var parts []nodeNS
+			for _, r := range ns.nodes {
+				parts = append(parts, nodeNS{node: r.GetNodeId(), info: r.val.GetNamespace()})
+			}
+			t := sumNamespaces(parts)[0]
 			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), struct {
-					NodeID    string        `json:"node_id"`
+				doc := struct {
+					NodeID    string        `json:"node_id"` // the node asked
 					Namespace namespaceJSON `json:"namespace"`
-				}{resp.GetNodeId(), namespaceView(resp.GetNamespace())})
+					PerNode   []nsNodeJSON  `json:"per_node"` // each node that knows the namespace
+				}{f.view.GetNodeId(), namespaceView(t), []nsNodeJSON{}}
+				for _, p := range t.parts {
+					doc.PerNode = append(doc.PerNode, nsNodeView(p))
+				}
+				return writeJSON(cmd.OutOrStdout(), doc)
 			}
-			return writeNSShow(cmd.OutOrStdout(), resp, time.Now())
+			return writeNSShow(cmd.OutOrStdout(), t, f.multi(), time.Now())
 		},
 	}
 }
 
 // writeNSShow prints "name: value" lines: the namespace, its descriptor,
-// its statistics and its tiers.
-func writeNSShow(w io.Writer, resp *pb.GetNamespaceResponse, now time.Time) error {
-	n := resp.GetNamespace()
+// its statistics, its tiers and, with perNode, each node's share.
+func writeNSShow(w io.Writer, t *nsTotal, perNode bool, now time.Time) error {
+	n := t.info
 	tw := newTable(w)
 	row(tw, "id:", hexOf(n.GetId()))
-	row(tw, "node:", orNone(resp.GetNodeId()))
+	if !perNode {
+		row(tw, "node:", orNone(t.parts[0].node))
+	}
 	row(tw, "created:", formatTime(n.GetCreatedUnixMs(), now))
 	fmt.Fprintln(tw, "descriptor:")
 	for _, f := range descriptorFields(n.GetDescriptor_()) {
@@ -64,12 +84,22 @@ func writeNSShow(w io.Writer, resp *pb.GetNamespaceResponse, now time.Time) erro
 	row(tw, "  leases_active:", n.GetLeasesActive())
 	if len(n.GetTiers()) > 0 {
 		fmt.Fprintln(tw, "tiers:")
-		for _, t := range n.GetTiers() {
-			row(tw, "  "+tierName(t.GetTier())+":", fmt.Sprintf("%d pages, %s used of %s", t.GetPages(),
-				humanBytes(t.GetUsedBytes()), humanBytes(t.GetCapacityBytes())))
+		for _, ts := range n.GetTiers() {
+			row(tw, "  "+tierName(ts.GetTier())+":", nsShare(ts.GetPages(), ts.GetUsedBytes()))
+		}
+	}
+	if perNode {
+		fmt.Fprintln(tw, "nodes:")
+		for _, p := range t.parts {
+			row(tw, "  "+p.node+":", nsShare(p.info.GetPages(), p.info.GetBytes())+", hit rate "+formatHitRate(p.info))
 		}
 	}
 	return tw.Flush()
+}
+
+// nsShare is "3 pages, 49152 bytes (48KiB)".
+func nsShare(pages, bytes uint64) string {
+	return fmt.Sprintf("%d pages, %d bytes (%s)", pages, bytes, humanBytes(bytes))
 }
 
 // descriptorFields lists every descriptor field as name and value, named

@@ -127,6 +127,8 @@ func TestNSShow(t *testing.T) {
 		`hit_keys:\s+3`,
 		`hit_rate:\s+75.0%`,
 		`leases_active:\s+1`,
+		`tiers:`,
+		`host:\s+3 pages, 49152 bytes \(48KiB\)`,
 	} {
 		if !regexp.MustCompile(`(?m)^\s*` + line + `$`).MatchString(out) {
 			t.Errorf("ns show lacks a line %q:\n%s", line, out)

@@ -35,11 +35,16 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "strata",
 		Short: "Inspect a strata KV-cache cluster",
-		Long: `strata inspects a strata KV-cache cluster through a node's Admin API:
-namespaces, their keys and page metadata.
+		Long: `strata inspects a strata KV-cache cluster through its nodes' Cluster and
+Admin APIs: members and their tiers, namespaces, their keys and page metadata.
 
-The node is --endpoint (env STRATA_ENDPOINT, default ` + defaultEndpoint + `).
-A token (--token, env STRATA_TOKEN) is sent as "authorization: Bearer <token>".`,
+The node asked is --endpoint (env STRATA_ENDPOINT, default ` + defaultEndpoint + `);
+it names the other members. A token (--token, env STRATA_TOKEN) is sent to
+every node as "authorization: Bearer <token>".
+
+ns and keys ask every alive member and merge the answers; a member that
+fails is reported on stderr and left out, and the command exits 0 unless
+every member failed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,11 +56,11 @@ A token (--token, env STRATA_TOKEN) is sent as "authorization: Bearer <token>".`
 		endpoint = defaultEndpoint
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&g.endpoint, "endpoint", endpoint, "node gRPC address (env STRATA_ENDPOINT)")
+	f.StringVar(&g.endpoint, "endpoint", endpoint, "gRPC address of the node asked (env STRATA_ENDPOINT)")
 	f.StringVar(&g.token, "token", "", "bearer token sent to the node (env STRATA_TOKEN)")
 	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
-	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to the node")
-	root.AddCommand(newNSCmd(g), newKeysCmd(g))
+	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to a node")
+	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g))
 	return root
 }
 

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"context"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func TestUnreachable(t *testing.T) {
@@ -21,6 +28,18 @@ func TestUnreachable(t *testing.T) {
 	}
 	if d := time.Since(start); d >= 3*time.Second {
 		t.Errorf("failing took %s; want it before the deadline", d)
+	}
+}
+
+// TestUnreachableCluster: the cluster commands fail as the others do when
+// the node asked does not answer, before any member is asked.
+func TestUnreachableCluster(t *testing.T) {
+	addr := closedAddr(t)
+	for _, args := range [][]string{{"node", "ls"}, {"cluster", "status"}} {
+		_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, args...)
+		if err == nil || !strings.Contains(err.Error(), "cannot reach a strata node at "+addr) {
+			t.Errorf("strata %s: err = %v", strings.Join(args, " "), err)
+		}
 	}
 }
 
@@ -97,6 +116,10 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"keys", "ls", "ab", "--limit", "-1"}, "--limit must not be negative"},
 		{[]string{"keys", "stat", "ab", key, "12"}, `"12" is not a page key: want 64 hex digits`},
 		{[]string{"keys", "stat", "ab"}, "requires at least 2 arg(s)"},
+		{[]string{"keys", "stat", "xyz", key}, `"xyz" is not a namespace id or id prefix`},
+		{[]string{"node", "ls", "extra"}, `unknown command "extra" for "strata node ls"`},
+		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "strata cluster"`},
+		{[]string{"cluster", "status", "-o", "yaml"}, `unknown output format "yaml"`},
 	} {
 		_, _, err := strata(t, env, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -106,8 +129,52 @@ func TestBadArguments(t *testing.T) {
 }
 
 func TestGroupPrintsHelp(t *testing.T) {
-	out, _, err := strata(t, nil, "keys")
-	if err != nil || !strings.Contains(out, "ls") || !strings.Contains(out, "stat") {
-		t.Errorf("strata keys: err %v, output:\n%s", err, out)
+	for group, subs := range map[string][]string{"keys": {"ls", "stat"}, "node": {"ls"}, "cluster": {"status"}} {
+		out, _, err := strata(t, nil, group)
+		for _, sub := range subs {
+			if err != nil || !strings.Contains(out, sub) {
+				t.Errorf("strata %s: err %v, output lacks %q:\n%s", group, err, sub, out)
+			}
+		}
+	}
+}
+
+// oldNode is a node from before the Cluster service: Admin only.
+type oldNode struct{ pb.UnimplementedAdminServer }
+
+func (oldNode) NodeInfo(context.Context, *pb.NodeInfoRequest) (*pb.NodeInfoResponse, error) {
+	return &pb.NodeInfoResponse{NodeId: "node-old", Pages: 2,
+		Tiers: []*pb.TierStats{{Tier: pb.Tier_TIER_HOST, CapacityBytes: 1 << 30, UsedBytes: 32 << 10}}}, nil
+}
+
+func (oldNode) ListNamespaces(context.Context, *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
+	return &pb.ListNamespacesResponse{NodeId: "node-old", Namespaces: []*pb.NamespaceInfo{
+		{Id: []byte{0xab, 0xcd}, Descriptor_: descriptor("acme"), PageBytes: 16 << 10, Pages: 2, Bytes: 32 << 10}}}, nil
+}
+
+// TestNodeWithoutCluster: a node that does not serve Members is a cluster
+// of one.
+func TestNodeWithoutCluster(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterAdminServer(s, oldNode{})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	t.Cleanup(func() {
+		s.Stop()
+		<-served
+	})
+	n := &testNode{addr: l.Addr().String()}
+
+	rows := table(n.run(t, "ns", "ls"))
+	if len(rows) != 2 || len(rows[0]) != 13 || rows[1][0] != "abcd" || rows[1][9] != "2" {
+		t.Errorf("ns ls: %q", rows)
+	}
+	rows = table(n.run(t, "node", "ls"))
+	if len(rows) != 2 || !slices.Equal(rows[1][:3], []string{"node-old", "alive", n.addr}) || rows[1][4] != "32KiB/1GiB" {
+		t.Errorf("node ls: %q", rows)
 	}
 }

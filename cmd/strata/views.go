@@ -10,7 +10,7 @@ import (
 // stay stable; bytes are lowercase hex, enums lowercase words ("host",
 // "crc32c"), times Unix milliseconds.
 
-// namespaceJSON is a NamespaceInfo.
+// namespaceJSON is a NamespaceInfo, summed over the nodes that report it.
 type namespaceJSON struct {
 	ID            string         `json:"id"`
 	Descriptor    descriptorJSON `json:"descriptor"`
@@ -24,6 +24,20 @@ type namespaceJSON struct {
 	HitRate       *float64       `json:"hit_rate"` // percent; null before any lookup
 	LeasesActive  uint64         `json:"leases_active"`
 	Tiers         []tierJSON     `json:"tiers"`
+	Nodes         []string       `json:"nodes"` // IDs of the nodes holding pages of it
+}
+
+// nsNodeJSON is one node's share of a namespace.
+type nsNodeJSON struct {
+	NodeID       string     `json:"node_id"`
+	Pages        uint64     `json:"pages"`
+	Bytes        uint64     `json:"bytes"`
+	Lookups      uint64     `json:"lookups"`
+	LookupKeys   uint64     `json:"lookup_keys"`
+	HitKeys      uint64     `json:"hit_keys"`
+	HitRate      *float64   `json:"hit_rate"` // percent; null before any lookup
+	LeasesActive uint64     `json:"leases_active"`
+	Tiers        []tierJSON `json:"tiers"`
 }
 
 // descriptorJSON is a Descriptor.
@@ -74,6 +88,7 @@ type tierJSON struct {
 
 // keyJSON is a KeyInfo.
 type keyJSON struct {
+	Node             string `json:"node"` // the node that holds this copy
 	Key              string `json:"key"`
 	ParentKey        string `json:"parent_key"` // "" for the first page of a sequence
 	Depth            uint32 `json:"depth"`
@@ -87,21 +102,39 @@ type keyJSON struct {
 	ResidentChildren uint32 `json:"resident_children"`
 }
 
-func namespaceView(n *pb.NamespaceInfo) namespaceJSON {
-	v := namespaceJSON{
+func namespaceView(t *nsTotal) namespaceJSON {
+	n := t.info
+	return namespaceJSON{
 		ID: hexOf(n.GetId()), Descriptor: descriptorView(n.GetDescriptor_()),
 		PageBytes: n.GetPageBytes(), Pages: n.GetPages(), Bytes: n.GetBytes(),
 		CreatedUnixMs: n.GetCreatedUnixMs(), Lookups: n.GetLookups(), LookupKeys: n.GetLookupKeys(),
-		HitKeys: n.GetHitKeys(), LeasesActive: n.GetLeasesActive(), Tiers: []tierJSON{},
+		HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n), LeasesActive: n.GetLeasesActive(),
+		Tiers: tiersView(n.GetTiers()), Nodes: t.holders(),
 	}
+}
+
+func nsNodeView(p nodeNS) nsNodeJSON {
+	n := p.info
+	return nsNodeJSON{NodeID: p.node, Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(),
+		LookupKeys: n.GetLookupKeys(), HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n),
+		LeasesActive: n.GetLeasesActive(), Tiers: tiersView(n.GetTiers())}
+}
+
+// hitRateJSON is the hit rate in percent, or nil before any lookup.
+func hitRateJSON(n *pb.NamespaceInfo) *float64 {
 	if pct, ok := hitRate(n); ok {
-		v.HitRate = &pct
+		return &pct
 	}
-	for _, t := range n.GetTiers() {
-		v.Tiers = append(v.Tiers, tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(),
+	return nil
+}
+
+func tiersView(ts []*pb.TierStats) []tierJSON {
+	out := []tierJSON{}
+	for _, t := range ts {
+		out = append(out, tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(),
 			UsedBytes: t.GetUsedBytes(), Pages: t.GetPages()})
 	}
-	return v
+	return out
 }
 
 func descriptorView(d *pb.Descriptor) descriptorJSON {
@@ -125,11 +158,120 @@ func descriptorView(d *pb.Descriptor) descriptorJSON {
 	}
 }
 
-func keyView(k *pb.KeyInfo) keyJSON {
+func keyView(node string, k *pb.KeyInfo) keyJSON {
 	return keyJSON{
-		Key: hexOf(k.GetKey()), ParentKey: hexOf(k.GetParentKey()), Depth: k.GetDepth(), Size: k.GetSize(),
+		Node: node, Key: hexOf(k.GetKey()), ParentKey: hexOf(k.GetParentKey()), Depth: k.GetDepth(), Size: k.GetSize(),
 		Checksum: hexOf(k.GetChecksum()), Tier: tierName(k.GetTier()), CreatedUnixMs: k.GetCreatedUnixMs(),
 		LastAccessUnixMs: k.GetLastAccessUnixMs(), Leases: k.GetLeases(), Hits: k.GetHits(),
 		ResidentChildren: k.GetResidentChildren(),
 	}
+}
+
+// nodeJSON is a member of the view and, when it answered, its NodeInfo.
+type nodeJSON struct {
+	NodeID        string        `json:"node_id"`
+	State         string        `json:"state"` // alive, suspect, dead or left
+	GRPCAddress   string        `json:"grpc_address"`
+	GossipAddress string        `json:"gossip_address"`
+	Weight        float64       `json:"weight"`
+	Error         string        `json:"error"` // why an alive or suspect member gave no info; "" otherwise
+	Info          *nodeInfoJSON `json:"info"`  // null when not asked (dead, left) or when it failed
+}
+
+// nodeInfoJSON is a NodeInfoResponse.
+type nodeInfoJSON struct {
+	NodeID        string         `json:"node_id"`
+	GRPCAddress   string         `json:"grpc_address"`
+	GossipAddress string         `json:"gossip_address"`
+	Version       string         `json:"version"`
+	StartedUnixMs int64          `json:"started_unix_ms"`
+	Pages         uint64         `json:"pages"`
+	Reservations  uint64         `json:"reservations"`
+	LeasesActive  uint64         `json:"leases_active"`
+	Evictions     uint64         `json:"evictions"`
+	Demotions     uint64         `json:"demotions"`
+	CorruptPages  uint64         `json:"corrupt_pages"`
+	Tiers         []tierJSON     `json:"tiers"`
+	Recovery      []recoveryJSON `json:"recovery"`
+	EtcdEndpoints []string       `json:"etcd_endpoints"`
+	EtcdHealthy   bool           `json:"etcd_healthy"`
+	EtcdError     string         `json:"etcd_error"`
+}
+
+// recoveryJSON is a TierRecovery.
+type recoveryJSON struct {
+	Tier      string `json:"tier"`
+	Recovered uint64 `json:"recovered"`
+	Dropped   uint64 `json:"dropped"`
+	Torn      uint64 `json:"torn"`
+	Bytes     uint64 `json:"bytes"`
+}
+
+func nodeView(r nodeReport) nodeJSON {
+	v := nodeJSON{NodeID: r.GetNodeId(), State: stateName(r.GetState()), GRPCAddress: r.GetGrpcAddress(),
+		GossipAddress: r.GetGossipAddress(), Weight: r.GetWeight()}
+	if r.err != nil {
+		v.Error = brief(r.err)
+	}
+	if i := r.info; i != nil {
+		v.Info = &nodeInfoJSON{NodeID: i.GetNodeId(), GRPCAddress: i.GetGrpcAddress(),
+			GossipAddress: i.GetGossipAddress(), Version: i.GetVersion(), StartedUnixMs: i.GetStartedUnixMs(),
+			Pages: i.GetPages(), Reservations: i.GetReservations(), LeasesActive: i.GetLeasesActive(),
+			Evictions: i.GetEvictions(), Demotions: i.GetDemotions(), CorruptPages: i.GetCorruptPages(),
+			Tiers: tiersView(i.GetTiers()), Recovery: recoveryView(i.GetRecovery()),
+			EtcdEndpoints: append([]string{}, i.GetEtcdEndpoints()...), EtcdHealthy: i.GetEtcdHealthy(),
+			EtcdError: i.GetEtcdError()}
+	}
+	return v
+}
+
+func recoveryView(rs []*pb.TierRecovery) []recoveryJSON {
+	out := []recoveryJSON{}
+	for _, r := range rs {
+		out = append(out, recoveryJSON{Tier: tierName(r.GetTier()), Recovered: r.GetRecovered(),
+			Dropped: r.GetDropped(), Torn: r.GetTorn(), Bytes: r.GetBytes()})
+	}
+	return out
+}
+
+// clusterJSON is `cluster status`.
+type clusterJSON struct {
+	NodeID      string             `json:"node_id"`     // the node asked
+	Coordinator string             `json:"coordinator"` // "" when none is elected
+	Members     memberCountsJSON   `json:"members"`
+	Etcd        *etcdJSON          `json:"etcd"`  // as the node asked sees it; null when it gave no info
+	Tiers       []clusterTierJSON  `json:"tiers"` // summed over the nodes that answered
+	Nodes       []nodeJSON         `json:"nodes"`
+	Recovery    []nodeRecoveryJSON `json:"recovery"` // every node's start-up recovery, per durable tier
+}
+
+// memberCountsJSON counts the members of the view by state, and those
+// that answered NodeInfo.
+type memberCountsJSON struct {
+	Total    int `json:"total"`
+	Alive    int `json:"alive"`
+	Suspect  int `json:"suspect"`
+	Dead     int `json:"dead"`
+	Left     int `json:"left"`
+	Answered int `json:"answered"`
+}
+
+// etcdJSON is the etcd part of a NodeInfoResponse.
+type etcdJSON struct {
+	Endpoints []string `json:"endpoints"`
+	Healthy   bool     `json:"healthy"`
+	Error     string   `json:"error"`
+}
+
+// clusterTierJSON is one tier summed over nodes.
+type clusterTierJSON struct {
+	kind pb.Tier
+	tierJSON
+	Nodes int `json:"nodes"` // how many nodes have the tier
+}
+
+// nodeRecoveryJSON is one node's recovery of one tier.
+type nodeRecoveryJSON struct {
+	NodeID string `json:"node_id"`
+	recoveryJSON
 }

@@ -1,0 +1,552 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/registry"
+)
+
+// threeNodes is three nodes sharing one embedded etcd, joined in one
+// gossip cluster, and one namespace (acme's llama) written to two of them:
+//
+//	a: chain "a", 3 pages, looked up on a: 3 hits of 4 keys, leased;
+//	b: chain "b", 2 pages, and a copy of a's first page; looked up on b:
+//	   1 hit of 1 key;
+//	c: nothing. It does not know the namespace, which was opened on a and
+//	   b only, after c started.
+type threeNodes struct {
+	etcd      []string
+	a, b, c   *testNode
+	nodes     []*testNode // a, b, c sorted by node ID, as Members lists them
+	ns        []byte
+	pageBytes uint64
+	chainA    []page
+	chainB    []page
+}
+
+// awaitViewTimeout bounds each wait for the membership view to settle.
+const awaitViewTimeout = 20 * time.Second
+
+func startThreeNodes(t *testing.T) *threeNodes {
+	t.Helper()
+	e, err := registry.StartEmbedded(t.Context(), registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	f := &threeNodes{etcd: e.Endpoints()}
+	for _, n := range []**testNode{&f.a, &f.b, &f.c} {
+		*n = startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+			EtcdEndpoints: f.etcd, HostBytes: 64 << 20})
+		f.nodes = append(f.nodes, *n)
+	}
+	slices.SortFunc(f.nodes, func(x, y *testNode) int { return strings.Compare(x.id(), y.id()) })
+	f.awaitMembers(t, f.nodes, f.states("alive", "alive", "alive"))
+
+	open := f.a.open(t, descriptor("acme"))
+	f.ns, f.pageBytes = open.GetNamespaceId(), open.GetPageBytes()
+	f.b.open(t, descriptor("acme"))
+	f.chainA, f.chainB = chain("a", 3, f.pageBytes), chain("b", 2, f.pageBytes)
+	f.a.put(t, f.ns, f.chainA)
+	f.b.put(t, f.ns, append(slices.Clone(f.chainB), f.chainA[0]))
+	missing := make([]byte, 32)
+	if got := f.a.lookup(t, f.ns, true, f.chainA[0].key, f.chainA[1].key, f.chainA[2].key, missing); got.GetHitPrefix() != 3 {
+		t.Fatalf("hit prefix on a = %d, want 3", got.GetHitPrefix())
+	}
+	if got := f.b.lookup(t, f.ns, false, f.chainB[0].key); got.GetHitPrefix() != 1 {
+		t.Fatalf("hit prefix on b = %d, want 1", got.GetHitPrefix())
+	}
+	return f
+}
+
+func (n *testNode) id() string { return n.node.ID() }
+
+// env points the CLI at n.
+func (n *testNode) env() map[string]string {
+	return map[string]string{"STRATA_ENDPOINT": n.addr}
+}
+
+// states maps the nodes, in ID order, to the given states.
+func (f *threeNodes) states(states ...string) map[string]string {
+	m := map[string]string{}
+	for i, n := range f.nodes {
+		m[n.id()] = states[i]
+	}
+	return m
+}
+
+// awaitMembers waits until every node in on sees the members in want
+// (node ID → state) and no others.
+func (f *threeNodes) awaitMembers(t *testing.T, on []*testNode, want map[string]string) {
+	t.Helper()
+	for _, n := range on {
+		n.awaitMembers(t, want)
+	}
+}
+
+// awaitMembers waits, up to awaitViewTimeout, until n's membership view
+// is want: node ID → state, or states as "dead|left". It follows
+// WatchMembers, which sends the view after every change.
+func (n *testNode) awaitMembers(t *testing.T, want map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), awaitViewTimeout)
+	defer cancel()
+	stream, err := pb.NewClusterClient(n.cc).WatchMembers(ctx, &pb.MembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	for {
+		view, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("node %s sees %v, want %v: %v", n.id(), got, want, err)
+		}
+		got = map[string]string{}
+		for _, m := range view.GetMembers() {
+			got[m.GetNodeId()] = stateName(m.GetState())
+		}
+		if maps.EqualFunc(got, want, func(state, states string) bool {
+			return slices.Contains(strings.Split(states, "|"), state)
+		}) {
+			return
+		}
+	}
+}
+
+func hexKey(p page) string { return hex.EncodeToString(p.key) }
+
+func TestClusterNodeLs(t *testing.T) {
+	f := startThreeNodes(t)
+	out, _, err := strata(t, f.c.env(), "node", "ls")
+	if err != nil {
+		t.Fatalf("node ls: %v", err)
+	}
+	rows := table(out)
+	if want := []string{"NODE", "STATE", "GRPC", "GOSSIP", "HOST", "PAGES", "LEASES", "EVICTIONS", "DEMOTIONS", "ERROR"}; !slices.Equal(rows[0], want) {
+		t.Errorf("header = %q, want %q", rows[0], want)
+	}
+	want := map[*testNode][]string{
+		f.a: {"alive", f.a.addr, "48KiB/64MiB", "3", "1", "0", "0", "-"},
+		f.b: {"alive", f.b.addr, "48KiB/64MiB", "3", "0", "0", "0", "-"},
+		f.c: {"alive", f.c.addr, "0B/64MiB", "0", "0", "0", "0", "-"},
+	}
+	if len(rows) != 4 {
+		t.Fatalf("node ls: %d rows, want 3:\n%s", len(rows)-1, out)
+	}
+	for i, n := range f.nodes {
+		r := rows[1+i]
+		got := append([]string{r[1], r[2]}, r[4:]...)
+		if r[0] != n.id() || !slices.Equal(got, want[n]) || !strings.HasPrefix(r[3], "127.0.0.1:") {
+			t.Errorf("row %d = %q, want %s %q with a loopback gossip address", i, r, n.id(), want[n])
+		}
+	}
+
+	var doc struct {
+		NodeID      string     `json:"node_id"`
+		Coordinator string     `json:"coordinator"`
+		Nodes       []nodeJSON `json:"nodes"`
+	}
+	out = f.c.run(t, "node", "ls", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("node ls -o json: %v\n%s", err, out)
+	}
+	if doc.NodeID != f.c.id() || len(doc.Nodes) != 3 {
+		t.Fatalf("node ls -o json:\n%s", out)
+	}
+	for i, n := range f.nodes {
+		v := doc.Nodes[i]
+		if v.NodeID != n.id() || v.State != "alive" || v.GRPCAddress != n.addr || v.Error != "" || v.Info == nil ||
+			v.Info.NodeID != n.id() || v.Info.GossipAddress != v.GossipAddress || !v.Info.EtcdHealthy ||
+			!slices.Equal(v.Info.EtcdEndpoints, f.etcd) || len(v.Info.Tiers) != 1 ||
+			v.Info.Tiers[0].Tier != "host" || v.Info.Tiers[0].CapacityBytes != 64<<20 || v.Weight != 64<<20 {
+			t.Errorf("node %d: %+v, info %+v", i, v, v.Info)
+		}
+	}
+}
+
+func TestClusterStatus(t *testing.T) {
+	f := startThreeNodes(t)
+	out := f.a.run(t, "cluster", "status")
+	for _, line := range []string{
+		`node asked:\s+` + f.a.id(),
+		`members:\s+3: 3 alive`,
+		`coordinator:\s+none \(nodes use local eviction cutoffs\)`,
+		`etcd:\s+healthy`,
+		`etcd endpoints:\s+` + regexp.QuoteMeta(strings.Join(f.etcd, ",")),
+		`TIER\s+NODES\s+USED\s+CAPACITY\s+USE%\s+PAGES`,
+		`host\s+3\s+96KiB\s+192MiB\s+0\.0%\s+\d+`,
+		`NODE\s+STATE\s+HOST\s+PAGES\s+ERROR`,
+		f.a.id() + `\s+alive\s+48KiB/64MiB\s+3\s+-`,
+		f.c.id() + `\s+alive\s+0B/64MiB\s+0\s+-`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
+			t.Errorf("cluster status lacks a line %q:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "recovery") {
+		t.Errorf("cluster status reports recovery without durable tiers:\n%s", out)
+	}
+
+	var doc clusterStatusDoc
+	out = f.a.run(t, "cluster", "status", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("cluster status -o json: %v\n%s", err, out)
+	}
+	if doc.NodeID != f.a.id() || doc.Coordinator != "" ||
+		doc.Members != (memberCountsJSON{Total: 3, Alive: 3, Answered: 3}) ||
+		doc.Etcd == nil || !doc.Etcd.Healthy || doc.Etcd.Error != "" || !slices.Equal(doc.Etcd.Endpoints, f.etcd) ||
+		len(doc.Tiers) != 1 || doc.Tiers[0].Tier != "host" || doc.Tiers[0].Nodes != 3 ||
+		doc.Tiers[0].CapacityBytes != 3*64<<20 || doc.Tiers[0].UsedBytes != 6*f.pageBytes ||
+		len(doc.Nodes) != 3 || doc.Recovery == nil || len(doc.Recovery) != 0 {
+		t.Errorf("cluster status -o json:\n%s", out)
+	}
+}
+
+// clusterStatusDoc reads `cluster status -o json` back.
+type clusterStatusDoc struct {
+	NodeID      string           `json:"node_id"`
+	Coordinator string           `json:"coordinator"`
+	Members     memberCountsJSON `json:"members"`
+	Etcd        *etcdJSON        `json:"etcd"`
+	Tiers       []struct {
+		tierJSON
+		Nodes int `json:"nodes"`
+	} `json:"tiers"`
+	Nodes    []nodeJSON        `json:"nodes"`
+	Recovery []json.RawMessage `json:"recovery"`
+}
+
+// TestClusterNSLs asks c, which does not know the namespace: the listing
+// still comes from a and b.
+func TestClusterNSLs(t *testing.T) {
+	f := startThreeNodes(t)
+	rows := table(f.c.run(t, "ns", "ls"))
+	want := [][]string{
+		{"ID", "TENANT", "MODEL", "REVISION", "ENGINE", "DTYPE", "TP", "PAGE_TOKENS", "PAGE_BYTES", "NODES", "PAGES", "BYTES", "HIT%", "LEASES"},
+		{hex.EncodeToString(f.ns)[:12], "acme", "llama-3-8b", "r1", "vllm", "bf16", "1", "16", "16KiB", "2", "6", "96KiB", "80.0%", "1"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("ns ls:\n got %q\nwant %q", rows, want)
+	}
+
+	var doc struct {
+		NodeID     string          `json:"node_id"`
+		Namespaces []namespaceJSON `json:"namespaces"`
+	}
+	out := f.c.run(t, "ns", "ls", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("ns ls -o json: %v\n%s", err, out)
+	}
+	holders := []string{f.a.id(), f.b.id()}
+	slices.Sort(holders)
+	if len(doc.Namespaces) != 1 {
+		t.Fatalf("ns ls -o json:\n%s", out)
+	}
+	n := doc.Namespaces[0]
+	if doc.NodeID != f.c.id() || n.ID != hex.EncodeToString(f.ns) || n.Pages != 6 || n.Bytes != 6*f.pageBytes ||
+		n.Lookups != 2 || n.LookupKeys != 5 || n.HitKeys != 4 || n.HitRate == nil || *n.HitRate != 80 ||
+		n.LeasesActive != 1 || !slices.Equal(n.Nodes, holders) ||
+		len(n.Tiers) != 1 || n.Tiers[0].Tier != "host" || n.Tiers[0].Pages != 6 || n.Tiers[0].UsedBytes != 6*f.pageBytes {
+		t.Errorf("ns ls -o json:\n%s", out)
+	}
+}
+
+func TestClusterNSShow(t *testing.T) {
+	f := startThreeNodes(t)
+	id := hex.EncodeToString(f.ns)
+	out := f.c.run(t, "ns", "show", id[:8])
+	for _, line := range []string{
+		`id:\s+` + id,
+		`pages:\s+6`,
+		`bytes:\s+98304 \(96KiB\)`,
+		`lookup_keys:\s+5`,
+		`hit_keys:\s+4`,
+		`hit_rate:\s+80.0%`,
+		`leases_active:\s+1`,
+		`tiers:`,
+		`host:\s+6 pages, 98304 bytes \(96KiB\)`,
+		`nodes:`,
+		f.a.id() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 75.0%`,
+		f.b.id() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 100.0%`,
+	} {
+		if !regexp.MustCompile(`(?m)^\s*` + line + `$`).MatchString(out) {
+			t.Errorf("ns show lacks a line %q:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, f.c.id()) {
+		t.Errorf("ns show lists c, which does not know the namespace:\n%s", out)
+	}
+
+	var doc struct {
+		NodeID    string        `json:"node_id"`
+		Namespace namespaceJSON `json:"namespace"`
+		PerNode   []nsNodeJSON  `json:"per_node"`
+	}
+	out = f.c.run(t, "ns", "show", id, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("ns show -o json: %v\n%s", err, out)
+	}
+	if doc.NodeID != f.c.id() || doc.Namespace.Pages != 6 || len(doc.PerNode) != 2 {
+		t.Fatalf("ns show -o json:\n%s", out)
+	}
+	for _, p := range doc.PerNode {
+		if p.Pages != 3 || p.Bytes != 3*f.pageBytes || (p.NodeID != f.a.id() && p.NodeID != f.b.id()) {
+			t.Errorf("ns show -o json: per node %+v", p)
+		}
+	}
+}
+
+// keyRows is every copy of f's pages as keys ls lists them: key, node.
+func (f *threeNodes) keyRows() [][2]string {
+	var rows [][2]string
+	for _, p := range f.chainA {
+		rows = append(rows, [2]string{hexKey(p), f.a.id()})
+	}
+	for _, p := range append(slices.Clone(f.chainB), f.chainA[0]) {
+		rows = append(rows, [2]string{hexKey(p), f.b.id()})
+	}
+	slices.SortFunc(rows, func(x, y [2]string) int {
+		return cmp.Or(strings.Compare(x[0], y[0]), strings.Compare(x[1], y[1]))
+	})
+	return rows
+}
+
+func TestClusterKeysLs(t *testing.T) {
+	f := startThreeNodes(t)
+	ns := hex.EncodeToString(f.ns)[:10]
+	want := f.keyRows()
+
+	rows := table(f.c.run(t, "keys", "ls", ns, "--wide"))
+	if head := []string{"KEY", "NODE", "DEPTH", "SIZE", "TIER", "CHECKSUM", "LEASES", "HITS", "AGE", "PARENT"}; !slices.Equal(rows[0], head) {
+		t.Errorf("header = %q, want %q", rows[0], head)
+	}
+	var got [][2]string
+	for _, r := range rows[1:] {
+		got = append(got, [2]string{r[0], r[1]})
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys ls: key, node\n got %q\nwant %q", got, want)
+	}
+
+	// Pages of one row each, --after the key the last page ended on: the
+	// same listing, a key held by two nodes never split between pages.
+	got = nil
+	for after, pages := "", 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatalf("keys ls --limit 1 does not end")
+		}
+		args := []string{"keys", "ls", ns, "--wide", "--limit", "1"}
+		if after != "" {
+			args = append(args, "--after", after)
+		}
+		out, stderr, err := strata(t, f.c.env(), args...)
+		if err != nil {
+			t.Fatalf("strata %s: %v", strings.Join(args, " "), err)
+		}
+		for _, r := range table(out)[1:] {
+			got = append(got, [2]string{r[0], r[1]})
+		}
+		_, next, more := strings.Cut(strings.TrimSpace(stderr), "more keys may follow: --after ")
+		if !more {
+			break
+		}
+		after = next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys ls --limit 1, page by page:\n got %q\nwant %q", got, want)
+	}
+
+	var doc struct {
+		Keys         []keyJSON `json:"keys"`
+		NextAfterKey string    `json:"next_after_key"`
+	}
+	out := f.c.run(t, "keys", "ls", ns, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("keys ls -o json: %v\n%s", err, out)
+	}
+	got = nil
+	for _, k := range doc.Keys {
+		got = append(got, [2]string{k.Key, k.Node})
+	}
+	if !slices.Equal(got, want) || doc.NextAfterKey != "" {
+		t.Errorf("keys ls -o json:\n%s", out)
+	}
+}
+
+func TestClusterKeysStat(t *testing.T) {
+	f := startThreeNodes(t)
+	ns := hex.EncodeToString(f.ns)[:12]
+	both, onB := f.chainA[0], f.chainB[1]
+	absent := strings.Repeat("00", 32)
+
+	out, _, err := strata(t, f.c.env(), "keys", "stat", ns, hexKey(both), hexKey(onB), absent)
+	if err == nil || err.Error() != "1 of 3 keys absent" {
+		t.Errorf("keys stat with an absent key: err = %v", err)
+	}
+	ab := []string{f.a.id(), f.b.id()}
+	slices.Sort(ab)
+	var blocks []string
+	for _, b := range strings.Split(strings.TrimSpace(out), "\n\n") {
+		key := regexp.MustCompile(`(?m)^key:\s+(\S+)$`).FindStringSubmatch(b)
+		node := regexp.MustCompile(`(?m)^node:\s+(\S+)$`).FindStringSubmatch(b)
+		status := regexp.MustCompile(`(?m)^status:\s+(\S+)$`).FindStringSubmatch(b)
+		if key == nil || status == nil {
+			t.Fatalf("keys stat: a block without key or status:\n%s", b)
+		}
+		s := key[1] + " " + status[1]
+		if node != nil {
+			s += " " + node[1]
+		}
+		blocks = append(blocks, s)
+	}
+	wantBlocks := []string{hexKey(both) + " present " + ab[0], hexKey(both) + " present " + ab[1],
+		hexKey(onB) + " present " + f.b.id(), absent + " absent"}
+	if !slices.Equal(blocks, wantBlocks) {
+		t.Errorf("keys stat blocks:\n got %q\nwant %q\n%s", blocks, wantBlocks, out)
+	}
+
+	var doc struct {
+		Keys []struct {
+			Found  bool      `json:"found"`
+			Nodes  []string  `json:"nodes"`
+			Copies []keyJSON `json:"copies"`
+			keyJSON
+		} `json:"keys"`
+	}
+	out, _, _ = strata(t, f.c.env(), "keys", "stat", ns, hexKey(both), hexKey(onB), absent, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("keys stat -o json: %v\n%s", err, out)
+	}
+	if len(doc.Keys) != 3 || !slices.Equal(doc.Keys[0].Nodes, ab) || len(doc.Keys[0].Copies) != 2 ||
+		!slices.Equal(doc.Keys[1].Nodes, []string{f.b.id()}) || doc.Keys[1].ParentKey != hexKey(f.chainB[0]) || doc.Keys[1].Node != f.b.id() ||
+		doc.Keys[2].Found || len(doc.Keys[2].Nodes) != 0 {
+		t.Errorf("keys stat -o json:\n%s", out)
+	}
+}
+
+// TestClusterFailures adds a member that gossips but whose gRPC address
+// answers nothing, then crashes it and stops c: every command carries on
+// with the nodes that answer and exits 0.
+func TestClusterFailures(t *testing.T) {
+	f := startThreeNodes(t)
+	info, err := pb.NewAdminClient(f.a.cc).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closedAddr(t)
+	ghost, err := membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
+		Seeds: []string{info.GetGossipAddress()},
+		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
+	if err != nil {
+		t.Fatalf("starting the ghost member: %v", err)
+	}
+	t.Cleanup(func() { ghost.Close() })
+	states := f.states("alive", "alive", "alive")
+	states["node-ghost"] = "alive"
+	f.awaitMembers(t, f.nodes, states)
+
+	// node ls: the ghost is alive and says why it gave no figures.
+	out, stderr, err := strata(t, f.a.env(), "node", "ls")
+	if err != nil {
+		t.Fatalf("node ls with an unreachable member: %v", err)
+	}
+	rows := table(out)
+	want := []string{"node-ghost", "alive", deadAddr, ghost.GossipAddress(), "-", "-", "-", "-", "-", "connection", "refused"}
+	if len(rows) != 5 || !slices.Equal(rows[4], want) || stderr != "" {
+		t.Errorf("node ls with an unreachable member: want a row %q\n%s\nstderr: %s", want, out, stderr)
+	}
+	var nodes struct {
+		Nodes []nodeJSON `json:"nodes"`
+	}
+	out = f.a.run(t, "node", "ls", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil || len(nodes.Nodes) != 4 {
+		t.Fatalf("node ls -o json: %v\n%s", err, out)
+	}
+	if g := nodes.Nodes[3]; g.NodeID != "node-ghost" || g.Error != "connection refused" || g.Info != nil {
+		t.Errorf("node ls -o json: the ghost is %+v", g)
+	}
+
+	// The cluster-wide commands warn about the ghost and print the rest.
+	warning := "node node-ghost (" + deadAddr + ") unreachable: connection refused; results may be incomplete\n"
+	id := hex.EncodeToString(f.ns)
+	for _, c := range []struct {
+		args []string
+		want string // a line of the output
+	}{
+		{[]string{"ns", "ls"}, id[:12] + `\s+acme\s.*\s2\s+6\s+96KiB\s+80.0%\s+\d+`},
+		{[]string{"ns", "show", id}, `\s+pages:\s+6`},
+		{[]string{"keys", "ls", id}, hexKey(f.chainB[0])[:16] + `\s+` + f.b.id() + `\s.*`},
+		{[]string{"keys", "stat", id, hexKey(f.chainB[0])}, `status:\s+present`},
+	} {
+		out, stderr, err := strata(t, f.a.env(), c.args...)
+		if err != nil || stderr != warning || !regexp.MustCompile(`(?m)^`+c.want+`$`).MatchString(out) {
+			t.Errorf("strata %s with an unreachable member: err %v, stderr %q, want a line %q:\n%s",
+				strings.Join(c.args, " "), err, stderr, c.want, out)
+		}
+	}
+
+	// c leaves, then the ghost crashes: neither is asked any more.
+	if err := f.c.stop(); err != nil {
+		t.Fatalf("stopping c: %v", err)
+	}
+	// A node that closes leaves the cluster, but its peers may take the
+	// leave for a death when the leaving flag's broadcast loses the race
+	// with memberlist's own leave: either is "gone" here.
+	states[f.c.id()] = "left|dead"
+	f.awaitMembers(t, []*testNode{f.a, f.b}, states)
+	if err := ghost.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	states["node-ghost"] = "dead"
+	f.awaitMembers(t, []*testNode{f.a, f.b}, states)
+
+	out, stderr, err = strata(t, f.a.env(), "node", "ls")
+	if err != nil || stderr != "" {
+		t.Fatalf("node ls with a dead and a left member: err %v, stderr %q", err, stderr)
+	}
+	gone := map[string][]string{f.c.id(): {"left|dead", f.c.addr}, "node-ghost": {"dead", deadAddr}}
+	cState := ""
+	for _, r := range table(out)[1:] {
+		want, ok := gone[r[0]]
+		if !ok {
+			continue
+		}
+		delete(gone, r[0])
+		if r[0] == f.c.id() {
+			cState = r[1]
+		}
+		// STATE, GRPC, GOSSIP, then no figures and no error: not asked.
+		if len(r) != 10 || !slices.Contains(strings.Split(want[0], "|"), r[1]) || r[2] != want[1] ||
+			!slices.Equal(r[4:], []string{"-", "-", "-", "-", "-", "-"}) {
+			t.Errorf("node ls: row %q, want %q then no figures", r, want)
+		}
+	}
+	if len(gone) > 0 {
+		t.Errorf("node ls lacks %v:\n%s", gone, out)
+	}
+	out = f.a.run(t, "cluster", "status")
+	members := `4: 2 alive, 1 dead, 1 left`
+	if cState == "dead" {
+		members = `4: 2 alive, 2 dead`
+	}
+	if !regexp.MustCompile(`(?m)^members:\s+`+members+`$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^host\s+2\s+96KiB\s+128MiB\s`).MatchString(out) {
+		t.Errorf("cluster status with a dead and a left member:\n%s", out)
+	}
+	out, stderr, err = strata(t, f.a.env(), "ns", "ls")
+	if rows := table(out); err != nil || stderr != "" || len(rows) != 2 || rows[1][9] != "2" || rows[1][10] != "6" {
+		t.Errorf("ns ls with a dead and a left member: err %v, stderr %q\n%s", err, stderr, out)
+	}
+}

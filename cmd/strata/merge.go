@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// Merging what several nodes report about one namespace. Pages are not
+// replicated by default, so a namespace's pages are spread over the nodes
+// and its totals are sums; a key held by two nodes (a hot-page replica, or
+// a spill) is listed once per node.
+
+// nodeNS is one node's report of one namespace.
+type nodeNS struct {
+	node string
+	info *pb.NamespaceInfo
+}
+
+// nsTotal is one namespace summed over the nodes that report it.
+type nsTotal struct {
+	info  *pb.NamespaceInfo // the sums; descriptor, page size and creation from the reports
+	parts []nodeNS          // each node's report, in the order given
+}
+
+// holders is the nodes that hold pages of the namespace.
+func (t *nsTotal) holders() []string {
+	out := []string{}
+	for _, p := range t.parts {
+		if p.info.GetPages() > 0 {
+			out = append(out, p.node)
+		}
+	}
+	return out
+}
+
+// sumNamespaces sums reports by namespace ID, in the order each ID first
+// appears.
+func sumNamespaces(parts []nodeNS) []*nsTotal {
+	var out []*nsTotal
+	byID := map[string]*nsTotal{}
+	for _, p := range parts {
+		t, ok := byID[string(p.info.GetId())]
+		if !ok {
+			t = &nsTotal{info: &pb.NamespaceInfo{Id: p.info.GetId()}}
+			byID[string(p.info.GetId())] = t
+			out = append(out, t)
+		}
+		t.parts = append(t.parts, p)
+		addNamespace(t.info, p.info)
+	}
+	return out
+}
+
+// addNamespace adds n's counts to sum. The descriptor and page size are
+// the first report's (every node derives them from the same descriptor);
+// created is the earliest.
+func addNamespace(sum, n *pb.NamespaceInfo) {
+	if sum.Descriptor_ == nil {
+		sum.Descriptor_ = n.GetDescriptor_()
+	}
+	if sum.PageBytes == 0 {
+		sum.PageBytes = n.GetPageBytes()
+	}
+	if c := n.GetCreatedUnixMs(); c != 0 && (sum.CreatedUnixMs == 0 || c < sum.CreatedUnixMs) {
+		sum.CreatedUnixMs = c
+	}
+	sum.Pages += n.GetPages()
+	sum.Bytes += n.GetBytes()
+	sum.Lookups += n.GetLookups()
+	sum.LookupKeys += n.GetLookupKeys()
+	sum.HitKeys += n.GetHitKeys()
+	sum.LeasesActive += n.GetLeasesActive()
+	sum.Tiers = addTiers(sum.Tiers, n.GetTiers())
+}
+
+// addTiers adds each of ts to the entry of its tier in sum, and keeps sum
+// ordered fastest tier first.
+func addTiers(sum, ts []*pb.TierStats) []*pb.TierStats {
+	for _, t := range ts {
+		i := slices.IndexFunc(sum, func(s *pb.TierStats) bool { return s.GetTier() == t.GetTier() })
+		if i < 0 {
+			sum = append(sum, &pb.TierStats{Tier: t.GetTier()})
+			i = len(sum) - 1
+		}
+		sum[i].CapacityBytes += t.GetCapacityBytes()
+		sum[i].UsedBytes += t.GetUsedBytes()
+		sum[i].Pages += t.GetPages()
+	}
+	slices.SortStableFunc(sum, func(a, b *pb.TierStats) int { return cmp.Compare(a.GetTier(), b.GetTier()) })
+	return sum
+}
+
+// nodeKeys is one node's listing of a namespace's keys, in key order.
+type nodeKeys struct {
+	node string
+	keys []*pb.KeyInfo
+	more bool // the node may hold keys after these
+}
+
+// keyRow is one listed key and the node that holds it.
+type keyRow struct {
+	node string
+	info *pb.KeyInfo
+}
+
+// mergeKeys merges per-node listings into key order; a key several nodes
+// hold comes once per node, in the order of lists. It stops after limit
+// rows (0: none), but never between two rows of one key, so that --after
+// the last key listed continues without losing a copy. next is that last
+// key when more keys may follow, else nil.
+//
+// Each list need only hold its node's first limit keys: any key among the
+// first limit rows of the merge is among its own node's first limit.
+// lists are few (one per node), so the smallest head is found by a scan.
+func mergeKeys(lists []nodeKeys, limit int) (rows []keyRow, next []byte) {
+	pos := make([]int, len(lists))
+	for {
+		best := -1
+		for i, l := range lists {
+			if pos[i] < len(l.keys) &&
+				(best < 0 || bytes.Compare(l.keys[pos[i]].GetKey(), lists[best].keys[pos[best]].GetKey()) < 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		k := lists[best].keys[pos[best]]
+		if limit > 0 && len(rows) >= limit && !bytes.Equal(k.GetKey(), rows[len(rows)-1].info.GetKey()) {
+			return rows, rows[len(rows)-1].info.GetKey()
+		}
+		rows = append(rows, keyRow{node: lists[best].node, info: k})
+		pos[best]++
+	}
+	for _, l := range lists {
+		if l.more && len(rows) > 0 {
+			return rows, rows[len(rows)-1].info.GetKey()
+		}
+	}
+	return rows, nil
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// k is a one-byte key, enough to order by.
+func k(b byte) *pb.KeyInfo { return &pb.KeyInfo{Key: []byte{b}} }
+
+func TestMergeKeys(t *testing.T) {
+	x := nodeKeys{node: "x", keys: []*pb.KeyInfo{k(1), k(4), k(6)}}
+	y := nodeKeys{node: "y", keys: []*pb.KeyInfo{k(2), k(4), k(5)}}
+	yMore := y
+	yMore.more = true
+	for _, c := range []struct {
+		name  string
+		lists []nodeKeys
+		limit int
+		want  string // node:key rows
+		next  []byte
+	}{
+		{"nothing", nil, 0, "", nil},
+		{"one node", []nodeKeys{x}, 0, "x1 x4 x6", nil},
+		{"merged", []nodeKeys{x, y}, 0, "x1 y2 x4 y4 y5 x6", nil},
+		{"an empty node", []nodeKeys{{node: "z"}, y}, 0, "y2 y4 y5", nil},
+		{"limit", []nodeKeys{x, y}, 2, "x1 y2", []byte{2}},
+		{"limit at the end", []nodeKeys{x, y}, 6, "x1 y2 x4 y4 y5 x6", nil},
+		{"copies of a key stay together", []nodeKeys{x, y}, 3, "x1 y2 x4 y4", []byte{4}},
+		{"a node with more", []nodeKeys{x, yMore}, 0, "x1 y2 x4 y4 y5 x6", []byte{6}},
+	} {
+		rows, next := mergeKeys(c.lists, c.limit)
+		var got []string
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%s%d", r.node, r.info.GetKey()[0]))
+		}
+		if strings.Join(got, " ") != c.want || !bytes.Equal(next, c.next) {
+			t.Errorf("%s: rows %q next %v, want %q next %v", c.name, got, next, c.want, c.next)
+		}
+	}
+}
+
+func TestSumNamespaces(t *testing.T) {
+	id1, id2 := []byte{1}, []byte{2}
+	d := &pb.Descriptor{Tenant: "acme"}
+	host := func(pages uint64) []*pb.TierStats {
+		return []*pb.TierStats{{Tier: pb.Tier_TIER_HOST, Pages: pages, UsedBytes: pages * 10}}
+	}
+	got := sumNamespaces([]nodeNS{
+		{"a", &pb.NamespaceInfo{Id: id1, Descriptor_: d, PageBytes: 10, Pages: 3, Bytes: 30, CreatedUnixMs: 200,
+			Lookups: 1, LookupKeys: 4, HitKeys: 3, LeasesActive: 1, Tiers: host(3)}},
+		{"a", &pb.NamespaceInfo{Id: id2, PageBytes: 20}},
+		{"b", &pb.NamespaceInfo{Id: id1, PageBytes: 10, Pages: 2, Bytes: 20, CreatedUnixMs: 100,
+			Lookups: 1, LookupKeys: 1, HitKeys: 1,
+			Tiers: append(host(1), &pb.TierStats{Tier: pb.Tier_TIER_GPU, Pages: 1, UsedBytes: 10})}},
+		{"c", &pb.NamespaceInfo{Id: id1, PageBytes: 10}},
+	})
+	if len(got) != 2 || !bytes.Equal(got[0].info.GetId(), id1) || !bytes.Equal(got[1].info.GetId(), id2) {
+		t.Fatalf("sums: %v", got)
+	}
+	n := got[0].info
+	if n.GetDescriptor_() != d || n.GetPageBytes() != 10 || n.GetPages() != 5 || n.GetBytes() != 50 ||
+		n.GetCreatedUnixMs() != 100 || n.GetLookups() != 2 || n.GetLookupKeys() != 5 || n.GetHitKeys() != 4 ||
+		n.GetLeasesActive() != 1 {
+		t.Errorf("sum: %v", n)
+	}
+	var tiers []string
+	for _, t := range n.GetTiers() {
+		tiers = append(tiers, fmt.Sprintf("%s:%d:%d", tierName(t.GetTier()), t.GetPages(), t.GetUsedBytes()))
+	}
+	if want := []string{"gpu:1:10", "host:4:40"}; !slices.Equal(tiers, want) {
+		t.Errorf("tiers %q, want %q", tiers, want)
+	}
+	if h := got[0].holders(); !slices.Equal(h, []string{"a", "b"}) {
+		t.Errorf("holders %q, want a and b (c has no pages)", h)
+	}
+	if h := got[1].holders(); len(h) != 0 {
+		t.Errorf("holders of an empty namespace: %q", h)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	refused := &callError{msg: "cannot reach a strata node at 127.0.0.1:2 (connection refused)\nhint",
+		short: "connection refused", err: status.Error(codes.Unavailable, "refused")}
+	denied := &callError{msg: "permission denied: no", err: status.Error(codes.PermissionDenied, "no")}
+	m := func(id string) *member {
+		return &member{Member: &pb.Member{NodeId: id}, addr: "127.0.0.1:" + id[len(id)-1:]}
+	}
+	ok := reply[int]{member: m("n1")}
+	down := reply[int]{member: m("n2"), err: refused}
+	refusing := reply[int]{member: m("n3"), err: denied}
+	for _, c := range []struct {
+		name    string
+		replies []reply[int]
+		err     string
+		stderr  string
+	}{
+		{"all answered", []reply[int]{ok, ok}, "", ""},
+		{"one of one failed", []reply[int]{down}, refused.msg, ""},
+		{"some failed", []reply[int]{ok, down, refusing}, "",
+			"node n2 (127.0.0.1:2) unreachable: connection refused; results may be incomplete\n" +
+				"node n3 (127.0.0.1:3) failed: permission denied: no; results may be incomplete\n"},
+		{"all failed", []reply[int]{down, refusing},
+			"none of the 2 nodes answered:\n  node n2 (127.0.0.1:2): connection refused\n  node n3 (127.0.0.1:3): permission denied: no", ""},
+		{"none asked", nil, "no member of the cluster is alive", ""},
+	} {
+		var w strings.Builder
+		err := settle(&w, c.replies)
+		if got := fmt.Sprint(err); (err == nil) != (c.err == "") || (err != nil && got != c.err) || w.String() != c.stderr {
+			t.Errorf("%s: err %v, stderr %q; want err %q, stderr %q", c.name, err, w.String(), c.err, c.stderr)
+		}
+		if c.name == "one of one failed" && !errors.Is(err, refused) {
+			t.Errorf("%s: err %v is not the node's error", c.name, err)
+		}
+	}
+}
+
+func TestDialTarget(t *testing.T) {
+	for _, c := range []struct{ grpc, gossip, want string }{
+		{"127.0.0.1:7070", "127.0.0.1:7946", "127.0.0.1:7070"},
+		{"node-3.strata:7070", "10.0.0.3:7946", "node-3.strata:7070"},
+		{"[::]:7070", "10.0.0.3:7946", "10.0.0.3:7070"},
+		{"0.0.0.0:7070", "[fd00::3]:7946", "[fd00::3]:7070"},
+		{":7070", "10.0.0.3:7946", "10.0.0.3:7070"},
+		{"[::]:7070", "", "[::]:7070"},
+		{"[::]:7070", "0.0.0.0:7946", "[::]:7070"},
+		{"not an address", "10.0.0.3:7946", "not an address"},
+	} {
+		if got := dialTarget(&pb.Member{GrpcAddress: c.grpc, GossipAddress: c.gossip}); got != c.want {
+			t.Errorf("dialTarget(%q, gossip %q) = %q, want %q", c.grpc, c.gossip, got, c.want)
+		}
+	}
+}
