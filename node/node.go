@@ -481,6 +481,14 @@ type registryAdapter struct{ r *registry.Registry }
 
 func (a registryAdapter) Health(ctx context.Context) error { return a.r.Health(ctx) }
 
+func (a registryAdapter) Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error) {
+	rec, err := a.r.Namespace(ctx, id.String())
+	if err != nil {
+		return namespace.Descriptor{}, err
+	}
+	return namespace.Decode(rec.Canonical)
+}
+
 func (a registryAdapter) Endpoints() []string { return a.r.Endpoints() }
 
 func (a registryAdapter) RegisterNamespace(ctx context.Context, d namespace.Descriptor) error {

@@ -23,6 +23,9 @@ import (
 // an error when the record cannot be written.
 type Registry interface {
 	RegisterNamespace(ctx context.Context, d namespace.Descriptor) error
+	// Lookup finds a namespace registered by any node; an error wrapping
+	// ErrNotRegistered when there is none.
+	Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error)
 	// Health reports whether the registry answers.
 	Health(ctx context.Context) error
 	// Endpoints names where the registry lives, for operators.
@@ -231,9 +234,26 @@ func (s *Server) namespaceOf(ctx context.Context, raw []byte) (store.Namespace, 
 	}
 	n, ok := s.cfg.Store.Namespace(id)
 	if !ok {
-		return store.Namespace{}, errorf(store.ErrNamespaceNotFound, "namespace %s is not open on node %s", id.Short(), s.cfg.NodeID)
+		if n, ok = s.adopt(ctx, id); !ok {
+			return store.Namespace{}, errorf(store.ErrNamespaceNotFound, "namespace %s is not registered (open it first)", id.Short())
+		}
 	}
 	return n, c.mayUse(n.Tenant)
+}
+
+// adopt makes known a namespace that another node registered after this
+// one started, so that its clients need not open it here first.
+func (s *Server) adopt(ctx context.Context, id namespace.ID) (store.Namespace, bool) {
+	if s.cfg.Registry == nil {
+		return store.Namespace{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RegistryTimeout)
+	defer cancel()
+	d, err := s.cfg.Registry.Lookup(rctx, id)
+	if err != nil || d.ID() != id || s.addNamespace(d) != nil {
+		return store.Namespace{}, false
+	}
+	return s.cfg.Store.Namespace(id)
 }
 
 // keysOf validates a batch of wire keys.

@@ -178,10 +178,15 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases),
 		Evictions: s.evictions.Load(), Demotions: s.demotions.Load(), Corrupt: s.corrupt.Load()}
-	for i := range s.lru {
-		st.TierPages = append(st.TierPages, int64(s.lru[i].n))
-	}
 	s.mu.Unlock()
+	st.TierPages = make([]int64, len(s.cfg.Tiers))
+	s.nsMu.RLock()
+	for _, n := range s.ns {
+		for i := range st.TierPages {
+			st.TierPages[i] += n.tierPages[i].Load()
+		}
+	}
+	s.nsMu.RUnlock()
 	for _, t := range s.cfg.Tiers {
 		st.Tiers = append(st.Tiers, t.Stats())
 	}
