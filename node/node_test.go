@@ -1,0 +1,147 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+var desc = namespace.Descriptor{Tenant: "tiers", Model: "m", ModelRevision: "r", Engine: "test", DType: "bf16",
+	PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64} // 16 KiB pages
+
+func pageOf(k namespace.Key, size int) []byte {
+	out := make([]byte, 0, size)
+	for b := k; len(out) < size; {
+		b = sha256.Sum256(b[:])
+		out = append(out, b[:]...)
+	}
+	return out[:size]
+}
+
+func start(t *testing.T, dir string, host, ssd int64) (*node.Node, *client.Namespace) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: dir, EmbeddedEtcdURL: "http://127.0.0.1:0",
+		Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd, SSDSync: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(n.Addr(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ns, err := c.Open(ctx, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, ns
+}
+
+func tierPages(t *testing.T, addr string) map[pb.Tier]uint64 {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	info, err := pb.NewAdminClient(conn).NodeInfo(context.Background(), &pb.NodeInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[pb.Tier]uint64{}
+	for _, ts := range info.GetTiers() {
+		out[ts.GetTier()] = ts.GetPages()
+	}
+	return out
+}
+
+func readBack(t *testing.T, ns *client.Namespace, keys []namespace.Key) int {
+	t.Helper()
+	found := 0
+	for i := 0; i < len(keys); i += 256 {
+		batch := keys[i:min(len(keys), i+256)]
+		bufs := make([][]byte, len(batch))
+		for j := range bufs {
+			bufs[j] = make([]byte, ns.PageBytes())
+		}
+		ok, err := ns.Get(context.Background(), batch, bufs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, k := range batch {
+			if ok[j] {
+				if !bytes.Equal(bufs[j], pageOf(k, ns.PageBytes())) {
+					t.Fatalf("page %x: wrong bytes", k[:6])
+				}
+				found++
+			}
+		}
+	}
+	return found
+}
+
+// TestHostOverflowsToSSD: writing three times the host tier puts the
+// overflow on SSD and every page reads back exact; restarts with other tier
+// sizes start cleanly and keep the SSD pages that fit.
+func TestHostOverflowsToSSD(t *testing.T) {
+	dir := t.TempDir()
+	n, ns := start(t, dir, 4<<20, 256<<20)
+	toks := make([]uint32, 16*768) // 768 pages = 12 MiB
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	keys := ns.PageKeys(toks)
+	for i := 0; i < len(keys); i += 64 {
+		batch := keys[i : i+64]
+		data := make([][]byte, len(batch))
+		for j, k := range batch {
+			data[j] = pageOf(k, ns.PageBytes())
+		}
+		pages := client.ChainPages(batch, data)
+		for j := range pages {
+			pages[j].Depth = uint32(i + j)
+		}
+		res, err := ns.Put(context.Background(), pages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, r := range res {
+			if r.Status != client.Committed {
+				t.Fatalf("page %d: %v %s", i+j, r.Status, r.Reason)
+			}
+		}
+	}
+	if got := readBack(t, ns, keys); got != len(keys) {
+		t.Fatalf("%d of %d pages read back", got, len(keys))
+	}
+	tp := tierPages(t, n.Addr())
+	t.Logf("after the writes: host %d pages, ssd %d pages", tp[pb.Tier_TIER_HOST], tp[pb.Tier_TIER_SSD])
+	if tp[pb.Tier_TIER_SSD] == 0 || tp[pb.Tier_TIER_HOST]+tp[pb.Tier_TIER_SSD] != uint64(len(keys)) {
+		t.Fatalf("tiers hold %v, want the overflow on ssd and every page kept", tp)
+	}
+	onSSD := tp[pb.Tier_TIER_SSD]
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Bigger host, smaller SSD (still holding the slot file in use): the
+	// SSD pages come back, the host ones were volatile.
+	n, ns = start(t, dir, 8<<20, 128<<20)
+	// The mover may demote a few more pages between the count and Close.
+	if got := readBack(t, ns, keys); uint64(got) < onSSD || got > len(keys) {
+		t.Fatalf("after restart with other sizes: %d pages, want at least the %d that were on ssd", got, onSSD)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
