@@ -112,6 +112,8 @@ type NamespaceStats struct {
 	Corrupt       uint64 // pages dropped failing to read or verify
 	Deleted       uint64 // pages removed by Delete
 	LeasesExpired uint64 // leases that ran out
+	Expired       uint64 // pages removed idle past the TTL
+	TTL           time.Duration
 }
 
 func (s *Store) nsStats(n *nsState) NamespaceStats {
@@ -127,6 +129,7 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	}
 	st.Rejected, st.Evicted, st.Demoted = n.rejected.Load(), n.evicted.Load(), n.demoted.Load()
 	st.Corrupt, st.Deleted, st.LeasesExpired = n.corrupt.Load(), n.deleted.Load(), n.leasesExpired.Load()
+	st.Expired, st.TTL = n.expired.Load(), time.Duration(n.ttl.Load())
 	return st
 }
 

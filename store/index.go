@@ -41,6 +41,8 @@ type nsState struct {
 	corrupt       atomic.Uint64                  // pages dropped failing to read or verify
 	deleted       atomic.Uint64                  // pages removed by Delete
 	leasesExpired atomic.Uint64                  // leases that ran out (not released)
+	expired       atomic.Uint64                  // pages removed idle past the TTL
+	ttl           atomic.Int64                   // idle TTL of pages (time.Duration); 0 = none
 }
 
 func newNSState(n Namespace) *nsState {

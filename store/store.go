@@ -96,6 +96,7 @@ type Store struct {
 	expiredLeases *recent[struct{}]
 	pages         int64
 	bytes         int64
+	lastSweep     time.Time
 
 	evictions atomic.Uint64 // pages dropped to make room
 	demotions atomic.Uint64 // pages moved one tier down
@@ -238,4 +239,12 @@ func (s *Store) expire(now time.Time) {
 			s.expireLeaseLocked(id, l)
 		}
 	}
+	if now.Sub(s.lastSweep) >= sweepEvery {
+		s.lastSweep = now
+		s.sweepIdleLocked(now)
+	}
 }
+
+// sweepEvery is how often pages idle past their namespace's TTL are
+// looked for.
+const sweepEvery = time.Second

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"slices"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// DropNamespace removes every page of a namespace and forgets it: lookups
+// then answer ErrNamespaceNotFound. Leased pages disappear from lookups at
+// once; their memory returns when their leases end. It returns how many
+// pages it removed.
+func (s *Store) DropNamespace(id namespace.ID) (int, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed := 0
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.RLock()
+		entries := make([]*entry, 0, len(sh.m))
+		for _, e := range sh.m {
+			entries = append(entries, e)
+		}
+		sh.mu.RUnlock()
+		for _, e := range entries {
+			s.removeLocked(e)
+			n.deleted.Add(1)
+			removed++
+		}
+	}
+	for wid, r := range s.reservations {
+		if r.ns == n {
+			s.dropReservationLocked(wid, r, CommitAborted)
+		}
+	}
+	s.nsMu.Lock()
+	delete(s.ns, id)
+	s.nsMu.Unlock()
+	return removed, nil
+}
+
+// SetTTL makes the janitor remove a namespace's pages that no lookup has
+// used for ttl (0: never). Leased pages are kept until their leases end.
+func (s *Store) SetTTL(id namespace.ID, ttl time.Duration) error {
+	n, err := s.namespace(id)
+	if err != nil {
+		return err
+	}
+	n.ttl.Store(int64(ttl))
+	return nil
+}
+
+// sweepIdleLocked removes the pages of namespaces with a TTL that have been
+// idle longer than it.
+func (s *Store) sweepIdleLocked(now time.Time) {
+	s.nsMu.RLock()
+	var withTTL []*nsState
+	for _, n := range s.ns {
+		if n.ttl.Load() > 0 {
+			withTTL = append(withTTL, n)
+		}
+	}
+	s.nsMu.RUnlock()
+	for _, n := range withTTL {
+		cutoff := now.Add(-time.Duration(n.ttl.Load())).UnixMilli()
+		for i := range n.shards {
+			sh := &n.shards[i]
+			sh.mu.RLock()
+			var idle []*entry
+			for _, e := range sh.m {
+				if e.access < cutoff && e.pins == 0 {
+					idle = append(idle, e)
+				}
+			}
+			sh.mu.RUnlock()
+			for _, e := range idle {
+				s.removeLocked(e)
+				n.expired.Add(1)
+			}
+		}
+	}
+}
+
+// LeaseInfo describes an active lease.
+type LeaseInfo struct {
+	ID        uint64
+	Namespace namespace.ID
+	Tenant    string
+	Pages     int
+	Expires   time.Time
+}
+
+// Leases lists the active leases, soonest expiry first.
+func (s *Store) Leases() []LeaseInfo {
+	s.mu.Lock()
+	out := make([]LeaseInfo, 0, len(s.leases))
+	for id, l := range s.leases {
+		out = append(out, LeaseInfo{ID: id, Namespace: l.ns.ID, Tenant: l.ns.Tenant, Pages: len(l.entries), Expires: l.expires})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b LeaseInfo) int { return a.Expires.Compare(b.Expires) })
+	return out
+}
