@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+// run loads the trace, replays every placement × size × policy and prints
+// the table.
+func run(ctx context.Context, cfg config, w io.Writer) error {
+	t, err := loadTrace(cfg.Trace, cfg.Profile.PageTokens, cfg.Every)
+	if err != nil {
+		return err
+	}
+	results, err := simulate(ctx, t, cfg)
+	if err != nil {
+		return err
+	}
+	writeTable(w, cfg, t, aggregate(results, cfg))
+	return nil
+}
+
+// simulate replays every placement × size × policy in parallel.
+func simulate(ctx context.Context, t *trace, cfg config) ([]result, error) {
+	bpt := cfg.Profile.KVBytesPerToken()
+	t.bytes = 0
+	for i := range t.blocks {
+		t.bytes += int64(t.blocks[i].tokens) * bpt
+	}
+	var sum float64
+	for _, r := range cfg.Ratios {
+		sum += r
+	}
+	var jobs []simConfig
+	for seed := range max(cfg.Placements, 1) {
+		for _, size := range cfg.Sizes {
+			total := float64(t.bytes) * size / 100
+			caps := make([]int64, len(cfg.Ratios))
+			for i, r := range cfg.Ratios {
+				caps[i] = int64(total * r / sum)
+			}
+			for _, v := range cfg.Policies {
+				jobs = append(jobs, simConfig{variant: v, profile: cfg.Profile, capacities: caps,
+					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement})
+			}
+		}
+	}
+	results := make([]result, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, sc := range jobs {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			c, err := newCluster(t, sc)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s at %g%%: %w", sc.variant.name, sc.sizePct, err)
+				return
+			}
+			results[i] = c.run()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// row is one line of the report: a policy at a size, over all placements.
+type row struct {
+	variant string
+	sizePct float64
+	n       int // placements
+
+	saved, hit float64 // means of the fractions
+	// vsLRU is FLOPs saved relative to per-node LRU on the same placement,
+	// minus one: mean, min and max over placements (ok false without lru).
+	vsLRU, vsLRUMin, vsLRUMax float64
+	ok                        bool
+
+	orphanMean, orphanMax        float64
+	evictions, rejected, spilled float64 // means
+}
+
+// aggregate folds the results of every placement into one row per size ×
+// policy, in the order of cfg.Sizes and cfg.Policies.
+func aggregate(results []result, cfg config) []row {
+	lru := map[[2]float64]float64{} // (seed, size) → lru's saved fraction
+	for _, r := range results {
+		if r.variant == "lru" {
+			lru[[2]float64{float64(r.seed), r.sizePct}] = r.savedFrac()
+		}
+	}
+	var rows []row
+	for _, size := range cfg.Sizes {
+		for _, v := range cfg.Policies {
+			w := row{variant: v.name, sizePct: size}
+			for _, r := range results {
+				if r.variant != v.name || r.sizePct != size {
+					continue
+				}
+				w.n++
+				w.saved += r.savedFrac()
+				w.hit += r.hitFrac()
+				w.orphanMean += r.orphanMean
+				w.orphanMax = max(w.orphanMax, r.orphanMax)
+				w.evictions += float64(r.evictions)
+				w.rejected += float64(r.rejected)
+				w.spilled += float64(r.spilled)
+				if base, ok := lru[[2]float64{float64(r.seed), size}]; ok && base > 0 {
+					rel := r.savedFrac()/base - 1
+					if !w.ok {
+						w.vsLRUMin, w.vsLRUMax = rel, rel
+					}
+					w.ok = true
+					w.vsLRU += rel
+					w.vsLRUMin = min(w.vsLRUMin, rel)
+					w.vsLRUMax = max(w.vsLRUMax, rel)
+				}
+			}
+			if w.n == 0 {
+				continue
+			}
+			k := float64(w.n)
+			w.saved /= k
+			w.hit /= k
+			w.orphanMean /= k
+			w.evictions /= k
+			w.rejected /= k
+			w.spilled /= k
+			w.vsLRU /= k
+			rows = append(rows, w)
+		}
+	}
+	return rows
+}

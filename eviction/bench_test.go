@@ -1,0 +1,132 @@
+package eviction
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkDecision is the steady-state cost of one eviction decision per
+// page put into a full tier: Record + Admit + Victim + Evict + Insert, with
+// a parent link and a lookup hit, as the store would run them.
+func BenchmarkDecision(b *testing.B) {
+	for _, kind := range []Kind{KindLRU, KindCost} {
+		for _, n := range []int{10_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/pages=%d", kind, n), func(b *testing.B) {
+				q := mustNew(b, Config{Kind: kind, Capacity: n})
+				r := rand.New(rand.NewPCG(1, 2))
+				hs := make([]Handle, 0, n)
+				for i := range n {
+					hs = append(hs, q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)}))
+				}
+				b.ReportAllocs()
+				b.ReportMetric(float64(StateBytes), "state-B/page")
+				b.ResetTimer()
+				i := 0
+				for b.Loop() {
+					p := Page{Key: r.Uint64() % uint64(4*n), Bytes: 1 << 20, Depth: uint32(i % 100)}
+					q.Record(p.Key)
+					q.Hit(hs[r.IntN(len(hs))])
+					q.Admit(p)
+					v, ok := q.Victim()
+					if !ok {
+						b.Fatal("no victim")
+					}
+					q.Evict(v)
+					h := q.Insert(p)
+					hs[r.IntN(len(hs))] = h
+					for j, x := range hs { // keep hs valid: replace the victim's slot
+						if x == v && x != h {
+							hs[j] = h
+						}
+						if j > 8 {
+							break
+						}
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkHit is the cost of recording a covering lookup of a resident page.
+func BenchmarkHit(b *testing.B) {
+	q := mustNew(b, Config{Kind: KindCost, Capacity: 100_000})
+	hs := make([]Handle, 100_000)
+	for i := range hs {
+		hs[i] = q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		q.Record(uint64(i))
+		q.Hit(hs[i%len(hs)])
+		i++
+	}
+}
+
+// BenchmarkStateBytes reports the policy's memory per page: the per-page
+// state and heap slot, and the whole queue (with history) per page.
+func BenchmarkStateBytes(b *testing.B) {
+	const n = 1 << 20
+	q := mustNew(b, Config{Kind: KindCost, Capacity: n})
+	for i := range n {
+		q.Insert(Page{Key: uint64(i), Bytes: 1 << 20})
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(StateBytes), "state-B/page")
+	b.ReportMetric(float64(StateBytes)+float64(q.HistoryBytes())/n, "total-B/page")
+}
+
+// BenchmarkComputeCutoffs merges node summaries into a cutoff.
+func BenchmarkComputeCutoffs(b *testing.B) {
+	for _, n := range []int{3, 1000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			sums := make([]Summary, n)
+			caps := make([]int64, n)
+			for i := range sums {
+				sums[i].Lo = int16(40 + r.IntN(8))
+				for j := range sums[i].Bytes {
+					sums[i].Bytes[j] = r.Int64N(1 << 34)
+				}
+				caps[i] = sums[i].Total() * 9 / 10
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ComputeCutoffs(sums, caps); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSummarize is the O(pages) scan behind a node's Summary.
+func BenchmarkSummarize(b *testing.B) {
+	const n = 1_000_000
+	q := mustNew(b, Config{Kind: KindCost, Capacity: n})
+	for i := range n {
+		q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 300)})
+	}
+	var s Summary
+	b.ReportAllocs()
+	for b.Loop() {
+		q.Summarize(&s)
+	}
+}
+
+// BenchmarkSummaryEncode is the gossip encoding.
+func BenchmarkSummaryEncode(b *testing.B) {
+	s := Summary{Turnover: 0.01, Lo: 40}
+	for i := range s.Bytes {
+		s.Bytes[i] = int64(i) << 30
+	}
+	buf := make([]byte, 0, SummarySize)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = s.AppendBinary(buf[:0])
+	}
+}

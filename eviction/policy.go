@@ -1,0 +1,167 @@
+package eviction
+
+import "fmt"
+
+// Handle names one page's state inside a policy. Insert assigns it; it stays
+// valid until Evict or Remove, after which the policy may hand it out again.
+// The zero Handle is never assigned, so a zero field in the caller's page
+// entry means "not tracked".
+type Handle uint32
+
+// Page is what a policy needs to know about a page when it is inserted.
+type Page struct {
+	// Key is a 64-bit hash of the page key (e.g. its first 8 bytes), for
+	// the frequency history: the count a page starts with is how often its
+	// key was asked for recently (Record), resident or not.
+	Key uint64
+	// Bytes is the page's size. Required, > 0.
+	Bytes int64
+	// Depth is the page's index in its token sequence (0 = first page).
+	Depth uint32
+	// Tokens is the number of tokens the page holds; 0 means
+	// ComputeProfile.PageTokens.
+	Tokens int
+	// Cost is a measured recompute cost in FLOPs supplied by the engine; 0
+	// means ComputeProfile.PageFLOPs(Depth, Tokens).
+	Cost float64
+	// Freq is the reuse count to start from (a page demoted from a faster
+	// tier keeps its count); 0 means 1, or the frequency history's count
+	// when the policy keeps one and it is higher.
+	Freq uint32
+	// Orphan marks a page whose parent is known to be absent everywhere: it
+	// cannot be part of any hit prefix, so it is evicted first.
+	Orphan bool
+}
+
+// Policy decides which page a node drops next. Every method is O(log n) or
+// better and allocation-free in steady state; none is safe for concurrent
+// use: the store calls them under the lock that guards its index. See the
+// package documentation for the protocol.
+type Policy interface {
+	// Insert starts tracking a newly resident page and returns its handle.
+	Insert(p Page) Handle
+	// Record counts one lookup that asked for key, hit or miss, in the
+	// frequency history (a no-op for policies without one).
+	Record(key uint64)
+	// Hit records one lookup whose hit prefix covers h.
+	Hit(h Handle)
+	// Pin keeps h from being chosen as a victim until the matching Unpin
+	// (leases, in-flight reads, a writer's reservation of the parent).
+	Pin(h Handle)
+	// Unpin undoes one Pin.
+	Unpin(h Handle)
+	// ChildAdded records that a child of h became resident: on this node
+	// (local) or on another node (a remote hint). While h has resident local
+	// children it is never a victim; while it has remote ones it is a victim
+	// only when no childless page is left.
+	ChildAdded(h Handle, local bool)
+	// ChildRemoved undoes one ChildAdded.
+	ChildRemoved(h Handle, local bool)
+	// SetOrphan marks (or clears) h as an orphan: its parent is known absent.
+	SetOrphan(h Handle, orphan bool)
+	// Victim returns the page to drop next without removing it, or false if
+	// every page is pinned or has resident local children.
+	Victim() (Handle, bool)
+	// Evict stops tracking h because it was dropped to make room; aging
+	// policies advance their clock to its value.
+	Evict(h Handle)
+	// Remove stops tracking h for any other reason (deleted, demoted to
+	// another tier's policy); the clock does not move.
+	Remove(h Handle)
+	// Value is h's current eviction priority: lower goes first.
+	Value(h Handle) float64
+	// ValueOf is the priority p would get if it were inserted now.
+	ValueOf(p Page) float64
+	// Admit reports whether p is worth storing: its worth is at least the
+	// cutoff set by SetCutoff and, when storing it would exceed the capacity
+	// set by SetCapacity, its ValueOf is at least the Value of the current
+	// victim. A refusal counts as an eviction of p (the clock advances).
+	// Plain and offline policies always admit.
+	Admit(p Page) bool
+	// SetCapacity tells the policy how many bytes its tier holds, for Admit.
+	SetCapacity(bytes int64)
+	// SetCutoff sets the admission floor, e.g. a cluster-wide cutoff
+	// (Cutoffs.Floor), in worth units: freq · cost / bytes, the value
+	// without the node's aging clock.
+	SetCutoff(worth float64)
+}
+
+// Kind names a policy.
+type Kind string
+
+const (
+	// KindLRU drops the least recently used page (inserts and hits count as
+	// uses): what a plain store does.
+	KindLRU Kind = "lru"
+	// KindLFU drops the least frequently hit page, the least recent among
+	// equals; counts never age.
+	KindLFU Kind = "lfu"
+	// KindGDSFBytes is Greedy-Dual-Size-Frequency with cost = bytes, i.e.
+	// value = L + freq (LFU with dynamic aging; sizes cancel out): byte-hit
+	// ratio, blind to what the bytes are worth.
+	KindGDSFBytes Kind = "gdsf-bytes"
+	// KindCost is strata's policy: GDSF with cost = recompute FLOPs of the
+	// page at its depth, value = L + freq·cost/bytes.
+	KindCost Kind = "cost"
+	// KindOffline orders pages by a priority the caller sets (SetPriority),
+	// for offline bounds such as Belady's in the simulator.
+	KindOffline Kind = "offline"
+)
+
+// Config configures New.
+type Config struct {
+	// Kind selects the value model. Default KindCost.
+	Kind Kind
+	// Profile prices recomputation for KindCost. Zero fields default to
+	// DefaultProfile.
+	Profile ComputeProfile
+	// Plain disables leaf-first and orphan-first ordering, giving the
+	// textbook algorithm for comparisons. Default false. A store must not set
+	// it: it breaks invariant 5 (no page dropped before its resident
+	// children on the same node).
+	Plain bool
+	// Capacity is a hint for how many pages the tier holds: state for that
+	// many is preallocated and the frequency history is sized from it.
+	// Default 0.
+	Capacity int
+	// History is how many distinct recent keys the frequency history
+	// remembers (KindCost only; TinyLFU-style count-min sketch of 4-bit
+	// counters, 2 to 4 bytes per remembered key). Default 8 × Capacity, or
+	// 32768 when Capacity is 0; negative disables it.
+	History int
+	// CapacityBytes is the tier's size for Admit; see SetCapacity. Default 0:
+	// unknown, Admit checks the cutoff only.
+	CapacityBytes int64
+}
+
+// New returns the policy cfg describes.
+func New(cfg Config) (*Queue, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = KindCost
+	}
+	switch cfg.Kind {
+	case KindLRU, KindLFU, KindGDSFBytes, KindCost, KindOffline:
+	default:
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, cfg.Kind)
+	}
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Profile = cfg.Profile.withDefaults()
+	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes}
+	if cfg.Kind == KindCost && cfg.History >= 0 {
+		h := cfg.History
+		if h == 0 {
+			h = 8 * cfg.Capacity
+			if h == 0 {
+				h = 32768
+			}
+		}
+		q.hist = newSketch(h)
+	}
+	q.pages = make([]state, 1, cfg.Capacity+1) // slot 0 is the zero Handle
+	q.heap = make([]entry, 0, cfg.Capacity)
+	return q, nil
+}
+
+var _ Policy = (*Queue)(nil)

@@ -1,0 +1,406 @@
+package eviction
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// state is one page's policy state.
+type state struct {
+	prio   float64 // eviction priority (Value); lower goes first
+	credit float32 // cost/size per reuse for the GDSF kinds; 0 otherwise
+	bytes  uint32  // page size, saturated at 4 GiB − 1
+	freq   uint32  // lookups that covered the page, counting its insertion
+	tick   uint32  // last use, for tie-breaks (wraps harmlessly)
+	pos    int32   // index in Queue.heap, or -1
+	local  uint16  // resident children on this node
+	remote uint16  // resident children on other nodes (hints)
+	pins   uint16
+	flags  uint8
+}
+
+const (
+	flagLive uint8 = 1 << iota
+	flagOrphan
+)
+
+// StateBytes is the policy's memory per tracked page: the state record plus
+// its heap slot (the frequency history comes on top: HistoryBytes).
+const StateBytes = int(unsafe.Sizeof(state{})) + int(unsafe.Sizeof(entry{}))
+
+// Queue is the Policy every Kind shares: a slab of per-page state indexed by
+// Handle and a binary min-heap of the pages that may be dropped now. A page
+// is in the heap iff it is live, unpinned and (unless Plain) has no resident
+// local children, so Victim is the heap's root and every update is
+// O(log n). The heap orders by (class, priority, tick): class 0 orphans,
+// class 1 pages with no known resident children, class 2 pages with resident
+// children only on other nodes; Plain puts every page in class 1.
+type Queue struct {
+	kind  Kind
+	prof  ComputeProfile
+	plain bool
+
+	pages []state // by Handle; pages[0] unused
+	heap  []entry // eligible victims, a binary min-heap
+	free  []Handle
+
+	hist *sketch // frequency history; nil when disabled
+
+	clock    float64 // GDSF aging clock L
+	tick     uint32
+	cutoff   float64 // admission floor on Worth; 0 none
+	capacity int64   // tier bytes, for Admit; 0 unknown
+	n        int     // live pages
+	bytes    int64   // live bytes
+	evicted  int64   // bytes evicted or refused, ever
+	maxWorth float64 // the largest Worth ever seen (Summarize's scale)
+}
+
+// Len is the number of pages tracked.
+func (q *Queue) Len() int { return q.n }
+
+// Bytes is the total size of the pages tracked.
+func (q *Queue) Bytes() int64 { return q.bytes }
+
+// Evicted is the bytes evicted or refused so far. Its growth per unit of
+// time over the capacity is the tier's turnover (Summary.Turnover).
+func (q *Queue) Evicted() int64 { return q.evicted }
+
+// Clock is the GDSF aging clock L: the value of the last page evicted (0 for
+// non-aging kinds).
+func (q *Queue) Clock() float64 { return q.clock }
+
+// Kind is the value model.
+func (q *Queue) Kind() Kind { return q.kind }
+
+// HistoryBytes is the memory of the frequency history (0 when disabled).
+func (q *Queue) HistoryBytes() int {
+	if q.hist == nil {
+		return 0
+	}
+	return q.hist.bytes()
+}
+
+// Record implements Policy.
+func (q *Queue) Record(key uint64) {
+	if q.hist != nil {
+		q.hist.add(key)
+	}
+}
+
+// Estimate is key's count in the frequency history (0 without one). A node
+// that spills a put passes it on as Page.Freq, so the page keeps its count
+// on a node that never saw its lookups.
+func (q *Queue) Estimate(key uint64) uint32 {
+	if q.hist == nil {
+		return 0
+	}
+	return q.hist.estimate(key)
+}
+
+// SetCapacity implements Policy.
+func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
+
+// SetCutoff implements Policy. The floor is in Worth units, so that one
+// cluster-wide cutoff means the same on every node.
+func (q *Queue) SetCutoff(worth float64) { q.cutoff = worth }
+
+// Cutoff is the admission floor set by SetCutoff.
+func (q *Queue) Cutoff() float64 { return q.cutoff }
+
+// Insert implements Policy.
+func (q *Queue) Insert(p Page) Handle {
+	if p.Bytes <= 0 {
+		panic(fmt.Sprintf("eviction: Insert of a page of %d bytes", p.Bytes))
+	}
+	h := q.alloc()
+	s := &q.pages[h]
+	*s = q.newState(p)
+	s.flags = flagLive
+	if p.Orphan {
+		s.flags |= flagOrphan
+	}
+	q.tick++
+	q.n++
+	q.bytes += int64(s.bytes)
+	q.fix(h)
+	return h
+}
+
+// newState is the state p would get if inserted now.
+func (q *Queue) newState(p Page) state {
+	f := max(p.Freq, 1)
+	if q.hist != nil {
+		f = max(f, q.hist.estimate(p.Key))
+	}
+	s := state{pos: -1, freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32))}
+	switch q.kind {
+	case KindCost:
+		c := p.Cost
+		if c <= 0 {
+			c = q.prof.PageFLOPs(p.Depth, p.Tokens)
+		}
+		s.credit = float32(c / float64(p.Bytes))
+	case KindGDSFBytes:
+		s.credit = 1
+	}
+	s.prio = q.prioOf(&s)
+	return s
+}
+
+// prioOf is the priority of s after a use now.
+func (q *Queue) prioOf(s *state) float64 {
+	switch q.kind {
+	case KindLRU:
+		return float64(s.tick)
+	case KindLFU:
+		return float64(s.freq)
+	case KindGDSFBytes, KindCost:
+		return q.clock + float64(s.freq)*float64(s.credit)
+	}
+	return s.prio // KindOffline: whatever SetPriority left
+}
+
+// worth is what a page is worth per unit of aging, clock aside:
+// freq · cost / bytes for the GDSF kinds (comparable across nodes, whose
+// clocks advance at their own pace), the priority otherwise.
+func (q *Queue) worth(s *state) float64 {
+	if q.kind == KindCost || q.kind == KindGDSFBytes {
+		return float64(s.freq) * float64(s.credit)
+	}
+	return s.prio - q.clock
+}
+
+// Worth is h's value clock aside: freq · cost / bytes for the GDSF kinds.
+func (q *Queue) Worth(h Handle) float64 { return q.worth(q.live(h)) }
+
+// WorthOf is the Worth p would have if inserted now.
+func (q *Queue) WorthOf(p Page) float64 {
+	s := q.newState(p)
+	return q.worth(&s)
+}
+
+// ValueOf implements Policy.
+func (q *Queue) ValueOf(p Page) float64 { return q.newState(p).prio }
+
+// Admit implements Policy.
+func (q *Queue) Admit(p Page) bool {
+	if q.plain || q.kind == KindOffline {
+		return true
+	}
+	s := q.newState(p)
+	if q.cutoff > 0 && q.worth(&s) < q.cutoff {
+		q.refuse(&s)
+		return false
+	}
+	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && len(q.heap) > 0 && s.prio < q.heap[0].prio {
+		q.refuse(&s)
+		return false
+	}
+	return true
+}
+
+// refuse accounts for a page Admit turned away as if it had been inserted
+// and at once evicted: the clock moves on, so refusals do not freeze the
+// ages of what stays.
+func (q *Queue) refuse(s *state) {
+	q.evicted += int64(s.bytes)
+	if (q.kind == KindCost || q.kind == KindGDSFBytes) && s.prio > q.clock {
+		q.clock = s.prio
+	}
+}
+
+// Hit implements Policy.
+func (q *Queue) Hit(h Handle) {
+	s := q.live(h)
+	if s.freq < math.MaxUint32 {
+		s.freq++
+	}
+	q.tick++
+	s.tick = q.tick
+	s.prio = q.prioOf(s)
+	q.fix(h)
+}
+
+// SetPriority sets h's priority directly; meant for KindOffline.
+func (q *Queue) SetPriority(h Handle, prio float64) {
+	s := q.live(h)
+	s.prio = prio
+	q.fix(h)
+}
+
+// Pin implements Policy.
+func (q *Queue) Pin(h Handle) {
+	s := q.live(h)
+	if s.pins == math.MaxUint16 {
+		panic("eviction: too many pins")
+	}
+	s.pins++
+	q.fix(h)
+}
+
+// Unpin implements Policy.
+func (q *Queue) Unpin(h Handle) {
+	s := q.live(h)
+	if s.pins == 0 {
+		panic("eviction: Unpin of an unpinned page")
+	}
+	s.pins--
+	q.fix(h)
+}
+
+// Pinned reports whether h is pinned.
+func (q *Queue) Pinned(h Handle) bool { return q.live(h).pins > 0 }
+
+// ChildAdded implements Policy.
+func (q *Queue) ChildAdded(h Handle, local bool) {
+	s := q.live(h)
+	c := &s.remote
+	if local {
+		c = &s.local
+	}
+	if *c < math.MaxUint16 {
+		*c++
+	}
+	q.fix(h)
+}
+
+// ChildRemoved implements Policy.
+func (q *Queue) ChildRemoved(h Handle, local bool) {
+	s := q.live(h)
+	c := &s.remote
+	if local {
+		c = &s.local
+	}
+	if *c == 0 {
+		if local {
+			panic("eviction: ChildRemoved(local) of a page with no local children")
+		}
+		return // remote hints are best effort
+	}
+	*c--
+	q.fix(h)
+}
+
+// Children is h's resident local and remote children counts.
+func (q *Queue) Children(h Handle) (local, remote int) {
+	s := q.live(h)
+	return int(s.local), int(s.remote)
+}
+
+// SetOrphan implements Policy.
+func (q *Queue) SetOrphan(h Handle, orphan bool) {
+	s := q.live(h)
+	if orphan {
+		s.flags |= flagOrphan
+	} else {
+		s.flags &^= flagOrphan
+	}
+	q.fix(h)
+}
+
+// Orphan reports whether h is marked as an orphan.
+func (q *Queue) Orphan(h Handle) bool { return q.live(h).flags&flagOrphan != 0 }
+
+// Value implements Policy.
+func (q *Queue) Value(h Handle) float64 { return q.live(h).prio }
+
+// Victim implements Policy.
+func (q *Queue) Victim() (Handle, bool) {
+	if len(q.heap) == 0 {
+		return 0, false
+	}
+	return q.heap[0].h, true
+}
+
+// Evict implements Policy.
+func (q *Queue) Evict(h Handle) {
+	s := q.live(h)
+	if s.pins > 0 {
+		panic("eviction: Evict of a pinned page")
+	}
+	if !q.plain && s.local > 0 {
+		panic("eviction: Evict of a page with resident local children")
+	}
+	// Orphans jump the queue whatever their value: their eviction says
+	// nothing about the value of what stays.
+	if (q.kind == KindCost || q.kind == KindGDSFBytes) && s.flags&flagOrphan == 0 && s.prio > q.clock {
+		q.clock = s.prio
+	}
+	q.evicted += int64(s.bytes)
+	q.release(h)
+}
+
+// Remove implements Policy.
+func (q *Queue) Remove(h Handle) { q.live(h); q.release(h) }
+
+func (q *Queue) release(h Handle) {
+	s := &q.pages[h]
+	if s.pos >= 0 {
+		q.heapRemove(int(s.pos))
+	}
+	q.n--
+	q.bytes -= int64(s.bytes)
+	*s = state{pos: -1}
+	q.free = append(q.free, h)
+}
+
+func (q *Queue) alloc() Handle {
+	if n := len(q.free); n > 0 {
+		h := q.free[n-1]
+		q.free = q.free[:n-1]
+		return h
+	}
+	if len(q.pages) > math.MaxUint32 {
+		panic("eviction: more than 2^32 pages")
+	}
+	q.pages = append(q.pages, state{pos: -1})
+	return Handle(len(q.pages) - 1)
+}
+
+func (q *Queue) live(h Handle) *state {
+	if int(h) >= len(q.pages) || h == 0 || q.pages[h].flags&flagLive == 0 {
+		panic(fmt.Sprintf("eviction: handle %d is not tracked", h))
+	}
+	return &q.pages[h]
+}
+
+// eligible reports whether s may be a victim now.
+func (q *Queue) eligible(s *state) bool {
+	return s.pins == 0 && (q.plain || s.local == 0)
+}
+
+// class orders victims before priority: orphans, then childless pages, then
+// pages whose only resident children are on other nodes.
+func (q *Queue) class(s *state) uint32 {
+	switch {
+	case q.plain:
+		return 1
+	case s.flags&flagOrphan != 0:
+		return 0
+	case s.remote == 0:
+		return 1
+	}
+	return 2
+}
+
+// fix restores h's heap membership and position after its state changed.
+func (q *Queue) fix(h Handle) {
+	s := &q.pages[h]
+	q.maxWorth = max(q.maxWorth, q.worth(s))
+	in := s.pos >= 0
+	switch want := q.eligible(s); {
+	case want && !in:
+		s.pos = int32(len(q.heap))
+		q.heap = append(q.heap, q.entryOf(h))
+		q.up(int(s.pos))
+	case !want && in:
+		q.heapRemove(int(s.pos))
+	case want && in:
+		q.heap[s.pos] = q.entryOf(h)
+		if !q.up(int(s.pos)) {
+			q.down(int(s.pos))
+		}
+	}
+}

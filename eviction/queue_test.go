@@ -1,0 +1,315 @@
+package eviction
+
+import (
+	"testing"
+)
+
+func mustNew(t testing.TB, cfg Config) *Queue {
+	t.Helper()
+	q, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func page(depth uint32) Page { return Page{Key: uint64(depth)*7919 + 1, Bytes: 1 << 20, Depth: depth} }
+
+// victims drains q and returns the order of the handles it evicted.
+func victims(q *Queue) []Handle {
+	var out []Handle
+	for {
+		h, ok := q.Victim()
+		if !ok {
+			return out
+		}
+		q.Evict(h)
+		out = append(out, h)
+	}
+}
+
+func equal(a, b []Handle) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		// run inserts pages and returns the eviction order expected.
+		run func(q *Queue) []Handle
+	}{{
+		name: "lru",
+		cfg:  Config{Kind: KindLRU},
+		run: func(q *Queue) []Handle {
+			a, b, c := q.Insert(page(0)), q.Insert(page(0)), q.Insert(page(0))
+			q.Hit(a)
+			return []Handle{b, c, a}
+		},
+	}, {
+		name: "lfu",
+		cfg:  Config{Kind: KindLFU},
+		run: func(q *Queue) []Handle {
+			a, b, c := q.Insert(page(0)), q.Insert(page(0)), q.Insert(page(0))
+			q.Hit(a)
+			q.Hit(a)
+			q.Hit(c)
+			return []Handle{b, c, a}
+		},
+	}, {
+		name: "gdsf-bytes ignores depth",
+		cfg:  Config{Kind: KindGDSFBytes},
+		run: func(q *Queue) []Handle {
+			deep, shallow := q.Insert(page(100)), q.Insert(page(0))
+			return []Handle{deep, shallow} // equal value: older first
+		},
+	}, {
+		name: "cost keeps the deeper page",
+		cfg:  Config{Kind: KindCost, History: -1},
+		run: func(q *Queue) []Handle {
+			deep, shallow := q.Insert(page(100)), q.Insert(page(0))
+			return []Handle{shallow, deep}
+		},
+	}, {
+		name: "cost: reuse beats depth",
+		cfg:  Config{Kind: KindCost, History: -1},
+		run: func(q *Queue) []Handle {
+			deep, shallow := q.Insert(page(10)), q.Insert(page(0))
+			q.Hit(shallow)
+			return []Handle{deep, shallow}
+		},
+	}, {
+		name: "cost hint overrides the profile",
+		cfg:  Config{Kind: KindCost, History: -1},
+		run: func(q *Queue) []Handle {
+			p := page(100)
+			p.Cost = 1
+			cheap, shallow := q.Insert(p), q.Insert(page(0))
+			return []Handle{cheap, shallow}
+		},
+	}, {
+		name: "leaf first",
+		cfg:  Config{Kind: KindLRU},
+		run: func(q *Queue) []Handle {
+			parent := q.Insert(page(0))
+			child := q.Insert(page(1))
+			q.ChildAdded(parent, true)
+			q.Hit(child)
+			q.Hit(parent) // least valuable by recency, but it has a child
+			return []Handle{child}
+		},
+	}, {
+		name: "orphans first, remote parents last",
+		cfg:  Config{Kind: KindLRU},
+		run: func(q *Queue) []Handle {
+			withRemote := q.Insert(page(0))
+			q.ChildAdded(withRemote, false)
+			leaf := q.Insert(page(0))
+			orphan := q.Insert(page(5))
+			q.SetOrphan(orphan, true)
+			return []Handle{orphan, leaf, withRemote}
+		},
+	}, {
+		name: "plain ignores children",
+		cfg:  Config{Kind: KindLRU, Plain: true},
+		run: func(q *Queue) []Handle {
+			parent := q.Insert(page(0))
+			child := q.Insert(page(1))
+			q.ChildAdded(parent, true)
+			return []Handle{parent, child}
+		},
+	}, {
+		name: "pinned pages are skipped",
+		cfg:  Config{Kind: KindLRU},
+		run: func(q *Queue) []Handle {
+			a, b := q.Insert(page(0)), q.Insert(page(0))
+			q.Pin(a)
+			q.Pin(a)
+			q.Unpin(a)
+			return []Handle{b}
+		},
+	}, {
+		name: "offline priorities",
+		cfg:  Config{Kind: KindOffline},
+		run: func(q *Queue) []Handle {
+			a, b := q.Insert(page(0)), q.Insert(page(0))
+			q.SetPriority(a, 5)
+			q.SetPriority(b, -5)
+			return []Handle{b, a}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := mustNew(t, tt.cfg)
+			want := tt.run(q)
+			if got := victims(q); !equal(got, want) {
+				t.Fatalf("evicted %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestLeafFirstUnblocks(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost})
+	parent := q.Insert(page(0))
+	child := q.Insert(page(1))
+	q.ChildAdded(parent, true)
+	for range 3 {
+		q.Hit(child) // the child is worth more, and still goes first
+	}
+	if h, _ := q.Victim(); h != child {
+		t.Fatalf("victim %d, want the child %d", h, child)
+	}
+	q.Evict(child)
+	q.ChildRemoved(parent, true) // the caller's bookkeeping
+	if h, ok := q.Victim(); !ok || h != parent {
+		t.Fatalf("victim %d, %v: want the parent once it is a leaf", h, ok)
+	}
+}
+
+func TestGDSFClock(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	old := q.Insert(page(0))
+	q.Hit(old)
+	q.Hit(old) // value = 3 credits
+	for range 10 {
+		// A stream of fresh pages: each eviction raises the clock to the
+		// evicted value, until the old page is the cheapest.
+		q.Insert(page(0))
+		h, _ := q.Victim()
+		q.Evict(h)
+		if h == old {
+			if q.Clock() <= 0 {
+				t.Fatal("clock did not advance")
+			}
+			return
+		}
+	}
+	t.Fatal("a page hit long ago never aged out")
+}
+
+func TestAdmit(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	p := page(0)
+	hot := q.Insert(p)
+	for range 5 {
+		q.Hit(hot)
+	}
+	if !q.Admit(p) {
+		t.Fatal("refused a page with no capacity set")
+	}
+	q.SetCapacity(p.Bytes) // full with one page worth 6 credits
+	before := q.Clock()
+	if q.Admit(p) {
+		t.Fatal("admitted a fresh page over a hotter victim")
+	}
+	if q.Clock() <= before {
+		t.Fatal("a refusal must advance the clock")
+	}
+	// After enough refusals the stale hot page is worth less than a new one.
+	admitted := false
+	for range 10 {
+		if admitted = q.Admit(p); admitted {
+			break
+		}
+	}
+	if !admitted {
+		t.Fatal("refusals never aged the victim out")
+	}
+	q.SetCapacity(0)
+	q.SetCutoff(q.WorthOf(p) * 1.01)
+	if q.Admit(p) {
+		t.Fatal("admitted a page below the cutoff")
+	}
+	if q.Evicted() == 0 {
+		t.Fatal("refusals are not counted as turnover")
+	}
+}
+
+func TestHistory(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, Capacity: 100})
+	p := page(3)
+	for range 4 {
+		q.Record(p.Key)
+	}
+	if got := q.Estimate(p.Key); got != 4 {
+		t.Fatalf("estimate = %d, want 4", got)
+	}
+	h := q.Insert(p)
+	if got := q.pages[h].freq; got != 4 {
+		t.Fatalf("re-put page starts at freq %d, want the history's 4", got)
+	}
+	if q.HistoryBytes() == 0 {
+		t.Fatal("no history memory reported")
+	}
+	if mustNew(t, Config{Kind: KindLRU}).HistoryBytes() != 0 {
+		t.Fatal("LRU keeps a history")
+	}
+}
+
+func TestSketchAges(t *testing.T) {
+	s := newSketch(64)
+	for range 10 {
+		s.add(42)
+	}
+	if got := s.estimate(42); got != 10 {
+		t.Fatalf("estimate = %d, want 10", got)
+	}
+	for i := range s.reset {
+		s.add(uint64(1000 + i))
+	}
+	if got := s.estimate(42); got > 5 {
+		t.Fatalf("estimate after a reset period = %d, want halved", got)
+	}
+}
+
+func TestHandles(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindLRU})
+	a := q.Insert(page(0))
+	if a == 0 {
+		t.Fatal("assigned the zero handle")
+	}
+	q.Remove(a)
+	if q.Len() != 0 || q.Bytes() != 0 {
+		t.Fatalf("len %d bytes %d after Remove", q.Len(), q.Bytes())
+	}
+	if b := q.Insert(page(0)); b != a {
+		t.Fatalf("handle %d not reused (got %d)", a, b)
+	}
+	mustPanic(t, "stale handle", func() { q.Hit(a + 1) })
+	mustPanic(t, "zero handle", func() { q.Hit(0) })
+}
+
+func TestMisuse(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindLRU})
+	a := q.Insert(page(0))
+	q.Pin(a)
+	mustPanic(t, "Evict of a pinned page", func() { q.Evict(a) })
+	q.Unpin(a)
+	mustPanic(t, "Unpin of an unpinned page", func() { q.Unpin(a) })
+	q.ChildAdded(a, true)
+	mustPanic(t, "Evict of a page with local children", func() { q.Evict(a) })
+	q.ChildRemoved(a, true)
+	mustPanic(t, "ChildRemoved without children", func() { q.ChildRemoved(a, true) })
+	q.ChildRemoved(a, false) // remote hints are best effort
+	mustPanic(t, "zero-byte page", func() { q.Insert(Page{}) })
+	q.Evict(a)
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
+}

@@ -1,0 +1,89 @@
+package eviction
+
+import "math/bits"
+
+// sketch is a count-min sketch of 4-bit counters (TinyLFU's frequency
+// history): how often each key was asked for recently, resident or not. It
+// lets a page that was evicted and is put again start with the reuse count
+// it had earned, instead of 1. Every reset increments it halves all
+// counters, so the history fades with a half-life of about reset lookups.
+//
+// Four rows of width 4-bit counters packed 16 to a word; an update
+// increments only the row counters equal to the current minimum
+// (conservative update), which keeps overestimates small.
+type sketch struct {
+	words []uint64 // rows × width/16
+	mask  uint64   // width − 1
+	row   int      // words per row
+	adds  int
+	reset int
+}
+
+const sketchRows = 4
+
+// newSketch sizes the sketch for about history distinct recent keys.
+func newSketch(history int) *sketch {
+	width := uint64(1) << bits.Len64(uint64(max(history, 64)-1))
+	row := int(width / 16)
+	return &sketch{words: make([]uint64, sketchRows*row), mask: width - 1, row: row, reset: 4 * int(width)}
+}
+
+// bytes is the sketch's memory.
+func (s *sketch) bytes() int { return 8 * len(s.words) }
+
+func mix64(z uint64) uint64 {
+	z ^= z >> 30
+	z *= 0xbf58476d1ce4e5b9
+	z ^= z >> 27
+	z *= 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// slots returns the word index and shift of key's counter in each row.
+func (s *sketch) slots(key uint64) (idx [sketchRows]int, sh [sketchRows]uint) {
+	h := mix64(key)
+	h2 := mix64(h^0x9e3779b97f4a7c15) | 1
+	for r := range sketchRows {
+		j := (h + uint64(r)*h2) & s.mask
+		idx[r] = r*s.row + int(j>>4)
+		sh[r] = uint(j&15) * 4
+	}
+	return idx, sh
+}
+
+// estimate is key's count, at most 15.
+func (s *sketch) estimate(key uint64) uint32 {
+	idx, sh := s.slots(key)
+	m := uint64(15)
+	for r := range sketchRows {
+		m = min(m, s.words[idx[r]]>>sh[r]&15)
+	}
+	return uint32(m)
+}
+
+// add counts one request for key.
+func (s *sketch) add(key uint64) {
+	idx, sh := s.slots(key)
+	m := uint64(15)
+	for r := range sketchRows {
+		m = min(m, s.words[idx[r]]>>sh[r]&15)
+	}
+	if m < 15 {
+		for r := range sketchRows {
+			if s.words[idx[r]]>>sh[r]&15 == m {
+				s.words[idx[r]] += 1 << sh[r]
+			}
+		}
+	}
+	if s.adds++; s.adds >= s.reset {
+		s.halve()
+	}
+}
+
+// halve ages the history: every counter is divided by two.
+func (s *sketch) halve() {
+	for i, w := range s.words {
+		s.words[i] = (w >> 1) & 0x7777777777777777
+	}
+	s.adds /= 2
+}

@@ -1,0 +1,153 @@
+package eviction
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// SummaryBuckets is the number of value buckets in a Summary.
+const SummaryBuckets = 64
+
+// bucketsPerOctave sets the resolution: each bucket spans a factor 2^(1/4)
+// (19%) of value, so 64 buckets span 16 octaves.
+const bucketsPerOctave = 4
+
+// SummarySize is the length of an encoded Summary: small enough for
+// memberlist node metadata (512 bytes) next to an address.
+const SummarySize = 12 + 2*SummaryBuckets
+
+const summaryVersion = 1
+
+// Summary is what a node gossips about one tier: a compact histogram of the
+// worth of the bytes it holds (Queue.Worth: freq · cost / bytes, which unlike
+// the GDSF value does not depend on the node's aging clock, so histograms of
+// different nodes can be merged), and how fast the tier turns over. Bucket i
+// holds worth in [2^((Lo+i)/4), 2^((Lo+i+1)/4)); bucket 0 also holds
+// everything below, the last bucket everything above.
+type Summary struct {
+	// Turnover is the bytes the tier evicted or refused per byte of
+	// capacity per unit of time, smoothed by the node (e.g. an EWMA over a
+	// minute); Summarize leaves it 0. How long a page survives there is
+	// about 1/Turnover: the tier's pressure.
+	Turnover float64
+	Lo       int16 // scale: bucket 0's upper edge is 2^((Lo+1)/4)
+	Bytes    [SummaryBuckets]int64
+}
+
+// Total is the bytes summarised.
+func (s *Summary) Total() int64 {
+	var t int64
+	for _, b := range s.Bytes {
+		t += b
+	}
+	return t
+}
+
+// bucketOf returns the bucket of worth c at scale lo.
+func bucketOf(c float64, lo int16) int {
+	if !(c > 0) {
+		return 0
+	}
+	return min(max(quarterLog2(c)-int(lo), 0), SummaryBuckets-1)
+}
+
+// Mantissa thresholds of the quarter octaves: 2^(1/4), 2^(1/2), 2^(3/4).
+const q1, q2, q3 = 1.189207115002721, 1.4142135623730951, 1.681792830507429
+
+// quarterLog2 is floor(4·log2(x)) for finite x > 0, from the exponent bits
+// and three mantissa comparisons (no logarithm: Summarize runs it per page).
+func quarterLog2(x float64) int {
+	b := math.Float64bits(x)
+	e := int(b>>52&0x7ff) - 1023
+	if e == -1023 { // subnormal: far below any bucket
+		return math.MinInt32
+	}
+	m := math.Float64frombits(b&^(0x7ff<<52) | 1023<<52) // in [1, 2)
+	k := 0
+	switch {
+	case m >= q3:
+		k = 3
+	case m >= q2:
+		k = 2
+	case m >= q1:
+		k = 1
+	}
+	return 4*e + k
+}
+
+// loFor is the scale that puts worth top in the top bucket.
+func loFor(top float64) int16 {
+	if !(top > 0) || math.IsInf(top, 0) {
+		return 0
+	}
+	lo := quarterLog2(top) - (SummaryBuckets - 1)
+	return int16(min(max(lo, math.MinInt16), math.MaxInt16))
+}
+
+// Summarize fills dst's histogram with the worth of the pages the queue
+// holds (Turnover is the node's to set). It is one allocation-free pass over
+// the pages, a few ns each; call it every few seconds, not per request.
+func (q *Queue) Summarize(dst *Summary) {
+	// maxWorth bounds every page's worth (it never shrinks), so the scale is
+	// known before the pass.
+	*dst = Summary{Turnover: dst.Turnover, Lo: loFor(q.maxWorth)}
+	for i := 1; i < len(q.pages); i++ {
+		if s := &q.pages[i]; s.flags&flagLive != 0 {
+			dst.Bytes[bucketOf(q.worth(s), dst.Lo)] += int64(s.bytes)
+		}
+	}
+}
+
+// MarshalBinary encodes s in SummarySize bytes: version, Lo (int16 LE),
+// Turnover (float64 LE), a unit shift u, then each bucket as a uint16 LE
+// count of 2^u-byte units, rounded up so that no non-empty bucket reads
+// empty.
+func (s *Summary) MarshalBinary() ([]byte, error) {
+	return s.AppendBinary(make([]byte, 0, SummarySize))
+}
+
+// AppendBinary appends the encoding of MarshalBinary to b.
+func (s *Summary) AppendBinary(b []byte) ([]byte, error) {
+	var top int64
+	if !(s.Turnover >= 0) || math.IsInf(s.Turnover, 0) {
+		return b, fmt.Errorf("%w: turnover %v", ErrBadSummary, s.Turnover)
+	}
+	for _, v := range s.Bytes {
+		if v < 0 {
+			return b, fmt.Errorf("%w: negative bucket", ErrBadSummary)
+		}
+		top = max(top, v)
+	}
+	shift := uint8(0)
+	for (top+(1<<shift)-1)>>shift > math.MaxUint16 {
+		shift++
+	}
+	b = append(b, summaryVersion)
+	b = binary.LittleEndian.AppendUint16(b, uint16(s.Lo))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.Turnover))
+	b = append(b, shift)
+	for _, v := range s.Bytes {
+		b = binary.LittleEndian.AppendUint16(b, uint16((v+(1<<shift)-1)>>shift))
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes an encoding of MarshalBinary. Bucket sizes come
+// back rounded up to the encoding's unit.
+func (s *Summary) UnmarshalBinary(b []byte) error {
+	if len(b) != SummarySize || b[0] != summaryVersion || b[11] > 47 {
+		return fmt.Errorf("%w: %d bytes", ErrBadSummary, len(b))
+	}
+	turnover := math.Float64frombits(binary.LittleEndian.Uint64(b[3:11]))
+	if !(turnover >= 0) || math.IsInf(turnover, 0) {
+		return fmt.Errorf("%w: turnover %v", ErrBadSummary, turnover)
+	}
+	s.Lo = int16(binary.LittleEndian.Uint16(b[1:3]))
+	s.Turnover = turnover
+	shift := b[11]
+	for i := range s.Bytes {
+		s.Bytes[i] = int64(binary.LittleEndian.Uint16(b[12+2*i:])) << shift
+	}
+	return nil
+}
