@@ -1,0 +1,258 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+)
+
+// Sizes shared by every benchmark, so that the node figures and the machine
+// limits beside them move the same bytes over the same working set.
+const (
+	// hostBytes is the node's host tier.
+	hostBytes = 1 << 30
+	// workingSet is how many bytes of pages a get benchmark reads round-robin
+	// (and memcpy and loopback TCP copy from): far larger than the CPU
+	// caches, well within hostBytes.
+	workingSet = 256 << 20
+	// putRound is how many bytes of fresh pages a put benchmark writes before
+	// it deletes them with the timer stopped, so puts never wait on eviction.
+	putRound = 512 << 20
+	// maxClients is the most concurrent clients any benchmark runs.
+	maxClients = 8
+)
+
+// pageSizes and clientCounts span the sub-benchmarks of put, get and the
+// machine limits.
+var (
+	pageSizes    = []int{64 << 10, 256 << 10, 2 << 20}
+	clientCounts = []int{1, maxClients}
+)
+
+// sizeLabel names a byte count the way sub-benchmarks do: 64KiB, 2MiB.
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// startNode runs a real node in-process: embedded etcd and gRPC on loopback
+// ports the kernel picks, a host tier of hostBytes. It closes with tb.
+func startNode(tb testing.TB, hostBytes int64) *node.Node {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: tb.TempDir(),
+		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: hostBytes})
+	if err != nil {
+		tb.Fatalf("starting node: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			tb.Errorf("closing node: %v", err)
+		}
+	})
+	return n
+}
+
+// dialClients opens k clients, each with its own gRPC connection to addr.
+func dialClients(tb testing.TB, addr string, k int) []*client.Client {
+	tb.Helper()
+	cs := make([]*client.Client, k)
+	for i := range cs {
+		c, err := client.Dial(addr, client.Options{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { c.Close() })
+		cs[i] = c
+	}
+	return cs
+}
+
+// descriptor is a namespace of explicit pageBytes-byte pages, 16 tokens a
+// page.
+func descriptor(pageBytes int) namespace.Descriptor {
+	return namespace.Descriptor{Tenant: "bench", Model: "m", ModelRevision: "r", Engine: "bench",
+		DType: "bf16", PageTokens: 16, PageBytes: uint64(pageBytes)}
+}
+
+// openAll opens d on every client (the handshake also makes the lazy
+// connections).
+func openAll(ctx context.Context, tb testing.TB, cs []*client.Client, d namespace.Descriptor) []*client.Namespace {
+	tb.Helper()
+	nss := make([]*client.Namespace, len(cs))
+	for i, c := range cs {
+		ns, err := c.Open(ctx, d)
+		if err != nil {
+			tb.Fatalf("opening namespace on client %d: %v", i, err)
+		}
+		nss[i] = ns
+	}
+	return nss
+}
+
+// pageKey is the key of the page numbered n of a benchmark: a one-page chain
+// from the namespace ID over the tokens (n, n>>32), so every n is a fresh
+// key.
+func pageKey(id namespace.ID, n uint64) namespace.Key {
+	return namespace.NextKey(namespace.Key(id), []uint32{uint32(n), uint32(n >> 32)})
+}
+
+// randomBytes returns n reproducible pseudo-random bytes.
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	b := make([]byte, n)
+	_, _ = r.Read(b)
+	return b
+}
+
+// putRange publishes pages numbered [from, to) of ns, all holding data, in
+// batches of at most 64 MiB, and fails unless each is stored.
+func putRange(ctx context.Context, ns *client.Namespace, from, to uint64, data []byte) error {
+	per := uint64(max(1, (64<<20)/len(data)))
+	for start := from; start < to; start += per {
+		pages := make([]client.Page, min(per, to-start))
+		for j := range pages {
+			pages[j] = client.Page{Key: pageKey(ns.ID(), start+uint64(j)), Data: data}
+		}
+		res, err := ns.Put(ctx, pages)
+		if err != nil {
+			return fmt.Errorf("putting pages %d..%d: %w", start, start+uint64(len(pages)), err)
+		}
+		for j, r := range res {
+			if !r.Status.Stored() {
+				return fmt.Errorf("page %d: %v %s", start+uint64(j), r.Status, r.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+// deleteRange deletes pages numbered [from, to) of ns and fails unless
+// every one was there.
+func deleteRange(ctx context.Context, ns *client.Namespace, from, to uint64) error {
+	keys := make([]namespace.Key, 0, to-from)
+	for n := from; n < to; n++ {
+		keys = append(keys, pageKey(ns.ID(), n))
+	}
+	deleted, err := ns.Delete(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("deleting pages %d..%d: %w", from, to, err)
+	}
+	if deleted != len(keys) {
+		return fmt.Errorf("deleted %d of pages %d..%d", deleted, from, to)
+	}
+	return nil
+}
+
+// load is a closed-loop workload: clients goroutines share b.N operations,
+// each starting its next as soon as its last returns, and every operation is
+// timed on its own.
+type load struct {
+	clients int
+	// round, if positive, is how many operations run before between runs.
+	round int
+	// op performs operation i (0 <= i < b.N) as client c (0 <= c < clients).
+	// It must not touch b: it runs on another goroutine.
+	op func(ctx context.Context, c, i int) error
+	// between, if set, runs after each round, with the timer stopped, on the
+	// operations [from, to) just done.
+	between func(ctx context.Context, from, to int) error
+}
+
+// run runs b.N operations and reports, besides ns/op (wall time per
+// operation, all clients together), the p50 and p99 latency of one
+// operation and the CPU time the process spent per operation (cpu-µs/op:
+// client and node together, the figure that stays put when other work on
+// the machine steals the cores).
+func (l load) run(b *testing.B) {
+	ctx := b.Context()
+	lat := make([]time.Duration, b.N)
+	round := b.N
+	if l.round > 0 && l.between != nil {
+		round = l.round
+	}
+	var cpu time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for from := 0; from < b.N; from += round {
+		to := min(b.N, from+round)
+		c0 := cpuTime()
+		err := l.runRound(ctx, from, to, lat)
+		cpu += cpuTime() - c0
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.between != nil {
+			b.StopTimer()
+			if err := l.between(ctx, from, to); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+	b.ReportMetric(float64(cpu)/float64(b.N)/float64(time.Microsecond), "cpu-µs/op")
+}
+
+// runRound runs operations [from, to) on l.clients goroutines, recording
+// each one's duration in lat, and returns the first error.
+func (l load) runRound(ctx context.Context, from, to int, lat []time.Duration) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	next.Store(int64(from))
+	for c := range l.clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					return
+				}
+				t0 := time.Now()
+				err := l.op(ctx, c, i)
+				lat[i] = time.Since(t0)
+				if err != nil {
+					once.Do(func() { first = fmt.Errorf("operation %d on client %d: %w", i, c, err) })
+					next.Store(int64(to)) // the others stop after their current operation
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// reportLatency reports the median and 99th percentile of lat (nearest rank)
+// in microseconds.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	rank := func(p float64) time.Duration {
+		return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)]
+	}
+	b.ReportMetric(float64(rank(0.50))/float64(time.Microsecond), "p50-µs")
+	b.ReportMetric(float64(rank(0.99))/float64(time.Microsecond), "p99-µs")
+}
