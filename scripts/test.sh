@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README): vet, check generated code is current,
-# then every test with the race detector.
+# every Go test with the race detector, then the Python client's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
@@ -9,3 +9,8 @@ if command -v protoc >/dev/null; then
   git diff --exit-code -- proto/ || { echo "generated code is stale: run ./scripts/genproto.sh" >&2; exit 1; }
 fi
 go test -race -count=1 -timeout 15m ./...
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null; then
+  ./python/run_tests.sh
+else
+  echo "python tests skipped: Debian's python3-grpcio and python3-protobuf are not installed (.ci/run installs them)"
+fi

@@ -1,0 +1,54 @@
+"""strata_client: the Python client of strata, a distributed KV-cache store.
+
+    from strata_client import Client, Descriptor
+
+    with Client("127.0.0.1:7070") as c:
+        ns = c.open(Descriptor(tenant="acme", model="meta-llama/Llama-3.1-8B",
+                               dtype="bf16", page_tokens=16, num_layers=32,
+                               num_kv_heads=8, head_dim=128))
+        keys = ns.page_keys(tokens)
+        ns.put_chain(keys, pages)
+        hit, present, lease = ns.lookup(keys, lease=True)
+        bufs = ns.get(keys[:hit], lease=lease)
+
+Engine adapters: strata_client.sglang (HiCacheStorage backend) and
+strata_client.lmcache (LMCache remote connector); descriptor helpers from
+engine settings: strata_client.engines.
+"""
+
+from .buffers import ScatterBuffer
+from .client import Client, Cluster, Lease, LookupResult, Member, Page, PutResult, chain_pages
+from .namespace import Namespace
+from .descriptor import (
+    ComputeProfile,
+    Descriptor,
+    DescriptorError,
+    key_from_engine_hash,
+    page_keys,
+    sglang_page_hash,
+    sglang_page_hashes,
+    vllm_block_hash,
+    vllm_block_hashes,
+    vllm_none_hash,
+)
+from .errors import (
+    InvalidArgumentError,
+    LeaseExpiredError,
+    NamespaceNotFoundError,
+    StrataError,
+    TenantDeniedError,
+    UnauthenticatedError,
+    UnavailableError,
+    VersionMismatchError,
+)
+from .placement import View
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Cluster", "Lease", "LookupResult", "Member", "Namespace", "Page", "PutResult", "ScatterBuffer",
+    "chain_pages", "ComputeProfile", "Descriptor", "DescriptorError", "key_from_engine_hash", "page_keys",
+    "sglang_page_hash", "sglang_page_hashes", "vllm_block_hash", "vllm_block_hashes", "vllm_none_hash",
+    "InvalidArgumentError", "LeaseExpiredError", "NamespaceNotFoundError", "StrataError", "TenantDeniedError",
+    "UnauthenticatedError", "UnavailableError", "VersionMismatchError", "View",
+]

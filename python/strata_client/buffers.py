@@ -1,0 +1,102 @@
+"""Buffers for page data: caller destinations for reads (bytes-like,
+numpy arrays, CPU torch tensors, scatter lists of segments) and read-only
+views of page data for writes."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["writable_view", "readable_bytes", "ScatterBuffer", "dest"]
+
+
+def writable_view(buf: Any) -> memoryview:
+    """A writable byte view of a caller buffer: bytearray, memoryview, numpy
+    array, CPU torch tensor (contiguous), or anything with the buffer
+    protocol."""
+    if isinstance(buf, memoryview):
+        mv = buf
+    elif hasattr(buf, "__array_interface__") or isinstance(buf, (bytearray,)):
+        mv = memoryview(buf)
+    elif hasattr(buf, "numpy") and hasattr(buf, "element_size"):  # torch.Tensor
+        t = buf
+        if getattr(t, "device", None) is not None and getattr(t.device, "type", "cpu") != "cpu":
+            raise TypeError("destination tensor must be on the CPU")
+        if not t.is_contiguous():
+            raise TypeError("destination tensor must be contiguous")
+        mv = memoryview(t.detach().numpy())
+    else:
+        mv = memoryview(buf)
+    if mv.readonly:
+        raise TypeError("destination buffer is read-only")
+    if not mv.contiguous:
+        raise TypeError("destination buffer must be contiguous")
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+def readable_bytes(data: Any) -> memoryview:
+    """A read-only byte view of page data (bytes-like, numpy, CPU torch)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        mv = memoryview(data)
+    elif hasattr(data, "numpy") and hasattr(data, "element_size"):  # torch.Tensor
+        t = data.detach()
+        if getattr(t.device, "type", "cpu") != "cpu":
+            t = t.cpu()
+        mv = memoryview(t.contiguous().numpy())
+    else:
+        mv = memoryview(data)
+    if mv.format != "B" or mv.ndim != 1:
+        if not mv.contiguous:
+            mv = memoryview(mv.tobytes())
+        else:
+            mv = mv.cast("B")
+    return mv
+
+
+class ScatterBuffer:
+    """A page destination made of several segments (e.g. the K and V parts
+    of one page in an engine's host pool), filled in order."""
+
+    def __init__(self, segments: Sequence[Any]):
+        self.segments = [writable_view(s) for s in segments]
+        self._len = sum(len(s) for s in self.segments)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def write(self, off: int, data: Any) -> None:
+        data = memoryview(data)
+        pos = 0
+        base = 0
+        for seg in self.segments:
+            end = base + len(seg)
+            if off + pos < end and pos < len(data):
+                start = off + pos - base
+                n = min(len(seg) - start, len(data) - pos)
+                seg[start:start + n] = data[pos:pos + n]
+                pos += n
+            base = end
+            if pos >= len(data):
+                return
+        if pos < len(data):
+            raise ValueError("write past the end of the scatter buffer")
+
+
+class _Flat:
+    __slots__ = ("mv",)
+
+    def __init__(self, mv: memoryview):
+        self.mv = mv
+
+    def __len__(self) -> int:
+        return len(self.mv)
+
+    def write(self, off: int, data: Any) -> None:
+        self.mv[off:off + len(data)] = data
+
+
+def dest(buf: Any):
+    if isinstance(buf, ScatterBuffer):
+        return buf
+    return _Flat(writable_view(buf))

@@ -1,0 +1,564 @@
+"""Namespace descriptors, namespace IDs, page geometry and page keys.
+
+A byte-exact Python implementation of namespace/README.md (the Go package
+``github.com/stratakv/strata/namespace``): normalization, the canonical JSON
+encoding and the namespace ID, fork keys, page sizes, native page keys,
+engine-hash keys, SGLang's chained page hash and vLLM's ``sha256_cbor`` block
+hash. ``tests/test_descriptor.py`` checks every value in
+``namespace/testdata/vectors.json`` against this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+import sys
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+__all__ = [
+    "ComputeProfile",
+    "Descriptor",
+    "DescriptorError",
+    "CANONICAL_VERSION",
+    "KEY_SIZE",
+    "MAX_PAGE_BYTES",
+    "dtype_bytes",
+    "normalize_dtype",
+    "canonical_json",
+    "page_keys",
+    "next_key",
+    "key_from_engine_hash",
+    "sglang_page_hash",
+    "sglang_page_hashes",
+    "vllm_none_hash",
+    "vllm_block_hash",
+    "vllm_block_hashes",
+    "sha256_cbor",
+    "cbor_encode",
+]
+
+CANONICAL_VERSION = 1
+KEY_SIZE = 32
+ID_SIZE = 32
+
+MAX_STRING_LEN = 256
+MAX_EXTRA_ENTRIES = 32
+MAX_EXTRA_KEY_LEN = 64
+MAX_EXTRA_VALUE_LEN = 256
+MAX_PAGE_TOKENS = 1 << 16
+MAX_PAGE_BYTES = 1 << 30
+
+_WS = " \t\n\v\f\r"
+
+_DTYPE_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+    "float8_e4m3fnuz": "fp8_e4m3fnuz",
+    "float8_e5m2fnuz": "fp8_e5m2fnuz",
+}
+
+_DTYPE_BYTES = {
+    "fp32": 4,
+    "fp16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_e4m3fnuz": 1,
+    "fp8_e5m2fnuz": 1,
+    "int8": 1,
+    "uint8": 1,
+}
+
+_CHECKSUMS = ("crc32c", "sha256")
+
+
+class DescriptorError(ValueError):
+    """A descriptor breaks a rule of namespace.Validate (one rule per line)."""
+
+
+def _ascii_lower(s: str) -> str:
+    # Only A-Z, so every language agrees (Unicode case mapping differs).
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in s)
+
+
+def normalize_dtype(s: str) -> str:
+    """Trim, ASCII-lower-case, drop a ``torch.`` prefix, resolve aliases."""
+    s = _ascii_lower(str(s).strip(_WS))
+    if s.startswith("torch."):
+        s = s[len("torch."):]
+    return _DTYPE_ALIASES.get(s, s)
+
+
+def dtype_bytes(dtype: str) -> Optional[int]:
+    """Element width of a (normalized or not) dtype; None when unknown."""
+    return _DTYPE_BYTES.get(normalize_dtype(dtype))
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The canonical JSON encoding (namespace/README.md)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+@dataclass
+class ComputeProfile:
+    """Prices recomputation of a page (prefill FLOPs); zero means unknown."""
+
+    params: int = 0
+    attention_heads: int = 0
+    attention_head_dim: int = 0
+
+
+_STRING_FIELDS = (
+    "tenant",
+    "model",
+    "model_revision",
+    "adapter",
+    "adapter_revision",
+    "tokenizer_revision",
+    "engine",
+    "dtype",
+    "kv_dtype",
+    "layout",
+    "quantization",
+)
+_UINT32_FIELDS = (
+    "kv_format_version",
+    "page_tokens",
+    "num_layers",
+    "num_kv_heads",
+    "head_dim",
+    "mla_latent_dim",
+    "tp_size",
+    "tp_rank",
+    "pp_size",
+    "pp_rank",
+    "cp_size",
+    "cp_rank",
+)
+
+
+@dataclass
+class Descriptor:
+    """Everything that decides whether two KV-cache pages are interchangeable.
+
+    Field names are the canonical names of namespace/README.md (and of
+    ``strata.v1.Descriptor``). ``checksum`` is ``"crc32c"``, ``"sha256"`` or
+    ``""`` (unset: crc32c). ``compute`` may be a ComputeProfile or a dict.
+    """
+
+    tenant: str = ""
+    model: str = ""
+    model_revision: str = ""
+    adapter: str = ""
+    adapter_revision: str = ""
+    tokenizer_revision: str = ""
+    engine: str = ""
+    kv_format_version: int = 0
+    dtype: str = ""
+    kv_dtype: str = ""
+    layout: str = ""
+    page_tokens: int = 0
+    num_layers: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    mla_latent_dim: int = 0
+    tp_size: int = 0
+    tp_rank: int = 0
+    pp_size: int = 0
+    pp_rank: int = 0
+    cp_size: int = 0
+    cp_rank: int = 0
+    quantization: str = ""
+    extra: Dict[str, str] = field(default_factory=dict)
+    page_bytes: int = 0
+    checksum: str = ""
+    compute: ComputeProfile = field(default_factory=ComputeProfile)
+
+    # ---- construction -------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Descriptor":
+        """Build from canonical names (unknown names are an error; ``v`` is ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw: Dict[str, Any] = {}
+        for k, v in d.items():
+            if k == "v":
+                continue
+            if k not in names:
+                raise DescriptorError(f"{k}: unknown descriptor field")
+            kw[k] = v
+        if isinstance(kw.get("compute"), Mapping):
+            kw["compute"] = ComputeProfile(**dict(kw["compute"]))
+        if "extra" in kw and kw["extra"] is not None:
+            kw["extra"] = dict(kw["extra"])
+        return cls(**kw)
+
+    def copy(self) -> "Descriptor":
+        c = dataclasses.replace(self)
+        c.extra = dict(self.extra or {})
+        c.compute = self._compute()
+        return c
+
+    def _compute(self) -> ComputeProfile:
+        c = self.compute
+        if c is None:
+            return ComputeProfile()
+        if isinstance(c, Mapping):
+            return ComputeProfile(**dict(c))
+        return ComputeProfile(c.params, c.attention_heads, c.attention_head_dim)
+
+    # ---- normalization and encoding -----------------------------------
+
+    def normalize(self) -> "Descriptor":
+        """The rules of Descriptor.Normalize, in order; idempotent."""
+        d = self.copy()
+        for k in ("tenant", "model", "model_revision", "adapter", "adapter_revision", "tokenizer_revision"):
+            setattr(d, k, str(getattr(d, k) or "").strip(_WS))
+        for k in ("engine", "layout", "quantization"):
+            setattr(d, k, _ascii_lower(str(getattr(d, k) or "").strip(_WS)))
+        d.dtype = normalize_dtype(d.dtype or "")
+        d.kv_dtype = normalize_dtype(d.kv_dtype or "")
+        if d.kv_dtype in ("", "auto"):
+            d.kv_dtype = d.dtype
+        for k in ("tp_size", "pp_size", "cp_size"):
+            setattr(d, k, int(getattr(d, k) or 0) or 1)
+        d.checksum = (d.checksum or "crc32c")
+        if not isinstance(d.checksum, str):
+            d.checksum = {1: "crc32c", 2: "sha256"}.get(int(d.checksum), str(d.checksum))
+        for k in _UINT32_FIELDS:
+            setattr(d, k, int(getattr(d, k) or 0))
+        d.page_bytes = int(d.page_bytes or 0)
+        d.extra = {str(k): str(v) for k, v in (d.extra or {}).items()}
+        return d
+
+    def to_canonical_dict(self) -> Dict[str, Any]:
+        """The normalized descriptor keyed by canonical names, with ``"v": 1``."""
+        n = self.normalize()
+        c = n.compute
+        out: Dict[str, Any] = {k: getattr(n, k) for k in _STRING_FIELDS + _UINT32_FIELDS}
+        out.update(
+            extra=dict(n.extra),
+            page_bytes=n.page_bytes,
+            checksum=n.checksum,
+            compute={
+                "attention_head_dim": int(c.attention_head_dim or 0),
+                "attention_heads": int(c.attention_heads or 0),
+                "params": int(c.params or 0),
+            },
+            v=CANONICAL_VERSION,
+        )
+        return out
+
+    def canonical(self) -> bytes:
+        """The canonical encoding: the bytes the namespace ID hashes."""
+        return canonical_json(self.to_canonical_dict())
+
+    @property
+    def id(self) -> bytes:
+        """The namespace ID: SHA-256 of the canonical encoding (32 bytes)."""
+        return hashlib.sha256(self.canonical()).digest()
+
+    def id_hex(self) -> str:
+        return self.id.hex()
+
+    def fork_key(self) -> str:
+        """Lower-case hex SHA-256 of the identity fields (forks share it)."""
+        n = self.normalize()
+        ident = {k: getattr(n, k) for k in ("adapter", "adapter_revision", "model", "model_revision", "tenant", "tokenizer_revision")}
+        ident["v"] = CANONICAL_VERSION
+        return hashlib.sha256(canonical_json(ident)).hexdigest()
+
+    def is_mla(self) -> bool:
+        return int(self.mla_latent_dim or 0) > 0
+
+    # ---- geometry -------------------------------------------------------
+
+    def page_size(self) -> int:
+        """Exact bytes of one page of this shard; 0 when the geometry gives none."""
+        n = self.normalize()
+        if n.page_bytes > 0:
+            return n.page_bytes
+        try:
+            return n._derived_page_size()
+        except DescriptorError:
+            return 0
+
+    def _derived_page_size(self) -> int:
+        w = _DTYPE_BYTES.get(self.kv_dtype)
+        if w is None:
+            raise DescriptorError(f"kv_dtype: {self.kv_dtype!r} has no known width; declare page_bytes for other dtypes")
+        if self.num_layers == 0:
+            raise DescriptorError("num_layers: must be > 0 unless page_bytes is set")
+        if self.num_layers % self.pp_size:
+            raise DescriptorError(f"num_layers: {self.num_layers} does not split evenly over pp_size {self.pp_size}")
+        if self.page_tokens % self.cp_size:
+            raise DescriptorError(f"page_tokens: {self.page_tokens} does not split evenly over cp_size {self.cp_size}")
+        layers, tokens = self.num_layers // self.pp_size, self.page_tokens // self.cp_size
+        if self.is_mla():
+            n = layers * self.mla_latent_dim * w * tokens
+        else:
+            h, tp = self.num_kv_heads, self.tp_size
+            if h == 0 or self.head_dim == 0:
+                raise DescriptorError("num_kv_heads: num_kv_heads and head_dim must be > 0 (or mla_latent_dim set, or page_bytes declared)")
+            if h >= tp:
+                if h % tp:
+                    raise DescriptorError(f"num_kv_heads: {h} heads do not split evenly over tp_size {tp}")
+                per = h // tp
+            else:
+                if tp % h:
+                    raise DescriptorError(f"num_kv_heads: {h} heads cannot be replicated evenly over tp_size {tp}")
+                per = 1
+            n = 2 * layers * per * self.head_dim * w * tokens
+        if n > MAX_PAGE_BYTES:
+            raise DescriptorError(f"page_bytes: geometry gives more than {MAX_PAGE_BYTES} bytes per page")
+        if n == 0:
+            raise DescriptorError("page_bytes: geometry gives an empty page")
+        return n
+
+    # ---- validation -----------------------------------------------------
+
+    def validate(self) -> None:
+        """Raise DescriptorError naming every broken rule of namespace.Validate."""
+        n = self.normalize()
+        errs: List[str] = []
+        if not n.tenant:
+            errs.append("tenant: required")
+        if not n.model:
+            errs.append("model: required")
+        for k in _STRING_FIELDS:
+            errs.extend(_check_string(k, getattr(n, k), MAX_STRING_LEN))
+        if len(n.extra) > MAX_EXTRA_ENTRIES:
+            errs.append(f"extra: {len(n.extra)} entries; at most {MAX_EXTRA_ENTRIES} allowed")
+        else:
+            for k in sorted(n.extra):
+                if k == "":
+                    errs.append("extra: empty key")
+                    continue
+                errs.extend(_check_string("extra", k, MAX_EXTRA_KEY_LEN))
+                errs.extend(_check_string("extra", n.extra[k], MAX_EXTRA_VALUE_LEN))
+        for k in _UINT32_FIELDS:
+            v = getattr(n, k)
+            if v < 0 or v > 0xFFFFFFFF:
+                errs.append(f"{k}: {v} is not a uint32")
+        if not (1 <= n.page_tokens <= MAX_PAGE_TOKENS):
+            errs.append(f"page_tokens: {n.page_tokens}; must be in [1, {MAX_PAGE_TOKENS}]")
+        for rank, size in (("tp_rank", "tp_size"), ("pp_rank", "pp_size"), ("cp_rank", "cp_size")):
+            if getattr(n, rank) >= getattr(n, size):
+                errs.append(f"{rank}: {getattr(n, rank)} must be < {size} {getattr(n, size)}")
+        if n.is_mla():
+            if n.tp_size != 1 or n.tp_rank != 0:
+                errs.append(f"tp_size: MLA omits TP (the latent is replicated on every TP rank): want tp_size 1 and tp_rank 0, got {n.tp_size} and {n.tp_rank}")
+            if n.num_kv_heads or n.head_dim:
+                errs.append("mla_latent_dim: set together with num_kv_heads/head_dim; an MLA descriptor gives only mla_latent_dim")
+        if n.checksum not in _CHECKSUMS:
+            errs.append(f"checksum: unknown algorithm {n.checksum!r}; want crc32c or sha256")
+        if n.page_bytes > 0:
+            if n.page_bytes > MAX_PAGE_BYTES:
+                errs.append(f"page_bytes: {n.page_bytes}; at most {MAX_PAGE_BYTES} allowed")
+        elif n.dtype not in _DTYPE_BYTES:
+            errs.append(f"dtype: {n.dtype!r} is not a known dtype; declare page_bytes for other dtypes")
+        elif 1 <= n.page_tokens <= MAX_PAGE_TOKENS:
+            try:
+                n._derived_page_size()
+            except DescriptorError as e:
+                errs.append(str(e))
+        if errs:
+            raise DescriptorError("\n".join(errs))
+
+    # ---- wire ------------------------------------------------------------
+
+    def to_proto(self):
+        """The normalized descriptor as a ``strata.v1.Descriptor`` message."""
+        from ._proto import strata_pb2 as pb
+
+        n = self.normalize()
+        m = pb.Descriptor(**{k: getattr(n, k) for k in _STRING_FIELDS + _UINT32_FIELDS})
+        m.page_bytes = n.page_bytes
+        m.checksum = {"crc32c": pb.CHECKSUM_ALGORITHM_CRC32C, "sha256": pb.CHECKSUM_ALGORITHM_SHA256}.get(
+            n.checksum, pb.CHECKSUM_ALGORITHM_UNSPECIFIED
+        )
+        m.compute.params = int(n.compute.params or 0)
+        m.compute.attention_heads = int(n.compute.attention_heads or 0)
+        m.compute.attention_head_dim = int(n.compute.attention_head_dim or 0)
+        for k, v in n.extra.items():
+            m.extra[k] = v
+        return m
+
+    def page_keys(self, tokens: Any) -> List[bytes]:
+        """Native keys of the full pages of ``tokens`` in this namespace."""
+        n = self.normalize()
+        return page_keys(self.id, tokens, n.page_tokens)
+
+
+def _check_string(name: str, s: str, max_len: int) -> List[str]:
+    try:
+        b = s.encode("utf-8")
+    except UnicodeEncodeError:
+        return [f"{name}: not valid UTF-8"]
+    if len(b) > max_len:
+        return [f"{name}: {len(b)} bytes; at most {max_len} allowed"]
+    return []
+
+
+# ---- page keys ------------------------------------------------------------
+
+_LITTLE = sys.byteorder == "little"
+
+
+def _le_tokens(tokens: Any) -> bytes:
+    """Tokens as consecutive little-endian uint32."""
+    if isinstance(tokens, (bytes, bytearray, memoryview)):
+        return bytes(tokens)
+    tobytes = getattr(tokens, "astype", None)
+    if tobytes is not None and hasattr(tokens, "dtype"):  # numpy array
+        return tokens.astype("<u4", copy=False).tobytes()
+    a = array("I", tokens)
+    if a.itemsize != 4:  # pragma: no cover - exotic platforms
+        return struct.pack("<%dI" % len(tokens), *tokens)
+    if not _LITTLE:  # pragma: no cover
+        a.byteswap()
+    return a.tobytes()
+
+
+def next_key(prev: bytes, page_tokens: Any) -> bytes:
+    """key_i = SHA-256(key_{i-1} || LE-uint32 tokens of page i)."""
+    return hashlib.sha256(bytes(prev) + _le_tokens(page_tokens)).digest()
+
+
+def page_keys(namespace_id: bytes, tokens: Any, page_tokens: int, prev: Optional[bytes] = None) -> List[bytes]:
+    """Native page keys of every full page of ``tokens``, chained from the
+    namespace ID (or from ``prev``, the key of the page before ``tokens``).
+
+    A trailing partial page gets no key.
+    """
+    if page_tokens <= 0:
+        raise ValueError("page_tokens must be > 0")
+    raw = _le_tokens(tokens)
+    step = 4 * page_tokens
+    pages = len(raw) // step
+    out: List[bytes] = []
+    cur = bytes(prev if prev is not None else namespace_id)
+    if len(cur) != KEY_SIZE:
+        raise ValueError(f"namespace id / prev key is {len(cur)} bytes, want {KEY_SIZE}")
+    mv = memoryview(raw)
+    sha = hashlib.sha256
+    for i in range(pages):
+        h = sha(cur)
+        h.update(mv[i * step:(i + 1) * step])
+        cur = h.digest()
+        out.append(cur)
+    return out
+
+
+_ENGINE_KEY_DOMAIN = b"strata/engine-hash/v1\x00"
+
+
+def key_from_engine_hash(namespace_id: bytes, engine_hash: Union[bytes, str]) -> bytes:
+    """SHA-256("strata/engine-hash/v1" || 0x00 || namespace ID || engine hash).
+
+    ``engine_hash`` is the raw digest (SGLang: ``bytes.fromhex(hash_str)``;
+    a hex string is accepted and decoded).
+    """
+    if isinstance(engine_hash, str):
+        engine_hash = bytes.fromhex(engine_hash)
+    return hashlib.sha256(_ENGINE_KEY_DOMAIN + bytes(namespace_id) + bytes(engine_hash)).digest()
+
+
+# ---- SGLang ---------------------------------------------------------------
+
+
+def sglang_page_hash(tokens: Any, prior_hash: Optional[str] = None) -> str:
+    """SGLang's ``get_hash_str(token_ids, prior_hash)``: hex SHA-256 of the
+    prior's raw bytes (skipped when empty) and the LE-uint32 tokens."""
+    h = hashlib.sha256()
+    if prior_hash:
+        h.update(bytes.fromhex(prior_hash))
+    flat: List[int] = []
+    for t in tokens:
+        if isinstance(t, tuple):  # EAGLE bigram mode: hash both elements
+            flat.extend(t)
+        else:
+            flat.append(t)
+    h.update(_le_tokens(flat))
+    return h.hexdigest()
+
+
+def sglang_page_hashes(tokens: Sequence[int], page_tokens: int, prior_hash: Optional[str] = None) -> List[str]:
+    """The SGLang hash chain over full pages (HiCache's storage keys)."""
+    if page_tokens <= 0:
+        raise ValueError("page_tokens must be > 0")
+    out: List[str] = []
+    prior = prior_hash
+    for i in range(len(tokens) // page_tokens):
+        prior = sglang_page_hash(tokens[i * page_tokens:(i + 1) * page_tokens], prior)
+        out.append(prior)
+    return out
+
+
+# ---- vLLM sha256_cbor -----------------------------------------------------
+
+
+def _cbor_head(major: int, n: int) -> bytes:
+    if n < 24:
+        return bytes([major << 5 | n])
+    for info, fmt in ((24, ">B"), (25, ">H"), (26, ">I"), (27, ">Q")):
+        if n < 1 << (8 * struct.calcsize(fmt)):
+            return bytes([major << 5 | info]) + struct.pack(fmt, n)
+    raise ValueError("integer too large for CBOR")
+
+
+def cbor_encode(x: Any) -> bytes:
+    """Canonical CBOR of None, bool, int, str, bytes and tuples/lists, as
+    cbor2.dumps(x, canonical=True) writes them (the types vLLM hashes)."""
+    if x is None:
+        return b"\xf6"
+    if isinstance(x, bool):
+        return b"\xf5" if x else b"\xf4"
+    if isinstance(x, int):
+        return _cbor_head(0, x) if x >= 0 else _cbor_head(1, -1 - x)
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        b = bytes(x)
+        return _cbor_head(2, len(b)) + b
+    if isinstance(x, str):
+        b = x.encode("utf-8")
+        return _cbor_head(3, len(b)) + b
+    if isinstance(x, (list, tuple)):
+        return _cbor_head(4, len(x)) + b"".join(cbor_encode(i) for i in x)
+    raise TypeError(f"cbor_encode: unsupported type {type(x).__name__}")
+
+
+def sha256_cbor(x: Any) -> bytes:
+    return hashlib.sha256(cbor_encode(x)).digest()
+
+
+def vllm_none_hash(python_hash_seed: str) -> bytes:
+    """vLLM's NONE_HASH for ``PYTHONHASHSEED=python_hash_seed`` (sha256_cbor)."""
+    return sha256_cbor(python_hash_seed)
+
+
+def vllm_block_hash(parent: bytes, tokens: Sequence[int], extra_keys: Any = None) -> bytes:
+    """sha256_cbor((parent, tuple(tokens), extra_keys))."""
+    return sha256_cbor((bytes(parent), tuple(int(t) for t in tokens), extra_keys))
+
+
+def vllm_block_hashes(none_hash: bytes, tokens: Sequence[int], block_size: int) -> List[bytes]:
+    """Block hashes of every full block, extra keys None, chained from NONE_HASH."""
+    if block_size <= 0:
+        raise ValueError("block_size must be > 0")
+    out: List[bytes] = []
+    parent = bytes(none_hash)
+    for i in range(len(tokens) // block_size):
+        parent = vllm_block_hash(parent, tokens[i * block_size:(i + 1) * block_size], None)
+        out.append(parent)
+    return out

@@ -1,0 +1,285 @@
+"""Namespace descriptors from an inference engine's settings.
+
+Every engine process that should share pages must build the same
+descriptor; these helpers derive it from what the engine already knows
+(model path and revision, dtypes, page size, parallel ranks, attention
+geometry) so that ranks, replicas and restarts agree. Fields an engine does
+not know stay zero, which is part of the identity too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Mapping, Optional
+
+from .descriptor import ComputeProfile, Descriptor, normalize_dtype
+
+__all__ = [
+    "model_geometry",
+    "engine_descriptor",
+    "sglang_descriptor",
+    "vllm_descriptor",
+    "lmcache_descriptor",
+    "load_hf_config",
+]
+
+
+def load_hf_config(model_path: str) -> Optional[Dict[str, Any]]:
+    """The model's config.json when ``model_path`` is a local directory."""
+    p = os.path.join(model_path, "config.json")
+    try:
+        with open(p, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def model_geometry(hf_config: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """Attention geometry of a Hugging Face config: num_layers,
+    num_kv_heads, head_dim, or mla_latent_dim for MLA models (DeepSeek:
+    kv_lora_rank + qk_rope_head_dim), plus the query heads for pricing."""
+    if not hf_config:
+        return {}
+    cfg = dict(hf_config)
+    if "text_config" in cfg and isinstance(cfg["text_config"], Mapping):  # multimodal wrappers
+        inner = dict(cfg["text_config"])
+        inner.update({k: v for k, v in cfg.items() if k not in inner and k != "text_config"})
+        cfg = inner
+    layers = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers") or 0)
+    heads = int(cfg.get("num_attention_heads") or cfg.get("n_head") or 0)
+    out: Dict[str, int] = {"num_layers": layers, "attention_heads": heads}
+    if cfg.get("kv_lora_rank"):
+        out["mla_latent_dim"] = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 0)
+        out["attention_head_dim"] = int(cfg.get("qk_nope_head_dim") or 0) + int(cfg.get("qk_rope_head_dim") or 0)
+        return out
+    kv_heads = int(cfg.get("num_key_value_heads") or cfg.get("num_kv_heads") or heads or 0)
+    head_dim = int(cfg.get("head_dim") or 0)
+    if not head_dim and heads:
+        head_dim = int(cfg.get("hidden_size") or 0) // heads
+    out.update(num_kv_heads=kv_heads, head_dim=head_dim, attention_head_dim=head_dim)
+    return out
+
+
+def engine_descriptor(
+    *,
+    tenant: str,
+    model: str,
+    engine: str,
+    page_tokens: int,
+    model_revision: str = "",
+    tokenizer_revision: str = "",
+    adapter: str = "",
+    adapter_revision: str = "",
+    kv_format_version: int = 0,
+    dtype: str = "",
+    kv_dtype: str = "",
+    layout: str = "",
+    tp_size: int = 1,
+    tp_rank: int = 0,
+    pp_size: int = 1,
+    pp_rank: int = 0,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    mla: Optional[bool] = None,
+    num_layers: int = 0,
+    num_kv_heads: int = 0,
+    head_dim: int = 0,
+    mla_latent_dim: int = 0,
+    hf_config: Optional[Mapping[str, Any]] = None,
+    quantization: str = "",
+    page_bytes: int = 0,
+    checksum: str = "",
+    params: int = 0,
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Descriptor:
+    """A descriptor from engine settings. Geometry not given explicitly is
+    taken from ``hf_config`` (a Hugging Face config dict). MLA (given, or
+    detected from the config) omits TP: the latent is replicated on every TP
+    rank, so all TP ranks share one namespace."""
+    geo = model_geometry(hf_config)
+    num_layers = num_layers or geo.get("num_layers", 0)
+    if mla is None:
+        mla = bool(mla_latent_dim or geo.get("mla_latent_dim"))
+    if mla:
+        mla_latent_dim = mla_latent_dim or geo.get("mla_latent_dim", 0)
+        num_kv_heads = head_dim = 0
+        tp_size, tp_rank = 1, 0
+    else:
+        num_kv_heads = num_kv_heads or geo.get("num_kv_heads", 0)
+        head_dim = head_dim or geo.get("head_dim", 0)
+        mla_latent_dim = 0
+    d = Descriptor(
+        tenant=tenant,
+        model=model,
+        model_revision=model_revision,
+        adapter=adapter,
+        adapter_revision=adapter_revision,
+        tokenizer_revision=tokenizer_revision,
+        engine=engine,
+        kv_format_version=int(kv_format_version),
+        dtype=_dtype_name(dtype),
+        kv_dtype=_dtype_name(kv_dtype),
+        layout=layout,
+        page_tokens=int(page_tokens),
+        num_layers=int(num_layers),
+        num_kv_heads=int(num_kv_heads),
+        head_dim=int(head_dim),
+        mla_latent_dim=int(mla_latent_dim),
+        tp_size=int(tp_size),
+        tp_rank=int(tp_rank),
+        pp_size=int(pp_size),
+        pp_rank=int(pp_rank),
+        cp_size=int(cp_size),
+        cp_rank=int(cp_rank),
+        quantization=quantization or "",
+        extra={str(k): str(v) for k, v in (extra or {}).items()},
+        page_bytes=int(page_bytes),
+        checksum=checksum,
+        compute=ComputeProfile(
+            params=int(params),
+            attention_heads=int(geo.get("attention_heads", 0)),
+            attention_head_dim=int(geo.get("attention_head_dim", 0)),
+        ),
+    )
+    return d.normalize()
+
+
+def _dtype_name(dt: Any) -> str:
+    """A dtype name from a string or a torch/numpy dtype ("torch.bfloat16")."""
+    if dt is None:
+        return ""
+    return normalize_dtype(str(dt))
+
+
+def _model_name(model_path: str) -> str:
+    """A stable model name: the Hugging Face repo id, or the last two path
+    components of a local checkout (``/models/meta-llama/Llama-3-8B`` ->
+    ``meta-llama/Llama-3-8B``), so mount points do not fork the cache."""
+    p = (model_path or "").rstrip("/")
+    if os.path.isabs(p):
+        parts = [x for x in p.split("/") if x]
+        return "/".join(parts[-2:])
+    return p
+
+
+def sglang_descriptor(
+    storage_config: Any = None,
+    mem_pool_host: Any = None,
+    *,
+    tenant: str,
+    model: Optional[str] = None,
+    model_revision: str = "",
+    page_bytes: int = 0,
+    page_tokens: Optional[int] = None,
+    dtype: Any = None,
+    layout: Optional[str] = None,
+    extra: Optional[Mapping[str, Any]] = None,
+    **kw: Any,
+) -> Descriptor:
+    """The namespace of one SGLang HiCache storage shard.
+
+    From ``HiCacheStorageConfig`` (model name, TP/PP/attention-CP ranks, MLA)
+    and the host KV pool (page size in tokens, KV dtype, memory layout and
+    the exact bytes of one page). The page is the engine's opaque host-pool
+    page, so the descriptor declares ``page_bytes`` and records the pool's
+    shape in ``extra``.
+    """
+    sc = storage_config
+    g = lambda o, a, d=None: getattr(o, a, d) if o is not None else d  # noqa: E731
+    is_mla = bool(g(sc, "is_mla_model", False))
+    pool_extra: Dict[str, Any] = {}
+    if mem_pool_host is not None:
+        for a in ("layer_num", "head_num", "head_dim"):
+            v = getattr(mem_pool_host, a, None)
+            if isinstance(v, int):
+                pool_extra["host_" + a] = v
+    if extra:
+        pool_extra.update(extra)
+    return engine_descriptor(
+        tenant=tenant,
+        model=model or _model_name(g(sc, "model_name", "") or ""),
+        model_revision=model_revision,
+        engine="sglang",
+        page_tokens=int(page_tokens or g(mem_pool_host, "page_size", 0) or 0),
+        dtype=dtype if dtype is not None else g(mem_pool_host, "dtype", ""),
+        layout=layout if layout is not None else str(g(mem_pool_host, "layout", "") or ""),
+        tp_size=int(g(sc, "tp_size", 1) or 1),
+        tp_rank=int(g(sc, "tp_rank", 0) or 0),
+        pp_size=int(g(sc, "pp_size", 1) or 1),
+        pp_rank=int(g(sc, "pp_rank", 0) or 0),
+        cp_size=int(g(sc, "attn_cp_size", 1) or 1),
+        cp_rank=int(g(sc, "attn_cp_rank", 0) or 0),
+        mla=is_mla,
+        page_bytes=page_bytes,
+        extra=pool_extra,
+        **kw,
+    )
+
+
+def vllm_descriptor(
+    *,
+    tenant: str,
+    model: str,
+    block_size: int,
+    dtype: Any,
+    kv_cache_dtype: Any = "auto",
+    tp_size: int = 1,
+    tp_rank: int = 0,
+    pp_size: int = 1,
+    pp_rank: int = 0,
+    model_revision: str = "",
+    hf_config: Optional[Mapping[str, Any]] = None,
+    layout: str = "nhd",
+    **kw: Any,
+) -> Descriptor:
+    """The namespace of one vLLM KV shard (``cache_config.block_size`` tokens
+    a page; ``kv_cache_dtype`` "auto" means the model dtype)."""
+    return engine_descriptor(
+        tenant=tenant,
+        model=_model_name(model),
+        model_revision=model_revision,
+        engine="vllm",
+        page_tokens=block_size,
+        dtype=dtype,
+        kv_dtype=kv_cache_dtype,
+        layout=layout,
+        tp_size=tp_size,
+        tp_rank=tp_rank,
+        pp_size=pp_size,
+        pp_rank=pp_rank,
+        hf_config=hf_config,
+        **kw,
+    )
+
+
+def lmcache_descriptor(metadata: Any, *, tenant: str, page_bytes: int, model_revision: str = "",
+                       save_chunk_meta: bool = True, extra: Optional[Mapping[str, Any]] = None) -> Descriptor:
+    """The namespace of one LMCache worker's remote chunks, from
+    ``LMCacheEngineMetadata``/``LMCacheMetadata`` (model name, world size,
+    worker id, KV dtype and shape, chunk size, MLA). A chunk is stored as an
+    opaque page of ``page_bytes`` (the connector's framing), so the
+    descriptor declares it."""
+    g = lambda a, d=None: getattr(metadata, a, d)  # noqa: E731
+    use_mla = bool(g("use_mla", False))
+    kv_shape = tuple(g("kv_shape", ()) or ())
+    chunk = int(g("chunk_size", 0) or (kv_shape[2] if len(kv_shape) > 2 else 0) or 0)
+    ex: Dict[str, Any] = {"lmcache_fmt": str(g("fmt", "") or "")}
+    if kv_shape:
+        ex["lmcache_kv_shape"] = "x".join(str(int(x)) for x in kv_shape)
+    if extra:
+        ex.update(extra)
+    return engine_descriptor(
+        tenant=tenant,
+        model=str(g("model_name", "") or ""),
+        model_revision=model_revision,
+        engine="lmcache",
+        page_tokens=chunk,
+        dtype=g("kv_dtype", ""),
+        layout=("lmcache_kv_mla" if use_mla else "lmcache_kv_2ltd") + ("+meta" if save_chunk_meta else ""),
+        tp_size=int(g("world_size", 1) or 1),
+        tp_rank=int(g("worker_id", 0) or 0),
+        mla=use_mla,
+        page_bytes=page_bytes,
+        extra=ex,
+    )

@@ -1,0 +1,285 @@
+"""Errors of the strata client, mapped from google.rpc.ErrorInfo reasons.
+
+A whole-call failure from a node is a gRPC status whose
+``grpc-status-details-bin`` trailer holds a ``google.rpc.Status`` with a
+``google.rpc.ErrorInfo`` detail (domain ``strata.v1``). Debian ships no
+``googleapis-common-protos`` for Python, so the two messages are decoded
+here by hand from the protobuf wire format (they are tiny and stable).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Tuple
+
+__all__ = [
+    "StrataError",
+    "InvalidArgumentError",
+    "BatchTooLargeError",
+    "NamespaceNotFoundError",
+    "TenantDeniedError",
+    "UnauthenticatedError",
+    "VersionMismatchError",
+    "LeaseExpiredError",
+    "LeaseNotFoundError",
+    "LeaseLimitError",
+    "NoSpaceError",
+    "UnavailableError",
+    "ProtocolError",
+    "ClosedError",
+    "ErrorInfo",
+    "from_rpc",
+    "decode_status_details",
+]
+
+ERROR_DOMAIN = "strata.v1"
+_DETAILS_KEY = "grpc-status-details-bin"
+_ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class StrataError(Exception):
+    """Base of every strata client error.
+
+    ``reason`` is the ErrorInfo reason ("" when the node sent none),
+    ``code`` the gRPC status code name (e.g. "UNAVAILABLE") or "",
+    ``node`` the node that answered, when known.
+    """
+
+    reason = ""
+
+    def __init__(self, message: str, *, reason: str = "", code: str = "", node: str = "", metadata: Optional[Dict[str, str]] = None):
+        super().__init__(message)
+        if reason:
+            self.reason = reason
+        self.code = code
+        self.node = node
+        self.metadata = dict(metadata or {})
+
+
+class InvalidArgumentError(StrataError, ValueError):
+    reason = "INVALID_ARGUMENT"
+
+
+class BatchTooLargeError(StrataError):
+    reason = "BATCH_TOO_LARGE"
+
+
+class NamespaceNotFoundError(StrataError):
+    reason = "NAMESPACE_NOT_FOUND"
+
+
+class TenantDeniedError(StrataError, PermissionError):
+    reason = "TENANT_DENIED"
+
+
+class UnauthenticatedError(StrataError, PermissionError):
+    reason = "UNAUTHENTICATED"
+
+
+class VersionMismatchError(StrataError):
+    reason = "VERSION_MISMATCH"
+
+
+class LeaseExpiredError(StrataError):
+    reason = "LEASE_EXPIRED"
+
+
+class LeaseNotFoundError(StrataError):
+    reason = "LEASE_NOT_FOUND"
+
+
+class LeaseLimitError(StrataError):
+    reason = "LEASE_LIMIT"
+
+
+class NoSpaceError(StrataError):
+    reason = "NO_SPACE"
+
+
+class UnavailableError(StrataError, ConnectionError):
+    """The node could not be reached, timed out, is draining, or failed."""
+
+    reason = "UNAVAILABLE"
+
+
+class ProtocolError(StrataError):
+    """A node's answer broke the protocol."""
+
+    reason = "PROTOCOL"
+
+
+class ClosedError(StrataError):
+    reason = "CLOSED"
+
+
+_BY_REASON = {
+    "INVALID_ARGUMENT": InvalidArgumentError,
+    "BATCH_TOO_LARGE": BatchTooLargeError,
+    "NAMESPACE_NOT_FOUND": NamespaceNotFoundError,
+    "TENANT_DENIED": TenantDeniedError,
+    "UNAUTHENTICATED": UnauthenticatedError,
+    "VERSION_MISMATCH": VersionMismatchError,
+    "LEASE_EXPIRED": LeaseExpiredError,
+    "LEASE_NOT_FOUND": LeaseNotFoundError,
+    "LEASE_LIMIT": LeaseLimitError,
+    "NO_SPACE": NoSpaceError,
+    "SHUTTING_DOWN": UnavailableError,
+    "REGISTRY_UNAVAILABLE": UnavailableError,
+}
+
+# Status codes that mean the node itself failed rather than refused the
+# request (the Go client's nodeFailed).
+_NODE_FAILURE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN", "INTERNAL", "ABORTED"}
+_BY_CODE = {
+    "INVALID_ARGUMENT": InvalidArgumentError,
+    "PERMISSION_DENIED": TenantDeniedError,
+    "UNAUTHENTICATED": UnauthenticatedError,
+    "NOT_FOUND": NamespaceNotFoundError,
+}
+
+
+class ErrorInfo:
+    __slots__ = ("reason", "domain", "metadata")
+
+    def __init__(self, reason: str = "", domain: str = "", metadata: Optional[Dict[str, str]] = None):
+        self.reason = reason
+        self.domain = domain
+        self.metadata = metadata or {}
+
+    def __repr__(self) -> str:
+        return f"ErrorInfo(reason={self.reason!r}, domain={self.domain!r}, metadata={self.metadata!r})"
+
+
+# ---- protobuf wire decoding -------------------------------------------------
+
+
+def _varint(b: bytes, i: int) -> Tuple[int, int]:
+    shift = result = 0
+    while True:
+        if i >= len(b):
+            raise ValueError("truncated varint")
+        c = b[i]
+        i += 1
+        result |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return result, i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _fields(b: bytes) -> Iterable[Tuple[int, int, object]]:
+    """Yield (field number, wire type, value) of a protobuf message."""
+    i = 0
+    while i < len(b):
+        tag, i = _varint(b, i)
+        num, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wt == 2:
+            n, i = _varint(b, i)
+            if i + n > len(b):
+                raise ValueError("truncated field")
+            v, i = b[i:i + n], i + n
+        elif wt == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported wire type {wt}")
+        yield num, wt, v
+
+
+def _decode_error_info(b: bytes) -> ErrorInfo:
+    info = ErrorInfo()
+    for num, wt, v in _fields(b):
+        if wt != 2:
+            continue
+        if num == 1:
+            info.reason = bytes(v).decode("utf-8", "replace")
+        elif num == 2:
+            info.domain = bytes(v).decode("utf-8", "replace")
+        elif num == 3:  # map<string,string> entry: 1 key, 2 value
+            k = val = ""
+            for n2, w2, v2 in _fields(bytes(v)):
+                if w2 == 2 and n2 == 1:
+                    k = bytes(v2).decode("utf-8", "replace")
+                elif w2 == 2 and n2 == 2:
+                    val = bytes(v2).decode("utf-8", "replace")
+            info.metadata[k] = val
+    return info
+
+
+def decode_status_details(raw: bytes) -> Tuple[int, str, List[ErrorInfo]]:
+    """Decode a serialized google.rpc.Status: (code, message, ErrorInfos)."""
+    code, message, infos = 0, "", []
+    for num, wt, v in _fields(bytes(raw)):
+        if num == 1 and wt == 0:
+            code = int(v)
+        elif num == 2 and wt == 2:
+            message = bytes(v).decode("utf-8", "replace")
+        elif num == 3 and wt == 2:  # google.protobuf.Any
+            type_url, value = "", b""
+            for n2, w2, v2 in _fields(bytes(v)):
+                if n2 == 1 and w2 == 2:
+                    type_url = bytes(v2).decode("utf-8", "replace")
+                elif n2 == 2 and w2 == 2:
+                    value = bytes(v2)
+            if type_url.endswith("google.rpc.ErrorInfo"):
+                infos.append(_decode_error_info(value))
+    return code, message, infos
+
+
+def error_info_of(err) -> Optional[ErrorInfo]:
+    """The strata ErrorInfo carried by a grpc.RpcError, if any."""
+    try:
+        md = err.trailing_metadata() or ()
+    except Exception:
+        return None
+    for k, v in md:
+        if k == _DETAILS_KEY:
+            try:
+                _, _, infos = decode_status_details(v if isinstance(v, bytes) else bytes(v))
+            except Exception:
+                return None
+            for info in infos:
+                if info.domain == ERROR_DOMAIN:
+                    return info
+    return None
+
+
+def from_rpc(op: str, err: BaseException, node: str = "") -> StrataError:
+    """Map a grpc.RpcError (or anything else) to a StrataError subclass."""
+    if isinstance(err, StrataError):
+        return err
+    code_name = ""
+    details = str(err)
+    code_fn = getattr(err, "code", None)
+    if callable(code_fn):
+        try:
+            c = code_fn()
+            code_name = getattr(c, "name", str(c)) or ""
+            details = err.details() or details
+        except Exception:
+            pass
+    info = error_info_of(err) if callable(code_fn) else None
+    reason = info.reason if info else ""
+    where = f" (node {node})" if node else ""
+    msg = f"{op}{where}: {reason or code_name or type(err).__name__}: {details}"
+    cls = _BY_REASON.get(reason)
+    if cls is None:
+        if code_name in _NODE_FAILURE_CODES or not code_name:
+            cls = UnavailableError
+        else:
+            cls = _BY_CODE.get(code_name, StrataError)
+    return cls(msg, reason=reason or cls.reason, code=code_name, node=node, metadata=info.metadata if info else None)
+
+
+def node_failed(err: BaseException) -> bool:
+    """Whether ``err`` means the node itself is unreachable or broken, rather
+    than refusing the request (then its keys are misses and it is routed
+    around for a while)."""
+    if isinstance(err, (UnavailableError, ProtocolError)):
+        return True
+    if isinstance(err, StrataError):
+        return err.code in _NODE_FAILURE_CODES and err.reason not in _BY_REASON
+    return True

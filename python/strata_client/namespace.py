@@ -1,0 +1,534 @@
+"""A namespace opened on a strata cluster: page keys, lookup with leases,
+get into caller buffers, the one-call Put stream, delete, listing.
+
+See client.py for the routing and failure model: a failed node's keys are
+misses, never exceptions; only request errors are raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import errors as E
+from ._proto import strata_pb2 as pb
+from .buffers import dest as _dest
+from .buffers import readable_bytes
+from .checksum import Hasher, checksum
+from .client import (
+    PROTOCOL_VERSION,
+    _STATUS_NAMES,
+    Client,
+    Lease,
+    LookupResult,
+    Page,
+    PutResult,
+    _Deadline,
+    _Node,
+    _NSHandle,
+    _Routing,
+    chain_pages,
+)
+from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
+
+__all__ = ["Namespace"]
+
+
+class Namespace:
+    """A namespace opened on the cluster. Safe for concurrent use."""
+
+    def __init__(self, client: Client, d: Descriptor):
+        self.client = client
+        self.descriptor = d
+        self.id: bytes = d.id
+        self.page_bytes: int = d.page_size()
+        self.page_tokens: int = d.page_tokens
+        self.checksum_algorithm: str = d.checksum
+
+    def __repr__(self) -> str:
+        return f"Namespace(id={self.id.hex()[:12]}, page_bytes={self.page_bytes}, page_tokens={self.page_tokens})"
+
+    # ---- keys ------------------------------------------------------------------
+
+    def page_keys(self, tokens: Any, prev: Optional[bytes] = None) -> List[bytes]:
+        """Native keys of the full pages of ``tokens`` (chained from the
+        namespace ID, or from ``prev``, the key of the page before)."""
+        return page_keys(self.id, tokens, self.page_tokens, prev=prev)
+
+    def key_from_engine_hash(self, engine_hash: Union[bytes, str]) -> bytes:
+        return key_from_engine_hash(self.id, engine_hash)
+
+    # ---- handshake ---------------------------------------------------------------
+
+    def _handle(self, node: _Node, dl: _Deadline) -> _NSHandle:
+        h = node.handles.get(self.id)
+        if h is not None:
+            return h
+        c = self.client
+        resp = node.data.OpenNamespace(
+            pb.OpenNamespaceRequest(protocol=PROTOCOL_VERSION, descriptor=self.descriptor.to_proto(), expected_id=self.id),
+            timeout=dl.node(c.node_timeout),
+            metadata=c._md,
+        )
+        if bytes(resp.namespace_id) != self.id or int(resp.page_bytes) != self.page_bytes:
+            raise E.VersionMismatchError(
+                f"open namespace (node {node.id}): node answered id {bytes(resp.namespace_id).hex()}, {resp.page_bytes}-byte pages; "
+                f"client has {self.id.hex()}, {self.page_bytes}",
+                node=node.id,
+            )
+        h = _NSHandle(resp)
+        node.handles[self.id] = h
+        return h
+
+    def _call(self, r: _Routing, i: int, dl: _Deadline, op: str, fn: Callable[[_Node, _NSHandle, float], Any]) -> Any:
+        """Run fn on node i with the namespace open there; re-handshake once
+        if the node lost the namespace. Node failures quarantine the node and
+        are raised as UnavailableError (callers turn them into misses)."""
+        c = self.client
+        node_id = r.view.ids[i]
+        last: Optional[BaseException] = None
+        for attempt in range(2):
+            try:
+                node = c._node(r, i)
+                h = self._handle(node, dl)
+                return fn(node, h, dl.node(c.node_timeout))
+            except Exception as e:
+                err = E.from_rpc(op, e, node_id)
+                last = err
+                if isinstance(err, E.NamespaceNotFoundError) and attempt == 0:
+                    try:
+                        node.handles.pop(self.id, None)
+                    except Exception:
+                        pass
+                    continue
+                if E.node_failed(err):
+                    c._suspect(node_id)
+                raise err from None
+        raise last  # pragma: no cover
+
+    # ---- lookup ----------------------------------------------------------------
+
+    def lookup(self, keys: Sequence[bytes], lease: bool = False, ttl_ms: int = 0, timeout: Optional[float] = None) -> LookupResult:
+        """How many keys from the start are present (the hit prefix), which
+        are present, and with ``lease`` a lease on the hit prefix. A node
+        that fails counts as having none of its keys."""
+        keys = [_key(k) for k in keys]
+        res = LookupResult(0, [False] * len(keys), None)
+        if not keys:
+            return res
+        r = self.client._routing()
+        dl = _Deadline(timeout)
+        groups: Dict[int, List[int]] = {}
+        for p, k in enumerate(keys):
+            groups.setdefault(r.primary(k), []).append(p)
+
+        def one(i: int, group: List[int]):
+            spans: List[Tuple[int, int, List[int]]] = []  # (lease id, expires, positions)
+            present = [False] * len(group)
+
+            def fn(node: _Node, h: _NSHandle, t: float):
+                spans.clear()
+                covered = 0
+                for start in range(0, len(group), h.max_batch):
+                    batch = group[start:start + h.max_batch]
+                    want = lease and covered == start
+                    resp = node.data.Lookup(
+                        pb.LookupRequest(namespace_id=self.id, keys=[keys[p] for p in batch], lease=want, lease_ttl_ms=int(ttl_ms)),
+                        timeout=t,
+                        metadata=self.client._md,
+                    )
+                    if len(resp.present) != len(batch) or resp.hit_prefix > len(batch):
+                        raise E.ProtocolError(f"lookup: {len(resp.present)} answers for {len(batch)} keys", node=node.id)
+                    for j, v in enumerate(resp.present):
+                        present[start + j] = bool(v)
+                    if resp.HasField("lease") and resp.lease.id:
+                        spans.append((int(resp.lease.id), int(resp.lease.expires_unix_ms), batch[: resp.hit_prefix]))
+                        covered = start + resp.hit_prefix
+                return present
+
+            try:
+                self._call(r, i, dl, "lookup", fn)
+                return present, spans, None
+            except E.StrataError as err:
+                return [False] * len(group), spans, err
+
+        answers = self.client._fan_out(groups, one)
+        request_errors = []
+        all_spans: List[Tuple[str, int, int, List[int]]] = []
+        drop: List[Tuple[str, int]] = []
+        for i, (present, spans, err) in answers.items():
+            nid = r.view.ids[i]
+            if err is not None:
+                # A failed node's keys are misses; leases it granted before
+                # failing are released (or expire).
+                drop.extend((nid, s[0]) for s in spans)
+                if not E.node_failed(err):
+                    request_errors.append(err)
+                continue
+            for s in spans:
+                all_spans.append((nid,) + s)
+            for j, p in enumerate(groups[i]):
+                res.present[p] = present[j]
+        hit = 0
+        while hit < len(keys) and res.present[hit]:
+            hit += 1
+        res.hit_prefix = hit
+        keep: Dict[str, List[Tuple[int, int]]] = {}
+        for nid, lid, exp, pos in all_spans:
+            # A node lease is kept when it covers part of the global prefix.
+            if hit > 0 and pos and pos[0] < hit:
+                keep.setdefault(nid, []).append((lid, exp))
+            else:
+                drop.append((nid, lid))
+        if lease and keep:
+            res.lease = Lease(self, hit, keep)
+        self._release_later(r, drop)
+        if request_errors:
+            raise request_errors[0]
+        return res
+
+    def exists(self, keys: Sequence[bytes], timeout: Optional[float] = None) -> int:
+        """The hit prefix (count of consecutive present keys from the start)."""
+        return self.lookup(keys, timeout=timeout).hit_prefix
+
+    def _release_later(self, r: _Routing, leases: List[Tuple[str, int]]) -> None:
+        for nid, lid in leases:
+            try:
+                self.client._pool.submit(self._release_one, r, nid, lid)
+            except RuntimeError:  # pool shut down
+                return
+
+    def _release_one(self, r: _Routing, nid: str, lid: int) -> None:
+        c = self.client
+        try:
+            addr = r.view.addr.get(nid) or c._view.addr.get(nid)
+            if addr is None:
+                return
+            node = c._node_for(nid, addr)
+            node.data.ReleaseLease(pb.ReleaseLeaseRequest(namespace_id=self.id, lease_id=lid), timeout=c.node_timeout, metadata=c._md)
+        except Exception:
+            with c._lock:
+                c.stats["lease_releases_failed"] += 1
+
+    def _release(self, lease: Lease, timeout: Optional[float]) -> None:
+        c = self.client
+        r = c._routing()
+        items = [(nid, lid) for nid, ls in lease._node_leases.items() for lid, _ in ls]
+        futs = []
+        for nid, lid in items:
+            futs.append(c._pool.submit(self._release_one, r, nid, lid))
+        for f in futs:
+            f.result()
+
+    def _renew(self, lease: Lease, ttl_ms: int, timeout: Optional[float]) -> None:
+        c = self.client
+        dl = _Deadline(timeout)
+        errs = []
+        for nid, ls in lease._node_leases.items():
+            addr = c._view.addr.get(nid)
+            for j, (lid, _) in enumerate(ls):
+                try:
+                    if addr is None:
+                        raise E.UnavailableError(f"node {nid} left the view", node=nid)
+                    node = c._node_for(nid, addr)
+                    resp = node.data.RenewLease(
+                        pb.RenewLeaseRequest(namespace_id=self.id, lease_id=lid, ttl_ms=int(ttl_ms)),
+                        timeout=dl.node(c.node_timeout),
+                        metadata=c._md,
+                    )
+                    ls[j] = (lid, int(resp.lease.expires_unix_ms))
+                except Exception as e:
+                    err = E.from_rpc("renew lease", e, nid)
+                    if E.node_failed(err):
+                        c._suspect(nid)
+                    errs.append(err)
+        if errs:
+            for e in errs:
+                if isinstance(e, E.LeaseExpiredError):
+                    raise e
+            raise errs[0]
+
+    # ---- get -----------------------------------------------------------------------
+
+    def get(self, keys: Sequence[bytes], bufs: Optional[Sequence[Any]] = None, lease: Optional[Lease] = None,
+            timeout: Optional[float] = None) -> List[Optional[Any]]:
+        """Read pages into caller buffers (bytearray, memoryview, numpy array,
+        CPU torch tensor, ScatterBuffer) or, with ``bufs`` None, into new
+        bytearrays. Returns, per key, the buffer holding the verified page or
+        None for a miss (absent, node failed, or checksum mismatch)."""
+        keys = [_key(k) for k in keys]
+        n = len(keys)
+        if bufs is None:
+            bufs = [bytearray(self.page_bytes) for _ in range(n)]
+        elif len(bufs) != n:
+            raise E.InvalidArgumentError(f"get: {len(bufs)} buffers for {n} keys")
+        dests = [_dest(b) for b in bufs]
+        for j, d in enumerate(dests):
+            if len(d) < self.page_bytes:
+                raise E.InvalidArgumentError(f"get: buffer {j} has {len(d)} bytes, pages are {self.page_bytes}")
+        out: List[Optional[Any]] = [None] * n
+        if n == 0:
+            return out
+        r = self.client._routing()
+        dl = _Deadline(timeout)
+        groups: Dict[int, List[int]] = {}
+        for p, k in enumerate(keys):
+            groups.setdefault(r.primary(k), []).append(p)
+
+        def one(i: int, group: List[int]):
+            found = [False] * len(group)
+            lease_id = lease.lease_id_on(r.view.ids[i]) if lease is not None else 0
+
+            def fn(node: _Node, h: _NSHandle, t: float):
+                for start in range(0, len(group), h.max_batch):
+                    batch = group[start:start + h.max_batch]
+                    self._get_batch(node, [keys[p] for p in batch], [dests[p] for p in batch], found, start, lease_id, t)
+                return found
+
+            try:
+                self._call(r, i, dl, "get", fn)
+                return found, None
+            except E.StrataError as err:
+                # Pages fully received and verified before the failure are kept.
+                return found, err
+
+        answers = self.client._fan_out(groups, one)
+        request_errors = []
+        for i, (found, err) in answers.items():
+            if err is not None and not E.node_failed(err):
+                request_errors.append(err)
+            for j, p in enumerate(groups[i]):
+                if found[j]:
+                    out[p] = bufs[p]
+        if request_errors:
+            raise request_errors[0]
+        return out
+
+    def _get_batch(self, node: _Node, keys: List[bytes], dests: List[Any], found: List[bool], base: int, lease_id: int, t: float) -> None:
+        c = self.client
+        stream = node.data.Get(pb.GetRequest(namespace_id=self.id, keys=keys, lease_id=lease_id), timeout=t, metadata=c._md)
+        cur = None  # [index, size, got, hasher, checksum, dest or None]
+        try:
+            for msg in stream:
+                if msg.HasField("header"):
+                    if cur is not None:
+                        raise E.ProtocolError(f"get: page {msg.header.index} header inside page {cur[0]}", node=node.id)
+                    hd = msg.header
+                    idx = int(hd.index)
+                    if idx >= len(keys):
+                        raise E.ProtocolError(f"get: page index {idx} out of range", node=node.id)
+                    if not hd.found:
+                        continue
+                    size = int(hd.size)
+                    dest = dests[idx] if size == self.page_bytes and size <= len(dests[idx]) else None
+                    algo = "sha256" if hd.checksum_algorithm == pb.CHECKSUM_ALGORITHM_SHA256 else "crc32c"
+                    cur = [idx, size, 0, Hasher(algo), bytes(hd.checksum), dest]
+                data = msg.data
+                if data:
+                    if cur is None:
+                        raise E.ProtocolError("get: data without a page header", node=node.id)
+                    if cur[2] + len(data) > cur[1]:
+                        raise E.ProtocolError(f"get: page {cur[0]} longer than its size", node=node.id)
+                    if cur[5] is not None:
+                        cur[5].write(cur[2], data)
+                    cur[3].update(data)
+                    cur[2] += len(data)
+                if cur is not None and cur[2] == cur[1]:
+                    ok = cur[5] is not None and cur[3].digest() == cur[4]
+                    if ok:
+                        found[base + cur[0]] = True
+                    elif cur[5] is not None:
+                        with c._lock:
+                            c.stats["checksum_failures"] += 1
+                    cur = None
+        finally:
+            try:
+                stream.cancel()
+            except Exception:
+                pass
+        if cur is not None:
+            raise E.ProtocolError(f"get: stream ended inside page {cur[0]}", node=node.id)
+
+    # ---- put -----------------------------------------------------------------------
+
+    def put(self, pages: Sequence[Union[Page, Tuple[bytes, Any]]], timeout: Optional[float] = None) -> List[PutResult]:
+        """Publish pages with the one-call Put stream (header + data chunks
+        per page, checksummed). Each page goes to its owner; a page the owner
+        rejects (no room) or cannot take (node down) is retried once on its
+        next placement candidate. Returns one PutResult per page."""
+        ps: List[Page] = []
+        for p in pages:
+            if not isinstance(p, Page):
+                k, d = p
+                p = Page(key=k, data=d)
+            ps.append(p)
+        views = []
+        for j, p in enumerate(ps):
+            mv = readable_bytes(p.data)
+            if len(mv) != self.page_bytes:
+                raise E.InvalidArgumentError(f"put page {j}: {len(mv)} bytes, namespace pages are {self.page_bytes}")
+            _key(p.key)
+            views.append(mv)
+        results: List[Optional[PutResult]] = [None] * len(ps)
+        if not ps:
+            return []
+        sums = [checksum(self.checksum_algorithm, v) for v in views]
+        r = self.client._routing()
+        dl = _Deadline(timeout)
+        tried: List[List[int]] = [[] for _ in ps]
+        todo = list(range(len(ps)))
+        request_errors = []
+        for _round in range(2):
+            groups: Dict[int, List[int]] = {}
+            for p in todo:
+                k = _key(ps[p].key)
+                if not tried[p]:
+                    i = r.primary(k)
+                else:
+                    cands = r.candidates(k, exclude=tried[p])
+                    if not cands:
+                        continue
+                    i = cands[0]
+                tried[p].append(i)
+                groups.setdefault(i, []).append(p)
+            if not groups:
+                break
+
+            def one(i: int, group: List[int]):
+                res: List[Optional[PutResult]] = [None] * len(group)
+
+                def fn(node: _Node, h: _NSHandle, t: float):
+                    for start in range(0, len(group), h.max_batch):
+                        batch = group[start:start + h.max_batch]
+                        got = self._put_batch(node, h, [ps[p] for p in batch], [views[p] for p in batch], [sums[p] for p in batch], t)
+                        res[start:start + len(batch)] = got
+                    return res
+
+                try:
+                    self._call(r, i, dl, "put", fn)
+                    return res, None
+                except E.StrataError as err:
+                    return res, err
+
+            answers = self.client._fan_out(groups, one)
+            todo = []
+            for i, (res, err) in answers.items():
+                if err is not None and not E.node_failed(err):
+                    request_errors.append(err)
+                for j, p in enumerate(groups[i]):
+                    pr = res[j]
+                    if pr is None:
+                        pr = PutResult("UNAVAILABLE", str(err) if err else "no answer")
+                    results[p] = pr
+                    if pr.status in ("UNAVAILABLE", "REJECTED", "FAILED") and (err is None or E.node_failed(err)):
+                        todo.append(p)
+            if not todo:
+                break
+        if request_errors:
+            raise request_errors[0]
+        return [x if x is not None else PutResult("UNAVAILABLE", "no node could take the page") for x in results]
+
+    def _put_batch(self, node: _Node, h: _NSHandle, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float) -> List[PutResult]:
+        chunk = h.max_chunk
+        ns_id = self.id
+
+        def gen() -> Iterator[Any]:
+            first = True
+            for p, mv, cs in zip(pages, views, sums):
+                spec = pb.PageSpec(key=bytes(p.key), depth=int(p.depth), size=len(mv), cost_hint=float(p.cost_hint or 0.0))
+                if p.parent:
+                    spec.parent_key = bytes(p.parent)
+                msg = pb.PutRequest(header=pb.PutHeader(page=spec, checksum=cs), data=bytes(mv[:chunk]))
+                if first:
+                    msg.namespace_id = ns_id
+                    first = False
+                yield msg
+                for off in range(chunk, len(mv), chunk):
+                    yield pb.PutRequest(data=bytes(mv[off:off + chunk]))
+
+        resp = node.data.Put(gen(), timeout=t, metadata=self.client._md)
+        if len(resp.results) != len(pages):
+            raise E.ProtocolError(f"put: {len(resp.results)} answers for {len(pages)} pages", node=node.id)
+        return [PutResult(_STATUS_NAMES.get(x.status, str(x.status)), x.reason) for x in resp.results]
+
+    def put_chain(self, keys: Sequence[bytes], data: Sequence[Any], first_depth: int = 0, parent: Optional[bytes] = None,
+                  timeout: Optional[float] = None) -> List[PutResult]:
+        """Put the pages of one token sequence (parent = previous key)."""
+        return self.put(chain_pages(keys, data, first_depth, parent), timeout=timeout)
+
+    # ---- delete -----------------------------------------------------------------
+
+    def delete(self, keys: Sequence[bytes], timeout: Optional[float] = None) -> int:
+        """Delete pages on their owner and spill candidate; returns how many
+        the nodes deleted. Unreachable nodes are skipped."""
+        keys = [_key(k) for k in keys]
+        if not keys:
+            return 0
+        r = self.client._routing()
+        dl = _Deadline(timeout)
+        groups: Dict[int, List[int]] = {}
+        for p, k in enumerate(keys):
+            for i in r.candidates(k)[:2]:
+                groups.setdefault(i, []).append(p)
+
+        def one(i: int, group: List[int]):
+            def fn(node: _Node, h: _NSHandle, t: float):
+                n = 0
+                for start in range(0, len(group), h.max_batch):
+                    batch = group[start:start + h.max_batch]
+                    resp = node.data.Delete(pb.DeleteRequest(namespace_id=self.id, keys=[keys[p] for p in batch]), timeout=t, metadata=self.client._md)
+                    n += int(resp.deleted)
+                return n
+
+            try:
+                return self._call(r, i, dl, "delete", fn), None
+            except E.StrataError as err:
+                return 0, err
+
+        total = 0
+        request_errors = []
+        for n, err in self.client._fan_out(groups, one).values():
+            total += n
+            if err is not None and not E.node_failed(err):
+                request_errors.append(err)
+        if request_errors:
+            raise request_errors[0]
+        return total
+
+    # ---- listing (admin API) ------------------------------------------------------
+
+    def list_keys(self, limit: int = 0, timeout: Optional[float] = None) -> List[bytes]:
+        """Every key of the namespace on every alive node (Admin.ListKeys),
+        up to ``limit`` (0: all). Unreachable nodes are skipped."""
+        c = self.client
+        r = c._routing()
+        dl = _Deadline(timeout)
+        out: List[bytes] = []
+        for i, nid in enumerate(r.view.ids):
+            if nid in r.down:
+                continue
+            after = b""
+            try:
+                node = c._node(r, i)
+                while True:
+                    resp = node.admin.ListKeys(pb.ListKeysRequest(namespace_id=self.id, after_key=after, limit=1000),
+                                               timeout=dl.node(c.node_timeout), metadata=c._md)
+                    out.extend(bytes(k.key) for k in resp.keys)
+                    if limit and len(out) >= limit:
+                        return out[:limit]
+                    after = bytes(resp.next_after_key)
+                    if not after:
+                        break
+            except Exception as e:
+                err = E.from_rpc("list keys", e, nid)
+                if E.node_failed(err):
+                    c._suspect(nid)
+                elif not isinstance(err, E.NamespaceNotFoundError):
+                    raise err from None
+        return out
+
+
+def _key(k: Any) -> bytes:
+    b = bytes(k)
+    if len(b) != KEY_SIZE:
+        raise E.InvalidArgumentError(f"page key is {len(b)} bytes, want {KEY_SIZE}")
+    return b

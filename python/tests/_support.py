@@ -1,0 +1,178 @@
+"""Test support: puts python/ on sys.path, builds stratad and the Go writer
+once per test run, and starts and stops real nodes on loopback.
+
+Binaries are built with ``go build`` from the main module into a temporary
+directory (or $STRATA_TEST_BIN when set and already holding them). Tests that
+need a node are skipped, saying why, when ``go`` is not installed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYROOT = os.path.dirname(HERE)
+REPO = os.path.dirname(PYROOT)
+if PYROOT not in sys.path:
+    sys.path.insert(0, PYROOT)
+
+_build_lock = threading.Lock()
+_bin_dir = None
+_build_error = None
+_tmp_dirs = []
+_procs = []
+
+
+def _cleanup():
+    for p in _procs:  # a node a failed test left running
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except Exception:
+                pass
+    for d in _tmp_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(_cleanup)
+
+
+def bin_dir():
+    """Directory holding stratad and gowriter; raises unittest.SkipTest when
+    they cannot be built."""
+    global _bin_dir, _build_error
+    with _build_lock:
+        if _bin_dir:
+            return _bin_dir
+        if _build_error:
+            raise unittest.SkipTest(_build_error)
+        pre = os.environ.get("STRATA_TEST_BIN")
+        if pre and all(os.access(os.path.join(pre, b), os.X_OK) for b in ("stratad", "gowriter")):
+            _bin_dir = pre
+            return _bin_dir
+        if shutil.which("go") is None:
+            _build_error = "go is not installed: cannot build stratad for the node tests"
+            raise unittest.SkipTest(_build_error)
+        d = tempfile.mkdtemp(prefix="strata-pytest-bin-")
+        _tmp_dirs.append(d)
+        t0 = time.time()
+        p = subprocess.run(
+            ["go", "build", "-o", d + os.sep, "./cmd/stratad", "./python/tests/gowriter"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600,
+        )
+        if p.returncode != 0:
+            _build_error = "go build failed:\n" + p.stdout.decode(errors="replace")
+            raise AssertionError(_build_error)
+        sys.stderr.write(f"[strata tests] built stratad and gowriter in {time.time() - t0:.1f}s\n")
+        _bin_dir = d
+        return _bin_dir
+
+
+_SERVING = re.compile(r"strata node serving")
+_ADDR = re.compile(r"\baddr=(127\.0\.0\.1:\d+)")
+_ETCD = re.compile(r"\betcd=(http://127\.0\.0\.1:\d+)")
+
+
+class Node:
+    """A stratad process on loopback with its own data directory."""
+
+    def __init__(self, etcd=None, host_bytes="64MiB", extra_args=(), start_timeout=30.0):
+        self.dir = tempfile.mkdtemp(prefix="strata-pytest-node-")
+        _tmp_dirs.append(self.dir)
+        args = [os.path.join(bin_dir(), "stratad"), "--data-dir", self.dir, "--listen", "127.0.0.1:0",
+                "--host-bytes", host_bytes, "--log-level", "info"]
+        if etcd:
+            args += ["--etcd", etcd]
+        else:
+            args += ["--embedded-etcd-url", "http://127.0.0.1:0"]
+        args += list(extra_args)
+        self.log_path = os.path.join(self.dir, "stderr.log")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
+        _procs.append(self.proc)
+        self.addr = None
+        self.etcd = None
+        deadline = time.time() + start_timeout
+        while time.time() < deadline:
+            with open(self.log_path, "rb") as f:
+                for line in f.read().decode(errors="replace").splitlines():
+                    if _SERVING.search(line):
+                        m = _ADDR.search(line)
+                        e = _ETCD.search(line)
+                        if m:
+                            self.addr = m.group(1)
+                            self.etcd = e.group(1) if e else etcd
+            if self.addr:
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not self.addr:
+            self.kill()
+            raise AssertionError(f"stratad did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: the node dies without draining (a crash)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        self._log.close()
+
+    def stop(self) -> None:
+        """SIGTERM and wait (a clean shutdown), SIGKILL after 10s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log.close()
+
+
+def gowriter(*args, timeout=60):
+    """Run the Go writer and return its JSON output."""
+    import json
+
+    p = subprocess.run([os.path.join(bin_dir(), "gowriter")] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError(f"gowriter {' '.join(args)} failed: {p.stderr.decode(errors='replace')}")
+    return json.loads(p.stdout)
+
+
+def go_pattern(seed: int, page: int, size: int) -> bytes:
+    """gowriter's page bytes: byte j of page i is (seed + 31*i + j) % 251."""
+    base = (seed + 31 * page) % 251
+    period = bytes((base + j) % 251 for j in range(251))
+    reps = size // 251 + 1
+    return (period * reps)[:size]
+
+
+def small_descriptor(**kw):
+    from strata_client import Descriptor
+
+    d = dict(tenant="acme", model="xlang/test-model", model_revision="r1", engine="xlang", dtype="bf16",
+             page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=32)
+    d.update(kw)
+    return Descriptor(**d)

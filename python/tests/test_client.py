@@ -1,0 +1,188 @@
+"""The client against a real stratad: round trip, hit prefix, leases,
+caller buffers, errors mapped from ErrorInfo, and Go/Python key agreement."""
+
+import hashlib
+import os
+import unittest
+
+from _support import Node, go_pattern, gowriter, small_descriptor
+from strata_client import Client, Descriptor, Page, ScatterBuffer
+from strata_client import errors as E
+
+
+class SingleNodeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.node = Node()
+        cls.client = Client(cls.node.addr, node_timeout=5.0)
+        cls.ns = cls.client.open(small_descriptor())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.node.stop()
+
+    def tokens(self, n, base):
+        return [base + i for i in range(n)]
+
+    def test_round_trip_and_hit_prefix(self):
+        ns = self.ns
+        self.assertEqual(ns.page_bytes, 2 * 2 * 2 * 32 * 2 * 16)
+        toks = self.tokens(16 * 5 + 3, 1000)  # 5 full pages and a partial one
+        keys = ns.page_keys(toks)
+        self.assertEqual(len(keys), 5)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        res = ns.put_chain(keys[:3], data[:3])
+        self.assertTrue(all(r.stored and r.status == "COMMITTED" for r in res), res)
+        self.assertEqual([r.status for r in ns.put_chain(keys[:1], data[:1])], ["EXISTS"])
+
+        hit, present, lease = ns.lookup(keys)
+        self.assertEqual((hit, present, lease), (3, [True, True, True, False, False], None))
+        out = ns.get(keys)
+        self.assertEqual([o is not None for o in out], [True, True, True, False, False])
+        for o, d in zip(out[:3], data):
+            self.assertEqual(bytes(o), d)
+
+        # A prompt that shares two pages, then diverges.
+        other = toks[:32] + self.tokens(48, 5)
+        okeys = ns.page_keys(other)
+        self.assertEqual(okeys[:2], keys[:2])
+        self.assertEqual(ns.exists(okeys), 2)
+
+        # A gap: page 4 present but page 3 absent still ends the prefix at 3.
+        ns.put([Page(keys[4], data[4], parent=keys[3], depth=4)])
+        r = ns.lookup(keys)
+        self.assertEqual(r.hit_prefix, 3)
+        self.assertEqual(r.present, [True, True, True, False, True])
+
+        self.assertEqual(ns.delete(keys[1:2]), 1)
+        self.assertEqual(ns.exists(keys), 1)
+
+    def test_lease_and_caller_buffers(self):
+        ns = self.ns
+        keys = ns.page_keys(self.tokens(64, 77_000))
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        ns.put_chain(keys, data)
+        r = ns.lookup(keys, lease=True, ttl_ms=5000)
+        self.assertEqual(r.hit_prefix, 4)
+        self.assertIsNotNone(r.lease)
+        self.assertEqual(r.lease.pages, 4)
+        self.assertGreater(r.lease.expires_unix_ms, 0)
+        r.lease.renew(ttl_ms=5000)
+        bufs = [bytearray(ns.page_bytes), memoryview(bytearray(ns.page_bytes))]
+        try:
+            import numpy as np
+
+            bufs.append(np.zeros(ns.page_bytes // 2, dtype=np.uint16))
+        except ImportError:
+            bufs.append(bytearray(ns.page_bytes))
+        half = ns.page_bytes // 2
+        k_part, v_part = bytearray(half), bytearray(ns.page_bytes - half)
+        bufs.append(ScatterBuffer([k_part, v_part]))
+        out = ns.get(keys, bufs, lease=r.lease)
+        self.assertTrue(all(o is b for o, b in zip(out, bufs)))
+        self.assertEqual(bytes(bufs[0]), data[0])
+        self.assertEqual(bytes(bufs[1]), data[1])
+        self.assertEqual(bytes(memoryview(bufs[2]).cast("B")), data[2])
+        self.assertEqual(bytes(k_part) + bytes(v_part), data[3])
+        r.lease.release()
+        with self.assertRaises(E.InvalidArgumentError):
+            ns.get(keys[:1], [bytearray(10)])
+
+    def test_empty_calls(self):
+        self.assertEqual(self.ns.lookup([]).hit_prefix, 0)
+        self.assertEqual(self.ns.get([]), [])
+        self.assertEqual(self.ns.put([]), [])
+        self.assertEqual(self.ns.delete([]), 0)
+
+    def test_errors(self):
+        ns = self.ns
+        with self.assertRaises(E.InvalidArgumentError):
+            ns.put([Page(ns.page_keys(self.tokens(16, 9))[0], b"short")])
+        with self.assertRaises(E.InvalidArgumentError):
+            ns.lookup([b"not 32 bytes"])
+        with self.assertRaises(E.InvalidArgumentError):
+            self.client.open(Descriptor(tenant="acme", model="m"))  # no page_tokens / geometry
+        # An expired (here: released) lease named by a Get is an error the
+        # caller must see, mapped from the node's ErrorInfo reason.
+        keys = ns.page_keys(self.tokens(16, 123_456))
+        ns.put_chain(keys, [os.urandom(ns.page_bytes)])
+        r = ns.lookup(keys, lease=True)
+        r.lease.release()
+        with self.assertRaises((E.LeaseExpiredError, E.LeaseNotFoundError)) as cm:
+            ns.get(keys, lease=r.lease)
+        self.assertIn(cm.exception.reason, ("LEASE_EXPIRED", "LEASE_NOT_FOUND"))
+
+    def test_version_mismatch_from_node(self):
+        # The node recomputes the ID from the descriptor; a client that sends
+        # a different expected ID gets VERSION_MISMATCH, never a silent fork.
+        from strata_client._proto import strata_pb2 as pb
+        import grpc
+
+        d = small_descriptor(model="version/check")
+        ch = grpc.insecure_channel(self.node.addr)
+        try:
+            stub = _support_stub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.OpenNamespace(pb.OpenNamespaceRequest(protocol=pb.PROTOCOL_VERSION_1, descriptor=d.to_proto(),
+                                                           expected_id=hashlib.sha256(b"other").digest()), timeout=5)
+            err = E.from_rpc("open", cm.exception)
+            self.assertIsInstance(err, E.VersionMismatchError)
+            self.assertEqual(err.reason, "VERSION_MISMATCH")
+        finally:
+            ch.close()
+
+    def test_cross_language_keys(self):
+        # Go writes pages through the Go cluster client; Python computes the
+        # same keys itself and reads the bytes back.
+        toks = self.tokens(16 * 4, 424_242)
+        out = gowriter("-addr", self.node.addr, "-mode", "put", "-seed", "11", "-tokens", ",".join(map(str, toks)))
+        ns = self.client.open(small_descriptor())
+        self.assertEqual(out["namespace_id"], ns.id.hex())
+        self.assertEqual(out["page_bytes"], ns.page_bytes)
+        keys = ns.page_keys(toks)
+        self.assertEqual([k.hex() for k in keys], out["keys"])
+        self.assertEqual(out["results"], ["COMMIT_STATUS_COMMITTED"] * 4)
+        self.assertEqual(ns.exists(keys), 4)
+        got = ns.get(keys)
+        for i, g in enumerate(got):
+            self.assertEqual(bytes(g), go_pattern(11, i, ns.page_bytes))
+
+        # The reverse: Python writes, Go computes the keys and reads.
+        toks2 = self.tokens(16 * 3, 515_151)
+        keys2 = ns.page_keys(toks2)
+        data2 = [os.urandom(ns.page_bytes) for _ in keys2]
+        self.assertTrue(all(r.stored for r in ns.put_chain(keys2, data2)))
+        back = gowriter("-addr", self.node.addr, "-mode", "get", "-tokens", ",".join(map(str, toks2)))
+        self.assertEqual(back["keys"], [k.hex() for k in keys2])
+        self.assertEqual(back["hit_prefix"], 3)
+        self.assertEqual(back["found"], [True] * 3)
+        self.assertEqual(back["sha256"], [hashlib.sha256(d).hexdigest() for d in data2])
+
+
+def _support_stub(ch):
+    from strata_client._proto import strata_pb2_grpc as pbg
+
+    return pbg.StrataStub(ch)
+
+
+class AuthTest(unittest.TestCase):
+    def test_tenant_tokens(self):
+        node = Node(extra_args=["--tenant-token", "acme=s3cret", "--tenant-token", "other=t0ken"])
+        try:
+            with self.assertRaises(E.UnauthenticatedError):
+                Client(node.addr, token="wrong", refresh_interval=0)
+            with Client(node.addr, token="t0ken", refresh_interval=0) as c:
+                with self.assertRaises(E.TenantDeniedError):
+                    c.open(small_descriptor())  # tenant acme, token of "other"
+            with Client(node.addr, token="s3cret", refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                keys = ns.page_keys(list(range(16)))
+                self.assertTrue(ns.put_chain(keys, [bytes(ns.page_bytes)])[0].stored)
+                self.assertEqual(ns.exists(keys), 1)
+        finally:
+            node.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

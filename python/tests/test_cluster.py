@@ -1,0 +1,124 @@
+"""Two real nodes: routing by weighted rendezvous, fan-out, and a node
+killed mid-batch turning into misses (never exceptions) within the
+per-node timeout."""
+
+import os
+import signal
+import threading
+import time
+import unittest
+
+from _support import Node, small_descriptor
+from strata_client import Client
+from strata_client.placement import View
+
+
+class TwoNodeTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Node()
+        self.b = Node(etcd=self.a.etcd)
+        self.nodes = [self.a, self.b]
+        self.client = Client(self.a.addr, node_timeout=1.5, quarantine=30.0, refresh_interval=0.5)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            self.client.refresh()
+            if sum(m.state == "ALIVE" for m in self.client.members()) == 2:
+                break
+            time.sleep(0.2)
+        self.assertEqual(sum(m.state == "ALIVE" for m in self.client.members()), 2, self.client.members())
+
+    def tearDown(self):
+        self.client.close()
+        for n in self.nodes:
+            n.kill()
+
+    def test_routing_and_node_killed_mid_batch(self):
+        # Pages of 256 KiB so that a 48-page get takes a little while.
+        ns = self.client.open(small_descriptor(model="cluster/test", num_layers=8, num_kv_heads=4, head_dim=128, page_tokens=16))
+        self.assertEqual(ns.page_bytes, 2 * 8 * 4 * 128 * 2 * 16)
+        toks = list(range(16 * 48))
+        keys = ns.page_keys(toks)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        res = ns.put_chain(keys, data)
+        self.assertTrue(all(r.stored for r in res), res)
+
+        members = self.client.members()
+        view = View([(m.node_id, m.weight) for m in members])
+        owner = [view.ids[view.owner(k)] for k in keys]
+        by_addr = {m.node_id: m.address for m in members}
+        b_id = next(i for i, a in by_addr.items() if a == self.b.addr)
+        on_b = [o == b_id for o in owner]
+        self.assertTrue(any(on_b) and not all(on_b), "both nodes should own some of 48 keys")
+
+        # Each node holds exactly the keys it owns (placement agrees with the nodes' routing).
+        hit, present, _ = ns.lookup(keys)
+        self.assertEqual((hit, present), (48, [True] * 48))
+
+        # Kill B while a get of all pages is in flight.
+        result, errors = {}, []
+
+        def reader():
+            try:
+                t0 = time.monotonic()
+                result["out"] = ns.get(keys)
+                result["elapsed"] = time.monotonic() - t0
+            except Exception as e:  # the test fails on any exception
+                errors.append(e)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.005)
+        self.b.kill()
+        t.join(timeout=30)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(errors, [])
+        self.assertLess(result["elapsed"], 1.5 + 2.0)
+        out = result["out"]
+        for i, o in enumerate(out):
+            if not on_b[i]:
+                self.assertIsNotNone(o, f"page {i} on the live node")
+                self.assertEqual(bytes(o), data[i])
+            elif o is not None:  # streamed before the kill: must be exact
+                self.assertEqual(bytes(o), data[i])
+
+        # After the kill: B's keys are misses, never exceptions, and calls
+        # are bounded by the node timeout (then B is quarantined).
+        t0 = time.monotonic()
+        r = ns.lookup(keys)
+        self.assertLess(time.monotonic() - t0, 1.5 + 1.0)
+        self.assertEqual(r.present, [not b for b in on_b])
+        self.assertEqual(r.hit_prefix, on_b.index(True))
+        got = ns.get(keys)
+        self.assertEqual([g is not None for g in got], [not b for b in on_b])
+        self.assertGreaterEqual(self.client.stats["node_failures"], 1)
+
+        # Writes of B's keys spill to their next candidate (A) meanwhile.
+        res = ns.put_chain(keys, data)
+        self.assertTrue(all(x.stored for x in res), res)
+        self.assertEqual(ns.exists(keys), 48)
+
+    def test_hung_node_costs_one_node_timeout(self):
+        ns = self.client.open(small_descriptor(model="cluster/hung"))
+        keys = ns.page_keys(list(range(16 * 32)))
+        self.assertTrue(all(r.stored for r in ns.put_chain(keys, [bytes(ns.page_bytes)] * len(keys))))
+        members = self.client.members()
+        view = View([(m.node_id, m.weight) for m in members])
+        b_id = next(m.node_id for m in members if m.address == self.b.addr)
+        on_b = [view.ids[view.owner(k)] == b_id for k in keys]
+        self.b.proc.send_signal(signal.SIGSTOP)  # alive but silent
+        try:
+            t0 = time.monotonic()
+            r = ns.lookup(keys)
+            elapsed = time.monotonic() - t0
+            self.assertLess(elapsed, 1.5 + 1.0)
+            self.assertEqual(r.present, [not b for b in on_b])
+            # Quarantined now: the next call does not wait for it again.
+            t0 = time.monotonic()
+            self.assertEqual([g is not None for g in ns.get(keys)], [not b for b in on_b])
+            self.assertLess(time.monotonic() - t0, 0.5)
+        finally:
+            self.b.proc.send_signal(signal.SIGCONT)
+
+
+if __name__ == "__main__":
+    unittest.main()
