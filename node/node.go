@@ -481,6 +481,11 @@ type registryAdapter struct{ r *registry.Registry }
 
 func (a registryAdapter) Health(ctx context.Context) error { return a.r.Health(ctx) }
 
+// DeleteNamespace removes a namespace's registration (strata ns rm).
+func (a registryAdapter) DeleteNamespace(ctx context.Context, id namespace.ID) error {
+	return a.r.DeleteNamespace(ctx, id.String())
+}
+
 func (a registryAdapter) Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error) {
 	rec, err := a.r.Namespace(ctx, id.String())
 	if err != nil {
