@@ -483,7 +483,10 @@ func (a registryAdapter) Health(ctx context.Context) error { return a.r.Health(c
 
 // DeleteNamespace removes a namespace's registration (strata ns rm).
 func (a registryAdapter) DeleteNamespace(ctx context.Context, id namespace.ID) error {
-	return a.r.DeleteNamespace(ctx, id.String())
+	if err := a.r.DeleteNamespace(ctx, id.String()); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 func (a registryAdapter) Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error) {

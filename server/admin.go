@@ -58,7 +58,8 @@ func (s *Server) GetNamespace(ctx context.Context, req *pb.GetNamespaceRequest) 
 func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 	info := &pb.NamespaceInfo{Id: st.ID[:], PageBytes: uint64(st.PageBytes), Pages: uint64(st.Pages),
 		Bytes: uint64(st.Bytes), CreatedUnixMs: st.Created.UnixMilli(), Lookups: st.Lookups,
-		LookupKeys: st.LookupKeys, HitKeys: st.HitKeys, LeasesActive: uint64(st.Leases)}
+		LookupKeys: st.LookupKeys, HitKeys: st.HitKeys, LeasesActive: uint64(st.Leases),
+		TtlMs: uint64(st.TTL.Milliseconds()), ExpiredPages: st.Expired}
 	if d, ok := s.descriptor(st.ID); ok {
 		info.Descriptor_ = d.Proto()
 	}

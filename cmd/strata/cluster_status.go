@@ -19,16 +19,16 @@ func newClusterStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Summarise the cluster: members, capacity, etcd, coordinator",
-		Long: `Summarise the cluster as the node at --endpoint sees it: its members by
-state, the coordinator (the node elected to compute eviction cutoffs),
-etcd's health as that node sees it, each tier's capacity and usage summed
-over the cluster and per node, and what start-up recovery found on nodes
-with durable tiers.
+		Long: `Summarise the cluster as the node asked (the first of --endpoints that
+answers) sees it: its members by state, the coordinator (the node elected
+to compute eviction cutoffs), etcd's health as that node sees it, each
+tier's capacity and usage summed over the cluster and per node, and what
+start-up recovery found on nodes with durable tiers.
 
 Every alive (or suspect) member is asked for its figures in parallel, each
 under --timeout; the sums cover the members that answered, and one that
 did not is listed with the reason under ERROR. The command exits 0 once
-the node at --endpoint has answered.`,
+the node asked has answered.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := g.dialFleet(cmd.Context())

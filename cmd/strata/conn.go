@@ -12,24 +12,22 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// conn is one command's connection to a node's Admin and Cluster
+// conn is one command's connection to a node's Admin, Cluster and Strata
 // services.
 type conn struct {
 	cc       *grpc.ClientConn
 	admin    pb.AdminClient
 	cluster  pb.ClusterClient
+	data     pb.StrataClient // for keys rm: Delete
 	endpoint string
 	token    string
 	timeout  time.Duration
 }
 
-// dial prepares a connection to g.endpoint; nothing is sent until the
-// first call. Calls do not wait for the node to become ready, so an
-// unreachable node fails the first call at once (or at the deadline).
-func (g *globals) dial() (*conn, error) { return g.dialAddr(g.endpoint) }
-
-// dialAddr is dial to another node of the cluster, with the same token and
-// deadline.
+// dialAddr prepares a connection to a node, with the token and the
+// deadline of g; nothing is sent until the first call. Calls do not wait
+// for the node to become ready, so an unreachable node fails the first
+// call at once (or at the deadline).
 func (g *globals) dialAddr(addr string) (*conn, error) {
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -37,8 +35,8 @@ func (g *globals) dialAddr(addr string) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bad endpoint %q: %w", addr, err)
 	}
-	return &conn{cc: cc, admin: pb.NewAdminClient(cc), cluster: pb.NewClusterClient(cc), endpoint: addr,
-		token: g.token, timeout: g.timeout}, nil
+	return &conn{cc: cc, admin: pb.NewAdminClient(cc), cluster: pb.NewClusterClient(cc), data: pb.NewStrataClient(cc),
+		endpoint: addr, token: g.token, timeout: g.timeout}, nil
 }
 
 // Close closes the connection.

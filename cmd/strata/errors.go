@@ -14,7 +14,7 @@ import (
 
 // startHint tells an operator how to get a node when none answers.
 const startHint = "is stratad running? start one with: go run ./cmd/stratad " +
-	"(or point --endpoint / STRATA_ENDPOINT at a running node)"
+	"(or point --endpoints / STRATA_ENDPOINTS at a running node)"
 
 // callError is a failed call told as a sentence. It unwraps to the gRPC
 // status error, so callers can still ask for the code.
@@ -43,7 +43,7 @@ func (c *conn) explain(err error) error {
 		short = dialCause(st.Message())
 		msg = fmt.Sprintf("cannot reach a strata node at %s (%s)\n%s", c.endpoint, short, startHint)
 	case st.Code() == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
-		msg = fmt.Sprintf("no answer from the node at %s within %s (raise --timeout, or check --endpoint)\n%s",
+		msg = fmt.Sprintf("no answer from the node at %s within %s (raise --timeout, or check --endpoints)\n%s",
 			c.endpoint, c.timeout, startHint)
 		short = fmt.Sprintf("no answer within %s", c.timeout)
 	case st.Code() == codes.Canceled:
@@ -98,4 +98,25 @@ func dialCause(msg string) string {
 		return msg[i+2:]
 	}
 	return msg
+}
+
+// noEndpointAnswered is the error when none of several --endpoints
+// answered: each with why, then how to get a node.
+func noEndpointAnswered(tried []error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cannot reach a strata node at any of the %d endpoints:", len(tried))
+	for _, err := range tried {
+		fmt.Fprintf(&b, "\n  %s", err)
+	}
+	b.WriteString("\n" + startHint)
+	return errors.New(b.String())
+}
+
+// serverMessage is what the node said in a failed call's status, without
+// the sentence explain wrapped it in.
+func serverMessage(err error) string {
+	if ce, ok := errors.AsType[*callError](err); ok {
+		err = ce.err
+	}
+	return status.Convert(err).Message()
 }

@@ -15,13 +15,14 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// A cluster-wide command asks the --endpoint node for the membership view
-// (Cluster.Members), then every member that may answer — alive or suspect:
-// a suspect often refutes, and asking it costs at most --timeout — in
-// parallel, each call under --timeout, and merges what came back. A member
-// that fails is reported on stderr and left out; the command fails only
-// when every member asked failed (settle). A node that predates the Cluster
-// service is a cluster of one.
+// A cluster-wide command asks the first of --endpoints that answers for the
+// membership view (Cluster.Members), then every member that may answer —
+// alive or suspect: a suspect often refutes, and asking it costs at most
+// --timeout — in parallel, each call under --timeout, and merges what came
+// back. A member that fails is reported on stderr and left out; a listing
+// fails only when every member asked failed (settle), a command that
+// changes the cluster when any did (settleAll). A node that predates the
+// Cluster service is a cluster of one.
 
 // fleet is one command's connections to the members of a cluster.
 type fleet struct {
@@ -44,11 +45,30 @@ func askable(s pb.MemberState) bool {
 	return s == pb.MemberState_MEMBER_STATE_ALIVE || s == pb.MemberState_MEMBER_STATE_SUSPECT
 }
 
-// dialFleet asks g.endpoint for the membership view and prepares a
-// connection to every askable member; the node asked is reached through
-// g.endpoint as given. Nothing but Members is sent yet.
+// dialFleet asks g.endpoints in order for the membership view, until one
+// answers, and prepares a connection to every askable member; the node
+// that answered is reached through its endpoint as given. An endpoint that
+// does not answer (or is shutting down) makes it try the next; any other
+// failure (a refused token) ends the search: the next node would say the
+// same. Nothing but Members is sent yet.
 func (g *globals) dialFleet(ctx context.Context) (*fleet, error) {
-	c, err := g.dial()
+	var tried []error
+	for _, ep := range g.endpoints {
+		f, err := g.dialFleetAt(ctx, ep)
+		switch {
+		case err == nil:
+			return f, nil
+		case len(g.endpoints) == 1 || !unreachable(err):
+			return nil, err
+		}
+		tried = append(tried, fmt.Errorf("%s: %s", ep, brief(err)))
+	}
+	return nil, noEndpointAnswered(tried)
+}
+
+// dialFleetAt is dialFleet through one endpoint.
+func (g *globals) dialFleetAt(ctx context.Context, endpoint string) (*fleet, error) {
+	c, err := g.dialAddr(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +86,7 @@ func (g *globals) dialFleet(ctx context.Context) (*fleet, error) {
 		m := &member{Member: pm, addr: dialTarget(pm)}
 		switch {
 		case pm.GetNodeId() == view.GetNodeId():
-			m.c, m.addr = c, g.endpoint
+			m.c, m.addr = c, endpoint
 		case !askable(pm.GetState()):
 		default:
 			if m.c, m.err = g.dialAddr(m.addr); m.err == nil {
@@ -210,4 +230,32 @@ func answered[T any](rs []reply[T]) []reply[T] {
 		}
 	}
 	return out
+}
+
+// settleAll is settle for commands that change the cluster, where every
+// member asked must have done it: it reports on w each member whose call
+// failed and returns an error naming how many did (one member's failure
+// is its error as it was). what says what was not done: "the TTL was not
+// set".
+func settleAll[T any](w io.Writer, rs []reply[T], what string) error {
+	var failed []reply[T]
+	for _, r := range rs {
+		if r.err != nil {
+			failed = append(failed, r)
+		}
+	}
+	switch {
+	case len(failed) == 0:
+		return nil
+	case len(rs) == 1:
+		return failed[0].err
+	}
+	for _, r := range failed {
+		state := "failed"
+		if unreachable(r.err) {
+			state = "unreachable"
+		}
+		fmt.Fprintf(w, "node %s %s: %s\n", r.label(), state, brief(r.err))
+	}
+	return fmt.Errorf("%s on %d of the %d nodes asked; run the command again when they answer", what, len(failed), len(rs))
 }

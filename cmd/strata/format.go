@@ -167,3 +167,11 @@ func percent(part, whole uint64) string {
 	}
 	return strconv.FormatFloat(100*float64(part)/float64(whole), 'f', 1, 64) + "%"
 }
+
+// formatTTL is an idle TTL in milliseconds as "1h30m0s", or "none".
+func formatTTL(ms uint64) string {
+	if ms == 0 {
+		return "none"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}

@@ -56,7 +56,7 @@ func sumNamespaces(parts []nodeNS) []*nsTotal {
 
 // addNamespace adds n's counts to sum. The descriptor and page size are
 // the first report's (every node derives them from the same descriptor);
-// created is the earliest.
+// created is the earliest; the TTL is the longest any node has.
 func addNamespace(sum, n *pb.NamespaceInfo) {
 	if sum.Descriptor_ == nil {
 		sum.Descriptor_ = n.GetDescriptor_()
@@ -73,6 +73,8 @@ func addNamespace(sum, n *pb.NamespaceInfo) {
 	sum.LookupKeys += n.GetLookupKeys()
 	sum.HitKeys += n.GetHitKeys()
 	sum.LeasesActive += n.GetLeasesActive()
+	sum.ExpiredPages += n.GetExpiredPages()
+	sum.TtlMs = max(sum.TtlMs, n.GetTtlMs())
 	sum.Tiers = addTiers(sum.Tiers, n.GetTiers())
 }
 

@@ -10,14 +10,14 @@ func newNodeLsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "List the members of the cluster with their tiers and counters",
-		Long: `List every member of the cluster as the node at --endpoint sees it, then
-ask each alive (or suspect) member for its own figures, in parallel, each
-under --timeout.
+		Long: `List every member of the cluster as the node asked (the first of
+--endpoints that answers) sees it, then ask each alive (or suspect) member
+for its own figures, in parallel, each under --timeout.
 
 A tier column (GPU, HOST, SSD) shows used/capacity on that node. Dead and
 left members are listed with their state only. A member that does not
 answer is listed with the reason under ERROR; that is not a failure of
-the command, which exits 0 once the node at --endpoint has answered.`,
+the command, which exits 0 once the node asked has answered.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := g.dialFleet(cmd.Context())

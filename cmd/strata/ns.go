@@ -16,7 +16,8 @@ import (
 )
 
 func newNSCmd(g *globals) *cobra.Command {
-	return newGroupCmd("ns", "Inspect namespaces", newNSLsCmd(g), newNSShowCmd(g))
+	return newGroupCmd("ns", "Inspect and manage namespaces", newNSLsCmd(g), newNSShowCmd(g), newNSDiffCmd(g),
+		newNSForksCmd(g), newNSRmCmd(g), newNSTTLCmd(g))
 }
 
 // found is a namespace found on the cluster: its ID, and the members that

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"io"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -31,20 +32,10 @@ HIT% is the share of looked-up keys that were found: hit_keys / lookup_keys.`,
 				return err
 			}
 			defer f.Close()
-			rs := gather(cmd.Context(), f.asked(), func(ctx context.Context, c *conn) (*pb.ListNamespacesResponse, error) {
-				return invoke(ctx, c, c.admin.ListNamespaces, &pb.ListNamespacesRequest{Tenant: tenant})
-			})
-			if err := settle(cmd.ErrOrStderr(), rs); err != nil {
+			nss, err := listNamespaces(cmd.Context(), cmd.ErrOrStderr(), f, tenant)
+			if err != nil {
 				return err
 			}
-			var parts []nodeNS
-			for _, r := range answered(rs) {
-				for _, n := range r.val.GetNamespaces() {
-					parts = append(parts, nodeNS{node: r.GetNodeId(), info: n})
-				}
-			}
-			nss := sumNamespaces(parts)
-			slices.SortFunc(nss, func(a, b *nsTotal) int { return compareNamespaces(a.info, b.info) })
 			if g.json() {
 				return writeNSLsJSON(cmd, f.view.GetNodeId(), nss)
 			}
@@ -53,6 +44,27 @@ HIT% is the share of looked-up keys that were found: hit_keys / lookup_keys.`,
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's namespaces")
 	return cmd
+}
+
+// listNamespaces asks every member for its namespaces (of tenant, or all
+// the token may see) and sums them by ID, ordered by compareNamespaces. A
+// member that fails is reported on w (see settle).
+func listNamespaces(ctx context.Context, w io.Writer, f *fleet, tenant string) ([]*nsTotal, error) {
+	rs := gather(ctx, f.asked(), func(ctx context.Context, c *conn) (*pb.ListNamespacesResponse, error) {
+		return invoke(ctx, c, c.admin.ListNamespaces, &pb.ListNamespacesRequest{Tenant: tenant})
+	})
+	if err := settle(w, rs); err != nil {
+		return nil, err
+	}
+	var parts []nodeNS
+	for _, r := range answered(rs) {
+		for _, n := range r.val.GetNamespaces() {
+			parts = append(parts, nodeNS{node: r.GetNodeId(), info: n})
+		}
+	}
+	nss := sumNamespaces(parts)
+	slices.SortFunc(nss, func(a, b *nsTotal) int { return compareNamespaces(a.info, b.info) })
+	return nss, nil
 }
 
 // compareNamespaces orders by tenant, model, revision, adapter, then ID.

@@ -38,11 +38,7 @@ node's share. A member that fails is reported on stderr and left out.`,
 			if err != nil {
 				return err
 			}
-			var parts []nodeNS
-			for _, r := range ns.nodes {
-				parts = append(parts, nodeNS{node: r.GetNodeId(), info: r.val.GetNamespace()})
-			}
-			t := sumNamespaces(parts)[0]
+			t := ns.total()
 			if g.json() {
 				doc := struct {
 					NodeID    string        `json:"node_id"` // the node asked
@@ -82,6 +78,8 @@ func writeNSShow(w io.Writer, t *nsTotal, perNode bool, now time.Time) error {
 	row(tw, "  hit_keys:", n.GetHitKeys())
 	row(tw, "  hit_rate:", formatHitRate(n))
 	row(tw, "  leases_active:", n.GetLeasesActive())
+	row(tw, "  ttl:", formatTTL(n.GetTtlMs()))
+	row(tw, "  expired_pages:", n.GetExpiredPages())
 	if len(n.GetTiers()) > 0 {
 		fmt.Fprintln(tw, "tiers:")
 		for _, ts := range n.GetTiers() {

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 )
 
-// defaultEndpoint is the node address when neither --endpoint nor
-// STRATA_ENDPOINT is set; it is stratad's default listen address.
+// defaultEndpoint is the node address when neither --endpoints nor
+// STRATA_ENDPOINTS (nor the older STRATA_ENDPOINT) is set; it is stratad's
+// default listen address.
 const defaultEndpoint = "127.0.0.1:7070"
 
 // Output formats of -o.
@@ -19,31 +23,36 @@ const (
 
 // globals are the flags every command shares.
 type globals struct {
-	endpoint string
-	token    string
-	output   string
-	timeout  time.Duration
+	endpointList string   // --endpoints as given: comma-separated
+	endpoints    []string // endpointList split, in the order to try them
+	token        string
+	output       string
+	timeout      time.Duration
 }
 
 // json reports whether the command prints JSON rather than a table.
 func (g *globals) json() bool { return g.output == outputJSON }
 
-// newRootCmd builds the whole command tree. getenv supplies STRATA_ENDPOINT
-// and STRATA_TOKEN (os.Getenv in main; a map in tests).
+// newRootCmd builds the whole command tree. getenv supplies
+// STRATA_ENDPOINTS, STRATA_ENDPOINT and STRATA_TOKEN (os.Getenv in main; a
+// map in tests).
 func newRootCmd(getenv func(string) string) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "strata",
 		Short: "Inspect a strata KV-cache cluster",
 		Long: `strata inspects a strata KV-cache cluster through its nodes' Cluster and
-Admin APIs: members and their tiers, namespaces, their keys and page metadata.
+Admin APIs: members and their tiers, namespaces and their forks, keys, page
+metadata and leases; it also removes namespaces and pages and sets TTLs.
 
-The node asked is --endpoint (env STRATA_ENDPOINT, default ` + defaultEndpoint + `);
-it names the other members. A token (--token, env STRATA_TOKEN) is sent to
-every node as "authorization: Bearer <token>".
+The node asked is the first of --endpoints that answers (a comma-separated
+list of gRPC addresses, tried in order; env STRATA_ENDPOINTS, or the older
+STRATA_ENDPOINT; default ` + defaultEndpoint + `); it names the other members.
+A token (--token, env STRATA_TOKEN) is sent to every node as
+"authorization: Bearer <token>".
 
-ns and keys ask every alive member and merge the answers; a member that
-fails is reported on stderr and left out, and the command exits 0 unless
+ns, keys and lease ask every alive member and merge the answers; a member
+that fails is reported on stderr and left out, and a listing exits 0 unless
 every member failed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -51,16 +60,15 @@ every member failed.`,
 			return g.finish(cmd, getenv)
 		},
 	}
-	endpoint := getenv("STRATA_ENDPOINT")
-	if endpoint == "" {
-		endpoint = defaultEndpoint
-	}
+	endpoints := cmp.Or(getenv("STRATA_ENDPOINTS"), getenv("STRATA_ENDPOINT"), defaultEndpoint)
 	f := root.PersistentFlags()
-	f.StringVar(&g.endpoint, "endpoint", endpoint, "gRPC address of the node asked (env STRATA_ENDPOINT)")
+	f.StringVar(&g.endpointList, "endpoints", endpoints,
+		"gRPC addresses of nodes to ask, comma-separated, tried in order until one answers (env STRATA_ENDPOINTS)")
+	f.StringVar(&g.endpointList, "endpoint", endpoints, "same as --endpoints (env STRATA_ENDPOINT)")
 	f.StringVar(&g.token, "token", "", "bearer token sent to the node (env STRATA_TOKEN)")
 	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to a node")
-	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g))
+	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g))
 	return root
 }
 
@@ -77,10 +85,23 @@ func (g *globals) finish(cmd *cobra.Command, getenv func(string) string) error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", g.timeout)
 	}
-	if g.endpoint == "" {
-		return fmt.Errorf("--endpoint is empty")
+	g.endpoints = splitEndpoints(g.endpointList)
+	if len(g.endpoints) == 0 {
+		return fmt.Errorf("--endpoints is empty: give a node's gRPC address, e.g. %s", defaultEndpoint)
 	}
 	return nil
+}
+
+// splitEndpoints splits a comma-separated list, dropping blanks and
+// repeats.
+func splitEndpoints(list string) []string {
+	var out []string
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e != "" && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // newGroupCmd is a command that only holds subcommands: alone it prints

@@ -23,6 +23,8 @@ type namespaceJSON struct {
 	HitKeys       uint64         `json:"hit_keys"`
 	HitRate       *float64       `json:"hit_rate"` // percent; null before any lookup
 	LeasesActive  uint64         `json:"leases_active"`
+	TTLMs         uint64         `json:"ttl_ms"` // idle TTL of pages, the longest of any node; 0 = none
+	ExpiredPages  uint64         `json:"expired_pages"`
 	Tiers         []tierJSON     `json:"tiers"`
 	Nodes         []string       `json:"nodes"` // IDs of the nodes holding pages of it
 }
@@ -37,6 +39,8 @@ type nsNodeJSON struct {
 	HitKeys      uint64     `json:"hit_keys"`
 	HitRate      *float64   `json:"hit_rate"` // percent; null before any lookup
 	LeasesActive uint64     `json:"leases_active"`
+	TTLMs        uint64     `json:"ttl_ms"`
+	ExpiredPages uint64     `json:"expired_pages"`
 	Tiers        []tierJSON `json:"tiers"`
 }
 
@@ -109,7 +113,7 @@ func namespaceView(t *nsTotal) namespaceJSON {
 		PageBytes: n.GetPageBytes(), Pages: n.GetPages(), Bytes: n.GetBytes(),
 		CreatedUnixMs: n.GetCreatedUnixMs(), Lookups: n.GetLookups(), LookupKeys: n.GetLookupKeys(),
 		HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n), LeasesActive: n.GetLeasesActive(),
-		Tiers: tiersView(n.GetTiers()), Nodes: t.holders(),
+		TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(), Tiers: tiersView(n.GetTiers()), Nodes: t.holders(),
 	}
 }
 
@@ -117,7 +121,8 @@ func nsNodeView(p nodeNS) nsNodeJSON {
 	n := p.info
 	return nsNodeJSON{NodeID: p.node, Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(),
 		LookupKeys: n.GetLookupKeys(), HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n),
-		LeasesActive: n.GetLeasesActive(), Tiers: tiersView(n.GetTiers())}
+		LeasesActive: n.GetLeasesActive(), TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(),
+		Tiers: tiersView(n.GetTiers())}
 }
 
 // hitRateJSON is the hit rate in percent, or nil before any lookup.

@@ -2466,6 +2466,8 @@ type NamespaceInfo struct {
 	HitKeys       uint64                 `protobuf:"varint,9,opt,name=hit_keys,json=hitKeys,proto3" json:"hit_keys,omitempty"` // keys inside returned hit prefixes
 	LeasesActive  uint64                 `protobuf:"varint,10,opt,name=leases_active,json=leasesActive,proto3" json:"leases_active,omitempty"`
 	Tiers         []*TierStats           `protobuf:"bytes,11,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	TtlMs         uint64                 `protobuf:"varint,12,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`                      // pages idle longer than this are removed; 0 = never (SetNamespaceTTL)
+	ExpiredPages  uint64                 `protobuf:"varint,13,opt,name=expired_pages,json=expiredPages,proto3" json:"expired_pages,omitempty"` // pages removed idle past the TTL
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2575,6 +2577,20 @@ func (x *NamespaceInfo) GetTiers() []*TierStats {
 		return x.Tiers
 	}
 	return nil
+}
+
+func (x *NamespaceInfo) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *NamespaceInfo) GetExpiredPages() uint64 {
+	if x != nil {
+		return x.ExpiredPages
+	}
+	return 0
 }
 
 type ListNamespacesRequest struct {
@@ -3584,6 +3600,430 @@ func (x *MembersResponse) GetCoordinator() string {
 	return ""
 }
 
+type DropNamespaceRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	// unregister also deletes the registration, before the pages: a client
+	// request on a node that no longer holds the namespace then fails with
+	// NAMESPACE_NOT_FOUND instead of bringing it back from the registry. The
+	// node need not hold the namespace for this.
+	Unregister    bool `protobuf:"varint,2,opt,name=unregister,proto3" json:"unregister,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropNamespaceRequest) Reset() {
+	*x = DropNamespaceRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropNamespaceRequest) ProtoMessage() {}
+
+func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DropNamespaceRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *DropNamespaceRequest) GetUnregister() bool {
+	if x != nil {
+		return x.Unregister
+	}
+	return false
+}
+
+type DropNamespaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Known         bool                   `protobuf:"varint,2,opt,name=known,proto3" json:"known,omitempty"` // this node held the namespace
+	PagesDropped  uint64                 `protobuf:"varint,3,opt,name=pages_dropped,json=pagesDropped,proto3" json:"pages_dropped,omitempty"`
+	Unregistered  bool                   `protobuf:"varint,4,opt,name=unregistered,proto3" json:"unregistered,omitempty"` // unregister was asked and no registration remains
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropNamespaceResponse) Reset() {
+	*x = DropNamespaceResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropNamespaceResponse) ProtoMessage() {}
+
+func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DropNamespaceResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DropNamespaceResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *DropNamespaceResponse) GetPagesDropped() uint64 {
+	if x != nil {
+		return x.PagesDropped
+	}
+	return 0
+}
+
+func (x *DropNamespaceResponse) GetUnregistered() bool {
+	if x != nil {
+		return x.Unregistered
+	}
+	return false
+}
+
+type SetNamespaceTTLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	TtlMs         uint64                 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // 0 = pages never expire for being idle
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNamespaceTTLRequest) Reset() {
+	*x = SetNamespaceTTLRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNamespaceTTLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNamespaceTTLRequest) ProtoMessage() {}
+
+func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
+func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *SetNamespaceTTLRequest) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type SetNamespaceTTLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PreviousTtlMs uint64                 `protobuf:"varint,2,opt,name=previous_ttl_ms,json=previousTtlMs,proto3" json:"previous_ttl_ms,omitempty"`
+	Namespace     *NamespaceInfo         `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"` // as it is now, with the new ttl_ms
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNamespaceTTLResponse) Reset() {
+	*x = SetNamespaceTTLResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNamespaceTTLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNamespaceTTLResponse) ProtoMessage() {}
+
+func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
+func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *SetNamespaceTTLResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SetNamespaceTTLResponse) GetPreviousTtlMs() uint64 {
+	if x != nil {
+		return x.PreviousTtlMs
+	}
+	return 0
+}
+
+func (x *SetNamespaceTTLResponse) GetNamespace() *NamespaceInfo {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+type ListLeasesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"` // filter; empty = all the caller may see
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // most leases answered, soonest expiry first; 0 = 10000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLeasesRequest) Reset() {
+	*x = ListLeasesRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesRequest) ProtoMessage() {}
+
+func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
+func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListLeasesRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListLeasesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type LeaseInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	NamespaceId   []byte                 `protobuf:"bytes,2,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Pages         uint64                 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseInfo) Reset() {
+	*x = LeaseInfo{}
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseInfo) ProtoMessage() {}
+
+func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
+func (*LeaseInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *LeaseInfo) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *LeaseInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *LeaseInfo) GetPages() uint64 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+type ListLeasesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leases        []*LeaseInfo           `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"` // soonest expiry first
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // leases that matched, answered or not
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLeasesResponse) Reset() {
+	*x = ListLeasesResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLeasesResponse) ProtoMessage() {}
+
+func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
+func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *ListLeasesResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ListLeasesResponse) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 var File_strata_v1_strata_proto protoreflect.FileDescriptor
 
 const file_strata_v1_strata_proto_rawDesc = "" +
@@ -3755,7 +4195,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\x12\x14\n" +
-	"\x05pages\x18\x04 \x01(\x04R\x05pages\"\xf0\x02\n" +
+	"\x05pages\x18\x04 \x01(\x04R\x05pages\"\xac\x03\n" +
 	"\rNamespaceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x125\n" +
 	"\n" +
@@ -3772,7 +4212,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\bhit_keys\x18\t \x01(\x04R\ahitKeys\x12#\n" +
 	"\rleases_active\x18\n" +
 	" \x01(\x04R\fleasesActive\x12*\n" +
-	"\x05tiers\x18\v \x03(\v2\x14.strata.v1.TierStatsR\x05tiers\"/\n" +
+	"\x05tiers\x18\v \x03(\v2\x14.strata.v1.TierStatsR\x05tiers\x12\x15\n" +
+	"\x06ttl_ms\x18\f \x01(\x04R\x05ttlMs\x12#\n" +
+	"\rexpired_pages\x18\r \x01(\x04R\fexpiredPages\"/\n" +
 	"\x15ListNamespacesRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"k\n" +
 	"\x16ListNamespacesResponse\x128\n" +
@@ -3851,7 +4293,37 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.strata.v1.MemberR\amembers\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12 \n" +
-	"\vcoordinator\x18\x03 \x01(\tR\vcoordinator*K\n" +
+	"\vcoordinator\x18\x03 \x01(\tR\vcoordinator\"Y\n" +
+	"\x14DropNamespaceRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1e\n" +
+	"\n" +
+	"unregister\x18\x02 \x01(\bR\n" +
+	"unregister\"\x8f\x01\n" +
+	"\x15DropNamespaceResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05known\x18\x02 \x01(\bR\x05known\x12#\n" +
+	"\rpages_dropped\x18\x03 \x01(\x04R\fpagesDropped\x12\"\n" +
+	"\funregistered\x18\x04 \x01(\bR\funregistered\"R\n" +
+	"\x16SetNamespaceTTLRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x04R\x05ttlMs\"\x92\x01\n" +
+	"\x17SetNamespaceTTLResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12&\n" +
+	"\x0fprevious_ttl_ms\x18\x02 \x01(\x04R\rpreviousTtlMs\x126\n" +
+	"\tnamespace\x18\x03 \x01(\v2\x18.strata.v1.NamespaceInfoR\tnamespace\"A\n" +
+	"\x11ListLeasesRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\x9f\x01\n" +
+	"\tLeaseInfo\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12!\n" +
+	"\fnamespace_id\x18\x02 \x01(\fR\vnamespaceId\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05pages\x18\x04 \x01(\x04R\x05pages\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\"q\n" +
+	"\x12ListLeasesResponse\x12,\n" +
+	"\x06leases\x18\x01 \x03(\v2\x14.strata.v1.LeaseInfoR\x06leases\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x04R\x05total*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROTOCOL_VERSION_1\x10\x01*u\n" +
@@ -3900,13 +4372,17 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
 	"RenewLease\x12\x1c.strata.v1.RenewLeaseRequest\x1a\x1d.strata.v1.RenewLeaseResponse\x12O\n" +
 	"\fReleaseLease\x12\x1e.strata.v1.ReleaseLeaseRequest\x1a\x1f.strata.v1.ReleaseLeaseResponse\x12=\n" +
-	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse2\xfe\x02\n" +
+	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse2\xf7\x04\n" +
 	"\x05Admin\x12U\n" +
 	"\x0eListNamespaces\x12 .strata.v1.ListNamespacesRequest\x1a!.strata.v1.ListNamespacesResponse\x12O\n" +
 	"\fGetNamespace\x12\x1e.strata.v1.GetNamespaceRequest\x1a\x1f.strata.v1.GetNamespaceResponse\x12C\n" +
 	"\bListKeys\x12\x1a.strata.v1.ListKeysRequest\x1a\x1b.strata.v1.ListKeysResponse\x12C\n" +
 	"\bStatKeys\x12\x1a.strata.v1.StatKeysRequest\x1a\x1b.strata.v1.StatKeysResponse\x12C\n" +
-	"\bNodeInfo\x12\x1a.strata.v1.NodeInfoRequest\x1a\x1b.strata.v1.NodeInfoResponse2\x94\x01\n" +
+	"\bNodeInfo\x12\x1a.strata.v1.NodeInfoRequest\x1a\x1b.strata.v1.NodeInfoResponse\x12R\n" +
+	"\rDropNamespace\x12\x1f.strata.v1.DropNamespaceRequest\x1a .strata.v1.DropNamespaceResponse\x12X\n" +
+	"\x0fSetNamespaceTTL\x12!.strata.v1.SetNamespaceTTLRequest\x1a\".strata.v1.SetNamespaceTTLResponse\x12I\n" +
+	"\n" +
+	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\x94\x01\n" +
 	"\aCluster\x12@\n" +
 	"\aMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse\x12G\n" +
 	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01B5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
@@ -3924,66 +4400,73 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_strata_v1_strata_proto_goTypes = []any{
-	(ProtocolVersion)(0),           // 0: strata.v1.ProtocolVersion
-	(ChecksumAlgorithm)(0),         // 1: strata.v1.ChecksumAlgorithm
-	(Tier)(0),                      // 2: strata.v1.Tier
-	(ReserveStatus)(0),             // 3: strata.v1.ReserveStatus
-	(CommitStatus)(0),              // 4: strata.v1.CommitStatus
-	(MemberState)(0),               // 5: strata.v1.MemberState
-	(*Descriptor)(nil),             // 6: strata.v1.Descriptor
-	(*ComputeProfile)(nil),         // 7: strata.v1.ComputeProfile
-	(*OpenNamespaceRequest)(nil),   // 8: strata.v1.OpenNamespaceRequest
-	(*OpenNamespaceResponse)(nil),  // 9: strata.v1.OpenNamespaceResponse
-	(*LookupRequest)(nil),          // 10: strata.v1.LookupRequest
-	(*LookupResponse)(nil),         // 11: strata.v1.LookupResponse
-	(*Lease)(nil),                  // 12: strata.v1.Lease
-	(*GetRequest)(nil),             // 13: strata.v1.GetRequest
-	(*GetResponse)(nil),            // 14: strata.v1.GetResponse
-	(*PageHeader)(nil),             // 15: strata.v1.PageHeader
-	(*PageSpec)(nil),               // 16: strata.v1.PageSpec
-	(*ReserveRequest)(nil),         // 17: strata.v1.ReserveRequest
-	(*Reservation)(nil),            // 18: strata.v1.Reservation
-	(*ReserveResponse)(nil),        // 19: strata.v1.ReserveResponse
-	(*WriteRequest)(nil),           // 20: strata.v1.WriteRequest
-	(*WriteResponse)(nil),          // 21: strata.v1.WriteResponse
-	(*CommitItem)(nil),             // 22: strata.v1.CommitItem
-	(*CommitRequest)(nil),          // 23: strata.v1.CommitRequest
-	(*CommitResult)(nil),           // 24: strata.v1.CommitResult
-	(*CommitResponse)(nil),         // 25: strata.v1.CommitResponse
-	(*AbortRequest)(nil),           // 26: strata.v1.AbortRequest
-	(*AbortResponse)(nil),          // 27: strata.v1.AbortResponse
-	(*PutRequest)(nil),             // 28: strata.v1.PutRequest
-	(*PutHeader)(nil),              // 29: strata.v1.PutHeader
-	(*PutResponse)(nil),            // 30: strata.v1.PutResponse
-	(*RenewLeaseRequest)(nil),      // 31: strata.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),     // 32: strata.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),    // 33: strata.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),   // 34: strata.v1.ReleaseLeaseResponse
-	(*DeleteRequest)(nil),          // 35: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 36: strata.v1.DeleteResponse
-	(*TierStats)(nil),              // 37: strata.v1.TierStats
-	(*NamespaceInfo)(nil),          // 38: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),  // 39: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil), // 40: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),    // 41: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),   // 42: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                // 43: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),        // 44: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),       // 45: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),        // 46: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),       // 47: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),        // 48: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),       // 49: strata.v1.NodeInfoResponse
-	(*TierRecovery)(nil),           // 50: strata.v1.TierRecovery
-	(*Member)(nil),                 // 51: strata.v1.Member
-	(*MembersRequest)(nil),         // 52: strata.v1.MembersRequest
-	(*MembersResponse)(nil),        // 53: strata.v1.MembersResponse
-	nil,                            // 54: strata.v1.Descriptor.ExtraEntry
+	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
+	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
+	(Tier)(0),                       // 2: strata.v1.Tier
+	(ReserveStatus)(0),              // 3: strata.v1.ReserveStatus
+	(CommitStatus)(0),               // 4: strata.v1.CommitStatus
+	(MemberState)(0),                // 5: strata.v1.MemberState
+	(*Descriptor)(nil),              // 6: strata.v1.Descriptor
+	(*ComputeProfile)(nil),          // 7: strata.v1.ComputeProfile
+	(*OpenNamespaceRequest)(nil),    // 8: strata.v1.OpenNamespaceRequest
+	(*OpenNamespaceResponse)(nil),   // 9: strata.v1.OpenNamespaceResponse
+	(*LookupRequest)(nil),           // 10: strata.v1.LookupRequest
+	(*LookupResponse)(nil),          // 11: strata.v1.LookupResponse
+	(*Lease)(nil),                   // 12: strata.v1.Lease
+	(*GetRequest)(nil),              // 13: strata.v1.GetRequest
+	(*GetResponse)(nil),             // 14: strata.v1.GetResponse
+	(*PageHeader)(nil),              // 15: strata.v1.PageHeader
+	(*PageSpec)(nil),                // 16: strata.v1.PageSpec
+	(*ReserveRequest)(nil),          // 17: strata.v1.ReserveRequest
+	(*Reservation)(nil),             // 18: strata.v1.Reservation
+	(*ReserveResponse)(nil),         // 19: strata.v1.ReserveResponse
+	(*WriteRequest)(nil),            // 20: strata.v1.WriteRequest
+	(*WriteResponse)(nil),           // 21: strata.v1.WriteResponse
+	(*CommitItem)(nil),              // 22: strata.v1.CommitItem
+	(*CommitRequest)(nil),           // 23: strata.v1.CommitRequest
+	(*CommitResult)(nil),            // 24: strata.v1.CommitResult
+	(*CommitResponse)(nil),          // 25: strata.v1.CommitResponse
+	(*AbortRequest)(nil),            // 26: strata.v1.AbortRequest
+	(*AbortResponse)(nil),           // 27: strata.v1.AbortResponse
+	(*PutRequest)(nil),              // 28: strata.v1.PutRequest
+	(*PutHeader)(nil),               // 29: strata.v1.PutHeader
+	(*PutResponse)(nil),             // 30: strata.v1.PutResponse
+	(*RenewLeaseRequest)(nil),       // 31: strata.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 32: strata.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),     // 33: strata.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 34: strata.v1.ReleaseLeaseResponse
+	(*DeleteRequest)(nil),           // 35: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 36: strata.v1.DeleteResponse
+	(*TierStats)(nil),               // 37: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 38: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 39: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 40: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 41: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 42: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 43: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 44: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 45: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 46: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 47: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 48: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 49: strata.v1.NodeInfoResponse
+	(*TierRecovery)(nil),            // 50: strata.v1.TierRecovery
+	(*Member)(nil),                  // 51: strata.v1.Member
+	(*MembersRequest)(nil),          // 52: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 53: strata.v1.MembersResponse
+	(*DropNamespaceRequest)(nil),    // 54: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 55: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 56: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 57: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 58: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 59: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 60: strata.v1.ListLeasesResponse
+	nil,                             // 61: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	54, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	61, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
@@ -4017,47 +4500,55 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	5,  // 31: strata.v1.Member.state:type_name -> strata.v1.MemberState
 	37, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
 	51, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	8,  // 34: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	10, // 35: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	13, // 36: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	17, // 37: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	20, // 38: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	23, // 39: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	26, // 40: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	28, // 41: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	31, // 42: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	33, // 43: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	35, // 44: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	39, // 45: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	41, // 46: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	44, // 47: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	46, // 48: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	48, // 49: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	52, // 50: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	52, // 51: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	9,  // 52: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	11, // 53: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	14, // 54: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	19, // 55: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	21, // 56: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	25, // 57: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	27, // 58: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	30, // 59: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	32, // 60: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	34, // 61: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	36, // 62: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	40, // 63: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	42, // 64: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	45, // 65: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	47, // 66: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	49, // 67: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	53, // 68: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	53, // 69: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	52, // [52:70] is the sub-list for method output_type
-	34, // [34:52] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	38, // 34: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	59, // 35: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	8,  // 36: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	10, // 37: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	13, // 38: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	17, // 39: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	20, // 40: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	23, // 41: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	26, // 42: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	28, // 43: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	31, // 44: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	33, // 45: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	35, // 46: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	39, // 47: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	41, // 48: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	44, // 49: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	46, // 50: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	48, // 51: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	54, // 52: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	56, // 53: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	58, // 54: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	52, // 55: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	52, // 56: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	9,  // 57: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	11, // 58: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	14, // 59: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	19, // 60: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	21, // 61: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	25, // 62: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	27, // 63: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	30, // 64: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	32, // 65: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	34, // 66: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	36, // 67: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	40, // 68: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	42, // 69: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	45, // 70: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	47, // 71: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	49, // 72: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	55, // 73: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	57, // 74: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	60, // 75: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	53, // 76: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	53, // 77: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	57, // [57:78] is the sub-list for method output_type
+	36, // [36:57] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -4071,7 +4562,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   49,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

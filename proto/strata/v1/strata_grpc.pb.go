@@ -532,11 +532,14 @@ var Strata_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_ListNamespaces_FullMethodName = "/strata.v1.Admin/ListNamespaces"
-	Admin_GetNamespace_FullMethodName   = "/strata.v1.Admin/GetNamespace"
-	Admin_ListKeys_FullMethodName       = "/strata.v1.Admin/ListKeys"
-	Admin_StatKeys_FullMethodName       = "/strata.v1.Admin/StatKeys"
-	Admin_NodeInfo_FullMethodName       = "/strata.v1.Admin/NodeInfo"
+	Admin_ListNamespaces_FullMethodName  = "/strata.v1.Admin/ListNamespaces"
+	Admin_GetNamespace_FullMethodName    = "/strata.v1.Admin/GetNamespace"
+	Admin_ListKeys_FullMethodName        = "/strata.v1.Admin/ListKeys"
+	Admin_StatKeys_FullMethodName        = "/strata.v1.Admin/StatKeys"
+	Admin_NodeInfo_FullMethodName        = "/strata.v1.Admin/NodeInfo"
+	Admin_DropNamespace_FullMethodName   = "/strata.v1.Admin/DropNamespace"
+	Admin_SetNamespaceTTL_FullMethodName = "/strata.v1.Admin/SetNamespaceTTL"
+	Admin_ListLeases_FullMethodName      = "/strata.v1.Admin/ListLeases"
 )
 
 // AdminClient is the client API for Admin service.
@@ -550,6 +553,15 @@ type AdminClient interface {
 	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
 	StatKeys(ctx context.Context, in *StatKeysRequest, opts ...grpc.CallOption) (*StatKeysResponse, error)
 	NodeInfo(ctx context.Context, in *NodeInfoRequest, opts ...grpc.CallOption) (*NodeInfoResponse, error)
+	// DropNamespace removes every page of a namespace from this node and
+	// forgets it; with unregister it first deletes the namespace's
+	// registration (etcd), so that no node learns it again.
+	DropNamespace(ctx context.Context, in *DropNamespaceRequest, opts ...grpc.CallOption) (*DropNamespaceResponse, error)
+	// SetNamespaceTTL makes this node remove the namespace's pages that no
+	// lookup has used for ttl_ms (0 clears it).
+	SetNamespaceTTL(ctx context.Context, in *SetNamespaceTTLRequest, opts ...grpc.CallOption) (*SetNamespaceTTLResponse, error)
+	// ListLeases lists this node's active read leases the caller may see.
+	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
 }
 
 type adminClient struct {
@@ -610,6 +622,36 @@ func (c *adminClient) NodeInfo(ctx context.Context, in *NodeInfoRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) DropNamespace(ctx context.Context, in *DropNamespaceRequest, opts ...grpc.CallOption) (*DropNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropNamespaceResponse)
+	err := c.cc.Invoke(ctx, Admin_DropNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetNamespaceTTL(ctx context.Context, in *SetNamespaceTTLRequest, opts ...grpc.CallOption) (*SetNamespaceTTLResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNamespaceTTLResponse)
+	err := c.cc.Invoke(ctx, Admin_SetNamespaceTTL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLeasesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListLeases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -621,6 +663,15 @@ type AdminServer interface {
 	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
 	StatKeys(context.Context, *StatKeysRequest) (*StatKeysResponse, error)
 	NodeInfo(context.Context, *NodeInfoRequest) (*NodeInfoResponse, error)
+	// DropNamespace removes every page of a namespace from this node and
+	// forgets it; with unregister it first deletes the namespace's
+	// registration (etcd), so that no node learns it again.
+	DropNamespace(context.Context, *DropNamespaceRequest) (*DropNamespaceResponse, error)
+	// SetNamespaceTTL makes this node remove the namespace's pages that no
+	// lookup has used for ttl_ms (0 clears it).
+	SetNamespaceTTL(context.Context, *SetNamespaceTTLRequest) (*SetNamespaceTTLResponse, error)
+	// ListLeases lists this node's active read leases the caller may see.
+	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -645,6 +696,15 @@ func (UnimplementedAdminServer) StatKeys(context.Context, *StatKeysRequest) (*St
 }
 func (UnimplementedAdminServer) NodeInfo(context.Context, *NodeInfoRequest) (*NodeInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeInfo not implemented")
+}
+func (UnimplementedAdminServer) DropNamespace(context.Context, *DropNamespaceRequest) (*DropNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropNamespace not implemented")
+}
+func (UnimplementedAdminServer) SetNamespaceTTL(context.Context, *SetNamespaceTTLRequest) (*SetNamespaceTTLResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNamespaceTTL not implemented")
+}
+func (UnimplementedAdminServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLeases not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -757,6 +817,60 @@ func _Admin_NodeInfo_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DropNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DropNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DropNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DropNamespace(ctx, req.(*DropNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetNamespaceTTL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNamespaceTTLRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetNamespaceTTL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetNamespaceTTL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetNamespaceTTL(ctx, req.(*SetNamespaceTTLRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListLeases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListLeases(ctx, req.(*ListLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -783,6 +897,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeInfo",
 			Handler:    _Admin_NodeInfo_Handler,
+		},
+		{
+			MethodName: "DropNamespace",
+			Handler:    _Admin_DropNamespace_Handler,
+		},
+		{
+			MethodName: "SetNamespaceTTL",
+			Handler:    _Admin_SetNamespaceTTL_Handler,
+		},
+		{
+			MethodName: "ListLeases",
+			Handler:    _Admin_ListLeases_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+type nsRmOptions struct {
+	yes              bool
+	keepRegistration bool
+}
+
+func newNSRmCmd(g *globals) *cobra.Command {
+	var o nsRmOptions
+	cmd := &cobra.Command{
+		Use:   "rm <id-or-prefix> --yes",
+		Short: "Remove a namespace and all its pages from the cluster",
+		Long: `Remove one namespace from the cluster: delete its registration (etcd),
+then drop its pages on every alive member and forget it there. Without
+--yes it only says what it would remove.
+
+The registration goes first: a client request that reaches a node after
+the node dropped the namespace then fails (NAMESPACE_NOT_FOUND) instead of
+bringing it back from etcd. Engines that still use the namespace open it
+again and start it afresh; stop them first to remove it for good. Leased
+pages vanish from lookups at once; their memory returns when the leases
+end.
+
+When a node does not answer, the others still drop the namespace; the
+command then fails, and running it again when that node answers finishes
+the job. --keep-registration drops the pages but keeps the registration.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runNSRm(cmd, g, args[0], o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "really remove it")
+	cmd.Flags().BoolVar(&o.keepRegistration, "keep-registration", false,
+		"drop the pages but keep the registration in etcd")
+	return cmd
+}
+
+// nsRmJSON is `ns rm`.
+type nsRmJSON struct {
+	NodeID       string         `json:"node_id"` // the node asked
+	NamespaceID  string         `json:"namespace_id"`
+	PagesDropped uint64         `json:"pages_dropped"`
+	Unregistered bool           `json:"unregistered"` // no registration remains
+	Registration string         `json:"registration"` // what happened to it, in words
+	Nodes        []nodeDropJSON `json:"nodes"`        // every member that answered
+}
+
+// nodeDropJSON is one member's DropNamespaceResponse.
+type nodeDropJSON struct {
+	NodeID       string `json:"node_id"`
+	Known        bool   `json:"known"` // it held the namespace
+	PagesDropped uint64 `json:"pages_dropped"`
+}
+
+func runNSRm(cmd *cobra.Command, g *globals, arg string, o nsRmOptions) error {
+	ref, err := parseNSRef(arg)
+	if err != nil {
+		return err
+	}
+	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+	f, err := g.dialFleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ns, err := resolveNamespace(ctx, stderr, f, ref)
+	if err != nil {
+		return err
+	}
+	t := ns.total()
+	if !o.yes {
+		return fmt.Errorf("refusing to remove namespace %s without --yes: %s\n"+
+			"every node would drop these pages, and engines recompute what they held", hexOf(ns.id), nsSummary(t))
+	}
+	doc := nsRmJSON{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), Nodes: []nodeDropJSON{},
+		Registration: "kept (--keep-registration)"}
+
+	// The registration first, through a node that holds the namespace.
+	first := ns.nodes[0].member
+	var done *pb.DropNamespaceResponse
+	if !o.keepRegistration {
+		done, err = invoke(ctx, first.c, first.c.admin.DropNamespace,
+			&pb.DropNamespaceRequest{NamespaceId: ns.id, Unregister: true})
+		switch {
+		case status.Code(err) == codes.Unimplemented:
+			doc.Registration = "kept: node " + first.GetNodeId() + " cannot delete registrations"
+			fmt.Fprintf(stderr, "node %s could not delete the namespace's registration (%s): it stays in etcd, "+
+				"and a node learns the namespace again when a client uses it\n", first.label(), serverMessage(err))
+		case err != nil:
+			return fmt.Errorf("nothing removed: deleting the registration through node %s failed: %s\n"+
+				"(try again when etcd answers, or pass --keep-registration to drop the pages and keep it)",
+				first.label(), brief(err))
+		default:
+			doc.Unregistered, doc.Registration = true, "deleted"
+		}
+	}
+
+	rs := gather(ctx, f.asked(), func(ctx context.Context, c *conn) (*pb.DropNamespaceResponse, error) {
+		if done != nil && c == first.c {
+			return done, nil
+		}
+		resp, err := invoke(ctx, c, c.admin.DropNamespace, &pb.DropNamespaceRequest{NamespaceId: ns.id})
+		if status.Code(err) == codes.NotFound {
+			return &pb.DropNamespaceResponse{}, nil
+		}
+		return resp, err
+	})
+	for _, r := range answered(rs) {
+		doc.PagesDropped += r.val.GetPagesDropped()
+		doc.Nodes = append(doc.Nodes, nodeDropJSON{NodeID: r.GetNodeId(), Known: r.val.GetKnown(),
+			PagesDropped: r.val.GetPagesDropped()})
+	}
+	failed := settleAll(stderr, rs, "the namespace was not dropped")
+	if g.json() {
+		err = writeJSON(cmd.OutOrStdout(), doc)
+	} else {
+		err = writeNSRm(cmd.OutOrStdout(), doc, f.multi())
+	}
+	if failed != nil {
+		return failed
+	}
+	return err
+}
+
+// nsSummary is "tenant acme, model llama-3-8b r1: 3 pages, 48KiB on 1 node".
+func nsSummary(t *nsTotal) string {
+	d := t.info.GetDescriptor_()
+	return fmt.Sprintf("tenant %s, model %s %s: %d pages, %s on %d node(s)", orNone(d.GetTenant()),
+		orNone(d.GetModel()), orNone(d.GetModelRevision()), t.info.GetPages(), humanBytes(t.info.GetBytes()),
+		len(t.holders()))
+}
+
+// writeNSRm prints, with nodes, what each node dropped, then a summary.
+func writeNSRm(w io.Writer, doc nsRmJSON, nodes bool) error {
+	if nodes {
+		tw := newTable(w)
+		row(tw, "NODE", "HELD", "PAGES_DROPPED")
+		for _, n := range doc.Nodes {
+			held := "no"
+			if n.Known {
+				held = "yes"
+			}
+			row(tw, n.NodeID, held, n.PagesDropped)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	held := 0
+	for _, n := range doc.Nodes {
+		if n.Known {
+			held++
+		}
+	}
+	_, err := fmt.Fprintf(w, "removed namespace %s: %d pages dropped on %d node(s); registration %s\n",
+		doc.NamespaceID, doc.PagesDropped, held, doc.Registration)
+	return err
+}
