@@ -8,6 +8,11 @@ import (
 // gpuAlloc carves extents out of the GPU arena. It is pure bookkeeping over
 // offsets: it never touches device memory, so it is tested without a GPU.
 //
+// To do: share the host allocator instead. Only mem, fd, the arena mapping,
+// window, Bytes, FD and Size in host.go touch the memfd; the rest works on
+// offsets and can move into a slabAlloc type (with host_slabs.go) that Host
+// and GPU both wrap, after which this file and its tests go.
+//
 // It is a deliberately small slab allocator, a simpler cousin of the host
 // tier's (host.go, "Allocator"), sharing its size classes and span geometry
 // (host_classes.go: classIndex, classSize, spanGeometry) but not its
