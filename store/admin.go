@@ -28,7 +28,7 @@ type KeyInfo struct {
 func (s *Store) keyInfoLocked(e *entry) KeyInfo {
 	return KeyInfo{Key: e.key, Parent: e.parent, HasParent: e.hasPar, Depth: e.depth,
 		Size: e.ext.Len, Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
-		Created: time.UnixMilli(e.create), Accessed: time.UnixMilli(e.access),
+		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
 		Hits: e.hits, Leases: int(e.leases), Children: int(e.children)}
 }
 

@@ -73,6 +73,9 @@ func (sh *shard) get(k namespace.Key) *entry {
 
 // entry is one published page. Fields below the line are guarded by
 // Store.mu; the rest are immutable after publication.
+//
+// Fields are ordered to pack into 160 bytes (a Go size class); times are
+// seconds on the store's clock (Store.clock) to save 8 bytes a page.
 type entry struct {
 	ns     *nsState
 	key    namespace.Key
@@ -81,18 +84,18 @@ type entry struct {
 	sha    *[32]byte // SHA-256 namespaces only
 	crc    uint32    // CRC-32C namespaces only
 	depth  uint32
+	create int32 // store clock
 	tier   uint8 // index into Config.Tiers
 	hasPar bool
-	create int64 // unix ms
 
 	// Guarded by Store.mu.
-	prev, next *entry // recency list; nil when not listed
-	access     int64  // unix ms of the last hit
-	hits       uint32
-	pins       int32  // leases + in-flight reads
+	dead       bool   // removed from the index; its extent is freed once unpinned
 	leases     uint16 // leases among pins
 	children   uint16 // resident children in this namespace
-	dead       bool   // removed from the index; its extent is freed once unpinned
+	access     int32  // store clock of the last hit
+	hits       uint32
+	pins       int32  // leases + in-flight reads
+	prev, next *entry // recency list; nil when not listed
 }
 
 func (e *entry) checksum() []byte {

@@ -49,7 +49,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 		found[i] = n.shard(k).get(k)
 	}
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
-	now := nowMillis()
+	now := s.clock(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, e := range found {

@@ -67,7 +67,7 @@ func (s *Store) sweepIdleLocked(now time.Time) {
 	}
 	s.nsMu.RUnlock()
 	for _, n := range withTTL {
-		cutoff := now.Add(-time.Duration(n.ttl.Load())).UnixMilli()
+		cutoff := s.clock(now.Add(-time.Duration(n.ttl.Load())))
 		for i := range n.shards {
 			sh := &n.shards[i]
 			sh.mu.RLock()

@@ -305,7 +305,7 @@ func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 		sh.mu.Unlock()
 		return false
 	}
-	now := nowMillis()
+	now := s.clock(time.Now())
 	e := &entry{ns: n, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
 		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}
 	if len(sum) == 32 {

@@ -74,7 +74,7 @@ func (s *Store) recoveredNamespace(m tiers.PageMeta) (*nsState, bool, error) {
 
 func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.PageMeta) error {
 	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
-		tier: uint8(tier), create: m.Created.UnixMilli(), access: m.Created.UnixMilli()}
+		tier: uint8(tier), create: s.clock(m.Created), access: s.clock(m.Created)}
 	if len(m.Checksum) == 32 {
 		var sum [32]byte
 		copy(sum[:], m.Checksum)

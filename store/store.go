@@ -104,8 +104,21 @@ type Store struct {
 	moverWake chan struct{}
 	spill     []atomic.Bool // per tier: a page landed below it
 
+	epoch time.Time // zero of the store clock
+
 	stop chan struct{}
 	wg   sync.WaitGroup // janitor and mover
+}
+
+// clock is t in whole seconds since the store started (negative before),
+// the resolution page times are kept at.
+func (s *Store) clock(t time.Time) int32 {
+	return int32(t.Sub(s.epoch) / time.Second)
+}
+
+// timeOf converts a store clock reading back to a time.
+func (s *Store) timeOf(c int32) time.Time {
+	return s.epoch.Add(time.Duration(c) * time.Second)
 }
 
 // New builds a store over cfg.Tiers and starts its janitor.
@@ -125,6 +138,7 @@ func New(cfg Config) (*Store, error) {
 		moverWake:     make(chan struct{}, 1),
 		spill:         make([]atomic.Bool, len(cfg.Tiers)),
 		stop:          make(chan struct{}),
+		epoch:         time.Now(),
 	}
 	s.lru = make([]lruList, len(cfg.Tiers))
 	for i := range s.lru {
