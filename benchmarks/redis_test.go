@@ -1,0 +1,129 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkRedisGet is the reference a strata get is compared with: per
+// operation a client sends a RESP GET for one page-sized string value and
+// reads the value into a buffer it reuses, round-robin over workingSet bytes
+// of values stored beforehand, each client over its own TCP connection to a
+// redis-server on 127.0.0.1 (started by the benchmark, persistence off) with
+// one request in flight, as the strata clients have. cpu-µs/op counts this
+// process and the redis-server process together (server-cpu-µs/op is
+// redis-server's share).
+func BenchmarkRedisGet(b *testing.B) {
+	srv := startRedis(b)
+	conns := dialRedis(b, srv, maxClients)
+	for _, size := range pageSizes {
+		b.Run("page="+sizeLabel(size), func(b *testing.B) {
+			pages := workingSet / size
+			if err := populateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
+				b.Fatal(err)
+			}
+			keys := redisKeys(pages)
+			bufs := make([][]byte, maxClients)
+			for c := range bufs {
+				bufs[c] = make([]byte, size)
+			}
+			for _, clients := range clientCounts {
+				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+					b.SetBytes(int64(size))
+					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+						return conns[c].get(keys[i%pages], bufs[c])
+					}}, srv.cpuTime)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkRedisSet writes one page-sized string value per operation with a
+// RESP SET, round-robin over the workingSet bytes of keys stored
+// beforehand: every SET replaces a value of the same size, so Redis memory
+// stays at about workingSet and nothing is ever evicted (strata's Put writes
+// fresh keys and deletes them off the clock instead; both measure puts that
+// never wait on eviction). Connections, server and CPU accounting as in
+// BenchmarkRedisGet.
+func BenchmarkRedisSet(b *testing.B) {
+	srv := startRedis(b)
+	conns := dialRedis(b, srv, maxClients)
+	for _, size := range pageSizes {
+		b.Run("page="+sizeLabel(size), func(b *testing.B) {
+			pages := workingSet / size
+			data := randomBytes(size, 1)
+			if err := populateRedis(conns[0], pages, data); err != nil {
+				b.Fatal(err)
+			}
+			keys := redisKeys(pages)
+			for _, clients := range clientCounts {
+				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+					b.SetBytes(int64(size))
+					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+						return conns[c].set(keys[i%pages], data)
+					}}, srv.cpuTime)
+				})
+			}
+		})
+	}
+}
+
+// redisKeys names the values of a working set of n pages.
+func redisKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("page:%d", i)
+	}
+	return keys
+}
+
+// populateRedis empties the server and stores n values holding data under
+// redisKeys(n), pipelined in batches.
+func populateRedis(c *redisConn, n int, data []byte) error {
+	if err := c.simple("OK", "FLUSHALL"); err != nil {
+		return fmt.Errorf("FLUSHALL: %w", err)
+	}
+	keys := redisKeys(n)
+	per := max(1, (16<<20)/len(data))
+	for start := 0; start < n; start += per {
+		end := min(n, start+per)
+		for _, k := range keys[start:end] {
+			if err := c.sendSet(k, data); err != nil {
+				return err
+			}
+		}
+		for _, k := range keys[start:end] {
+			if err := c.expectSimple("OK"); err != nil {
+				return fmt.Errorf("SET %s: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// runWithServer is load.run for a workload whose server runs in another
+// process: cpu-µs/op adds serverCPU's growth over the run to this
+// process's CPU time, and server-cpu-µs/op reports that share alone. l must
+// not use between.
+func runWithServer(b *testing.B, l load, serverCPU func() time.Duration) {
+	if l.between != nil {
+		b.Fatal("runWithServer: between is not supported")
+	}
+	lat := make([]time.Duration, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0, s0 := cpuTime(), serverCPU()
+	err := l.runRound(b.Context(), 0, b.N, lat)
+	cpu, srv := cpuTime()-c0, serverCPU()-s0
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	reportLatency(b, lat)
+	perOp := func(d time.Duration) float64 { return float64(d) / float64(b.N) / float64(time.Microsecond) }
+	b.ReportMetric(perOp(cpu+srv), "cpu-µs/op")
+	b.ReportMetric(perOp(srv), "server-cpu-µs/op")
+}
