@@ -144,7 +144,6 @@ type Node struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	store    *store.Store
-	host     *tiers.Host
 	tiers    []tiers.Tier
 	reg      *registry.Registry
 	etcd     *registry.Embedded // nil with external endpoints

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
 )
@@ -59,7 +60,6 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host tier: %w", err)
 		}
-		n.host = h
 		return h, nil
 	case "ssd":
 		if n.cfg.SSDBytes <= 0 {
@@ -97,23 +97,11 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 	return nil, fmt.Errorf("unknown tier %q: want gpu, host or ssd", name)
 }
 
-func tierKind(k tiers.Kind) pb.Tier {
-	switch k {
-	case tiers.KindGPU:
-		return pb.Tier_TIER_GPU
-	case tiers.KindHost:
-		return pb.Tier_TIER_HOST
-	case tiers.KindSSD:
-		return pb.Tier_TIER_SSD
-	}
-	return pb.Tier_TIER_UNSPECIFIED
-}
-
 // recoveryProto reports a store recovery for NodeInfo.
 func recoveryProto(durable []tiers.Tier, rec store.Recovery) []*pb.TierRecovery {
 	var out []*pb.TierRecovery
 	for i, st := range rec.Tiers {
-		out = append(out, &pb.TierRecovery{Tier: tierKind(durable[i].Kind()), Recovered: uint64(st.Recovered),
+		out = append(out, &pb.TierRecovery{Tier: server.TierProto(durable[i].Kind()), Recovered: uint64(st.Recovered),
 			Dropped: uint64(st.Dropped), Torn: uint64(st.Torn), Bytes: uint64(st.Bytes)})
 	}
 	return out

@@ -65,7 +65,7 @@ func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 	}
 	kinds := s.cfg.Store.TierKinds()
 	for i, pages := range st.TierPages {
-		info.Tiers = append(info.Tiers, &pb.TierStats{Tier: tierProto(kinds[i]), Pages: uint64(pages),
+		info.Tiers = append(info.Tiers, &pb.TierStats{Tier: TierProto(kinds[i]), Pages: uint64(pages),
 			UsedBytes: uint64(pages) * uint64(st.PageBytes)})
 	}
 	return info
@@ -130,7 +130,7 @@ func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.Sta
 
 func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
 	out := &pb.KeyInfo{Key: ki.Key[:], Depth: ki.Depth, Size: uint64(ki.Size), Checksum: ki.Checksum,
-		Tier: tierProto(ki.Tier), CreatedUnixMs: ki.Created.UnixMilli(), LastAccessUnixMs: ki.Accessed.UnixMilli(),
+		Tier: TierProto(ki.Tier), CreatedUnixMs: ki.Created.UnixMilli(), LastAccessUnixMs: ki.Accessed.UnixMilli(),
 		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children)}
 	if ki.HasParent {
 		out.ParentKey = ki.Parent[:]
@@ -138,7 +138,8 @@ func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
 	return out
 }
 
-func tierProto(k tiers.Kind) pb.Tier {
+// TierProto is the wire name of a kind of tier.
+func TierProto(k tiers.Kind) pb.Tier {
 	switch k {
 	case tiers.KindGPU:
 		return pb.Tier_TIER_GPU
@@ -174,7 +175,7 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 		}
 	}
 	for i, t := range st.Tiers {
-		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: tierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
+		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
 			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i])})
 	}
 	return resp, nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stratakv/strata/membership"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/tiers"
 )
 
 // Members answers the membership view clients route by.
@@ -51,7 +52,7 @@ func (s *Server) view() *pb.MembersResponse {
 		st := s.cfg.Store.Stats()
 		self := &pb.Member{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, State: pb.MemberState_MEMBER_STATE_ALIVE}
 		for _, t := range st.Tiers {
-			self.Tiers = append(self.Tiers, &pb.TierStats{Tier: tierProto(t.Kind), CapacityBytes: uint64(t.Capacity), UsedBytes: uint64(t.Used)})
+			self.Tiers = append(self.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity), UsedBytes: uint64(t.Used)})
 			self.Weight += float64(t.Capacity)
 		}
 		resp.Members = []*pb.Member{self}
@@ -83,14 +84,12 @@ func memberState(s membership.State) pb.MemberState {
 	return pb.MemberState_MEMBER_STATE_UNSPECIFIED
 }
 
+// tierByName is the wire name of a tier named as in gossip metadata.
 func tierByName(name string) pb.Tier {
-	switch name {
-	case "gpu":
-		return pb.Tier_TIER_GPU
-	case "host":
-		return pb.Tier_TIER_HOST
-	case "ssd":
-		return pb.Tier_TIER_SSD
+	for _, k := range []tiers.Kind{tiers.KindGPU, tiers.KindHost, tiers.KindSSD} {
+		if k.String() == name {
+			return TierProto(k)
+		}
 	}
 	return pb.Tier_TIER_UNSPECIFIED
 }

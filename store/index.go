@@ -3,6 +3,7 @@ package store
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
@@ -46,7 +47,7 @@ type nsState struct {
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: nowMillis()}
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli()}
 	for i := range st.shards {
 		st.shards[i].m = make(map[namespace.Key]*entry)
 	}

@@ -298,22 +298,28 @@ func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error
 // index. It reports false
 // when the key is already published (first commit wins).
 func (s *Store) publishLocked(r *reservation, sum []byte) bool {
-	n, p := r.ns, r.spec
-	sh := n.shard(p.Key)
+	p, now := r.spec, s.clock(time.Now())
+	return s.insertLocked(&entry{ns: r.ns, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
+		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}, sum)
+}
+
+// insertLocked records e, whose checksum is sum (4 bytes of CRC-32C or 32
+// of SHA-256), in the index, its tier's recency list and the counters. It
+// reports false, changing nothing, when the key is already there.
+func (s *Store) insertLocked(e *entry, sum []byte) bool {
+	n := e.ns
+	sh := n.shard(e.key)
 	sh.mu.Lock()
-	if sh.m[p.Key] != nil {
+	if sh.m[e.key] != nil {
 		sh.mu.Unlock()
 		return false
 	}
-	now := s.clock(time.Now())
-	e := &entry{ns: n, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
-		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}
 	if len(sum) == 32 {
 		e.sha = (*[32]byte)(bytes.Clone(sum))
 	} else {
 		e.crc = binary.BigEndian.Uint32(sum)
 	}
-	sh.m[p.Key] = e
+	sh.m[e.key] = e
 	sh.mu.Unlock()
 	s.lru[e.tier].pushFront(e)
 	n.tierPages[e.tier].Add(1)
@@ -321,9 +327,9 @@ func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 		par.children++
 	}
 	s.pages++
-	s.bytes += p.Size
+	s.bytes += e.ext.Len
 	n.pages.Add(1)
-	n.bytes.Add(p.Size)
+	n.bytes.Add(e.ext.Len)
 	return true
 }
 
@@ -452,5 +458,3 @@ func clampTTL(ttl, def, limit time.Duration) time.Duration {
 	}
 	return min(ttl, limit)
 }
-
-func nowMillis() int64 { return time.Now().UnixMilli() }

@@ -73,35 +73,16 @@ func (s *Store) recoveredNamespace(m tiers.PageMeta) (*nsState, bool, error) {
 }
 
 func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.PageMeta) error {
-	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
-		tier: uint8(tier), create: s.clock(m.Created), access: s.clock(m.Created)}
-	if len(m.Checksum) == 32 {
-		var sum [32]byte
-		copy(sum[:], m.Checksum)
-		e.sha = &sum
-	} else if len(m.Checksum) == 4 {
-		e.crc = uint32(m.Checksum[0])<<24 | uint32(m.Checksum[1])<<16 | uint32(m.Checksum[2])<<8 | uint32(m.Checksum[3])
-	} else {
+	if len(m.Checksum) != n.Checksum.Size() {
 		return fmt.Errorf("page %x: %d-byte checksum", m.Key[:6], len(m.Checksum))
 	}
+	created := s.clock(m.Created)
+	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
+		tier: uint8(tier), create: created, access: created}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sh := n.shard(e.key)
-	sh.mu.Lock()
-	if sh.m[e.key] != nil {
-		sh.mu.Unlock()
+	if !s.insertLocked(e, m.Checksum) {
 		return errDuplicate
 	}
-	sh.m[e.key] = e
-	sh.mu.Unlock()
-	s.lru[tier].pushFront(e)
-	n.tierPages[tier].Add(1)
-	if par := s.parentLocked(e); par != nil {
-		par.children++
-	}
-	s.pages++
-	s.bytes += ext.Len
-	n.pages.Add(1)
-	n.bytes.Add(ext.Len)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"strconv"
 	"strings"
@@ -174,4 +175,20 @@ func formatTTL(ms uint64) string {
 		return "none"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// report writes doc as JSON, or as text for people, then returns failed
+// (some nodes did not do their part) ahead of any write error, so that the
+// exit status says the command did not complete.
+func (g *globals) report(cmd *cobra.Command, doc any, text func(io.Writer) error, failed error) error {
+	var err error
+	if g.json() {
+		err = writeJSON(cmd.OutOrStdout(), doc)
+	} else {
+		err = text(cmd.OutOrStdout())
+	}
+	if failed != nil {
+		return failed
+	}
+	return err
 }

@@ -65,15 +65,11 @@ func runKeysLs(cmd *cobra.Command, g *globals, nsArg string, o keysLsOptions) er
 			return fmt.Errorf("--after: %w", err)
 		}
 	}
-	f, err := g.dialFleet(cmd.Context())
+	f, ns, err := g.openNamespace(cmd, ref)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
-	if err != nil {
-		return err
-	}
 	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) (nodeKeys, error) {
 		keys, next, err := listKeys(ctx, c, ns.id, after, o.limit)
 		return nodeKeys{keys: keys, more: len(next) > 0}, err

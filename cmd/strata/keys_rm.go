@@ -55,15 +55,11 @@ func runKeysRm(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string) e
 		}
 	}
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, err := g.dialFleet(ctx)
+	f, ns, err := g.openNamespace(cmd, ref)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	ns, err := resolveNamespace(ctx, stderr, f, ref)
-	if err != nil {
-		return err
-	}
 	rs := gather(ctx, ns.members(), func(ctx context.Context, c *conn) (*pb.DeleteResponse, error) {
 		return invoke(ctx, c, c.data.Delete, &pb.DeleteRequest{NamespaceId: ns.id, Keys: keys})
 	})
@@ -72,16 +68,8 @@ func runKeysRm(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string) e
 		doc.Deleted += uint64(r.val.GetDeleted())
 		doc.Nodes = append(doc.Nodes, nodeDeleteJSON{NodeID: r.GetNodeId(), Deleted: r.val.GetDeleted()})
 	}
-	failed := settleAll(stderr, rs, "the keys were not deleted")
-	if g.json() {
-		err = writeJSON(cmd.OutOrStdout(), doc)
-	} else {
-		err = writeKeysRm(cmd.OutOrStdout(), doc, f.multi())
-	}
-	if failed != nil {
-		return failed
-	}
-	return err
+	return g.report(cmd, doc, func(w io.Writer) error { return writeKeysRm(w, doc, f.multi()) },
+		settleAll(stderr, rs, "the keys were not deleted"))
 }
 
 // writeKeysRm prints, with nodes, what each node deleted, then a summary.

@@ -52,15 +52,11 @@ func runKeysStat(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string)
 			return err
 		}
 	}
-	f, err := g.dialFleet(cmd.Context())
+	f, ns, err := g.openNamespace(cmd, ref)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
-	if err != nil {
-		return err
-	}
 	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) ([]*pb.KeyInfo, error) {
 		resp, err := invoke(ctx, c, c.admin.StatKeys, &pb.StatKeysRequest{NamespaceId: ns.id, Keys: keys})
 		if err == nil && len(resp.GetKeys()) != len(keys) {

@@ -49,6 +49,21 @@ func parseNSRef(arg string) (nsRef, error) {
 	return nsRef{arg: arg, prefix: prefix}, err
 }
 
+// openNamespace dials the fleet and resolves ref on it (see
+// resolveNamespace); the caller closes the fleet.
+func (g *globals) openNamespace(cmd *cobra.Command, ref nsRef) (*fleet, *found, error) {
+	f, err := g.dialFleet(cmd.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, ns, nil
+}
+
 // resolveNamespace finds the one namespace whose ID is or starts with ref
 // on every member asked. A member that does not know it holds none of its
 // pages and is left out; one that fails is reported on w (see settle).

@@ -70,15 +70,11 @@ func runNSRm(cmd *cobra.Command, g *globals, arg string, o nsRmOptions) error {
 		return err
 	}
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, err := g.dialFleet(ctx)
+	f, ns, err := g.openNamespace(cmd, ref)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	ns, err := resolveNamespace(ctx, stderr, f, ref)
-	if err != nil {
-		return err
-	}
 	t := ns.total()
 	if !o.yes {
 		return fmt.Errorf("refusing to remove namespace %s without --yes: %s\n"+
@@ -122,16 +118,8 @@ func runNSRm(cmd *cobra.Command, g *globals, arg string, o nsRmOptions) error {
 		doc.Nodes = append(doc.Nodes, nodeDropJSON{NodeID: r.GetNodeId(), Known: r.val.GetKnown(),
 			PagesDropped: r.val.GetPagesDropped()})
 	}
-	failed := settleAll(stderr, rs, "the namespace was not dropped")
-	if g.json() {
-		err = writeJSON(cmd.OutOrStdout(), doc)
-	} else {
-		err = writeNSRm(cmd.OutOrStdout(), doc, f.multi())
-	}
-	if failed != nil {
-		return failed
-	}
-	return err
+	return g.report(cmd, doc, func(w io.Writer) error { return writeNSRm(w, doc, f.multi()) },
+		settleAll(stderr, rs, "the namespace was not dropped"))
 }
 
 // nsSummary is "tenant acme, model llama-3-8b r1: 3 pages, 48KiB on 1 node".

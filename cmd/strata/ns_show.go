@@ -29,15 +29,11 @@ node's share. A member that fails is reported on stderr and left out.`,
 			if err != nil {
 				return err
 			}
-			f, err := g.dialFleet(cmd.Context())
+			f, ns, err := g.openNamespace(cmd, ref)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
-			if err != nil {
-				return err
-			}
 			t := ns.total()
 			if g.json() {
 				doc := struct {

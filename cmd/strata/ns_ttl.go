@@ -71,15 +71,11 @@ func runNSTTL(cmd *cobra.Command, g *globals, arg string, ttl time.Duration) err
 		return err
 	}
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, err := g.dialFleet(ctx)
+	f, ns, err := g.openNamespace(cmd, ref)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	ns, err := resolveNamespace(ctx, stderr, f, ref)
-	if err != nil {
-		return err
-	}
 	req := &pb.SetNamespaceTTLRequest{NamespaceId: ns.id, TtlMs: uint64(ttl.Milliseconds())}
 	rs := gather(ctx, ns.members(), func(ctx context.Context, c *conn) (*pb.SetNamespaceTTLResponse, error) {
 		return invoke(ctx, c, c.admin.SetNamespaceTTL, req)
@@ -90,16 +86,8 @@ func runNSTTL(cmd *cobra.Command, g *globals, arg string, ttl time.Duration) err
 		doc.Nodes = append(doc.Nodes, nodeTTLJSON{NodeID: r.GetNodeId(), TTLMs: n.GetTtlMs(),
 			PreviousTTLMs: r.val.GetPreviousTtlMs(), Pages: n.GetPages(), ExpiredPages: n.GetExpiredPages()})
 	}
-	failed := settleAll(stderr, rs, "the TTL was not set")
-	if g.json() {
-		err = writeJSON(cmd.OutOrStdout(), doc)
-	} else {
-		err = writeNSTTL(cmd.OutOrStdout(), doc, f.multi())
-	}
-	if failed != nil {
-		return failed
-	}
-	return err
+	return g.report(cmd, doc, func(w io.Writer) error { return writeNSTTL(w, doc, f.multi()) },
+		settleAll(stderr, rs, "the TTL was not set"))
 }
 
 // writeNSTTL prints, with nodes, each node's TTL before and now, then a
