@@ -6,13 +6,21 @@ package namespace
 // divided over the tp·pp·cp shards that each hold a namespace of their own.
 // It is 0 when the descriptor has no compute profile.
 func (d Descriptor) PrefillFLOPs(tokens int) float64 {
+	lin, quad := d.PrefillCoefficients()
+	s := float64(tokens)
+	return lin*s + quad*s*s
+}
+
+// PrefillCoefficients returns PrefillFLOPs as lin·S + quad·S²: what the
+// store needs to price each page by its depth. Both are 0 when the
+// descriptor has no compute profile.
+func (d Descriptor) PrefillCoefficients() (lin, quad float64) {
 	p := d.Compute
 	if p.Params == 0 {
-		return 0
+		return 0, 0
 	}
-	s := float64(tokens)
-	flops := 2 * float64(p.Params) * s
-	flops += 2 * float64(d.NumLayers) * float64(p.AttentionHeads) * float64(p.AttentionHeadDim) * s * s
 	shards := float64(max(1, d.TPSize) * max(1, d.PPSize) * max(1, d.CPSize))
-	return flops / shards
+	lin = 2 * float64(p.Params) / shards
+	quad = 2 * float64(d.NumLayers) * float64(p.AttentionHeads) * float64(p.AttentionHeadDim) / shards
+	return lin, quad
 }

@@ -146,8 +146,10 @@ func (s *Server) Restore(d namespace.Descriptor) error {
 
 func (s *Server) addNamespace(d namespace.Descriptor) error {
 	id := d.ID()
+	lin, quad := d.PrefillCoefficients()
 	if err := s.cfg.Store.AddNamespace(store.Namespace{ID: id, Tenant: d.Tenant,
-		PageBytes: int64(d.PageSize()), Checksum: d.Checksum}); err != nil {
+		PageBytes: int64(d.PageSize()), Checksum: d.Checksum,
+		PageTokens: d.PageTokens, FLOPsLinear: lin, FLOPsQuadratic: quad}); err != nil {
 		return err
 	}
 	s.mu.Lock()

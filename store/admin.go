@@ -29,7 +29,7 @@ func (s *Store) keyInfoLocked(e *entry) KeyInfo {
 	return KeyInfo{Key: e.key, Parent: e.parent, HasParent: e.hasPar, Depth: e.depth,
 		Size: e.ext.Len, Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
 		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
-		Hits: e.hits, Leases: int(e.leases), Children: int(e.children)}
+		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3])}
 }
 
 // Stat describes the given keys; ok[i] is false for keys not published.
@@ -114,6 +114,12 @@ type NamespaceStats struct {
 	LeasesExpired uint64 // leases that ran out
 	Expired       uint64 // pages removed idle past the TTL
 	TTL           time.Duration
+	// SavedFLOPs is the prefill the hit prefixes of lookups saved, priced
+	// by the namespace's compute profile (0 without one).
+	SavedFLOPs float64
+	// HitTokens is the tokens in lookups' hit prefixes (0 when the page's
+	// token count is unknown).
+	HitTokens uint64
 }
 
 func (s *Store) nsStats(n *nsState) NamespaceStats {
@@ -130,6 +136,10 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	st.Rejected, st.Evicted, st.Demoted = n.rejected.Load(), n.evicted.Load(), n.demoted.Load()
 	st.Corrupt, st.Deleted, st.LeasesExpired = n.corrupt.Load(), n.deleted.Load(), n.leasesExpired.Load()
 	st.Expired, st.TTL = n.expired.Load(), time.Duration(n.ttl.Load())
+	st.HitTokens = n.hitTokens.Load()
+	s.mu.Lock()
+	st.SavedFLOPs = n.savedFLOPs
+	s.mu.Unlock()
 	return st
 }
 

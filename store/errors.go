@@ -35,4 +35,10 @@ var (
 	// ErrLeaseLimit is returned by Lookup when the namespace's tenant
 	// already holds Config.MaxLeasesPerTenant leases.
 	ErrLeaseLimit = errors.New("too many active leases for the tenant")
+	// ErrNotAdmitted is a Reserve's answer (Reservation.Err) for a page the
+	// node would have to drop pages for, when its eviction policy values it
+	// below the cutoff or below the page it would displace, and for the
+	// later pages of the same sequence in that Reserve. The page is not
+	// stored; a cluster client may put it on its second placement candidate.
+	ErrNotAdmitted = errors.New("page not admitted: the node holds more valuable pages")
 )

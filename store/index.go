@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratakv/strata/eviction"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
 )
@@ -44,10 +45,18 @@ type nsState struct {
 	leasesExpired atomic.Uint64                  // leases that ran out (not released)
 	expired       atomic.Uint64                  // pages removed idle past the TTL
 	ttl           atomic.Int64                   // idle TTL of pages (time.Duration); 0 = none
+	hitTokens     atomic.Uint64                  // tokens of lookups' hit prefixes
+
+	// Guarded by Store.mu.
+	savedFLOPs float64 // prefill FLOPs the hit prefixes of lookups saved
+	// waiting counts, by parent key, the resident children whose parent is
+	// not resident here (by the tier each child is in); the parent's
+	// counts start from them when it arrives (see policy.go).
+	waiting map[namespace.Key][MaxTiers]uint16
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: time.Now().UnixMilli()}
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key][MaxTiers]uint16)}
 	for i := range st.shards {
 		st.shards[i].m = make(map[namespace.Key]*entry)
 	}
@@ -90,13 +99,13 @@ type entry struct {
 	hasPar bool
 
 	// Guarded by Store.mu.
-	dead       bool   // removed from the index; its extent is freed once unpinned
-	leases     uint16 // leases among pins
-	children   uint16 // resident children in this namespace
-	access     int32  // store clock of the last hit
-	hits       uint32
-	pins       int32  // leases + in-flight reads
-	prev, next *entry // recency list; nil when not listed
+	dead   bool             // removed from the index; its extent is freed once unpinned
+	leases uint16           // leases among pins
+	kids   [MaxTiers]uint16 // resident children in this namespace, by the tier they are in
+	access int32            // store clock of the last hit
+	hits   uint32
+	pins   int32           // leases + in-flight reads
+	h      eviction.Handle // the page's state in its tier's policy
 }
 
 func (e *entry) checksum() []byte {
@@ -104,43 +113,4 @@ func (e *entry) checksum() []byte {
 		return e.sha[:]
 	}
 	return []byte{byte(e.crc >> 24), byte(e.crc >> 16), byte(e.crc >> 8), byte(e.crc)}
-}
-
-// lruList is an intrusive doubly linked list of entries, most recent first.
-type lruList struct {
-	root entry
-	n    int
-}
-
-func (l *lruList) init() { l.root.next, l.root.prev = &l.root, &l.root }
-
-func (l *lruList) pushFront(e *entry) {
-	e.prev, e.next = &l.root, l.root.next
-	e.prev.next, e.next.prev = e, e
-	l.n++
-}
-
-func (l *lruList) remove(e *entry) {
-	if e.next == nil {
-		return
-	}
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	l.n--
-}
-
-func (l *lruList) moveToFront(e *entry) {
-	if e.next == nil || l.root.next == e {
-		return
-	}
-	l.remove(e)
-	l.pushFront(e)
-}
-
-// back returns the least recently used entry, or nil.
-func (l *lruList) back() *entry {
-	if l.n == 0 {
-		return nil
-	}
-	return l.root.prev
 }

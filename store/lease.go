@@ -62,13 +62,11 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 		res.Present[i], res.Sizes[i] = true, e.ext.Len
 		e.access = now
 		e.hits++
-		if e.pins == 0 {
-			s.lru[e.tier].moveToFront(e)
-		}
 	}
 	if res.HitPrefix < 0 {
 		res.HitPrefix = len(keys)
 	}
+	s.recordLookupLocked(n, keys, found, res.HitPrefix)
 	n.lookups.Add(1)
 	n.lookupKeys.Add(uint64(len(keys)))
 	n.hitKeys.Add(uint64(res.HitPrefix))
@@ -164,11 +162,11 @@ func (s *Store) endLeaseLocked(id uint64, l *lease) {
 	l.ns.leases.Add(-1)
 }
 
-// pinLocked keeps an entry from being reclaimed. Pinned entries leave the
-// recency list, so the list's back is always evictable.
+// pinLocked keeps an entry from being reclaimed: its policy never offers a
+// pinned page as a victim.
 func (s *Store) pinLocked(e *entry) {
-	if e.pins == 0 {
-		s.lru[e.tier].remove(e)
+	if e.pins == 0 && !e.dead {
+		s.policy.pol[e.tier].Pin(e.h)
 	}
 	e.pins++
 }
@@ -182,7 +180,7 @@ func (s *Store) unpinLocked(e *entry) {
 		s.cfg.Tiers[e.tier].Free(e.ext)
 		return
 	}
-	s.lru[e.tier].pushFront(e)
+	s.policy.pol[e.tier].Unpin(e.h)
 }
 
 // PageView is one page handed to a Read callback. Data is valid only during
@@ -275,7 +273,7 @@ func (s *Store) readPage(e *entry, buf []byte) ([]byte, bool) {
 	e.ns.corrupt.Add(1)
 	s.mu.Lock()
 	if !e.dead {
-		s.removeLocked(e)
+		s.removeLocked(e, false)
 	}
 	s.mu.Unlock()
 	return data, false
@@ -294,7 +292,7 @@ func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
 	deleted := 0
 	for _, k := range keys {
 		if e := n.shard(k).get(k); e != nil {
-			s.removeLocked(e)
+			s.removeLocked(e, false)
 			n.deleted.Add(1)
 			deleted++
 		}

@@ -28,7 +28,7 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 		}
 		sh.mu.RUnlock()
 		for _, e := range entries {
-			s.removeLocked(e)
+			s.removeLocked(e, false)
 			n.deleted.Add(1)
 			removed++
 		}
@@ -79,7 +79,7 @@ func (s *Store) sweepIdleLocked(now time.Time) {
 			}
 			sh.mu.RUnlock()
 			for _, e := range idle {
-				s.removeLocked(e)
+				s.removeLocked(e, false)
 				n.expired.Add(1)
 			}
 		}

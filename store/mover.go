@@ -100,7 +100,7 @@ func (s *Store) drain(tier int) {
 // reports whether there was anything to try.
 func (s *Store) demoteOne(tier int) bool {
 	s.mu.Lock()
-	e := s.lru[tier].back()
+	e := s.victimLocked(tier)
 	if e == nil {
 		s.mu.Unlock()
 		return false
@@ -127,7 +127,8 @@ func (s *Store) demoteOne(tier int) bool {
 	case e.dead || e.pins > 1:
 		s.cfg.Tiers[dst].Free(ext)
 	default:
-		e.tier, e.ext = uint8(dst), ext
+		e.ext = ext
+		s.moveTierLocked(e, dst)
 		s.cfg.Tiers[tier].Free(src)
 		e.ns.tierPages[tier].Add(-1)
 		e.ns.tierPages[dst].Add(1)
@@ -146,7 +147,7 @@ func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 		if err == nil || !errors.Is(err, tiers.ErrFull) {
 			return ext, err
 		}
-		victim := s.lru[tier].back()
+		victim := s.dropVictimLocked(tier)
 		if victim == nil {
 			return tiers.Extent{}, err
 		}

@@ -106,7 +106,14 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 	out := make([]Reservation, len(pages))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var refused map[namespace.Key]bool // pages not admitted: their children could never be hit
 	for i, p := range pages {
+		if p.HasParent && refused[p.Parent] {
+			n.rejected.Add(1)
+			refused[p.Key] = true
+			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: parent not admitted: %w", p.Key[:6], ErrNotAdmitted)}
+			continue
+		}
 		if p.Size != n.PageBytes {
 			n.rejected.Add(1)
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
@@ -116,8 +123,14 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Exists}
 			continue
 		}
-		tier, ext, err := s.allocLocked(p.Size)
+		tier, ext, err := s.allocLocked(n, p)
 		if err != nil {
+			if errors.Is(err, ErrNotAdmitted) {
+				if refused == nil {
+					refused = make(map[namespace.Key]bool)
+				}
+				refused[p.Key] = true
+			}
 			n.rejected.Add(1)
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: %w", p.Key[:6], err)}
 			continue
@@ -321,11 +334,10 @@ func (s *Store) insertLocked(e *entry, sum []byte) bool {
 	}
 	sh.m[e.key] = e
 	sh.mu.Unlock()
-	s.lru[e.tier].pushFront(e)
 	n.tierPages[e.tier].Add(1)
-	if par := s.parentLocked(e); par != nil {
-		par.children++
-	}
+	s.parentArrivedLocked(e)
+	s.childLocked(e, int(e.tier), +1)
+	s.trackLocked(e, 0, 0, false)
 	s.pages++
 	s.bytes += e.ext.Len
 	n.pages.Add(1)
@@ -372,8 +384,11 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 // first tiers' least recently used pages to make room there again. When no
 // tier has room, the least recently used unpinned page of the last tier
 // that has one is dropped (pages are demoted before they are dropped), and
-// the allocation is tried again.
-func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
+// the allocation is tried again. Before the first drop the policy must
+// admit the page (admitLocked): a page worth less than what it would
+// displace, or under the cutoff, is ErrNotAdmitted.
+func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error) {
+	size, admitted := spec.Size, false
 	for {
 		var errs []error
 		full := false
@@ -394,6 +409,12 @@ func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
 		if !full {
 			return 0, tiers.Extent{}, lastErr
 		}
+		if !admitted {
+			if !s.admitLocked(n, spec) {
+				return 0, tiers.Extent{}, ErrNotAdmitted
+			}
+			admitted = true
+		}
 		victim := s.dropCandidateLocked()
 		if victim == nil {
 			return 0, tiers.Extent{}, fmt.Errorf("%w: %w", ErrNoSpace, lastErr)
@@ -404,16 +425,19 @@ func (s *Store) allocLocked(size int64) (int, tiers.Extent, error) {
 
 // evictLocked drops a page to make room.
 func (s *Store) evictLocked(e *entry) {
-	s.removeLocked(e)
+	if s.policy.observeDrop != nil {
+		s.policy.observeDrop(e)
+	}
+	s.removeLocked(e, true)
 	s.evictions.Add(1)
 	e.ns.evicted.Add(1)
 }
 
-// dropCandidateLocked is the least recently used unpinned page of the
-// lowest tier that has one.
+// dropCandidateLocked is the policy's victim in the lowest tier that has
+// one.
 func (s *Store) dropCandidateLocked() *entry {
-	for i := len(s.lru) - 1; i >= 0; i-- {
-		if v := s.lru[i].back(); v != nil {
+	for i := len(s.policy.pol) - 1; i >= 0; i-- {
+		if v := s.dropVictimLocked(i); v != nil {
 			return v
 		}
 	}
@@ -424,16 +448,15 @@ func (s *Store) dropCandidateLocked() *entry {
 // holders of the pointer (a lookup or read that found it before taking
 // Store.mu) treat it as a miss. Its extent is freed now, or by the last
 // unpin.
-func (s *Store) removeLocked(e *entry) {
+func (s *Store) removeLocked(e *entry, evicted bool) {
 	sh := e.ns.shard(e.key)
 	sh.mu.Lock()
 	delete(sh.m, e.key)
 	sh.mu.Unlock()
-	s.lru[e.tier].remove(e)
+	s.untrackLocked(e, evicted)
 	e.ns.tierPages[e.tier].Add(-1)
-	if par := s.parentLocked(e); par != nil && par.children > 0 {
-		par.children--
-	}
+	s.childLocked(e, int(e.tier), -1)
+	s.parentLeftLocked(e)
 	size := e.ext.Len
 	s.pages--
 	s.bytes -= size
@@ -443,13 +466,6 @@ func (s *Store) removeLocked(e *entry) {
 	if e.pins == 0 {
 		s.cfg.Tiers[e.tier].Free(e.ext)
 	}
-}
-
-func (s *Store) parentLocked(e *entry) *entry {
-	if !e.hasPar {
-		return nil
-	}
-	return e.ns.shard(e.parent).get(e.parent)
 }
 
 func clampTTL(ttl, def, limit time.Duration) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratakv/strata/eviction"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
 )
@@ -36,6 +37,15 @@ type Config struct {
 	JanitorInterval time.Duration
 	// Logger receives the store's logs. Default: discard.
 	Logger *slog.Logger
+	// Eviction is the policy each tier's pages are demoted and dropped by.
+	// Default eviction.KindCost (leaf-first, recompute-cost weighted).
+	// Plain variants are refused: they would break invariant 5.
+	Eviction eviction.Kind
+	// OnRemoteParent, when set, receives batches of hints about pages whose
+	// parent is not resident on this node (see ChildHint), for the node to
+	// forward to the parent's owner. It is called from the store's janitor,
+	// never under the store's lock. Default: none.
+	OnRemoteParent func([]ChildHint)
 }
 
 func (c *Config) setDefaults() error {
@@ -61,6 +71,9 @@ func (c *Config) setDefaults() error {
 	if c.RecentOutcomes <= 0 {
 		c.RecentOutcomes = 65536
 	}
+	if c.Eviction == "" {
+		c.Eviction = eviction.KindCost
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -73,6 +86,14 @@ type Namespace struct {
 	Tenant    string
 	PageBytes int64
 	Checksum  namespace.Checksum
+	// PageTokens is the tokens a page holds; 0 = unknown (eviction then
+	// prices pages with its default profile).
+	PageTokens uint32
+	// FLOPsLinear and FLOPsQuadratic price a prefill over s tokens as
+	// FLOPsLinear·s + FLOPsQuadratic·s² (namespace.Descriptor.PrefillFLOPs):
+	// what a page at depth d saves is the difference between the prefill up
+	// to its end and up to its start. Zero = unknown.
+	FLOPsLinear, FLOPsQuadratic float64
 }
 
 // Store holds the pages of one node. It is safe for concurrent use.
@@ -88,7 +109,7 @@ type Store struct {
 	// mu guards everything below it and the lifecycle fields of entries
 	// (pins, leases, dead, recency links) and of reservations (the map).
 	mu            sync.Mutex
-	lru           []lruList // per tier, most recent first
+	policy        policyState
 	reservations  map[uint64]*reservation
 	leases        map[uint64]*lease
 	tenantLeases  map[string]int
@@ -140,9 +161,8 @@ func New(cfg Config) (*Store, error) {
 		stop:          make(chan struct{}),
 		epoch:         time.Now(),
 	}
-	s.lru = make([]lruList, len(cfg.Tiers))
-	for i := range s.lru {
-		s.lru[i].init()
+	if err := s.initPolicy(); err != nil {
+		return nil, err
 	}
 	s.nextID.Store(uint64(time.Now().UnixNano()))
 	s.wg.Add(2)
@@ -235,6 +255,7 @@ func (s *Store) janitor() {
 			return
 		case now := <-t.C:
 			s.expire(now)
+			s.flushHints()
 		}
 	}
 }

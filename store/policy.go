@@ -1,0 +1,428 @@
+package store
+
+import (
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/namespace"
+)
+
+// Eviction (DESIGN 5) runs through one eviction.Queue per tier, under
+// Store.mu. The store tells each queue what happens to its pages (insert,
+// hit, pin, child arrived or left, evicted, moved away) and asks it for the
+// next page to demote (the mover) or drop (allocation when every tier is
+// full, and the mover when the next tier is full).
+//
+// # Leaf first across tiers
+//
+// A lookup stops at the first missing page, so dropping a parent makes its
+// resident descendants worthless. Invariant 5: no page is dropped while it
+// has resident children on this node. With tiers, a page in tier i counts
+// as local children (eviction.Queue.ChildAdded(h, true)) its resident
+// children in tiers 0..i: it is demoted only after its children in the same
+// or faster tiers left them, and dropped from the last tier only after all
+// its children are gone. entry.kids holds the children by tier, so that the
+// count can be rebuilt when the parent moves down a tier.
+//
+// Children may arrive before their parent (another writer, a recovery, a
+// parent that was dropped and put again). nsState.waiting counts them by
+// parent key and tier; the parent starts from those counts when it is
+// inserted, and hands its counts back to waiting when it leaves while
+// children remain (a Delete). So for every resident child exactly one of
+// its parent's kids or waiting[parent key] counts it, whatever the order.
+//
+// # Remote children
+//
+// A child whose parent is not resident here is reported through
+// Config.OnRemoteParent (batched, outside the lock, every janitor tick): the
+// node forwards it to the parent's owner, whose ApplyHints marks the parent
+// as having remote children (it goes after childless pages).
+//
+// # Admission and cutoffs
+//
+// When every tier is full, a Reserve asks the last tier's queue to admit the
+// page (eviction.Queue.Admit: worth at least the cutoff, value at least the
+// victim's) before dropping anything; a refusal is ErrNotAdmitted, which a
+// cluster client answers by putting the page on its second placement
+// candidate. Cutoffs come from the cluster's coordinator (SetCutoffs) or,
+// without one, are local.
+
+// maxPendingHints bounds the child hints waiting for the janitor to hand
+// them to Config.OnRemoteParent; beyond it they are dropped and counted
+// (hints are advisory).
+const maxPendingHints = 1 << 16
+
+// turnoverWindow is the time constant of the turnover average gossiped in
+// summaries.
+const turnoverWindow = time.Minute
+
+// ChildHint says that a page whose parent is Parent became resident (Added)
+// or stopped being resident on some node that does not hold the parent.
+type ChildHint struct {
+	NS     namespace.ID
+	Parent namespace.Key
+	Added  bool
+}
+
+// policyState is the store's eviction state, guarded by Store.mu.
+type policyState struct {
+	pol   []*eviction.Queue // per tier
+	owner [][]*entry        // per tier: the entry of each handle
+
+	// Cutoffs last set by SetCutoffs.
+	cutoffs     []float64
+	epoch       uint64
+	coordinated bool
+
+	hints        []ChildHint
+	hintsDropped uint64
+
+	// Turnover: bytes that left each tier (evicted, refused, demoted), and
+	// the smoothed rate per byte of capacity per second.
+	out, outSeen []int64
+	turnover     []float64
+	turnAt       time.Time
+
+	// observeDrop, when set, sees every page just before it is dropped to
+	// make room (the property tests check invariant 5 there).
+	observeDrop func(*entry)
+}
+
+func (s *Store) initPolicy() error {
+	p := &s.policy
+	n := len(s.cfg.Tiers)
+	p.pol = make([]*eviction.Queue, n)
+	p.owner = make([][]*entry, n)
+	p.cutoffs = make([]float64, n)
+	p.out, p.outSeen, p.turnover = make([]int64, n), make([]int64, n), make([]float64, n)
+	p.turnAt = time.Now()
+	for i, t := range s.cfg.Tiers {
+		capBytes := t.Stats().Capacity
+		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes})
+		if err != nil {
+			return err
+		}
+		p.pol[i] = q
+		p.owner[i] = make([]*entry, 1)
+	}
+	return nil
+}
+
+// keyHash is the 64-bit key the policies' frequency history uses.
+func keyHash(k namespace.Key) uint64 { return binary.LittleEndian.Uint64(k[:8]) }
+
+// pageCost is the prefill FLOPs a page at depth saves given its prefix, or
+// 0 when the namespace has no compute profile.
+func (n *nsState) pageCost(depth uint32) float64 {
+	if n.PageTokens == 0 || (n.FLOPsLinear == 0 && n.FLOPsQuadratic == 0) {
+		return 0
+	}
+	p := float64(n.PageTokens)
+	start := float64(depth) * p
+	return n.FLOPsLinear*p + n.FLOPsQuadratic*(2*start*p+p*p)
+}
+
+func (s *Store) pageOf(e *entry) eviction.Page {
+	return eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
+		Tokens: int(e.ns.PageTokens), Cost: e.ns.pageCost(e.depth)}
+}
+
+// trackLocked starts tracking e in its tier's queue. freq is the reuse
+// count to start from (0: the history's), remote the remote children it is
+// known to have, orphan whether its parent is known absent.
+func (s *Store) trackLocked(e *entry, freq uint32, remote int, orphan bool) {
+	p := &s.policy
+	page := s.pageOf(e)
+	page.Freq, page.Orphan = freq, orphan
+	q := p.pol[e.tier]
+	e.h = q.Insert(page)
+	own := p.owner[e.tier]
+	for int(e.h) >= len(own) {
+		own = append(own, nil)
+	}
+	own[e.h] = e
+	p.owner[e.tier] = own
+	for range e.localKids() {
+		q.ChildAdded(e.h, true)
+	}
+	for range remote {
+		q.ChildAdded(e.h, false)
+	}
+	if e.pins > 0 {
+		q.Pin(e.h)
+	}
+}
+
+// untrackLocked stops tracking e; evicted says it was dropped to make room
+// (the queue's aging clock moves to it).
+func (s *Store) untrackLocked(e *entry, evicted bool) {
+	p := &s.policy
+	q := p.pol[e.tier]
+	if evicted {
+		q.Evict(e.h)
+	} else {
+		q.Remove(e.h)
+	}
+	p.owner[e.tier][e.h] = nil
+	e.h = 0
+}
+
+// localKids is how many of e's resident children count against dropping or
+// demoting it: those in its own tier or faster ones.
+func (e *entry) localKids() int {
+	n := 0
+	for t := 0; t <= int(e.tier); t++ {
+		n += int(e.kids[t])
+	}
+	return n
+}
+
+// parentArrivedLocked gives a newly inserted e the children that were
+// waiting for it.
+func (s *Store) parentArrivedLocked(e *entry) {
+	if k, ok := e.ns.waiting[e.key]; ok {
+		e.kids = k
+		delete(e.ns.waiting, e.key)
+	}
+}
+
+// parentLeftLocked hands the counts of a removed e whose children stay
+// resident back to waiting.
+func (s *Store) parentLeftLocked(e *entry) {
+	if e.kids != ([MaxTiers]uint16{}) {
+		e.ns.waiting[e.key] = e.kids
+		e.kids = [MaxTiers]uint16{}
+	}
+}
+
+// childLocked records that e became resident in tier (delta +1) or stopped
+// being resident there (delta -1), in its parent's counts or in waiting.
+func (s *Store) childLocked(e *entry, tier int, delta int) {
+	if !e.hasPar {
+		return
+	}
+	par := e.ns.shard(e.parent).get(e.parent)
+	if par == nil || par.dead {
+		w := e.ns.waiting[e.parent]
+		w[tier] = uint16(int(w[tier]) + delta)
+		if w == ([MaxTiers]uint16{}) {
+			delete(e.ns.waiting, e.parent)
+		} else {
+			e.ns.waiting[e.parent] = w
+		}
+		s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Added: delta > 0})
+		return
+	}
+	par.kids[tier] = uint16(int(par.kids[tier]) + delta)
+	if tier <= int(par.tier) {
+		q := s.policy.pol[par.tier]
+		if delta > 0 {
+			q.ChildAdded(par.h, true)
+		} else {
+			q.ChildRemoved(par.h, true)
+		}
+	}
+}
+
+func (s *Store) hintLocked(h ChildHint) {
+	p := &s.policy
+	if s.cfg.OnRemoteParent == nil {
+		return
+	}
+	if len(p.hints) >= maxPendingHints {
+		p.hintsDropped++
+		return
+	}
+	p.hints = append(p.hints, h)
+}
+
+// flushHints hands pending child hints to Config.OnRemoteParent. It runs
+// on the janitor, without Store.mu.
+func (s *Store) flushHints() {
+	if s.cfg.OnRemoteParent == nil {
+		return
+	}
+	s.mu.Lock()
+	h := s.policy.hints
+	s.policy.hints = nil
+	s.mu.Unlock()
+	if len(h) > 0 {
+		s.cfg.OnRemoteParent(h)
+	}
+}
+
+// ApplyHints records that children of local pages appeared or disappeared
+// on other nodes. Hints for pages this store does not hold are ignored.
+func (s *Store) ApplyHints(hints []ChildHint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range hints {
+		s.nsMu.RLock()
+		n := s.ns[h.NS]
+		s.nsMu.RUnlock()
+		if n == nil {
+			continue
+		}
+		e := n.shard(h.Parent).get(h.Parent)
+		if e == nil || e.dead {
+			continue
+		}
+		if h.Added {
+			s.policy.pol[e.tier].ChildAdded(e.h, false)
+		} else {
+			s.policy.pol[e.tier].ChildRemoved(e.h, false)
+		}
+	}
+}
+
+// moveTierLocked moves e's policy state from its tier to dst (a demotion):
+// its reuse count, remote children, orphan mark and pin go along, its local
+// children are recounted for the new tier, and its parent's counts follow.
+func (s *Store) moveTierLocked(e *entry, dst int) {
+	p := &s.policy
+	src := int(e.tier)
+	q := p.pol[src]
+	freq, orphan := q.Freq(e.h), q.Orphan(e.h)
+	_, remote := q.Children(e.h)
+	s.untrackLocked(e, false)
+	p.out[src] += e.ext.Len
+	s.childLocked(e, src, -1)
+	e.tier = uint8(dst)
+	s.childLocked(e, dst, +1)
+	s.trackLocked(e, freq, remote, orphan)
+}
+
+// victimLocked is the page tier's queue would give up next, or nil.
+func (s *Store) victimLocked(tier int) *entry {
+	h, ok := s.policy.pol[tier].Victim()
+	if !ok {
+		return nil
+	}
+	return s.policy.owner[tier][h]
+}
+
+// dropVictimLocked is the page tier's queue would give up next if it may
+// be dropped, not demoted: it has no resident children in any tier (a
+// victim of a tier above the last may have some in slower tiers).
+func (s *Store) dropVictimLocked(tier int) *entry {
+	e := s.victimLocked(tier)
+	if e == nil || e.kids != ([MaxTiers]uint16{}) {
+		return nil
+	}
+	return e
+}
+
+// admitLocked asks the last tier's policy whether a page is worth a drop.
+func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
+	last := len(s.policy.pol) - 1
+	page := eviction.Page{Key: keyHash(spec.Key), Bytes: spec.Size, Depth: spec.Depth,
+		Tokens: int(n.PageTokens), Cost: spec.CostHint}
+	if page.Cost <= 0 {
+		page.Cost = n.pageCost(spec.Depth)
+	}
+	if s.policy.pol[last].Admit(page) {
+		return true
+	}
+	s.policy.out[last] += spec.Size
+	return false
+}
+
+// recordLookupLocked tells the policies about one lookup: every key asked
+// counts in the frequency history, the pages of the hit prefix are hits,
+// and a present page whose parent was asked for and is absent here is an
+// orphan.
+func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) {
+	for _, k := range keys {
+		kh := keyHash(k)
+		for _, q := range s.policy.pol {
+			q.Record(kh)
+		}
+	}
+	saved := 0.0
+	for _, e := range found[:hitPrefix] {
+		q := s.policy.pol[e.tier]
+		if q.Orphan(e.h) {
+			q.SetOrphan(e.h, false)
+		}
+		q.Hit(e.h)
+		saved += n.pageCost(e.depth)
+	}
+	n.savedFLOPs += saved
+	n.hitTokens.Add(uint64(hitPrefix) * uint64(n.PageTokens))
+	if hitPrefix == len(keys) {
+		return
+	}
+	var absent map[namespace.Key]bool
+	for i := hitPrefix + 1; i < len(found); i++ {
+		e := found[i]
+		if e == nil || e.dead || !e.hasPar {
+			continue
+		}
+		if absent == nil {
+			absent = make(map[namespace.Key]bool)
+			for j, f := range found {
+				if f == nil || f.dead {
+					absent[keys[j]] = true
+				}
+			}
+		}
+		if absent[e.parent] {
+			s.policy.pol[e.tier].SetOrphan(e.h, true)
+		}
+	}
+}
+
+// Summaries describes each tier's held worth and turnover, for the
+// cluster's coordinator (DESIGN 5), in tier order.
+func (s *Store) Summaries() []eviction.Summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &s.policy
+	now := time.Now()
+	dt := now.Sub(p.turnAt).Seconds()
+	out := make([]eviction.Summary, len(p.pol))
+	for i, q := range p.pol {
+		left := p.out[i] + q.Evicted()
+		if dt > 0 {
+			capBytes := float64(max(s.cfg.Tiers[i].Stats().Capacity, 1))
+			rate := float64(left-p.outSeen[i]) / capBytes / dt
+			a := 1 - math.Exp(-dt/turnoverWindow.Seconds())
+			p.turnover[i] += a * (rate - p.turnover[i])
+			p.outSeen[i] = left
+		}
+		q.Summarize(&out[i])
+		out[i].Turnover = p.turnover[i]
+	}
+	if dt > 0 {
+		p.turnAt = now
+	}
+	return out
+}
+
+// SetCutoffs sets each tier's admission floor in worth units (missing
+// tiers: 0, no floor). epoch and coordinated say where they came from: the
+// cluster's coordinator (true) or the node itself.
+func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &s.policy
+	for i, q := range p.pol {
+		c := 0.0
+		if i < len(worth) && worth[i] > 0 && !math.IsInf(worth[i], 0) {
+			c = worth[i]
+		}
+		q.SetCutoff(c)
+		p.cutoffs[i] = c
+	}
+	p.epoch, p.coordinated = epoch, coordinated
+}
+
+// CutoffState returns what SetCutoffs last set.
+func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &s.policy
+	return append([]float64(nil), p.cutoffs...), p.epoch, p.coordinated
+}

@@ -1,0 +1,503 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// chainSpec is page i of a chain whose keys are keys (parent: keys[i-1]).
+func chainSpec(keys []namespace.Key, i int) PageSpec {
+	p := PageSpec{Key: keys[i], Depth: uint32(i), Size: pageSize}
+	if i > 0 {
+		p.Parent, p.HasParent = keys[i-1], true
+	}
+	return p
+}
+
+// putSpec publishes one page; it reports false when Reserve refused it.
+func putSpec(t *testing.T, s *Store, p PageSpec, data []byte) bool {
+	t.Helper()
+	res, err := s.Reserve(testNS.ID, []PageSpec{p}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != Reserved {
+		return false
+	}
+	if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Commit(testNS.ID, res[0].WriteID, int64(len(data)), testNS.Checksum.Sum(data))
+	if err != nil || st != CommitCommitted {
+		t.Fatalf("commit %x: %v %v", p.Key[:4], st, err)
+	}
+	return true
+}
+
+func chainKeys(name string, n int) []namespace.Key {
+	keys := make([]namespace.Key, n)
+	for i := range keys {
+		copy(keys[i][:], fmt.Sprintf("%s-%04d", name, i))
+		keys[i][31] = byte(i)
+	}
+	return keys
+}
+
+func present(t *testing.T, s *Store, keys ...namespace.Key) []bool {
+	t.Helper()
+	_, ok, err := s.Stat(testNS.ID, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// A full tier drops the leaf of a chain, never a page with resident
+// children, even when the parent is the oldest and least used page.
+func TestLeafFirstDrop(t *testing.T) {
+	for _, kind := range []eviction.Kind{eviction.KindCost, eviction.KindLRU} {
+		t.Run(string(kind), func(t *testing.T) {
+			s, _ := newTestStore(t, 4, func(c *Config) { c.Eviction = kind })
+			a := chainKeys("a", 4)
+			for i := range a {
+				putSpec(t, s, chainSpec(a, i), pageData(i))
+			}
+			// A page from deep in another prompt: worth admitting under
+			// any policy (the cost policy may refuse a shallow one).
+			other := chainKeys("b", 1)
+			if !putSpec(t, s, PageSpec{Key: other[0], Depth: 40, Size: pageSize}, pageData(9)) {
+				t.Fatal("deep page refused")
+			}
+			got := present(t, s, append(a, other[0])...)
+			want := []bool{true, true, true, false, true}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("present %v, want %v (the leaf a3 goes first)", got, want)
+				}
+			}
+		})
+	}
+}
+
+// Children that arrive before their parent still protect it: the parent's
+// counts start from the children that waited for it.
+func TestChildBeforeParent(t *testing.T) {
+	s, _ := newTestStore(t, 3, nil)
+	a := chainKeys("a", 2)
+	putSpec(t, s, chainSpec(a, 1), pageData(1)) // child first
+	putSpec(t, s, chainSpec(a, 0), pageData(0))
+	s.mu.Lock()
+	par := testNSState(t, s).shard(a[0]).get(a[0])
+	kids, waiting := par.kids[0], len(testNSState(t, s).waiting)
+	s.mu.Unlock()
+	if kids != 1 || waiting != 0 {
+		t.Fatalf("parent counts %d children, %d keys waiting; want 1 and 0", kids, waiting)
+	}
+	// Two more pages: the third evicts; never a[0] before a[1].
+	var dropped []namespace.Key
+	s.mu.Lock()
+	s.policy.observeDrop = func(e *entry) { dropped = append(dropped, e.key) }
+	s.mu.Unlock()
+	for i, k := range chainKeys("x", 3) {
+		putSpec(t, s, PageSpec{Key: k, Size: pageSize}, pageData(10+i))
+	}
+	for i, k := range dropped {
+		if k == a[0] && !(i > 0 && dropped[i-1] == a[1] || contains(dropped[:i], a[1])) {
+			t.Fatalf("parent dropped before its child: order %x", dropped)
+		}
+	}
+}
+
+func contains(keys []namespace.Key, k namespace.Key) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// locked runs fn under Store.mu, unlocking even if fn fails the test.
+func locked(s *Store, fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
+}
+
+func testNSState(t *testing.T, s *Store) *nsState {
+	t.Helper()
+	n, err := s.namespace(testNS.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A page whose parent is not resident is reported for its parent's owner,
+// and hints from other nodes mark local parents.
+func TestRemoteParentHints(t *testing.T) {
+	got := make(chan []ChildHint, 4)
+	s, _ := newTestStore(t, 8, func(c *Config) {
+		c.OnRemoteParent = func(h []ChildHint) { got <- h }
+		c.JanitorInterval = 10 * time.Millisecond
+	})
+	a := chainKeys("a", 2)
+	putSpec(t, s, chainSpec(a, 1), pageData(1))
+	select {
+	case h := <-got:
+		if len(h) != 1 || h[0].Parent != a[0] || !h[0].Added || h[0].NS != testNS.ID {
+			t.Fatalf("hints %+v", h)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hint for a child whose parent is elsewhere")
+	}
+	if _, err := s.Delete(testNS.ID, a[1:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-got:
+		if len(h) != 1 || h[0].Added {
+			t.Fatalf("hints after delete %+v", h)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hint for a removed child")
+	}
+
+	// A hint for a local parent marks it; unknown keys are ignored.
+	b := chainKeys("b", 1)
+	putSpec(t, s, chainSpec(b, 0), pageData(2))
+	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0], Added: true}, {NS: testNS.ID, Parent: a[0], Added: true},
+		{NS: namespace.ID{9}, Parent: b[0], Added: true}})
+	e := testNSState(t, s).shard(b[0]).get(b[0])
+	var remote int
+	locked(s, func() { _, remote = s.policy.pol[e.tier].Children(e.h) })
+	if remote != 1 {
+		t.Fatalf("remote children %d, want 1", remote)
+	}
+	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0]}, {NS: testNS.ID, Parent: b[0]}}) // one too many: ignored
+	locked(s, func() { _, remote = s.policy.pol[e.tier].Children(e.h) })
+	if remote != 0 {
+		t.Fatalf("remote children %d after removal, want 0", remote)
+	}
+}
+
+// With the tier full, a cutoff above every page's worth refuses new pages
+// (and the rest of their sequence) instead of dropping stored ones.
+func TestCutoffRefusesWhenFull(t *testing.T) {
+	s, _ := newTestStore(t, 2, nil)
+	a := chainKeys("a", 4)
+	putSpec(t, s, chainSpec(a, 0), pageData(0))
+	putSpec(t, s, chainSpec(a, 1), pageData(1))
+	s.SetCutoffs([]float64{math.MaxFloat64 / 4}, 7, true)
+	if w, epoch, coord := s.CutoffState(); len(w) != 1 || epoch != 7 || !coord {
+		t.Fatalf("cutoff state %v %d %v", w, epoch, coord)
+	}
+	res, err := s.Reserve(testNS.ID, []PageSpec{chainSpec(a, 2), chainSpec(a, 3)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != Rejected || !errors.Is(r.Err, ErrNotAdmitted) {
+			t.Fatalf("page %d: %v %v, want rejected, not admitted", i, r.Status, r.Err)
+		}
+	}
+	if got := present(t, s, a[0], a[1]); !got[0] || !got[1] {
+		t.Fatalf("stored pages dropped for refused ones: %v", got)
+	}
+	// With room, the cutoff does not apply.
+	if _, err := s.Delete(testNS.ID, a[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if !putSpec(t, s, chainSpec(a, 1), pageData(1)) {
+		t.Fatal("page refused while the tier has room")
+	}
+	s.SetCutoffs(nil, 0, false)
+	if !putSpec(t, s, chainSpec(a, 2), pageData(2)) {
+		t.Fatal("page refused without a cutoff")
+	}
+}
+
+// Summaries describe what each tier holds; lookups count the prefill they
+// saved and the tokens of their hit prefixes.
+func TestSummariesAndSavings(t *testing.T) {
+	s, _ := newTestStore(t, 8, nil)
+	ns := Namespace{ID: namespace.ID{7}, Tenant: "acme", PageBytes: pageSize, Checksum: namespace.CRC32C,
+		PageTokens: 16, FLOPsLinear: 2e9, FLOPsQuadratic: 1e5}
+	if err := s.AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	a := chainKeys("a", 3)
+	for i := range a {
+		p := chainSpec(a, i)
+		res, _ := s.Reserve(ns.ID, []PageSpec{p}, 0)
+		data := pageData(i)
+		if err := s.Write(ns.ID, res[0].WriteID, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Commit(ns.ID, res[0].WriteID, pageSize, ns.Checksum.Sum(data)); st != CommitCommitted {
+			t.Fatal(st)
+		}
+	}
+	sums := s.Summaries()
+	if len(sums) != 1 || sums[0].Total() != 3*pageSize {
+		t.Fatalf("summaries %d, total %d; want 1 tier holding %d bytes", len(sums), sums[0].Total(), 3*pageSize)
+	}
+	missing := chainKeys("z", 1)[0]
+	if _, err := s.Lookup(ns.ID, []namespace.Key{a[0], a[1], missing, a[2]}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.NamespaceStats(ns.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill := func(tok float64) float64 { return 2e9*tok + 1e5*tok*tok }
+	if want := prefill(32); math.Abs(st.SavedFLOPs-want) > 1e-9*want {
+		t.Fatalf("saved %g FLOPs, want %g (two pages of 16 tokens)", st.SavedFLOPs, want)
+	}
+	if st.HitTokens != 32 {
+		t.Fatalf("hit tokens %d, want 32", st.HitTokens)
+	}
+	// a[2] sits past a miss of its own parent's sequence? No: its parent a[1]
+	// was present, so it is not an orphan.
+	nst, _ := s.namespace(ns.ID)
+	e := nst.shard(a[2]).get(a[2])
+	var orphan bool
+	locked(s, func() { orphan = s.policy.pol[0].Orphan(e.h) })
+	if orphan {
+		t.Fatal("a page whose parent is resident marked orphan")
+	}
+	if _, err := s.Delete(ns.ID, a[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ns.ID, a, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	locked(s, func() { orphan = s.policy.pol[0].Orphan(e.h) })
+	if !orphan {
+		t.Fatal("a page whose parent a lookup found absent is not marked orphan")
+	}
+}
+
+// The property test (issue 5): random puts of branching chains, lookups
+// with and without leases, releases, deletes and lease expiries over two
+// tiers with the mover running. Checked throughout: a page under a live
+// lease always reads back byte-exact (never evicted or moved away), and no
+// page is dropped while it has resident children on the node. At the end,
+// every parent's children counts match the pages actually resident.
+func TestEvictionProperties(t *testing.T) {
+	for _, kind := range []eviction.Kind{eviction.KindCost, eviction.KindLRU, eviction.KindGDSFBytes} {
+		t.Run(string(kind), func(t *testing.T) {
+			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+			fast, slow := newMemTier(12*pageSize), &kindTier{memTier: newMemTier(20 * pageSize), kind: tiers.KindSSD}
+			s, err := New(Config{Tiers: []tiers.Tier{fast, slow}, Eviction: kind, JanitorInterval: 5 * time.Millisecond,
+				DefaultLeaseTTL: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if err := s.AddNamespace(testNS); err != nil {
+				t.Fatal(err)
+			}
+			checkProperties(t, s, rng, 2000)
+		})
+	}
+}
+
+func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
+	// Sequences: 12 roots, each extended by branches: a page's key is its
+	// chain name and depth, so branches share prefixes.
+	type page struct {
+		spec PageSpec
+		data []byte
+	}
+	pages := map[namespace.Key]page{}
+	chain := func(root, branch, depth int) []PageSpec {
+		specs := make([]PageSpec, depth)
+		for i := range specs {
+			var k namespace.Key
+			b := 0
+			if i >= 2 { // branches fork after two shared pages
+				b = branch
+			}
+			copy(k[:], fmt.Sprintf("r%02d-b%d-d%02d", root, b, i))
+			specs[i] = PageSpec{Key: k, Depth: uint32(i), Size: pageSize}
+			if i > 0 {
+				specs[i].Parent, specs[i].HasParent = specs[i-1].Key, true
+			}
+			if _, ok := pages[k]; !ok {
+				d := make([]byte, pageSize)
+				for j := range d {
+					d[j] = byte(rng.Uint32())
+				}
+				pages[k] = page{spec: specs[i], data: d}
+			}
+		}
+		return specs
+	}
+	var violation error
+	s.mu.Lock()
+	s.policy.observeDrop = func(e *entry) {
+		for i := range e.ns.shards {
+			for _, c := range e.ns.shards[i].m {
+				if c.hasPar && c.parent == e.key && !c.dead && violation == nil {
+					violation = fmt.Errorf("dropped %s while its child %s is resident (tier %d)", e.key, c.key, c.tier)
+				}
+			}
+		}
+		if e.pins > 0 && violation == nil {
+			violation = fmt.Errorf("dropped pinned page %s", e.key)
+		}
+	}
+	s.mu.Unlock()
+
+	type held struct {
+		id      uint64
+		keys    []namespace.Key
+		expires time.Time
+	}
+	var leases []held
+	for op := range ops {
+		specs := chain(rng.IntN(12), rng.IntN(3), 1+rng.IntN(6))
+		switch r := rng.IntN(10); {
+		case r < 5: // put a sequence (as a client would: the pages in order)
+			for _, p := range specs {
+				res, err := s.Reserve(testNS.ID, []PageSpec{p}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Status != Reserved {
+					continue
+				}
+				data := pages[p.Key].data
+				if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(data)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case r < 8: // look up, maybe leasing the hit prefix
+			keys := make([]namespace.Key, len(specs))
+			for i, p := range specs {
+				keys[i] = p.Key
+			}
+			withLease := rng.IntN(2) == 0
+			res, err := s.Lookup(testNS.ID, keys, withLease, 0)
+			if errors.Is(err, ErrLeaseLimit) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Lease != nil {
+				leases = append(leases, held{id: res.Lease.ID, keys: keys[:res.HitPrefix], expires: res.Lease.Expires})
+			}
+		case r < 9 && len(leases) > 0: // release one
+			i := rng.IntN(len(leases))
+			_ = s.ReleaseLease(testNS.ID, leases[i].id)
+			leases = append(leases[:i], leases[i+1:]...)
+		default: // delete a page
+			p := specs[rng.IntN(len(specs))]
+			if _, err := s.Delete(testNS.ID, []namespace.Key{p.Key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every live lease still reads its pages byte-exact (a deleted
+		// page reads as a miss: Delete is not eviction).
+		kept := leases[:0]
+		for _, l := range leases {
+			if time.Until(l.expires) < 10*time.Millisecond {
+				continue // about to expire: no longer protected
+			}
+			err := s.Read(testNS.ID, l.id, l.keys, func(i int, v PageView) error {
+				if v.Found && !bytes.Equal(v.Data, pages[l.keys[i]].data) {
+					return fmt.Errorf("leased page %s reads wrong bytes", l.keys[i])
+				}
+				if !v.Found && !deletedOrNever(s, l.keys[i]) {
+					return fmt.Errorf("leased page %s gone", l.keys[i])
+				}
+				return nil
+			})
+			if errors.Is(err, ErrLeaseExpired) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("op %d: %v", op, err)
+			}
+			kept = append(kept, l)
+		}
+		leases = kept
+		s.mu.Lock()
+		v := violation
+		s.mu.Unlock()
+		if v != nil {
+			t.Fatalf("op %d: %v", op, v)
+		}
+	}
+	checkChildCounts(t, s)
+	st := s.Stats()
+	t.Logf("%d ops: %d evictions, %d demotions, %d pages resident", ops, st.Evictions, st.Demotions, st.Pages)
+	if st.Evictions == 0 || st.Demotions == 0 {
+		t.Fatalf("the workload never filled the tiers: %+v", st)
+	}
+}
+
+// deletedOrNever reports whether k is absent from the index: a leased page
+// that Delete removed reads as a miss, which the property allows.
+func deletedOrNever(s *Store, k namespace.Key) bool {
+	n, _ := s.namespace(testNS.ID)
+	e := n.shard(k).get(k)
+	return e == nil || e.dead
+}
+
+// checkChildCounts recounts every parent's resident children, by tier,
+// from the index, and compares them with the counts the policy saw.
+func checkChildCounts(t *testing.T, s *Store) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := testNSState(t, s)
+	want := map[namespace.Key][MaxTiers]uint16{}
+	for i := range n.shards {
+		for _, e := range n.shards[i].m {
+			if e.hasPar {
+				c := want[e.parent]
+				c[e.tier]++
+				want[e.parent] = c
+			}
+		}
+	}
+	for k, c := range want {
+		par := n.shard(k).get(k)
+		got := n.waiting[k]
+		if par != nil {
+			got = par.kids
+			if _, w := n.waiting[k]; w {
+				t.Errorf("%s is resident and still has waiting children", k)
+			}
+			local, _ := s.policy.pol[par.tier].Children(par.h)
+			if local != par.localKids() {
+				t.Errorf("%s: policy counts %d local children, store %d", k, local, par.localKids())
+			}
+		}
+		if got != c {
+			t.Errorf("%s: counted children %v, resident %v", k, got, c)
+		}
+	}
+	for k := range n.waiting {
+		if _, ok := want[k]; !ok {
+			t.Errorf("waiting children of %s that are not resident", k)
+		}
+	}
+}
