@@ -29,7 +29,7 @@ func (s *Server) lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 	if err != nil {
 		return nil, err
 	}
-	s.recordHits(n.ID, res.HitPrefix)
+	s.recordHits(n.ID, res)
 	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,
 		Sizes: make([]uint64, len(res.Sizes))}
 	for i, sz := range res.Sizes {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/store"
 )
 
 // requestIDKey carries a request's id in its context.
@@ -95,14 +96,17 @@ func (s *Server) describe(id namespace.ID) (metrics.Labels, bool) {
 }
 
 // recordHits counts a lookup's hit prefix in tokens and prefill FLOPs.
-func (s *Server) recordHits(id namespace.ID, hitPages int) {
-	if hitPages == 0 {
+//
+// The store prices each page of the prefix at its depth, so the nodes of a
+// cluster, each answering for its own pages of one prompt, add up to the
+// prefill of the whole prefix.
+func (s *Server) recordHits(id namespace.ID, res store.LookupResult) {
+	if res.HitPrefix == 0 {
 		return
 	}
 	d, ok := s.descriptor(id)
 	if !ok {
 		return
 	}
-	tokens := hitPages * int(d.PageTokens)
-	s.metrics.Saved(id, metrics.Labels{Tenant: d.Tenant, Model: d.Model}, tokens, d.PrefillFLOPs(tokens))
+	s.metrics.Saved(id, metrics.Labels{Tenant: d.Tenant, Model: d.Model}, res.HitTokens, res.SavedFLOPs)
 }

@@ -33,6 +33,13 @@ type LookupResult struct {
 	Sizes []int64
 	// Lease covers the hit prefix when one was asked for and HitPrefix > 0.
 	Lease *Lease
+	// SavedFLOPs is the prefill the hit prefix saves: each page priced at
+	// its depth by the namespace's compute profile (0 without one), so
+	// that nodes holding parts of one prompt add up to the whole.
+	SavedFLOPs float64
+	// HitTokens is the tokens in the hit prefix (0 when the namespace's
+	// page tokens are unknown).
+	HitTokens int
 }
 
 // Lookup reports which keys are published and how many from the start. With
@@ -66,7 +73,8 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	if res.HitPrefix < 0 {
 		res.HitPrefix = len(keys)
 	}
-	s.recordLookupLocked(n, keys, found, res.HitPrefix)
+	res.SavedFLOPs = s.recordLookupLocked(n, keys, found, res.HitPrefix)
+	res.HitTokens = res.HitPrefix * int(n.PageTokens)
 	n.lookups.Add(1)
 	n.lookupKeys.Add(uint64(len(keys)))
 	n.hitKeys.Add(uint64(res.HitPrefix))

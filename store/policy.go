@@ -332,8 +332,8 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 // recordLookupLocked tells the policies about one lookup: every key asked
 // counts in the frequency history, the pages of the hit prefix are hits,
 // and a present page whose parent was asked for and is absent here is an
-// orphan.
-func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) {
+// orphan. It returns the prefill FLOPs the hit prefix saves.
+func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
 	for _, k := range keys {
 		kh := keyHash(k)
 		for _, q := range s.policy.pol {
@@ -352,7 +352,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	n.savedFLOPs += saved
 	n.hitTokens.Add(uint64(hitPrefix) * uint64(n.PageTokens))
 	if hitPrefix == len(keys) {
-		return
+		return saved
 	}
 	var absent map[namespace.Key]bool
 	for i := hitPrefix + 1; i < len(found); i++ {
@@ -372,6 +372,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 			s.policy.pol[e.tier].SetOrphan(e.h, true)
 		}
 	}
+	return saved
 }
 
 // Summaries describes each tier's held worth and turnover, for the
