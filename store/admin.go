@@ -60,20 +60,12 @@ func (s *Store) ListKeys(id namespace.ID, after *namespace.Key, limit int) (info
 	if limit <= 0 {
 		limit = 1000
 	}
-	var keys []namespace.Key
-	for i := range n.shards {
-		sh := &n.shards[i]
-		sh.mu.RLock()
-		for k := range sh.m {
-			if after == nil || bytes.Compare(k[:], after[:]) > 0 {
-				keys = append(keys, k)
-			}
-		}
-		sh.mu.RUnlock()
+	// The limit+1 smallest keys after the cursor, kept in a max-heap: a
+	// page of a large namespace costs O(n log limit), not a sort of all n.
+	keys, more := smallestKeys(n, after, limit+1), false
+	if len(keys) > limit {
+		keys, more = keys[:limit], true
 	}
-	slices.SortFunc(keys, func(a, b namespace.Key) int { return bytes.Compare(a[:], b[:]) })
-	more := len(keys) > limit
-	keys = keys[:min(limit, len(keys))]
 	infos, ok, err := s.Stat(id, keys)
 	if err != nil {
 		return nil, nil, err
@@ -204,4 +196,58 @@ func (s *Store) Stats() Stats {
 		st.Tiers = append(st.Tiers, t.Stats())
 	}
 	return st
+}
+
+// smallestKeys returns, in order, the k smallest keys of n greater than
+// after (nil: all).
+func smallestKeys(n *nsState, after *namespace.Key, k int) []namespace.Key {
+	cmp := func(a, b namespace.Key) int { return bytes.Compare(a[:], b[:]) }
+	h := make([]namespace.Key, 0, min(k, 1024)) // max-heap of the k smallest so far
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.RLock()
+		for key := range sh.m {
+			if after != nil && cmp(key, *after) <= 0 {
+				continue
+			}
+			if len(h) < k {
+				h = append(h, key)
+				siftUp(h, len(h)-1, cmp)
+			} else if cmp(key, h[0]) < 0 {
+				h[0] = key
+				siftDown(h, 0, cmp)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	slices.SortFunc(h, cmp)
+	return h
+}
+
+func siftUp(h []namespace.Key, i int, cmp func(a, b namespace.Key) int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if cmp(h[p], h[i]) >= 0 {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func siftDown(h []namespace.Key, i int, cmp func(a, b namespace.Key) int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && cmp(h[c+1], h[c]) > 0 {
+			c++
+		}
+		if cmp(h[i], h[c]) >= 0 {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }

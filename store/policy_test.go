@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -498,6 +499,46 @@ func checkChildCounts(t *testing.T, s *Store) {
 	for k := range n.waiting {
 		if _, ok := want[k]; !ok {
 			t.Errorf("waiting children of %s that are not resident", k)
+		}
+	}
+}
+
+// ListKeys pages through a namespace in key order, each page holding the
+// smallest keys after the cursor, whatever the limit.
+func TestListKeysPages(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s, _ := newTestStore(t, 300, nil)
+	var want []namespace.Key
+	for i := range 200 {
+		k := key(i)
+		k[1] = byte(rng.Uint32()) // scatter the order
+		putSpec(t, s, PageSpec{Key: k, Size: pageSize}, pageData(i))
+		want = append(want, k)
+	}
+	slices.SortFunc(want, func(a, b namespace.Key) int { return bytes.Compare(a[:], b[:]) })
+	for _, limit := range []int{1, 7, 64, 199, 200, 500} {
+		var got []namespace.Key
+		var after *namespace.Key
+		for pages := 0; ; pages++ {
+			if pages > 300 {
+				t.Fatal("listing does not end")
+			}
+			infos, next, err := s.ListKeys(testNS.ID, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range infos {
+				got = append(got, in.Key)
+			}
+			if next == nil {
+				break
+			}
+			after = next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: listed %d keys, want %d in order", limit, len(got), len(want))
 		}
 	}
 }
