@@ -104,6 +104,59 @@ func BenchmarkComputeCutoffs(b *testing.B) {
 	}
 }
 
+// BenchmarkCoordinatorRound is one coordinator round: decode every node's
+// gossiped Summary and merge them into Cutoffs.
+func BenchmarkCoordinatorRound(b *testing.B) {
+	for _, n := range []int{3, 1000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(5, 6))
+			enc := make([][]byte, n)
+			caps := make([]int64, n)
+			for i := range enc {
+				s := Summary{Turnover: r.Float64(), Lo: int16(40 + r.IntN(8))}
+				for j := range s.Bytes {
+					s.Bytes[j] = r.Int64N(1 << 34)
+				}
+				caps[i] = s.Total() * 9 / 10
+				var err error
+				if enc[i], err = s.MarshalBinary(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sums := make([]Summary, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range enc {
+					if err := sums[i].UnmarshalBinary(enc[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := ComputeCutoffs(sums, caps); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChildWorth is the cost of applying one value hint
+// (SetChildWorth) and reading a page's Worth to pass on.
+func BenchmarkChildWorth(b *testing.B) {
+	const n = 100_000
+	q := mustNew(b, Config{Kind: KindCost, Capacity: n})
+	hs := make([]Handle, n)
+	for i := range hs {
+		hs[i] = q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		h := hs[i%n]
+		q.SetChildWorth(h, q.Worth(hs[(i+1)%n])*float64(i&3))
+		i++
+	}
+}
+
 // BenchmarkSummarize is the O(pages) scan behind a node's Summary.
 func BenchmarkSummarize(b *testing.B) {
 	const n = 1_000_000

@@ -6,6 +6,9 @@ var (
 	// ErrBadProfile is returned by New and ComputeProfile.Validate for a
 	// profile with a negative or non-finite field.
 	ErrBadProfile = errors.New("invalid compute profile")
+	// ErrBadConfig is returned by New for a Config with a negative
+	// HalfLife.
+	ErrBadConfig = errors.New("invalid eviction config")
 	// ErrUnknownKind is returned by New for a Kind it does not implement.
 	ErrUnknownKind = errors.New("unknown eviction policy kind")
 	// ErrBadSummary is returned by Summary.UnmarshalBinary for bytes that are

@@ -27,7 +27,7 @@ func (q *Queue) less(a, b Handle) bool {
 
 func (q *Queue) entryOf(h Handle) entry {
 	s := &q.pages[h]
-	return entry{prio: s.prio, h: h, ct: q.class(s)<<30 | s.tick&(1<<30-1)}
+	return entry{prio: s.eff(), h: h, ct: q.class(s)<<30 | s.tick&(1<<30-1)}
 }
 
 func (q *Queue) swap(i, j int) {

@@ -62,8 +62,8 @@ type Policy interface {
 	// Victim returns the page to drop next without removing it, or false if
 	// every page is pinned or has resident local children.
 	Victim() (Handle, bool)
-	// Evict stops tracking h because it was dropped to make room; aging
-	// policies advance their clock to its value.
+	// Evict stops tracking h because it was dropped to make room; GDSF
+	// advances its clock to h's value.
 	Evict(h Handle)
 	// Remove stops tracking h for any other reason (deleted, demoted to
 	// another tier's policy); the clock does not move.
@@ -75,14 +75,15 @@ type Policy interface {
 	// Admit reports whether p is worth storing: its worth is at least the
 	// cutoff set by SetCutoff and, when storing it would exceed the capacity
 	// set by SetCapacity, its ValueOf is at least the Value of the current
-	// victim. A refusal counts as an eviction of p (the clock advances).
-	// Plain and offline policies always admit.
+	// victim (for KindCost only with Config.CapacityAdmission; an orphan
+	// victim never keeps a page out). A refusal counts as an eviction of p
+	// (the clock advances). Plain and offline policies always admit.
 	Admit(p Page) bool
 	// SetCapacity tells the policy how many bytes its tier holds, for Admit.
 	SetCapacity(bytes int64)
 	// SetCutoff sets the admission floor, e.g. a cluster-wide cutoff
-	// (Cutoffs.Floor), in worth units: freq · cost / bytes, the value
-	// without the node's aging clock.
+	// (Cutoffs.Floor), in worth units (Queue.Worth: reuse · cost / bytes,
+	// the value without the node's aging clock).
 	SetCutoff(worth float64)
 }
 
@@ -100,8 +101,10 @@ const (
 	// value = L + freq (LFU with dynamic aging; sizes cancel out): byte-hit
 	// ratio, blind to what the bytes are worth.
 	KindGDSFBytes Kind = "gdsf-bytes"
-	// KindCost is strata's policy: GDSF with cost = recompute FLOPs of the
-	// page at its depth, value = L + freq·cost/bytes.
+	// KindCost is strata's policy: value = reuse count decaying with a
+	// half-life × recompute FLOPs of the page at its depth ÷ bytes, a page
+	// valued at least as much as its best resident descendant (see the
+	// package documentation).
 	KindCost Kind = "cost"
 	// KindOffline orders pages by a priority the caller sets (SetPriority),
 	// for offline bounds such as Belady's in the simulator.
@@ -132,6 +135,18 @@ type Config struct {
 	// CapacityBytes is the tier's size for Admit; see SetCapacity. Default 0:
 	// unknown, Admit checks the cutoff only.
 	CapacityBytes int64
+	// HalfLife is, for KindCost, how many page operations (inserts, hits
+	// and refusals on this queue) halve a page's reuse count. Default 3 ×
+	// Capacity, or 3 × 4096 when Capacity is 0: long enough that a page
+	// reused once survives a few turnovers of the tier.
+	HalfLife int
+	// CapacityAdmission makes a KindCost queue's Admit refuse, when the
+	// tier is full, a page worth less than the victim (the other kinds
+	// always do). Default false: a put is a sequence, and refusing its
+	// first page cuts every page behind it, whose value the first page's
+	// does not include yet; on the synthetic trace the check costs more
+	// hits than it saves (cmd/strata-sim, policy ours-admit).
+	CapacityAdmission bool
 }
 
 // New returns the policy cfg describes.
@@ -148,7 +163,14 @@ func New(cfg Config) (*Queue, error) {
 		return nil, err
 	}
 	cfg.Profile = cfg.Profile.withDefaults()
-	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes}
+	if cfg.HalfLife < 0 {
+		return nil, fmt.Errorf("%w: half-life %d", ErrBadConfig, cfg.HalfLife)
+	}
+	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes,
+		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife)}
+	if q.halfLife == 0 {
+		q.halfLife = 3 * float64(max(cfg.Capacity, 4096))
+	}
 	if cfg.Kind == KindCost && cfg.History >= 0 {
 		h := cfg.History
 		if h == 0 {

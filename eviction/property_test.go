@@ -150,8 +150,17 @@ func (m *harness) step() {
 			m.pages[h].remote--
 			m.q.ChildRemoved(h, false)
 		}
-	case op < 76:
+	case op < 75:
 		m.q.SetOrphan(m.pick(), m.r.IntN(2) == 0)
+	case op < 76:
+		// A value hint: the best resident descendant's worth, anywhere
+		// from none to far above the page's own.
+		h := m.pick()
+		w := 0.0
+		if m.r.IntN(4) > 0 {
+			w = m.q.Worth(h) * m.r.Float64() * 4
+		}
+		m.q.SetChildWorth(h, w)
 	case op < 78:
 		h := m.pick()
 		m.q.Remove(h)

@@ -8,8 +8,12 @@ import (
 
 // state is one page's policy state.
 type state struct {
-	prio   float64 // eviction priority (Value); lower goes first
-	credit float32 // cost/size per reuse for the GDSF kinds; 0 otherwise
+	prio float64 // own priority; lower goes first
+	// sub is, for KindCost, the priority of the best resident descendant
+	// (SetChildWorth), on the same time scale as prio; -Inf for none. The
+	// heap orders by max(prio, sub) (Value).
+	sub    float64
+	credit float32 // KindCost: log2(cost/bytes); KindGDSFBytes: 1; 0 otherwise
 	bytes  uint32  // page size, saturated at 4 GiB − 1
 	freq   uint32  // lookups that covered the page, counting its insertion
 	tick   uint32  // last use, for tie-breaks (wraps harmlessly)
@@ -47,14 +51,17 @@ type Queue struct {
 
 	hist *sketch // frequency history; nil when disabled
 
-	clock    float64 // GDSF aging clock L
+	clock    float64 // KindGDSFBytes' aging clock L
 	tick     uint32
+	now      uint64  // KindCost's time: page operations (inserts, hits, refusals)
+	halfLife float64 // KindCost: page operations that halve a reuse count
+	admitCap bool    // KindCost: Admit also compares with the victim (Config.CapacityAdmission)
 	cutoff   float64 // admission floor on Worth; 0 none
 	capacity int64   // tier bytes, for Admit; 0 unknown
 	n        int     // live pages
 	bytes    int64   // live bytes
 	evicted  int64   // bytes evicted or refused, ever
-	maxWorth float64 // the largest Worth ever seen (Summarize's scale)
+	maxWorth float64 // the largest Worth ever seen (Summarize's scale; not KindCost)
 }
 
 // Len is the number of pages tracked.
@@ -67,9 +74,18 @@ func (q *Queue) Bytes() int64 { return q.bytes }
 // time over the capacity is the tier's turnover (Summary.Turnover).
 func (q *Queue) Evicted() int64 { return q.evicted }
 
-// Clock is the GDSF aging clock L: the value of the last page evicted (0 for
-// non-aging kinds).
-func (q *Queue) Clock() float64 { return q.clock }
+// Clock is the aging clock: for KindCost the half-lives elapsed (page
+// operations over Config.HalfLife), for KindGDSFBytes the GDSF clock L (the
+// value of the last page evicted), 0 for the other kinds.
+func (q *Queue) Clock() float64 {
+	if q.kind == KindCost {
+		return q.age()
+	}
+	return q.clock
+}
+
+// age is KindCost's time in half-lives.
+func (q *Queue) age() float64 { return float64(q.now) / q.halfLife }
 
 // Kind is the value model.
 func (q *Queue) Kind() Kind { return q.kind }
@@ -116,6 +132,7 @@ func (q *Queue) Insert(p Page) Handle {
 	}
 	h := q.alloc()
 	s := &q.pages[h]
+	q.now++
 	*s = q.newState(p)
 	s.flags = flagLive
 	if p.Orphan {
@@ -134,14 +151,17 @@ func (q *Queue) newState(p Page) state {
 	if q.hist != nil {
 		f = max(f, q.hist.estimate(p.Key))
 	}
-	s := state{pos: -1, freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32))}
+	s := state{pos: -1, sub: math.Inf(-1), freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32))}
 	switch q.kind {
 	case KindCost:
 		c := p.Cost
 		if c <= 0 {
 			c = q.prof.PageFLOPs(p.Depth, p.Tokens)
 		}
-		s.credit = float32(c / float64(p.Bytes))
+		s.credit = float32(math.Log2(c / float64(p.Bytes)))
+		// The reuse count starts at f, undecayed.
+		s.prio = q.age() + math.Log2(float64(f)) + float64(s.credit)
+		return s
 	case KindGDSFBytes:
 		s.credit = 1
 	}
@@ -156,24 +176,63 @@ func (q *Queue) prioOf(s *state) float64 {
 		return float64(s.tick)
 	case KindLFU:
 		return float64(s.freq)
-	case KindGDSFBytes, KindCost:
+	case KindGDSFBytes:
 		return q.clock + float64(s.freq)*float64(s.credit)
+	case KindCost:
+		// prio − age is log2(C·cost/bytes) with C the reuse count decayed
+		// to now; a use adds one: log2((C + 1)·cost/bytes).
+		lc := float64(s.credit)
+		return q.age() + math.Log2(math.Exp2(s.prio-q.age()-lc)+1) + lc
 	}
 	return s.prio // KindOffline: whatever SetPriority left
 }
 
-// worth is what a page is worth per unit of aging, clock aside:
-// freq · cost / bytes for the GDSF kinds (comparable across nodes, whose
-// clocks advance at their own pace), the priority otherwise.
+// eff is s's priority as the heap orders it: for KindCost the larger of
+// its own and its best resident descendant's.
+func (s *state) eff() float64 { return max(s.prio, s.sub) }
+
+// worth is what a page is worth, clock aside, so that nodes whose clocks
+// advance at their own pace can compare: for KindCost the decayed reuse
+// count × cost / bytes of the page or of its best resident descendant,
+// whichever is more (dropping the page loses both); freq · cost / bytes for
+// KindGDSFBytes; the priority otherwise.
 func (q *Queue) worth(s *state) float64 {
-	if q.kind == KindCost || q.kind == KindGDSFBytes {
+	switch q.kind {
+	case KindCost:
+		return math.Exp2(s.eff() - q.age())
+	case KindGDSFBytes:
 		return float64(s.freq) * float64(s.credit)
 	}
 	return s.prio - q.clock
 }
 
-// Worth is h's value clock aside: freq · cost / bytes for the GDSF kinds.
+// Worth is what dropping h loses per byte, clock aside (see worth): for
+// KindCost the decayed reuse count × recompute FLOPs ÷ bytes of h, or of its
+// best resident descendant (SetChildWorth) if that is more.
 func (q *Queue) Worth(h Handle) float64 { return q.worth(q.live(h)) }
+
+// SetChildWorth tells a KindCost queue the most that any resident
+// descendant of h is worth: the largest Worth among h's resident children,
+// wherever they live (0: none). Dropping h makes every descendant
+// unreachable, so h is ordered by the larger of its own value and this one;
+// since a child's Worth includes its own descendants', passing each page's
+// Worth up to its parent's owner whenever it changes keeps the whole chain
+// ordered leaf first across nodes (value hints, next to the child hints of
+// ChildAdded). A no-op for the other kinds.
+func (q *Queue) SetChildWorth(h Handle, worth float64) {
+	s := q.live(h)
+	if q.kind != KindCost {
+		return
+	}
+	sub := math.Inf(-1)
+	if worth > 0 {
+		sub = q.age() + math.Log2(worth)
+	}
+	if sub != s.sub {
+		s.sub = sub
+		q.fix(h)
+	}
+}
 
 // WorthOf is the Worth p would have if inserted now.
 func (q *Queue) WorthOf(p Page) float64 {
@@ -184,7 +243,10 @@ func (q *Queue) WorthOf(p Page) float64 {
 // ValueOf implements Policy.
 func (q *Queue) ValueOf(p Page) float64 { return q.newState(p).prio }
 
-// Admit implements Policy.
+// Admit implements Policy. KindCost compares with the victim only with
+// Config.CapacityAdmission (see the package documentation); every kind
+// checks the cutoff. An orphan victim never keeps a page out: it goes first
+// whatever its value.
 func (q *Queue) Admit(p Page) bool {
 	if q.plain || q.kind == KindOffline {
 		return true
@@ -194,7 +256,11 @@ func (q *Queue) Admit(p Page) bool {
 		q.refuse(&s)
 		return false
 	}
-	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && len(q.heap) > 0 && s.prio < q.heap[0].prio {
+	if q.kind == KindCost && !q.admitCap {
+		return true
+	}
+	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && len(q.heap) > 0 &&
+		q.heap[0].ct>>30 != 0 && s.eff() < q.heap[0].prio {
 		q.refuse(&s)
 		return false
 	}
@@ -206,7 +272,8 @@ func (q *Queue) Admit(p Page) bool {
 // ages of what stays.
 func (q *Queue) refuse(s *state) {
 	q.evicted += int64(s.bytes)
-	if (q.kind == KindCost || q.kind == KindGDSFBytes) && s.prio > q.clock {
+	q.now++
+	if q.kind == KindGDSFBytes && s.prio > q.clock {
 		q.clock = s.prio
 	}
 }
@@ -218,6 +285,7 @@ func (q *Queue) Hit(h Handle) {
 		s.freq++
 	}
 	q.tick++
+	q.now++
 	s.tick = q.tick
 	s.prio = q.prioOf(s)
 	q.fix(h)
@@ -303,8 +371,9 @@ func (q *Queue) SetOrphan(h Handle, orphan bool) {
 // Orphan reports whether h is marked as an orphan.
 func (q *Queue) Orphan(h Handle) bool { return q.live(h).flags&flagOrphan != 0 }
 
-// Value implements Policy.
-func (q *Queue) Value(h Handle) float64 { return q.live(h).prio }
+// Value implements Policy: for KindCost the larger of h's own priority and
+// its best resident descendant's (SetChildWorth).
+func (q *Queue) Value(h Handle) float64 { return q.live(h).eff() }
 
 // Victim implements Policy.
 func (q *Queue) Victim() (Handle, bool) {
@@ -325,7 +394,7 @@ func (q *Queue) Evict(h Handle) {
 	}
 	// Orphans jump the queue whatever their value: their eviction says
 	// nothing about the value of what stays.
-	if (q.kind == KindCost || q.kind == KindGDSFBytes) && s.flags&flagOrphan == 0 && s.prio > q.clock {
+	if q.kind == KindGDSFBytes && s.flags&flagOrphan == 0 && s.prio > q.clock {
 		q.clock = s.prio
 	}
 	q.evicted += int64(s.bytes)
@@ -388,7 +457,9 @@ func (q *Queue) class(s *state) uint32 {
 // fix restores h's heap membership and position after its state changed.
 func (q *Queue) fix(h Handle) {
 	s := &q.pages[h]
-	q.maxWorth = max(q.maxWorth, q.worth(s))
+	if q.kind != KindCost { // KindCost's worth decays: Summarize scans for its top
+		q.maxWorth = max(q.maxWorth, q.worth(s))
+	}
 	in := s.pos >= 0
 	switch want := q.eligible(s); {
 	case want && !in:

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -176,7 +177,7 @@ func TestLeafFirstUnblocks(t *testing.T) {
 }
 
 func TestGDSFClock(t *testing.T) {
-	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	q := mustNew(t, Config{Kind: KindGDSFBytes})
 	old := q.Insert(page(0))
 	q.Hit(old)
 	q.Hit(old) // value = 3 credits
@@ -196,41 +197,130 @@ func TestGDSFClock(t *testing.T) {
 	t.Fatal("a page hit long ago never aged out")
 }
 
-func TestAdmit(t *testing.T) {
-	q := mustNew(t, Config{Kind: KindCost, History: -1})
-	p := page(0)
-	hot := q.Insert(p)
-	for range 5 {
-		q.Hit(hot)
-	}
-	if !q.Admit(p) {
-		t.Fatal("refused a page with no capacity set")
-	}
-	q.SetCapacity(p.Bytes) // full with one page worth 6 credits
-	before := q.Clock()
-	if q.Admit(p) {
-		t.Fatal("admitted a fresh page over a hotter victim")
-	}
-	if q.Clock() <= before {
-		t.Fatal("a refusal must advance the clock")
-	}
-	// After enough refusals the stale hot page is worth less than a new one.
-	admitted := false
-	for range 10 {
-		if admitted = q.Admit(p); admitted {
-			break
+func TestCostAging(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, History: -1, HalfLife: 4})
+	old := q.Insert(page(0))
+	q.Hit(old)
+	q.Hit(old) // reuse count 3
+	w := q.Worth(old)
+	for i := range 40 {
+		// A stream of fresh pages (count 1): the old page's count halves
+		// every 4 operations, so it is the cheapest after about 8.
+		q.Insert(page(0))
+		h, _ := q.Victim()
+		q.Evict(h)
+		if h == old {
+			if i < 4 {
+				t.Fatalf("a page used 3 times went after %d fresh pages", i)
+			}
+			if q.Clock() <= 0 {
+				t.Fatal("clock did not advance")
+			}
+			return
+		}
+		if i == 3 {
+			// Four operations since the last hit: one half-life.
+			if got := q.Worth(old); got < 0.49*w || got > 0.51*w {
+				t.Fatalf("worth after one half-life %g, want half of %g", got, w)
+			}
 		}
 	}
-	if !admitted {
-		t.Fatal("refusals never aged the victim out")
+	t.Fatal("a page hit long ago never aged out")
+}
+
+func TestAdmit(t *testing.T) {
+	for _, capAdmit := range []bool{false, true} {
+		q := mustNew(t, Config{Kind: KindCost, History: -1, HalfLife: 4, CapacityAdmission: capAdmit})
+		p := page(0)
+		hot := q.Insert(p)
+		for range 5 {
+			q.Hit(hot)
+		}
+		if !q.Admit(p) {
+			t.Fatal("refused a page with no capacity set")
+		}
+		q.SetCapacity(p.Bytes) // full with one page used 6 times
+		before := q.Clock()
+		if got := q.Admit(p); got == capAdmit {
+			t.Fatalf("CapacityAdmission %v: Admit of a fresh page over a hotter victim = %v", capAdmit, got)
+		}
+		if !capAdmit {
+			continue
+		}
+		if q.Clock() <= before {
+			t.Fatal("a refusal must advance the clock")
+		}
+		// After enough refusals the stale hot page is worth less than a new one.
+		admitted := false
+		for range 40 {
+			if admitted = q.Admit(p); admitted {
+				break
+			}
+		}
+		if !admitted {
+			t.Fatal("refusals never aged the victim out")
+		}
+		// An orphan victim goes first whatever its value: it never keeps a
+		// page out.
+		q.SetOrphan(hot, true)
+		for range 5 {
+			q.Hit(hot)
+		}
+		if !q.Admit(p) {
+			t.Fatal("an orphan victim kept a page out")
+		}
 	}
-	q.SetCapacity(0)
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	p := page(0)
 	q.SetCutoff(q.WorthOf(p) * 1.01)
 	if q.Admit(p) {
 		t.Fatal("admitted a page below the cutoff")
 	}
 	if q.Evicted() == 0 {
 		t.Fatal("refusals are not counted as turnover")
+	}
+}
+
+// TestChildWorth: a page whose resident descendants (here on another node)
+// are worth more is kept as long as they would be, and its Worth says so.
+func TestChildWorth(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	parent := q.Insert(page(0))
+	q.ChildAdded(parent, false)
+	leaf := q.Insert(page(0))
+	q.Hit(leaf)
+	// Both are in different classes: the leaf goes first anyway.
+	if h, _ := q.Victim(); h != leaf {
+		t.Fatalf("victim %d, want the leaf %d", h, leaf)
+	}
+	own := q.Worth(parent)
+	q.SetChildWorth(parent, 100*own)
+	if got := q.Worth(parent); got < 99*own || got > 101*own {
+		t.Fatalf("worth with a hot child %g, want about %g", got, 100*own)
+	}
+	q.ChildRemoved(parent, false) // now both are leaves: value decides
+	if h, _ := q.Victim(); h != leaf {
+		t.Fatalf("victim %d, want the leaf %d, not the parent of a hot descendant", h, leaf)
+	}
+	q.SetChildWorth(parent, 0)
+	if got := q.Worth(parent); got != own {
+		t.Fatalf("worth without descendants %g, want its own %g", got, own)
+	}
+	if h, _ := q.Victim(); h != parent {
+		t.Fatalf("victim %d, want the parent %d once its descendants are gone", h, parent)
+	}
+	lru := mustNew(t, Config{Kind: KindLRU})
+	h := lru.Insert(page(0))
+	v := lru.Value(h)
+	lru.SetChildWorth(h, 1e9)
+	if lru.Value(h) != v {
+		t.Fatal("SetChildWorth changed an LRU priority")
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	if _, err := New(Config{HalfLife: -1}); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("New with a negative half-life: %v, want ErrBadConfig", err)
 	}
 }
 

@@ -86,12 +86,24 @@ func loFor(top float64) int16 {
 }
 
 // Summarize fills dst's histogram with the worth of the pages the queue
-// holds (Turnover is the node's to set). It is one allocation-free pass over
+// holds (Turnover is the node's to set). It is one allocation-free pass
+// (two for KindCost, whose top worth decays) over
 // the pages, a few ns each; call it every few seconds, not per request.
 func (q *Queue) Summarize(dst *Summary) {
 	// maxWorth bounds every page's worth (it never shrinks), so the scale is
-	// known before the pass.
-	*dst = Summary{Turnover: dst.Turnover, Lo: loFor(q.maxWorth)}
+	// known before the pass; KindCost's worth decays, so its top is found by
+	// a first pass.
+	top := q.maxWorth
+	if q.kind == KindCost {
+		top = math.Inf(-1)
+		for i := 1; i < len(q.pages); i++ {
+			if s := &q.pages[i]; s.flags&flagLive != 0 {
+				top = max(top, s.eff())
+			}
+		}
+		top = math.Exp2(top - q.age())
+	}
+	*dst = Summary{Turnover: dst.Turnover, Lo: loFor(top)}
 	for i := 1; i < len(q.pages); i++ {
 		if s := &q.pages[i]; s.flags&flagLive != 0 {
 			dst.Bytes[bucketOf(q.worth(s), dst.Lo)] += int64(s.bytes)

@@ -26,6 +26,15 @@ type config struct {
 	// EqualPlacement weights placement equally whatever the capacities
 	// (a cluster whose placement does not follow capacity); default false.
 	EqualPlacement bool
+	// Slice replays only the first Slice requests (after --every); 0, the
+	// default, replays them all. Cache sizes are then shares of the slice's
+	// distinct blocks.
+	Slice int
+	// JSON prints the results as one JSON document instead of a table.
+	JSON bool
+	// HalfLife is KindCost's half-life in tier capacities (page operations
+	// per page the node holds); 0, the default, leaves the policy's default.
+	HalfLife float64
 }
 
 func parseFlags(args []string) (config, error) {
@@ -51,6 +60,9 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Placements, "placements", 1, "replay over this many placements (node ID sets) and average; the table shows the spread")
 	fs.BoolVar(&cfg.EqualPlacement, "equal-placement", false, "weight placement equally instead of by capacity")
 	fs.IntVar(&cfg.Every, "every", 1, "replay every n-th request of the trace (sampling)")
+	fs.IntVar(&cfg.Slice, "slice", 0, "replay only the first N requests (after --every); 0: all")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
+	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: the policy's default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -72,6 +84,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.Epoch < 1 || cfg.Every < 1 || cfg.Placements < 1 {
 		return config{}, errors.New("--epoch, --every and --placements must be >= 1")
+	}
+	if cfg.HalfLife < 0 {
+		return config{}, fmt.Errorf("--half-life %g: want >= 0", cfg.HalfLife)
+	}
+	if cfg.Slice < 0 {
+		return config{}, fmt.Errorf("--slice %d: want >= 0", cfg.Slice)
 	}
 	return cfg, cfg.Profile.Validate()
 }

@@ -28,9 +28,14 @@
 //
 // Idealisations: lookups and hints cost nothing and arrive at once. A node
 // knows its pages' resident local children exactly; with hints it also
-// learns of children on other nodes (the child's owner tells the parent's),
-// and a client that sees a resident page whose parent is absent marks it an
-// orphan. The global variant's coordinator runs every --epoch requests.
+// learns of children on other nodes (the child's owner tells the parent's);
+// when a page goes, its resident descendants wherever they live are marked
+// orphans (and unmarked when it is put again); a client that sees a resident
+// page whose parent is absent marks it an orphan. With value hints (every
+// ours-* policy but ours-nohints and ours-noworth) each page's Worth is
+// passed up to its parent's owner after every request that hit or put it and
+// after every eviction of a child (eviction.Queue.SetChildWorth). The
+// global variant's coordinator runs every --epoch requests.
 // Belady evicts the page whose next use is farthest (deeper first among
 // equal ones); it is the classic bound, not an optimum for prefix hits.
 // Orphaned bytes (resident pages whose parent is resident nowhere) are

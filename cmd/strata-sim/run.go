@@ -11,7 +11,7 @@ import (
 // run loads the trace, replays every placement × size × policy and prints
 // the table.
 func run(ctx context.Context, cfg config, w io.Writer) error {
-	t, err := loadTrace(cfg.Trace, cfg.Profile.PageTokens, cfg.Every)
+	t, err := loadTrace(cfg.Trace, cfg.Profile.PageTokens, cfg.Every, cfg.Slice)
 	if err != nil {
 		return err
 	}
@@ -19,7 +19,11 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	writeTable(w, cfg, t, aggregate(results, cfg))
+	rows := aggregate(results, cfg)
+	if cfg.JSON {
+		return writeJSON(w, cfg, t, rows)
+	}
+	writeTable(w, cfg, t, rows)
 	return nil
 }
 
@@ -44,7 +48,7 @@ func simulate(ctx context.Context, t *trace, cfg config) ([]result, error) {
 			}
 			for _, v := range cfg.Policies {
 				jobs = append(jobs, simConfig{variant: v, profile: cfg.Profile, capacities: caps,
-					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement})
+					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement, halfLife: cfg.HalfLife})
 			}
 		}
 	}
@@ -92,6 +96,12 @@ type row struct {
 
 	orphanMean, orphanMax        float64
 	evictions, rejected, spilled float64 // means
+
+	// Means of the absolute figures, for comparison with a real cluster's
+	// metrics over the same requests.
+	flopsSaved, flopsTotal float64
+	hitTokens, tokens      float64
+	capacity               float64 // bytes, all nodes
 }
 
 // aggregate folds the results of every placement into one row per size ×
@@ -119,6 +129,11 @@ func aggregate(results []result, cfg config) []row {
 				w.evictions += float64(r.evictions)
 				w.rejected += float64(r.rejected)
 				w.spilled += float64(r.spilled)
+				w.flopsSaved += r.flopsSaved
+				w.flopsTotal += r.flopsTotal
+				w.hitTokens += float64(r.hitTokens)
+				w.tokens += float64(r.tokens)
+				w.capacity += float64(r.capacity)
 				if base, ok := lru[[2]float64{float64(r.seed), size}]; ok && base > 0 {
 					rel := r.savedFrac()/base - 1
 					if !w.ok {
@@ -140,6 +155,11 @@ func aggregate(results []result, cfg config) []row {
 			w.evictions /= k
 			w.rejected /= k
 			w.spilled /= k
+			w.flopsSaved /= k
+			w.flopsTotal /= k
+			w.hitTokens /= k
+			w.tokens /= k
+			w.capacity /= k
 			w.vsLRU /= k
 			rows = append(rows, w)
 		}

@@ -16,9 +16,18 @@ type variant struct {
 	kind eviction.Kind
 	// plain: the textbook algorithm, no leaf-first (what a plain store does).
 	plain bool
-	// hints: parents learn of resident children on other nodes, and clients
-	// mark the resident pages they find past a broken chain as orphans.
+	// hints: parents learn of resident children on other nodes; a page
+	// that loses its parent, and every resident descendant, learns it is an
+	// orphan; clients mark the resident pages they find past a broken chain
+	// as orphans.
 	hints bool
+	// worthHints: with hints, each page's Worth is passed up to its
+	// parent's owner (SetChildWorth) whenever it changes, so that a page is
+	// valued at least as much as its best resident descendant.
+	worthHints bool
+	// capAdmit: KindCost's Admit also compares a put with the victim
+	// (eviction.Config.CapacityAdmission).
+	capAdmit bool
 	// global: a coordinator merges node summaries into cutoffs every epoch;
 	// puts spill to the second placement candidate by pressure or when the
 	// owner refuses them.
@@ -43,10 +52,12 @@ func variants() []variant {
 		{name: "gdsf-bytes", kind: eviction.KindGDSFBytes, plain: true},
 		{name: "lru-leaf", kind: eviction.KindLRU, hints: true},
 		{name: "ours-nohints", kind: eviction.KindCost},
-		{name: "ours-costblind", kind: eviction.KindCost, hints: true, flatCost: true},
-		{name: "ours-node", kind: eviction.KindCost, hints: true},
-		{name: "ours-global", kind: eviction.KindCost, hints: true, global: true},
-		{name: "ours-global-floor", kind: eviction.KindCost, hints: true, global: true, floor: true},
+		{name: "ours-noworth", kind: eviction.KindCost, hints: true},
+		{name: "ours-costblind", kind: eviction.KindCost, hints: true, worthHints: true, flatCost: true},
+		{name: "ours-admit", kind: eviction.KindCost, hints: true, worthHints: true, capAdmit: true},
+		{name: "ours-node", kind: eviction.KindCost, hints: true, worthHints: true},
+		{name: "ours-global", kind: eviction.KindCost, hints: true, worthHints: true, global: true},
+		{name: "ours-global-floor", kind: eviction.KindCost, hints: true, worthHints: true, global: true, floor: true},
 		{name: "belady", kind: eviction.KindOffline, hints: true, belady: true},
 		{name: "infinite", kind: eviction.KindLRU, infinite: true},
 	}
@@ -70,6 +81,7 @@ type simConfig struct {
 	sizePct    float64 // for the report
 	seed       int     // placement seed: changes the node IDs, so which node owns what
 	equalPlace bool    // placement weights all equal instead of the capacities
+	halfLife   float64 // KindCost half-life in page operations per page of capacity; 0 default
 }
 
 // result is what one replay measured.
@@ -118,6 +130,7 @@ type cluster struct {
 
 	cand   [2]int
 	pinned []int32
+	stack  []int32 // markOrphans' work list
 	// Global variant: the nodes' summaries and what the coordinator made
 	// of them.
 	sums        []eviction.Summary
@@ -150,8 +163,9 @@ func newCluster(t *trace, cfg simConfig) (*cluster, error) {
 	c.view = view
 	// View indices are in ID order, which is the order above.
 	for i := range cfg.capacities {
+		pages := int(cfg.capacities[i] / cfg.profile.PageBytes(0))
 		q, err := eviction.New(eviction.Config{Kind: cfg.variant.kind, Profile: cfg.profile, Plain: cfg.variant.plain,
-			Capacity: int(cfg.capacities[i] / cfg.profile.PageBytes(0))})
+			Capacity: pages, CapacityAdmission: cfg.variant.capAdmit, HalfLife: int(cfg.halfLife * float64(pages))})
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +270,16 @@ func (c *cluster) request(ri int) {
 			break // the chain is cut: later pages could never be hit
 		}
 	}
+	if c.cfg.variant.worthHints {
+		// The hits and puts changed the worth of the request's resident
+		// chain: pass it up from its deepest resident page.
+		for i := len(req.blocks) - 1; i >= 0; i-- {
+			if b := req.blocks[i]; c.where[b] >= 0 {
+				c.passWorth(b, false)
+				break
+			}
+		}
+	}
 	for _, b := range c.pinned {
 		c.nodes[c.where[b]].q.Unpin(c.handle[b])
 	}
@@ -265,7 +289,7 @@ func (c *cluster) request(ri int) {
 		// parent is not is an orphan, and it tells the page's owner.
 		for _, b := range req.blocks {
 			if p := c.t.blocks[b].parent; c.where[b] >= 0 && p >= 0 && c.where[p] < 0 {
-				c.nodes[c.where[b]].q.SetOrphan(c.handle[b], true)
+				c.markOrphans(b, true)
 			}
 		}
 	}
@@ -332,6 +356,9 @@ func (c *cluster) link(b int32, node int, h eviction.Handle) {
 			if local := int(pn) == node; local || hints {
 				c.nodes[pn].q.ChildAdded(c.handle[p], local)
 			}
+			if hints && c.nodes[pn].q.Orphan(c.handle[p]) {
+				c.nodes[node].q.SetOrphan(h, true) // an ancestor is absent
+			}
 		} else {
 			c.orphaned += c.blockBytes(b)
 			if hints {
@@ -350,7 +377,7 @@ func (c *cluster) link(b int32, node int, h eviction.Handle) {
 			c.nodes[node].q.ChildAdded(h, local)
 		}
 		if hints {
-			c.nodes[kn].q.SetOrphan(c.handle[k], false)
+			c.markOrphans(k, c.nodes[node].q.Orphan(h))
 		}
 	}
 }
@@ -374,6 +401,9 @@ func (c *cluster) evict(ni int, h eviction.Handle) {
 			if local := int(pn) == ni; local || c.cfg.variant.hints {
 				c.nodes[pn].q.ChildRemoved(c.handle[p], local)
 			}
+			if c.cfg.variant.worthHints {
+				c.passWorth(p, true)
+			}
 		} else {
 			c.orphaned -= c.blockBytes(b)
 		}
@@ -382,8 +412,58 @@ func (c *cluster) evict(ni int, h eviction.Handle) {
 		for _, k := range bl.children {
 			if c.where[k] >= 0 {
 				c.orphaned += c.blockBytes(k)
+				if c.cfg.variant.hints {
+					c.markOrphans(k, true)
+				}
 			}
 		}
 		c.resKids[b] = 0
+	}
+}
+
+// markOrphans sets the orphan mark of resident block b and, where it
+// changes, of its resident descendants: a page is an orphan while any
+// ancestor is absent (its owner learns it from its parent's owner, who
+// learnt it from the grandparent's, and so on).
+func (c *cluster) markOrphans(b int32, orphan bool) {
+	stack := append(c.stack[:0], b)
+	for len(stack) > 0 {
+		b := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		q := c.nodes[c.where[b]].q
+		if q.Orphan(c.handle[b]) == orphan {
+			continue
+		}
+		q.SetOrphan(c.handle[b], orphan)
+		for _, k := range c.t.blocks[b].children {
+			if c.where[k] >= 0 {
+				stack = append(stack, k)
+			}
+		}
+	}
+	c.stack = stack
+}
+
+// passWorth recomputes the best Worth among resident block b's resident
+// children, tells b's owner (SetChildWorth), and carries on with b's parent
+// while there is one (the value hints, idealised as instant); with
+// stopEarly, only while b's own Worth changes (after an eviction: nothing
+// else moved).
+func (c *cluster) passWorth(b int32, stopEarly bool) {
+	for ; b >= 0 && c.where[b] >= 0; b = c.t.blocks[b].parent {
+		w := 0.0
+		if c.resKids[b] > 0 {
+			for _, k := range c.t.blocks[b].children {
+				if kn := c.where[k]; kn >= 0 {
+					w = max(w, c.nodes[kn].q.Worth(c.handle[k]))
+				}
+			}
+		}
+		q, h := c.nodes[c.where[b]].q, c.handle[b]
+		before := q.Value(h)
+		q.SetChildWorth(h, w)
+		if stopEarly && q.Value(h) == before {
+			return
+		}
 	}
 }

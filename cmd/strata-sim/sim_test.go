@@ -90,6 +90,22 @@ func TestRandomWorkloads(t *testing.T) {
 			if orphaned != c.orphaned {
 				t.Fatalf("run %d %s: orphaned bytes %d, recount %d", run, v.name, c.orphaned, orphaned)
 			}
+			if v.hints {
+				// With hints a resident page is marked an orphan exactly
+				// when one of its ancestors is absent.
+				for b := range tr.blocks {
+					if c.where[b] < 0 {
+						continue
+					}
+					absent := false
+					for p := tr.blocks[b].parent; p >= 0 && !absent; p = tr.blocks[p].parent {
+						absent = c.where[p] < 0
+					}
+					if got := c.nodes[c.where[b]].q.Orphan(c.handle[b]); got != absent {
+						t.Fatalf("run %d %s: block %d marked orphan %v, an ancestor absent %v", run, v.name, b, got, absent)
+					}
+				}
+			}
 			for i, n := range c.nodes {
 				if n.used > n.capacity || n.used != n.q.Bytes() {
 					t.Fatalf("run %d %s: node %d uses %d of %d, policy tracks %d", run, v.name, i, n.used, n.capacity, n.q.Bytes())

@@ -45,17 +45,18 @@ type trace struct {
 
 // loadTrace reads a Mooncake-format JSON-lines trace. pageTokens is the
 // block size the hash ids were computed with (512 in Mooncake traces);
-// every is the sampling stride (1 keeps every request).
-func loadTrace(path string, pageTokens int, every int) (*trace, error) {
+// every is the sampling stride (1 keeps every request); limit, when > 0,
+// keeps only the first limit requests replayed (after sampling).
+func loadTrace(path string, pageTokens, every, limit int) (*trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening trace: %w", err)
 	}
 	defer f.Close()
-	return parseTrace(f, pageTokens, every)
+	return parseTrace(f, pageTokens, every, limit)
 }
 
-func parseTrace(r io.Reader, pageTokens int, every int) (*trace, error) {
+func parseTrace(r io.Reader, pageTokens, every, limit int) (*trace, error) {
 	if every < 1 {
 		every = 1
 	}
@@ -63,7 +64,7 @@ func parseTrace(r io.Reader, pageTokens int, every int) (*trace, error) {
 	ids := make(map[int64]int32)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for line := 0; sc.Scan(); line++ {
+	for line := 0; (limit <= 0 || len(t.reqs) < limit) && sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 || line%every != 0 {
 			continue
 		}

@@ -12,7 +12,7 @@ const tinyTrace = `{"timestamp": 0, "input_length": 1100, "output_length": 5, "h
 `
 
 func TestParseTrace(t *testing.T) {
-	tr, err := parseTrace(strings.NewReader(tinyTrace), 512, 1)
+	tr, err := parseTrace(strings.NewReader(tinyTrace), 512, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,15 @@ func TestParseTrace(t *testing.T) {
 		t.Fatalf("children %v uses %v %v", b[0].children, b[0].uses, b[1].uses)
 	}
 	// Keys chain: same prefix, same key; different prefixes differ.
-	again, _ := parseTrace(strings.NewReader(tinyTrace), 512, 1)
+	again, _ := parseTrace(strings.NewReader(tinyTrace), 512, 1, 0)
 	if again.blocks[2].key != b[2].key || b[1].key == b[3].key {
 		t.Fatal("block keys are not a deterministic prefix chain")
 	}
-	sampled, err := parseTrace(strings.NewReader(tinyTrace), 512, 2)
+	sliced, err := parseTrace(strings.NewReader(tinyTrace), 512, 1, 2)
+	if err != nil || len(sliced.reqs) != 2 || len(sliced.blocks) != 4 {
+		t.Fatalf("first 2 requests: %d requests, %d blocks, %v", len(sliced.reqs), len(sliced.blocks), err)
+	}
+	sampled, err := parseTrace(strings.NewReader(tinyTrace), 512, 2, 0)
 	if err != nil || len(sampled.reqs) != 1 {
 		t.Fatalf("every 2nd line: %d requests, %v", len(sampled.reqs), err)
 	}
@@ -47,7 +51,7 @@ func TestParseTraceErrors(t *testing.T) {
 		"not json": `{"input_length": `,
 		"empty":    ``,
 	} {
-		if _, err := parseTrace(strings.NewReader(in), 512, 1); err == nil {
+		if _, err := parseTrace(strings.NewReader(in), 512, 1, 0); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
