@@ -40,14 +40,26 @@ import (
 // node forwards it to the parent's owner, whose ApplyHints marks the parent
 // as having remote children (it goes after childless pages).
 //
+// # Value hints
+//
+// Dropping a page makes its descendants unreachable, so the cost policy
+// orders a page by the larger of its own worth and its best descendant's
+// (eviction.Queue.SetChildWorth). After a lookup hits a page and after a
+// page is published, its worth goes up the chain: to its parent here
+// (raising it only: a parent's child worth otherwise fades with age), and
+// on up while that raises something; a parent that lives on another node
+// gets it through a value hint (ChildHint.Worth) by the same path as child
+// hints, and its node carries it on up from there.
+//
 // # Admission and cutoffs
 //
 // When every tier is full, a Reserve asks the last tier's queue to admit the
-// page (eviction.Queue.Admit: worth at least the cutoff, value at least the
-// victim's) before dropping anything; a refusal is ErrNotAdmitted, which a
-// cluster client answers by putting the page on its second placement
-// candidate. Cutoffs come from the cluster's coordinator (SetCutoffs) or,
-// without one, are local.
+// page (eviction.Queue.Admit: worth at least the cutoff; the cost policy
+// compares with the victim only with eviction.Config.CapacityAdmission,
+// which the store leaves off) before dropping anything; a refusal is
+// ErrNotAdmitted, which a cluster client answers by putting the page on its
+// second placement candidate. Cutoffs come from the cluster's coordinator
+// (SetCutoffs) or, without one, are local.
 
 // maxPendingHints bounds the child hints waiting for the janitor to hand
 // them to Config.OnRemoteParent; beyond it they are dropped and counted
@@ -59,11 +71,14 @@ const maxPendingHints = 1 << 16
 const turnoverWindow = time.Minute
 
 // ChildHint says that a page whose parent is Parent became resident (Added)
-// or stopped being resident on some node that does not hold the parent.
+// or stopped being resident on some node that does not hold the parent; or,
+// with Worth > 0, that such a page is worth Worth (a value hint: Added is
+// then meaningless).
 type ChildHint struct {
 	NS     namespace.ID
 	Parent namespace.Key
 	Added  bool
+	Worth  float64
 }
 
 // policyState is the store's eviction state, guarded by Store.mu.
@@ -269,12 +284,59 @@ func (s *Store) ApplyHints(hints []ChildHint) {
 		if e == nil || e.dead {
 			continue
 		}
+		if h.Worth > 0 {
+			if s.raiseChildWorthLocked(e, h.Worth) {
+				s.passWorthLocked(e)
+			}
+			continue
+		}
 		if h.Added {
 			s.policy.pol[e.tier].ChildAdded(e.h, false)
 		} else {
 			s.policy.pol[e.tier].ChildRemoved(e.h, false)
 		}
 	}
+}
+
+// maxWorthHops bounds how far up a chain one change of worth is carried on
+// this node.
+const maxWorthHops = 64
+
+// passWorthLocked carries e's worth up its chain: to its parent here while
+// that raises the parent's child worth, or in a value hint to the parent's
+// node. Only the cost policy uses it.
+func (s *Store) passWorthLocked(e *entry) {
+	if s.cfg.Eviction != eviction.KindCost {
+		return
+	}
+	for range maxWorthHops {
+		if !e.hasPar {
+			return
+		}
+		w := s.policy.pol[e.tier].Worth(e.h)
+		par := e.ns.shard(e.parent).get(e.parent)
+		if par == nil || par.dead {
+			if s.cfg.OnRemoteParent != nil && w > 0 {
+				s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Worth: w})
+			}
+			return
+		}
+		if !s.raiseChildWorthLocked(par, w) {
+			return
+		}
+		e = par
+	}
+}
+
+// raiseChildWorthLocked raises e's best-descendant worth to w if that is
+// more than e is worth now, and reports whether it did.
+func (s *Store) raiseChildWorthLocked(e *entry, w float64) bool {
+	q := s.policy.pol[e.tier]
+	if s.cfg.Eviction != eviction.KindCost || w <= q.Worth(e.h) {
+		return false
+	}
+	q.SetChildWorth(e.h, w)
+	return true
 }
 
 // moveTierLocked moves e's policy state from its tier to dst (a demotion):
@@ -284,7 +346,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	p := &s.policy
 	src := int(e.tier)
 	q := p.pol[src]
-	freq, orphan := q.Freq(e.h), q.Orphan(e.h)
+	freq, orphan, worth := q.Freq(e.h), q.Orphan(e.h), q.Worth(e.h)
 	_, remote := q.Children(e.h)
 	s.untrackLocked(e, false)
 	p.out[src] += e.ext.Len
@@ -292,6 +354,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
 	s.trackLocked(e, freq, remote, orphan)
+	s.raiseChildWorthLocked(e, worth) // its descendants' worth comes along
 }
 
 // victimLocked is the page tier's queue would give up next, or nil.
@@ -348,6 +411,11 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 		}
 		q.Hit(e.h)
 		saved += n.pageCost(e.depth)
+	}
+	// Deepest first: each page's worth then includes what its hit
+	// descendants just passed up.
+	for i := hitPrefix - 1; i >= 0; i-- {
+		s.passWorthLocked(found[i])
 	}
 	n.savedFLOPs += saved
 	n.hitTokens.Add(uint64(hitPrefix) * uint64(n.PageTokens))

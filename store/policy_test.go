@@ -155,7 +155,10 @@ func TestRemoteParentHints(t *testing.T) {
 	putSpec(t, s, chainSpec(a, 1), pageData(1))
 	select {
 	case h := <-got:
-		if len(h) != 1 || h[0].Parent != a[0] || !h[0].Added || h[0].NS != testNS.ID {
+		// A child hint, then a value hint: the new page's worth for the
+		// parent's node to order the parent by.
+		if len(h) != 2 || h[0].Parent != a[0] || !h[0].Added || h[0].Worth != 0 || h[0].NS != testNS.ID ||
+			h[1].Parent != a[0] || !(h[1].Worth > 0) {
 			t.Fatalf("hints %+v", h)
 		}
 	case <-time.After(5 * time.Second):
@@ -540,5 +543,31 @@ func TestListKeysPages(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: listed %d keys, want %d in order", limit, len(got), len(want))
 		}
+	}
+}
+
+// A value hint raises a local parent to its remote child's worth, and the
+// raise goes on up the parent's local chain.
+func TestValueHints(t *testing.T) {
+	s, _ := newTestStore(t, 8, nil)
+	a := chainKeys("a", 2)
+	putSpec(t, s, chainSpec(a, 0), pageData(0))
+	putSpec(t, s, chainSpec(a, 1), pageData(1))
+	worth := func(k namespace.Key) (w float64) {
+		e := testNSState(t, s).shard(k).get(k)
+		locked(s, func() { w = s.policy.pol[e.tier].Worth(e.h) })
+		return w
+	}
+	before := worth(a[0])
+	// a[1]'s child lives elsewhere and is worth a thousand times more.
+	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: 1000 * worth(a[1])}})
+	if w1, w0 := worth(a[1]), worth(a[0]); w0 < 999*before || w1 < w0 {
+		t.Fatalf("after a value hint: worth a0 %g (was %g), a1 %g", w0, before, w1)
+	}
+	// A lower hint changes nothing.
+	w := worth(a[0])
+	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: before}})
+	if worth(a[0]) != w {
+		t.Fatal("a lower value hint lowered the chain")
 	}
 }
