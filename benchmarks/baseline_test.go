@@ -2,13 +2,12 @@ package benchmarks
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"sync"
 	"testing"
+
+	loadgen "github.com/stratakv/strata/benchmarks/load"
 )
 
 // BenchmarkLoopbackTCP is the machine limit a get is compared with: per
@@ -21,7 +20,7 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 	srv := startPageServer(b, randomBytes(workingSet, 4))
 	conns := make([]net.Conn, maxClients)
 	for i := range conns {
-		c, err := net.Dial("tcp", srv.addr())
+		c, err := net.Dial("tcp", srv.Addr())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,85 +61,20 @@ func warmConn(c net.Conn) error {
 	return nil
 }
 
-// fetchPage asks for page idx of len(buf) bytes and reads it into buf.
-func fetchPage(conn net.Conn, idx uint32, buf []byte) error {
-	var req [8]byte
-	binary.LittleEndian.PutUint32(req[:4], idx)
-	binary.LittleEndian.PutUint32(req[4:], uint32(len(buf)))
-	if _, err := conn.Write(req[:]); err != nil {
-		return err
-	}
-	_, err := io.ReadFull(conn, buf)
-	return err
-}
-
-// pageServer answers fetchPage requests from src. Its owner is the
-// benchmark: cleanup closes the listener and every connection and waits
-// for the goroutines.
-type pageServer struct {
-	ln  net.Listener
-	src []byte
-	wg  sync.WaitGroup
-
-	mu    sync.Mutex
-	conns []net.Conn // guarded by mu
-}
-
-func startPageServer(tb testing.TB, src []byte) *pageServer {
+// startPageServer serves fetchPage requests from src on loopback
+// (loadgen.PageServer) until tb ends.
+func startPageServer(tb testing.TB, src []byte) *loadgen.PageServer {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := loadgen.StartPageServer(src)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &pageServer{ln: ln, src: src}
-	s.wg.Go(s.accept)
-	tb.Cleanup(s.close)
+	tb.Cleanup(s.Close)
 	return s
 }
 
-func (s *pageServer) addr() string { return s.ln.Addr().String() }
-
-func (s *pageServer) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.conns = append(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Go(func() { s.serve(c) })
-	}
-}
-
-// serve answers requests on c until it closes. A request past the end of
-// src closes the connection.
-func (s *pageServer) serve(c net.Conn) {
-	var req [8]byte
-	for {
-		if _, err := io.ReadFull(c, req[:]); err != nil {
-			return
-		}
-		idx, n := int(binary.LittleEndian.Uint32(req[:4])), int(binary.LittleEndian.Uint32(req[4:]))
-		if (idx+1)*n > len(s.src) {
-			c.Close()
-			return
-		}
-		if _, err := c.Write(s.src[idx*n : (idx+1)*n]); err != nil {
-			return
-		}
-	}
-}
-
-func (s *pageServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
+// fetchPage asks for page idx of len(buf) bytes and reads it into buf.
+func fetchPage(conn net.Conn, idx uint32, buf []byte) error { return loadgen.FetchPage(conn, idx, buf) }
 
 // BenchmarkMemcpy copies one page per operation, round-robin from a
 // workingSet-byte source (as get reads the node) into a buffer each

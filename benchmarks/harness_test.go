@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	loadgen "github.com/stratakv/strata/benchmarks/load"
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -40,15 +40,7 @@ var (
 )
 
 // sizeLabel names a byte count the way sub-benchmarks do: 64KiB, 2MiB.
-func sizeLabel(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
+func sizeLabel(n int) string { return loadgen.SizeLabel(n) }
 
 // startNode runs a real node in-process: embedded etcd and gRPC on loopback
 // ports the kernel picks, a host tier of hostBytes. It closes with tb.
@@ -69,12 +61,13 @@ func startNode(tb testing.TB, hostBytes int64) *node.Node {
 	return n
 }
 
-// dialClients opens k clients, each with its own gRPC connection to addr.
+// dialClients opens k clients, each with its own gRPC connection to addr,
+// shared memory off: these benchmarks measure the gRPC data path.
 func dialClients(tb testing.TB, addr string, k int) []*client.Client {
 	tb.Helper()
 	cs := make([]*client.Client, k)
 	for i := range cs {
-		c, err := client.Dial(addr, client.Options{})
+		c, err := client.Dial(addr, client.Options{NoShm: true})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -114,12 +107,7 @@ func pageKey(id namespace.ID, n uint64) namespace.Key {
 }
 
 // randomBytes returns n reproducible pseudo-random bytes.
-func randomBytes(n int, seed uint64) []byte {
-	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
-	b := make([]byte, n)
-	_, _ = r.Read(b)
-	return b
-}
+func randomBytes(n int, seed uint64) []byte { return loadgen.RandomBytes(n, seed) }
 
 // putRange publishes pages numbered [from, to) of ns, all holding data, in
 // batches of at most 64 MiB, and fails unless each is stored.

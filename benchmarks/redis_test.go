@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	loadgen "github.com/stratakv/strata/benchmarks/load"
 )
 
 // BenchmarkRedisGet is the reference a strata get is compared with: per
@@ -21,10 +23,10 @@ func BenchmarkRedisGet(b *testing.B) {
 	for _, size := range pageSizes {
 		b.Run("page="+sizeLabel(size), func(b *testing.B) {
 			pages := workingSet / size
-			if err := populateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
+			if err := loadgen.PopulateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
 				b.Fatal(err)
 			}
-			keys := redisKeys(pages)
+			keys := loadgen.RedisKeys(pages)
 			bufs := make([][]byte, maxClients)
 			for c := range bufs {
 				bufs[c] = make([]byte, size)
@@ -33,8 +35,8 @@ func BenchmarkRedisGet(b *testing.B) {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					b.SetBytes(int64(size))
 					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-						return conns[c].get(keys[i%pages], bufs[c])
-					}}, srv.cpuTime)
+						return conns[c].Get(keys[i%pages], bufs[c])
+					}}, srv.CPUTime)
 				})
 			}
 		})
@@ -55,53 +57,20 @@ func BenchmarkRedisSet(b *testing.B) {
 		b.Run("page="+sizeLabel(size), func(b *testing.B) {
 			pages := workingSet / size
 			data := randomBytes(size, 1)
-			if err := populateRedis(conns[0], pages, data); err != nil {
+			if err := loadgen.PopulateRedis(conns[0], pages, data); err != nil {
 				b.Fatal(err)
 			}
-			keys := redisKeys(pages)
+			keys := loadgen.RedisKeys(pages)
 			for _, clients := range clientCounts {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					b.SetBytes(int64(size))
 					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-						return conns[c].set(keys[i%pages], data)
-					}}, srv.cpuTime)
+						return conns[c].Set(keys[i%pages], data)
+					}}, srv.CPUTime)
 				})
 			}
 		})
 	}
-}
-
-// redisKeys names the values of a working set of n pages.
-func redisKeys(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("page:%d", i)
-	}
-	return keys
-}
-
-// populateRedis empties the server and stores n values holding data under
-// redisKeys(n), pipelined in batches.
-func populateRedis(c *redisConn, n int, data []byte) error {
-	if err := c.simple("OK", "FLUSHALL"); err != nil {
-		return fmt.Errorf("FLUSHALL: %w", err)
-	}
-	keys := redisKeys(n)
-	per := max(1, (16<<20)/len(data))
-	for start := 0; start < n; start += per {
-		end := min(n, start+per)
-		for _, k := range keys[start:end] {
-			if err := c.sendSet(k, data); err != nil {
-				return err
-			}
-		}
-		for _, k := range keys[start:end] {
-			if err := c.expectSimple("OK"); err != nil {
-				return fmt.Errorf("SET %s: %w", k, err)
-			}
-		}
-	}
-	return nil
 }
 
 // runWithServer is load.run for a workload whose server runs in another

@@ -66,7 +66,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	srv := startPageServer(t, data)
-	conn, err := net.Dial("tcp", srv.addr())
+	conn, err := net.Dial("tcp", srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,6 +29,16 @@ type Options struct {
 	MaxMessageBytes int
 	// DialOptions are appended to the client's own.
 	DialOptions []grpc.DialOption
+
+	// Same-host shared memory (client/shm.go). ShmSocket is the node's shm
+	// socket; default: for a node on this host, rdma.SocketLink of its
+	// port. NoShm keeps every call on tcp; default off (shm is used when
+	// it works, tcp silently otherwise). ShmVerifyChecksums verifies pages
+	// read through shm against their checksums too; default off (the
+	// generation re-check already rejects a copy that raced a reclaim).
+	ShmSocket          string
+	NoShm              bool
+	ShmVerifyChecksums bool
 }
 
 // Client talks to one strata node. It is safe for concurrent use.
@@ -35,6 +47,14 @@ type Client struct {
 	rpc   pb.StrataClient
 	admin pb.AdminClient
 	bg    sync.WaitGroup // background aborts; Close waits for them
+
+	// shm (client/shm.go): shmMu serialises starting and replacing shm,
+	// and guards shmTried.
+	shmPath, token string
+	verifyShm      bool
+	shmMu          sync.Mutex
+	shm            atomic.Pointer[shmSession]
+	shmTried       time.Time
 }
 
 // Dial connects to the node at addr (host:port). The connection is made
@@ -58,13 +78,15 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", addr, err)
 	}
-	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn)}, nil
+	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn),
+		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error {
+	shmErr := c.closeShm()
 	c.bg.Wait()
-	return c.conn.Close()
+	return errors.Join(shmErr, c.conn.Close())
 }
 
 // bearer sends the tenant token. The node is reached over plain TCP on a
@@ -94,6 +116,7 @@ func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, 
 		return nil, fmt.Errorf("open namespace: node answered id %x, %d-byte pages; client has %s, %d: %w",
 			resp.GetNamespaceId(), resp.GetPageBytes(), id, d.PageSize(), ErrVersion)
 	}
+	c.shmSession(resp.GetNodeId()) // start shared memory if the node is on this host
 	return &Namespace{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
 		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
 		leaseTTL: time.Duration(resp.GetDefaultLeaseTtlMs()) * time.Millisecond,
@@ -110,6 +133,7 @@ type Namespace struct {
 	maxChunk  int
 	leaseTTL  time.Duration
 	nodeID    string
+	tcpOnly   bool // never shm (the tcp backend of a shm call)
 }
 
 // ID is the namespace ID.
@@ -132,6 +156,7 @@ func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
 
 // Delete removes pages and returns how many the node removed.
 func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (int, error) {
+	n.forgetShm(keys) // shared memory: no cached location outlives this client's delete
 	deleted := 0
 	for start := 0; start < len(keys); start += n.maxBatch {
 		batch := keys[start:min(len(keys), start+n.maxBatch)]

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // putTries is how many placement candidates a page is offered to: its
@@ -15,8 +16,10 @@ const putTries = 2
 
 // Put publishes pages on their owners, in parallel per node, with the
 // two-phase protocol. A page its node cannot take (the node failed or
-// passed NodeTimeout, answered NO_SPACE, or rejected or failed the page) is
-// offered to its next placement candidate; nodes in quarantine are skipped.
+// passed NodeTimeout, answered NO_SPACE or NOT_ADMITTED, or rejected or
+// failed the page: a node full of more valuable pages rejects it as not
+// admitted) is offered to its next placement candidate, its spill
+// candidate; nodes in quarantine are skipped.
 // Pages the location cache knows present on a node of the view come back
 // Exists without a round trip.
 //
@@ -92,7 +95,7 @@ func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Pag
 		id := r.view.ids[i]
 		if errs[i] != nil {
 			status := Failed
-			if errors.Is(errs[i], ErrNoSpace) { // the node is full: spill, as for a rejected page
+			if refused(errs[i]) { // the node is full: spill, as for a rejected page
 				status = Rejected
 				out.add(id, nil)
 			} else {
@@ -112,6 +115,14 @@ func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Pag
 		}
 	}
 	return out
+}
+
+// refused reports whether a node's whole-call error says it has no room
+// for the pages (NO_SPACE) or values them below what it holds
+// (NOT_ADMITTED, DESIGN 5): the node is healthy, and the pages go to their
+// next placement candidate.
+func refused(err error) bool {
+	return errors.Is(err, ErrNoSpace) || pb.ReasonOf(err) == pb.ReasonNotAdmitted
 }
 
 // retry reports whether a page's outcome is worth offering to its next

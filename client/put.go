@@ -5,6 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -61,11 +68,32 @@ type PutResult struct {
 	Reason string
 }
 
-// Put publishes pages with the two-phase protocol: reserve them all, stream
-// the bytes of the reserved ones, then commit each with its checksum. Pages
-// already published come back Exists without sending their bytes. If the
-// call fails part way, the reservations it holds are aborted.
+// oneCallMaxPages is the largest batch Put sends through the one-call Put
+// stream. A larger batch uses the two-phase protocol, whose Reserve answer
+// spares the bytes of pages already published and whose extra round trips
+// are then spread over many pages.
+const oneCallMaxPages = 16
+
+// Put publishes pages. A batch of up to oneCallMaxPages pages goes through
+// the node's one-call Put stream (one RPC: per page a header with its
+// checksum, then its bytes; the node reserves, writes and commits each page
+// as the two-phase calls would). A larger batch uses the two-phase protocol:
+// reserve them all, stream the bytes of the reserved ones, then commit each
+// with its checksum; there pages already published come back Exists without
+// sending their bytes. If the call fails part way, the reservations it holds
+// are aborted.
 func (n *Namespace) Put(ctx context.Context, pages []Page) ([]PutResult, error) {
+	if res, ok, err := n.putShm(ctx, pages); ok { // same host: shared memory
+		return res, err
+	}
+	for i, p := range pages {
+		if len(p.Data) != n.pageBytes {
+			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
+		}
+	}
+	if len(pages) <= oneCallMaxPages {
+		return n.putOneCall(ctx, pages)
+	}
 	out := make([]PutResult, 0, len(pages))
 	for start := 0; start < len(pages); start += n.maxBatch {
 		res, err := n.putBatch(ctx, pages[start:min(len(pages), start+n.maxBatch)])
@@ -77,12 +105,147 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) ([]PutResult, error) 
 	return out, nil
 }
 
+// putOneCall publishes pages through one Put stream. The page's first chunk
+// travels in the message that carries its header. Page bytes are not
+// copied into messages: the transport reads them from the caller's slices
+// (putOut), and putOneCall returns only once it holds no reference to them.
+func (n *Namespace) putOneCall(ctx context.Context, pages []Page) (res []PutResult, err error) {
+	if len(pages) == 0 {
+		return nil, nil
+	}
+	chunks := 0
+	for _, p := range pages {
+		chunks += (len(p.Data) + n.maxChunk - 1) / n.maxChunk
+	}
+	out := &putOut{nsID: n.id[:], released: make(chan struct{}, chunks)} // never full
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel() // a failed stream drops what the transport still holds
+		out.wait(releaseWait)
+	}()
+	// No retry buffer: it would hold the page bytes past the call.
+	stream, err := n.c.rpc.Put(ctx, grpc.ForceCodecV2(putCodec{}), grpc.MaxRetryRPCBufferSize(0))
+	if err != nil {
+		return nil, fromRPC("put", err)
+	}
+	for _, p := range pages {
+		spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data))}
+		if p.HasParent {
+			spec.ParentKey = p.Parent[:]
+		}
+		out.header = &pb.PutHeader{Page: spec, Checksum: n.desc.Checksum.Sum(p.Data)}
+		for data := p.Data; out.header != nil || len(data) > 0; {
+			out.data = data[:min(len(data), n.maxChunk)]
+			data = data[len(out.data):]
+			if err := stream.SendMsg(out); err != nil {
+				_, err = stream.CloseAndRecv() // the node's reason
+				return nil, fromRPC("put", err)
+			}
+			out.header, out.nsID = nil, nil
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return nil, fromRPC("put", err)
+	}
+	if len(resp.GetResults()) != len(pages) {
+		return nil, fmt.Errorf("put: %d answers for %d pages: %w", len(resp.GetResults()), len(pages), ErrProtocol)
+	}
+	res = make([]PutResult, len(pages))
+	for i, r := range resp.GetResults() {
+		res[i] = PutResult{Status: PutStatus(r.GetStatus()), Reason: r.GetReason()}
+	}
+	return res, nil
+}
+
+// releaseWait bounds how long a Put waits, after its stream ended, for the
+// transport to drop its references to the page bytes. They are dropped as
+// soon as the bytes are written or the stream is cleaned up, so the bound
+// only matters if the connection died mid-write; the bytes then go nowhere.
+const releaseWait = 2 * time.Second
+
+// putCodec is protobuf for the Put call, except that a *putOut is marshalled
+// as a PutRequest whose data field references the caller's page bytes.
+type putCodec struct{}
+
+func (putCodec) Name() string { return grpcproto.Name }
+
+func (putCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if out, ok := v.(*putOut); ok {
+		return out.marshal()
+	}
+	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
+}
+
+func (putCodec) Unmarshal(b mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(b, v)
+}
+
+// putOut is one PutRequest: the namespace (first message only), an optional
+// header and a chunk of page bytes. A chunk of more than a kilobyte is
+// referenced; released receives one value when the transport drops it.
+type putOut struct {
+	nsID     []byte
+	header   *pb.PutHeader
+	data     []byte
+	released chan struct{}
+	pending  int // references handed out and not yet released
+}
+
+func (o *putOut) marshal() (mem.BufferSlice, error) {
+	var prefix []byte
+	if len(o.nsID) > 0 {
+		prefix = protowire.AppendTag(prefix, 1, protowire.BytesType)
+		prefix = protowire.AppendBytes(prefix, o.nsID)
+	}
+	if o.header != nil {
+		h, err := proto.Marshal(o.header)
+		if err != nil {
+			return nil, err
+		}
+		prefix = protowire.AppendTag(prefix, 2, protowire.BytesType)
+		prefix = protowire.AppendBytes(prefix, h)
+	}
+	if len(o.data) == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(prefix)}, nil
+	}
+	prefix = protowire.AppendTag(prefix, 3, protowire.BytesType)
+	prefix = protowire.AppendVarint(prefix, uint64(len(o.data)))
+	data := o.data[:len(o.data):len(o.data)]
+	if mem.IsBelowBufferPoolingThreshold(len(data)) {
+		return mem.BufferSlice{mem.SliceBuffer(append(prefix, data...))}, nil
+	}
+	o.pending++
+	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(&data, releasePool(o.released))}, nil
+}
+
+// wait waits up to d for every referenced chunk to be released.
+func (o *putOut) wait(d time.Duration) {
+	if o.pending == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for ; o.pending > 0; o.pending-- {
+		select {
+		case <-o.released:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// releasePool is the "pool" of a referenced chunk of page bytes: gRPC puts
+// the chunk back when it drops its last reference.
+type releasePool chan struct{}
+
+func (r releasePool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+
+func (r releasePool) Put(*[]byte) { r <- struct{}{} }
+
 func (n *Namespace) putBatch(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	specs := make([]*pb.PageSpec, len(pages))
 	for i, p := range pages {
-		if len(p.Data) != n.pageBytes {
-			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
-		}
 		specs[i] = &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data))}
 		if p.HasParent {
 			specs[i].ParentKey = p.Parent[:]

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratakv/strata/coord"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/registry"
@@ -98,6 +100,20 @@ type Config struct {
 	// DrainTimeout bounds the wait for in-flight requests on shutdown.
 	// Default 10s.
 	DrainTimeout time.Duration
+	// ShmSocket is the Unix socket same-host clients map the host arena
+	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
+	ShmSocket string
+	// CoordRound is how often the node gossips its value summaries and,
+	// when elected coordinator, publishes cluster-wide eviction cutoffs.
+	// Default 2s.
+	CoordRound time.Duration
+	// CoordStaleRounds is how many rounds published cutoffs stay in force
+	// without a newer publication before the node falls back to local
+	// cutoffs. Default 3.
+	CoordStaleRounds int
+	// CoordinatorTTL is how long after the coordinator's node dies (or
+	// loses etcd) another takes over. Default 3s.
+	CoordinatorTTL time.Duration
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -149,6 +165,9 @@ type Node struct {
 	etcd     *registry.Embedded // nil with external endpoints
 	members  *membership.Membership
 	srv      *server.Server
+	coord    atomic.Pointer[coord.Coord] // nil until startCoord
+	hints    *hintSender
+	shm      *server.ShmListener // nil without a host tier or with ShmSocket "off"
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
@@ -174,8 +193,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.openTiers(); err != nil {
 		return nil, err
 	}
+	n.hints = newHintSender(n.id, cfg.AdminToken, n.log)
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
-		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, Logger: n.log}); err != nil {
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.add, Logger: n.log}); err != nil {
 		return nil, err
 	}
 	if err := n.openRegistry(ctx); err != nil {
@@ -187,9 +207,13 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.startMembership(ctx); err != nil {
 		return nil, err
 	}
+	n.hints.start(n.members)
+	if err := n.startCoord(); err != nil {
+		return nil, err
+	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.lis.Addr().String(), Version: Version,
-		Store: n.store, Registry: registryAdapter{n.reg}, Membership: n.members, Tokens: hashTokens(cfg.TenantTokens),
-		AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
+		Store: n.store, Registry: registryAdapter{n.reg}, Membership: n.members, Coordination: coordView{n},
+		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
 	if err != nil {
 		return nil, err
@@ -202,7 +226,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
-	n.grpc = grpc.NewServer(
+	// The server's options first: its codec sends page bytes by reference
+	// from the arena and keeps received ones in gRPC's buffers.
+	n.grpc = grpc.NewServer(append(srv.GRPCOptions(),
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
@@ -210,7 +236,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		grpc.InitialConnWindowSize(32<<20),
 		grpc.ReadBufferSize(256<<10),
 		grpc.WriteBufferSize(256<<10),
-	)
+	)...)
 	srv.Register(n.grpc)
 	n.srv = srv
 	if err := n.startAdmin(); err != nil {
@@ -227,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Tiers: n.tierInfo()}); err != nil {
 		return nil, fmt.Errorf("registering node: %w", err)
 	}
+	n.startShm(srv)
 	go func() { n.served <- n.grpc.Serve(n.lis) }()
 	n.wg.Add(1)
 	go n.advertise()
@@ -297,7 +324,7 @@ func (n *Node) meta() membership.Meta {
 		st := t.Stats()
 		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})
 	}
-	return m
+	return n.withSummaries(m)
 }
 
 // advertise re-broadcasts the node's metadata (tier usage) every few
@@ -384,6 +411,7 @@ func (n *Node) Close() error {
 		cancel()
 	}
 	n.wg.Wait()
+	n.closeCoord() // resign first: another node takes over at once
 	if err := n.members.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leaving the cluster", "err", err)
 	}
@@ -407,8 +435,22 @@ func (n *Node) Close() error {
 	return errors.Join(err, n.closeParts())
 }
 
+// closeCoord stops coordination and the hint sender; it is idempotent.
+func (n *Node) closeCoord() {
+	if c := n.coord.Load(); c != nil {
+		c.Close()
+	}
+	if n.hints != nil {
+		n.hints.close()
+	}
+}
+
 func (n *Node) closeParts() error {
 	var errs []error
+	n.closeCoord()
+	if n.shm != nil {
+		errs = append(errs, n.shm.Close())
+	}
 	if n.members != nil {
 		errs = append(errs, n.members.Close())
 	}

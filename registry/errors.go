@@ -25,3 +25,8 @@ var (
 	// Config); the wrapping message names the field.
 	ErrInvalid = errors.New("invalid registry argument")
 )
+
+// ErrNotLeader is returned by PublishCutoffs when the term it names no
+// longer leads the coordinator election (resigned, or its session
+// expired): the cutoffs are not written.
+var ErrNotLeader = errors.New("not the coordinator")

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -36,10 +37,28 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if _, err := r.Nodes(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Campaign, publish and watch cutoffs.
+		cand, err := r.Campaign(CandidateConfig{NodeID: "n", TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "leading alone", func() bool { return cand.Term().Leading() })
+		wctx, wcancel := context.WithCancel(ctx)
+		watch := r.WatchCutoffs(wctx)
+		if err := r.PublishCutoffs(ctx, cand.Term(), Cutoffs{Round: 1}); err != nil {
+			t.Fatal(err)
+		}
+		<-watch
 		// Let the keepalive goroutine run into a lost connection too.
 		p.cut()
 		time.Sleep(100 * time.Millisecond)
 		p.heal()
+		wcancel()
+		for range watch {
+		}
+		if err := cand.Close(); err != nil {
+			t.Fatal(err)
+		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}

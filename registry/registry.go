@@ -1,5 +1,6 @@
 // Package registry is a node's view of the cluster metadata held in etcd
-// (DESIGN.md §6): node registrations, namespaces and tenants. It never holds
+// (DESIGN.md §6): node registrations, namespaces, tenants, the eviction
+// coordinator's election and the cutoffs it publishes. It never holds
 // per-page metadata. It is the only package in strata that imports etcd, and
 // it can run the single-member etcd that a stratad with no endpoints embeds
 // (StartEmbedded).
@@ -10,6 +11,9 @@
 //	<prefix>/namespaces/<tenant>/<id hex>    NamespaceRecord as JSON
 //	<prefix>/namespace-ids/<id hex>          the namespace's tenant (an index for Namespace)
 //	<prefix>/tenants/<name>                  Tenant as JSON
+//	<prefix>/coordinator/<lease hex>         a coordinator candidate's node id, on its session's lease
+//	                                         (the lowest create revision leads: Campaign, Coordinator)
+//	<prefix>/cutoffs                         Cutoffs as JSON, written only by the leader (PublishCutoffs)
 //
 // Every call takes a context and is also bounded by Config.RequestTimeout;
 // when etcd cannot be reached in time it fails with an error wrapping

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# The project's test command (README): vet, check generated code is current,
-# every Go test with the race detector, then the Python client's tests.
+# The project's test command (README): vet (also the rdma build tag), check
+# generated code is current, every Go test with the race detector, then the
+# Python client's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
+# The verbs backend (cgo against libibverbs) builds only with the rdma tag.
+if [ -f /usr/include/infiniband/verbs.h ]; then
+  go vet -tags rdma ./rdma/
+else
+  echo "rdma tag not checked: libibverbs-dev is not installed (.ci/run installs it)"
+fi
 if command -v protoc >/dev/null; then
   ./scripts/genproto.sh
   git diff --exit-code -- proto/ || { echo "generated code is stale: run ./scripts/genproto.sh" >&2; exit 1; }

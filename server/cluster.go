@@ -2,11 +2,33 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
 )
+
+// CoordState is the eviction coordination a node applies (DESIGN 5).
+type CoordState struct {
+	// Coordinator published the applied cutoffs; "" when the node uses
+	// local cutoffs.
+	Coordinator string
+	// Epoch and Round identify the publication; 0 when local.
+	Epoch, Round uint64
+	// Coordinated is false while the node uses local cutoffs.
+	Coordinated bool
+	// Worth is the applied floor per tier of the store, in tier order.
+	Worth []float64
+}
+
+// Coordination reports the node's eviction coordination for the Cluster
+// service.
+type Coordination interface {
+	CoordState() CoordState
+}
 
 // Members answers the membership view clients route by.
 func (s *Server) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.MembersResponse, error) {
@@ -47,6 +69,7 @@ func (s *Server) WatchMembers(_ *pb.MembersRequest, stream pb.Cluster_WatchMembe
 // is a cluster of one.
 func (s *Server) view() *pb.MembersResponse {
 	resp := &pb.MembersResponse{NodeId: s.cfg.NodeID}
+	s.addCutoffs(resp)
 	m := s.cfg.Membership
 	if m == nil {
 		st := s.cfg.Store.Stats()
@@ -92,4 +115,49 @@ func tierByName(name string) pb.Tier {
 		}
 	}
 	return pb.Tier_TIER_UNSPECIFIED
+}
+
+// addCutoffs sets the coordinator and the cutoffs this node applies.
+func (s *Server) addCutoffs(resp *pb.MembersResponse) {
+	if s.cfg.Coordination == nil {
+		return
+	}
+	st := s.cfg.Coordination.CoordState()
+	resp.Coordinator = st.Coordinator
+	cs := &pb.CutoffState{Epoch: st.Epoch, Coordinated: st.Coordinated, Round: st.Round}
+	for i, k := range s.cfg.Store.TierKinds() {
+		var w float64
+		if i < len(st.Worth) {
+			w = st.Worth[i]
+		}
+		cs.Tiers = append(cs.Tiers, &pb.TierCutoff{Tier: TierProto(k), Worth: w})
+	}
+	resp.Cutoffs = cs
+}
+
+// Hints applies a batch of remote-child hints from another node to the
+// store: the sender holds (or dropped) a child of a parent page this node
+// owns. Only an admin caller (the nodes use the admin token) may send
+// them when the node checks tokens.
+func (s *Server) Hints(ctx context.Context, req *pb.HintsRequest) (*pb.HintsResponse, error) {
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if !c.admin {
+		return nil, toStatus(fmt.Errorf("child hints are for nodes: %w", errDenied))
+	}
+	if len(req.GetHints()) > s.cfg.MaxBatch {
+		return nil, toStatus(errorf(errBatchTooLarge, "%d hints, the limit is %d", len(req.GetHints()), s.cfg.MaxBatch))
+	}
+	hints := make([]store.ChildHint, len(req.GetHints()))
+	for i, h := range req.GetHints() {
+		if len(h.GetNamespaceId()) != namespace.IDSize || len(h.GetParentKey()) != namespace.KeySize {
+			return nil, toStatus(badRequest("hint %d: namespace id of %d bytes, parent key of %d", i,
+				len(h.GetNamespaceId()), len(h.GetParentKey())))
+		}
+		hints[i] = store.ChildHint{NS: namespace.ID(h.GetNamespaceId()), Parent: namespace.Key(h.GetParentKey()), Added: h.GetAdded(), Worth: h.GetWorth()}
+	}
+	s.cfg.Store.ApplyHints(hints)
+	return &pb.HintsResponse{Applied: uint32(len(hints))}, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -66,14 +67,34 @@ func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 		chunk = c
 	}
 	alg := pb.ChecksumAlgorithm(n.Checksum)
-	msg := &pb.GetResponse{}
+	send := s.sendCopy(stream, chunk)
+	if s.rawData.Load() {
+		send = sendByReference(ctx, stream, chunk)
+	}
 	return s.cfg.Store.Read(n.ID, req.GetLeaseId(), keys, func(i int, p store.PageView) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msg.Header = &pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
+		h := &pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
 			Checksum: p.Checksum, ChecksumAlgorithm: alg}
-		start, data := time.Now(), p.Data
+		start := time.Now()
+		if err := send(h, p.Data); err != nil {
+			return err
+		}
+		if p.Found {
+			s.metrics.Transfer(n.ID, "out", len(p.Data))
+			s.metrics.PageTime("out", time.Since(start))
+		}
+		return nil
+	})
+}
+
+// sendCopy sends a page as GetResponse messages marshalled by protobuf (a
+// copy of every chunk), for a server built without GRPCOptions.
+func (s *Server) sendCopy(stream pb.Strata_GetServer, chunk int) func(*pb.PageHeader, []byte) error {
+	msg := &pb.GetResponse{}
+	return func(h *pb.PageHeader, data []byte) error {
+		msg.Header = h
 		for {
 			msg.Data = data[:min(chunk, len(data))]
 			data = data[len(msg.Data):]
@@ -82,15 +103,48 @@ func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 			}
 			msg.Header = nil
 			if len(data) == 0 {
-				break
+				return nil
 			}
 		}
-		if p.Found {
-			s.metrics.Transfer(n.ID, "out", len(p.Data))
-			s.metrics.PageTime("out", time.Since(start))
+	}
+}
+
+// sendByReference sends a page as GetResponse messages whose data the
+// transport reads straight from the page (dataCodec), and returns once the
+// transport holds no reference to it, so the caller may unpin the page. If
+// the stream ends first (ctx done: the client went away or the server is
+// stopping), it returns without waiting: whatever the transport still
+// writes of a page reclaimed meanwhile goes to a stream nobody reads, and a
+// reader verifies every page's checksum in any case.
+func sendByReference(ctx context.Context, stream pb.Strata_GetServer, chunk int) func(*pb.PageHeader, []byte) error {
+	var released chan struct{}
+	return func(h *pb.PageHeader, data []byte) error {
+		if n := len(data)/chunk + 1; cap(released) < n {
+			released = make(chan struct{}, n) // never full: the transport must not block on it
 		}
-		return nil
-	})
+		pending := 0
+		var err error
+		for first := true; first || len(data) > 0; first = false {
+			msg := &pageOut{header: h, data: data[:min(chunk, len(data))], released: released}
+			data = data[len(msg.data):]
+			err = stream.SendMsg(msg)
+			if msg.referenced {
+				pending++
+			}
+			if err != nil {
+				break
+			}
+			h = nil
+		}
+		for ; pending > 0; pending-- {
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			}
+		}
+		return err
+	}
 }
 
 // RenewLease extends a lease.

@@ -52,6 +52,7 @@ var mapping = []struct {
 	{store.ErrLeaseNotFound, codes.NotFound, pb.ReasonLeaseNotFound},
 	{store.ErrLeaseLimit, codes.ResourceExhausted, pb.ReasonLeaseLimit},
 	{store.ErrNoSpace, codes.ResourceExhausted, pb.ReasonNoSpace},
+	{store.ErrNotAdmitted, codes.ResourceExhausted, pb.ReasonNotAdmitted},
 	{store.ErrUnknownWrite, codes.NotFound, pb.ReasonWriteUnknown},
 	{store.ErrWriteExpired, codes.FailedPrecondition, pb.ReasonWriteExpired},
 	{store.ErrWriteClosed, codes.FailedPrecondition, pb.ReasonWriteClosed},

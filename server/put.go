@@ -5,6 +5,10 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 )
@@ -54,8 +58,10 @@ func (s *Server) put(stream pb.Strata_PutServer) (err error) {
 		}
 		finish(cur.result)
 	}
+	in := s.newDataIn(&pb.PutRequest{}, 3)
+	defer in.free()
 	for {
-		msg, err := stream.Recv()
+		err := s.recvData(stream, in)
 		if errors.Is(err, io.EOF) {
 			if cur != nil {
 				truncate()
@@ -65,6 +71,7 @@ func (s *Server) put(stream pb.Strata_PutServer) (err error) {
 		if err != nil {
 			return err
 		}
+		msg := in.msg.(*pb.PutRequest)
 		if !open {
 			if n, err = s.namespaceOf(stream.Context(), msg.GetNamespaceId()); err != nil {
 				return err
@@ -82,16 +89,16 @@ func (s *Server) put(stream pb.Strata_PutServer) (err error) {
 				return err
 			}
 		}
-		if len(msg.GetData()) == 0 {
+		if in.size == 0 {
 			continue
 		}
 		if cur == nil {
 			return badRequest("put data without a page header")
 		}
-		if len(msg.GetData()) > s.cfg.MaxChunk {
-			return badRequest("chunk of %d bytes, the limit is %d", len(msg.GetData()), s.cfg.MaxChunk)
+		if in.size > s.cfg.MaxChunk {
+			return badRequest("chunk of %d bytes, the limit is %d", in.size, s.cfg.MaxChunk)
 		}
-		if err := s.putData(n, cur, msg.GetData()); err != nil {
+		if err := s.putData(n, cur, in); err != nil {
 			return err
 		}
 		if cur.received == cur.spec.Size {
@@ -137,16 +144,51 @@ func (s *Server) startPut(n store.Namespace, h *pb.PutHeader) (*putPage, error) 
 // putData writes a chunk of the current page, or skips it when the page's
 // outcome is already decided. Bytes past the declared size fail the page
 // with SIZE_MISMATCH.
-func (s *Server) putData(n store.Namespace, p *putPage, data []byte) error {
-	if p.received+int64(len(data)) > p.spec.Size {
+func (s *Server) putData(n store.Namespace, p *putPage, in *dataIn) error {
+	if p.received+int64(in.size) > p.spec.Size {
 		return badRequest("page %x: more than its declared %d bytes", p.spec.Key[:6], p.spec.Size)
 	}
 	if p.writeID != 0 {
-		if err := s.cfg.Store.Write(n.ID, p.writeID, p.received, data); err != nil {
+		if err := s.writePieces(n, p.writeID, p.received, in.data); err != nil {
 			return err
 		}
 	}
-	p.received += int64(len(data))
-	s.metrics.Transfer(n.ID, "in", len(data))
+	p.received += int64(in.size)
+	s.metrics.Transfer(n.ID, "in", in.size)
+	return nil
+}
+
+// writePieces writes the pieces of one chunk at off, one after another.
+func (s *Server) writePieces(n store.Namespace, writeID uint64, off int64, pieces [][]byte) error {
+	for _, d := range pieces {
+		if err := s.cfg.Store.Write(n.ID, writeID, off, d); err != nil {
+			return err
+		}
+		off += int64(len(d))
+	}
+	return nil
+}
+
+// newDataIn prepares the receiving of msg's messages (a PutRequest or a
+// WriteRequest), whose field dataField holds page bytes.
+func (s *Server) newDataIn(msg proto.Message, dataField protowire.Number) *dataIn {
+	return &dataIn{msg: msg, dataField: dataField}
+}
+
+// recvData receives the next message of a Put or Write stream into in:
+// with the data codec (GRPCOptions) its data stays in gRPC's receive
+// buffers until the next recvData or in.free; without it protobuf decodes
+// a copy.
+func (s *Server) recvData(stream grpc.ServerStream, in *dataIn) error {
+	in.free()
+	if s.rawData.Load() {
+		return stream.RecvMsg(in)
+	}
+	if err := stream.RecvMsg(in.msg); err != nil {
+		return err
+	}
+	if data := in.msg.(interface{ GetData() []byte }).GetData(); len(data) > 0 {
+		in.data, in.size = append(in.data, data), len(data)
+	}
 	return nil
 }

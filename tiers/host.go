@@ -48,11 +48,12 @@ package tiers
 //
 // # Slot metadata and generations
 //
-// Metadata lives outside the data bytes, in anonymous mappings outside the
-// Go heap, one entry per 4 KiB of arena (the most slots a slab can hold),
-// committed as touched: a generation (uint64) and a free-list link (int32)
-// per slot, indexed by the span's first slab times slots-per-slab plus the
-// slot. A slot's generation is odd while it holds a live extent and even
+// Metadata lives outside the data bytes and the Go heap, one entry per
+// 4 KiB of arena (the most slots a slab can hold), committed as touched: a
+// generation (uint64, in a second memfd that same-host clients map
+// read-only, see host_shm.go) and a free-list link (int32, in an anonymous
+// mapping) per slot, indexed by the span's first slab times slots-per-slab
+// plus the slot. A slot's generation is odd while it holds a live extent and even
 // while free: Alloc bumps it (Extent.Gen is the odd value) and Free bumps it
 // again. Every slab has a floor, the highest generation any span covering it
 // reached, raised before its slabs return to the pool; a new span starts all
@@ -136,8 +137,8 @@ type HostConfig struct {
 	// Default Capacity/64 rounded down to a power of two, between 1 MiB and
 	// DefaultSlabSize (64 MiB), and never more than Capacity.
 	SlabSize int64
-	// Name names the memfd, as seen in /proc/<pid>/fd and /proc/<pid>/maps.
-	// Default "strata-host".
+	// Name names the memfd, as seen in /proc/<pid>/fd and /proc/<pid>/maps;
+	// the generations' memfd is Name+"-gens". Default "strata-host".
 	Name string
 }
 
@@ -165,8 +166,8 @@ func (cfg HostConfig) withDefaults() (HostConfig, error) {
 	if cfg.Name == "" {
 		cfg.Name = "strata-host"
 	}
-	if len(cfg.Name) > 249 || strings.IndexByte(cfg.Name, 0) >= 0 {
-		return cfg, fmt.Errorf("host: memfd name %q: longer than 249 bytes or has a NUL: %w",
+	if len(cfg.Name) > 244 || strings.IndexByte(cfg.Name, 0) >= 0 {
+		return cfg, fmt.Errorf("host: memfd name %q: longer than 244 bytes or has a NUL: %w",
 			cfg.Name, ErrInvalidConfig)
 	}
 	return cfg, nil
@@ -195,7 +196,9 @@ type Host struct {
 	spans []span
 	// Per slot, in mappings outside the Go heap (gensMem, nextMem): the
 	// generation (atomic) and the free-list link (guarded like the span).
+	// gensMem maps the memfd genFD, shared with same-host clients.
 	gensMem, nextMem []byte
+	genFD            int
 	gens             []atomic.Uint64
 	next             []int32
 
@@ -243,17 +246,17 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.initClasses()
 	entries := h.size / granule
-	if h.gensMem, err = mapAnon(entries * 8); err != nil {
-		return nil, fmt.Errorf("host: %w", err)
+	if h.gensMem, h.genFD, err = mapArena(cfg.Name+"-gens", entries*8); err != nil {
+		return nil, fmt.Errorf("host: generations: %w", err)
 	}
 	if h.nextMem, err = mapAnon(entries * 4); err != nil {
-		unmap(h.gensMem)
+		unmapArena(h.gensMem, h.genFD)
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h.gens = unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(h.gensMem))), entries)
 	h.next = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(h.nextMem))), entries)
 	if h.mem, h.fd, err = mapArena(cfg.Name, h.size); err != nil {
-		unmap(h.gensMem)
+		unmapArena(h.gensMem, h.genFD)
 		unmap(h.nextMem)
 		return nil, fmt.Errorf("host: %w", err)
 	}
@@ -532,7 +535,7 @@ func (h *Host) Close() error {
 	if !h.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("host: close: %w", ErrClosed)
 	}
-	err := errors.Join(unmapArena(h.mem, h.fd), unmap(h.gensMem), unmap(h.nextMem))
+	err := errors.Join(unmapArena(h.mem, h.fd), unmapArena(h.gensMem, h.genFD), unmap(h.nextMem))
 	h.mem, h.gens, h.next, h.gensMem, h.nextMem = nil, nil, nil, nil, nil
 	if err != nil {
 		return fmt.Errorf("host: close: %w", err)

@@ -13,7 +13,7 @@ import (
 )
 
 // noCoordinator is printed when no node is elected to compute cutoffs.
-const noCoordinator = "none (nodes use local eviction cutoffs)"
+const noCoordinator = "none: nodes use local cutoffs"
 
 func newClusterStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -47,7 +47,7 @@ the node asked has answered.`,
 
 // clusterStatus sums the reports of the members of view.
 func clusterStatus(view *pb.MembersResponse, rs []nodeReport) clusterJSON {
-	doc := clusterJSON{NodeID: view.GetNodeId(), Coordinator: view.GetCoordinator(),
+	doc := clusterJSON{NodeID: view.GetNodeId(), Coordinator: view.GetCoordinator(), Cutoffs: cutoffsView(view.GetCutoffs()),
 		Tiers: []clusterTierJSON{}, Nodes: []nodeJSON{}, Recovery: []nodeRecoveryJSON{}}
 	for _, r := range rs {
 		doc.Members.Total++
@@ -101,7 +101,10 @@ func writeClusterStatus(w io.Writer, doc clusterJSON) error {
 	tw := newTable(w)
 	row(tw, "node asked:", orNone(doc.NodeID))
 	row(tw, "members:", memberCounts(doc.Members))
-	row(tw, "coordinator:", cmp.Or(doc.Coordinator, noCoordinator))
+	row(tw, "coordinator:", coordinatorCell(doc))
+	if c := doc.Cutoffs; c != nil {
+		row(tw, "cutoffs:", cutoffsCell(c))
+	}
 	switch e := doc.Etcd; {
 	case e == nil:
 		row(tw, "etcd:", "unknown (the node asked gave no info)")
@@ -176,4 +179,31 @@ func nodeTierCell(n nodeJSON, tier string) string {
 		}
 	}
 	return none
+}
+
+// coordinatorCell is the coordinator and the epoch of the cutoffs the node
+// asked applies, or noCoordinator.
+func coordinatorCell(doc clusterJSON) string {
+	if doc.Coordinator == "" || doc.Cutoffs == nil || !doc.Cutoffs.Coordinated {
+		return noCoordinator
+	}
+	return fmt.Sprintf("%s (cutoff epoch %d, round %d)", doc.Coordinator, doc.Cutoffs.Epoch, doc.Cutoffs.Round)
+}
+
+// cutoffsCell is "host 4.1e+07, ssd none (coordinated)": each tier's floor
+// in worth units.
+func cutoffsCell(c *cutoffsJSON) string {
+	var parts []string
+	for _, t := range c.Tiers {
+		w := "none"
+		if t.Worth > 0 {
+			w = fmt.Sprintf("%.3g", t.Worth)
+		}
+		parts = append(parts, t.Tier+" "+w)
+	}
+	how := "coordinated"
+	if !c.Coordinated {
+		how = "local"
+	}
+	return fmt.Sprintf("%s (%s)", cmp.Or(strings.Join(parts, ", "), "no tiers"), how)
 }

@@ -49,7 +49,7 @@ func startThreeNodes(t *testing.T) *threeNodes {
 	f := &threeNodes{etcd: e.Endpoints()}
 	for _, n := range []**testNode{&f.a, &f.b, &f.c} {
 		*n = startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-			EtcdEndpoints: f.etcd, HostBytes: 64 << 20})
+			EtcdEndpoints: f.etcd, HostBytes: 64 << 20, CoordRound: 200 * time.Millisecond})
 		f.nodes = append(f.nodes, *n)
 	}
 	slices.SortFunc(f.nodes, func(x, y *testNode) int { return strings.Compare(x.id(), y.id()) })
@@ -178,11 +178,30 @@ func TestClusterNodeLs(t *testing.T) {
 
 func TestClusterStatus(t *testing.T) {
 	f := startThreeNodes(t)
+	// Wait for the elected coordinator's cutoffs to reach a.
+	var doc clusterStatusDoc
+	deadline := time.Now().Add(awaitViewTimeout)
+	for doc.Coordinator == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no coordinator within %v", awaitViewTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+		out := f.a.run(t, "cluster", "status", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("cluster status -o json: %v\n%s", err, out)
+		}
+	}
+	if !slices.ContainsFunc(f.nodes, func(n *testNode) bool { return n.id() == doc.Coordinator }) ||
+		doc.Cutoffs == nil || !doc.Cutoffs.Coordinated || doc.Cutoffs.Epoch == 0 ||
+		len(doc.Cutoffs.Tiers) != 1 || doc.Cutoffs.Tiers[0].Tier != "host" || doc.Cutoffs.Tiers[0].Worth != 0 {
+		t.Fatalf("cluster status -o json: coordinator %q, cutoffs %+v", doc.Coordinator, doc.Cutoffs)
+	}
 	out := f.a.run(t, "cluster", "status")
 	for _, line := range []string{
 		`node asked:\s+` + f.a.id(),
 		`members:\s+3: 3 alive`,
-		`coordinator:\s+none \(nodes use local eviction cutoffs\)`,
+		`coordinator:\s+node-[0-9a-f]+ \(cutoff epoch \d+, round \d+\)`,
+		`cutoffs:\s+host none \(coordinated\)`,
 		`etcd:\s+healthy`,
 		`etcd endpoints:\s+` + regexp.QuoteMeta(strings.Join(f.etcd, ",")),
 		`TIER\s+NODES\s+USED\s+CAPACITY\s+USE%\s+PAGES`,
@@ -199,12 +218,12 @@ func TestClusterStatus(t *testing.T) {
 		t.Errorf("cluster status reports recovery without durable tiers:\n%s", out)
 	}
 
-	var doc clusterStatusDoc
+	doc = clusterStatusDoc{}
 	out = f.a.run(t, "cluster", "status", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("cluster status -o json: %v\n%s", err, out)
 	}
-	if doc.NodeID != f.a.id() || doc.Coordinator != "" ||
+	if doc.NodeID != f.a.id() || doc.Coordinator == "" ||
 		doc.Members != (memberCountsJSON{Total: 3, Alive: 3, Answered: 3}) ||
 		doc.Etcd == nil || !doc.Etcd.Healthy || doc.Etcd.Error != "" || !slices.Equal(doc.Etcd.Endpoints, f.etcd) ||
 		len(doc.Tiers) != 1 || doc.Tiers[0].Tier != "host" || doc.Tiers[0].Nodes != 3 ||
@@ -218,6 +237,7 @@ func TestClusterStatus(t *testing.T) {
 type clusterStatusDoc struct {
 	NodeID      string           `json:"node_id"`
 	Coordinator string           `json:"coordinator"`
+	Cutoffs     *cutoffsJSON     `json:"cutoffs"`
 	Members     memberCountsJSON `json:"members"`
 	Etcd        *etcdJSON        `json:"etcd"`
 	Tiers       []struct {
@@ -548,5 +568,24 @@ func TestClusterFailures(t *testing.T) {
 	out, stderr, err = strata(t, f.a.env(), "ns", "ls")
 	if rows := table(out); err != nil || stderr != "" || len(rows) != 2 || rows[1][9] != "2" || rows[1][10] != "6" {
 		t.Errorf("ns ls with a dead and a left member: err %v, stderr %q\n%s", err, stderr, out)
+	}
+}
+
+// TestClusterStatusLocalCutoffs: a node without coordinator cutoffs (no
+// coordinator, or etcd down) is reported as using local ones.
+func TestClusterStatusLocalCutoffs(t *testing.T) {
+	var b strings.Builder
+	doc := clusterStatus(&pb.MembersResponse{NodeId: "n1", Cutoffs: &pb.CutoffState{
+		Tiers: []*pb.TierCutoff{{Tier: pb.Tier_TIER_HOST, Worth: 1234.5}, {Tier: pb.Tier_TIER_SSD}}}}, nil)
+	if err := writeClusterStatus(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		`coordinator:\s+none: nodes use local cutoffs`,
+		`cutoffs:\s+host 1\.23e\+03, ssd none \(local\)`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(b.String()) {
+			t.Errorf("cluster status lacks a line %q:\n%s", line, b.String())
+		}
 	}
 }

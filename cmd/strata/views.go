@@ -242,12 +242,37 @@ func recoveryView(rs []*pb.TierRecovery) []recoveryJSON {
 // clusterJSON is `cluster status`.
 type clusterJSON struct {
 	NodeID      string             `json:"node_id"`     // the node asked
-	Coordinator string             `json:"coordinator"` // "" when none is elected
+	Coordinator string             `json:"coordinator"` // "" when the node asked uses local cutoffs
+	Cutoffs     *cutoffsJSON       `json:"cutoffs"`     // what the node asked applies; null when it did not say
 	Members     memberCountsJSON   `json:"members"`
 	Etcd        *etcdJSON          `json:"etcd"`  // as the node asked sees it; null when it gave no info
 	Tiers       []clusterTierJSON  `json:"tiers"` // summed over the nodes that answered
 	Nodes       []nodeJSON         `json:"nodes"`
 	Recovery    []nodeRecoveryJSON `json:"recovery"` // every node's start-up recovery, per durable tier
+}
+
+// cutoffsJSON is the eviction cutoffs a node applies (DESIGN 5).
+type cutoffsJSON struct {
+	Coordinated bool             `json:"coordinated"` // false: the node's own (local) cutoffs
+	Epoch       uint64           `json:"epoch"`       // the coordinator's election epoch; 0 when local
+	Round       uint64           `json:"round"`       // the publication within the epoch
+	Tiers       []tierCutoffJSON `json:"tiers"`
+}
+
+type tierCutoffJSON struct {
+	Tier  string  `json:"tier"`
+	Worth float64 `json:"worth"` // the floor in worth units; 0: none
+}
+
+func cutoffsView(cs *pb.CutoffState) *cutoffsJSON {
+	if cs == nil {
+		return nil
+	}
+	out := &cutoffsJSON{Coordinated: cs.GetCoordinated(), Epoch: cs.GetEpoch(), Round: cs.GetRound(), Tiers: []tierCutoffJSON{}}
+	for _, t := range cs.GetTiers() {
+		out.Tiers = append(out.Tiers, tierCutoffJSON{Tier: tierName(t.GetTier()), Worth: t.GetWorth()})
+	}
+	return out
 }
 
 // memberCountsJSON counts the members of the view by state, and those

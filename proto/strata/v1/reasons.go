@@ -22,6 +22,7 @@ const (
 	ReasonLeaseNotFound     = "LEASE_NOT_FOUND"
 	ReasonLeaseLimit        = "LEASE_LIMIT"
 	ReasonNoSpace           = "NO_SPACE"
+	ReasonNotAdmitted       = "NOT_ADMITTED"
 	ReasonWriteUnknown      = "WRITE_UNKNOWN"
 	ReasonWriteExpired      = "WRITE_EXPIRED"
 	ReasonWriteClosed       = "WRITE_CLOSED"

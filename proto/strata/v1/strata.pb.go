@@ -24,6 +24,9 @@
 //     LEASE_NOT_FOUND      NotFound            no such lease (released, or never granted)
 //     LEASE_LIMIT          ResourceExhausted   the tenant holds the maximum number of leases
 //     NO_SPACE             ResourceExhausted   one-call Put could not reserve room
+//     NOT_ADMITTED         ResourceExhausted   the pages are worth less than the node's eviction
+//                                              cutoff and its tiers are full of more valuable
+//                                              pages: offer them to the next placement candidate
 //     WRITE_UNKNOWN        NotFound            Write names a write id the node never issued
 //     WRITE_EXPIRED        FailedPrecondition  Write names a reservation whose deadline passed
 //     WRITE_CLOSED         FailedPrecondition  Write names a reservation already committed or aborted
@@ -3544,7 +3547,9 @@ type MembersResponse struct {
 	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`             // sorted by node_id
 	NodeId  string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node that answered
 	// coordinator is the node elected to compute eviction cutoffs, if any.
-	Coordinator   string `protobuf:"bytes,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Coordinator string `protobuf:"bytes,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// cutoffs are the eviction cutoffs the answering node applies.
+	Cutoffs       *CutoffState `protobuf:"bytes,4,opt,name=cutoffs,proto3" json:"cutoffs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3600,6 +3605,313 @@ func (x *MembersResponse) GetCoordinator() string {
 	return ""
 }
 
+func (x *MembersResponse) GetCutoffs() *CutoffState {
+	if x != nil {
+		return x.Cutoffs
+	}
+	return nil
+}
+
+// CutoffState is the admission and eviction floor a node applies per tier
+// (DESIGN 5): the coordinator's, or the node's own when it has none.
+type CutoffState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch is the coordinator's election revision that published the
+	// cutoffs; 0 when the node uses local cutoffs.
+	Epoch uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// coordinated is false when the node fell back to local cutoffs (no
+	// coordinator, or etcd unreachable, or cutoffs stale).
+	Coordinated bool `protobuf:"varint,2,opt,name=coordinated,proto3" json:"coordinated,omitempty"`
+	// round counts the coordinator's publications within its epoch.
+	Round uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// tiers are the floors, one per tier of the node, fastest first.
+	Tiers         []*TierCutoff `protobuf:"bytes,4,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutoffState) Reset() {
+	*x = CutoffState{}
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutoffState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutoffState) ProtoMessage() {}
+
+func (x *CutoffState) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
+func (*CutoffState) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CutoffState) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CutoffState) GetCoordinated() bool {
+	if x != nil {
+		return x.Coordinated
+	}
+	return false
+}
+
+func (x *CutoffState) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *CutoffState) GetTiers() []*TierCutoff {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+type TierCutoff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tier  Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
+	// worth is the floor in worth units (reuse x recompute FLOPs per byte);
+	// 0 means none: the cluster has room for every byte of this tier.
+	Worth         float64 `protobuf:"fixed64,2,opt,name=worth,proto3" json:"worth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierCutoff) Reset() {
+	*x = TierCutoff{}
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierCutoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierCutoff) ProtoMessage() {}
+
+func (x *TierCutoff) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
+func (*TierCutoff) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *TierCutoff) GetTier() Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return Tier_TIER_UNSPECIFIED
+}
+
+func (x *TierCutoff) GetWorth() float64 {
+	if x != nil {
+		return x.Worth
+	}
+	return 0
+}
+
+// ChildHint says that a child page of parent_key appeared (added) or
+// disappeared on another node: the parent's owner keeps the parent until
+// its remote children go (leaf first across nodes).
+type ChildHint struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ParentKey   []byte                 `protobuf:"bytes,2,opt,name=parent_key,json=parentKey,proto3" json:"parent_key,omitempty"`
+	Added       bool                   `protobuf:"varint,3,opt,name=added,proto3" json:"added,omitempty"`
+	// worth, when > 0, makes this a value hint instead: a child of parent_key
+	// is worth this much (recompute FLOPs per byte, aged), so the parent must
+	// not be valued less; added is then ignored.
+	Worth         float64 `protobuf:"fixed64,4,opt,name=worth,proto3" json:"worth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildHint) Reset() {
+	*x = ChildHint{}
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildHint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildHint) ProtoMessage() {}
+
+func (x *ChildHint) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
+func (*ChildHint) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ChildHint) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *ChildHint) GetParentKey() []byte {
+	if x != nil {
+		return x.ParentKey
+	}
+	return nil
+}
+
+func (x *ChildHint) GetAdded() bool {
+	if x != nil {
+		return x.Added
+	}
+	return false
+}
+
+func (x *ChildHint) GetWorth() float64 {
+	if x != nil {
+		return x.Worth
+	}
+	return 0
+}
+
+type HintsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromNode      string                 `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"` // the sender, for logs
+	Hints         []*ChildHint           `protobuf:"bytes,2,rep,name=hints,proto3" json:"hints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HintsRequest) Reset() {
+	*x = HintsRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HintsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HintsRequest) ProtoMessage() {}
+
+func (x *HintsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
+func (*HintsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *HintsRequest) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *HintsRequest) GetHints() []*ChildHint {
+	if x != nil {
+		return x.Hints
+	}
+	return nil
+}
+
+type HintsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applied       uint32                 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"` // hints passed to the store
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HintsResponse) Reset() {
+	*x = HintsResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HintsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HintsResponse) ProtoMessage() {}
+
+func (x *HintsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
+func (*HintsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *HintsResponse) GetApplied() uint32 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
 type DropNamespaceRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -3614,7 +3926,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3938,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3951,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -3668,7 +3980,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +3992,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +4005,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -3734,7 +4046,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +4058,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +4071,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -3787,7 +4099,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +4111,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +4124,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -3846,7 +4158,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3858,7 +4170,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3871,7 +4183,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -3901,7 +4213,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4225,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4238,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -3975,7 +4287,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4299,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4312,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -4289,11 +4601,32 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x16.strata.v1.MemberStateR\x05state\x12*\n" +
 	"\x05tiers\x18\x05 \x03(\v2\x14.strata.v1.TierStatsR\x05tiers\x12\x16\n" +
 	"\x06weight\x18\x06 \x01(\x01R\x06weight\"\x10\n" +
-	"\x0eMembersRequest\"y\n" +
+	"\x0eMembersRequest\"\xab\x01\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.strata.v1.MemberR\amembers\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12 \n" +
-	"\vcoordinator\x18\x03 \x01(\tR\vcoordinator\"Y\n" +
+	"\vcoordinator\x18\x03 \x01(\tR\vcoordinator\x120\n" +
+	"\acutoffs\x18\x04 \x01(\v2\x16.strata.v1.CutoffStateR\acutoffs\"\x88\x01\n" +
+	"\vCutoffState\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12 \n" +
+	"\vcoordinated\x18\x02 \x01(\bR\vcoordinated\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\x12+\n" +
+	"\x05tiers\x18\x04 \x03(\v2\x15.strata.v1.TierCutoffR\x05tiers\"G\n" +
+	"\n" +
+	"TierCutoff\x12#\n" +
+	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x14\n" +
+	"\x05worth\x18\x02 \x01(\x01R\x05worth\"y\n" +
+	"\tChildHint\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1d\n" +
+	"\n" +
+	"parent_key\x18\x02 \x01(\fR\tparentKey\x12\x14\n" +
+	"\x05added\x18\x03 \x01(\bR\x05added\x12\x14\n" +
+	"\x05worth\x18\x04 \x01(\x01R\x05worth\"W\n" +
+	"\fHintsRequest\x12\x1b\n" +
+	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12*\n" +
+	"\x05hints\x18\x02 \x03(\v2\x14.strata.v1.ChildHintR\x05hints\")\n" +
+	"\rHintsResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\rR\aapplied\"Y\n" +
 	"\x14DropNamespaceRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1e\n" +
 	"\n" +
@@ -4382,10 +4715,11 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\rDropNamespace\x12\x1f.strata.v1.DropNamespaceRequest\x1a .strata.v1.DropNamespaceResponse\x12X\n" +
 	"\x0fSetNamespaceTTL\x12!.strata.v1.SetNamespaceTTLRequest\x1a\".strata.v1.SetNamespaceTTLResponse\x12I\n" +
 	"\n" +
-	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\x94\x01\n" +
+	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\xd0\x01\n" +
 	"\aCluster\x12@\n" +
 	"\aMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse\x12G\n" +
-	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01B5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01\x12:\n" +
+	"\x05Hints\x12\x17.strata.v1.HintsRequest\x1a\x18.strata.v1.HintsResponseB5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_strata_proto_rawDescOnce sync.Once
@@ -4400,7 +4734,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -4456,17 +4790,22 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*Member)(nil),                  // 51: strata.v1.Member
 	(*MembersRequest)(nil),          // 52: strata.v1.MembersRequest
 	(*MembersResponse)(nil),         // 53: strata.v1.MembersResponse
-	(*DropNamespaceRequest)(nil),    // 54: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 55: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 56: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 57: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 58: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 59: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 60: strata.v1.ListLeasesResponse
-	nil,                             // 61: strata.v1.Descriptor.ExtraEntry
+	(*CutoffState)(nil),             // 54: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 55: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 56: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 57: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 58: strata.v1.HintsResponse
+	(*DropNamespaceRequest)(nil),    // 59: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 60: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 61: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 62: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 63: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 64: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 65: strata.v1.ListLeasesResponse
+	nil,                             // 66: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	61, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	66, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
@@ -4500,55 +4839,61 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	5,  // 31: strata.v1.Member.state:type_name -> strata.v1.MemberState
 	37, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
 	51, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	38, // 34: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	59, // 35: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	8,  // 36: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	10, // 37: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	13, // 38: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	17, // 39: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	20, // 40: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	23, // 41: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	26, // 42: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	28, // 43: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	31, // 44: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	33, // 45: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	35, // 46: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	39, // 47: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	41, // 48: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	44, // 49: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	46, // 50: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	48, // 51: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	54, // 52: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	56, // 53: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	58, // 54: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	52, // 55: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	52, // 56: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	9,  // 57: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	11, // 58: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	14, // 59: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	19, // 60: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	21, // 61: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	25, // 62: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	27, // 63: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	30, // 64: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	32, // 65: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	34, // 66: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	36, // 67: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	40, // 68: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	42, // 69: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	45, // 70: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	47, // 71: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	49, // 72: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	55, // 73: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	57, // 74: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	60, // 75: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	53, // 76: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	53, // 77: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	57, // [57:78] is the sub-list for method output_type
-	36, // [36:57] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	54, // 34: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	55, // 35: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	2,  // 36: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	56, // 37: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	38, // 38: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	64, // 39: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	8,  // 40: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	10, // 41: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	13, // 42: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	17, // 43: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	20, // 44: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	23, // 45: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	26, // 46: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	28, // 47: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	31, // 48: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	33, // 49: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	35, // 50: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	39, // 51: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	41, // 52: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	44, // 53: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	46, // 54: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	48, // 55: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	59, // 56: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	61, // 57: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	63, // 58: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	52, // 59: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	52, // 60: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	57, // 61: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	9,  // 62: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	11, // 63: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	14, // 64: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	19, // 65: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	21, // 66: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	25, // 67: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	27, // 68: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	30, // 69: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	32, // 70: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	34, // 71: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	36, // 72: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	40, // 73: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	42, // 74: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	45, // 75: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	47, // 76: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	49, // 77: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	60, // 78: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	62, // 79: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	65, // 80: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	53, // 81: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	53, // 82: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	58, // 83: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	62, // [62:84] is the sub-list for method output_type
+	40, // [40:62] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -4562,7 +4907,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   56,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -24,6 +24,9 @@
 //     LEASE_NOT_FOUND      NotFound            no such lease (released, or never granted)
 //     LEASE_LIMIT          ResourceExhausted   the tenant holds the maximum number of leases
 //     NO_SPACE             ResourceExhausted   one-call Put could not reserve room
+//     NOT_ADMITTED         ResourceExhausted   the pages are worth less than the node's eviction
+//                                              cutoff and its tiers are full of more valuable
+//                                              pages: offer them to the next placement candidate
 //     WRITE_UNKNOWN        NotFound            Write names a write id the node never issued
 //     WRITE_EXPIRED        FailedPrecondition  Write names a reservation whose deadline passed
 //     WRITE_CLOSED         FailedPrecondition  Write names a reservation already committed or aborted
@@ -918,17 +921,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 const (
 	Cluster_Members_FullMethodName      = "/strata.v1.Cluster/Members"
 	Cluster_WatchMembers_FullMethodName = "/strata.v1.Cluster/WatchMembers"
+	Cluster_Hints_FullMethodName        = "/strata.v1.Cluster/Hints"
 )
 
 // ClusterClient is the client API for Cluster service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Cluster serves the membership view clients route by.
+// Cluster serves the membership view clients route by, and what nodes tell
+// each other.
 type ClusterClient interface {
 	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
 	// WatchMembers sends the view now and again after every change.
 	WatchMembers(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MembersResponse], error)
+	// Hints passes a batch of remote-child hints to the node that owns their
+	// parent pages. Hints are advisory: a node may drop them.
+	Hints(ctx context.Context, in *HintsRequest, opts ...grpc.CallOption) (*HintsResponse, error)
 }
 
 type clusterClient struct {
@@ -968,15 +976,29 @@ func (c *clusterClient) WatchMembers(ctx context.Context, in *MembersRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_WatchMembersClient = grpc.ServerStreamingClient[MembersResponse]
 
+func (c *clusterClient) Hints(ctx context.Context, in *HintsRequest, opts ...grpc.CallOption) (*HintsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HintsResponse)
+	err := c.cc.Invoke(ctx, Cluster_Hints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
 //
-// Cluster serves the membership view clients route by.
+// Cluster serves the membership view clients route by, and what nodes tell
+// each other.
 type ClusterServer interface {
 	Members(context.Context, *MembersRequest) (*MembersResponse, error)
 	// WatchMembers sends the view now and again after every change.
 	WatchMembers(*MembersRequest, grpc.ServerStreamingServer[MembersResponse]) error
+	// Hints passes a batch of remote-child hints to the node that owns their
+	// parent pages. Hints are advisory: a node may drop them.
+	Hints(context.Context, *HintsRequest) (*HintsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -992,6 +1014,9 @@ func (UnimplementedClusterServer) Members(context.Context, *MembersRequest) (*Me
 }
 func (UnimplementedClusterServer) WatchMembers(*MembersRequest, grpc.ServerStreamingServer[MembersResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchMembers not implemented")
+}
+func (UnimplementedClusterServer) Hints(context.Context, *HintsRequest) (*HintsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Hints not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1043,6 +1068,24 @@ func _Cluster_WatchMembers_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_WatchMembersServer = grpc.ServerStreamingServer[MembersResponse]
 
+func _Cluster_Hints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HintsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Hints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Hints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Hints(ctx, req.(*HintsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1053,6 +1096,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Members",
 			Handler:    _Cluster_Members_Handler,
+		},
+		{
+			MethodName: "Hints",
+			Handler:    _Cluster_Hints_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

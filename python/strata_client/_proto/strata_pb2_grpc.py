@@ -701,7 +701,8 @@ class Admin(object):
 
 
 class ClusterStub(object):
-    """Cluster serves the membership view clients route by.
+    """Cluster serves the membership view clients route by, and what nodes tell
+    each other.
     """
 
     def __init__(self, channel):
@@ -720,10 +721,16 @@ class ClusterStub(object):
                 request_serializer=strata_dot_v1_dot_strata__pb2.MembersRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_strata__pb2.MembersResponse.FromString,
                 )
+        self.Hints = channel.unary_unary(
+                '/strata.v1.Cluster/Hints',
+                request_serializer=strata_dot_v1_dot_strata__pb2.HintsRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.HintsResponse.FromString,
+                )
 
 
 class ClusterServicer(object):
-    """Cluster serves the membership view clients route by.
+    """Cluster serves the membership view clients route by, and what nodes tell
+    each other.
     """
 
     def Members(self, request, context):
@@ -734,6 +741,14 @@ class ClusterServicer(object):
 
     def WatchMembers(self, request, context):
         """WatchMembers sends the view now and again after every change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Hints(self, request, context):
+        """Hints passes a batch of remote-child hints to the node that owns their
+        parent pages. Hints are advisory: a node may drop them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -752,6 +767,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     request_deserializer=strata_dot_v1_dot_strata__pb2.MembersRequest.FromString,
                     response_serializer=strata_dot_v1_dot_strata__pb2.MembersResponse.SerializeToString,
             ),
+            'Hints': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hints,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.HintsRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.HintsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'strata.v1.Cluster', rpc_method_handlers)
@@ -760,7 +780,8 @@ def add_ClusterServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Cluster(object):
-    """Cluster serves the membership view clients route by.
+    """Cluster serves the membership view clients route by, and what nodes tell
+    each other.
     """
 
     @staticmethod
@@ -794,5 +815,22 @@ class Cluster(object):
         return grpc.experimental.unary_stream(request, target, '/strata.v1.Cluster/WatchMembers',
             strata_dot_v1_dot_strata__pb2.MembersRequest.SerializeToString,
             strata_dot_v1_dot_strata__pb2.MembersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Hints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Cluster/Hints',
+            strata_dot_v1_dot_strata__pb2.HintsRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.HintsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,238 @@
+package load
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Memcpy is the memory limit: a get copies one page of the working set
+// into a reused buffer, a put copies a page into the working set. It has
+// no lookup.
+type Memcpy struct{}
+
+// Name is "memcpy".
+func (Memcpy) Name() string { return "memcpy" }
+
+// Close does nothing.
+func (Memcpy) Close() error { return nil }
+
+// Prepare allocates the working set and one buffer per worker.
+func (Memcpy) Prepare(_ context.Context, p Params) (Workload, error) {
+	w := &memcpyWorkload{p: p, ws: RandomBytes(p.Pages*p.PageBytes, 5), data: RandomBytes(p.PageBytes, 1)}
+	for range p.Workers {
+		w.bufs = append(w.bufs, make([]byte, p.PageBytes))
+	}
+	return w, nil
+}
+
+type memcpyWorkload struct {
+	p    Params
+	ws   []byte
+	data []byte
+	bufs [][]byte
+}
+
+func (*memcpyWorkload) Supports(op Op) bool { return op == Put || op == Get }
+
+func (w *memcpyWorkload) Do(_ context.Context, op Op, wk, i int) error {
+	n := w.p.PageBytes
+	switch op {
+	case Get:
+		j := i % w.p.Pages
+		copy(w.bufs[wk], w.ws[j*n:(j+1)*n])
+	case Put:
+		j := putSlot(w.p, wk, i)
+		copy(w.ws[j*n:(j+1)*n], w.data)
+	default:
+		return fmt.Errorf("memcpy: no %s", op)
+	}
+	return nil
+}
+
+func (*memcpyWorkload) After(context.Context, Op, int) error { return nil }
+func (*memcpyWorkload) Close(context.Context) error          { return nil }
+
+// LoopbackTCP is the network limit: a get sends a 12-byte request over a
+// raw TCP connection to a server in this process, which writes the page
+// straight from the working set; a put sends the request and the page,
+// which the server reads straight into the working set and acknowledges
+// with one byte. One connection per worker. It has no lookup.
+type LoopbackTCP struct{}
+
+// Name is "tcp".
+func (LoopbackTCP) Name() string { return "tcp" }
+
+// Close does nothing; each workload owns its server.
+func (LoopbackTCP) Close() error { return nil }
+
+// Prepare starts a page server over a fresh working set and dials Workers
+// connections.
+func (LoopbackTCP) Prepare(_ context.Context, p Params) (Workload, error) {
+	srv, err := StartPageServer(RandomBytes(p.Pages*p.PageBytes, 4))
+	if err != nil {
+		return nil, err
+	}
+	w := &tcpWorkload{p: p, srv: srv, data: RandomBytes(p.PageBytes, 1)}
+	for range p.Workers {
+		c, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			w.Close(context.Background())
+			return nil, err
+		}
+		w.conns = append(w.conns, c)
+		w.bufs = append(w.bufs, make([]byte, p.PageBytes))
+	}
+	return w, nil
+}
+
+type tcpWorkload struct {
+	p     Params
+	srv   *PageServer
+	data  []byte
+	conns []net.Conn
+	bufs  [][]byte
+}
+
+func (*tcpWorkload) Supports(op Op) bool { return op == Put || op == Get }
+
+func (w *tcpWorkload) Do(_ context.Context, op Op, wk, i int) error {
+	switch op {
+	case Get:
+		return FetchPage(w.conns[wk], uint32(i%w.p.Pages), w.bufs[wk])
+	case Put:
+		return StorePage(w.conns[wk], uint32(putSlot(w.p, wk, i)), w.data, w.bufs[wk][:1])
+	}
+	return fmt.Errorf("tcp: no %s", op)
+}
+
+func (*tcpWorkload) After(context.Context, Op, int) error { return nil }
+
+func (w *tcpWorkload) Close(context.Context) error {
+	var err error
+	for _, c := range w.conns {
+		err = errors.Join(err, c.Close())
+	}
+	w.srv.Close()
+	return err
+}
+
+// Page server requests: op, page index, page size, little-endian uint32s.
+const (
+	opFetch = 1
+	opStore = 2
+)
+
+// FetchPage asks for page idx of len(buf) bytes and reads it into buf.
+func FetchPage(conn net.Conn, idx uint32, buf []byte) error {
+	var req [12]byte
+	binary.LittleEndian.PutUint32(req[0:], opFetch)
+	binary.LittleEndian.PutUint32(req[4:], idx)
+	binary.LittleEndian.PutUint32(req[8:], uint32(len(buf)))
+	if _, err := conn.Write(req[:]); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, buf)
+	return err
+}
+
+// StorePage sends page idx in one writev and waits for the server's one-byte
+// acknowledgement, read into ack (one byte long).
+func StorePage(conn net.Conn, idx uint32, data, ack []byte) error {
+	var req [12]byte
+	binary.LittleEndian.PutUint32(req[0:], opStore)
+	binary.LittleEndian.PutUint32(req[4:], idx)
+	binary.LittleEndian.PutUint32(req[8:], uint32(len(data)))
+	bufs := net.Buffers{req[:], data}
+	if _, err := bufs.WriteTo(conn); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, ack[:1])
+	return err
+}
+
+// PageServer answers FetchPage and StorePage over a byte slice. Close
+// closes the listener and every connection and waits for its goroutines.
+type PageServer struct {
+	ln  net.Listener
+	src []byte
+	wg  sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []net.Conn // guarded by mu
+}
+
+// StartPageServer listens on a free loopback port.
+func StartPageServer(src []byte) (*PageServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &PageServer{ln: ln, src: src}
+	s.wg.Go(s.accept)
+	return s, nil
+}
+
+// Addr is the server's host:port.
+func (s *PageServer) Addr() string { return s.ln.Addr().String() }
+
+func (s *PageServer) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Go(func() { s.serve(c) })
+	}
+}
+
+// serve answers requests on c until it closes. A request past the end of
+// src, or an unknown one, closes the connection.
+func (s *PageServer) serve(c net.Conn) {
+	var req [12]byte
+	for {
+		if _, err := io.ReadFull(c, req[:]); err != nil {
+			return
+		}
+		op := binary.LittleEndian.Uint32(req[0:])
+		idx, n := int(binary.LittleEndian.Uint32(req[4:])), int(binary.LittleEndian.Uint32(req[8:]))
+		if (idx+1)*n > len(s.src) {
+			c.Close()
+			return
+		}
+		page := s.src[idx*n : (idx+1)*n]
+		var err error
+		switch op {
+		case opFetch:
+			_, err = c.Write(page)
+		case opStore:
+			if _, err = io.ReadFull(c, page); err == nil {
+				_, err = c.Write([]byte{1})
+			}
+		default:
+			c.Close()
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close stops the server.
+func (s *PageServer) Close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}

@@ -1,0 +1,351 @@
+// Package load is the engine of the strata-load command: it runs closed-loop
+// put, get and lookup workloads of fixed-size pages against several systems
+// (a strata node, Redis, raw loopback TCP, memcpy) over the same page sizes,
+// concurrencies and working set, and reports throughput, latency
+// percentiles and CPU per operation as a markdown table, a CSV file and PNG
+// plots.
+//
+// A System is anything that can store and return pages; adding a transport
+// (shared memory, RDMA) is adding a System, or a strata System whose client
+// picks that transport.
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Op is one kind of operation.
+type Op string
+
+// The operations a workload runs. One put or get moves one page; one lookup
+// asks about Config.LookupKeys keys.
+const (
+	Put    Op = "put"
+	Get    Op = "get"
+	Lookup Op = "lookup"
+)
+
+// ParseOp names an operation.
+func ParseOp(s string) (Op, error) {
+	switch o := Op(s); o {
+	case Put, Get, Lookup:
+		return o, nil
+	}
+	return "", fmt.Errorf("unknown operation %q (put, get, lookup)", s)
+}
+
+// A System stores and returns pages.
+type System interface {
+	// Name labels the system's rows, e.g. "strata", "redis".
+	Name() string
+	// Prepare readies a workload of size-byte pages for up to workers
+	// concurrent workers: the get working set is stored before it returns.
+	Prepare(ctx context.Context, p Params) (Workload, error)
+	// Close releases what the system started.
+	Close() error
+}
+
+// Params describe the pages of one Prepare.
+type Params struct {
+	// PageBytes is the size of every page.
+	PageBytes int
+	// Pages is how many pages the get working set holds.
+	Pages int
+	// Workers is the most concurrent workers that will call Do.
+	Workers int
+	// LookupKeys is how many keys one lookup asks about.
+	LookupKeys int
+	// PutBytes is the most bytes one put case writes, warm-up included (0
+	// when no put runs).
+	PutBytes int
+}
+
+// A Workload runs the operations of one page size.
+type Workload interface {
+	// Supports reports whether the system has an equivalent of op.
+	Supports(op Op) bool
+	// Do performs operation number i of op as worker w (0 <= w < Workers).
+	// Puts with distinct i write distinct pages where the system needs
+	// fresh keys; gets and lookups read round-robin over the working set.
+	Do(ctx context.Context, op Op, w, i int) error
+	// After runs off the clock once a case of op has run operations 0..n-1
+	// (a strata put case deletes the pages it wrote).
+	After(ctx context.Context, op Op, n int) error
+	// Close drops the working set.
+	Close(ctx context.Context) error
+}
+
+// FreshPuts is implemented by workloads whose puts write fresh pages (and
+// so fill the system) rather than overwrite the working set: their put
+// cases stop at Config.PutBudget bytes, an eighth of that more for the
+// warm-up.
+type FreshPuts interface {
+	FreshPuts() bool
+}
+
+// ServerCPU is implemented by systems whose server is another process:
+// the CPU time it has used so far, added to each case's CPU figure.
+type ServerCPU interface {
+	ServerCPU() time.Duration
+}
+
+// Config is what one run measures. Zero fields take their defaults.
+type Config struct {
+	// Ops to run, in this order per page size. Default put, get, lookup.
+	Ops []Op
+	// PageSizes in bytes. Default 64 KiB, 256 KiB, 1 MiB, 4 MiB.
+	PageSizes []int
+	// Concurrency levels (workers, each with its own connection). Default
+	// 1, 4, 8, 32.
+	Concurrency []int
+	// Duration of one case, measured after its warm-up. Default 1s.
+	Duration time.Duration
+	// Warmup runs before each case, unmeasured. Default Duration/5.
+	Warmup time.Duration
+	// WorkingSet is the bytes of pages gets read round-robin (at least
+	// one page, and enough pages for every worker). Default 256 MiB.
+	WorkingSet int
+	// PutBudget caps the measured bytes of one put case on a system whose
+	// puts write fresh pages (FreshPuts), so that a node never evicts
+	// during a put; its warm-up writes up to an eighth more. Default
+	// 512 MiB.
+	PutBudget int
+	// LookupKeys is how many keys one lookup asks about. Default 1000.
+	LookupKeys int
+	// Progress, if set, receives the progress bar. Default none.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if len(c.Ops) == 0 {
+		c.Ops = []Op{Put, Get, Lookup}
+	}
+	if len(c.PageSizes) == 0 {
+		c.PageSizes = []int{64 << 10, 256 << 10, 1 << 20, 4 << 20}
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 4, 8, 32}
+	}
+	if c.Duration <= 0 {
+		c.Duration = time.Second
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = c.Duration / 5
+	}
+	if c.WorkingSet <= 0 {
+		c.WorkingSet = 256 << 20
+	}
+	if c.PutBudget <= 0 {
+		c.PutBudget = 512 << 20
+	}
+	if c.LookupKeys <= 0 {
+		c.LookupKeys = 1000
+	}
+}
+
+// Result is one measured case.
+type Result struct {
+	System    string
+	Op        Op
+	PageBytes int
+	Workers   int
+	// Ops is how many operations completed in Elapsed.
+	Ops     int
+	Elapsed time.Duration
+	// Bytes moved per operation (a page for put and get, 0 for lookup).
+	BytesPerOp int
+	// KeysPerOp is how many keys one operation covers.
+	KeysPerOp int
+	// P50, P99 are per-operation latencies (nearest rank).
+	P50, P99 time.Duration
+	// CPU is the CPU time per operation: this process, plus the server
+	// process for systems that implement ServerCPU.
+	CPU time.Duration
+}
+
+// GBps is the aggregate throughput in 10^9 bytes per second.
+func (r Result) GBps() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Ops) * float64(r.BytesPerOp) / r.Elapsed.Seconds() / 1e9
+}
+
+// OpsPerSec is the aggregate operation rate.
+func (r Result) OpsPerSec() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Elapsed.Seconds()
+}
+
+// Run measures every case of cfg on every system: per system and page size
+// it prepares the working set, then runs each op at each concurrency.
+func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
+	cfg.defaults()
+	bar := newBar(cfg, systems)
+	defer bar.finish()
+	maxWorkers := 0
+	for _, w := range cfg.Concurrency {
+		maxWorkers = max(maxWorkers, w)
+	}
+	var out []Result
+	for _, sys := range systems {
+		for _, size := range cfg.PageSizes {
+			p := Params{PageBytes: size, Pages: max(maxWorkers, cfg.WorkingSet/size, 1),
+				Workers: maxWorkers, LookupKeys: cfg.LookupKeys}
+			if slices.Contains(cfg.Ops, Put) {
+				p.PutBytes = cfg.PutBudget + cfg.PutBudget/8
+			}
+			bar.describe(fmt.Sprintf("%s %s: storing the working set", sys.Name(), SizeLabel(size)))
+			wl, err := sys.Prepare(ctx, p)
+			if err != nil {
+				return out, fmt.Errorf("%s, %s pages: preparing: %w", sys.Name(), SizeLabel(size), err)
+			}
+			res, err := runSize(ctx, cfg, sys, wl, p, bar)
+			out = append(out, res...)
+			err = errors.Join(err, wl.Close(ctx))
+			if err != nil {
+				return out, fmt.Errorf("%s, %s pages: %w", sys.Name(), SizeLabel(size), err)
+			}
+		}
+	}
+	return out, nil
+}
+
+func runSize(ctx context.Context, cfg Config, sys System, wl Workload, p Params, bar *bar) ([]Result, error) {
+	var out []Result
+	for _, op := range cfg.Ops {
+		for _, w := range cfg.Concurrency {
+			if !wl.Supports(op) {
+				bar.skip()
+				continue
+			}
+			bar.describe(fmt.Sprintf("%s %s %s ×%d", sys.Name(), op, SizeLabel(p.PageBytes), w))
+			r, err := runCase(ctx, cfg, sys, wl, op, p, w)
+			if err != nil {
+				return out, fmt.Errorf("%s ×%d: %w", op, w, err)
+			}
+			out = append(out, r)
+			bar.done()
+		}
+	}
+	return out, nil
+}
+
+// runCase runs op closed-loop on workers goroutines: a warm-up, then
+// cfg.Duration measured; fresh puts stop early at cfg.PutBudget bytes.
+func runCase(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p Params, workers int) (Result, error) {
+	var next atomic.Int64
+	warm := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
+	meas := warm
+	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
+		budget := int64(max(1, cfg.PutBudget/p.PageBytes))
+		warm.limit = max(1, budget/8)
+		if _, err := warm.run(ctx, cfg.Warmup); err != nil {
+			return Result{}, fmt.Errorf("warm-up: %w", err)
+		}
+		meas.limit = next.Load() + budget
+	} else if _, err := warm.run(ctx, cfg.Warmup); err != nil {
+		return Result{}, fmt.Errorf("warm-up: %w", err)
+	}
+	srvCPU := func() time.Duration { return 0 }
+	if s, ok := sys.(ServerCPU); ok {
+		srvCPU = s.ServerCPU
+	}
+	c0, s0 := cpuTime(), srvCPU()
+	t0 := time.Now()
+	lat, err := meas.run(ctx, cfg.Duration)
+	elapsed := time.Since(t0)
+	cpu := cpuTime() - c0 + srvCPU() - s0
+	err = errors.Join(err, wl.After(ctx, op, int(next.Load())))
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{System: sys.Name(), Op: op, PageBytes: p.PageBytes, Workers: workers,
+		Ops: len(lat), Elapsed: elapsed, KeysPerOp: 1}
+	switch op {
+	case Put, Get:
+		r.BytesPerOp = p.PageBytes
+	case Lookup:
+		r.KeysPerOp = p.LookupKeys
+	}
+	if len(lat) > 0 {
+		r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+		r.CPU = cpu / time.Duration(len(lat))
+	}
+	return r, nil
+}
+
+// closedLoop runs operations numbered from next on workers goroutines,
+// each starting its next as soon as its last returns, until d has passed or
+// the numbers reach limit (negative: none).
+type closedLoop struct {
+	wl      Workload
+	op      Op
+	workers int
+	next    *atomic.Int64
+	limit   int64
+}
+
+func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deadline := time.Now().Add(d)
+	lats := make([][]time.Duration, l.workers)
+	errs := make([]error, l.workers)
+	var wg sync.WaitGroup
+	for w := range l.workers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				i := l.next.Add(1) - 1
+				if l.limit >= 0 && i >= l.limit {
+					return
+				}
+				t0 := time.Now()
+				if err := l.wl.Do(ctx, l.op, w, int(i)); err != nil {
+					errs[w] = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+					cancel()
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	if l.limit >= 0 && l.next.Load() > l.limit {
+		l.next.Store(l.limit)
+	}
+	var all []time.Duration
+	for _, s := range lats {
+		all = append(all, s...)
+	}
+	return all, errors.Join(errs...)
+}
+
+// SizeLabel names a byte count: 64KiB, 4MiB.
+func SizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// RandomBytes returns n reproducible pseudo-random bytes.
+func RandomBytes(n int, seed uint64) []byte {
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	b := make([]byte, n)
+	_, _ = r.Read(b)
+	return b
+}

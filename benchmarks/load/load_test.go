@@ -1,0 +1,93 @@
+package load
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	lat := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}, {1, 10}} {
+		if got := percentile(lat, c.p); got != c.want {
+			t.Errorf("p%.0f = %d, want %d", c.p*100, got, c.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing")
+	}
+}
+
+func TestPutSlotsAreDisjointPerWorker(t *testing.T) {
+	p := Params{Pages: 10, Workers: 4}
+	owner := map[int]int{}
+	for w := range p.Workers {
+		for i := range 50 {
+			s := putSlot(p, w, i)
+			if s < 0 || s >= p.Pages {
+				t.Fatalf("worker %d op %d: slot %d of %d", w, i, s, p.Pages)
+			}
+			if o, ok := owner[s]; ok && o != w {
+				t.Fatalf("slot %d written by workers %d and %d", s, o, w)
+			}
+			owner[s] = w
+		}
+	}
+}
+
+// TestRunMemcpy runs every case on the memcpy system: lookups are skipped
+// (no equivalent), puts and gets measured, and the report holds them.
+func TestRunMemcpy(t *testing.T) {
+	res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1, 3}, Duration: 20 * time.Millisecond,
+		WorkingSet: 64 << 10}, []System{Memcpy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 4 {
+		t.Fatalf("%d results, want put and get at 2 concurrencies: %+v", len(res), res)
+	}
+	for _, r := range res {
+		if r.Ops == 0 || r.GBps() <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Op == Lookup {
+			t.Errorf("implausible result %+v", r)
+		}
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, "# t\n", res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| memcpy | 4KiB | 3 |") {
+		t.Errorf("table lacks a row:\n%s", md.String())
+	}
+	if _, err := WritePlots(t.TempDir(), res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failing fails its third operation.
+type failing struct{ Memcpy }
+
+func (failing) Prepare(context.Context, Params) (Workload, error) { return failingWorkload{}, nil }
+
+type failingWorkload struct{}
+
+func (failingWorkload) Supports(Op) bool { return true }
+func (failingWorkload) Do(_ context.Context, _ Op, _, i int) error {
+	if i == 2 {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+func (failingWorkload) After(context.Context, Op, int) error { return nil }
+func (failingWorkload) Close(context.Context) error          { return nil }
+
+func TestRunReportsAFailedOperation(t *testing.T) {
+	_, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1}, Duration: 20 * time.Millisecond,
+		Ops: []Op{Get}}, []System{failing{}})
+	if err == nil || !strings.Contains(err.Error(), "operation 2") {
+		t.Fatalf("err %v, want operation 2's failure", err)
+	}
+}

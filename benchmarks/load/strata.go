@@ -1,0 +1,272 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+)
+
+// StrataConfig configures the strata system. Zero fields take their
+// defaults.
+type StrataConfig struct {
+	// Addr is the node to measure. Default: a node started in this process
+	// (embedded etcd, host tier of HostBytes, gRPC on a free loopback port).
+	Addr string
+	// HostBytes is the in-process node's host tier. Default 1 GiB.
+	HostBytes int64
+	// Token is the tenant token, for a node that wants one. Default none.
+	Token string
+	// Tenant owns the load's namespaces. Default "bench".
+	Tenant string
+	// Transport is how the client moves pages: "tcp" (gRPC), "shm" (shared
+	// memory with a node on this host) or "auto" (the client's choice).
+	// Default "tcp".
+	Transport string
+}
+
+// Strata measures a strata node through the Go client, one client (one
+// connection) per worker. A put publishes one fresh page (the pages a case
+// wrote are deleted after it, off the clock); a get reads one page of the
+// working set, no lease, into a reused buffer, verifying its checksum; a
+// lookup asks about LookupKeys keys of the working set, no lease.
+type Strata struct {
+	cfg     StrataConfig
+	node    *node.Node // nil for an external node
+	dir     string
+	clients []*client.Client
+}
+
+// StartStrata starts the in-process node when cfg.Addr is empty.
+func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
+	if cfg.HostBytes <= 0 {
+		cfg.HostBytes = 1 << 30
+	}
+	if cfg.Tenant == "" {
+		cfg.Tenant = "bench"
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = "tcp"
+	}
+	if _, err := clientOptions(cfg); err != nil {
+		return nil, err
+	}
+	s := &Strata{cfg: cfg}
+	if cfg.Addr != "" {
+		return s, nil
+	}
+	dir, err := os.MkdirTemp("", "strata-load-node-")
+	if err != nil {
+		return nil, err
+	}
+	s.dir = dir
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := node.Start(sctx, node.Config{Listen: "127.0.0.1:0", DataDir: dir,
+		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: cfg.HostBytes})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting node: %w", err)
+	}
+	s.node, s.cfg.Addr = n, n.Addr()
+	return s, nil
+}
+
+// clientOptions maps the transport to client options: "tcp" turns the
+// client's shared-memory path off, "auto" and "shm" leave the choice to the
+// client (which uses shared memory with a node on this host); Prepare then
+// checks that a "shm" client did take it.
+func clientOptions(cfg StrataConfig) (client.Options, error) {
+	opts := client.Options{Token: cfg.Token}
+	switch cfg.Transport {
+	case "tcp":
+		opts.NoShm = true
+	case "auto", "shm":
+	default:
+		return opts, fmt.Errorf("unknown transport %q (tcp, shm, auto)", cfg.Transport)
+	}
+	return opts, nil
+}
+
+// Name is "strata", or "strata-<transport>" for a transport other than tcp.
+func (s *Strata) Name() string {
+	if s.cfg.Transport == "tcp" {
+		return "strata"
+	}
+	return "strata-" + s.cfg.Transport
+}
+
+// Close closes the clients and the in-process node.
+func (s *Strata) Close() error {
+	var err error
+	for _, c := range s.clients {
+		err = errors.Join(err, c.Close())
+	}
+	if s.node != nil {
+		err = errors.Join(err, s.node.Close(), os.RemoveAll(s.dir))
+	}
+	return err
+}
+
+// Prepare opens a namespace of PageBytes pages on every worker's client and
+// publishes the working set.
+func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
+	opts, err := clientOptions(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	for len(s.clients) < p.Workers {
+		c, err := client.Dial(s.cfg.Addr, opts)
+		if err != nil {
+			return nil, err
+		}
+		s.clients = append(s.clients, c)
+	}
+	d := namespace.Descriptor{Tenant: s.cfg.Tenant, Model: "strata-load", ModelRevision: "1", Engine: "load",
+		DType: "bf16", PageTokens: 16, PageBytes: uint64(p.PageBytes)}
+	w := &strataWorkload{p: p, data: RandomBytes(p.PageBytes, 1), putBase: 1 << 40}
+	for i := range p.Workers {
+		ns, err := s.clients[i].Open(ctx, d)
+		if err != nil {
+			return nil, fmt.Errorf("opening namespace: %w", err)
+		}
+		if s.cfg.Transport == "shm" && !s.clients[i].ShmActive() {
+			return nil, errors.New("transport shm: the client did not set up shared memory with the node (is it on this host, serving shm?)")
+		}
+		w.nss = append(w.nss, ns)
+		w.bufs = append(w.bufs, [][]byte{make([]byte, p.PageBytes)})
+		w.scratch = append(w.scratch, make([]namespace.Key, p.LookupKeys))
+	}
+	if err := w.warm(ctx); err != nil {
+		return nil, err
+	}
+	w.keys = make([]namespace.Key, p.Pages)
+	for i := range w.keys {
+		w.keys[i] = pageKey(w.nss[0].ID(), uint64(i))
+	}
+	if err := w.putRange(ctx, 0, uint64(p.Pages)); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+type strataWorkload struct {
+	p       Params
+	data    []byte
+	nss     []*client.Namespace // one per worker
+	keys    []namespace.Key     // the working set
+	bufs    [][][]byte          // per worker, one page buffer
+	scratch [][]namespace.Key   // per worker, lookup keys
+	putBase uint64              // page number of the next put case's first page
+}
+
+// pageKey is the key of page number n: a one-page chain from the namespace
+// over the tokens (n, n>>32).
+func pageKey(id namespace.ID, n uint64) namespace.Key {
+	return namespace.NextKey(namespace.Key(id), []uint32{uint32(n), uint32(n >> 32)})
+}
+
+func (*strataWorkload) Supports(Op) bool { return true }
+
+// FreshPuts is true: every put publishes a new page.
+func (*strataWorkload) FreshPuts() bool { return true }
+
+func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
+	ns := w.nss[wk]
+	switch op {
+	case Get:
+		j := i % w.p.Pages
+		found, err := ns.Get(ctx, w.keys[j:j+1], w.bufs[wk], nil)
+		if err == nil && !found[0] {
+			err = fmt.Errorf("page %d not found", j)
+		}
+		return err
+	case Put:
+		res, err := ns.Put(ctx, []client.Page{{Key: pageKey(ns.ID(), w.putBase+uint64(i)), Data: w.data}})
+		if err == nil && res[0].Status != client.Committed {
+			err = fmt.Errorf("put: %v %s", res[0].Status, res[0].Reason)
+		}
+		return err
+	case Lookup:
+		keys := w.scratch[wk]
+		for j := range keys {
+			keys[j] = w.keys[(i*len(keys)+j)%w.p.Pages]
+		}
+		res, err := ns.Lookup(ctx, keys, false, 0)
+		if err == nil && res.HitPrefix != len(keys) {
+			err = fmt.Errorf("lookup: hit prefix %d of %d", res.HitPrefix, len(keys))
+		}
+		return err
+	}
+	return fmt.Errorf("strata: no %s", op)
+}
+
+// After deletes the pages a put case wrote, so the next case starts from
+// the working set alone.
+func (w *strataWorkload) After(ctx context.Context, op Op, n int) error {
+	if op != Put || n == 0 {
+		return nil
+	}
+	from := w.putBase
+	w.putBase += uint64(n)
+	return w.deleteRange(ctx, from, w.putBase)
+}
+
+// Close deletes the working set.
+func (w *strataWorkload) Close(ctx context.Context) error {
+	return w.deleteRange(ctx, 0, uint64(w.p.Pages))
+}
+
+// warm puts and deletes as many fresh pages as a put case writes, warm-up
+// included, so that the node's arena memory is touched before the clock
+// runs: the kernel's first touch of memory is not what a put measures.
+func (w *strataWorkload) warm(ctx context.Context) error {
+	n := uint64(w.p.PutBytes / w.p.PageBytes)
+	if n == 0 {
+		return nil
+	}
+	if err := w.putRange(ctx, w.putBase, w.putBase+n); err != nil {
+		return fmt.Errorf("warming the arena: %w", err)
+	}
+	from := w.putBase
+	w.putBase += n
+	return w.deleteRange(ctx, from, w.putBase)
+}
+
+// putRange publishes pages numbered [from, to) in batches of at most 64 MiB.
+func (w *strataWorkload) putRange(ctx context.Context, from, to uint64) error {
+	ns := w.nss[0]
+	per := uint64(max(1, (64<<20)/len(w.data)))
+	for start := from; start < to; start += per {
+		pages := make([]client.Page, min(per, to-start))
+		for j := range pages {
+			pages[j] = client.Page{Key: pageKey(ns.ID(), start+uint64(j)), Data: w.data}
+		}
+		res, err := ns.Put(ctx, pages)
+		if err != nil {
+			return fmt.Errorf("putting pages %d..%d: %w", start, start+uint64(len(pages)), err)
+		}
+		for j, r := range res {
+			if !r.Status.Stored() {
+				return fmt.Errorf("page %d: %v %s", start+uint64(j), r.Status, r.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+func (w *strataWorkload) deleteRange(ctx context.Context, from, to uint64) error {
+	keys := make([]namespace.Key, 0, to-from)
+	for n := from; n < to; n++ {
+		keys = append(keys, pageKey(w.nss[0].ID(), n))
+	}
+	if _, err := w.nss[0].Delete(ctx, keys); err != nil {
+		return fmt.Errorf("deleting pages %d..%d: %w", from, to, err)
+	}
+	return nil
+}

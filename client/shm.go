@@ -1,0 +1,380 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakv/strata/rdma"
+)
+
+// Same-host shared memory (DESIGN 7; package rdma has the protocol).
+//
+// Finding the node's socket. Options.ShmSocket names it; when it is empty
+// and the node's address is a loopback or local address, the client tries
+// the link a node makes by convention for its gRPC port, rdma.SocketLink
+// (<temp dir>/strata-<uid>/<port>.sock). The session starts at the first
+// Open (it needs the node id Open reports): the Welcome must name the same
+// node, else the socket belongs to another node and is not used. Any
+// failure (no socket, refused token, another user's node, another node)
+// leaves the client on tcp silently; Options.NoShm keeps it there.
+//
+// A session is the mapped arena plus a pool of control connections (each
+// carries one request at a time). A connection that fails marks the session
+// broken: calls in flight fall back to tcp, the session is closed once
+// they are done (the arena is unmapped only when nobody copies from it),
+// and a later Open may start a new one (at most every shmRetry).
+//
+// A Get is one round trip: the node answers where each page lies (checking
+// the caller's lease, if any, is live); the client copies each mapped page
+// and then re-checks its generation word, so a page reclaimed meanwhile
+// (not under the caller's lease) is a miss, never wrong bytes. A Put is
+// reserve (extents in the arena) → memcpy → commit (the node verifies).
+
+const (
+	shmRetry = 5 * time.Second        // between attempts to start a session
+	shmDial  = 500 * time.Millisecond // bounds connecting and the handshake
+	// shmMinDeadline is the least time left on a reservation for an
+	// in-place write: past its deadline the extent can be reused.
+	shmMinDeadline = time.Second
+)
+
+// shmSession is a mapped arena and its control connections.
+type shmSession struct {
+	path    string
+	token   string
+	nodeID  string
+	arenaID uint64
+	shm     *rdma.Shm
+	ids     atomic.Uint64
+	broken  atomic.Bool
+
+	// use is read-held while a call uses the mapping; close write-locks it.
+	use sync.RWMutex
+
+	locs   locCache // where pages were last seen (shm_cache.go)
+	served sync.Map // namespace.ID → *served: cache reads to report
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	idle   []*rdma.Conn
+	closed bool
+}
+
+// shmPath is where the client looks for addr's shm socket, "" for none.
+func shmPath(addr string, opts Options) string {
+	if opts.NoShm {
+		return ""
+	}
+	if opts.ShmSocket != "" {
+		return opts.ShmSocket
+	}
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || !isLocal(host) {
+		return ""
+	}
+	return rdma.SocketLink(port)
+}
+
+// isLocal reports whether host names this machine.
+func isLocal(host string) bool {
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// startShm opens a session to the node at path if it is node nodeID.
+func startShm(path, token, nodeID string) (*shmSession, error) {
+	s := &shmSession{path: path, token: token, nodeID: nodeID}
+	c, fds, w, err := s.dial(true)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFDs(fds)
+	if w.NodeID != nodeID {
+		c.Close()
+		return nil, fmt.Errorf("shm socket %s serves node %q, not %q", path, w.NodeID, nodeID)
+	}
+	if len(fds) != 2 {
+		c.Close()
+		return nil, fmt.Errorf("shm handshake passed %d fds, want 2: %w", len(fds), ErrProtocol)
+	}
+	if s.shm, err = rdma.MapShm(fds[0], w.ArenaSize, fds[1], w.GenWords); err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.arenaID = w.ArenaID
+	s.idle = append(s.idle, c)
+	return s, nil
+}
+
+// dial connects and authenticates one control connection.
+func (s *shmSession) dial(first bool) (*rdma.Conn, []int, *rdma.Welcome, error) {
+	uc, err := net.DialTimeout("unix", s.path, shmDial)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := rdma.NewConn(uc.(*net.UnixConn), 0)
+	_ = uc.SetDeadline(time.Now().Add(shmDial))
+	if err := c.Send(0, &rdma.Hello{Version: rdma.ProtocolVersion, Token: s.token}); err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	_, m, fds, err := c.RecvFDs(2)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	_ = uc.SetDeadline(time.Time{})
+	w, ok := m.(*rdma.Welcome)
+	if !ok {
+		closeFDs(fds)
+		c.Close()
+		return nil, nil, nil, shmErr("shm handshake", m)
+	}
+	if !first && w.ArenaID != s.arenaID {
+		closeFDs(fds)
+		c.Close()
+		return nil, nil, nil, fmt.Errorf("shm socket %s now serves another arena", s.path)
+	}
+	return c, fds, w, nil
+}
+
+// acquire pins the mapping for a call and returns a connection; ok is
+// false when the session cannot be used (broken or closed).
+func (s *shmSession) acquire() (c *rdma.Conn, ok bool) {
+	if s.broken.Load() {
+		return nil, false
+	}
+	s.use.RLock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.use.RUnlock()
+		return nil, false
+	}
+	if k := len(s.idle); k > 0 {
+		c = s.idle[k-1]
+		s.idle = s.idle[:k-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		var fds []int
+		var err error
+		if c, fds, _, err = s.dial(false); err != nil {
+			s.broken.Store(true)
+			s.use.RUnlock()
+			return nil, false
+		}
+		closeFDs(fds)
+	}
+	return c, true
+}
+
+// pin keeps the mapping for a call that needs no connection; false when
+// the session cannot be used. unpin ends it.
+func (s *shmSession) pin() bool {
+	if s.broken.Load() {
+		return false
+	}
+	s.use.RLock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		s.use.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (s *shmSession) unpin() { s.use.RUnlock() }
+
+// finish returns c to the pool (nil when it failed) and unpins the mapping.
+func (s *shmSession) finish(c *rdma.Conn, failed bool) {
+	if failed {
+		s.broken.Store(true)
+		c.Close()
+	} else {
+		s.mu.Lock()
+		if s.closed {
+			c.Close()
+		} else {
+			s.idle = append(s.idle, c)
+		}
+		s.mu.Unlock()
+	}
+	s.use.RUnlock()
+}
+
+// call sends one request and reads its answer, by ctx's deadline.
+func (s *shmSession) call(ctx context.Context, c *rdma.Conn, req rdma.Message) (rdma.Message, error) {
+	dl, _ := ctx.Deadline() // zero: none
+	if err := c.Unix().SetDeadline(dl); err != nil {
+		return nil, err
+	}
+	id := s.ids.Add(1)
+	if err := c.Send(id, req); err != nil {
+		return nil, err
+	}
+	got, m, err := c.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if got != id {
+		return nil, fmt.Errorf("shm answer for request %d, want %d: %w", got, id, ErrProtocol)
+	}
+	return m, nil
+}
+
+// close reports the last cache reads, closes the connections and unmaps
+// the arena once no call uses it.
+func (s *shmSession) close() error {
+	if !s.broken.Load() {
+		s.flushServed()
+	}
+	s.use.Lock() // no call in flight from here on
+	defer s.use.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+	return s.shm.Close()
+}
+
+// shmErr converts an answer that is not the one expected.
+func shmErr(op string, m rdma.Message) error {
+	e, ok := m.(*rdma.Error)
+	if !ok {
+		return fmt.Errorf("%s: unexpected answer op %d: %w", op, m.Op(), ErrProtocol)
+	}
+	if s, ok := shmReasons[e.Code]; ok {
+		return fmt.Errorf("%s: %w: %w", op, s, e)
+	}
+	return fmt.Errorf("%s: %w", op, e)
+}
+
+var shmReasons = map[rdma.Code]error{
+	rdma.CodeLeaseExpired:      ErrLeaseExpired,
+	rdma.CodeLeaseNotFound:     ErrLeaseNotFound,
+	rdma.CodeNamespaceNotFound: ErrNamespaceNotFound,
+	rdma.CodeDenied:            ErrTenantDenied,
+	rdma.CodeUnauthenticated:   ErrUnauthenticated,
+	rdma.CodeVersion:           ErrVersion,
+	rdma.CodeBadRequest:        ErrInvalid,
+	rdma.CodeBatchTooLarge:     ErrBatchTooLarge,
+	rdma.CodeNoSpace:           ErrNoSpace,
+}
+
+// shmSession returns the client's session, starting one for node nodeID
+// if none runs and the last attempt is old enough; nil means tcp.
+func (c *Client) shmSession(nodeID string) *shmSession {
+	if c.shmPath == "" {
+		return nil
+	}
+	if s := c.shm.Load(); s != nil && !s.broken.Load() {
+		return s
+	}
+	c.shmMu.Lock()
+	defer c.shmMu.Unlock()
+	if s := c.shm.Load(); s != nil {
+		if !s.broken.Load() {
+			return s
+		}
+		c.shm.Store(nil)
+		c.bg.Go(func() { _ = s.close() })
+	}
+	if nodeID == "" || time.Since(c.shmTried) < shmRetry {
+		return nil
+	}
+	c.shmTried = time.Now()
+	s, err := startShm(c.shmPath, c.token, nodeID)
+	if err != nil {
+		return nil
+	}
+	c.shm.Store(s)
+	return s
+}
+
+// closeShm closes the session, if any.
+func (c *Client) closeShm() error {
+	c.shmMu.Lock()
+	s := c.shm.Swap(nil)
+	c.shmMu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.close()
+}
+
+// usingShm reports whether calls currently go through shared memory.
+func (c *Client) usingShm() bool {
+	s := c.shm.Load()
+	return s != nil && !s.broken.Load()
+}
+
+// withShm runs fn with the namespace's node's session and a connection.
+// ok is false when shm is not usable (fn did not run) or fn reports the
+// connection broke (the caller falls back to tcp; the node releases and
+// aborts what the connection held when it sees it close).
+func (n *Namespace) withShm(fn func(s *shmSession, c *rdma.Conn) (broke bool, err error)) (ok bool, err error) {
+	s := n.shmFor()
+	if s == nil {
+		return false, nil
+	}
+	c, ok := s.acquire()
+	if !ok {
+		return false, nil
+	}
+	broke, err := fn(s, c)
+	s.finish(c, broke)
+	if broke {
+		return false, nil
+	}
+	return true, err
+}
+
+// shmFor is the session for this namespace's node, or nil.
+func (n *Namespace) shmFor() *shmSession {
+	if n.tcpOnly {
+		return nil
+	}
+	return n.c.shmSession(n.nodeID)
+}
+
+// ShmActive reports whether the client reads and writes the node's pages
+// through shared memory (it starts at the first Open).
+func (c *Client) ShmActive() bool { return c.usingShm() }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package client
+
+func closeFDs(fds []int) {}

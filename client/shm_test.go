@@ -1,0 +1,345 @@
+//go:build linux
+
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/rdma"
+)
+
+// shmNode starts a node whose shm socket is at a known path.
+func shmNode(t *testing.T, mod func(*node.Config)) (*node.Node, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	n := startNode(t, func(c *node.Config) {
+		c.ShmSocket = sock
+		if mod != nil {
+			mod(c)
+		}
+	})
+	return n, sock
+}
+
+// TestShmRoundTrip: a client on the node's host finds the socket by
+// convention, puts and gets through shared memory byte-exact, and a tcp
+// client reads the very same bytes.
+func TestShmRoundTrip(t *testing.T) {
+	n, _ := shmNode(t, nil)
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ShmActive() {
+		t.Fatal("client on the node's host is not using shared memory")
+	}
+	keys := ns.PageKeys(tokens(16*12, 3))
+	data := pagesFor(ns, keys)
+	for i := range data {
+		data[i][i] ^= 0x5a // pages differ beyond their key prefix
+	}
+	res, err := ns.Put(ctx, client.ChainPages(keys[:10], data[:10]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != client.Committed {
+			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
+		}
+	}
+	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
+		t.Fatalf("second put: %v %v", res, err)
+	}
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.HitPrefix != 10 {
+		t.Fatalf("lookup: %+v %v", lr, err)
+	}
+	tcp, err := client.Dial(n.Addr(), client.Options{NoShm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	tns, err := tcp.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tcp.ShmActive() {
+		t.Fatal("NoShm client uses shared memory")
+	}
+	for _, tc := range []struct {
+		name  string
+		ns    *client.Namespace
+		lease *client.Lease
+	}{{"shm", ns, lr.Lease}, {"shm, no lease", ns, nil}, {"tcp", tns, nil}} {
+		bufs := make([][]byte, len(keys))
+		for i := range bufs {
+			bufs[i] = make([]byte, ns.PageBytes())
+		}
+		found, err := tc.ns.Get(ctx, keys, bufs, tc.lease)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i := range keys {
+			if found[i] != (i < 10) || (i < 10 && !bytes.Equal(bufs[i], data[i])) {
+				t.Fatalf("%s: page %d found=%v, bytes equal %v", tc.name, i, found[i], bytes.Equal(bufs[i], data[i]))
+			}
+		}
+	}
+	// A buffer too small is the caller's error, not a broken session.
+	if _, err := ns.Get(ctx, keys[:1], [][]byte{make([]byte, 10)}, nil); !errors.Is(err, client.ErrBufferTooSmall) {
+		t.Fatalf("small buffer: %v", err)
+	}
+	if !c.ShmActive() {
+		t.Fatal("session broken by a caller error")
+	}
+	// A page deleted is a miss.
+	if _, err := ns.Delete(ctx, keys[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := ns.Get(ctx, keys[:1], [][]byte{make([]byte, ns.PageBytes())}, nil); err != nil || found[0] {
+		t.Fatalf("deleted page: found %v, %v", found, err)
+	}
+}
+
+// TestShmFallback: without the socket (disabled, or a path where no node
+// listens) the client works over tcp, silently.
+func TestShmFallback(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.ShmSocket = "off" })
+	ctx := ctxT(t)
+	for _, opts := range []client.Options{{}, {ShmSocket: filepath.Join(t.TempDir(), "none.sock")}} {
+		c, err := client.Dial(n.Addr(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := c.Open(ctx, llama())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ShmActive() {
+			t.Fatal("shm active without a socket")
+		}
+		keys := ns.PageKeys(tokens(16*2, 4))
+		data := pagesFor(ns, keys)
+		if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+			t.Fatal(err)
+		}
+		bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
+		if found, err := ns.Get(ctx, keys, bufs, nil); err != nil || !found[0] || !bytes.Equal(bufs[1], data[1]) {
+			t.Fatalf("get over tcp: %v %v", found, err)
+		}
+		c.Close()
+	}
+}
+
+// TestShmOtherNodeSocket: a socket that belongs to another node is not
+// used (the Welcome names the wrong node id).
+func TestShmOtherNodeSocket(t *testing.T) {
+	_, sockA := shmNode(t, nil)
+	b := startNode(t, func(c *node.Config) { c.ShmSocket = "off" })
+	c, err := client.Dial(b.Addr(), client.Options{ShmSocket: sockA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Open(ctxT(t), llama()); err != nil {
+		t.Fatal(err)
+	}
+	if c.ShmActive() {
+		t.Fatal("client maps another node's arena")
+	}
+}
+
+// shmRaw opens an shm control connection and says hello with token.
+func shmRaw(t *testing.T, sock, token string) (*rdma.Conn, rdma.Message) {
+	t.Helper()
+	uc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rdma.NewConn(uc.(*net.UnixConn), 0)
+	t.Cleanup(func() { c.Close() })
+	if err := c.Send(1, &rdma.Hello{Version: rdma.ProtocolVersion, Token: token}); err != nil {
+		t.Fatal(err)
+	}
+	_, m, fds, err := c.RecvFDs(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTestFDs(fds)
+	return c, m
+}
+
+func shmCall(t *testing.T, c *rdma.Conn, id uint64, m rdma.Message) rdma.Message {
+	t.Helper()
+	if err := c.Send(id, m); err != nil {
+		t.Fatal(err)
+	}
+	got, resp, err := c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != id {
+		t.Fatalf("answer to %d for request %d", got, id)
+	}
+	return resp
+}
+
+func wantCode(t *testing.T, what string, m rdma.Message, code rdma.Code) {
+	t.Helper()
+	e, ok := m.(*rdma.Error)
+	if !ok || e.Code != code {
+		t.Fatalf("%s: answer %#v, want error code %d", what, m, code)
+	}
+	t.Logf("%s: %v", what, e)
+}
+
+// TestShmBadInput: a wrong token, malformed frames, an unknown or foreign
+// namespace, an expired lease and oversized batches get clear errors, and
+// the page stored before reads back intact afterwards.
+func TestShmBadInput(t *testing.T) {
+	n, sock := shmNode(t, func(c *node.Config) {
+		c.TenantTokens = map[string]string{"token-a": "acme", "token-b": "other"}
+		c.MaxBatch = 8
+	})
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "token-a")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.ShmActive() {
+		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
+	}
+	keys := ns.PageKeys(tokens(16*2, 9))
+	data := pagesFor(ns, keys)
+	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+
+	_, m := shmRaw(t, sock, "wrong")
+	wantCode(t, "wrong token", m, rdma.CodeUnauthenticated)
+
+	rc, m := shmRaw(t, sock, "token-b")
+	if _, ok := m.(*rdma.Welcome); !ok {
+		t.Fatalf("hello with a good token: %#v", m)
+	}
+	wantCode(t, "foreign namespace", shmCall(t, rc, 2, &rdma.Get{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
+	wantCode(t, "unknown namespace", shmCall(t, rc, 3, &rdma.Get{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
+
+	rc, _ = shmRaw(t, sock, "token-a")
+	wantCode(t, "empty batch", shmCall(t, rc, 4, &rdma.Get{NS: ns.ID()}), rdma.CodeBadRequest)
+	wantCode(t, "oversized get", shmCall(t, rc, 5, &rdma.Get{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
+	wantCode(t, "oversized reserve", shmCall(t, rc, 6, &rdma.Reserve{NS: ns.ID(), Pages: make([]rdma.PageSpec, 9)}), rdma.CodeBatchTooLarge)
+	wantCode(t, "bad page size", shmCall(t, rc, 7, &rdma.Reserve{NS: ns.ID(), Pages: make([]rdma.PageSpec, 1)}), rdma.CodeBadRequest)
+	wantCode(t, "unknown lease", shmCall(t, rc, 8, &rdma.Get{NS: ns.ID(), Lease: 42, Keys: keys}), rdma.CodeLeaseNotFound)
+	// A frame whose body does not decode: an error, and the connection
+	// stays in step.
+	bad := rdma.AppendFrame(nil, 9, &rdma.Get{NS: ns.ID(), Keys: keys})
+	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
+	bad[0]++
+	if _, err := rc.Unix().Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else {
+		wantCode(t, "malformed body", m, rdma.CodeBadRequest)
+	}
+	// A commit of a write id never issued answers UNKNOWN_WRITE.
+	if m := shmCall(t, rc, 10, &rdma.Commit{NS: ns.ID(), Items: []rdma.CommitItem{{WriteID: 77, Size: 1}}}); m.(*rdma.CommitOK).Statuses[0] != uint8(client.UnknownWrite) {
+		t.Fatalf("unknown write: %#v", m)
+	}
+	// A frame over the limit: an error, then the node hangs up.
+	huge := make([]byte, rdma.FrameHeader)
+	huge[0], huge[1], huge[2], huge[3], huge[4] = 0, 0, 0, 0x7f, rdma.OpGet
+	if _, err := rc.Unix().Write(huge); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*rdma.Error); !ok {
+		t.Fatalf("oversized frame: %#v", m)
+	}
+	if _, _, err := rc.Recv(); err == nil {
+		t.Fatal("connection still open after an oversized frame")
+	}
+
+	// An expired lease: the client's Get says so.
+	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
+	if err != nil || lr.Lease == nil {
+		t.Fatal(lr, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
+	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("expired lease: %v", err)
+	}
+	// Nothing lost: the pages read back intact, still through shm.
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
+		t.Fatalf("after bad input: %v %v", found, err)
+	}
+	if !c.ShmActive() {
+		t.Fatal("session broken by the node's error answers")
+	}
+}
+
+var _ = context.Background
+
+// TestShmOtherTiers: with a host tier too small for the pages, puts whose
+// reservations land on the SSD tier send their bytes over tcp and gets of
+// pages there read them over tcp, inside the same shm calls; every page
+// reads back byte-exact.
+func TestShmOtherTiers(t *testing.T) {
+	n, _ := shmNode(t, func(c *node.Config) {
+		c.Tiers = []string{"host", "ssd"}
+		c.HostBytes = 1 << 20 // 64 pages of 16 KiB
+		c.SSDBytes = 16 << 20
+	})
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.ShmActive() {
+		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
+	}
+	keys := ns.PageKeys(tokens(16*200, 11))
+	data := pagesFor(ns, keys)
+	for i := range data {
+		data[i][100] = byte(i)
+	}
+	for start := 0; start < len(keys); start += 50 {
+		res, err := ns.Put(ctx, client.ChainPages(keys[start:start+50], data[start:start+50]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if !r.Status.Stored() {
+				t.Fatalf("page %d: %v %s", start+i, r.Status, r.Reason)
+			}
+		}
+	}
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: found %v, bytes equal %v", i, found[i], bytes.Equal(bufs[i], data[i]))
+		}
+	}
+	if !c.ShmActive() {
+		t.Fatal("session broke")
+	}
+}

@@ -1,0 +1,171 @@
+// Command strata-load measures put, get and lookup throughput and latency
+// of a strata node for several page sizes and concurrencies, and in the same
+// run the same workload against Redis (a redis-server it starts on
+// loopback, persistence off), the raw loopback TCP limit and the memcpy
+// limit. It writes results.md (markdown tables), results.csv and PNG plots
+// into --out. benchmarks/README.md documents the command.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratakv/strata/benchmarks/load"
+)
+
+// config is what one run does.
+type config struct {
+	addr       string
+	systems    []string
+	transports []string
+	ops        []load.Op
+	sizes      []int
+	conc       []int
+	duration   time.Duration
+	workingSet int
+	putBudget  int
+	lookupKeys int
+	hostBytes  int64
+	token      string
+	out        string
+	progress   io.Writer
+	log        io.Writer
+	args       []string
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "strata-load:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "strata-load:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("strata-load", flag.ContinueOnError)
+	var (
+		cfg                                              = config{progress: os.Stderr, log: os.Stdout, args: args}
+		systems, transports, ops, sizes, conc, ws, pb, h string
+	)
+	fs.StringVar(&cfg.addr, "addr", "", "strata node to measure (default: start one in this process)")
+	fs.StringVar(&systems, "systems", "strata,redis,tcp,memcpy", "systems to measure: strata, redis, tcp, memcpy")
+	fs.StringVar(&transports, "transport", "tcp", "strata client transports, each a system: tcp, shm, auto")
+	fs.StringVar(&ops, "ops", "put,get,lookup", "operations")
+	fs.StringVar(&sizes, "sizes", "64K,256K,1M,4M", "page sizes")
+	fs.StringVar(&conc, "concurrency", "1,4,8,32", "concurrent workers, each with its own connection")
+	fs.DurationVar(&cfg.duration, "duration", time.Second, "measured time per case (plus a fifth of it to warm up)")
+	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
+	fs.StringVar(&pb, "put-budget", "512M", "most bytes one put case writes")
+	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
+	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
+	fs.StringVar(&cfg.token, "token", os.Getenv("STRATA_TOKEN"), "tenant token (default $STRATA_TOKEN)")
+	fs.StringVar(&cfg.out, "out", "strata-load-out", "directory for results.md, results.csv and the plots")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if *quiet {
+		cfg.progress = nil
+	}
+	var err error
+	cfg.systems, cfg.transports = split(systems), split(transports)
+	for _, o := range split(ops) {
+		op, err := load.ParseOp(o)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.ops = append(cfg.ops, op)
+	}
+	for _, s := range split(sizes) {
+		n, err := parseBytes(s)
+		if err != nil {
+			return cfg, fmt.Errorf("--sizes: %w", err)
+		}
+		cfg.sizes = append(cfg.sizes, int(n))
+	}
+	for _, s := range split(conc) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("--concurrency: %q", s)
+		}
+		cfg.conc = append(cfg.conc, n)
+	}
+	ws64, err := parseBytes(ws)
+	if err != nil {
+		return cfg, fmt.Errorf("--working-set: %w", err)
+	}
+	pb64, err := parseBytes(pb)
+	if err != nil {
+		return cfg, fmt.Errorf("--put-budget: %w", err)
+	}
+	if cfg.hostBytes, err = parseBytes(h); err != nil {
+		return cfg, fmt.Errorf("--host-bytes: %w", err)
+	}
+	cfg.workingSet, cfg.putBudget = int(ws64), int(pb64)
+	return cfg, nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseBytes reads 4096, 64K, 256KiB, 1M, 2GiB (K, M, G are powers of 1024).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I")
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult, t = 1<<10, t[:len(t)-1]
+		case 'M':
+			mult, t = 1<<20, t[:len(t)-1]
+		case 'G':
+			mult, t = 1<<30, t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}
+
+// run starts the systems, measures, and writes the report.
+func run(ctx context.Context, cfg config) (err error) {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	systems, closeAll, err := startSystems(ctx, cfg)
+	defer func() { err = errors.Join(err, closeAll()) }()
+	if err != nil {
+		return err
+	}
+	started := time.Now().UTC()
+	results, runErr := load.Run(ctx, load.Config{Ops: cfg.ops, PageSizes: cfg.sizes, Concurrency: cfg.conc,
+		Duration: cfg.duration, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
+		LookupKeys: cfg.lookupKeys, Progress: cfg.progress}, systems)
+	if len(results) == 0 {
+		return runErr
+	}
+	return errors.Join(runErr, writeReport(cfg, started, results))
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunSmoke runs the whole command on tiny pages for a few milliseconds
+// per case: every system (Redis only where redis-server is installed), every
+// operation, the report and the plots.
+func TestRunSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	cfg, err := parseFlags([]string{"--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms",
+		"--working-set", "256K", "--put-budget", "128K", "--lookup-keys", "8", "--host-bytes", "16M",
+		"--out", out, "--quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	cfg.log = &log
+	if err := run(ctx, cfg); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## put", "## get", "## lookup", "| strata | 4KiB | 1 |", "| tcp | 16KiB | 2 |",
+		"| memcpy | 4KiB | 2 |", "strata get ÷ baselines"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(log.String(), "skipping redis") {
+		t.Log("redis-server not installed: Redis not measured")
+	} else if !strings.Contains(string(md), "| redis | 16KiB | 2 |") {
+		t.Errorf("results.md lacks redis rows:\n%s", md)
+	}
+	for _, f := range []string{"results.csv", "get-w1-throughput.png", "put-w2-latency.png", "lookup-w1-throughput.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "64K": 64 << 10, "256KiB": 256 << 10, "1M": 1 << 20,
+		"4MiB": 4 << 20, "2G": 2 << 30, "1gib": 1 << 30} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "K", "-1", "1T", "x"} {
+		if _, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q) succeeded", bad)
+		}
+	}
+}

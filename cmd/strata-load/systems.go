@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratakv/strata/benchmarks/load"
+)
+
+// startSystems starts what cfg names, in order: one strata system per
+// transport, then the baselines. Redis is left out, with a note on
+// cfg.log, when redis-server is not installed. The returned func closes
+// everything started, even on error.
+func startSystems(ctx context.Context, cfg config) ([]load.System, func() error, error) {
+	var systems []load.System
+	closeAll := func() error {
+		var err error
+		for _, s := range systems {
+			err = errors.Join(err, s.Close())
+		}
+		return err
+	}
+	for _, name := range cfg.systems {
+		switch name {
+		case "strata":
+			for _, tr := range cfg.transports {
+				s, err := load.StartStrata(ctx, load.StrataConfig{Addr: cfg.addr, HostBytes: cfg.hostBytes,
+					Token: cfg.token, Transport: tr})
+				if err != nil {
+					return systems, closeAll, fmt.Errorf("strata (%s): %w", tr, err)
+				}
+				systems = append(systems, s)
+			}
+		case "redis":
+			s, err := load.StartRedisSystem(ctx)
+			if errors.Is(err, load.ErrNoRedis) {
+				fmt.Fprintln(cfg.log, "strata-load: skipping redis:", err)
+				continue
+			}
+			if err != nil {
+				return systems, closeAll, err
+			}
+			systems = append(systems, s)
+		case "tcp":
+			systems = append(systems, load.LoopbackTCP{})
+		case "memcpy":
+			systems = append(systems, load.Memcpy{})
+		default:
+			return systems, closeAll, fmt.Errorf("unknown system %q (strata, redis, tcp, memcpy)", name)
+		}
+	}
+	return systems, closeAll, nil
+}

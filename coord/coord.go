@@ -1,0 +1,370 @@
+// Package coord runs a node's part in globally coordinated eviction
+// (DESIGN 5): it gossips the node's per-tier value summaries, campaigns
+// for coordinator through the registry, and, while elected, merges every
+// live member's summaries into cluster-wide cutoffs per tier kind and
+// publishes them with an epoch. Every node applies the published cutoffs
+// to its store, and falls back to cutoffs computed from its own summaries
+// alone when none arrive (no coordinator, etcd unreachable), saying so once
+// in its log.
+//
+// # Round
+//
+// Every Config.Round (default 2s) the loop:
+//  1. reads the store's summaries and gossips them (Config.Advertise);
+//  2. if this node leads, merges the summaries of every alive member
+//     (Compute) and publishes them (registry.PublishCutoffs, refused once
+//     the term is over);
+//  3. applies the last cutoffs the registry's watch delivered if they are
+//     fresh (received within StaleRounds rounds), or the local cutoffs.
+//
+// Cutoffs from the watch are applied as soon as they arrive. A record of an
+// older epoch than one already applied, or of a round already received, is
+// ignored. A node that starts (or whose watch reconnects) while no
+// coordinator publishes still applies the record it finds for StaleRounds
+// rounds: receipt time is all it can judge freshness by, as clocks differ.
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/registry"
+)
+
+// Store is the node's page store as coordination uses it.
+type Store interface {
+	// Summaries returns one summary per tier, in tier order, Turnover
+	// filled in.
+	Summaries() []eviction.Summary
+	// SetCutoffs sets the per-tier admission and eviction floor (worth
+	// units); coordinated is false for local fallback cutoffs.
+	SetCutoffs(worth []float64, epoch uint64, coordinated bool)
+}
+
+// Members is the gossip view: the alive members, this one included.
+type Members interface {
+	Alive() []membership.Member
+}
+
+// Config configures Start. Zero means default, but for the required
+// NodeID, Registry, Store, Members and Tiers.
+type Config struct {
+	// NodeID is this node's id. Required.
+	NodeID string
+	// Registry campaigns, publishes and watches cutoffs. Required.
+	Registry *registry.Registry
+	// Store gives summaries and takes cutoffs. Required.
+	Store Store
+	// Members is the gossip view the coordinator merges. Required.
+	Members Members
+	// Tiers are this node's tier kinds, in the store's tier order.
+	// Required (may be empty only for a store without tiers).
+	Tiers []string
+	// Capacities are this node's tier capacities in bytes, in tier order,
+	// for the local fallback cutoffs. Required, as long as Tiers.
+	Capacities []int64
+	// Advertise, if set, re-gossips this node's metadata after the
+	// summaries are refreshed (membership.UpdateMeta). Default none.
+	Advertise func(context.Context) error
+	// Round is the time between rounds. Default 2s.
+	Round time.Duration
+	// StaleRounds is how many rounds published cutoffs stay in force
+	// without a newer publication before the node falls back to local
+	// cutoffs. Default 3.
+	StaleRounds int
+	// Headroom is the fraction of every capacity the cutoffs keep free
+	// (Compute). Default 0.1; in [0, 1).
+	Headroom float64
+	// CandidateTTL is the election session TTL (registry.CandidateConfig).
+	// Default registry.DefaultCandidateTTL.
+	CandidateTTL time.Duration
+	// Logger receives the loop's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultRound       = 2 * time.Second
+	DefaultStaleRounds = 3
+	DefaultHeadroom    = 0.1
+)
+
+func (cfg Config) withDefaults() (Config, error) {
+	switch {
+	case cfg.NodeID == "":
+		return cfg, fmt.Errorf("coord: NodeID is required: %w", ErrInvalidConfig)
+	case cfg.Registry == nil || cfg.Store == nil || cfg.Members == nil:
+		return cfg, fmt.Errorf("coord: Registry, Store and Members are required: %w", ErrInvalidConfig)
+	case len(cfg.Tiers) != len(cfg.Capacities):
+		return cfg, fmt.Errorf("coord: %d tiers, %d capacities: %w", len(cfg.Tiers), len(cfg.Capacities), ErrInvalidConfig)
+	case cfg.Round < 0 || cfg.StaleRounds < 0:
+		return cfg, fmt.Errorf("coord: negative Round or StaleRounds: %w", ErrInvalidConfig)
+	case !(cfg.Headroom >= 0 && cfg.Headroom < 1):
+		return cfg, fmt.Errorf("coord: Headroom %v outside [0, 1): %w", cfg.Headroom, ErrInvalidConfig)
+	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = DefaultHeadroom
+	}
+	if cfg.Round == 0 {
+		cfg.Round = DefaultRound
+	}
+	if cfg.StaleRounds == 0 {
+		cfg.StaleRounds = DefaultStaleRounds
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// ErrInvalidConfig is returned by Start for a Config that breaks a rule.
+var ErrInvalidConfig = errors.New("invalid coordination config")
+
+// State is what a node applies now, for status and metrics.
+type State struct {
+	// Coordinated is false while the node uses local cutoffs.
+	Coordinated bool
+	// Coordinator is the node that published the applied cutoffs; "" when
+	// local.
+	Coordinator string
+	// Epoch and Round identify the applied publication; 0 when local.
+	Epoch, Round uint64
+	// Worth is the applied floor per tier of this node, in tier order.
+	Worth []float64
+	// Leading reports whether this node is the elected coordinator.
+	Leading bool
+}
+
+// Coord is a node's coordination loop. Close stops it.
+type Coord struct {
+	cfg  Config
+	log  *slog.Logger
+	cand *registry.Candidate
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the loop
+
+	// mu guards state and sums.
+	mu    sync.Mutex
+	state State
+	sums  []eviction.Summary // the store's, as of the last round
+}
+
+// Start campaigns for coordinator and starts the loop. The node uses local
+// cutoffs until the first publication arrives.
+func Start(cfg Config) (*Coord, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Coord{cfg: cfg, log: cfg.Logger.With("component", "coord")}
+	c.cand, err = cfg.Registry.Campaign(registry.CandidateConfig{NodeID: cfg.NodeID, TTL: cfg.CandidateTTL})
+	if err != nil {
+		return nil, err
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.setSummaries(cfg.Store.Summaries()) // gossiped from the first round on
+	c.wg.Add(1)
+	go c.loop()
+	return c, nil
+}
+
+// Close stops the loop and resigns the election (another node takes over
+// at once); it is idempotent.
+func (c *Coord) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return c.cand.Close()
+}
+
+// State returns what the node applies now.
+func (c *Coord) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state
+	s.Worth = slices.Clone(s.Worth)
+	s.Leading = c.cand.Term().Leading()
+	return s
+}
+
+// Summaries returns the store's summaries as of the last round, for the
+// node's gossip metadata (which memberlist asks for often: this never
+// touches the store).
+func (c *Coord) Summaries() []eviction.Summary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sums
+}
+
+func (c *Coord) loop() {
+	defer c.wg.Done()
+	watch := c.cfg.Registry.WatchCutoffs(c.ctx)
+	defer func() {
+		for range watch { // drain until the watch goroutine ends
+		}
+	}()
+	t := time.NewTicker(c.cfg.Round)
+	defer t.Stop()
+	var (
+		last   registry.Cutoffs // last publication received
+		lastAt time.Time        // when (zero: none yet)
+		ld     leader
+		local  = true // applying local cutoffs
+		warned bool   // the fallback was logged
+	)
+	c.applyLocal()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case rec, ok := <-watch:
+			if !ok {
+				return
+			}
+			if rec.Epoch < last.Epoch || (rec.Epoch == last.Epoch && rec.Round <= last.Round) {
+				// An older epoch, or a publication seen before (the watch
+				// reads the current record again after reconnecting): it
+				// says nothing about the coordinator being alive now.
+				c.log.Debug("ignoring cutoffs seen before or of an older epoch", "epoch", rec.Epoch, "round", rec.Round,
+					"applied_epoch", last.Epoch, "applied_round", last.Round)
+				continue
+			}
+			last, lastAt = rec, time.Now()
+			c.apply(rec)
+			if local {
+				c.log.Info("applying the coordinator's cutoffs", "coordinator", rec.Coordinator, "epoch", rec.Epoch)
+			}
+			local, warned = false, false
+		case <-t.C:
+			c.refresh()
+			ld.round(c)
+			if !lastAt.IsZero() && time.Since(lastAt) <= time.Duration(c.cfg.StaleRounds)*c.cfg.Round {
+				continue
+			}
+			c.applyLocal()
+			if !warned {
+				if local {
+					c.log.Warn("no coordinator cutoffs; using local cutoffs", "waited", time.Duration(c.cfg.StaleRounds)*c.cfg.Round)
+				} else {
+					c.log.Warn("coordinator cutoffs stale (no coordinator or etcd unreachable); falling back to local cutoffs",
+						"coordinator", last.Coordinator, "epoch", last.Epoch, "received", lastAt.Format(time.RFC3339Nano))
+				}
+				warned = true
+			}
+			local = true
+		}
+	}
+}
+
+func (c *Coord) setSummaries(sums []eviction.Summary) {
+	c.mu.Lock()
+	c.sums = sums
+	c.mu.Unlock()
+}
+
+// refresh reads the store's summaries and gossips them.
+func (c *Coord) refresh() {
+	c.setSummaries(c.cfg.Store.Summaries())
+	if c.cfg.Advertise != nil && c.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Round/2)
+		if err := c.cfg.Advertise(ctx); err != nil {
+			c.log.Debug("gossiping summaries", "err", err)
+		}
+		cancel()
+	}
+}
+
+// leader is the publishing side of the loop: the term it publishes for and
+// its round counter.
+type leader struct {
+	term    registry.Term
+	count   uint64
+	failing bool // the last publication failed (and was logged)
+}
+
+// round publishes one round of cutoffs if this node leads.
+func (l *leader) round(c *Coord) {
+	err := l.publish(c)
+	switch {
+	case err == nil:
+		l.failing = false
+	case c.ctx.Err() != nil:
+	case !l.failing:
+		c.log.Warn("publishing cutoffs (logged once until it works again)", "epoch", l.term.Epoch, "err", err)
+		l.failing = true
+	default:
+		c.log.Debug("publishing cutoffs", "epoch", l.term.Epoch, "err", err)
+	}
+}
+
+// publish computes and publishes one round of cutoffs if this node leads.
+func (l *leader) publish(c *Coord) error {
+	term := c.cand.Term()
+	if !term.Leading() {
+		return nil
+	}
+	if term != l.term {
+		l.term, l.count = term, 0
+	}
+	tiers, err := Compute(c.cfg.Members.Alive(), c.cfg.Headroom)
+	if err != nil {
+		return fmt.Errorf("computing cutoffs: %w", err)
+	}
+	l.count++
+	rec := registry.Cutoffs{Round: l.count, Coordinator: c.cfg.NodeID, UnixMs: time.Now().UnixMilli(), Tiers: tiers}
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Round)
+	defer cancel()
+	return c.cfg.Registry.PublishCutoffs(ctx, term, rec)
+}
+
+// apply sets the store's cutoffs from a publication; a tier kind the
+// publication lacks keeps its local cutoff.
+func (c *Coord) apply(rec registry.Cutoffs) {
+	worth := c.localWorth()
+	for i, kind := range c.cfg.Tiers {
+		for _, tc := range rec.Tiers {
+			if tc.Kind == kind {
+				worth[i] = tc.Worth
+			}
+		}
+	}
+	c.cfg.Store.SetCutoffs(worth, rec.Epoch, true)
+	c.mu.Lock()
+	c.state = State{Coordinated: true, Coordinator: rec.Coordinator, Epoch: rec.Epoch, Round: rec.Round, Worth: worth}
+	c.mu.Unlock()
+}
+
+// applyLocal sets the store's cutoffs from its own summaries alone.
+func (c *Coord) applyLocal() {
+	worth := c.localWorth()
+	c.cfg.Store.SetCutoffs(worth, 0, false)
+	c.mu.Lock()
+	c.state = State{Worth: worth}
+	c.mu.Unlock()
+}
+
+// localWorth is, per tier, the floor ComputeCutoffs finds for this node's
+// summary and capacity alone.
+func (c *Coord) localWorth() []float64 {
+	sums := c.Summaries()
+	worth := make([]float64, len(c.cfg.Tiers))
+	for i := range worth {
+		if i >= len(sums) {
+			break
+		}
+		capacity := int64(float64(c.cfg.Capacities[i]) * (1 - c.cfg.Headroom))
+		cut, err := eviction.ComputeCutoffs(sums[i:i+1], []int64{capacity})
+		if err == nil {
+			worth[i] = cut.Floor()
+		}
+	}
+	return worth
+}

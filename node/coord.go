@@ -1,0 +1,64 @@
+package node
+
+import (
+	"github.com/stratakv/strata/coord"
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/server"
+)
+
+// startCoord starts the node's part in globally coordinated eviction: the
+// summaries it gossips, the coordinator election, and applying cutoffs
+// (coord package).
+func (n *Node) startCoord() error {
+	var kinds []string
+	var caps []int64
+	for _, t := range n.tiers {
+		st := t.Stats()
+		kinds = append(kinds, st.Kind.String())
+		caps = append(caps, st.Capacity)
+	}
+	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: n.reg, Store: n.store, Members: n.members,
+		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMeta, Round: n.cfg.CoordRound,
+		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.coord.Store(c)
+	return nil
+}
+
+// withSummaries adds the node's last value summaries to m, as many tiers
+// as fit beside the rest of m (fastest first).
+func (n *Node) withSummaries(m membership.Meta) membership.Meta {
+	c := n.coord.Load()
+	if c == nil {
+		return m
+	}
+	b, _, err := coord.EncodeSummaries(c.Summaries(), membership.SummaryBudget(m))
+	if err == nil {
+		m.Summary = b
+	}
+	return m
+}
+
+// CoordState is the eviction coordination the node applies now.
+func (n *Node) CoordState() coord.State {
+	if c := n.coord.Load(); c != nil {
+		return c.State()
+	}
+	return coord.State{}
+}
+
+// coordView adapts the node's coordination state to the server's Cluster
+// service.
+type coordView struct{ n *Node }
+
+func (v coordView) CoordState() server.CoordState {
+	st := v.n.CoordState()
+	return server.CoordState{Coordinator: st.Coordinator, Epoch: st.Epoch, Round: st.Round,
+		Coordinated: st.Coordinated, Worth: st.Worth}
+}
+
+// HintStats counts the remote child hints this node sent to parent owners
+// and those it dropped (queue full, owner unreachable, parent owned here).
+func (n *Node) HintStats() HintStats { return n.hints.stats() }

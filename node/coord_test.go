@@ -1,0 +1,178 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/placement"
+	"github.com/stratakv/strata/registry"
+)
+
+// startNodes starts n real nodes gossiping with each other through an
+// etcd of the test's own (so that any node may close), with fast
+// coordination rounds.
+func startNodes(t *testing.T, n int) []*testNode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	var nodes []*testNode
+	for range n {
+		nd, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EtcdEndpoints: e.Endpoints(),
+			Tiers: []string{"host"}, HostBytes: 8 << 20, ShmSocket: "off", CoordRound: 200 * time.Millisecond,
+			CoordinatorTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn := &testNode{Node: nd}
+		t.Cleanup(func() { tn.stop() })
+		nodes = append(nodes, tn)
+	}
+	return nodes
+}
+
+// testNode is a node a test may close before its cleanup does.
+type testNode struct {
+	*node.Node
+	once sync.Once
+	err  error
+}
+
+func (n *testNode) stop() error {
+	n.once.Do(func() { n.err = n.Close() })
+	return n.err
+}
+
+// eventually polls cond every 20ms until it holds, failing after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agreed waits until every node in live applies coordinated cutoffs of one
+// epoch above after, published by a live node, and returns the epoch and
+// that node.
+func agreed(t *testing.T, live []*testNode, after uint64) (uint64, string) {
+	t.Helper()
+	var epoch uint64
+	var by string
+	eventually(t, 20*time.Second, fmt.Sprintf("one coordinated epoch above %d on every node", after), func() bool {
+		epoch, by = 0, ""
+		for _, n := range live {
+			st := n.CoordState()
+			if !st.Coordinated || st.Epoch <= after || (epoch != 0 && (st.Epoch != epoch || st.Coordinator != by)) {
+				return false
+			}
+			epoch, by = st.Epoch, st.Coordinator
+		}
+		for _, n := range live {
+			if n.ID() == by {
+				return true
+			}
+		}
+		return false
+	})
+	return epoch, by
+}
+
+// TestNodesElectOneCoordinator: three nodes elect one coordinator whose
+// cutoffs every node applies; when its node closes another takes over
+// with a larger epoch.
+func TestNodesElectOneCoordinator(t *testing.T) {
+	nodes := startNodes(t, 3)
+	epoch, leader := agreed(t, nodes, 0)
+	leading := 0
+	var rest []*testNode
+	for _, n := range nodes {
+		if n.CoordState().Leading {
+			leading++
+		}
+		if n.ID() != leader {
+			rest = append(rest, n)
+		}
+	}
+	if leading != 1 {
+		t.Fatalf("%d nodes lead", leading)
+	}
+	for _, n := range nodes {
+		if n.ID() == leader {
+			if err := n.stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	epoch2, leader2 := agreed(t, rest, epoch)
+	if leader2 == leader {
+		t.Fatalf("closed node %s still coordinates", leader)
+	}
+	t.Logf("coordinator %s epoch %d, then %s epoch %d", leader, epoch, leader2, epoch2)
+}
+
+// TestRemoteChildHints: a child page committed on a node that does not
+// hold its parent makes that node send a hint to the parent's owner.
+func TestRemoteChildHints(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	view, err := placement.NewView([]placement.Node{{ID: a.ID(), Weight: 1}, {ID: b.ID(), Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Wait until b sees a: hints go to alive members only.
+	eventually(t, 20*time.Second, "b sees two members", func() bool {
+		c, err := client.DialCluster(ctx, b.Addr(), client.ClusterOptions{})
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return len(c.Members()) == 2
+	})
+	var parent namespace.Key
+	for i := 0; ; i++ {
+		parent = namespace.Key{byte(i), byte(i >> 8), 1}
+		if view.Node(view.Owner(parent)).ID == a.ID() {
+			break
+		}
+	}
+	put := func(addr string, p client.Page) {
+		t.Helper()
+		c, err := client.Dial(addr, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ns, err := c.Open(ctx, desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Data = pageOf(p.Key, ns.PageBytes())
+		res, err := ns.Put(ctx, []client.Page{p})
+		if err != nil || !res[0].Status.Stored() {
+			t.Fatalf("put on %s: %+v, %v", addr, res, err)
+		}
+	}
+	put(a.Addr(), client.Page{Key: parent})
+	child := namespace.Key{9, 9, 9}
+	put(b.Addr(), client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
+	eventually(t, 10*time.Second, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
+	if st := b.HintStats(); st.Dropped != 0 {
+		t.Fatalf("b dropped hints: %+v", st)
+	}
+}

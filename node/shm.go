@@ -1,0 +1,49 @@
+package node
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/server"
+	"github.com/stratakv/strata/tiers"
+)
+
+// startShm serves the host tier's arena to same-host clients on
+// Config.ShmSocket, and links rdma.SocketLink(gRPC port) to it so clients
+// that know only the node's address find it. A node without a host tier,
+// or whose socket cannot be bound, runs without shm (logged): clients use
+// tcp.
+func (n *Node) startShm(srv *server.Server) {
+	path := n.cfg.ShmSocket
+	if path == "off" {
+		return
+	}
+	if path == "" {
+		path = filepath.Join(n.cfg.DataDir, "strata.sock")
+	}
+	var host *tiers.Host
+	for _, t := range n.tiers {
+		if h, ok := t.(*tiers.Host); ok {
+			host = h
+		}
+	}
+	if host == nil {
+		n.log.Info("shm: no host tier; same-host clients use tcp")
+		return
+	}
+	link := ""
+	if _, port, err := net.SplitHostPort(n.lis.Addr().String()); err == nil {
+		if p, err := strconv.Atoi(port); err == nil {
+			link = rdma.SocketLink(p)
+		}
+	}
+	l, err := srv.ListenShm(server.ShmConfig{Path: path, Link: link, Host: host})
+	if err != nil {
+		n.log.Warn("shm: not serving same-host clients", "err", err)
+		return
+	}
+	n.shm = l
+	n.log.Info("shm: serving same-host clients", "socket", path, "link", link)
+}

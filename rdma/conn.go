@@ -1,0 +1,135 @@
+package rdma
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// DefaultMaxFrame bounds a frame: a full batch of 16,384 keys or page
+// records is well under it.
+const DefaultMaxFrame = 8 << 20
+
+// Conn is one end of an shm control connection: frames over a Unix stream
+// socket. It is not safe for concurrent use; a client keeps a pool.
+type Conn struct {
+	uc       *net.UnixConn
+	r        *bufio.Reader
+	wbuf     []byte
+	rbuf     []byte
+	maxFrame int
+}
+
+// NewConn wraps uc; frames longer than maxFrame (0: DefaultMaxFrame) fail
+// to read with ErrFrameTooLarge.
+func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	return &Conn{uc: uc, r: bufio.NewReaderSize(uc, 64<<10), maxFrame: maxFrame}
+}
+
+// Unix is the underlying socket.
+func (c *Conn) Unix() *net.UnixConn { return c.uc }
+
+// Send writes one frame carrying m, with one write.
+func (c *Conn) Send(id uint64, m Message) error {
+	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
+	if _, err := c.uc.Write(c.wbuf); err != nil {
+		return fmt.Errorf("sending op %d: %w", m.Op(), err)
+	}
+	return nil
+}
+
+// SendFDs writes one frame carrying m with fds attached (SCM_RIGHTS).
+func (c *Conn) SendFDs(id uint64, m Message, fds ...int) error {
+	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
+	n, _, err := c.uc.WriteMsgUnix(c.wbuf, rights(fds), nil)
+	if err != nil {
+		return fmt.Errorf("sending op %d with %d fds: %w", m.Op(), len(fds), err)
+	}
+	if n < len(c.wbuf) {
+		if _, err := c.uc.Write(c.wbuf[n:]); err != nil {
+			return fmt.Errorf("sending op %d: %w", m.Op(), err)
+		}
+	}
+	return nil
+}
+
+// Recv reads one frame and decodes it. A frame over the limit or that
+// does not decode is an error; the connection should then be closed.
+func (c *Conn) Recv() (id uint64, m Message, err error) {
+	op, id, body, err := c.recvRaw()
+	if err != nil {
+		return 0, nil, err
+	}
+	if m = NewMessage(op); m == nil {
+		return id, nil, fmt.Errorf("op %d: %w", op, ErrFrame)
+	}
+	if err := m.Decode(body); err != nil {
+		return id, nil, fmt.Errorf("op %d: %w", op, err)
+	}
+	return id, m, nil
+}
+
+func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
+	var h [FrameHeader]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	n, op, id, err := ParseHeader(h[:])
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if n > c.maxFrame {
+		return 0, 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, ErrFrameTooLarge)
+	}
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body = c.rbuf[:n]
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return 0, 0, nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
+	}
+	return op, id, body, nil
+}
+
+// RecvFDs reads one frame carrying up to max fds (SCM_RIGHTS), which must
+// come with its first bytes: the connection's first read. The caller owns
+// the fds.
+func (c *Conn) RecvFDs(max int) (id uint64, m Message, fds []int, err error) {
+	if c.r.Buffered() > 0 {
+		return 0, nil, nil, fmt.Errorf("receiving fds after buffered bytes: %w", ErrFrame)
+	}
+	buf := make([]byte, 4096)
+	oob := make([]byte, oobSpace(max))
+	n, oobn, _, _, err := c.uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("receiving fds: %w", err)
+	}
+	if fds, err = parseRights(oob[:oobn]); err != nil {
+		return 0, nil, nil, err
+	}
+	// The rest of the frame (if any) follows through the buffered reader.
+	c.r = bufio.NewReaderSize(io.MultiReader(bytesReader(buf[:n]), c.uc), 64<<10)
+	id, m, err = c.Recv()
+	if err != nil {
+		closeFDs(fds)
+		return 0, nil, nil, err
+	}
+	return id, m, fds, nil
+}
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.uc.Close() }
+
+// SocketLink is the conventional path at which a node serving gRPC on port
+// announces its shm socket (a symbolic link to it), so that a client that
+// knows only the node's address finds it: <temp dir>/strata-<uid>/<port>.sock.
+func SocketLink(port int) string {
+	return filepath.Join(os.TempDir(), "strata-"+strconv.Itoa(os.Getuid()), strconv.Itoa(port)+".sock")
+}

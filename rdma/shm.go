@@ -1,0 +1,129 @@
+package rdma
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Shm is the shm backend: a node's host arena and slot generations mapped
+// into this process. Read and Write are safe for concurrent use; Close must
+// not run concurrently with them.
+type Shm struct {
+	arena  []byte // MAP_SHARED, read-write
+	gens   []byte // MAP_SHARED, read-only: 8-byte generation words
+	closed atomic.Bool
+}
+
+var _ Transport = (*Shm)(nil)
+
+// MapShm maps arenaSize bytes of the arena memfd read-write and genWords
+// generation words of the generations memfd read-only. The fds stay the
+// caller's (close them after MapShm: the mappings keep the memory).
+func MapShm(arenaFD int, arenaSize int64, genFD int, genWords int64) (*Shm, error) {
+	if arenaSize <= 0 || genWords <= 0 || genWords > 1<<40 {
+		return nil, fmt.Errorf("mapping shm: arena %d bytes, %d generation words: %w", arenaSize, genWords, ErrOutOfRange)
+	}
+	arena, err := mapShared(arenaFD, arenaSize, true)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the arena: %w", err)
+	}
+	gens, err := mapShared(genFD, genWords*8, false)
+	if err != nil {
+		unmapShared(arena)
+		return nil, fmt.Errorf("mapping the generations: %w", err)
+	}
+	return &Shm{arena: arena, gens: gens}, nil
+}
+
+// Size is the mapped arena's length.
+func (s *Shm) Size() int64 { return int64(len(s.arena)) }
+
+// generation loads generation word idx after the copy that precedes it:
+// the release store to fence keeps the copy's loads before the word's load
+// on weakly ordered CPUs (on amd64 loads are not reordered anyway). An
+// index outside the mapping reads as 0, which no live extent has.
+func (s *Shm) generation(idx int64, fence *atomic.Uint64) uint64 {
+	if idx < 0 || idx >= int64(len(s.gens)/8) {
+		return 0
+	}
+	fence.Store(uint64(idx))
+	return (*atomic.Uint64)(unsafe.Pointer(&s.gens[idx*8])).Load()
+}
+
+// window returns the arena bytes of ext, or an error if they leave it.
+func (s *Shm) window(ext Extent, buf int) ([]byte, error) {
+	if ext.Off < 0 || ext.Len < 0 || ext.Off > int64(len(s.arena))-ext.Len || int64(buf) < ext.Len {
+		return nil, fmt.Errorf("extent [%d,+%d) of a %d-byte arena, buffer %d: %w",
+			ext.Off, ext.Len, len(s.arena), buf, ErrOutOfRange)
+	}
+	return s.arena[ext.Off : ext.Off+ext.Len], nil
+}
+
+// Read copies each op's extent into its Buf, then re-checks the extent's
+// generation: OK is set only when it still equals Ext.Gen, so a copy that
+// raced a reclaim is a miss. An op outside the mapping fails the batch.
+func (s *Shm) Read(ctx context.Context, ops []Op) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	var fence atomic.Uint64
+	for i := range ops {
+		op := &ops[i]
+		op.OK = false
+		src, err := s.window(op.Ext, len(op.Buf))
+		if err != nil {
+			return fmt.Errorf("shm read of op %d: %w", i, err)
+		}
+		if s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen {
+			continue // already reclaimed: do not even copy
+		}
+		copy(op.Buf, src)
+		op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
+		if i%16 == 15 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Write copies each op's Buf into its extent, which must be an open
+// reservation's: an extent whose generation no longer matches is not
+// written (ErrStale). Buf must be exactly Ext.Len bytes.
+func (s *Shm) Write(ctx context.Context, ops []Op) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	var fence atomic.Uint64
+	for i := range ops {
+		op := &ops[i]
+		op.OK = false
+		if int64(len(op.Buf)) != op.Ext.Len {
+			return fmt.Errorf("shm write of op %d: %d bytes for a %d-byte extent: %w", i, len(op.Buf), op.Ext.Len, ErrOutOfRange)
+		}
+		dst, err := s.window(op.Ext, len(op.Buf))
+		if err != nil {
+			return fmt.Errorf("shm write of op %d: %w", i, err)
+		}
+		if s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen {
+			return fmt.Errorf("shm write of op %d: %w", i, ErrStale)
+		}
+		copy(dst, op.Buf)
+		op.OK = true
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close unmaps the arena and generations. A second Close returns ErrClosed.
+func (s *Shm) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	return joinErr(unmapShared(s.arena), unmapShared(s.gens))
+}

@@ -1,0 +1,213 @@
+//go:build linux
+
+package rdma
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/tiers"
+)
+
+func newHost(t *testing.T) (*tiers.Host, *Shm) {
+	t.Helper()
+	h, err := tiers.NewHost(tiers.HostConfig{Capacity: 1 << 20, SlabSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	s, err := MapShm(h.FD(), h.Size(), h.GenFD(), h.GenWords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return h, s
+}
+
+func extentOf(h *tiers.Host, e tiers.Extent) Extent {
+	return Extent{Off: e.Off, Len: e.Len, Gen: e.Gen, GenIndex: h.GenIndex(e)}
+}
+
+// TestShmReadWrite: bytes written through one mapping read back through the
+// other; a freed extent reads as a miss and refuses writes; extents outside
+// the arena and short buffers are errors.
+func TestShmReadWrite(t *testing.T) {
+	h, s := newHost(t)
+	ctx := context.Background()
+	a, _ := h.Alloc(5000)
+	data := bytes.Repeat([]byte("strata"), 1000)[:5000]
+	w := []Op{{Ext: extentOf(h, a), Buf: data}}
+	if err := s.Write(ctx, w); err != nil || !w[0].OK {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(h.Bytes(a), data) {
+		t.Fatal("the tier does not see the bytes written through the mapping")
+	}
+	r := []Op{{Ext: extentOf(h, a), Buf: make([]byte, 8192)}}
+	if err := s.Read(ctx, r); err != nil || !r[0].OK || !bytes.Equal(r[0].Buf[:5000], data) {
+		t.Fatalf("read: ok %v, %v", r[0].OK, err)
+	}
+	h.Free(a)
+	if err := s.Read(ctx, r); err != nil || r[0].OK {
+		t.Fatalf("read of a freed extent: ok %v, %v", r[0].OK, err)
+	}
+	if err := s.Write(ctx, w); !errors.Is(err, ErrStale) {
+		t.Fatalf("write to a freed extent: %v", err)
+	}
+	for _, op := range []Op{
+		{Ext: Extent{Off: s.Size() - 10, Len: 20}, Buf: make([]byte, 20)},
+		{Ext: Extent{Off: -1, Len: 1}, Buf: make([]byte, 1)},
+		{Ext: Extent{Off: 0, Len: 100}, Buf: make([]byte, 10)},
+	} {
+		if err := s.Read(ctx, []Op{op}); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("read of %+v: %v", op.Ext, err)
+		}
+	}
+	if err := s.Read(ctx, []Op{{Ext: Extent{Len: 1, GenIndex: 1 << 50}, Buf: make([]byte, 1)}}); err != nil {
+		t.Fatalf("generation index outside the mapping: %v", err)
+	}
+}
+
+// TestShmReadRacesReuse: one goroutine frees and reallocates the same
+// slots, filling each new extent with its own byte; readers copy extents
+// captured before. A copy reported OK must be all the byte its extent was
+// filled with. Bounded at one second.
+func TestShmReadRacesReuse(t *testing.T) {
+	h, s := newHost(t)
+	const size = 32 << 10
+	type rec struct {
+		ext  Extent
+		fill byte
+	}
+	var cur atomic.Pointer[[]rec]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var live []tiers.Extent
+		fill := byte(0)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, e := range live {
+				h.Free(e)
+			}
+			live = live[:0]
+			var recs []rec
+			for {
+				e, err := h.Alloc(size)
+				if err != nil {
+					break
+				}
+				fill++
+				b := h.Bytes(e)
+				for i := range b {
+					b[i] = fill
+				}
+				live = append(live, e)
+				recs = append(recs, rec{extentOf(h, e), fill})
+			}
+			cur.Store(&recs)
+		}
+	})
+	var reads, oks atomic.Int64
+	var bad atomic.Value
+	for range 2 {
+		wg.Go(func() {
+			buf := make([]byte, size)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := cur.Load()
+				if p == nil {
+					continue
+				}
+				for _, r := range *p {
+					ops := []Op{{Ext: r.ext, Buf: buf}}
+					if err := s.Read(context.Background(), ops); err != nil {
+						bad.Store(err)
+						return
+					}
+					reads.Add(1)
+					if !ops[0].OK {
+						continue
+					}
+					oks.Add(1)
+					if bytes.Count(buf, []byte{r.fill}) != size {
+						bad.Store(errors.New("a copy reported OK holds bytes of another owner"))
+						return
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if err, _ := bad.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d copies, %d intact, %d discarded as raced", reads.Load(), oks.Load(), reads.Load()-oks.Load())
+	if reads.Load() == 0 {
+		t.Fatal("no reads")
+	}
+}
+
+// TestConnPassesFDs: a Welcome with two fds crosses a socket pair, and the
+// frames after it arrive in order.
+func TestConnPassesFDs(t *testing.T) {
+	a, b := socketPair(t)
+	f, err := os.CreateTemp(t.TempDir(), "fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &Welcome{Version: 1, NodeID: "n", ArenaSize: 1, GenWords: 1}
+	if err := a.SendFDs(7, w, int(f.Fd()), int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(8, &AbortOK{Aborted: 3}); err != nil {
+		t.Fatal(err)
+	}
+	id, m, fds, err := b.RecvFDs(2)
+	if err != nil || id != 7 || len(fds) != 2 || m.(*Welcome).NodeID != "n" {
+		t.Fatalf("RecvFDs: %d %#v %v %v", id, m, fds, err)
+	}
+	closeFDs(fds)
+	if id, m, err := b.Recv(); err != nil || id != 8 || m.(*AbortOK).Aborted != 3 {
+		t.Fatalf("frame after the fds: %d %#v %v", id, m, err)
+	}
+}
+
+func socketPair(t *testing.T) (*Conn, *Conn) {
+	t.Helper()
+	path := t.TempDir() + "/p.sock"
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := NewConn(s, 0), NewConn(c, 0)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}

@@ -1,0 +1,48 @@
+//go:build !(rdma && linux && cgo)
+
+package rdma
+
+import (
+	"context"
+	"fmt"
+)
+
+// VerbsConfig configures a verbs endpoint (see the rdma build).
+type VerbsConfig struct {
+	Device   string
+	Port     int
+	GIDIndex int
+	Depth    int
+}
+
+// Endpoint is what a peer needs to reach registered memory.
+type Endpoint struct {
+	LID  uint16
+	GID  [16]byte
+	QPN  uint32
+	PSN  uint32
+	Addr uint64
+	RKey uint32
+	Size uint64
+}
+
+// Verbs is the verbs backend; this build has none.
+type Verbs struct{}
+
+var _ Transport = (*Verbs)(nil)
+
+// VerbsDevices returns 0: this build does not link libibverbs.
+func VerbsDevices() int { return 0 }
+
+// OpenVerbs fails with ErrNoVerbs: build with -tags rdma (cgo, Linux,
+// libibverbs-dev) for the verbs backend.
+func OpenVerbs(VerbsConfig) (*Verbs, error) {
+	return nil, fmt.Errorf("built without the rdma tag: %w", ErrNoVerbs)
+}
+
+func (*Verbs) Register([]byte) error             { return ErrNoVerbs }
+func (*Verbs) Local() (Endpoint, error)          { return Endpoint{}, ErrNoVerbs }
+func (*Verbs) Connect(Endpoint) error            { return ErrNoVerbs }
+func (*Verbs) Read(context.Context, []Op) error  { return ErrNoVerbs }
+func (*Verbs) Write(context.Context, []Op) error { return ErrNoVerbs }
+func (*Verbs) Close() error                      { return nil }

@@ -1,0 +1,347 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/store"
+)
+
+// shmConn serves one shm connection; its goroutine owns every field.
+type shmConn struct {
+	l      *ShmListener
+	c      *rdma.Conn
+	caller caller
+	// writes are the reservations this connection was given and has not
+	// committed or aborted: aborted when it ends.
+	writes map[uint64]shmWrite
+}
+
+// shmWrite is an open reservation of a connection.
+type shmWrite struct {
+	ns    namespace.ID
+	start time.Time // when the extent was handed out
+}
+
+func (sc *shmConn) serve() {
+	defer sc.cleanup()
+	defer sc.c.Close()
+	log := sc.l.s.log
+	if err := sc.handshake(); err != nil {
+		log.Info("shm: handshake refused", "err", err)
+		return
+	}
+	for {
+		id, m, err := sc.c.Recv()
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			return
+		case errors.Is(err, rdma.ErrFrame) && m == nil && id != 0:
+			// The body did not decode but the stream is in step: answer.
+			if sc.reply(id, shmError(badRequest("%v", err))) != nil {
+				return
+			}
+			continue
+		case err != nil:
+			// A frame too large or a broken header: the stream is lost.
+			_ = sc.c.Send(id, shmError(badRequest("%v", err)))
+			log.Info("shm: closing connection", "err", err)
+			return
+		}
+		resp := sc.handle(m)
+		if resp == nil {
+			continue // one-way
+		}
+		if sc.reply(id, resp) != nil {
+			return
+		}
+	}
+}
+
+func (sc *shmConn) reply(id uint64, m rdma.Message) error { return sc.c.Send(id, m) }
+
+// handshake checks the peer's user and token, then sends the Welcome with
+// the arena's and generations' fds.
+func (sc *shmConn) handshake() error {
+	uc := sc.c.Unix()
+	if err := checkPeer(uc); err != nil {
+		_ = sc.c.Send(0, &rdma.Error{Code: rdma.CodeDenied, Message: err.Error()})
+		return err
+	}
+	_ = uc.SetDeadline(time.Now().Add(sc.l.cfg.HelloTimeout))
+	defer uc.SetDeadline(time.Time{})
+	id, m, err := sc.c.Recv()
+	if err != nil {
+		return err
+	}
+	hello, ok := m.(*rdma.Hello)
+	if !ok {
+		err := badRequest("first frame is op %d, not hello", m.Op())
+		_ = sc.c.Send(id, shmError(err))
+		return err
+	}
+	if hello.Version != rdma.ProtocolVersion {
+		err := errorf(errVersion, "shm protocol %d: this node speaks %d", hello.Version, rdma.ProtocolVersion)
+		_ = sc.c.Send(id, shmError(err))
+		return err
+	}
+	if sc.caller, err = sc.l.s.callerOfToken(hello.Token); err != nil {
+		_ = sc.c.Send(id, shmError(err))
+		return err
+	}
+	h := sc.l.cfg.Host
+	w := &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: sc.l.s.cfg.NodeID, ArenaID: sc.l.arenaID,
+		ArenaSize: h.Size(), GenWords: h.GenWords(), MaxBatch: uint32(sc.l.s.cfg.MaxBatch)}
+	return sc.c.SendFDs(id, w, h.FD(), h.GenFD())
+}
+
+// callerOfToken authenticates a bearer token as callerOf does for gRPC.
+func (s *Server) callerOfToken(tok string) (caller, error) {
+	if len(s.cfg.Tokens) == 0 && s.cfg.AdminTokenHash == "" {
+		return caller{admin: true}, nil
+	}
+	if tok == "" {
+		return caller{}, fmt.Errorf("no token: %w", errUnauthenticated)
+	}
+	h := HashToken(tok)
+	if s.cfg.AdminTokenHash != "" && h == s.cfg.AdminTokenHash {
+		return caller{admin: true}, nil
+	}
+	tenant, ok := s.cfg.Tokens[h]
+	if !ok {
+		return caller{}, errUnauthenticated
+	}
+	return caller{tenant: tenant}, nil
+}
+
+// cleanup aborts the reservations left.
+func (sc *shmConn) cleanup() {
+	st := sc.l.s.cfg.Store
+	for wid, w := range sc.writes {
+		_, _ = st.Abort(w.ns, []uint64{wid})
+	}
+}
+
+func (sc *shmConn) handle(m rdma.Message) rdma.Message {
+	var (
+		resp rdma.Message
+		err  error
+	)
+	switch m := m.(type) {
+	case *rdma.Get:
+		resp, err = sc.get(m)
+	case *rdma.Reserve:
+		resp, err = sc.reserve(m)
+	case *rdma.Commit:
+		resp, err = sc.commit(m)
+	case *rdma.Abort:
+		resp, err = sc.abort(m)
+	case *rdma.Served:
+		if n, err := sc.namespace(m.NS); err == nil && m.Bytes > 0 {
+			sc.l.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
+		}
+		return nil
+	default:
+		err = badRequest("op %d is not a request", m.Op())
+	}
+	if err != nil {
+		return shmError(err)
+	}
+	return resp
+}
+
+// namespace resolves a request's namespace for the connection's caller.
+func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
+	s := sc.l.s
+	n, ok := s.cfg.Store.Namespace(id)
+	if !ok {
+		if n, ok = s.adopt(context.Background(), id); !ok {
+			return store.Namespace{}, errorf(store.ErrNamespaceNotFound, "namespace %s is not registered (open it first)", id.Short())
+		}
+	}
+	return n, sc.caller.mayUse(n.Tenant)
+}
+
+func (sc *shmConn) batch(n int) error {
+	if n == 0 {
+		return badRequest("empty batch")
+	}
+	if n > sc.l.s.cfg.MaxBatch {
+		return errorf(errBatchTooLarge, "%d items, the limit is %d", n, sc.l.s.cfg.MaxBatch)
+	}
+	return nil
+}
+
+func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.batch(len(m.Keys)); err != nil {
+		return nil, err
+	}
+	h, start := sc.l.cfg.Host, time.Now()
+	pages, err := sc.l.s.cfg.Store.Extents(n.ID, m.Lease, m.Keys, h)
+	if err != nil {
+		return nil, err
+	}
+	resp := &rdma.GetOK{Pages: make([]rdma.PageLoc, len(pages))}
+	var bytes int
+	for i, p := range pages {
+		switch {
+		case !p.Found:
+		case p.Mapped:
+			if idx := h.GenIndex(p.Ext); idx >= 0 {
+				resp.Pages[i] = rdma.PageLoc{Status: rdma.PageMapped, Checksum: p.Checksum,
+					Ext: rdma.Extent{Off: p.Ext.Off, Len: p.Ext.Len, Gen: p.Ext.Gen, GenIndex: idx}}
+				bytes += int(p.Ext.Len)
+				break
+			}
+			fallthrough
+		default:
+			resp.Pages[i] = rdma.PageLoc{Status: rdma.PageElse, Checksum: p.Checksum}
+		}
+	}
+	if bytes > 0 {
+		sc.l.s.metrics.Transfer(n.ID, "out", bytes)
+		sc.l.s.metrics.PageTime("out", time.Since(start)) // locating, not copying: the client copies
+	}
+	return resp, nil
+}
+
+func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.batch(len(m.Pages)); err != nil {
+		return nil, err
+	}
+	specs := make([]store.PageSpec, len(m.Pages))
+	for i, p := range m.Pages {
+		if p.Size <= 0 || p.Size > 1<<40 {
+			return nil, badRequest("page %d: size %d", i, p.Size)
+		}
+		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size}
+	}
+	st := sc.l.s.cfg.Store
+	res, err := st.Reserve(n.ID, specs, time.Duration(m.TTLms)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	h := sc.l.cfg.Host
+	resp := &rdma.ReserveOK{Slots: make([]rdma.Slot, len(res))}
+	for i, r := range res {
+		slot := &resp.Slots[i]
+		slot.Status = uint8(r.Status)
+		if r.Err != nil {
+			slot.Reason = r.Err.Error()
+		}
+		if r.Status != store.Reserved {
+			continue
+		}
+		slot.WriteID, slot.DeadlineMs = r.WriteID, r.Deadline.UnixMilli()
+		sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now()}
+		ext, mapped, err := st.DirectWrite(n.ID, r.WriteID, h)
+		if err != nil {
+			slot.Status, slot.Reason = uint8(store.Rejected), err.Error()
+			delete(sc.writes, r.WriteID)
+			_, _ = st.Abort(n.ID, []uint64{r.WriteID})
+			continue
+		}
+		if idx := h.GenIndex(ext); mapped && idx >= 0 {
+			slot.Mapped = true
+			slot.Ext = rdma.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
+		}
+	}
+	return resp, nil
+}
+
+func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.batch(len(m.Items)); err != nil {
+		return nil, err
+	}
+	resp := &rdma.CommitOK{Statuses: make([]uint8, len(m.Items))}
+	var bytes int
+	for i, it := range m.Items {
+		st, err := sc.l.s.cfg.Store.Commit(n.ID, it.WriteID, it.Size, it.Checksum)
+		if err != nil {
+			return nil, err
+		}
+		w, mine := sc.writes[it.WriteID]
+		delete(sc.writes, it.WriteID)
+		resp.Statuses[i] = uint8(st)
+		if st == store.CommitCommitted {
+			bytes += int(it.Size)
+			if mine {
+				sc.l.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+			}
+		}
+	}
+	if bytes > 0 {
+		sc.l.s.metrics.Transfer(n.ID, "in", bytes)
+	}
+	return resp, nil
+}
+
+func (sc *shmConn) abort(m *rdma.Abort) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.batch(len(m.WriteIDs)); err != nil {
+		return nil, err
+	}
+	k, err := sc.l.s.cfg.Store.Abort(n.ID, m.WriteIDs)
+	if err != nil {
+		return nil, err
+	}
+	for _, wid := range m.WriteIDs {
+		delete(sc.writes, wid)
+	}
+	return &rdma.AbortOK{Aborted: uint32(k)}, nil
+}
+
+// shmCodes maps errors to shm error codes, like mapping does to gRPC's.
+var shmCodes = []struct {
+	err  error
+	code rdma.Code
+}{
+	{errBadRequest, rdma.CodeBadRequest},
+	{namespace.ErrInvalid, rdma.CodeBadRequest},
+	{namespace.ErrBadID, rdma.CodeBadRequest},
+	{namespace.ErrBadKey, rdma.CodeBadRequest},
+	{store.ErrBadSize, rdma.CodeBadRequest},
+	{errBatchTooLarge, rdma.CodeBatchTooLarge},
+	{store.ErrNamespaceNotFound, rdma.CodeNamespaceNotFound},
+	{errDenied, rdma.CodeDenied},
+	{errUnauthenticated, rdma.CodeUnauthenticated},
+	{errVersion, rdma.CodeVersion},
+	{store.ErrLeaseExpired, rdma.CodeLeaseExpired},
+	{store.ErrLeaseNotFound, rdma.CodeLeaseNotFound},
+	{store.ErrLeaseLimit, rdma.CodeLeaseLimit},
+	{store.ErrNoSpace, rdma.CodeNoSpace},
+	{store.ErrUnknownWrite, rdma.CodeWriteUnknown},
+	{store.ErrWriteExpired, rdma.CodeWriteExpired},
+	{store.ErrWriteClosed, rdma.CodeWriteClosed},
+	{store.ErrClosed, rdma.CodeShuttingDown},
+}
+
+func shmError(err error) *rdma.Error {
+	for _, m := range shmCodes {
+		if errors.Is(err, m.err) {
+			return &rdma.Error{Code: m.code, Message: err.Error()}
+		}
+	}
+	return &rdma.Error{Code: rdma.CodeInternal, Message: err.Error()}
+}

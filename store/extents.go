@@ -1,0 +1,89 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
+)
+
+// Extents for same-host readers and writers (DESIGN 4.3 and 4.4): a client
+// that maps a tier's memory reads a page, or fills a reservation, in place
+// instead of streaming its bytes. A page's extent is reported as it is now;
+// what keeps a reader from using reclaimed bytes is the extent generation it
+// re-checks after copying (pages under the reader's lease are pinned, so
+// for them the check never fails). A reservation's extent is handed out
+// only while the reservation is open, and Commit still checks size and
+// checksum over the tier's bytes before anything is published.
+
+// PageExtent says where a page lies.
+type PageExtent struct {
+	// Found: the page is published and covered by the lease.
+	Found bool
+	// Mapped: the page lies in the tier the caller named, at Ext.
+	Mapped   bool
+	Ext      tiers.Extent
+	Checksum []byte
+}
+
+// Extents reports where each published page among keys lies (every
+// present key, not only the hit prefix; no lookup is counted); Mapped is
+// set for pages in tier mapped. With callerLease non-zero that lease must
+// be live, as for Read. Nothing is pinned beyond what callerLease covers: a
+// page may be reclaimed once Extents returns, so a reader copying from the
+// extent must re-check its generation afterwards and treat a change as a
+// miss (tiers.Host's generation words make that check possible from
+// another process).
+func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Key, mapped tiers.Tier) ([]PageExtent, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, err
+	}
+	found := make([]*entry, len(keys))
+	for i, k := range keys {
+		found[i] = n.shard(k).get(k)
+	}
+	out := make([]PageExtent, len(keys))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if callerLease != 0 {
+		if _, err := s.liveLeaseLocked(n, callerLease); err != nil {
+			return nil, err
+		}
+	}
+	for i, e := range found {
+		if e == nil || e.dead {
+			continue
+		}
+		out[i] = PageExtent{Found: true, Mapped: s.cfg.Tiers[e.tier] == mapped, Ext: e.ext, Checksum: e.checksum()}
+	}
+	return out, nil
+}
+
+// DirectWrite opens reservation writeID of namespace id for a writer that
+// fills it in place: when the reservation lies in tier mapped it returns the
+// extent and records the whole page as written (Commit verifies the bytes);
+// otherwise ok is false and nothing changes (the writer sends the bytes with
+// Write). It fails like Write for unknown, expired or closed reservations.
+func (s *Store) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.Tier) (ext tiers.Extent, ok bool, err error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return tiers.Extent{}, false, err
+	}
+	s.mu.Lock()
+	r, err := s.openReservationLocked(n, writeID)
+	s.mu.Unlock()
+	if err != nil {
+		return tiers.Extent{}, false, err
+	}
+	if s.cfg.Tiers[r.tier] != mapped {
+		return tiers.Extent{}, false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return tiers.Extent{}, false, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
+	}
+	r.written = r.spec.Size
+	return r.ext, true, nil
+}
