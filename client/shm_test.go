@@ -330,7 +330,14 @@ func TestShmOtherTiers(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = make([]byte, ns.PageBytes())
 	}
-	found, err := ns.Get(ctx, keys, bufs, nil)
+	// Under a lease, as an engine reads: without one the mover may demote a
+	// page between the lookup and the copy, which reads as a miss.
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.HitPrefix != len(keys) || lr.Lease == nil {
+		t.Fatalf("lookup: hit %d of %d, %v", lr.HitPrefix, len(keys), err)
+	}
+	defer lr.Lease.Release(ctx)
+	found, err := ns.Get(ctx, keys, bufs, lr.Lease)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // it would be looked for) drops them, counted in HintStats.
 
 const (
-	hintFlushEvery = 200 * time.Millisecond
+	hintFlushEvery = 20 * time.Millisecond
 	hintBatch      = 1000
 	hintQueueMax   = 64 << 10
 	hintRPCTimeout = 2 * time.Second

@@ -253,8 +253,34 @@ func (s *Store) hintLocked(h ChildHint) {
 	p.hints = append(p.hints, h)
 }
 
-// flushHints hands pending child hints to Config.OnRemoteParent. It runs
-// on the janitor, without Store.mu.
+// hintEvery is how often pending hints go to Config.OnRemoteParent: a
+// parent's node must learn of a remote child before it picks its next
+// victims, so the delay is kept well under the time a busy tier takes to
+// turn over.
+const hintEvery = 10 * time.Millisecond
+
+// hinter hands pending hints to Config.OnRemoteParent every hintEvery until
+// Close.
+func (s *Store) hinter() {
+	defer s.wg.Done()
+	if s.cfg.OnRemoteParent == nil {
+		return
+	}
+	t := time.NewTicker(hintEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.flushHints()
+			return
+		case <-t.C:
+			s.flushHints()
+		}
+	}
+}
+
+// flushHints hands pending child hints to Config.OnRemoteParent, without
+// Store.mu.
 func (s *Store) flushHints() {
 	if s.cfg.OnRemoteParent == nil {
 		return

@@ -43,8 +43,9 @@ type Config struct {
 	Eviction eviction.Kind
 	// OnRemoteParent, when set, receives batches of hints about pages whose
 	// parent is not resident on this node (see ChildHint), for the node to
-	// forward to the parent's owner. It is called from the store's janitor,
-	// never under the store's lock. Default: none.
+	// forward to the parent's owner. It is called from the store's own
+	// goroutine every few milliseconds, never under the store's lock.
+	// Default: none.
 	OnRemoteParent func([]ChildHint)
 }
 
@@ -165,9 +166,10 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.nextID.Store(uint64(time.Now().UnixNano()))
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.janitor()
 	go s.mover()
+	go s.hinter()
 	return s, nil
 }
 
@@ -255,7 +257,6 @@ func (s *Store) janitor() {
 			return
 		case now := <-t.C:
 			s.expire(now)
-			s.flushHints()
 		}
 	}
 }

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+)
+
+// The trace replay of issue 5: a real 3-node cluster (three stratad
+// processes and an etcd process) with small host tiers replays the first
+// requests of the public Mooncake-format trace the way an engine would:
+// look up the prompt's pages, then put the pages it had to recompute. The
+// prefill FLOPs the nodes report saved (strata_prefill_flops_saved_total,
+// summed over the nodes' /metrics) and the tokens of their hit prefixes
+// (strata_hit_prefix_tokens_total) are compared with what the simulator
+// (cmd/strata-sim, policy ours-node) computes for the same slice, the same
+// three capacities and the same model.
+//
+// The two differ where the node cannot follow the simulator: real
+// placement uses the nodes' random IDs (the simulator's are its own), a
+// node counts its part of the hit prefix up to its own first miss (it
+// cannot see the other nodes' misses), pages are whole 512-token pages
+// where the simulator counts a prompt's partial last block, child and value
+// hints reach a parent's node some milliseconds later (the simulator's are
+// instant), an evicted page's orphaned descendants on other nodes are not
+// told (the simulator marks them), and the coordinator's cutoff refuses
+// cold pages once the cluster is 90% full (ours-node has no floor). The
+// stated tolerance, replayTolerance, covers them; the test logs both
+// figures.
+
+const (
+	// replayRequests is the slice: the trace's first requests.
+	replayRequests = 2000
+	// replaySize is the cluster's capacity, % of the slice's distinct blocks.
+	replaySize = 25.0
+	// replayTolerance bounds |node − sim| / sim for the saved FLOPs and hit
+	// tokens. Measured on this slice (2026-11-29): the nodes save 12.9–13.5%
+	// of the prefill FLOPs where the simulator's ours-node saves 17.9–18.1%
+	// (its per-node LRU: 13.0%), 26–29% below it. Without the cross-node
+	// child and value hints the nodes save 9.4% (48% below), which this
+	// bound catches.
+	replayTolerance = 0.35
+)
+
+// replayDescriptor prices pages as the simulator's default 70B-class model
+// (2·N·s + 2·L·h·d_h·s², 512-token pages) while keeping pages at 4 KiB:
+// one layer of one 4-wide KV head in fp8, with the attention term's 80
+// layers folded into the heads (80 × 64 = 5120 heads of 128).
+var replayDescriptor = namespace.Descriptor{Tenant: "replay", Model: "m70b", ModelRevision: "r", Engine: "test",
+	DType: "fp8_e4m3", PageTokens: 512, NumLayers: 1, NumKVHeads: 1, HeadDim: 4,
+	Compute: namespace.ComputeProfile{Params: 70e9, AttentionHeads: 80 * 64, AttentionHeadDim: 128}}
+
+type traceRecord struct {
+	InputLength int     `json:"input_length"`
+	HashIDs     []int64 `json:"hash_ids"`
+}
+
+// replaySlice writes the trace's first n lines to a file of the test's
+// (the simulator reads it) and returns the requests.
+func replaySlice(t *testing.T, n int) (string, []traceRecord) {
+	t.Helper()
+	src := filepath.Join("..", "..", "..", "shared", "data", "mooncake_synthetic_trace.jsonl")
+	f, err := os.Open(src)
+	if err != nil {
+		t.Skipf("no trace at %s (the public Mooncake trace beside the repository): %v", src, err)
+	}
+	defer f.Close()
+	out := filepath.Join(t.TempDir(), "slice.jsonl")
+	w, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var recs []traceRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for len(recs) < n && sc.Scan() {
+		var r traceRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("trace line %d: %v", len(recs)+1, err)
+		}
+		recs = append(recs, r)
+		fmt.Fprintf(w, "%s\n", sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out, recs
+}
+
+// replayTokens are the token ids of a prompt's blocks: block id b holds
+// 512 tokens derived from b, so that equal hash-id prefixes give equal
+// page keys, as in the trace.
+func replayTokens(ids []int64) []uint32 {
+	toks := make([]uint32, 0, 512*len(ids))
+	for _, id := range ids {
+		for j := range 512 {
+			toks = append(toks, uint32(id)*512+uint32(j))
+		}
+	}
+	return toks
+}
+
+var adminRE = regexp.MustCompile(`strata node serving.*admin=(127\.0\.0\.1:\d+)`)
+
+func TestTraceReplayMatchesSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes and replays a trace")
+	}
+	slice, recs := replaySlice(t, replayRequests)
+	distinct := map[int64]bool{}
+	for _, r := range recs {
+		for _, id := range r.HashIDs {
+			distinct[id] = true
+		}
+	}
+	pageBytes := int64(replayDescriptor.PageSize())
+	// Each node's host tier, in whole MiB (the arena's slab unit here).
+	perNode := int64(replaySize/100*float64(len(distinct))) * pageBytes / 3 >> 20 << 20
+	size := 100 * float64(3*perNode) / float64(int64(len(distinct))*pageBytes) // what the nodes really hold
+
+	stratad, sim := build(t, "./cmd/stratad"), build(t, "./cmd/strata-sim")
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	startEtcd(t, t.TempDir(), etcdURL)
+	addrs, admins := make([]string, 3), make([]string, 3)
+	for i := range addrs {
+		addrs[i], admins[i] = startReplayNode(t, stratad, t.TempDir(), "--etcd", etcdURL, "--tiers", "host",
+			"--host-bytes", strconv.FormatInt(perNode, 10))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c, err := client.DialCluster(ctx, addrs[0], client.ClusterOptions{NodeTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitAlive(t, c, 3, 20*time.Second)
+	ns, err := c.Open(ctx, replayDescriptor)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	var hitPages, pages, putPages int
+	outcomes := map[string]int{}
+	data := make([][]byte, 0, 256)
+	for i, r := range recs {
+		keys := ns.PageKeys(replayTokens(r.HashIDs))
+		lr, err := ns.Lookup(ctx, keys, false, 0)
+		if err != nil {
+			t.Fatalf("request %d: lookup: %v", i, err)
+		}
+		hitPages += lr.HitPrefix
+		pages += len(keys)
+		data = data[:0]
+		for _, k := range keys {
+			data = append(data, replayPage(k, int(pageBytes)))
+		}
+		put := client.ChainPages(keys, data)[lr.HitPrefix:]
+		if len(put) == 0 {
+			continue
+		}
+		res, err := ns.Put(ctx, put)
+		if err != nil {
+			t.Fatalf("request %d: put of %d pages: %v", i, len(put), err)
+		}
+		for _, r := range res {
+			outcomes[strings.TrimPrefix(r.Status.String(), "COMMIT_STATUS_")]++
+		}
+		putPages += len(put)
+	}
+	t.Logf("replayed %d requests (%d pages looked up, %d hit, %d put: %v) in %v; %d distinct blocks, %.2f%% cache (%d MiB per node)",
+		len(recs), pages, hitPages, putPages, outcomes, time.Since(start).Round(time.Millisecond), len(distinct), size, perNode>>20)
+
+	var flops, tokens float64
+	for _, a := range admins {
+		f, tk := scrapeSaved(t, a)
+		flops += f
+		tokens += tk
+	}
+	var totalTokens, totalFLOPs float64
+	for _, r := range recs {
+		totalTokens += float64(r.InputLength)
+		totalFLOPs += replayDescriptor.PrefillFLOPs(r.InputLength)
+	}
+	nodeSaved, nodeHit := 100*flops/totalFLOPs, 100*tokens/totalTokens
+
+	out, err := exec.CommandContext(ctx, sim, "--trace", slice, "--nodes", "3", "--policies", "ours-node",
+		"--sizes", strconv.FormatFloat(size, 'f', 4, 64)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata-sim: %v\n%s", err, out)
+	}
+	simSaved, simHit := simRow(t, string(out), "ours-node")
+	t.Logf("prefill FLOPs saved: nodes %.2f%%, simulator %.2f%%; token hit rate: nodes %.2f%%, simulator %.2f%%",
+		nodeSaved, simSaved, nodeHit, simHit)
+	if d := math.Abs(nodeSaved-simSaved) / simSaved; d > replayTolerance {
+		t.Errorf("saved FLOPs differ by %.0f%% of the simulator's figure (tolerance %.0f%%)", 100*d, 100*replayTolerance)
+	}
+	if d := math.Abs(nodeHit-simHit) / simHit; d > replayTolerance {
+		t.Errorf("hit tokens differ by %.0f%% of the simulator's figure (tolerance %.0f%%)", 100*d, 100*replayTolerance)
+	}
+}
+
+// replayPage is a page's bytes, derived from its key.
+func replayPage(k namespace.Key, size int) []byte {
+	b := make([]byte, size)
+	for i := 0; i+8 <= size; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], binary.LittleEndian.Uint64(k[(i/8)%4*8:])+uint64(i))
+	}
+	return b
+}
+
+// startReplayNode runs a node and returns its gRPC and admin addresses.
+func startReplayNode(t *testing.T, bin, dataDir string, extra ...string) (string, string) {
+	t.Helper()
+	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	type addrs struct{ grpc, admin string }
+	got := make(chan addrs, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				a := adminRE.FindStringSubmatch(line)
+				if a == nil {
+					got <- addrs{grpc: m[1]}
+				} else {
+					got <- addrs{grpc: m[1], admin: a[1]}
+				}
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case a := <-got:
+		if a.admin == "" {
+			t.Fatal("stratad's serving line names no admin address")
+		}
+		return a.grpc, a.admin
+	case <-time.After(60 * time.Second):
+		t.Fatal("stratad did not start serving within 60s")
+	}
+	return "", ""
+}
+
+// scrapeSaved sums a node's saved-FLOPs and hit-token counters.
+func scrapeSaved(t *testing.T, admin string) (flops, tokens float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, _ := strings.Cut(line, "{")
+		if name != "strata_prefill_flops_saved_total" && name != "strata_hit_prefix_tokens_total" {
+			continue
+		}
+		f := strings.Fields(rest)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		if name == "strata_prefill_flops_saved_total" {
+			flops += v
+		} else {
+			tokens += v
+		}
+	}
+	return flops, tokens
+}
+
+// simRow reads a policy's saved-FLOPs and token-hit-rate percentages from
+// the simulator's markdown table.
+func simRow(t *testing.T, out, policy string) (saved, hit float64) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 7 || strings.TrimSpace(cells[2]) != policy {
+			continue
+		}
+		pct := func(s string) float64 {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+			if err != nil {
+				t.Fatalf("simulator cell %q: %v", s, err)
+			}
+			return v
+		}
+		return pct(cells[3]), pct(cells[5])
+	}
+	t.Fatalf("no %s row in the simulator's output:\n%s", policy, out)
+	return 0, 0
+}
