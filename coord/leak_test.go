@@ -1,11 +1,9 @@
 package coord
 
 import (
-	"os"
-	"runtime"
-	"runtime/pprof"
 	"testing"
-	"time"
+
+	"github.com/stratakv/strata/internal/leaktest"
 )
 
 // TestNoGoroutineLeak runs a one-node coordination lifecycle (elected,
@@ -19,32 +17,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 		allCoordinated(t, []*testNode{n}, 0)
 		n.close()
 	}
-	lifecycle()
-	settle(t, -1)
-	before := runtime.NumGoroutine()
-	lifecycle()
-	settle(t, before)
-}
-
-// settle waits up to 5s for the goroutine count to drop to want (or, with
-// want < 0, to stop changing), then fails with a dump if it did not.
-func settle(t *testing.T, want int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	last := -1
-	for {
-		n := runtime.NumGoroutine()
-		if (want >= 0 && n <= want) || (want < 0 && n == last) {
-			return
-		}
-		if time.Now().After(deadline) {
-			if want < 0 {
-				return
-			}
-			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
-			t.Fatalf("%d goroutines after close, %d before", n, want)
-		}
-		last = n
-		time.Sleep(100 * time.Millisecond)
-	}
+	leaktest.Twice(t, lifecycle)
 }

@@ -1,11 +1,10 @@
 package membership
 
 import (
-	"os"
-	"runtime"
-	"runtime/pprof"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/leaktest"
 )
 
 // TestNoGoroutineLeak runs a cluster through joins, a metadata update, a
@@ -14,8 +13,7 @@ import (
 // parallel: goroutines are counted process-wide (parallel tests are paused
 // while it runs).
 func TestNoGoroutineLeak(t *testing.T) {
-	settle(t, -1)
-	before := runtime.NumGoroutine()
+	before := leaktest.Settle(t)
 	func() {
 		nodes := startCluster(t, 3) // closed below too, before counting
 		defer func() {
@@ -46,28 +44,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		_, _ = b.Subscribe() // on a stopped Membership: closed at once
 	}()
-	settle(t, before)
-}
-
-// settle waits up to 5 s for the goroutine count to drop to want (or, with
-// want < 0, to stop changing), then fails with a dump if it did not.
-func settle(t *testing.T, want int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	last := -1
-	for {
-		n := runtime.NumGoroutine()
-		if (want >= 0 && n <= want) || (want < 0 && n == last) {
-			return
-		}
-		if time.Now().After(deadline) {
-			if want < 0 {
-				return
-			}
-			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
-			t.Fatalf("%d goroutines after close, %d before", n, want)
-		}
-		last = n
-		time.Sleep(100 * time.Millisecond)
-	}
+	leaktest.Check(t, before)
 }
