@@ -339,15 +339,16 @@ func (s *Store) passWorthLocked(e *entry) {
 		if !e.hasPar {
 			return
 		}
-		w := s.policy.pol[e.tier].Worth(e.h)
 		par := e.ns.shard(e.parent).get(e.parent)
 		if par == nil || par.dead {
-			if s.cfg.OnRemoteParent != nil && w > 0 {
-				s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Worth: w})
+			if s.cfg.OnRemoteParent != nil {
+				if w := s.policy.pol[e.tier].Worth(e.h); w > 0 {
+					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Worth: w})
+				}
 			}
 			return
 		}
-		if !s.raiseChildWorthLocked(par, w) {
+		if !s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h) {
 			return
 		}
 		e = par
@@ -439,9 +440,17 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 		saved += n.pageCost(e.depth)
 	}
 	// Deepest first: each page's worth then includes what its hit
-	// descendants just passed up.
-	for i := hitPrefix - 1; i >= 0; i-- {
-		s.passWorthLocked(found[i])
+	// descendants just passed up. A parent that is the previous key of the
+	// request is raised directly (no index lookup); others are looked up,
+	// or told through a value hint.
+	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
+		e := found[i]
+		if i > 0 && e.hasPar && e.parent == found[i-1].key {
+			par := found[i-1]
+			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
+			continue
+		}
+		s.passWorthLocked(e)
 	}
 	n.savedFLOPs += saved
 	n.hitTokens.Add(uint64(hitPrefix) * uint64(n.PageTokens))
