@@ -82,6 +82,13 @@ type Config struct {
 	// Headroom is the fraction of every capacity the cutoffs keep free
 	// (Compute). Default 0.1; in [0, 1).
 	Headroom float64
+	// NoFloor keeps the cutoffs out of the store's admission (it gets
+	// zeros): summaries, the election and publication still run, for
+	// status. Default false: a full node refuses pages worth less than the
+	// cutoff, and clients spill them. On the synthetic trace the floor
+	// costs saved FLOPs (cmd/strata-sim: ours-global-floor vs ours-global;
+	// the cmd/stratad replay test), hence the switch.
+	NoFloor bool
 	// CandidateTTL is the election session TTL (registry.CandidateConfig).
 	// Default registry.DefaultCandidateTTL.
 	CandidateTTL time.Duration
@@ -336,16 +343,24 @@ func (c *Coord) apply(rec registry.Cutoffs) {
 			}
 		}
 	}
-	c.cfg.Store.SetCutoffs(worth, rec.Epoch, true)
+	c.cfg.Store.SetCutoffs(c.floor(worth), rec.Epoch, true)
 	c.mu.Lock()
 	c.state = State{Coordinated: true, Coordinator: rec.Coordinator, Epoch: rec.Epoch, Round: rec.Round, Worth: worth}
 	c.mu.Unlock()
 }
 
+// floor is what the store gets of cutoffs worth: zeros with NoFloor.
+func (c *Coord) floor(worth []float64) []float64 {
+	if c.cfg.NoFloor {
+		return make([]float64, len(worth))
+	}
+	return worth
+}
+
 // applyLocal sets the store's cutoffs from its own summaries alone.
 func (c *Coord) applyLocal() {
 	worth := c.localWorth()
-	c.cfg.Store.SetCutoffs(worth, 0, false)
+	c.cfg.Store.SetCutoffs(c.floor(worth), 0, false)
 	c.mu.Lock()
 	c.state = State{Worth: worth}
 	c.mu.Unlock()

@@ -19,7 +19,7 @@ func (n *Node) startCoord() error {
 	}
 	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: n.reg, Store: n.store, Members: n.members,
 		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMeta, Round: n.cfg.CoordRound,
-		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, Logger: n.log})
+		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, NoFloor: n.cfg.NoCutoffFloor, Logger: n.log})
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,9 @@ type Config struct {
 	// CoordinatorTTL is how long after the coordinator's node dies (or
 	// loses etcd) another takes over. Default 3s.
 	CoordinatorTTL time.Duration
+	// NoCutoffFloor keeps the cluster's eviction cutoffs out of admission
+	// (coord.Config.NoFloor). Default false.
+	NoCutoffFloor bool
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 }

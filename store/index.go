@@ -53,10 +53,14 @@ type nsState struct {
 	// not resident here (by the tier each child is in); the parent's
 	// counts start from them when it arrives (see policy.go).
 	waiting map[namespace.Key][MaxTiers]uint16
+	// remoteWaiting holds the child and value hints that arrived for
+	// parents not resident here yet (see policy.go).
+	remoteWaiting map[namespace.Key]remoteKids
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key][MaxTiers]uint16)}
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key][MaxTiers]uint16),
+		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
 		st.shards[i].m = make(map[namespace.Key]*entry)
 	}

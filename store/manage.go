@@ -38,6 +38,7 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 			s.dropReservationLocked(wid, r, CommitAborted)
 		}
 	}
+	s.policy.remoteWaiting -= len(n.remoteWaiting)
 	s.nsMu.Lock()
 	delete(s.ns, id)
 	s.nsMu.Unlock()

@@ -91,8 +91,9 @@ type policyState struct {
 	epoch       uint64
 	coordinated bool
 
-	hints        []ChildHint
-	hintsDropped uint64
+	hints         []ChildHint
+	hintsDropped  uint64
+	remoteWaiting int // entries in every namespace's remoteWaiting
 
 	// Turnover: bytes that left each tier (evicted, refused, demoted), and
 	// the smoothed rate per byte of capacity per second.
@@ -308,6 +309,7 @@ func (s *Store) ApplyHints(hints []ChildHint) {
 		}
 		e := n.shard(h.Parent).get(h.Parent)
 		if e == nil || e.dead {
+			s.hintForAbsentLocked(n, h)
 			continue
 		}
 		if h.Worth > 0 {
@@ -322,6 +324,68 @@ func (s *Store) ApplyHints(hints []ChildHint) {
 			s.policy.pol[e.tier].ChildRemoved(e.h, false)
 		}
 	}
+}
+
+// remoteKids is what hints said about a parent that is not resident here
+// yet: a child put on another node often commits before its parent does
+// here (the client writes to every owner at once).
+type remoteKids struct {
+	n     uint16  // remote children announced and not withdrawn
+	worth float64 // the best value hint among them
+}
+
+// maxRemoteWaiting bounds the parents remembered for hints that arrived
+// before them; further ones are dropped (hints are advisory).
+const maxRemoteWaiting = 1 << 16
+
+// hintForAbsentLocked remembers a hint for a parent not resident here, for
+// when it arrives (remoteArrivedLocked).
+func (s *Store) hintForAbsentLocked(n *nsState, h ChildHint) {
+	p := &s.policy
+	rk, ok := n.remoteWaiting[h.Parent]
+	switch {
+	case h.Worth > 0:
+		if !ok {
+			return // worth of a child no one announced: the parent is gone
+		}
+		rk.worth = max(rk.worth, h.Worth)
+	case h.Added:
+		if !ok && p.remoteWaiting >= maxRemoteWaiting {
+			p.hintsDropped++
+			return
+		}
+		rk.n++
+	case !ok:
+		return
+	default:
+		rk.n--
+	}
+	switch {
+	case rk.n == 0 && ok:
+		delete(n.remoteWaiting, h.Parent)
+		p.remoteWaiting--
+	case rk.n > 0:
+		if !ok {
+			p.remoteWaiting++
+		}
+		n.remoteWaiting[h.Parent] = rk
+	}
+}
+
+// remoteArrivedLocked applies to a newly tracked e the hints that arrived
+// before it.
+func (s *Store) remoteArrivedLocked(e *entry) {
+	rk, ok := e.ns.remoteWaiting[e.key]
+	if !ok {
+		return
+	}
+	delete(e.ns.remoteWaiting, e.key)
+	s.policy.remoteWaiting--
+	q := s.policy.pol[e.tier]
+	for range rk.n {
+		q.ChildAdded(e.h, false)
+	}
+	s.raiseChildWorthLocked(e, rk.worth)
 }
 
 // maxWorthHops bounds how far up a chain one change of worth is carried on

@@ -571,3 +571,36 @@ func TestValueHints(t *testing.T) {
 		t.Fatal("a lower value hint lowered the chain")
 	}
 }
+
+// Hints that arrive before their parent (its child, put on another node,
+// committed first) apply when the parent arrives; withdrawn ones do not.
+func TestHintsBeforeParent(t *testing.T) {
+	s, _ := newTestStore(t, 8, nil)
+	a, b := chainKeys("a", 1), chainKeys("b", 1)
+	s.ApplyHints([]ChildHint{
+		{NS: testNS.ID, Parent: a[0], Added: true}, {NS: testNS.ID, Parent: a[0], Added: true},
+		{NS: testNS.ID, Parent: a[0], Worth: 1e30},
+		{NS: testNS.ID, Parent: b[0], Added: true}, {NS: testNS.ID, Parent: b[0]},
+		{NS: testNS.ID, Parent: b[0], Worth: 1e30}, // b's only child is gone: ignored
+	})
+	putSpec(t, s, chainSpec(a, 0), pageData(0))
+	putSpec(t, s, chainSpec(b, 0), pageData(1))
+	n := testNSState(t, s)
+	var remoteA, remoteB int
+	var worthA, worthB float64
+	locked(s, func() {
+		ea, eb := n.shard(a[0]).get(a[0]), n.shard(b[0]).get(b[0])
+		_, remoteA = s.policy.pol[0].Children(ea.h)
+		_, remoteB = s.policy.pol[0].Children(eb.h)
+		worthA, worthB = s.policy.pol[0].Worth(ea.h), s.policy.pol[0].Worth(eb.h)
+	})
+	if remoteA != 2 || remoteB != 0 {
+		t.Fatalf("remote children: a %d (want 2), b %d (want 0)", remoteA, remoteB)
+	}
+	if worthA < 1e29 || worthB > 1e29 {
+		t.Fatalf("worth: a %g (want the hint's 1e30), b %g (want its own)", worthA, worthB)
+	}
+	if len(n.remoteWaiting) != 0 || s.policy.remoteWaiting != 0 {
+		t.Fatalf("%d hints still waiting (%d counted)", len(n.remoteWaiting), s.policy.remoteWaiting)
+	}
+}

@@ -338,6 +338,7 @@ func (s *Store) insertLocked(e *entry, sum []byte) bool {
 	s.parentArrivedLocked(e)
 	s.childLocked(e, int(e.tier), +1)
 	s.trackLocked(e, 0, 0, false)
+	s.remoteArrivedLocked(e)
 	s.passWorthLocked(e)
 	s.pages++
 	s.bytes += e.ext.Len
