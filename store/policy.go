@@ -101,6 +101,8 @@ type policyState struct {
 	turnover     []float64
 	turnAt       time.Time
 
+	sized bool // newQueues ran for a namespace's page size
+
 	// observeDrop, when set, sees every page just before it is dropped to
 	// make room (the property tests check invariant 5 there).
 	observeDrop func(*entry)
@@ -114,16 +116,48 @@ func (s *Store) initPolicy() error {
 	p.cutoffs = make([]float64, n)
 	p.out, p.outSeen, p.turnover = make([]int64, n), make([]int64, n), make([]float64, n)
 	p.turnAt = time.Now()
+	return s.newQueues(0)
+}
+
+// newQueues makes each tier's queue, sized for pages of pageBytes (0:
+// unknown): the frequency history and the reuse counts' half-life scale
+// with the pages a tier holds.
+func (s *Store) newQueues(pageBytes int64) error {
+	p := &s.policy
 	for i, t := range s.cfg.Tiers {
-		capBytes := t.Stats().Capacity
-		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes})
+		capBytes, pages := t.Stats().Capacity, 0
+		if pageBytes > 0 {
+			pages = int(min(capBytes/pageBytes, 1<<26))
+		}
+		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes, Capacity: pages})
 		if err != nil {
 			return err
 		}
+		q.SetCutoff(p.cutoffs[i])
 		p.pol[i] = q
-		p.owner[i] = make([]*entry, 1)
+		p.owner[i] = make([]*entry, 1, pages+1)
 	}
 	return nil
+}
+
+// sizeQueuesLocked sizes the queues for a namespace's pages when nothing
+// is tracked yet: the first namespace added decides (a node usually serves
+// one model's pages; later namespaces of other sizes share the estimate).
+func (s *Store) sizeQueuesLocked(pageBytes int64) {
+	p := &s.policy
+	if p.sized {
+		return
+	}
+	for _, q := range p.pol {
+		if q.Len() > 0 {
+			return
+		}
+	}
+	if err := s.newQueues(pageBytes); err != nil {
+		s.log.Error("sizing eviction queues", "page_bytes", pageBytes, "err", err)
+		return
+	}
+	p.sized = true
 }
 
 // keyHash is the 64-bit key the policies' frequency history uses.

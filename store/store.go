@@ -216,6 +216,7 @@ func (s *Store) AddNamespace(n Namespace) error {
 		return nil
 	}
 	s.ns[n.ID] = newNSState(n)
+	s.sizeQueuesLocked(n.PageBytes)
 	return nil
 }
 
