@@ -119,23 +119,30 @@ func (s *Store) initPolicy() error {
 	return s.newQueues(0)
 }
 
+// maxPreallocPages bounds the policy state a tier's queue sets aside up
+// front (64 bytes a page).
+const maxPreallocPages = 1 << 20
+
 // newQueues makes each tier's queue, sized for pages of pageBytes (0:
 // unknown): the frequency history and the reuse counts' half-life scale
 // with the pages a tier holds.
 func (s *Store) newQueues(pageBytes int64) error {
 	p := &s.policy
 	for i, t := range s.cfg.Tiers {
-		capBytes, pages := t.Stats().Capacity, 0
+		capBytes, pages := t.Stats().Capacity, int64(0)
 		if pageBytes > 0 {
-			pages = int(min(capBytes/pageBytes, 1<<26))
+			pages = capBytes / pageBytes
 		}
-		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes, Capacity: pages})
+		// State is preallocated for at most maxPreallocPages pages (it grows
+		// past them); the half-life follows the tier's real size.
+		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
+			Capacity: int(min(pages, maxPreallocPages)), HalfLife: int(3 * min(pages, 1<<40))})
 		if err != nil {
 			return err
 		}
 		q.SetCutoff(p.cutoffs[i])
 		p.pol[i] = q
-		p.owner[i] = make([]*entry, 1, pages+1)
+		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
 }
