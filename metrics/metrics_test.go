@@ -153,6 +153,14 @@ func TestScrapeAfterWorkload(t *testing.T) {
 			t.Errorf("%s%v = %g, want %g", c.name, c.extra, got, c.want)
 		}
 	}
+	// Eviction coordination: a single node has room, so no floor; nothing
+	// is dropped.
+	if got := value(t, fams, "strata_eviction_cutoff_worth", map[string]string{"tier": "host"}); got != 0 {
+		t.Errorf("cutoff of a node with room = %g, want 0", got)
+	}
+	if got := value(t, fams, "strata_eviction_hints_dropped_total", nil); got != 0 {
+		t.Errorf("hints dropped = %g, want 0", got)
+	}
 	// One Lookup RPC histogram sample per lookup call.
 	if got := value(t, fams, "strata_rpc_duration_seconds", map[string]string{"method": "/strata.v1.Strata/Lookup", "code": "OK"}); got != 2 {
 		t.Errorf("lookup rpc samples = %g, want 2", got)

@@ -28,11 +28,16 @@ var (
 	descCapacity  = prometheus.NewDesc("strata_tier_capacity_bytes", "Tier capacity.", []string{"tier"}, nil)
 	descUsed      = prometheus.NewDesc("strata_tier_used_bytes", "Tier bytes in use (pages and reservations, with size-class rounding).", []string{"tier"}, nil)
 	descReserved  = prometheus.NewDesc("strata_reservations", "Open reservations.", nil, nil)
+	descCutoff    = prometheus.NewDesc("strata_eviction_cutoff_worth", "Admission floor per tier in worth units (reuse x recompute FLOPs per byte); 0 = none.", []string{"tier"}, nil)
+	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
+	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
+	descHintsLost = prometheus.NewDesc("strata_eviction_hints_dropped_total", "Child and value hints dropped because too many were pending (hints are advisory).", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPages, descBytes, descLookups, descKeys, descHits, descMisses,
-		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descReserved} {
+		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descReserved,
+		descCutoff, descCoord, descEpoch, descHintsLost} {
 		ch <- d
 	}
 }
@@ -82,4 +87,15 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(t.Used), t.Kind.String())
 	}
 	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(st.Reservations))
+	worth, epoch, coordinated := c.st.CutoffState()
+	for i, w := range worth {
+		ch <- prometheus.MustNewConstMetric(descCutoff, prometheus.GaugeValue, w, kinds[i].String())
+	}
+	co := 0.0
+	if coordinated {
+		co = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, co)
+	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(epoch))
+	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(c.st.HintsDropped()))
 }

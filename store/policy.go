@@ -628,6 +628,14 @@ func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
 	p.epoch, p.coordinated = epoch, coordinated
 }
 
+// HintsDropped counts the child and value hints dropped because too many
+// were pending, or arrived for too many absent parents.
+func (s *Store) HintsDropped() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policy.hintsDropped
+}
+
 // CutoffState returns what SetCutoffs last set.
 func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) {
 	s.mu.Lock()
