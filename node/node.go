@@ -86,6 +86,11 @@ type Config struct {
 	AdminListen string
 	// Pprof serves /debug/pprof on the admin address. Default off.
 	Pprof bool
+	// Advertise is the gRPC address other nodes and clients are told to
+	// dial. Default: the listen address, its host replaced, when
+	// unspecified (":7070", "0.0.0.0:7070"), by the gossip address's host
+	// or else the machine's hostname.
+	Advertise string
 	// GossipAddr is the memberlist bind address. Default "127.0.0.1:0"
 	// (a free port).
 	GossipAddr string
@@ -160,6 +165,7 @@ type Node struct {
 	log      *slog.Logger
 	id       string
 	lis      net.Listener
+	addr     string // the gRPC address others are told (Config.Advertise)
 	grpc     *grpc.Server
 	health   *health.Server
 	store    *store.Store
@@ -207,6 +213,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	n.addr = advertised(n.lis.Addr().String(), cfg.Advertise, cfg.GossipAddr)
 	if err := n.startMembership(ctx); err != nil {
 		return nil, err
 	}
@@ -214,7 +221,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.startCoord(); err != nil {
 		return nil, err
 	}
-	srv, err := server.New(server.Config{NodeID: n.id, Address: n.lis.Addr().String(), Version: Version,
+	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n.reg}, Membership: n.members, Coordination: coordView{n},
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
@@ -250,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if !cfg.NoReflection {
 		reflection.Register(n.grpc)
 	}
-	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.lis.Addr().String(),
+	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.addr,
 		GossipAddress: n.members.GossipAddress(), AdminAddress: n.AdminAddr(),
 		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
 		Tiers: n.tierInfo()}); err != nil {
@@ -322,7 +329,7 @@ func (n *Node) startMembership(ctx context.Context) error {
 
 // meta is what this node advertises in gossip.
 func (n *Node) meta() membership.Meta {
-	m := membership.Meta{NodeID: n.id, GRPCAddress: n.lis.Addr().String()}
+	m := membership.Meta{NodeID: n.id, GRPCAddress: n.addr}
 	for _, t := range n.tiers {
 		st := t.Stats()
 		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})
@@ -392,7 +399,31 @@ func durableTiers(ts []tiers.Tier) []tiers.Tier {
 }
 
 // Addr is the address the node serves gRPC on.
-func (n *Node) Addr() string { return n.lis.Addr().String() }
+func (n *Node) Addr() string { return n.addr }
+
+// advertised is the address to tell others (see Config.Advertise): listen
+// is the bound address, gossip the gossip bind address.
+func advertised(listen, advertise, gossip string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return listen
+	}
+	if g, _, err := net.SplitHostPort(gossip); err == nil && g != "" {
+		if ip := net.ParseIP(g); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(g, port)
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return net.JoinHostPort(h, port)
+	}
+	return listen
+}
 
 // ID is the node's id, kept in DataDir across restarts.
 func (n *Node) ID() string { return n.id }

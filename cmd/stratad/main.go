@@ -47,6 +47,7 @@ func parseFlags(args []string) (node.Config, error) {
 	)
 	fs := flag.NewFlagSet("stratad", flag.ContinueOnError)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC listen address")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "gRPC address other nodes and clients dial (default: --listen, an unspecified host replaced by the gossip host or the hostname)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "strata-data", "directory for the node id and the embedded etcd")
 	fs.StringVar(&tierList, "tiers", "", "tier order, fastest first, from gpu,host,ssd (default: those with a capacity, in that order)")
 	fs.Var(&host, "host-bytes", "host tier capacity, e.g. 512MiB, 8GiB (default 1GiB)")
