@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -423,5 +424,46 @@ func TestDropNamespaceCannotUnregister(t *testing.T) {
 	drop, err := c.admin.DropNamespace(ctx, &pb.DropNamespaceRequest{NamespaceId: raw})
 	if err != nil || drop.GetPagesDropped() != 1 || drop.GetUnregistered() {
 		t.Errorf("drop without unregister: %v, %+v", err, drop)
+	}
+}
+
+// countingRegistry counts lookups.
+type countingRegistry struct {
+	*fakeRegistry
+	lookups atomic.Int32
+}
+
+func (r *countingRegistry) Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error) {
+	r.lookups.Add(1)
+	return r.fakeRegistry.Lookup(ctx, id)
+}
+
+// Requests naming a namespace the registry lacks ask it once a second at
+// most; one registered meanwhile is served after that second.
+func TestUnknownNamespaceAsksRegistryOnce(t *testing.T) {
+	reg := &countingRegistry{fakeRegistry: &fakeRegistry{records: map[namespace.ID]namespace.Descriptor{}}}
+	c := startServer(t, reg)
+	d := namespace.FromProto(opsDescriptor("acme")).Normalize()
+	id := d.ID()
+	for range 20 {
+		_, err := c.rpc.Lookup(as(t, "acme-token"), &pb.LookupRequest{NamespaceId: id[:], Keys: [][]byte{key(1)}})
+		wantErr(t, "lookup in an unregistered namespace", err, codes.NotFound, pb.ReasonNamespaceNotFound)
+	}
+	if n := reg.lookups.Load(); n != 1 {
+		t.Fatalf("20 requests asked the registry %d times, want 1", n)
+	}
+	if err := reg.RegisterNamespace(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.rpc.Lookup(as(t, "acme-token"), &pb.LookupRequest{NamespaceId: id[:], Keys: [][]byte{key(1)}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a namespace registered elsewhere is still unknown after 5 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

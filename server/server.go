@@ -101,6 +101,9 @@ type Server struct {
 
 	mu          sync.RWMutex
 	descriptors map[namespace.ID]namespace.Descriptor // guarded by mu
+	// unknown remembers, for unknownTTL, namespace IDs the registry did not
+	// have, so that requests naming one do not each ask etcd. Guarded by mu.
+	unknown map[namespace.ID]time.Time
 }
 
 // New validates cfg and builds a Server.
@@ -127,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
-		descriptors: make(map[namespace.ID]namespace.Descriptor)}
+		descriptors: make(map[namespace.ID]namespace.Descriptor), unknown: make(map[namespace.ID]time.Time)}
 	s.metrics = metrics.New(cfg.Store, s.describe)
 	return s, nil
 }
@@ -264,14 +267,36 @@ func (s *Server) adopt(ctx context.Context, id namespace.ID) (store.Namespace, b
 	if s.cfg.Registry == nil {
 		return store.Namespace{}, false
 	}
+	now := time.Now()
+	s.mu.RLock()
+	until, known := s.unknown[id]
+	s.mu.RUnlock()
+	if known && now.Before(until) {
+		return store.Namespace{}, false
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RegistryTimeout)
 	defer cancel()
 	d, err := s.cfg.Registry.Lookup(rctx, id)
 	if err != nil || d.ID() != id || s.addNamespace(d) != nil {
+		s.mu.Lock()
+		if len(s.unknown) >= maxUnknown {
+			clear(s.unknown)
+		}
+		s.unknown[id] = now.Add(unknownTTL)
+		s.mu.Unlock()
 		return store.Namespace{}, false
 	}
 	return s.cfg.Store.Namespace(id)
 }
+
+// unknownTTL is how long a namespace ID the registry did not have is
+// answered as unknown without asking again: a namespace another node
+// registers meanwhile is served here at most this much later.
+const unknownTTL = time.Second
+
+// maxUnknown bounds the unknown IDs remembered; past it they are forgotten
+// at once.
+const maxUnknown = 4096
 
 // keysOf validates a batch of wire keys.
 func (s *Server) keysOf(raw [][]byte) ([]namespace.Key, error) {
