@@ -158,9 +158,14 @@ func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 // copyVerified copies a page between tiers: the source must match the
 // page's checksum, and so must the destination read back.
 func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst tiers.Extent) error {
-	data, err := s.pageBytes(from, src, nil)
+	// Copies out of unmapped tiers go through two buffers the mover keeps
+	// (it is one goroutine), not a fresh page-sized one per page.
+	data, err := s.pageBytes(from, src, s.moveBufs[0])
 	if err != nil {
 		return fmt.Errorf("reading source: %w", err)
+	}
+	if _, mapped := s.cfg.Tiers[from].(tiers.Mapped); !mapped {
+		s.moveBufs[0] = data
 	}
 	want := e.checksum()
 	if !bytes.Equal(e.ns.Checksum.Sum(data), want) {
@@ -170,9 +175,12 @@ func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst t
 	if err := dt.WriteAt(dst, data, 0); err != nil {
 		return fmt.Errorf("writing to %s: %w", dt.Kind(), err)
 	}
-	back, err := s.pageBytes(to, dst, nil)
+	back, err := s.pageBytes(to, dst, s.moveBufs[1])
 	if err != nil {
 		return fmt.Errorf("reading back from %s: %w", dt.Kind(), err)
+	}
+	if _, mapped := dt.(tiers.Mapped); !mapped {
+		s.moveBufs[1] = back
 	}
 	if !bytes.Equal(e.ns.Checksum.Sum(back), want) {
 		return fmt.Errorf("copy on %s does not match the page checksum", dt.Kind())

@@ -124,6 +124,7 @@ type Store struct {
 	demotions atomic.Uint64 // pages moved one tier down
 	corrupt   atomic.Uint64 // pages dropped because they failed to read or verify
 	moverWake chan struct{}
+	moveBufs  [2][]byte     // the mover's copy buffers (source, read-back); the mover's own
 	spill     []atomic.Bool // per tier: a page landed below it
 
 	epoch time.Time // zero of the store clock
