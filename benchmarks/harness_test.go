@@ -62,12 +62,18 @@ func startNode(tb testing.TB, hostBytes int64) *node.Node {
 }
 
 // dialClients opens k clients, each with its own gRPC connection to addr,
-// shared memory off: these benchmarks measure the gRPC data path.
+// shared memory and the raw tcp data plane off: these benchmarks measure
+// the gRPC data path (raw_test.go measures the raw one).
 func dialClients(tb testing.TB, addr string, k int) []*client.Client {
+	return dialClientsWith(tb, addr, k, client.Options{NoShm: true, NoRaw: true})
+}
+
+// dialClientsWith opens k clients with opts.
+func dialClientsWith(tb testing.TB, addr string, k int, opts client.Options) []*client.Client {
 	tb.Helper()
 	cs := make([]*client.Client, k)
 	for i := range cs {
-		c, err := client.Dial(addr, client.Options{NoShm: true})
+		c, err := client.Dial(addr, opts)
 		if err != nil {
 			tb.Fatal(err)
 		}

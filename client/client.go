@@ -16,9 +16,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/rdma"
 )
 
 // Options configures a Client. Zero fields take their defaults.
@@ -39,6 +41,18 @@ type Options struct {
 	ShmSocket          string
 	NoShm              bool
 	ShmVerifyChecksums bool
+
+	// NoRaw keeps page bytes on gRPC, off the node's raw tcp data plane
+	// (client/raw.go); default off: Get and Put use the raw plane when the
+	// node advertises it, gRPC otherwise. NoShm and NoRaw together force
+	// gRPC for everything. RawAddr is the node's raw data-plane address
+	// (host:port); default: the address the node advertises.
+	// RawSkipVerify skips checking pages read over the raw plane against
+	// their checksums (the node sends them from the pinned page; TCP's own
+	// checksums remain); default off: every page is verified, as over gRPC.
+	NoRaw         bool
+	RawAddr       string
+	RawSkipVerify bool
 }
 
 // Client talks to one strata node. It is safe for concurrent use.
@@ -55,6 +69,12 @@ type Client struct {
 	shmMu          sync.Mutex
 	shm            atomic.Pointer[shmSession]
 	shmTried       time.Time
+
+	// raw tcp data plane (client/raw.go): rawMu serialises replacing raw.
+	addr, rawOverride    string
+	noRaw, rawSkipVerify bool
+	rawMu                sync.Mutex
+	raw                  atomic.Pointer[rawSession]
 }
 
 // Dial connects to the node at addr (host:port). The connection is made
@@ -79,12 +99,14 @@ func Dial(addr string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("dialing %s: %w", addr, err)
 	}
 	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn),
-		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums}, nil
+		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
+		addr: addr, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error {
 	shmErr := c.closeShm()
+	c.closeRaw()
 	c.bg.Wait()
 	return errors.Join(shmErr, c.conn.Close())
 }
@@ -107,8 +129,9 @@ func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, 
 		return nil, fmt.Errorf("open namespace: %w: %w", ErrInvalid, err)
 	}
 	id := d.ID()
+	var md metadata.MD // the node advertises its raw data plane here
 	resp, err := c.rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{
-		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: d.Proto(), ExpectedId: id[:]})
+		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: d.Proto(), ExpectedId: id[:]}, grpc.Header(&md))
 	if err != nil {
 		return nil, fromRPC("open namespace", err)
 	}
@@ -117,6 +140,7 @@ func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, 
 			resp.GetNamespaceId(), resp.GetPageBytes(), id, d.PageSize(), ErrVersion)
 	}
 	c.shmSession(resp.GetNodeId()) // start shared memory if the node is on this host
+	c.startRaw(md.Get(rdma.AddrHeader), resp.GetNodeId())
 	return &Namespace{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
 		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
 		leaseTTL: time.Duration(resp.GetDefaultLeaseTtlMs()) * time.Millisecond,

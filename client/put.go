@@ -86,6 +86,9 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) ([]PutResult, error) 
 	if res, ok, err := n.putShm(ctx, pages); ok { // same host: shared memory
 		return res, err
 	}
+	if res, ok, err := n.putRaw(ctx, pages); ok { // the raw tcp data plane
+		return res, err
+	}
 	for i, p := range pages {
 		if len(p.Data) != n.pageBytes {
 			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)

@@ -97,6 +97,9 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 	if found, ok, err := n.getShm(ctx, keys, bufs, lease); ok { // same host: shared memory
 		return found, err
 	}
+	if found, ok, err := n.getRaw(ctx, keys, bufs, lease); ok { // the raw tcp data plane
+		return found, err
+	}
 	req := &pb.GetRequest{NamespaceId: n.id[:], Keys: wireKeys(keys)}
 	if lease != nil {
 		req.LeaseId = lease.ID

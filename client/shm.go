@@ -235,7 +235,7 @@ func (s *shmSession) finish(c *rdma.Conn, failed bool) {
 // call sends one request and reads its answer, by ctx's deadline.
 func (s *shmSession) call(ctx context.Context, c *rdma.Conn, req rdma.Message) (rdma.Message, error) {
 	dl, _ := ctx.Deadline() // zero: none
-	if err := c.Unix().SetDeadline(dl); err != nil {
+	if err := c.SetDeadline(dl); err != nil {
 		return nil, err
 	}
 	id := s.ids.Add(1)
@@ -297,6 +297,7 @@ var shmReasons = map[rdma.Code]error{
 	rdma.CodeBadRequest:        ErrInvalid,
 	rdma.CodeBatchTooLarge:     ErrBatchTooLarge,
 	rdma.CodeNoSpace:           ErrNoSpace,
+	rdma.CodeShuttingDown:      ErrUnavailable,
 }
 
 // shmSession returns the client's session, starting one for node nodeID

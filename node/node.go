@@ -108,6 +108,12 @@ type Config struct {
 	// ShmSocket is the Unix socket same-host clients map the host arena
 	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
 	ShmSocket string
+	// RawListen is the TCP address of the raw data plane for clients on
+	// other hosts (node/shm.go, server/raw.go), advertised to clients in
+	// the OpenNamespace answer. Default: a free port on the gRPC host (not
+	// the gRPC port + 1, which collides with the next node of a local
+	// cluster on consecutive ports); "off" disables (clients use gRPC).
+	RawListen string
 	// CoordRound is how often the node gossips its value summaries and,
 	// when elected coordinator, publishes cluster-wide eviction cutoffs.
 	// Default 2s.
@@ -177,6 +183,7 @@ type Node struct {
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *hintSender
 	shm      *server.ShmListener // nil without a host tier or with ShmSocket "off"
+	raw      *server.RawListener // nil with RawListen "off" or when it could not bind
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
@@ -238,8 +245,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
 	// The server's options first: its codec sends page bytes by reference
 	// from the arena and keeps received ones in gRPC's buffers.
+	n.startRaw(srv)
 	n.grpc = grpc.NewServer(append(srv.GRPCOptions(),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
 		grpc.InitialWindowSize(8<<20),
@@ -484,6 +492,9 @@ func (n *Node) closeParts() error {
 	n.closeCoord()
 	if n.shm != nil {
 		errs = append(errs, n.shm.Close())
+	}
+	if n.raw != nil {
+		errs = append(errs, n.raw.Close())
 	}
 	if n.members != nil {
 		errs = append(errs, n.members.Close())

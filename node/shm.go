@@ -47,3 +47,36 @@ func (n *Node) startShm(srv *server.Server) {
 	n.shm = l
 	n.log.Info("shm: serving same-host clients", "socket", path, "link", link)
 }
+
+// startRaw serves the raw data plane (server/raw.go) on Config.RawListen;
+// a node whose address cannot be bound runs without it (logged): clients
+// use gRPC.
+func (n *Node) startRaw(srv *server.Server) {
+	addr := n.cfg.RawListen
+	if addr == "off" {
+		return
+	}
+	if addr == "" {
+		host, _, err := net.SplitHostPort(n.lis.Addr().String())
+		if err != nil {
+			n.log.Warn("raw: not serving", "err", err)
+			return
+		}
+		addr = net.JoinHostPort(host, "0")
+	}
+	l, err := srv.ListenRaw(server.RawConfig{Listen: addr})
+	if err != nil {
+		n.log.Warn("raw: not serving the tcp data plane; clients use gRPC", "err", err)
+		return
+	}
+	n.raw = l
+	n.log.Info("raw: serving the tcp data plane", "addr", l.Addr())
+}
+
+// RawAddr is the raw data plane's address, "" when it is off.
+func (n *Node) RawAddr() string {
+	if n.raw == nil {
+		return ""
+	}
+	return n.raw.Addr()
+}

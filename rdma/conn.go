@@ -8,38 +8,77 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // DefaultMaxFrame bounds a frame: a full batch of 16,384 keys or page
 // records is well under it.
 const DefaultMaxFrame = 8 << 20
 
-// Conn is one end of an shm control connection: frames over a Unix stream
-// socket. It is not safe for concurrent use; a client keeps a pool.
+// Conn is one end of a framed connection: the shm control protocol over a
+// Unix stream socket, or the raw data plane over TCP (stream.go). It is not
+// safe for concurrent use; a client keeps a pool.
 type Conn struct {
-	uc       *net.UnixConn
+	nc       net.Conn
+	uc       *net.UnixConn // nil for a connection that is not a Unix socket
 	r        *bufio.Reader
 	wbuf     []byte
 	rbuf     []byte
 	maxFrame int
+	deadline time.Time // the last one SetDeadline set
 }
 
 // NewConn wraps uc; frames longer than maxFrame (0: DefaultMaxFrame) fail
 // to read with ErrFrameTooLarge.
 func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
+	c := newConn(uc, maxFrame, 64<<10)
+	c.uc = uc
+	return c
+}
+
+// NewStreamConn wraps any stream connection (the raw TCP data plane); it
+// cannot pass fds. Its read buffer is small (streamBuffer): page bytes
+// bypass it, read straight into the caller's buffer, so the less of a page
+// a frame header's read pulls in, the less is copied twice.
+func NewStreamConn(nc net.Conn, maxFrame int) *Conn {
+	return newConn(nc, maxFrame, streamBuffer)
+}
+
+// streamBuffer is the read buffer of a stream connection.
+const streamBuffer = 4 << 10
+
+func newConn(nc net.Conn, maxFrame, buffer int) *Conn {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Conn{uc: uc, r: bufio.NewReaderSize(uc, 64<<10), maxFrame: maxFrame}
+	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, buffer), maxFrame: maxFrame}
 }
 
-// Unix is the underlying socket.
+// Unix is the underlying socket; nil for a connection made by
+// NewStreamConn from something else.
 func (c *Conn) Unix() *net.UnixConn { return c.uc }
+
+// Net is the underlying connection.
+func (c *Conn) Net() net.Conn { return c.nc }
+
+// SetDeadline sets the connection's read and write deadline, skipping the
+// runtime's timer work when it is the one already set (the common case of
+// calls without a deadline). A deadline set on Net directly is not seen.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if t.Equal(c.deadline) {
+		return nil
+	}
+	c.deadline = t
+	return c.nc.SetDeadline(t)
+}
 
 // Send writes one frame carrying m, with one write.
 func (c *Conn) Send(id uint64, m Message) error {
+	if _, ok := m.(dataMessage); ok {
+		return c.SendFrames(Frame{ID: id, Msg: m})
+	}
 	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
-	if _, err := c.uc.Write(c.wbuf); err != nil {
+	if _, err := c.nc.Write(c.wbuf); err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
 	return nil
@@ -47,6 +86,9 @@ func (c *Conn) Send(id uint64, m Message) error {
 
 // SendFDs writes one frame carrying m with fds attached (SCM_RIGHTS).
 func (c *Conn) SendFDs(id uint64, m Message, fds ...int) error {
+	if c.uc == nil {
+		return fmt.Errorf("sending fds on a %s connection: %w", c.nc.LocalAddr().Network(), ErrFrame)
+	}
 	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
 	n, _, err := c.uc.WriteMsgUnix(c.wbuf, rights(fds), nil)
 	if err != nil {
@@ -88,12 +130,8 @@ func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
 	if n > c.maxFrame {
 		return 0, 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, ErrFrameTooLarge)
 	}
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body = c.rbuf[:n]
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return 0, 0, nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
+	if body, err = c.readBody(n); err != nil {
+		return 0, 0, nil, err
 	}
 	return op, id, body, nil
 }
@@ -102,6 +140,9 @@ func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
 // come with its first bytes: the connection's first read. The caller owns
 // the fds.
 func (c *Conn) RecvFDs(max int) (id uint64, m Message, fds []int, err error) {
+	if c.uc == nil {
+		return 0, nil, nil, fmt.Errorf("receiving fds on a %s connection: %w", c.nc.LocalAddr().Network(), ErrFrame)
+	}
 	if c.r.Buffered() > 0 {
 		return 0, nil, nil, fmt.Errorf("receiving fds after buffered bytes: %w", ErrFrame)
 	}
@@ -125,7 +166,7 @@ func (c *Conn) RecvFDs(max int) (id uint64, m Message, fds []int, err error) {
 }
 
 // Close closes the socket.
-func (c *Conn) Close() error { return c.uc.Close() }
+func (c *Conn) Close() error { return c.nc.Close() }
 
 // SocketLink is the conventional path at which a node serving gRPC on port
 // announces its shm socket (a symbolic link to it), so that a client that

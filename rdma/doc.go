@@ -11,7 +11,13 @@
 //     reader's lease are pinned, so for them the check never fails. Writes
 //     go into extents of open reservations; the node verifies size and
 //     checksum at commit before anything is published.
-//   - tcp: the gRPC streams of the client package, named here as a backend
+//   - tcp: for clients on other hosts, the same framing over TCP with page
+//     bytes inline (stream.go): a Read is answered by a frame per page
+//     whose bytes the node writes straight from the pinned page (one
+//     writev) and the client reads straight into the caller's buffer; a
+//     put is Reserve, Write frames and Commit. The node advertises the
+//     address in its OpenNamespace answers (AddrHeader). The gRPC streams
+//     of the client package remain the fallback, named here as a backend
 //     through a thin adapter (TCP) so callers can treat both alike.
 //   - verbs: RDMA READ/WRITE through libibverbs (cgo, build tag rdma), with
 //     the arena registered as a memory region. Without the tag OpenVerbs

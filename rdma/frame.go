@@ -37,6 +37,8 @@ import (
 // copied from its location cache without asking (client/shm_cache.go), so
 // the node's transfer metrics still count them.
 //
+// The raw data plane over TCP adds Read, Page and Write (stream.go).
+//
 //	extent = offset u64 | length u64 | generation u64 | generation index u64
 //	str    = u16 length | bytes;  bytes8 = u8 length | bytes
 
@@ -251,6 +253,12 @@ func NewMessage(op uint8) Message {
 		return &AbortOK{}
 	case OpServed:
 		return &Served{}
+	case OpRead:
+		return &Read{}
+	case OpPage:
+		return &Page{}
+	case OpWrite:
+		return &Write{}
 	}
 	return nil
 }

@@ -25,6 +25,10 @@ func sampleMessages() []Message {
 		&Abort{NS: namespace.ID{5}, WriteIDs: []uint64{9, 10}},
 		&AbortOK{Aborted: 2},
 		&Served{NS: namespace.ID{5}, Pages: 3, Bytes: 3 << 18},
+		&Read{NS: namespace.ID{5}, Lease: 3, Keys: []namespace.Key{k1, k2}},
+		&Page{Index: 2, Found: true, Checksum: []byte{1, 2, 3, 4}, Data: []byte("page bytes")},
+		&Page{Index: 3},
+		&Write{NS: namespace.ID{5}, WriteID: 9, Offset: 4096, Data: []byte("more bytes")},
 	}
 }
 

@@ -191,7 +191,8 @@ func (l *ShmListener) accept() {
 		l.mu.Unlock()
 		go func() {
 			defer l.wg.Done()
-			sc := &shmConn{l: l, c: c, writes: map[uint64]shmWrite{}}
+			sc := &shmConn{s: l.s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
+				cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout}}
 			sc.serve()
 			l.mu.Lock()
 			delete(l.conns, c)

@@ -11,16 +11,32 @@ import (
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/rdma"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
 )
 
-// shmConn serves one shm connection; its goroutine owns every field.
+// shmConn serves one connection of the framed protocol: an shm connection
+// (host set: the arena is shared) or a raw tcp one (host nil: page bytes
+// travel inline, server/raw.go). Its goroutine owns every field.
 type shmConn struct {
-	l      *ShmListener
+	s      *Server
 	c      *rdma.Conn
+	host   *tiers.Host // the shared arena; nil on tcp
+	cfg    connConfig
 	caller caller
 	// writes are the reservations this connection was given and has not
 	// committed or aborted: aborted when it ends.
 	writes map[uint64]shmWrite
+	// writeBy is the write deadline set on the connection (raw_conn.go).
+	writeBy time.Time
+}
+
+// connConfig is what a listener tells its connections.
+type connConfig struct {
+	arenaID      uint64
+	helloTimeout time.Duration
+	// writeTimeout bounds writing one answer (the pages of a Read stay
+	// pinned until it is written); 0: none.
+	writeTimeout time.Duration
 }
 
 // shmWrite is an open reservation of a connection.
@@ -32,7 +48,7 @@ type shmWrite struct {
 func (sc *shmConn) serve() {
 	defer sc.cleanup()
 	defer sc.c.Close()
-	log := sc.l.s.log
+	log := sc.s.log
 	if err := sc.handshake(); err != nil {
 		log.Info("shm: handshake refused", "err", err)
 		return
@@ -54,6 +70,13 @@ func (sc *shmConn) serve() {
 			log.Info("shm: closing connection", "err", err)
 			return
 		}
+		if r, ok := m.(*rdma.Read); ok {
+			if err := sc.read(id, r); err != nil {
+				log.Info("shm: closing connection", "err", err)
+				return
+			}
+			continue
+		}
 		resp := sc.handle(m)
 		if resp == nil {
 			continue // one-way
@@ -66,16 +89,19 @@ func (sc *shmConn) serve() {
 
 func (sc *shmConn) reply(id uint64, m rdma.Message) error { return sc.c.Send(id, m) }
 
-// handshake checks the peer's user and token, then sends the Welcome with
-// the arena's and generations' fds.
+// handshake checks the token (and, on the Unix socket, the peer's user),
+// then sends the Welcome, with the arena's and generations' fds on the
+// Unix socket.
 func (sc *shmConn) handshake() error {
-	uc := sc.c.Unix()
-	if err := checkPeer(uc); err != nil {
-		_ = sc.c.Send(0, &rdma.Error{Code: rdma.CodeDenied, Message: err.Error()})
-		return err
+	if uc := sc.c.Unix(); uc != nil && sc.host != nil {
+		if err := checkPeer(uc); err != nil {
+			_ = sc.c.Send(0, &rdma.Error{Code: rdma.CodeDenied, Message: err.Error()})
+			return err
+		}
 	}
-	_ = uc.SetDeadline(time.Now().Add(sc.l.cfg.HelloTimeout))
-	defer uc.SetDeadline(time.Time{})
+	nc := sc.c.Net()
+	_ = nc.SetDeadline(time.Now().Add(sc.cfg.helloTimeout))
+	defer nc.SetDeadline(time.Time{})
 	id, m, err := sc.c.Recv()
 	if err != nil {
 		return err
@@ -91,13 +117,16 @@ func (sc *shmConn) handshake() error {
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	if sc.caller, err = sc.l.s.callerOfToken(hello.Token); err != nil {
+	if sc.caller, err = sc.s.callerOfToken(hello.Token); err != nil {
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	h := sc.l.cfg.Host
-	w := &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: sc.l.s.cfg.NodeID, ArenaID: sc.l.arenaID,
-		ArenaSize: h.Size(), GenWords: h.GenWords(), MaxBatch: uint32(sc.l.s.cfg.MaxBatch)}
+	w := &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
+	h := sc.host
+	if h == nil {
+		return sc.c.Send(id, w)
+	}
+	w.ArenaID, w.ArenaSize, w.GenWords = sc.cfg.arenaID, h.Size(), h.GenWords()
 	return sc.c.SendFDs(id, w, h.FD(), h.GenFD())
 }
 
@@ -122,7 +151,7 @@ func (s *Server) callerOfToken(tok string) (caller, error) {
 
 // cleanup aborts the reservations left.
 func (sc *shmConn) cleanup() {
-	st := sc.l.s.cfg.Store
+	st := sc.s.cfg.Store
 	for wid, w := range sc.writes {
 		_, _ = st.Abort(w.ns, []uint64{wid})
 	}
@@ -136,6 +165,9 @@ func (sc *shmConn) handle(m rdma.Message) rdma.Message {
 	switch m := m.(type) {
 	case *rdma.Get:
 		resp, err = sc.get(m)
+	case *rdma.Write:
+		sc.write(m)
+		return nil
 	case *rdma.Reserve:
 		resp, err = sc.reserve(m)
 	case *rdma.Commit:
@@ -144,7 +176,7 @@ func (sc *shmConn) handle(m rdma.Message) rdma.Message {
 		resp, err = sc.abort(m)
 	case *rdma.Served:
 		if n, err := sc.namespace(m.NS); err == nil && m.Bytes > 0 {
-			sc.l.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
+			sc.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
 		}
 		return nil
 	default:
@@ -158,7 +190,7 @@ func (sc *shmConn) handle(m rdma.Message) rdma.Message {
 
 // namespace resolves a request's namespace for the connection's caller.
 func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
-	s := sc.l.s
+	s := sc.s
 	n, ok := s.cfg.Store.Namespace(id)
 	if !ok {
 		if n, ok = s.adopt(context.Background(), id); !ok {
@@ -172,13 +204,16 @@ func (sc *shmConn) batch(n int) error {
 	if n == 0 {
 		return badRequest("empty batch")
 	}
-	if n > sc.l.s.cfg.MaxBatch {
-		return errorf(errBatchTooLarge, "%d items, the limit is %d", n, sc.l.s.cfg.MaxBatch)
+	if n > sc.s.cfg.MaxBatch {
+		return errorf(errBatchTooLarge, "%d items, the limit is %d", n, sc.s.cfg.MaxBatch)
 	}
 	return nil
 }
 
 func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
+	if sc.host == nil {
+		return nil, badRequest("get locates pages in a shared arena; over tcp, read")
+	}
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -186,8 +221,8 @@ func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
 	if err := sc.batch(len(m.Keys)); err != nil {
 		return nil, err
 	}
-	h, start := sc.l.cfg.Host, time.Now()
-	pages, err := sc.l.s.cfg.Store.Extents(n.ID, m.Lease, m.Keys, h)
+	h, start := sc.host, time.Now()
+	pages, err := sc.s.cfg.Store.Extents(n.ID, m.Lease, m.Keys, h)
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +244,8 @@ func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
 		}
 	}
 	if bytes > 0 {
-		sc.l.s.metrics.Transfer(n.ID, "out", bytes)
-		sc.l.s.metrics.PageTime("out", time.Since(start)) // locating, not copying: the client copies
+		sc.s.metrics.Transfer(n.ID, "out", bytes)
+		sc.s.metrics.PageTime("out", time.Since(start)) // locating, not copying: the client copies
 	}
 	return resp, nil
 }
@@ -230,12 +265,12 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		}
 		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size}
 	}
-	st := sc.l.s.cfg.Store
+	st := sc.s.cfg.Store
 	res, err := st.Reserve(n.ID, specs, time.Duration(m.TTLms)*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
-	h := sc.l.cfg.Host
+	h := sc.host
 	resp := &rdma.ReserveOK{Slots: make([]rdma.Slot, len(res))}
 	for i, r := range res {
 		slot := &resp.Slots[i]
@@ -248,6 +283,9 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		}
 		slot.WriteID, slot.DeadlineMs = r.WriteID, r.Deadline.UnixMilli()
 		sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now()}
+		if h == nil {
+			continue // tcp: the bytes come in Write frames
+		}
 		ext, mapped, err := st.DirectWrite(n.ID, r.WriteID, h)
 		if err != nil {
 			slot.Status, slot.Reason = uint8(store.Rejected), err.Error()
@@ -274,7 +312,7 @@ func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
 	resp := &rdma.CommitOK{Statuses: make([]uint8, len(m.Items))}
 	var bytes int
 	for i, it := range m.Items {
-		st, err := sc.l.s.cfg.Store.Commit(n.ID, it.WriteID, it.Size, it.Checksum)
+		st, err := sc.s.cfg.Store.Commit(n.ID, it.WriteID, it.Size, it.Checksum)
 		if err != nil {
 			return nil, err
 		}
@@ -284,12 +322,12 @@ func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
 		if st == store.CommitCommitted {
 			bytes += int(it.Size)
 			if mine {
-				sc.l.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+				sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
 			}
 		}
 	}
 	if bytes > 0 {
-		sc.l.s.metrics.Transfer(n.ID, "in", bytes)
+		sc.s.metrics.Transfer(n.ID, "in", bytes)
 	}
 	return resp, nil
 }
@@ -302,7 +340,7 @@ func (sc *shmConn) abort(m *rdma.Abort) (rdma.Message, error) {
 	if err := sc.batch(len(m.WriteIDs)); err != nil {
 		return nil, err
 	}
-	k, err := sc.l.s.cfg.Store.Abort(n.ID, m.WriteIDs)
+	k, err := sc.s.cfg.Store.Abort(n.ID, m.WriteIDs)
 	if err != nil {
 		return nil, err
 	}

@@ -24,9 +24,10 @@ type StrataConfig struct {
 	Token string
 	// Tenant owns the load's namespaces. Default "bench".
 	Tenant string
-	// Transport is how the client moves pages: "tcp" (gRPC), "shm" (shared
-	// memory with a node on this host) or "auto" (the client's choice).
-	// Default "tcp".
+	// Transport is how the client moves pages: "tcp" (the node's raw tcp
+	// data plane; "tcp-noverify" skips its checksum check,
+	// client.Options.RawSkipVerify), "grpc" (gRPC streams), "shm" (shared memory with a node
+	// on this host) or "auto" (the client's choice). Default "tcp".
 	Transport string
 }
 
@@ -78,17 +79,22 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 }
 
 // clientOptions maps the transport to client options: "tcp" turns the
-// client's shared-memory path off, "auto" and "shm" leave the choice to the
-// client (which uses shared memory with a node on this host); Prepare then
-// checks that a "shm" client did take it.
+// client's shared-memory path off (leaving the raw tcp data plane),
+// "grpc" turns both off, "auto" and "shm" leave the choice to the client
+// (which uses shared memory with a node on this host); Prepare then checks
+// that a "shm" or "tcp" client did take its path.
 func clientOptions(cfg StrataConfig) (client.Options, error) {
 	opts := client.Options{Token: cfg.Token}
 	switch cfg.Transport {
 	case "tcp":
 		opts.NoShm = true
+	case "tcp-noverify":
+		opts.NoShm, opts.RawSkipVerify = true, true
+	case "grpc":
+		opts.NoShm, opts.NoRaw = true, true
 	case "auto", "shm":
 	default:
-		return opts, fmt.Errorf("unknown transport %q (tcp, shm, auto)", cfg.Transport)
+		return opts, fmt.Errorf("unknown transport %q (tcp, tcp-noverify, grpc, shm, auto)", cfg.Transport)
 	}
 	return opts, nil
 }
@@ -137,6 +143,9 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		}
 		if s.cfg.Transport == "shm" && !s.clients[i].ShmActive() {
 			return nil, errors.New("transport shm: the client did not set up shared memory with the node (is it on this host, serving shm?)")
+		}
+		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify") && !s.clients[i].RawActive() {
+			return nil, errors.New("transport tcp: the node does not serve the raw tcp data plane (started with --raw-listen off?); use --transport grpc")
 		}
 		w.nss = append(w.nss, ns)
 		w.bufs = append(w.bufs, [][]byte{make([]byte, p.PageBytes)})

@@ -72,6 +72,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.BoolVar(&cfg.NoCutoffFloor, "no-cutoff-floor", false, "do not refuse puts below the cluster's eviction cutoff (coordination still runs, for status)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "how long shutdown waits for in-flight requests (default 10s)")
 	fs.StringVar(&cfg.ShmSocket, "shm-socket", "", `Unix socket for same-host clients (shared memory); "off" disables (default <data-dir>/strata.sock)`)
+	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

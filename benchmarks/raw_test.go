@@ -1,0 +1,65 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+)
+
+// BenchmarkRawGet is BenchmarkGet over the node's raw tcp data plane
+// (client/raw.go) instead of gRPC: one Read per operation, the page's bytes
+// read from the socket into the client's buffer and CRC-32C verified.
+// Compare in one run with gRPC and the loopback TCP limit:
+//
+//	go test ./benchmarks/ -run '^$' -bench 'BenchmarkRawGet|BenchmarkGet/page=256KiB|BenchmarkLoopbackTCP/page=256KiB' -benchtime 2000x
+func BenchmarkRawGet(b *testing.B) {
+	n := startNode(b, hostBytes)
+	cs := dialClientsWith(b, n.Addr(), maxClients, client.Options{NoShm: true})
+	size := shmPageSize
+	b.Run("page="+sizeLabel(size), func(b *testing.B) {
+		ctx := b.Context()
+		nss := openAll(ctx, b, cs, descriptor(size))
+		for i, c := range cs {
+			if !c.RawActive() {
+				b.Fatalf("client %d is not using the raw data plane", i)
+			}
+		}
+		pages := workingSet / size
+		if err := putRange(ctx, nss[0], 0, uint64(pages), randomBytes(size, 2)); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if err := deleteRange(ctx, nss[0], 0, uint64(pages)); err != nil {
+				b.Error(err)
+			}
+		}()
+		keys := make([]namespace.Key, pages)
+		for i := range keys {
+			keys[i] = pageKey(nss[0].ID(), uint64(i))
+		}
+		bufs := make([][][]byte, maxClients)
+		for c := range bufs {
+			bufs[c] = [][]byte{make([]byte, size)}
+		}
+		for _, clients := range clientCounts {
+			b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				load{clients: clients, op: func(ctx context.Context, c, i int) error {
+					j := i % pages
+					found, err := nss[c].Get(ctx, keys[j:j+1], bufs[c], nil)
+					if err != nil {
+						return err
+					}
+					if !found[0] {
+						return fmt.Errorf("page %d not found", j)
+					}
+					return nil
+				}}.run(b)
+			})
+		}
+	})
+}

@@ -1,0 +1,222 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakv/strata/rdma"
+)
+
+// The raw tcp data plane (package rdma, stream.go): for a node that
+// advertises it (the rdma.AddrHeader header of its OpenNamespace answer),
+// Get and Put move page bytes over plain TCP connections in the shm
+// framing instead of gRPC streams. A Get is one round trip whose answer
+// carries each page inline, read from the socket straight into the
+// caller's buffer and verified against its checksum; a Put is Reserve,
+// then the bytes and the Commit in one write, then the commit's answer.
+//
+// Shared memory, when it works, comes first; the raw plane serves the rest
+// (other hosts, and pages of a shm node outside its host arena). gRPC stays
+// the control path (Open, Lookup, leases, Delete) and the fallback:
+// Options.NoRaw keeps data on it, and a node that does not advertise the
+// plane, a connection that cannot be made or a handshake that fails (then
+// retried at most every rawRetry) leaves calls on gRPC silently. A
+// connection that fails after a request was sent fails that call (its
+// pages are reported not found, never partial bytes as found) and is
+// closed; the next call dials a new one.
+
+const (
+	rawRetry = 5 * time.Second        // between attempts after a failed dial
+	rawDial  = 500 * time.Millisecond // bounds connecting and the handshake
+)
+
+// rawSession is the connections to one node's raw data plane.
+type rawSession struct {
+	addr   string
+	token  string
+	nodeID string
+	ids    atomic.Uint64
+	// failed is when a dial last failed (unix nanoseconds); 0: never.
+	failed atomic.Int64
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	idle   []*rdma.Conn
+	closed bool
+}
+
+// rawAddr resolves an advertised address against the address the client
+// dialed: an unspecified or missing host means the gRPC host.
+func rawAddr(advertised, grpcAddr string) string {
+	host, port, err := net.SplitHostPort(advertised)
+	if err != nil || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, _, err := net.SplitHostPort(grpcAddr); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// startRaw records the node's advertised raw address after an Open.
+// Nothing is dialed until a call needs a connection.
+func (c *Client) startRaw(advertised []string, nodeID string) {
+	if c.rawOverride != "" {
+		advertised = []string{c.rawOverride}
+	}
+	if c.noRaw || len(advertised) == 0 {
+		return
+	}
+	addr := rawAddr(advertised[0], c.addr)
+	if addr == "" {
+		return
+	}
+	c.rawMu.Lock()
+	defer c.rawMu.Unlock()
+	if s := c.raw.Load(); s != nil && s.addr == addr && s.nodeID == nodeID {
+		return
+	}
+	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID}); old != nil {
+		old.close()
+	}
+}
+
+// closeRaw closes the session, if any.
+func (c *Client) closeRaw() {
+	c.rawMu.Lock()
+	s := c.raw.Swap(nil)
+	c.rawMu.Unlock()
+	if s != nil {
+		s.close()
+	}
+}
+
+// RawActive reports whether the node advertised the raw tcp data plane and
+// the last attempt to connect to it did not fail: Get and Put then use it
+// (unless shared memory serves them).
+func (c *Client) RawActive() bool {
+	s := c.raw.Load()
+	if s == nil {
+		return false
+	}
+	if s.usable() {
+		c, err := s.acquire()
+		if err == nil {
+			s.finish(c, false)
+		}
+	}
+	return s.usable()
+}
+
+func (s *rawSession) usable() bool {
+	f := s.failed.Load()
+	return f == 0 || time.Since(time.Unix(0, f)) >= rawRetry
+}
+
+// acquire returns an idle connection or dials one.
+func (s *rawSession) acquire() (*rdma.Conn, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, rdma.ErrClosed
+	}
+	if k := len(s.idle); k > 0 {
+		c := s.idle[k-1]
+		s.idle = s.idle[:k-1]
+		s.mu.Unlock()
+		return c, nil
+	}
+	s.mu.Unlock()
+	c, err := s.dial()
+	if err != nil {
+		s.failed.Store(time.Now().UnixNano())
+		return nil, err
+	}
+	s.failed.Store(0)
+	return c, nil
+}
+
+// dial connects and authenticates one connection; the Welcome must name
+// the node the namespace was opened on.
+func (s *rawSession) dial() (*rdma.Conn, error) {
+	nc, err := net.DialTimeout("tcp", s.addr, rawDial)
+	if err != nil {
+		return nil, err
+	}
+	c := rdma.NewStreamConn(nc, 0)
+	_ = nc.SetDeadline(time.Now().Add(rawDial))
+	if err := c.Send(0, &rdma.Hello{Version: rdma.ProtocolVersion, Token: s.token}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_, m, err := c.Recv()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	w, ok := m.(*rdma.Welcome)
+	if !ok {
+		c.Close()
+		return nil, shmErr("raw handshake", m)
+	}
+	if w.NodeID != s.nodeID {
+		c.Close()
+		return nil, fmt.Errorf("raw address %s serves node %q, not %q", s.addr, w.NodeID, s.nodeID)
+	}
+	return c, nil
+}
+
+// finish returns c to the pool, or closes it when it failed.
+func (s *rawSession) finish(c *rdma.Conn, failed bool) {
+	if !failed {
+		s.mu.Lock()
+		if !s.closed {
+			s.idle = append(s.idle, c)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
+	c.Close()
+}
+
+// bound applies ctx to c: its deadline, and its cancellation (which
+// interrupts a blocked read or write). The returned func undoes both.
+func bound(ctx context.Context, c *rdma.Conn) (done func() bool) {
+	dl, _ := ctx.Deadline() // zero: none
+	_ = c.SetDeadline(dl)
+	if ctx.Done() == nil {
+		return alwaysDone
+	}
+	nc := c.Net()
+	// A connection whose deadline this spoils is closed, not reused.
+	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+}
+
+func alwaysDone() bool { return true }
+
+func (s *rawSession) close() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle, s.closed = nil, true
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+}
+
+// rawFor is the raw session for this namespace's node, or nil.
+func (n *Namespace) rawFor() *rawSession {
+	s := n.c.raw.Load()
+	if s == nil || s.nodeID != n.nodeID || !s.usable() {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,253 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/rdma"
+)
+
+// getRaw is Get over the raw tcp data plane: one Read, answered by a Page
+// frame per key whose bytes land straight in bufs[i], each verified
+// against its checksum. ok false: the plane is not usable (no connection
+// could be had); the caller uses gRPC.
+func (n *Namespace) getRaw(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *Lease) (found []bool, ok bool, err error) {
+	s := n.rawFor()
+	if s == nil {
+		return nil, false, nil
+	}
+	c, err := s.acquire()
+	if err != nil {
+		return nil, false, nil
+	}
+	req := &rdma.Read{NS: n.id, Keys: keys}
+	if lease != nil {
+		req.Lease = lease.ID
+	}
+	found, broke, err := n.readRaw(ctx, s, c, req, bufs)
+	s.finish(c, broke)
+	return found, true, err
+}
+
+// readRaw sends req on c and reads its answer. broke reports that c cannot
+// be used again.
+func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, req *rdma.Read, bufs [][]byte) (found []bool, broke bool, err error) {
+	done := bound(ctx, c)
+	defer func() {
+		if !done() {
+			broke = true // ctx ended: c's deadline is spoiled
+		}
+		if broke && err == nil {
+			err = fmt.Errorf("get: %w", ctx.Err())
+		}
+		if broke && ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err) // the node or the path failed
+		}
+	}()
+	id := s.ids.Add(1)
+	if err := c.Send(id, req); err != nil {
+		return nil, true, fmt.Errorf("get: %w", err)
+	}
+	keys := req.Keys
+	found = make([]bool, len(keys))
+	next := 0
+	pick := func(p *rdma.Page, size int) ([]byte, error) {
+		if int(p.Index) != next {
+			return nil, fmt.Errorf("page %d where %d was due: %w", p.Index, next, ErrProtocol)
+		}
+		if size > len(bufs[next]) {
+			return nil, fmt.Errorf("page %d is %d bytes, buffer %d: %w", next, size, len(bufs[next]), ErrBufferTooSmall)
+		}
+		return bufs[next], nil
+	}
+	var bad []error
+	// CRC-32C pages are checksummed piece by piece as they arrive, while
+	// the rest is still in flight; other algorithms once whole.
+	var crc uint32
+	var each func([]byte)
+	skip := n.c.rawSkipVerify
+	if !skip && (n.desc.Checksum == namespace.CRC32C || n.desc.Checksum == 0) {
+		each = func(p []byte) { crc = crc32.Update(crc, castagnoli, p) }
+	}
+	for ; next < len(keys); next++ {
+		crc = 0
+		got, m, err := c.RecvPage(pick, each)
+		switch {
+		case err != nil && m == nil:
+			// The connection failed mid-answer: the pages read so far may
+			// be whole, but the call fails as a whole.
+			return nil, true, fmt.Errorf("get: connection lost after %d of %d pages: %w", next, len(keys), err)
+		case got != id:
+			return nil, true, fmt.Errorf("get: answer for request %d, want %d: %w", got, id, ErrProtocol)
+		case errors.Is(err, ErrProtocol):
+			return nil, true, fmt.Errorf("get: %w", err)
+		case err != nil:
+			bad = append(bad, err) // a buffer too small: the page was skipped
+			continue
+		}
+		p, isPage := m.(*rdma.Page)
+		if !isPage {
+			if next > 0 {
+				return nil, true, fmt.Errorf("get: op %d after %d pages: %w", m.Op(), next, ErrProtocol)
+			}
+			return nil, false, shmErr("get", m)
+		}
+		if p.Found && (skip || verified(n.desc.Checksum, each != nil, crc, p)) {
+			found[next] = true
+		} else if p.Found {
+			bad = append(bad, fmt.Errorf("page %d: %w", next, ErrChecksum))
+		}
+	}
+	if len(bad) > 0 {
+		return found, false, fmt.Errorf("get: %w", errors.Join(bad...))
+	}
+	return found, false, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// verified checks a received page against its checksum: the CRC-32C
+// computed as it arrived when incremental, else the whole page's.
+func verified(alg namespace.Checksum, incremental bool, crc uint32, p *rdma.Page) bool {
+	if incremental {
+		return len(p.Checksum) == 4 && binary.BigEndian.Uint32(p.Checksum) == crc
+	}
+	return bytes.Equal(alg.Sum(p.Data), p.Checksum)
+}
+
+// putRaw is a put batch over the raw tcp data plane: Reserve; the bytes of
+// the reserved pages (Write frames) and the Commit in one writev; the
+// commit's answer. ok false: the plane is not usable, or its connection
+// failed before the commit was answered; the caller redoes the put over
+// gRPC (pages already published answer Exists; the node aborts the
+// reservations of a connection that closes).
+func (n *Namespace) putRaw(ctx context.Context, pages []Page) (results []PutResult, ok bool, err error) {
+	if n.rawFor() == nil {
+		return nil, false, nil
+	}
+	for i, p := range pages {
+		if len(p.Data) != n.pageBytes {
+			return nil, true, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
+		}
+	}
+	out := make([]PutResult, 0, len(pages))
+	for start := 0; start < len(pages); start += n.maxBatch {
+		res, ok, err := n.putRawBatch(ctx, pages[start:min(len(pages), start+n.maxBatch)])
+		if !ok || err != nil {
+			return nil, ok, err
+		}
+		out = append(out, res...)
+	}
+	return out, true, nil
+}
+
+func (n *Namespace) putRawBatch(ctx context.Context, pages []Page) ([]PutResult, bool, error) {
+	s := n.rawFor()
+	if s == nil {
+		return nil, false, nil
+	}
+	c, err := s.acquire()
+	if err != nil {
+		return nil, false, nil
+	}
+	done := bound(ctx, c)
+	results, broke, err := n.putRawCalls(s, c, pages)
+	if !done() {
+		broke = true
+	}
+	s.finish(c, broke)
+	if broke && ctx.Err() != nil {
+		return nil, true, fmt.Errorf("put: %w", ctx.Err())
+	}
+	if broke {
+		return nil, false, nil
+	}
+	return results, true, err
+}
+
+// putRawCalls runs the two round trips of a put batch on c.
+func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+	req := &rdma.Reserve{NS: n.id, Pages: make([]rdma.PageSpec, len(pages))}
+	for i, p := range pages {
+		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: int64(len(p.Data))}
+	}
+	id := s.ids.Add(1)
+	if err := c.Send(id, req); err != nil {
+		return nil, true, err
+	}
+	m, err := recvAnswer(c, id)
+	if err != nil {
+		return nil, true, err
+	}
+	r, isOK := m.(*rdma.ReserveOK)
+	if !isOK {
+		return nil, false, shmErr("reserve", m)
+	}
+	if len(r.Slots) != len(pages) {
+		return nil, true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
+	}
+	results = make([]PutResult, len(pages))
+	var open []int
+	for i, sl := range r.Slots {
+		switch sl.Status {
+		case rdma.SlotReserved:
+			open = append(open, i)
+		case rdma.SlotExists:
+			results[i] = PutResult{Status: Exists}
+		default:
+			results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
+		}
+	}
+	if len(open) == 0 {
+		return results, false, nil
+	}
+	frames := make([]rdma.Frame, 0, len(open)+1)
+	items := make([]rdma.CommitItem, len(open))
+	for j, i := range open {
+		wid, data := r.Slots[i].WriteID, pages[i].Data
+		for off := 0; off < len(data); off += rdma.MaxWriteChunk {
+			frames = append(frames, rdma.Frame{ID: s.ids.Add(1), Msg: &rdma.Write{NS: n.id, WriteID: wid,
+				Offset: uint64(off), Data: data[off:min(len(data), off+rdma.MaxWriteChunk)]}})
+		}
+		items[j] = rdma.CommitItem{WriteID: wid, Size: int64(len(data)), Checksum: n.desc.Checksum.Sum(data)}
+	}
+	id = s.ids.Add(1)
+	frames = append(frames, rdma.Frame{ID: id, Msg: &rdma.Commit{NS: n.id, Items: items}})
+	if err := c.SendFrames(frames...); err != nil {
+		return nil, true, err
+	}
+	if m, err = recvAnswer(c, id); err != nil {
+		return nil, true, err
+	}
+	co, isOK := m.(*rdma.CommitOK)
+	if !isOK {
+		return nil, false, shmErr("commit", m)
+	}
+	if len(co.Statuses) != len(open) {
+		return nil, true, fmt.Errorf("commit: %d answers for %d pages: %w", len(co.Statuses), len(open), ErrProtocol)
+	}
+	for j, i := range open {
+		results[i] = PutResult{Status: PutStatus(co.Statuses[j])}
+		if results[i].Status != Committed {
+			results[i].Reason = results[i].Status.String()
+		}
+	}
+	return results, false, nil
+}
+
+// recvAnswer reads the answer to request id.
+func recvAnswer(c *rdma.Conn, id uint64) (rdma.Message, error) {
+	got, m, err := c.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if got != id {
+		return nil, fmt.Errorf("answer for request %d, want %d: %w", got, id, ErrProtocol)
+	}
+	return m, nil
+}

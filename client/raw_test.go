@@ -1,0 +1,506 @@
+//go:build linux
+
+package client_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/rdma"
+)
+
+// rawNode starts a node without shared memory, so that its clients move
+// page bytes over the raw tcp data plane.
+func rawNode(t *testing.T, mod func(*node.Config)) *node.Node {
+	t.Helper()
+	return startNode(t, func(c *node.Config) {
+		c.ShmSocket = "off"
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func pageBufs(ns *client.Namespace, n int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	return bufs
+}
+
+// TestRawRoundTrip: a client puts and gets over the raw data plane
+// byte-exact; a gRPC-only client reads the very same bytes, and pages it
+// put read back over the raw plane; a small buffer is the caller's error
+// and leaves the plane in use.
+func TestRawRoundTrip(t *testing.T) {
+	n := rawNode(t, nil)
+	if n.RawAddr() == "" {
+		t.Fatal("node serves no raw data plane by default")
+	}
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.RawActive() || c.ShmActive() {
+		t.Fatalf("raw %v, shm %v; want raw only", c.RawActive(), c.ShmActive())
+	}
+	keys := ns.PageKeys(tokens(16*24, 21))
+	data := pagesFor(ns, keys)
+	for i := range data {
+		data[i][i] ^= 0x77
+	}
+	res, err := ns.Put(ctx, client.ChainPages(keys[:12], data[:12]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != client.Committed {
+			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
+		}
+	}
+	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
+		t.Fatalf("second put: %v %v", res, err)
+	}
+	grpcC, err := client.Dial(n.Addr(), client.Options{NoShm: true, NoRaw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer grpcC.Close()
+	gns, err := grpcC.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grpcC.RawActive() {
+		t.Fatal("NoRaw client uses the raw data plane")
+	}
+	if _, err := gns.Put(ctx, client.ChainPages(keys[12:], data[12:])); err != nil { // gRPC puts the rest
+		t.Fatal(err)
+	}
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup: %+v %v", lr, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		ns    *client.Namespace
+		lease *client.Lease
+	}{{"raw, no lease", ns, nil}, {"raw, leased", ns, lr.Lease}, {"grpc", gns, nil}} {
+		bufs := pageBufs(ns, len(keys))
+		found, err := tc.ns.Get(ctx, keys, bufs, tc.lease)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i := range keys {
+			if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+				t.Fatalf("%s: page %d found %v, equal %v", tc.name, i, found[i], bytes.Equal(bufs[i], data[i]))
+			}
+		}
+	}
+	// Misses among hits come back as misses, in place.
+	other := ns.PageKeys(tokens(16, 99))
+	bufs := pageBufs(ns, 3)
+	found, err := ns.Get(ctx, []namespace.Key{keys[0], other[0], keys[2]}, bufs, nil)
+	if err != nil || !found[0] || found[1] || !found[2] || !bytes.Equal(bufs[2], data[2]) {
+		t.Fatalf("mixed get: %v %v", found, err)
+	}
+	if _, err := ns.Get(ctx, keys[:2], [][]byte{make([]byte, 10), make([]byte, ns.PageBytes())}, nil); !errors.Is(err, client.ErrBufferTooSmall) {
+		t.Fatalf("small buffer: %v", err)
+	}
+	if found, err := ns.Get(ctx, keys[1:2], bufs[:1], nil); err != nil || !found[0] || !bytes.Equal(bufs[0], data[1]) {
+		t.Fatalf("after a small buffer: %v %v", found, err)
+	}
+	if !c.RawActive() {
+		t.Fatal("raw plane dropped after a caller error")
+	}
+}
+
+// TestRawOtherTiers: pages the node holds on its SSD tier are read through
+// the store, as gRPC reads them, and come back byte-exact.
+func TestRawOtherTiers(t *testing.T) {
+	n := rawNode(t, func(c *node.Config) {
+		c.Tiers = []string{"host", "ssd"}
+		c.HostBytes = 1 << 20 // 64 pages of 16 KiB
+		c.SSDBytes = 16 << 20
+	})
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.RawActive() {
+		t.Fatalf("open: %v, raw %v", err, c.RawActive())
+	}
+	keys := ns.PageKeys(tokens(16*200, 12))
+	data := pagesFor(ns, keys)
+	for i := range data {
+		data[i][100] = byte(i)
+	}
+	for start := 0; start < len(keys); start += 50 {
+		res, err := ns.Put(ctx, client.ChainPages(keys[start:start+50], data[start:start+50]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if !r.Status.Stored() {
+				t.Fatalf("page %d: %v %s", start+i, r.Status, r.Reason)
+			}
+		}
+	}
+	lr, err := ns.Lookup(ctx, keys, true, 0)
+	if err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup: hit %d of %d, %v", lr.HitPrefix, len(keys), err)
+	}
+	defer lr.Lease.Release(ctx)
+	bufs := pageBufs(ns, len(keys))
+	found, err := ns.Get(ctx, keys, bufs, lr.Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: found %v, equal %v", i, found[i], bytes.Equal(bufs[i], data[i]))
+		}
+	}
+}
+
+// TestRawFallback: a node with the raw plane off advertises nothing, and
+// its clients work over gRPC, silently; so does a client told an address
+// where nothing listens.
+func TestRawFallback(t *testing.T) {
+	off := rawNode(t, func(c *node.Config) { c.RawListen = "off" })
+	on := rawNode(t, nil)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		name string
+		addr string
+		opts client.Options
+	}{{"port off", off.Addr(), client.Options{}}, {"nothing listens", on.Addr(), client.Options{RawAddr: deadAddr}}} {
+		c, err := client.Dial(tc.addr, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := c.Open(ctx, llama())
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := ns.PageKeys(tokens(16*2, 4))
+		data := pagesFor(ns, keys)
+		if res, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil || !res[1].Status.Stored() {
+			t.Fatalf("%s: put: %v %v", tc.name, res, err)
+		}
+		bufs := pageBufs(ns, 2)
+		if found, err := ns.Get(ctx, keys, bufs, nil); err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[1], data[1]) {
+			t.Fatalf("%s: get over gRPC: %v %v", tc.name, found, err)
+		}
+		if c.RawActive() {
+			t.Fatalf("%s: raw active", tc.name)
+		}
+		c.Close()
+	}
+}
+
+// rawDial opens a raw connection and says hello with token.
+func rawDial(t *testing.T, addr, token string) (*rdma.Conn, rdma.Message) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rdma.NewStreamConn(nc, 0)
+	t.Cleanup(func() { c.Close() })
+	if err := c.Send(1, &rdma.Hello{Version: rdma.ProtocolVersion, Token: token}); err != nil {
+		t.Fatal(err)
+	}
+	_, m, err := c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m
+}
+
+// rawRead sends a Read and returns its first answer frame.
+func rawRead(t *testing.T, c *rdma.Conn, id uint64, m *rdma.Read) rdma.Message {
+	t.Helper()
+	if err := c.Send(id, m); err != nil {
+		t.Fatal(err)
+	}
+	got, resp, err := c.RecvPage(func(p *rdma.Page, size int) ([]byte, error) { return make([]byte, size), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != id {
+		t.Fatalf("answer to %d for request %d", got, id)
+	}
+	return resp
+}
+
+// TestRawBadInput: a wrong token, an unknown or foreign namespace, an
+// unknown or expired lease, arena requests, malformed and oversized frames
+// get clear errors; the pages read back intact afterwards.
+func TestRawBadInput(t *testing.T) {
+	n := rawNode(t, func(c *node.Config) {
+		c.TenantTokens = map[string]string{"token-a": "acme", "token-b": "other"}
+		c.MaxBatch = 8
+	})
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "token-a")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.RawActive() {
+		t.Fatalf("open: %v, raw %v", err, c.RawActive())
+	}
+	keys := ns.PageKeys(tokens(16*2, 9))
+	data := pagesFor(ns, keys)
+	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+	addr := n.RawAddr()
+
+	_, m := rawDial(t, addr, "wrong")
+	wantCode(t, "wrong token", m, rdma.CodeUnauthenticated)
+	_, m = rawDial(t, addr, "")
+	wantCode(t, "no token", m, rdma.CodeUnauthenticated)
+
+	rc, m := rawDial(t, addr, "token-b")
+	if w, ok := m.(*rdma.Welcome); !ok || w.NodeID != n.ID() || w.ArenaSize != 0 {
+		t.Fatalf("hello with a good token: %#v", m)
+	}
+	wantCode(t, "foreign namespace", rawRead(t, rc, 2, &rdma.Read{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
+	wantCode(t, "unknown namespace", rawRead(t, rc, 3, &rdma.Read{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
+
+	rc, _ = rawDial(t, addr, "token-a")
+	wantCode(t, "empty batch", rawRead(t, rc, 4, &rdma.Read{NS: ns.ID()}), rdma.CodeBadRequest)
+	wantCode(t, "oversized read", rawRead(t, rc, 5, &rdma.Read{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
+	wantCode(t, "unknown lease", rawRead(t, rc, 6, &rdma.Read{NS: ns.ID(), Lease: 42, Keys: keys}), rdma.CodeLeaseNotFound)
+	wantCode(t, "arena get over tcp", shmCall(t, rc, 7, &rdma.Get{NS: ns.ID(), Keys: keys}), rdma.CodeBadRequest)
+	if m := shmCall(t, rc, 8, &rdma.Reserve{NS: ns.ID(), Pages: []rdma.PageSpec{{Key: namespace.Key{7}, Size: int64(ns.PageBytes())}}}); m.(*rdma.ReserveOK).Slots[0].Mapped {
+		t.Fatalf("reserve over tcp maps an extent: %#v", m)
+	}
+	// A frame whose body does not decode: an error, and the connection
+	// stays in step.
+	bad := rdma.AppendFrame(nil, 9, &rdma.Read{NS: ns.ID(), Keys: keys})
+	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
+	bad[0]++
+	if _, err := rc.Net().Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else {
+		wantCode(t, "malformed body", m, rdma.CodeBadRequest)
+	}
+	if m := rawRead(t, rc, 10, &rdma.Read{NS: ns.ID(), Keys: keys[:1]}); !m.(*rdma.Page).Found || !bytes.Equal(m.(*rdma.Page).Data, data[0]) {
+		t.Fatalf("read after a malformed frame: %#v", m)
+	}
+	// A frame over the limit: an error, then the node hangs up.
+	huge := make([]byte, rdma.FrameHeader)
+	huge[3], huge[4] = 0x7f, rdma.OpRead
+	if _, err := rc.Net().Write(huge); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*rdma.Error); !ok {
+		t.Fatalf("oversized frame: %#v", m)
+	}
+	if _, _, err := rc.Recv(); err == nil {
+		t.Fatal("connection still open after an oversized frame")
+	}
+
+	// An expired lease: the client's Get says so.
+	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
+	if err != nil || lr.Lease == nil {
+		t.Fatal(lr, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	bufs := pageBufs(ns, 2)
+	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("expired lease: %v", err)
+	}
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
+		t.Fatalf("after bad input: %v %v", found, err)
+	}
+	if !c.RawActive() {
+		t.Fatal("raw plane dropped by the node's error answers")
+	}
+}
+
+// cutProxy forwards tcp connections to target; the first connection's
+// answers are cut after limit bytes (both directions closed), or with flip
+// set have the byte at limit inverted; later connections pass whole.
+type cutProxy struct {
+	lis    net.Listener
+	target string
+	limit  int64
+	flip   bool
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	n      int        // connections accepted; guarded by mu
+	conns  []net.Conn // guarded by mu
+}
+
+func startCutProxy(t *testing.T, target string, limit int64, flip bool) *cutProxy {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{lis: lis, target: target, limit: limit, flip: flip}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		lis.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.n++
+		cut := p.n == 1
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			io.Copy(out, in)
+			out.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			if cut && p.flip {
+				io.CopyN(in, out, p.limit)
+				var b [1]byte
+				if _, err := io.ReadFull(out, b[:]); err == nil {
+					b[0] ^= 0xff
+					in.Write(b[:])
+				}
+				io.Copy(in, out)
+				in.Close()
+				return
+			}
+			if cut {
+				io.CopyN(in, out, p.limit)
+				in.Close()
+				out.Close()
+				return
+			}
+			io.Copy(in, out)
+			in.Close()
+		}()
+	}
+}
+
+// TestRawConnectionLost: a connection that dies in the middle of a page is
+// an error, never a page reported found; the next call works on a new
+// connection.
+func TestRawConnectionLost(t *testing.T) {
+	n := rawNode(t, nil)
+	ctx := ctxT(t)
+	// The handshake's Welcome plus the first page and half of the second.
+	welcome := int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
+	c0 := dial(t, n.Addr(), "")
+	ns0, err := c0.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns0.PageKeys(tokens(16*3, 33))
+	data := pagesFor(ns0, keys)
+	if _, err := ns0.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+	pageFrame := int64(rdma.FrameHeader + 6 + 4 + ns0.PageBytes()) // crc32c checksums: 4 bytes
+	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame/2, false)
+	c, err := client.Dial(n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.RawActive() {
+		t.Fatalf("open: %v, raw %v", err, c.RawActive())
+	}
+	bufs := pageBufs(ns, 3)
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err == nil || found != nil {
+		t.Fatalf("get over a connection cut mid-page: found %v, err %v", found, err)
+	}
+	t.Logf("cut connection: %v", err)
+	found, err = ns.Get(ctx, keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d after reconnecting: found %v", i, found[i])
+		}
+	}
+}
+
+// TestRawCorruptByte: a page whose bytes changed on the way is reported not
+// found with ErrChecksum; its neighbours arrive intact.
+func TestRawCorruptByte(t *testing.T) {
+	n := rawNode(t, nil)
+	ctx := ctxT(t)
+	welcome := int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
+	c0 := dial(t, n.Addr(), "")
+	ns0, err := c0.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns0.PageKeys(tokens(16*3, 34))
+	data := pagesFor(ns0, keys)
+	if _, err := ns0.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+	pageFrame := int64(rdma.FrameHeader + 6 + 4 + ns0.PageBytes())
+	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame-100, true) // inside page 1's bytes
+	c, err := client.Dial(n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.RawActive() {
+		t.Fatalf("open: %v, raw %v", err, c.RawActive())
+	}
+	bufs := pageBufs(ns, 3)
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if !errors.Is(err, client.ErrChecksum) || found == nil || !found[0] || found[1] || !found[2] {
+		t.Fatalf("get with a flipped byte: found %v, err %v", found, err)
+	}
+	if !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[2], data[2]) {
+		t.Fatal("intact pages differ")
+	}
+}

@@ -1,0 +1,111 @@
+package rdma
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// streamPair is both ends of a loopback TCP connection, as Conns.
+func streamPair(t *testing.T) (a, b *Conn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := lis.Accept()
+		accepted <- c
+	}()
+	nc, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := <-accepted
+	if sc == nil {
+		t.Fatal("accept failed")
+	}
+	a, b = NewStreamConn(nc, 0), NewStreamConn(sc, 0)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// TestSendFramesRecvPage: frames sent in one batch arrive in order; page
+// bytes land in the buffers pick hands out, piece by piece through each;
+// a refused page is skipped and the stream stays in step.
+func TestSendFramesRecvPage(t *testing.T) {
+	a, b := streamPair(t)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40000) // 640,000 bytes
+	frames := []Frame{
+		{ID: 7, Msg: &Page{Index: 0, Found: true, Checksum: []byte{1, 2, 3, 4}, Data: big}},
+		{ID: 7, Msg: &Page{Index: 1}},
+		{ID: 7, Msg: &Page{Index: 2, Found: true, Data: []byte("refused")}},
+		{ID: 8, Msg: &Error{Code: CodeLeaseExpired, Message: "gone"}},
+		{ID: 9, Msg: &Write{NS: namespace.ID{3}, WriteID: 4, Offset: 5, Data: []byte("written")}},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.SendFrames(frames...) }()
+	refused := errors.New("refused")
+	var pieces []byte
+	each := func(p []byte) { pieces = append(pieces, p...) }
+	buf := make([]byte, len(big))
+	pick := func(p *Page, size int) ([]byte, error) {
+		if p.Index == 2 {
+			return nil, refused
+		}
+		return buf, nil
+	}
+	id, m, err := b.RecvPage(pick, each)
+	if p, ok := m.(*Page); err != nil || id != 7 || !ok || !p.Found || !bytes.Equal(p.Data, big) || !bytes.Equal(pieces, big) || !bytes.Equal(p.Checksum, []byte{1, 2, 3, 4}) {
+		t.Fatalf("page 0: id %d, %v, %d piece bytes", id, err, len(pieces))
+	}
+	if _, m, err = b.RecvPage(pick, nil); err != nil || m.(*Page).Found || m.(*Page).Index != 1 || m.(*Page).Data != nil {
+		t.Fatalf("page 1: %#v %v", m, err)
+	}
+	if _, m, err = b.RecvPage(pick, nil); !errors.Is(err, refused) || m.(*Page).Index != 2 {
+		t.Fatalf("page 2: %#v %v", m, err)
+	}
+	if id, m, err = b.RecvPage(pick, nil); err != nil || id != 8 || m.(*Error).Code != CodeLeaseExpired {
+		t.Fatalf("error frame: %d %#v %v", id, m, err)
+	}
+	if id, m, err = b.Recv(); err != nil || id != 9 || string(m.(*Write).Data) != "written" || m.(*Write).Offset != 5 {
+		t.Fatalf("write frame: %d %#v %v", id, m, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecvPageRejects: a missing page that carries bytes, or a frame
+// shorter than a page header, is ErrFrame.
+func TestRecvPageRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"missing page with bytes", AppendFrame(nil, 1, &Page{Index: 0, Found: false, Checksum: nil, Data: nil})},
+		{"short page frame", AppendFrame(nil, 1, &AbortOK{Aborted: 1})},
+	} {
+		b := tc.b
+		switch tc.name {
+		case "missing page with bytes":
+			b = append(b, 'x')
+			b[0]++
+		case "short page frame":
+			b[4] = OpPage
+		}
+		a, c := streamPair(t)
+		if _, err := a.Net().Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := c.RecvPage(func(*Page, int) ([]byte, error) { return make([]byte, 8), nil }, nil)
+		if !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: %v, want ErrFrame", tc.name, err)
+		}
+	}
+}

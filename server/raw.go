@@ -1,0 +1,157 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/rdma"
+)
+
+// The raw listener is the data plane for clients on other hosts: the shm
+// framing (package rdma, stream.go) over TCP, with page bytes inline. A
+// connection authenticates with a tenant token exactly as gRPC calls do
+// (no peer check: it sees only what the token allows, never the arena).
+// Read answers each page with a frame whose bytes are written straight
+// from the store's pinned view of the page; Reserve, Write (bytes inline)
+// and Commit publish pages through the store's normal API, which verifies
+// size and checksum at commit. gRPC stays the control and compatibility
+// path; the node advertises this listener's address in a header of its
+// OpenNamespace answers (Advertise).
+
+// RawConfig configures the raw listener.
+type RawConfig struct {
+	// Listen is the TCP address to listen on ("127.0.0.1:0": a free
+	// port). Required.
+	Listen string
+	// Advertise is the address clients are told. Default the listener's
+	// address (an unspecified host, 0.0.0.0 or ::, tells clients to use
+	// the host they reached gRPC at).
+	Advertise string
+	// MaxFrame bounds a request frame. Default rdma.DefaultMaxFrame.
+	MaxFrame int
+	// HelloTimeout bounds the handshake. Default 5s.
+	HelloTimeout time.Duration
+	// WriteTimeout bounds writing the answer of one Read: a client that
+	// stops reading loses its connection rather than keep pages pinned.
+	// Default 30s.
+	WriteTimeout time.Duration
+}
+
+// RawListener accepts raw data-plane connections until Close.
+type RawListener struct {
+	s   *Server
+	cfg RawConfig
+	lis net.Listener
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[*rdma.Conn]struct{} // guarded by mu
+	closed bool                    // guarded by mu
+}
+
+// ListenRaw starts the raw data plane on cfg.Listen.
+func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
+	if cfg.Listen == "" {
+		return nil, errors.New("raw: Listen is required")
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = rdma.DefaultMaxFrame
+	}
+	if cfg.HelloTimeout <= 0 {
+		cfg.HelloTimeout = 5 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("raw: listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = lis.Addr().String()
+	}
+	l := &RawListener{s: s, cfg: cfg, lis: lis, conns: make(map[*rdma.Conn]struct{})}
+	l.wg.Add(1)
+	go l.accept()
+	return l, nil
+}
+
+// Addr is the listener's address.
+func (l *RawListener) Addr() string { return l.lis.Addr().String() }
+
+// Advertise is a gRPC unary interceptor that names the raw address in the
+// rdma.AddrHeader header of OpenNamespace answers. A nil listener
+// advertises nothing, so a node can install it unconditionally.
+func (l *RawListener) Advertise(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if l != nil && info.FullMethod == pb.Strata_OpenNamespace_FullMethodName {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(rdma.AddrHeader, l.cfg.Advertise))
+	}
+	return h(ctx, req)
+}
+
+// Close stops accepting, closes every connection (aborting the
+// reservations they hold) and waits for their goroutines.
+func (l *RawListener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	err := l.lis.Close()
+	l.wg.Wait()
+	return err
+}
+
+func (l *RawListener) accept() {
+	defer l.wg.Done()
+	for {
+		nc, err := l.lis.Accept()
+		if err != nil {
+			l.mu.Lock()
+			closed := l.closed
+			l.mu.Unlock()
+			if closed {
+				return
+			}
+			l.s.log.Warn("raw: accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+
+		}
+		c := rdma.NewStreamConn(nc, l.cfg.MaxFrame)
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			c.Close()
+			return
+		}
+		l.conns[c] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go func() {
+			defer l.wg.Done()
+			sc := &shmConn{s: l.s, c: c, writes: map[uint64]shmWrite{},
+				cfg: connConfig{helloTimeout: l.cfg.HelloTimeout, writeTimeout: l.cfg.WriteTimeout}}
+			sc.serve()
+			l.mu.Lock()
+			delete(l.conns, c)
+			l.mu.Unlock()
+		}()
+	}
+}

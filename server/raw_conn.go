@@ -1,0 +1,94 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/store"
+)
+
+// read answers a Read with the pages' bytes inline: per key a Page frame,
+// its bytes written straight from the store's view of the page (the arena
+// for the host tier, a copy for the others) with one writev, while the
+// store keeps the page pinned. A request the node refuses is answered with
+// one Error frame. The error returned is the connection's: it cannot
+// continue.
+func (sc *shmConn) read(id uint64, m *rdma.Read) error {
+	n, err := sc.namespace(m.NS)
+	if err == nil {
+		err = sc.batch(len(m.Keys))
+	}
+	if err != nil {
+		return sc.reply(id, shmError(err))
+	}
+	sc.armWrite()
+	var (
+		sent, bytes int
+		ioErr       error
+		start       = time.Now()
+		page        rdma.Page
+	)
+	err = sc.s.cfg.Store.Read(n.ID, m.Lease, m.Keys, func(i int, p store.PageView) error {
+		page = rdma.Page{Index: uint32(i), Found: p.Found}
+		if p.Found {
+			page.Checksum, page.Data = p.Checksum, p.Data
+		}
+		if ioErr = sc.c.SendFrames(rdma.Frame{ID: id, Msg: &page}); ioErr != nil {
+			return ioErr
+		}
+		sent++
+		bytes += len(page.Data)
+		return nil
+	})
+	switch {
+	case ioErr != nil:
+		return ioErr
+	case err != nil && sent > 0:
+		return fmt.Errorf("read failed after %d of %d pages: %w", sent, len(m.Keys), err)
+	case err != nil:
+		return sc.reply(id, shmError(err))
+	}
+	if bytes > 0 {
+		sc.s.metrics.Transfer(n.ID, "out", bytes)
+		sc.s.metrics.PageTime("out", time.Since(start))
+	}
+	return nil
+}
+
+// armWrite makes sure an answer's writing has at least half the write
+// timeout left: the deadline is moved (a runtime timer update) only when
+// less is left, not per Read.
+func (sc *shmConn) armWrite() {
+	d := sc.cfg.writeTimeout
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if sc.writeBy.Sub(now) >= d/2 {
+		return
+	}
+	sc.writeBy = now.Add(d)
+	_ = sc.c.Net().SetWriteDeadline(sc.writeBy)
+}
+
+// write takes a one-way Write: its bytes go into the reservation through
+// the store, which checks the reservation is open and the range leaves no
+// gap. A write that fails is only logged: the reservation then lacks bytes
+// and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
+func (sc *shmConn) write(m *rdma.Write) {
+	n, err := sc.namespace(m.NS)
+	if err == nil {
+		err = sc.s.cfg.Store.Write(n.ID, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
+	}
+	if err != nil {
+		if !errors.Is(err, store.ErrWriteExpired) {
+			sc.s.log.Debug("raw: write refused", "write", m.WriteID, "err", err)
+		}
+		return
+	}
+	if len(m.Data) > 0 {
+		sc.s.metrics.Transfer(n.ID, "in", len(m.Data))
+	}
+}
