@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,14 +46,8 @@ type RawConfig struct {
 
 // RawListener accepts raw data-plane connections until Close.
 type RawListener struct {
-	s   *Server
+	frameListener
 	cfg RawConfig
-	lis net.Listener
-	wg  sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[*rdma.Conn]struct{} // guarded by mu
-	closed bool                    // guarded by mu
 }
 
 // ListenRaw starts the raw data plane on cfg.Listen.
@@ -78,9 +71,15 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = lis.Addr().String()
 	}
-	l := &RawListener{s: s, cfg: cfg, lis: lis, conns: make(map[*rdma.Conn]struct{})}
-	l.wg.Add(1)
-	go l.accept()
+	l := &RawListener{frameListener: frameListener{s: s, name: "raw", lis: lis}, cfg: cfg}
+	l.start(func(nc net.Conn) (*rdma.Conn, *shmConn) {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		c := rdma.NewStreamConn(nc, cfg.MaxFrame)
+		return c, &shmConn{s: s, c: c, writes: map[uint64]shmWrite{},
+			cfg: connConfig{helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout}}
+	})
 	return l, nil
 }
 
@@ -100,58 +99,6 @@ func (l *RawListener) Advertise(ctx context.Context, req any, info *grpc.UnarySe
 // Close stops accepting, closes every connection (aborting the
 // reservations they hold) and waits for their goroutines.
 func (l *RawListener) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
-	err := l.lis.Close()
-	l.wg.Wait()
+	_, err := l.close()
 	return err
-}
-
-func (l *RawListener) accept() {
-	defer l.wg.Done()
-	for {
-		nc, err := l.lis.Accept()
-		if err != nil {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed {
-				return
-			}
-			l.s.log.Warn("raw: accept", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-
-		}
-		c := rdma.NewStreamConn(nc, l.cfg.MaxFrame)
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			c.Close()
-			return
-		}
-		l.conns[c] = struct{}{}
-		l.wg.Add(1)
-		l.mu.Unlock()
-		go func() {
-			defer l.wg.Done()
-			sc := &shmConn{s: l.s, c: c, writes: map[uint64]shmWrite{},
-				cfg: connConfig{helloTimeout: l.cfg.HelloTimeout, writeTimeout: l.cfg.WriteTimeout}}
-			sc.serve()
-			l.mu.Lock()
-			delete(l.conns, c)
-			l.mu.Unlock()
-		}()
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/stratakv/strata/rdma"
@@ -45,15 +44,9 @@ type ShmConfig struct {
 
 // ShmListener accepts shm connections until Close.
 type ShmListener struct {
-	s       *Server
+	frameListener
 	cfg     ShmConfig
-	lis     *net.UnixListener
 	arenaID uint64
-	wg      sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[*rdma.Conn]struct{} // guarded by mu
-	closed bool                    // guarded by mu
 }
 
 // ListenShm starts serving same-host clients on cfg.Path.
@@ -81,16 +74,19 @@ func (s *Server) ListenShm(cfg ShmConfig) (*ShmListener, error) {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	l := &ShmListener{s: s, cfg: cfg, lis: lis, arenaID: binary.LittleEndian.Uint64(id[:]),
-		conns: make(map[*rdma.Conn]struct{})}
+	l := &ShmListener{frameListener: frameListener{s: s, name: "shm", lis: lis}, cfg: cfg,
+		arenaID: binary.LittleEndian.Uint64(id[:])}
 	if cfg.Link != "" {
 		if err := l.link(); err != nil {
 			s.log.Warn("shm: no conventional link; clients need the socket path", "link", cfg.Link, "err", err)
 			l.cfg.Link = ""
 		}
 	}
-	l.wg.Add(1)
-	go l.accept()
+	l.start(func(nc net.Conn) (*rdma.Conn, *shmConn) {
+		c := rdma.NewConn(nc.(*net.UnixConn), l.cfg.MaxFrame)
+		return c, &shmConn{s: s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
+			cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout}}
+	})
 	return l, nil
 }
 
@@ -142,19 +138,8 @@ func (l *ShmListener) Path() string { return l.cfg.Path }
 // and aborting their reservations), waits for their goroutines and removes
 // the socket and link.
 func (l *ShmListener) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
-	err := l.lis.Close()
-	l.wg.Wait()
-	if l.cfg.Link != "" {
+	first, err := l.close()
+	if first && l.cfg.Link != "" {
 		if dst, lerr := os.Readlink(l.cfg.Link); lerr == nil {
 			if abs, _ := filepath.Abs(l.cfg.Path); dst == abs {
 				os.Remove(l.cfg.Link)
@@ -162,41 +147,4 @@ func (l *ShmListener) Close() error {
 		}
 	}
 	return err
-}
-
-func (l *ShmListener) accept() {
-	defer l.wg.Done()
-	for {
-		uc, err := l.lis.AcceptUnix()
-		if err != nil {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed {
-				return
-			}
-			l.s.log.Warn("shm: accept", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		c := rdma.NewConn(uc, l.cfg.MaxFrame)
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			c.Close()
-			return
-		}
-		l.conns[c] = struct{}{}
-		l.wg.Add(1)
-		l.mu.Unlock()
-		go func() {
-			defer l.wg.Done()
-			sc := &shmConn{s: l.s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
-				cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout}}
-			sc.serve()
-			l.mu.Lock()
-			delete(l.conns, c)
-			l.mu.Unlock()
-		}()
-	}
 }
