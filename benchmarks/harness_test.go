@@ -250,3 +250,28 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(rank(0.50))/float64(time.Microsecond), "p50-µs")
 	b.ReportMetric(float64(rank(0.99))/float64(time.Microsecond), "p99-µs")
 }
+
+// getWorkingSet publishes workingSet bytes of size-byte pages through ns
+// for Get benchmarks and returns their keys, one reusable page buffer per
+// client, and the function that deletes them again (deferred by the
+// caller, while ns's client is still open).
+func getWorkingSet(ctx context.Context, b *testing.B, ns *client.Namespace, size int) ([]namespace.Key, [][][]byte, func()) {
+	b.Helper()
+	pages := workingSet / size
+	if err := putRange(ctx, ns, 0, uint64(pages), randomBytes(size, 2)); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]namespace.Key, pages)
+	for i := range keys {
+		keys[i] = pageKey(ns.ID(), uint64(i))
+	}
+	bufs := make([][][]byte, maxClients)
+	for c := range bufs {
+		bufs[c] = [][]byte{make([]byte, size)}
+	}
+	return keys, bufs, func() {
+		if err := deleteRange(ctx, ns, 0, uint64(pages)); err != nil {
+			b.Error(err)
+		}
+	}
+}

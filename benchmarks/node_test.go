@@ -94,23 +94,9 @@ func BenchmarkGet(b *testing.B) {
 		b.Run("page="+sizeLabel(size), func(b *testing.B) {
 			ctx := b.Context()
 			nss := openAll(ctx, b, cs, descriptor(size))
-			pages := workingSet / size
-			if err := putRange(ctx, nss[0], 0, uint64(pages), randomBytes(size, 2)); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				if err := deleteRange(ctx, nss[0], 0, uint64(pages)); err != nil {
-					b.Error(err)
-				}
-			}()
-			keys := make([]namespace.Key, pages)
-			for i := range keys {
-				keys[i] = pageKey(nss[0].ID(), uint64(i))
-			}
-			bufs := make([][][]byte, maxClients)
-			for c := range bufs {
-				bufs[c] = [][]byte{make([]byte, size)}
-			}
+			keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
+			defer done()
+			pages := len(keys)
 			for _, clients := range clientCounts {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					b.SetBytes(int64(size))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/namespace"
 )
 
 // shmPageSize is the page size of the shm acceptance bar: shm get of 256 KiB
@@ -53,23 +52,9 @@ func BenchmarkShmGet(b *testing.B) {
 					b.Fatalf("client %d is not using shared memory", i)
 				}
 			}
-			pages := workingSet / shmPageSize
-			if err := putRange(ctx, nss[0], 0, uint64(pages), randomBytes(shmPageSize, 2)); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				if err := deleteRange(ctx, nss[0], 0, uint64(pages)); err != nil {
-					b.Error(err)
-				}
-			}()
-			keys := make([]namespace.Key, pages)
-			for i := range keys {
-				keys[i] = pageKey(nss[0].ID(), uint64(i))
-			}
-			bufs := make([][][]byte, maxClients)
-			for c := range bufs {
-				bufs[c] = [][]byte{make([]byte, shmPageSize)}
-			}
+			keys, bufs, done := getWorkingSet(ctx, b, nss[0], shmPageSize)
+			defer done()
+			pages := len(keys)
 			// Warm every client's mapping off the clock: the first copy
 			// from a page of a fresh mapping takes a page fault per 4 KiB
 			// (64 per page), once per client process and page; a serving
