@@ -262,6 +262,11 @@ type ssdFile struct {
 	found int64
 	// dirty says the file has writes that SyncBatch's next round must sync.
 	dirty atomic.Bool
+	// closeMu orders the batcher's syncs (read side) before the close of a
+	// file reclaim removes (write side): a file whose pages all went can
+	// still be on the batcher's dirty list. closed is guarded by closeMu.
+	closeMu sync.RWMutex
+	closed  bool
 
 	// Slot tables, guarded by the class's mu: the generation of each
 	// slot's extent (0 while free), its state (ssdSlot*), the stack of free

@@ -177,7 +177,7 @@ func ssdAppendNew(files []*ssdFile, f *ssdFile) []*ssdFile {
 func ssdSyncAll(files []*ssdFile) map[*ssdFile]error {
 	errs := make(map[*ssdFile]error)
 	if len(files) == 1 {
-		if err := files[0].f.Sync(); err != nil {
+		if err := files[0].syncOpen(); err != nil {
 			errs[files[0]] = err
 		}
 		return errs
@@ -186,7 +186,7 @@ func ssdSyncAll(files []*ssdFile) map[*ssdFile]error {
 	var wg sync.WaitGroup
 	for _, f := range files {
 		wg.Go(func() {
-			if err := f.f.Sync(); err != nil {
+			if err := f.syncOpen(); err != nil {
 				mu.Lock()
 				errs[f] = err
 				mu.Unlock()
@@ -195,4 +195,15 @@ func ssdSyncAll(files []*ssdFile) map[*ssdFile]error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// syncOpen fdatasyncs f unless reclaim closed it meanwhile (it then held no
+// page: there is nothing to make durable).
+func (f *ssdFile) syncOpen() error {
+	f.closeMu.RLock()
+	defer f.closeMu.RUnlock()
+	if f.closed {
+		return nil
+	}
+	return f.f.Sync()
 }

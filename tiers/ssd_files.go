@@ -264,7 +264,11 @@ func (s *SSD) reclaim() bool {
 // removeFile closes and removes a file that is no longer listed. Errors are
 // logged: a file that could not be removed is adopted again on restart.
 func (s *SSD) removeFile(f *ssdFile) {
-	err := errors.Join(f.f.Close(), s.fs.Remove(f.path), s.fs.SyncDir(s.dir))
+	f.closeMu.Lock()
+	f.closed = true
+	cerr := f.f.Close()
+	f.closeMu.Unlock()
+	err := errors.Join(cerr, s.fs.Remove(f.path), s.fs.SyncDir(s.dir))
 	if err != nil {
 		s.log.Error("ssd: removing a slot file", "file", f.path, "err", err)
 	}
