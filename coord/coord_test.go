@@ -13,6 +13,8 @@ import (
 	"github.com/stratakv/strata/eviction"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/registry"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // fakeStore is an in-memory Store: fixed summaries, recorded cutoffs.
@@ -121,7 +123,7 @@ func startEtcd(t testing.TB) *registry.Embedded {
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return testlog.New(t, slog.LevelInfo)
 }
 
 // eventually polls cond every 20ms until it holds, failing after within.

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // sharedEtcd serves the tests that do not stop etcd, each under its own
@@ -96,7 +98,7 @@ func openRegistry(t *testing.T, endpoints []string, edit ...func(*Config)) *Regi
 // testLogger sends logs to the test log, so that they show only for a
 // failing test.
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testlog.New(t, slog.LevelDebug)
 }
 
 // ctxFor returns a context with the given timeout, cancelled at cleanup.
