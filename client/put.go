@@ -209,17 +209,11 @@ func (o *putOut) marshal() (mem.BufferSlice, error) {
 		prefix = protowire.AppendTag(prefix, 2, protowire.BytesType)
 		prefix = protowire.AppendBytes(prefix, h)
 	}
-	if len(o.data) == 0 {
-		return mem.BufferSlice{mem.SliceBuffer(prefix)}, nil
+	b, referenced := pb.AppendData(prefix, 3, o.data, o.released)
+	if referenced {
+		o.pending++
 	}
-	prefix = protowire.AppendTag(prefix, 3, protowire.BytesType)
-	prefix = protowire.AppendVarint(prefix, uint64(len(o.data)))
-	data := o.data[:len(o.data):len(o.data)]
-	if mem.IsBelowBufferPoolingThreshold(len(data)) {
-		return mem.BufferSlice{mem.SliceBuffer(append(prefix, data...))}, nil
-	}
-	o.pending++
-	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(&data, releasePool(o.released))}, nil
+	return b, nil
 }
 
 // wait waits up to d for every referenced chunk to be released.
@@ -237,14 +231,6 @@ func (o *putOut) wait(d time.Duration) {
 		}
 	}
 }
-
-// releasePool is the "pool" of a referenced chunk of page bytes: gRPC puts
-// the chunk back when it drops its last reference.
-type releasePool chan struct{}
-
-func (r releasePool) Get(n int) *[]byte { b := make([]byte, n); return &b }
-
-func (r releasePool) Put(*[]byte) { r <- struct{}{} }
 
 func (n *Namespace) putBatch(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	specs := make([]*pb.PageSpec, len(pages))

@@ -377,27 +377,10 @@ func (p *pageOut) marshal() (mem.BufferSlice, error) {
 		prefix = protowire.AppendTag(prefix, 1, protowire.BytesType)
 		prefix = protowire.AppendBytes(prefix, h)
 	}
-	if len(p.data) == 0 {
-		return mem.BufferSlice{mem.SliceBuffer(prefix)}, nil
-	}
-	prefix = protowire.AppendTag(prefix, 2, protowire.BytesType)
-	prefix = protowire.AppendVarint(prefix, uint64(len(p.data)))
-	data := p.data[:len(p.data):len(p.data)]
-	if mem.IsBelowBufferPoolingThreshold(len(data)) {
-		return mem.BufferSlice{mem.SliceBuffer(append(prefix, data...))}, nil
-	}
-	p.referenced = true
-	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(&data, releasePool(p.released))}, nil
+	b, referenced := pb.AppendData(prefix, 2, p.data, p.released)
+	p.referenced = p.referenced || referenced
+	return b, nil
 }
-
-// releasePool is the "pool" of a referenced page chunk: gRPC puts the chunk
-// back when the last reference to it is dropped, which is the signal that
-// the page may be unpinned.
-type releasePool chan struct{}
-
-func (r releasePool) Get(n int) *[]byte { b := make([]byte, n); return &b }
-
-func (r releasePool) Put(*[]byte) { r <- struct{}{} }
 
 // dataIn is a PutRequest or WriteRequest whose data field is left in gRPC's
 // receive buffers: msg receives every other field, data the pieces of the

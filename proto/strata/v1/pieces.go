@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // PieceReader reads a protobuf message held in the buffers of a
@@ -70,3 +71,30 @@ func (r *PieceReader) Take(size int, fn func([]byte)) error {
 	}
 	return nil
 }
+
+// AppendData finishes a message whose other fields are in prefix with a
+// bytes field num holding data. Data under gRPC's pooling threshold is
+// copied after prefix; larger data is referenced, not copied, and
+// released receives one value when the transport is done with it (the
+// sender must keep the bytes unchanged until then). referenced says which.
+func AppendData(prefix []byte, num protowire.Number, data []byte, released chan struct{}) (b mem.BufferSlice, referenced bool) {
+	if len(data) == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(prefix)}, false
+	}
+	prefix = protowire.AppendTag(prefix, num, protowire.BytesType)
+	prefix = protowire.AppendVarint(prefix, uint64(len(data)))
+	data = data[:len(data):len(data)]
+	if mem.IsBelowBufferPoolingThreshold(len(data)) {
+		return mem.BufferSlice{mem.SliceBuffer(append(prefix, data...))}, false
+	}
+	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(&data, releasePool(released))}, true
+}
+
+// releasePool is the "pool" of a referenced chunk: gRPC puts the chunk
+// back when the last reference to it is dropped, which is the signal that
+// the bytes may change (a page unpinned, a caller's buffer reused).
+type releasePool chan struct{}
+
+func (r releasePool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+
+func (r releasePool) Put(*[]byte) { r <- struct{}{} }
