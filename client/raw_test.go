@@ -133,43 +133,7 @@ func TestRawOtherTiers(t *testing.T) {
 		c.HostBytes = 1 << 20 // 64 pages of 16 KiB
 		c.SSDBytes = 16 << 20
 	})
-	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.RawActive() {
-		t.Fatalf("open: %v, raw %v", err, c.RawActive())
-	}
-	keys := ns.PageKeys(tokens(16*200, 12))
-	data := pagesFor(ns, keys)
-	for i := range data {
-		data[i][100] = byte(i)
-	}
-	for start := 0; start < len(keys); start += 50 {
-		res, err := ns.Put(ctx, client.ChainPages(keys[start:start+50], data[start:start+50]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if !r.Status.Stored() {
-				t.Fatalf("page %d: %v %s", start+i, r.Status, r.Reason)
-			}
-		}
-	}
-	lr, err := ns.Lookup(ctx, keys, true, 0)
-	if err != nil || lr.HitPrefix != len(keys) {
-		t.Fatalf("lookup: hit %d of %d, %v", lr.HitPrefix, len(keys), err)
-	}
-	defer lr.Lease.Release(ctx)
-	bufs := pageBufs(ns, len(keys))
-	found, err := ns.Get(ctx, keys, bufs, lr.Lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
-			t.Fatalf("page %d: found %v, equal %v", i, found[i], bytes.Equal(bufs[i], data[i]))
-		}
-	}
+	checkOtherTiers(t, n, (*client.Client).RawActive, 12)
 }
 
 // TestRawFallback: a node with the raw plane off advertises nothing, and
