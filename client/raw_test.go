@@ -386,25 +386,35 @@ func (p *cutProxy) accept() {
 	}
 }
 
+// threeRawPages starts a node serving the raw plane and publishes three
+// pages of a sequence (seed) through it; it returns the length of the
+// handshake's Welcome frame and of one Page frame on the raw connection,
+// for proxies that cut or corrupt the stream at a chosen byte.
+func threeRawPages(t *testing.T, seed uint32) (n *node.Node, keys []namespace.Key, data [][]byte, welcome, pageFrame int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	n = rawNode(t, nil)
+	welcome = int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
+	ns, err := dial(t, n.Addr(), "").Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = ns.PageKeys(tokens(16*3, seed))
+	data = pagesFor(ns, keys)
+	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+	pageFrame = int64(rdma.FrameHeader + 6 + 4 + ns.PageBytes()) // crc32c checksums: 4 bytes
+	return n, keys, data, welcome, pageFrame
+}
+
 // TestRawConnectionLost: a connection that dies in the middle of a page is
 // an error, never a page reported found; the next call works on a new
 // connection.
 func TestRawConnectionLost(t *testing.T) {
-	n := rawNode(t, nil)
 	ctx := ctxT(t)
+	n, keys, data, welcome, pageFrame := threeRawPages(t, 33)
 	// The handshake's Welcome plus the first page and half of the second.
-	welcome := int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
-	c0 := dial(t, n.Addr(), "")
-	ns0, err := c0.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := ns0.PageKeys(tokens(16*3, 33))
-	data := pagesFor(ns0, keys)
-	if _, err := ns0.Put(ctx, client.ChainPages(keys, data)); err != nil {
-		t.Fatal(err)
-	}
-	pageFrame := int64(rdma.FrameHeader + 6 + 4 + ns0.PageBytes()) // crc32c checksums: 4 bytes
 	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame/2, false)
 	c, err := client.Dial(n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
 	if err != nil {
@@ -435,20 +445,8 @@ func TestRawConnectionLost(t *testing.T) {
 // TestRawCorruptByte: a page whose bytes changed on the way is reported not
 // found with ErrChecksum; its neighbours arrive intact.
 func TestRawCorruptByte(t *testing.T) {
-	n := rawNode(t, nil)
 	ctx := ctxT(t)
-	welcome := int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
-	c0 := dial(t, n.Addr(), "")
-	ns0, err := c0.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := ns0.PageKeys(tokens(16*3, 34))
-	data := pagesFor(ns0, keys)
-	if _, err := ns0.Put(ctx, client.ChainPages(keys, data)); err != nil {
-		t.Fatal(err)
-	}
-	pageFrame := int64(rdma.FrameHeader + 6 + 4 + ns0.PageBytes())
+	n, keys, data, welcome, pageFrame := threeRawPages(t, 34)
 	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame-100, true) // inside page 1's bytes
 	c, err := client.Dial(n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
 	if err != nil {
