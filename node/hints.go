@@ -20,16 +20,19 @@ import (
 
 // Remote child hints (DESIGN 5, leaf first across nodes): the store reports
 // committed and evicted pages whose parent is not resident here
-// (store.Config.OnRemoteParent); the hint sender queues them and, every
-// hintFlushEvery or once hintBatch are queued, sends each to the owner of
-// its parent key (capacity-weighted rendezvous placement over the alive
-// members, as clients place keys) through the Cluster Hints RPC; the owner
-// applies them to its store. Hints are advisory: a full queue, an
+// (store.Config.OnRemoteParent); the hint sender queues them and sends
+// each, in RPCs of at most hintBatch, to the owner of its parent key
+// (capacity-weighted rendezvous placement over the alive members, as
+// clients place keys) through the Cluster Hints RPC; the owner applies
+// them to its store. A flush starts as soon as hints are queued; those
+// that arrive while it sends go in the next one, which is the only
+// batching (a timed flush let parents be evicted as childless before
+// their children's hints came). Hints are advisory: a full queue, an
 // unreachable owner or a parent owned by this node (so absent everywhere
 // it would be looked for) drops them, counted in HintStats.
 
 const (
-	hintFlushEvery = 20 * time.Millisecond
+	hintFlushEvery = 20 * time.Millisecond // a flush without a wake-up
 	hintBatch      = 1000
 	hintQueueMax   = 64 << 10
 	hintRPCTimeout = 2 * time.Second
@@ -40,7 +43,7 @@ type HintStats struct {
 	Sent, Dropped int64
 }
 
-// hintSender batches hints to parent owners. Its goroutine is started by
+// hintSender sends hints to parent owners. Its goroutine is started by
 // start and stopped by close.
 type hintSender struct {
 	self    string
@@ -53,7 +56,7 @@ type hintSender struct {
 	mu      sync.Mutex // guards pending
 	pending []store.ChildHint
 
-	wake   chan struct{}   // a batch is full
+	wake   chan struct{}   // hints are queued
 	ctx    context.Context // cancelled by close: stops the loop and its RPCs
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -75,12 +78,11 @@ func (h *hintSender) add(hints []store.ChildHint) {
 	room := hintQueueMax - len(h.pending)
 	take := min(max(room, 0), len(hints))
 	h.pending = append(h.pending, hints[:take]...)
-	full := len(h.pending) >= hintBatch
 	h.mu.Unlock()
 	if drop := len(hints) - take; drop > 0 {
 		h.dropped.Add(int64(drop))
 	}
-	if full {
+	if take > 0 {
 		select {
 		case h.wake <- struct{}{}:
 		default:

@@ -8,23 +8,24 @@ import (
 )
 
 // TestHintQueueBounded: hints beyond the queue's bound are dropped and
-// counted, and a full batch wakes the sender.
+// counted, and any queued hint wakes the sender (no timed batching).
 func TestHintQueueBounded(t *testing.T) {
 	h := newHintSender("self", "", slog.New(slog.DiscardHandler))
 	defer h.close()
-	h.add(make([]store.ChildHint, hintBatch-1))
+	h.add(nil)
 	select {
 	case <-h.wake:
-		t.Fatal("woken before a batch was full")
+		t.Fatal("woken with nothing queued")
 	default:
+	}
+	h.add(make([]store.ChildHint, 1))
+	select {
+	case <-h.wake:
+	default:
+		t.Fatal("a queued hint did not wake the sender")
 	}
 	h.add(make([]store.ChildHint, hintQueueMax))
-	select {
-	case <-h.wake:
-	default:
-		t.Fatal("a full batch did not wake the sender")
-	}
-	if got, want := h.stats().Dropped, int64(hintBatch-1); got != want {
+	if got, want := h.stats().Dropped, int64(1); got != want {
 		t.Fatalf("dropped %d hints, want %d", got, want)
 	}
 	if len(h.pending) != hintQueueMax {

@@ -124,6 +124,7 @@ type Store struct {
 	demotions atomic.Uint64 // pages moved one tier down
 	corrupt   atomic.Uint64 // pages dropped because they failed to read or verify
 	moverWake chan struct{}
+	hintWake  chan struct{} // child hints are pending (hintLocked)
 	moveBufs  [2][]byte     // the mover's copy buffers (source, read-back); the mover's own
 	spill     []atomic.Bool // per tier: a page landed below it
 
@@ -159,6 +160,7 @@ func New(cfg Config) (*Store, error) {
 		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
 		moverWake:     make(chan struct{}, 1),
+		hintWake:      make(chan struct{}, 1),
 		spill:         make([]atomic.Bool, len(cfg.Tiers)),
 		stop:          make(chan struct{}),
 		epoch:         time.Now(),
