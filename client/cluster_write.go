@@ -39,6 +39,7 @@ func (n *ClusterNamespace) Put(ctx context.Context, pages []Page) (results []Put
 		return nil, err
 	}
 	defer done()
+	pages = withChainDepths(pages) // before the sequence is split over nodes
 	results = make([]PutResult, len(pages))
 	r := n.c.routing()
 	cand := make([][]int, len(pages)) // each page's nodes to try, best first

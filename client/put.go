@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,6 +24,48 @@ type Page struct {
 	HasParent bool
 	Depth     uint32 // page index within its token sequence
 	Data      []byte
+	// ChainDepth is the depth of the deepest page of this page's sequence
+	// published by the same put, on any node. Put fills it in from the
+	// batch's parent links (a caller that splits one sequence over several
+	// puts may set it). Nodes admit and keep a prefix page at least as they
+	// would the deepest page it makes reachable: judged alone, shallow
+	// pages are worth less, and a full cluster would keep the deep pages
+	// of a sequence while refusing the prefix they need.
+	ChainDepth uint32
+}
+
+// withChainDepths returns pages with each ChainDepth raised to the depth of
+// its deepest descendant in pages (by parent links; a parent must come
+// before its children, as ChainPages orders them), copying pages only if
+// something changes.
+func withChainDepths(pages []Page) []Page {
+	if len(pages) < 2 {
+		return pages
+	}
+	at := make(map[namespace.Key]int, len(pages))
+	for i, p := range pages {
+		at[p.Key] = i
+	}
+	out := pages
+	for i := len(pages) - 1; i >= 0; i-- {
+		p := &out[i]
+		if !p.HasParent {
+			continue
+		}
+		j, ok := at[p.Parent]
+		if !ok || j >= i {
+			continue
+		}
+		d := max(p.ChainDepth, p.Depth)
+		if d <= max(out[j].ChainDepth, out[j].Depth) {
+			continue
+		}
+		if &out[0] == &pages[0] {
+			out = slices.Clone(pages)
+		}
+		out[j].ChainDepth = d
+	}
+	return out
 }
 
 // ChainPages pairs the keys of one token sequence, from its first page, with
@@ -83,6 +126,7 @@ const oneCallMaxPages = 16
 // sending their bytes. If the call fails part way, the reservations it holds
 // are aborted.
 func (n *Namespace) Put(ctx context.Context, pages []Page) ([]PutResult, error) {
+	pages = withChainDepths(pages)
 	if res, ok, err := n.putShm(ctx, pages); ok { // same host: shared memory
 		return res, err
 	}
@@ -132,7 +176,7 @@ func (n *Namespace) putOneCall(ctx context.Context, pages []Page) (res []PutResu
 		return nil, fromRPC("put", err)
 	}
 	for _, p := range pages {
-		spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data))}
+		spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth}
 		if p.HasParent {
 			spec.ParentKey = p.Parent[:]
 		}
@@ -235,7 +279,7 @@ func (o *putOut) wait(d time.Duration) {
 func (n *Namespace) putBatch(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	specs := make([]*pb.PageSpec, len(pages))
 	for i, p := range pages {
-		specs[i] = &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data))}
+		specs[i] = &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth}
 		if p.HasParent {
 			specs[i].ParentKey = p.Parent[:]
 		}

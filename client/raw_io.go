@@ -174,7 +174,8 @@ func (n *Namespace) putRawBatch(ctx context.Context, pages []Page) ([]PutResult,
 func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (results []PutResult, broke bool, err error) {
 	req := &rdma.Reserve{NS: n.id, Pages: make([]rdma.PageSpec, len(pages))}
 	for i, p := range pages {
-		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: int64(len(p.Data))}
+		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
+			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
 	}
 	id := s.ids.Add(1)
 	if err := c.Send(id, req); err != nil {

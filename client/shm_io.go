@@ -127,7 +127,8 @@ func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []Pu
 		if len(p.Data) != n.pageBytes {
 			return nil, true, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
 		}
-		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: int64(len(p.Data))}
+		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
+			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
 	}
 	ok, err = n.withShm(func(s *shmSession, c *rdma.Conn) (bool, error) {
 		m, err := s.call(ctx, c, req)

@@ -31,6 +31,18 @@ type Page struct {
 	// Orphan marks a page whose parent is known to be absent everywhere: it
 	// cannot be part of any hit prefix, so it is evicted first.
 	Orphan bool
+	// ChainDepth is, for KindCost, the depth of the deepest page of this
+	// page's sequence stored along with it (its descendants in the same
+	// put); not above Depth: none. The page starts valued at least as a
+	// fresh page at that depth (its best-descendant worth, as SetChildWorth
+	// would make it once they are resident), for Admit as for the queue's
+	// order: a prefix page is worth what it makes reachable, and judged
+	// alone a shallow page is refused or evicted while the deeper pages
+	// that need it are kept. Ignored by the other kinds.
+	ChainDepth uint32
+	// ChainCost is that deepest page's recompute cost in FLOPs; 0 means
+	// ComputeProfile.PageFLOPs(ChainDepth, Tokens).
+	ChainCost float64
 }
 
 // Policy decides which page a node drops next. Every method is O(log n) or

@@ -161,6 +161,15 @@ func (q *Queue) newState(p Page) state {
 		s.credit = float32(math.Log2(c / float64(p.Bytes)))
 		// The reuse count starts at f, undecayed.
 		s.prio = q.age() + math.Log2(float64(f)) + float64(s.credit)
+		if p.ChainDepth > p.Depth {
+			chain := p.ChainCost
+			if chain <= 0 {
+				chain = q.prof.PageFLOPs(p.ChainDepth, p.Tokens)
+			}
+			if chain > c { // a fresh descendant: reuse count 1
+				s.sub = q.age() + math.Log2(chain/float64(p.Bytes))
+			}
+		}
 		return s
 	case KindGDSFBytes:
 		s.credit = 1

@@ -403,3 +403,55 @@ func mustPanic(t *testing.T, what string, f func()) {
 	}()
 	f()
 }
+
+// TestChainCost: a shallow page put with deeper pages of its sequence is
+// admitted and kept as its deepest fresh descendant would be, where alone
+// it is refused below a cutoff that the deep page passes.
+func TestChainCost(t *testing.T) {
+	prof := DefaultProfile()
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	shallow, deep := page(0), page(40)
+	deep.Cost = prof.PageFLOPs(deep.Depth, 0)
+	if q.WorthOf(deep) <= q.WorthOf(shallow) {
+		t.Fatalf("a page at depth 40 is worth %g, not more than one at depth 0 (%g)", q.WorthOf(deep), q.WorthOf(shallow))
+	}
+	q.SetCutoff((q.WorthOf(shallow) + q.WorthOf(deep)) / 2)
+	if q.Admit(shallow) {
+		t.Fatal("admitted a lone shallow page below the cutoff")
+	}
+	if !q.Admit(deep) {
+		t.Fatal("refused the deep page above the cutoff")
+	}
+	chained := shallow
+	chained.ChainDepth = deep.Depth
+	if !q.Admit(chained) {
+		t.Fatal("refused a shallow page put with a deep descendant above the cutoff")
+	}
+	if got, want := q.WorthOf(chained), q.WorthOf(deep); got < want*0.999 || got > want*1.001 {
+		t.Fatalf("chained shallow page worth %g, want its deep descendant's %g", got, want)
+	}
+	q.SetCutoff(0)
+	lone := q.Insert(shallow)
+	q.Insert(chained)
+	if h, _ := q.Victim(); h != lone {
+		t.Fatalf("victim %d, want the lone shallow page %d before the head of a deep chain", h, lone)
+	}
+	// A chain cost below the page's own changes nothing, nor does a chain
+	// depth not below the page.
+	cheap := deep
+	cheap.ChainDepth, cheap.ChainCost = 50, 1
+	if q.WorthOf(cheap) != q.WorthOf(deep) {
+		t.Fatal("a chain cost below the page's own changed its worth")
+	}
+	above := deep
+	above.ChainDepth = 10
+	if q.WorthOf(above) != q.WorthOf(deep) {
+		t.Fatal("a chain depth above the page changed its worth")
+	}
+	// A measured chain cost is used as given.
+	priced := shallow
+	priced.ChainDepth, priced.ChainCost = 1, 1000*deep.Cost
+	if q.WorthOf(priced) < 999*q.WorthOf(deep) {
+		t.Fatalf("a chain cost of 1000× the deep page's gave worth %g, the deep page's is %g", q.WorthOf(priced), q.WorthOf(deep))
+	}
+}

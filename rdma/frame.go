@@ -24,7 +24,8 @@ import (
 //	Get        = ns [32] | lease u64 | n u32 | n × key [32]
 //	GetOK      = n u32 | n × (status u8 | extent | checksum bytes8)
 //	Reserve    = ns [32] | ttl ms u32 | n u32 |
-//	             n × (key [32] | parent [32] | has parent u8 | depth u32 | size u64)
+//	             n × (key [32] | parent [32] | has parent u8 | depth u32 | size u64 |
+//	             chain depth u32)
 //	ReserveOK  = n u32 | n × (status u8 | write id u64 | deadline unix ms i64 |
 //	             mapped u8 | extent | reason str)
 //	Commit     = ns [32] | n u32 | n × (write id u64 | size u64 | checksum bytes8)
@@ -43,7 +44,8 @@ import (
 //	str    = u16 length | bytes;  bytes8 = u8 length | bytes
 
 // ProtocolVersion is the version a Hello carries and a Welcome answers.
-const ProtocolVersion = 1
+// Version 2 added a Reserve page's chain depth.
+const ProtocolVersion = 2
 
 // FrameHeader is the length of a frame's header: length, op, padding, id.
 const FrameHeader = 16
@@ -152,6 +154,9 @@ type PageSpec struct {
 	HasParent bool
 	Depth     uint32
 	Size      int64
+	// ChainDepth: the deepest page of the sequence in the same put
+	// (store.PageSpec.ChainDepth).
+	ChainDepth uint32
 }
 
 // Reserve sets space aside for pages.
@@ -368,7 +373,7 @@ func (m *Reserve) Append(b []byte) []byte {
 	b = appendU32(appendU32(append(b, m.NS[:]...), m.TTLms), uint32(len(m.Pages)))
 	for _, p := range m.Pages {
 		b = appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
-		b = appendU64(appendU32(b, p.Depth), uint64(p.Size))
+		b = appendU32(appendU64(appendU32(b, p.Depth), uint64(p.Size)), p.ChainDepth)
 	}
 	return b
 }
@@ -564,10 +569,10 @@ func (m *Reserve) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS = namespace.ID(r.key("namespace"))
 	m.TTLms = r.u32("ttl")
-	m.Pages = make([]PageSpec, r.count(32+32+1+4+8, "pages"))
+	m.Pages = make([]PageSpec, r.count(32+32+1+4+8+4, "pages"))
 	for i := range m.Pages {
 		m.Pages[i] = PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent"),
-			Depth: r.u32("depth"), Size: r.int64("size")}
+			Depth: r.u32("depth"), Size: r.int64("size"), ChainDepth: r.u32("chain depth")}
 	}
 	return r.done()
 }

@@ -17,7 +17,8 @@ func specOf(p *pb.PageSpec) (store.PageSpec, error) {
 	if err != nil {
 		return store.PageSpec{}, err
 	}
-	spec := store.PageSpec{Key: k, Depth: p.GetDepth(), Size: int64(p.GetSize()), CostHint: p.GetCostHint()}
+	spec := store.PageSpec{Key: k, Depth: p.GetDepth(), Size: int64(p.GetSize()), CostHint: p.GetCostHint(),
+		ChainDepth: p.GetChainDepth()}
 	if par := p.GetParentKey(); len(par) > 0 {
 		if spec.Parent, err = namespace.KeyFromBytes(par); err != nil {
 			return store.PageSpec{}, badRequest("parent key: %v", err)

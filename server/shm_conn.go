@@ -263,7 +263,8 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		if p.Size <= 0 || p.Size > 1<<40 {
 			return nil, badRequest("page %d: size %d", i, p.Size)
 		}
-		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size}
+		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+			ChainDepth: p.ChainDepth}
 	}
 	st := sc.s.cfg.Store
 	res, err := st.Reserve(n.ID, specs, time.Duration(m.TTLms)*time.Millisecond)

@@ -187,12 +187,15 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 }
 
 // trackLocked starts tracking e in its tier's queue. freq is the reuse
-// count to start from (0: the history's), remote the remote children it is
-// known to have, orphan whether its parent is known absent.
-func (s *Store) trackLocked(e *entry, freq uint32, remote int, orphan bool) {
+// count to start from (0: the history's), chain the depth of its deepest
+// descendant published with it (eviction.Page.ChainDepth; 0 none), remote
+// the remote children it is known to have, orphan whether its parent is
+// known absent.
+func (s *Store) trackLocked(e *entry, freq, chain uint32, remote int, orphan bool) {
 	p := &s.policy
 	page := s.pageOf(e)
 	page.Freq, page.Orphan = freq, orphan
+	page.ChainDepth, page.ChainCost = chain, e.ns.pageCost(chain)
 	q := p.pol[e.tier]
 	e.h = q.Insert(page)
 	own := p.owner[e.tier]
@@ -496,7 +499,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	s.childLocked(e, src, -1)
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
-	s.trackLocked(e, freq, remote, orphan)
+	s.trackLocked(e, freq, 0, remote, orphan)
 	s.raiseChildWorthLocked(e, worth) // its descendants' worth comes along
 }
 
@@ -524,7 +527,7 @@ func (s *Store) dropVictimLocked(tier int) *entry {
 func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	last := len(s.policy.pol) - 1
 	page := eviction.Page{Key: keyHash(spec.Key), Bytes: spec.Size, Depth: spec.Depth,
-		Tokens: int(n.PageTokens), Cost: spec.CostHint}
+		Tokens: int(n.PageTokens), Cost: spec.CostHint, ChainDepth: spec.ChainDepth, ChainCost: n.pageCost(spec.ChainDepth)}
 	if page.Cost <= 0 {
 		page.Cost = n.pageCost(spec.Depth)
 	}

@@ -230,6 +230,36 @@ func TestCutoffRefusesWhenFull(t *testing.T) {
 	}
 }
 
+// With the tier full and a cutoff between what a fresh shallow page and a
+// fresh deep page are worth, a shallow page alone is refused, and the same
+// page put with the deep end of its sequence (PageSpec.ChainDepth) is
+// admitted.
+func TestCutoffAdmitsChainHeads(t *testing.T) {
+	s, _ := newTestStore(t, 2, nil)
+	a := chainKeys("a", 2)
+	putSpec(t, s, chainSpec(a, 0), pageData(0))
+	putSpec(t, s, chainSpec(a, 1), pageData(1))
+	b := chainKeys("b", 1)
+	var shallow, deep float64
+	locked(s, func() {
+		q := s.policy.pol[0]
+		shallow = q.WorthOf(eviction.Page{Key: keyHash(b[0]), Bytes: pageSize, Depth: 0})
+		deep = q.WorthOf(eviction.Page{Key: keyHash(b[0]), Bytes: pageSize, Depth: 40})
+	})
+	if !(deep > shallow) {
+		t.Fatalf("a fresh page at depth 40 is worth %g, a fresh one at depth 0 %g", deep, shallow)
+	}
+	s.SetCutoffs([]float64{(shallow + deep) / 2}, 1, true)
+	if putSpec(t, s, chainSpec(b, 0), pageData(2)) {
+		t.Fatal("a lone shallow page below the cutoff was admitted")
+	}
+	head := chainSpec(b, 0)
+	head.ChainDepth = 40
+	if !putSpec(t, s, head, pageData(2)) {
+		t.Fatal("the head of a sequence whose deep end is above the cutoff was refused")
+	}
+}
+
 // Summaries describe what each tier holds; lookups count the prefill they
 // saved and the tokens of their hit prefixes.
 func TestSummariesAndSavings(t *testing.T) {

@@ -20,6 +20,11 @@ type PageSpec struct {
 	Depth     uint32 // page index within its token sequence
 	Size      int64
 	CostHint  float64 // measured recompute cost, FLOPs; 0 = derive
+	// ChainDepth is the depth of the deepest page of this page's sequence
+	// published by the same put (on this node or others); 0 or not above
+	// Depth: none. The page is admitted and kept at least as a fresh page
+	// at that depth would be (eviction.Page.ChainCost).
+	ChainDepth uint32
 }
 
 // ReserveStatus is the answer to one page of a Reserve.
@@ -313,13 +318,14 @@ func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error
 func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	p, now := r.spec, s.clock(time.Now())
 	return s.insertLocked(&entry{ns: r.ns, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
-		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}, sum)
+		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}, sum, p.ChainDepth)
 }
 
 // insertLocked records e, whose checksum is sum (4 bytes of CRC-32C or 32
-// of SHA-256), in the index, its tier's recency list and the counters. It
+// of SHA-256), in the index, its tier's policy and the counters; chain is
+// the depth of its deepest descendant published with it (0 none). It
 // reports false, changing nothing, when the key is already there.
-func (s *Store) insertLocked(e *entry, sum []byte) bool {
+func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	n := e.ns
 	sh := n.shard(e.key)
 	sh.mu.Lock()
@@ -337,7 +343,7 @@ func (s *Store) insertLocked(e *entry, sum []byte) bool {
 	n.tierPages[e.tier].Add(1)
 	s.parentArrivedLocked(e)
 	s.childLocked(e, int(e.tier), +1)
-	s.trackLocked(e, 0, 0, false)
+	s.trackLocked(e, 0, chain, 0, false)
 	s.remoteArrivedLocked(e)
 	s.passWorthLocked(e)
 	s.pages++

@@ -81,7 +81,7 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 		tier: uint8(tier), create: created, access: created}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.insertLocked(e, m.Checksum) {
+	if !s.insertLocked(e, m.Checksum, 0) {
 		return errDuplicate
 	}
 	return nil

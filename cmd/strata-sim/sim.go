@@ -265,7 +265,7 @@ func (c *cluster) request(ri int) {
 		if c.where[b] >= 0 {
 			continue // published already; re-attached by its parent's put
 		}
-		if !c.put(b, ri) {
+		if !c.put(b, ri, req.blocks[len(req.blocks)-1]) {
 			c.res.rejected++
 			break // the chain is cut: later pages could never be hit
 		}
@@ -307,10 +307,15 @@ func (c *cluster) offlinePrio(b int32, ri int) float64 {
 	return -next*1024 - float64(min(c.t.blocks[b].depth, 1023))
 }
 
-// put stores block b (recomputed by request ri) on its owner, evicting as
-// the owner's policy says, or reports that it was not admitted.
-func (c *cluster) put(b int32, ri int) bool {
+// put stores block b (recomputed by request ri, whose last block is leaf)
+// on its owner, evicting as the owner's policy says, or reports that it was
+// not admitted. Like a client's put, it tells the policy how deep the
+// sequence put along with b goes (Page.ChainDepth).
+func (c *cluster) put(b int32, ri int, leaf int32) bool {
 	p := c.page(b)
+	if l := c.page(leaf); l.Depth > p.Depth {
+		p.ChainDepth, p.ChainCost = l.Depth, l.Cost
+	}
 	cand := c.view.Candidates(c.t.blocks[b].key, c.cand[:])
 	target := cand[0]
 	if c.cfg.variant.global {

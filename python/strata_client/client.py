@@ -24,6 +24,7 @@ it is reported found; a page that fails is a miss and is counted in
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -73,13 +74,19 @@ _MEMBER_STATES = {
 class Page:
     """A page to put: its key, its bytes (exactly the namespace's page size),
     its parent key (None for the first page of a sequence), its depth (page
-    index within its token sequence) and an optional recompute-cost hint."""
+    index within its token sequence), an optional recompute-cost hint, and
+    the depth of the deepest page of its sequence in the same put
+    (``chain_depth``: put fills it in from the batch's parent links; nodes
+    admit and keep a prefix page at least as they would that deepest page,
+    so a full cluster does not keep a sequence's deep pages while refusing
+    the prefix they need)."""
 
     key: bytes
     data: Any
     parent: Optional[bytes] = None
     depth: int = 0
     cost_hint: float = 0.0
+    chain_depth: int = 0
 
 
 def chain_pages(keys: Sequence[bytes], data: Sequence[Any], first_depth: int = 0, parent: Optional[bytes] = None) -> List[Page]:
@@ -87,6 +94,23 @@ def chain_pages(keys: Sequence[bytes], data: Sequence[Any], first_depth: int = 0
     out = []
     for i, (k, d) in enumerate(zip(keys, data)):
         out.append(Page(key=k, data=d, parent=(keys[i - 1] if i else parent), depth=first_depth + i))
+    return out
+
+
+def with_chain_depths(pages: List[Page]) -> List[Page]:
+    """pages with each chain_depth raised to the depth of its deepest
+    descendant among them (by parent keys; parents before children, as
+    chain_pages orders them). Pages that change are copies."""
+    at = {bytes(p.key): i for i, p in enumerate(pages)}
+    out = list(pages)
+    for i in range(len(out) - 1, -1, -1):
+        p = out[i]
+        j = at.get(bytes(p.parent)) if p.parent else None
+        if j is None or j >= i:
+            continue
+        d = max(p.chain_depth, p.depth)
+        if d > max(out[j].chain_depth, out[j].depth):
+            out[j] = dataclasses.replace(out[j], chain_depth=d)
     return out
 
 

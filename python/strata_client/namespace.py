@@ -27,6 +27,7 @@ from .client import (
     _NSHandle,
     _Routing,
     chain_pages,
+    with_chain_depths,
 )
 from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
 
@@ -361,6 +362,7 @@ class Namespace:
                 k, d = p
                 p = Page(key=k, data=d)
             ps.append(p)
+        ps = with_chain_depths(ps)  # before the sequence is split over nodes
         views = []
         for j, p in enumerate(ps):
             mv = readable_bytes(p.data)
@@ -434,7 +436,8 @@ class Namespace:
         def gen() -> Iterator[Any]:
             first = True
             for p, mv, cs in zip(pages, views, sums):
-                spec = pb.PageSpec(key=bytes(p.key), depth=int(p.depth), size=len(mv), cost_hint=float(p.cost_hint or 0.0))
+                spec = pb.PageSpec(key=bytes(p.key), depth=int(p.depth), size=len(mv), cost_hint=float(p.cost_hint or 0.0),
+                                   chain_depth=int(p.chain_depth))
                 if p.parent:
                     spec.parent_key = bytes(p.parent)
                 msg = pb.PutRequest(header=pb.PutHeader(page=spec, checksum=cs), data=bytes(mv[:chunk]))

@@ -10,6 +10,19 @@ from strata_client import Client, Descriptor, Page, ScatterBuffer
 from strata_client import errors as E
 
 
+class ChainDepthTest(unittest.TestCase):
+    def test_chain_depths(self):
+        from strata_client.client import chain_pages, with_chain_depths
+        keys = [bytes([i + 1]) * 32 for i in range(7)]
+        pages = chain_pages(keys[:5], [b""] * 5) + [
+            Page(key=keys[5], data=b"", parent=keys[1], depth=2),
+            Page(key=keys[6], data=b"", parent=keys[5], depth=3),
+        ]
+        got = with_chain_depths(pages)
+        self.assertEqual([p.chain_depth for p in got], [4, 4, 4, 4, 0, 3, 0])
+        self.assertEqual([p.chain_depth for p in pages], [0] * 7)  # the caller's pages are unchanged
+
+
 class SingleNodeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -1281,7 +1281,15 @@ type PageSpec struct {
 	Depth     uint32                 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`                         // page index within its token sequence
 	Size      uint64                 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
 	// Optional measured recompute cost hint (FLOPs); 0 = derive from the profile.
-	CostHint      float64 `protobuf:"fixed64,5,opt,name=cost_hint,json=costHint,proto3" json:"cost_hint,omitempty"`
+	CostHint float64 `protobuf:"fixed64,5,opt,name=cost_hint,json=costHint,proto3" json:"cost_hint,omitempty"`
+	// The depth of the deepest page of this page's sequence that the same put
+	// publishes (its descendants arriving with it, on this node or others);
+	// 0 or not above depth: none. The node values the page at least as a
+	// fresh page at that depth, for admission and eviction, until its
+	// children's own worth reaches it: a prefix page is worth what it makes
+	// reachable, and without this a cutoff refuses shallow pages while
+	// admitting the deeper ones that need them (orphans from birth).
+	ChainDepth    uint32 `protobuf:"varint,6,opt,name=chain_depth,json=chainDepth,proto3" json:"chain_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1347,6 +1355,13 @@ func (x *PageSpec) GetSize() uint64 {
 func (x *PageSpec) GetCostHint() float64 {
 	if x != nil {
 		return x.CostHint
+	}
+	return 0
+}
+
+func (x *PageSpec) GetChainDepth() uint32 {
+	if x != nil {
+		return x.ChainDepth
 	}
 	return 0
 }
@@ -4432,14 +4447,16 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1a\n" +
 	"\bchecksum\x18\x04 \x01(\fR\bchecksum\x12K\n" +
-	"\x12checksum_algorithm\x18\x05 \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\x11checksumAlgorithm\"\x82\x01\n" +
+	"\x12checksum_algorithm\x18\x05 \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\x11checksumAlgorithm\"\xa3\x01\n" +
 	"\bPageSpec\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1d\n" +
 	"\n" +
 	"parent_key\x18\x02 \x01(\fR\tparentKey\x12\x14\n" +
 	"\x05depth\x18\x03 \x01(\rR\x05depth\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x1b\n" +
-	"\tcost_hint\x18\x05 \x01(\x01R\bcostHint\"\x7f\n" +
+	"\tcost_hint\x18\x05 \x01(\x01R\bcostHint\x12\x1f\n" +
+	"\vchain_depth\x18\x06 \x01(\rR\n" +
+	"chainDepth\"\x7f\n" +
 	"\x0eReserveRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12)\n" +
 	"\x05pages\x18\x02 \x03(\v2\x13.strata.v1.PageSpecR\x05pages\x12\x1f\n" +
