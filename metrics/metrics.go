@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,18 @@ type Registry struct {
 	pageSeconds   *prometheus.HistogramVec
 	flopsSaved    *prometheus.CounterVec
 	tokensSaved   *prometheus.CounterVec
+
+	// The per-page hot path's series, resolved once: a label lookup
+	// (hashing, hex-encoding the namespace) cost about as much as the rest
+	// of a raw get's own work.
+	transfers sync.Map // transferKey → prometheus.Counter
+	pageIn    prometheus.Observer
+	pageOut   prometheus.Observer
+}
+
+type transferKey struct {
+	id  namespace.ID
+	dir string
 }
 
 // New builds a registry that reads st at scrape time.
@@ -58,6 +71,7 @@ func New(st *store.Store, describe Describer) *Registry {
 	r.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "strata_hit_prefix_tokens_total", Help: "Tokens inside hit prefixes returned by lookups."},
 		[]string{"namespace", "tenant", "model"})
+	r.pageIn, r.pageOut = r.pageSeconds.WithLabelValues("in"), r.pageSeconds.WithLabelValues("out")
 	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved,
 		&storeCollector{st: st, describe: describe},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -77,12 +91,24 @@ func (r *Registry) RPC(method, code string, d time.Duration) {
 // Transfer records page bytes moved: direction is "in" (puts) or "out"
 // (gets).
 func (r *Registry) Transfer(id namespace.ID, direction string, bytes int) {
-	r.transferBytes.WithLabelValues(id.Short(), direction).Add(float64(bytes))
+	k := transferKey{id: id, dir: direction}
+	c, ok := r.transfers.Load(k)
+	if !ok {
+		c, _ = r.transfers.LoadOrStore(k, r.transferBytes.WithLabelValues(id.Short(), direction))
+	}
+	c.(prometheus.Counter).Add(float64(bytes))
 }
 
 // PageTime records how long one whole page took to send or receive.
 func (r *Registry) PageTime(direction string, d time.Duration) {
-	r.pageSeconds.WithLabelValues(direction).Observe(d.Seconds())
+	switch direction {
+	case "in":
+		r.pageIn.Observe(d.Seconds())
+	case "out":
+		r.pageOut.Observe(d.Seconds())
+	default:
+		r.pageSeconds.WithLabelValues(direction).Observe(d.Seconds())
+	}
 }
 
 // Saved records a lookup's hit prefix: its tokens and the prefill FLOPs

@@ -110,6 +110,13 @@ type Config struct {
 	Duration time.Duration
 	// Warmup runs before each case, unmeasured. Default Duration/5.
 	Warmup time.Duration
+	// Rounds splits each case into this many slices of Duration/Rounds
+	// (each after Warmup/Rounds of warm-up), and the systems take turns
+	// slice by slice: for one op, page size and concurrency, every system
+	// runs its first slice, then every system its second, and so on. A
+	// machine whose speed drifts (a shared VM, a neighbour's build) then
+	// slows every system alike, and their ratios hold. Default 1.
+	Rounds int
 	// WorkingSet is the bytes of pages gets read round-robin (at least
 	// one page, and enough pages for every worker). Default 256 MiB.
 	WorkingSet int
@@ -139,6 +146,9 @@ func (c *Config) defaults() {
 	}
 	if c.Warmup <= 0 {
 		c.Warmup = c.Duration / 5
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 1
 	}
 	if c.WorkingSet <= 0 {
 		c.WorkingSet = 256 << 20
@@ -187,8 +197,10 @@ func (r Result) OpsPerSec() float64 {
 	return float64(r.Ops) / r.Elapsed.Seconds()
 }
 
-// Run measures every case of cfg on every system: per system and page size
-// it prepares the working set, then runs each op at each concurrency.
+// Run measures every case of cfg on every system: per page size it
+// prepares every system's working set, then runs each op at each
+// concurrency on every system, the systems taking turns (Config.Rounds).
+// Results come system by system, then by page size, op and concurrency.
 func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
 	cfg.defaults()
 	bar := newBar(cfg, systems)
@@ -197,65 +209,128 @@ func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
 	for _, w := range cfg.Concurrency {
 		maxWorkers = max(maxWorkers, w)
 	}
-	var out []Result
-	for _, sys := range systems {
-		for _, size := range cfg.PageSizes {
-			p := Params{PageBytes: size, Pages: max(maxWorkers, cfg.WorkingSet/size, 1),
-				Workers: maxWorkers, LookupKeys: cfg.LookupKeys}
-			if slices.Contains(cfg.Ops, Put) {
-				p.PutBytes = cfg.PutBudget + cfg.PutBudget/8
+	bySys := make([][]Result, len(systems))
+	collect := func() []Result {
+		var out []Result
+		for _, r := range bySys {
+			out = append(out, r...)
+		}
+		return out
+	}
+	for _, size := range cfg.PageSizes {
+		p := Params{PageBytes: size, Pages: max(maxWorkers, cfg.WorkingSet/size, 1),
+			Workers: maxWorkers, LookupKeys: cfg.LookupKeys}
+		if slices.Contains(cfg.Ops, Put) {
+			p.PutBytes = cfg.PutBudget + cfg.PutBudget/8
+		}
+		wls := make([]Workload, len(systems))
+		closeAll := func() error {
+			var err error
+			for i, wl := range wls {
+				if wl != nil {
+					if cerr := wl.Close(ctx); cerr != nil {
+						err = errors.Join(err, fmt.Errorf("%s, %s pages: %w", systems[i].Name(), SizeLabel(size), cerr))
+					}
+				}
 			}
+			return err
+		}
+		for i, sys := range systems {
 			bar.describe(fmt.Sprintf("%s %s: storing the working set", sys.Name(), SizeLabel(size)))
 			wl, err := sys.Prepare(ctx, p)
 			if err != nil {
-				return out, fmt.Errorf("%s, %s pages: preparing: %w", sys.Name(), SizeLabel(size), err)
+				err = fmt.Errorf("%s, %s pages: preparing: %w", sys.Name(), SizeLabel(size), err)
+				return collect(), errors.Join(err, closeAll())
 			}
-			res, err := runSize(ctx, cfg, sys, wl, p, bar)
-			out = append(out, res...)
-			err = errors.Join(err, wl.Close(ctx))
-			if err != nil {
-				return out, fmt.Errorf("%s, %s pages: %w", sys.Name(), SizeLabel(size), err)
-			}
+			wls[i] = wl
+		}
+		err := runSize(ctx, cfg, systems, wls, p, bar, bySys)
+		if err = errors.Join(err, closeAll()); err != nil {
+			return collect(), err
 		}
 	}
-	return out, nil
+	return collect(), nil
 }
 
-func runSize(ctx context.Context, cfg Config, sys System, wl Workload, p Params, bar *bar) ([]Result, error) {
-	var out []Result
+// runSize runs every op and concurrency of one page size, appending each
+// system's results to out[system].
+func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, p Params, bar *bar, out [][]Result) error {
 	for _, op := range cfg.Ops {
 		for _, w := range cfg.Concurrency {
-			if !wl.Supports(op) {
-				bar.skip()
-				continue
+			var run []int // the systems that have op
+			for i, wl := range wls {
+				if wl.Supports(op) {
+					run = append(run, i)
+				} else {
+					bar.skip()
+				}
 			}
-			bar.describe(fmt.Sprintf("%s %s %s ×%d", sys.Name(), op, SizeLabel(p.PageBytes), w))
-			r, err := runCase(ctx, cfg, sys, wl, op, p, w)
-			if err != nil {
-				return out, fmt.Errorf("%s ×%d: %w", op, w, err)
+			acc := make([]slice, len(systems))
+			for round := range cfg.Rounds {
+				for _, i := range run {
+					bar.describe(fmt.Sprintf("%s %s %s ×%d (round %d/%d)", systems[i].Name(), op, SizeLabel(p.PageBytes), w, round+1, cfg.Rounds))
+					sl, err := runSlice(ctx, cfg, systems[i], wls[i], op, p, w)
+					if err != nil {
+						return fmt.Errorf("%s, %s pages: %s ×%d: %w", systems[i].Name(), SizeLabel(p.PageBytes), op, w, err)
+					}
+					acc[i].add(sl)
+				}
 			}
-			out = append(out, r)
-			bar.done()
+			for _, i := range run {
+				out[i] = append(out[i], acc[i].result(systems[i].Name(), op, p, w))
+				bar.done()
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// runCase runs op closed-loop on workers goroutines: a warm-up, then
-// cfg.Duration measured; fresh puts stop early at cfg.PutBudget bytes.
-func runCase(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p Params, workers int) (Result, error) {
+// slice is what one or more runs of a case measured.
+type slice struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (s *slice) add(o slice) {
+	s.lat = append(s.lat, o.lat...)
+	s.elapsed += o.elapsed
+	s.cpu += o.cpu
+}
+
+func (s *slice) result(system string, op Op, p Params, workers int) Result {
+	r := Result{System: system, Op: op, PageBytes: p.PageBytes, Workers: workers,
+		Ops: len(s.lat), Elapsed: s.elapsed, KeysPerOp: 1}
+	switch op {
+	case Put, Get:
+		r.BytesPerOp = p.PageBytes
+	case Lookup:
+		r.KeysPerOp = p.LookupKeys
+	}
+	if len(s.lat) > 0 {
+		r.P50, r.P99 = percentile(s.lat, 0.50), percentile(s.lat, 0.99)
+		r.CPU = s.cpu / time.Duration(len(s.lat))
+	}
+	return r
+}
+
+// runSlice runs op closed-loop on workers goroutines: a warm-up of
+// Warmup/Rounds, then Duration/Rounds measured; fresh puts stop early at
+// PutBudget/Rounds bytes (the warm-up at an eighth of that).
+func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p Params, workers int) (slice, error) {
+	d, warmup := cfg.Duration/time.Duration(cfg.Rounds), cfg.Warmup/time.Duration(cfg.Rounds)
 	var next atomic.Int64
 	warm := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
 	meas := warm
 	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
-		budget := int64(max(1, cfg.PutBudget/p.PageBytes))
+		budget := int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds))
 		warm.limit = max(1, budget/8)
-		if _, err := warm.run(ctx, cfg.Warmup); err != nil {
-			return Result{}, fmt.Errorf("warm-up: %w", err)
+		if _, err := warm.run(ctx, warmup); err != nil {
+			return slice{}, fmt.Errorf("warm-up: %w", err)
 		}
 		meas.limit = next.Load() + budget
-	} else if _, err := warm.run(ctx, cfg.Warmup); err != nil {
-		return Result{}, fmt.Errorf("warm-up: %w", err)
+	} else if _, err := warm.run(ctx, warmup); err != nil {
+		return slice{}, fmt.Errorf("warm-up: %w", err)
 	}
 	srvCPU := func() time.Duration { return 0 }
 	if s, ok := sys.(ServerCPU); ok {
@@ -263,26 +338,14 @@ func runCase(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p 
 	}
 	c0, s0 := cpuTime(), srvCPU()
 	t0 := time.Now()
-	lat, err := meas.run(ctx, cfg.Duration)
+	lat, err := meas.run(ctx, d)
 	elapsed := time.Since(t0)
 	cpu := cpuTime() - c0 + srvCPU() - s0
 	err = errors.Join(err, wl.After(ctx, op, int(next.Load())))
 	if err != nil {
-		return Result{}, err
+		return slice{}, err
 	}
-	r := Result{System: sys.Name(), Op: op, PageBytes: p.PageBytes, Workers: workers,
-		Ops: len(lat), Elapsed: elapsed, KeysPerOp: 1}
-	switch op {
-	case Put, Get:
-		r.BytesPerOp = p.PageBytes
-	case Lookup:
-		r.KeysPerOp = p.LookupKeys
-	}
-	if len(lat) > 0 {
-		r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
-		r.CPU = cpu / time.Duration(len(lat))
-	}
-	return r, nil
+	return slice{lat: lat, elapsed: elapsed, cpu: cpu}, nil
 }
 
 // closedLoop runs operations numbered from next on workers goroutines,

@@ -91,3 +91,51 @@ func TestRunReportsAFailedOperation(t *testing.T) {
 		t.Fatalf("err %v, want operation 2's failure", err)
 	}
 }
+
+// turns is a memcpy system that logs which system starts a slice.
+type turns struct {
+	Memcpy
+	name string
+	log  *[]string
+}
+
+func (s turns) Name() string { return s.name }
+func (s turns) Prepare(ctx context.Context, p Params) (Workload, error) {
+	wl, err := s.Memcpy.Prepare(ctx, p)
+	return turnsWorkload{Workload: wl, s: s}, err
+}
+
+type turnsWorkload struct {
+	Workload
+	s turns
+}
+
+func (w turnsWorkload) Do(ctx context.Context, op Op, wk, i int) error {
+	if i == 0 && wk == 0 {
+		*w.s.log = append(*w.s.log, w.s.name)
+	}
+	return w.Workload.Do(ctx, op, wk, i)
+}
+
+// TestRunRounds: with Rounds, the systems take turns slice by slice within
+// each case, and the results still come system by system.
+func TestRunRounds(t *testing.T) {
+	var log []string
+	systems := []System{turns{name: "a", log: &log}, turns{name: "b", log: &log}}
+	res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1}, Ops: []Op{Get},
+		Duration: 30 * time.Millisecond, Rounds: 3, WorkingSet: 64 << 10}, systems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(log, ""), "ababab"; got != want {
+		t.Fatalf("slices ran in the order %q, want %q", got, want)
+	}
+	if len(res) != 2 || res[0].System != "a" || res[1].System != "b" {
+		t.Fatalf("results %+v, want a's then b's", res)
+	}
+	for _, r := range res {
+		if r.Ops == 0 || r.Elapsed < 25*time.Millisecond {
+			t.Errorf("%s: %d ops in %v, want the three slices' sum (30ms)", r.System, r.Ops, r.Elapsed)
+		}
+	}
+}

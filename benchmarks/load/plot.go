@@ -51,6 +51,7 @@ func plotsOf(results []Result, op Op, workers int) (tp, lat *plot.Plot, err erro
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	var ticks []plot.Tick
+	lo, hi := math.Inf(1), math.Inf(-1) // the latencies' range
 	for _, p := range []*plot.Plot{tp, lat} {
 		p.X.Label.Text = "page size (log2)"
 		p.Legend.Top = true
@@ -66,6 +67,7 @@ func plotsOf(results []Result, op Op, workers int) (tp, lat *plot.Plot, err erro
 			thr = append(thr, plotter.XY{X: x, Y: throughput(r)})
 			p50 = append(p50, plotter.XY{X: x, Y: math.Max(1, float64(r.P50.Microseconds()))})
 			p99 = append(p99, plotter.XY{X: x, Y: math.Max(1, float64(r.P99.Microseconds()))})
+			lo, hi = min(lo, p50[len(p50)-1].Y), max(hi, p99[len(p99)-1].Y)
 			if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == x }) {
 				ticks = append(ticks, plot.Tick{Value: x, Label: SizeLabel(r.PageBytes)})
 			}
@@ -92,6 +94,11 @@ func plotsOf(results []Result, op Op, workers int) (tp, lat *plot.Plot, err erro
 	}
 	tp.X.Tick.Marker = plot.ConstantTicks(ticks)
 	lat.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if lo <= hi {
+		// A half-decade margin: a log axis cannot pad a range of one value
+		// (every latency under 1 µs) down through zero, as plot would.
+		lat.Y.Min, lat.Y.Max = lo/3, hi*3
+	}
 	return tp, lat, nil
 }
 

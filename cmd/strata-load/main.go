@@ -30,6 +30,7 @@ type config struct {
 	sizes      []int
 	conc       []int
 	duration   time.Duration
+	rounds     int
 	workingSet int
 	putBudget  int
 	lookupKeys int
@@ -68,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sizes, "sizes", "64K,256K,1M,4M", "page sizes")
 	fs.StringVar(&conc, "concurrency", "1,4,8,32", "concurrent workers, each with its own connection")
 	fs.DurationVar(&cfg.duration, "duration", time.Second, "measured time per case (plus a fifth of it to warm up)")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "slices each case is cut into, the systems taking turns slice by slice so that a drifting machine slows them alike")
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
 	fs.StringVar(&pb, "put-budget", "512M", "most bytes one put case writes")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
@@ -80,6 +82,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if *quiet {
 		cfg.progress = nil
+	}
+	if cfg.rounds < 1 {
+		return cfg, fmt.Errorf("--rounds: %d, want at least 1", cfg.rounds)
 	}
 	var err error
 	cfg.systems, cfg.transports = split(systems), split(transports)
@@ -162,7 +167,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	started := time.Now().UTC()
 	results, runErr := load.Run(ctx, load.Config{Ops: cfg.ops, PageSizes: cfg.sizes, Concurrency: cfg.conc,
-		Duration: cfg.duration, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
+		Duration: cfg.duration, Rounds: cfg.rounds, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
 		LookupKeys: cfg.lookupKeys, Progress: cfg.progress}, systems)
 	if len(results) == 0 {
 		return runErr
