@@ -191,7 +191,7 @@ func (q *Queue) prioOf(s *state) float64 {
 		// prio − age is log2(C·cost/bytes) with C the reuse count decayed
 		// to now; a use adds one: log2((C + 1)·cost/bytes).
 		lc := float64(s.credit)
-		return q.age() + math.Log2(math.Exp2(s.prio-q.age()-lc)+1) + lc
+		return q.age() + log2p1exp2(s.prio-q.age()-lc) + lc
 	}
 	return s.prio // KindOffline: whatever SetPriority left
 }

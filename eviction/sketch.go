@@ -10,13 +10,15 @@ import "math/bits"
 //
 // Four rows of width 4-bit counters packed 16 to a word; an update
 // increments only the row counters equal to the current minimum
-// (conservative update), which keeps overestimates small.
+// (conservative update), which keeps overestimates small. A key's four
+// counters lie in one 64-byte block (two words per row), so that an update
+// costs one cache miss rather than four: the lookup path records every key
+// it is asked about.
 type sketch struct {
-	words []uint64 // rows × width/16
-	mask  uint64   // width − 1
-	row   int      // words per row
-	adds  int
-	reset int
+	words  []uint64 // rows × width/16, in blocks of 8
+	blocks uint64   // len(words)/8, a power of two
+	adds   int
+	reset  int
 }
 
 const sketchRows = 4
@@ -24,8 +26,8 @@ const sketchRows = 4
 // newSketch sizes the sketch for about history distinct recent keys.
 func newSketch(history int) *sketch {
 	width := uint64(1) << bits.Len64(uint64(max(history, 64)-1))
-	row := int(width / 16)
-	return &sketch{words: make([]uint64, sketchRows*row), mask: width - 1, row: row, reset: 4 * int(width)}
+	words := sketchRows * width / 16
+	return &sketch{words: make([]uint64, words), blocks: words / 8, reset: 4 * int(width)}
 }
 
 // bytes is the sketch's memory.
@@ -39,14 +41,17 @@ func mix64(z uint64) uint64 {
 	return z ^ z>>31
 }
 
-// slots returns the word index and shift of key's counter in each row.
+// slots returns the word index and shift of key's counter in each row:
+// one block chosen by the hash, in it row r's two words, one of their 32
+// counters.
 func (s *sketch) slots(key uint64) (idx [sketchRows]int, sh [sketchRows]uint) {
 	h := mix64(key)
-	h2 := mix64(h^0x9e3779b97f4a7c15) | 1
+	base := int(h&(s.blocks-1)) * 8
+	h2 := mix64(h ^ 0x9e3779b97f4a7c15)
 	for r := range sketchRows {
-		j := (h + uint64(r)*h2) & s.mask
-		idx[r] = r*s.row + int(j>>4)
-		sh[r] = uint(j&15) * 4
+		c := h2 >> (5 * r) // 5 bits per row: which word, which counter
+		idx[r] = base + 2*r + int(c>>4&1)
+		sh[r] = uint(c&15) * 4
 	}
 	return idx, sh
 }

@@ -40,9 +40,7 @@ func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Ke
 		return nil, err
 	}
 	found := make([]*entry, len(keys))
-	for i, k := range keys {
-		found[i] = n.shard(k).get(k)
-	}
+	n.getAll(keys, found)
 	out := make([]PageExtent, len(keys))
 	s.mu.Lock()
 	defer s.mu.Unlock()

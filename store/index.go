@@ -78,6 +78,43 @@ type shard struct {
 	m  map[namespace.Key]*entry
 }
 
+// getAll looks up every key into found (nil for absent), taking each
+// shard's read lock once rather than once per key: a 1,000-key lookup
+// touches each of the 64 shards about 16 times.
+func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
+	if len(keys) < 2*shardCount {
+		for i, k := range keys {
+			found[i] = n.shard(k).get(k)
+		}
+		return
+	}
+	var start [shardCount + 1]int32
+	for _, k := range keys {
+		start[k[0]%shardCount+1]++
+	}
+	for i := 1; i <= shardCount; i++ {
+		start[i] += start[i-1]
+	}
+	order := make([]int32, len(keys)) // key positions, shard by shard
+	next := start
+	for i, k := range keys {
+		j := k[0] % shardCount
+		order[next[j]] = int32(i)
+		next[j]++
+	}
+	for j := range shardCount {
+		if start[j] == start[j+1] {
+			continue
+		}
+		sh := &n.shards[j]
+		sh.mu.RLock()
+		for _, i := range order[start[j]:start[j+1]] {
+			found[i] = sh.m[keys[i]]
+		}
+		sh.mu.RUnlock()
+	}
+}
+
 func (sh *shard) get(k namespace.Key) *entry {
 	sh.mu.RLock()
 	e := sh.m[k]

@@ -52,9 +52,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 		return LookupResult{}, err
 	}
 	found := make([]*entry, len(keys))
-	for i, k := range keys {
-		found[i] = n.shard(k).get(k)
-	}
+	n.getAll(keys, found)
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
 	now := s.clock(time.Now())
 	s.mu.Lock()
@@ -210,9 +208,7 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 		return err
 	}
 	found := make([]*entry, len(keys))
-	for i, k := range keys {
-		found[i] = n.shard(k).get(k)
-	}
+	n.getAll(keys, found)
 	s.mu.Lock()
 	if leaseID != 0 {
 		if _, err := s.liveLeaseLocked(n, leaseID); err != nil {
