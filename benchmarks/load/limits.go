@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Memcpy is the memory limit: a get copies one page of the working set
@@ -58,30 +59,53 @@ func (*memcpyWorkload) After(context.Context, Op, int) error { return nil }
 func (*memcpyWorkload) Close(context.Context) error          { return nil }
 
 // LoopbackTCP is the network limit: a get sends a 12-byte request over a
-// raw TCP connection to a server in this process, which writes the page
-// straight from the working set; a put sends the request and the page,
-// which the server reads straight into the working set and acknowledges
-// with one byte. One connection per worker. It has no lookup.
-type LoopbackTCP struct{}
+// raw TCP connection to a page server, which writes the page straight from
+// the working set; a put sends the request and the page, which the server
+// reads straight into the working set and acknowledges with one byte. One
+// connection per worker. It has no lookup. The server is a process of its
+// own (child.go) unless InProcess.
+type LoopbackTCP struct {
+	// InProcess runs the page server in this process.
+	InProcess bool
+	cur       *child // the current workload's server process
+}
 
 // Name is "tcp".
-func (LoopbackTCP) Name() string { return "tcp" }
+func (*LoopbackTCP) Name() string { return "tcp" }
 
 // Close does nothing; each workload owns its server.
-func (LoopbackTCP) Close() error { return nil }
+func (*LoopbackTCP) Close() error { return nil }
+
+// ServerCPU is the current page server process's CPU time (0 in process:
+// this process's own is counted).
+func (l *LoopbackTCP) ServerCPU() time.Duration {
+	if l.cur == nil {
+		return 0
+	}
+	return l.cur.CPUTime()
+}
 
 // Prepare starts a page server over a fresh working set and dials Workers
 // connections.
-func (LoopbackTCP) Prepare(_ context.Context, p Params) (Workload, error) {
-	srv, err := StartPageServer(RandomBytes(p.Pages*p.PageBytes, 4))
-	if err != nil {
-		return nil, err
-	}
-	w := &tcpWorkload{p: p, srv: srv, data: RandomBytes(p.PageBytes, 1)}
-	for range p.Workers {
-		c, err := net.Dial("tcp", srv.Addr())
+func (l *LoopbackTCP) Prepare(ctx context.Context, p Params) (Workload, error) {
+	w := &tcpWorkload{p: p, data: RandomBytes(p.PageBytes, 1)}
+	if l.InProcess {
+		srv, err := StartPageServer(RandomBytes(p.Pages*p.PageBytes, 4))
 		if err != nil {
-			w.Close(context.Background())
+			return nil, err
+		}
+		w.srv, w.addr = srv, srv.Addr()
+	} else {
+		c, err := startChild(ctx, rolePages, fmt.Sprintf("%s=%d", childBytesEnv, p.Pages*p.PageBytes), childSeedEnv+"=4")
+		if err != nil {
+			return nil, err
+		}
+		w.child, w.addr, l.cur = c, c.addr, c
+	}
+	for range p.Workers {
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			w.Close(ctx)
 			return nil, err
 		}
 		w.conns = append(w.conns, c)
@@ -92,7 +116,9 @@ func (LoopbackTCP) Prepare(_ context.Context, p Params) (Workload, error) {
 
 type tcpWorkload struct {
 	p     Params
-	srv   *PageServer
+	srv   *PageServer // in process, or
+	child *child      // its own process
+	addr  string
 	data  []byte
 	conns []net.Conn
 	bufs  [][]byte
@@ -117,7 +143,12 @@ func (w *tcpWorkload) Close(context.Context) error {
 	for _, c := range w.conns {
 		err = errors.Join(err, c.Close())
 	}
-	w.srv.Close()
+	if w.srv != nil {
+		w.srv.Close()
+	}
+	if w.child != nil {
+		err = errors.Join(err, w.child.Close())
+	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,31 @@ func TestRunRounds(t *testing.T) {
 		if r.Ops == 0 || r.Elapsed < 25*time.Millisecond {
 			t.Errorf("%s: %d ops in %v, want the three slices' sum (30ms)", r.System, r.Ops, r.Elapsed)
 		}
+	}
+}
+
+// TestMain lets the test binary serve as the page server process that
+// LoopbackTCP starts (it re-executes itself).
+func TestMain(m *testing.M) {
+	ServeChild()
+	os.Exit(m.Run())
+}
+
+// TestLoopbackTCPProcess runs gets and puts against a page server of its
+// own process, counts that process's CPU, and ends it on Close.
+func TestLoopbackTCPProcess(t *testing.T) {
+	sys := &LoopbackTCP{}
+	res, err := Run(t.Context(), Config{PageSizes: []int{64 << 10}, Concurrency: []int{2}, Ops: []Op{Put, Get},
+		Duration: 300 * time.Millisecond, WorkingSet: 1 << 20}, []System{sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Ops == 0 || r.CPU <= 0 {
+			t.Errorf("%s: %d ops, %v CPU each", r.Op, r.Ops, r.CPU)
+		}
+	}
+	if sys.cur == nil || sys.cur.cmd.ProcessState == nil || !sys.cur.cmd.ProcessState.Exited() {
+		t.Fatal("the page server process did not exit when its workload closed")
 	}
 }

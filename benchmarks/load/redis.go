@@ -108,11 +108,14 @@ func clockTick() time.Duration {
 	return time.Second / time.Duration(hz)
 }
 
-// CPUTime is the CPU time (user and system, all threads) the server has
+// CPUTime is the CPU time the server has used (procCPU).
+func (s *RedisServer) CPUTime() time.Duration { return procCPU(s.cmd.Process.Pid, s.clockTick) }
+
+// procCPU is the CPU time (user and system, all threads) process pid has
 // used, from /proc/<pid>/stat: 0 where there is no /proc, and at the
 // resolution of one clock tick (10 ms at 100 Hz).
-func (s *RedisServer) CPUTime() time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+func procCPU(pid int, tick time.Duration) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -131,7 +134,7 @@ func (s *RedisServer) CPUTime() time.Duration {
 	if err1 != nil || err2 != nil {
 		return 0
 	}
-	return time.Duration(utime+stime) * s.clockTick
+	return time.Duration(utime+stime) * tick
 }
 
 // RedisConn speaks just enough RESP for the benchmarks, one request in

@@ -15,9 +15,12 @@ import (
 // StrataConfig configures the strata system. Zero fields take their
 // defaults.
 type StrataConfig struct {
-	// Addr is the node to measure. Default: a node started in this process
-	// (embedded etcd, host tier of HostBytes, gRPC on a free loopback port).
+	// Addr is the node to measure. Default: a node started as a process of
+	// its own (child.go; embedded etcd, host tier of HostBytes, gRPC on a
+	// free loopback port), or in this process with InProcess.
 	Addr string
+	// InProcess starts the node in this process.
+	InProcess bool
 	// HostBytes is the in-process node's host tier. Default 1 GiB.
 	HostBytes int64
 	// Token is the tenant token, for a node that wants one. Default none.
@@ -38,7 +41,8 @@ type StrataConfig struct {
 // lookup asks about LookupKeys keys of the working set, no lease.
 type Strata struct {
 	cfg     StrataConfig
-	node    *node.Node // nil for an external node
+	node    *node.Node // the in-process node, or
+	child   *child     // the node's process, or neither for an external node
 	dir     string
 	clients []*client.Client
 }
@@ -59,6 +63,14 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	}
 	s := &Strata{cfg: cfg}
 	if cfg.Addr != "" {
+		return s, nil
+	}
+	if !cfg.InProcess {
+		c, err := startChild(ctx, roleNode, fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes))
+		if err != nil {
+			return nil, err
+		}
+		s.child, s.cfg.Addr = c, c.addr
 		return s, nil
 	}
 	dir, err := os.MkdirTemp("", "strata-load-node-")
@@ -107,7 +119,7 @@ func (s *Strata) Name() string {
 	return "strata-" + s.cfg.Transport
 }
 
-// Close closes the clients and the in-process node.
+// Close closes the clients and the node this system started.
 func (s *Strata) Close() error {
 	var err error
 	for _, c := range s.clients {
@@ -116,7 +128,19 @@ func (s *Strata) Close() error {
 	if s.node != nil {
 		err = errors.Join(err, s.node.Close(), os.RemoveAll(s.dir))
 	}
+	if s.child != nil {
+		err = errors.Join(err, s.child.Close())
+	}
 	return err
+}
+
+// ServerCPU is the node process's CPU time: 0 for a node in this process
+// (this process's own is counted) or an external one (not known).
+func (s *Strata) ServerCPU() time.Duration {
+	if s.child == nil {
+		return 0
+	}
+	return s.child.CPUTime()
 }
 
 // Prepare opens a namespace of PageBytes pages on every worker's client and

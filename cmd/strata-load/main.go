@@ -31,6 +31,7 @@ type config struct {
 	conc       []int
 	duration   time.Duration
 	rounds     int
+	inProcess  bool
 	workingSet int
 	putBudget  int
 	lookupKeys int
@@ -43,6 +44,7 @@ type config struct {
 }
 
 func main() {
+	load.ServeChild() // when re-executed as a node or page server
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "strata-load:", err)
@@ -69,6 +71,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sizes, "sizes", "64K,256K,1M,4M", "page sizes")
 	fs.StringVar(&conc, "concurrency", "1,4,8,32", "concurrent workers, each with its own connection")
 	fs.DurationVar(&cfg.duration, "duration", time.Second, "measured time per case (plus a fifth of it to warm up)")
+	fs.BoolVar(&cfg.inProcess, "in-process", false, "run the strata node and the tcp limit's page server in this process instead of as processes of their own")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "slices each case is cut into, the systems taking turns slice by slice so that a drifting machine slows them alike")
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
 	fs.StringVar(&pb, "put-budget", "512M", "most bytes one put case writes")

@@ -7,7 +7,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/benchmarks/load"
 )
+
+// TestMain lets the test binary serve as the node and page server
+// processes the command starts (it re-executes itself).
+func TestMain(m *testing.M) {
+	load.ServeChild()
+	os.Exit(m.Run())
+}
 
 // TestRunSmoke runs the whole command on tiny pages for a few milliseconds
 // per case: every system (Redis only where redis-server is installed), every

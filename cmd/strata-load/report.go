@@ -25,8 +25,16 @@ func writeReport(cfg config, started time.Time, results []load.Result) error {
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(&h, "\n- load average at the end: %s", strings.Join(strings.Fields(string(la))[:3], " "))
 	}
-	h.WriteString("\n- one operation moves one page (lookup: asks about lookup-keys keys); " +
-		"cpu-µs/op is this process's CPU (client, in-process node, baselines) plus redis-server's for redis\n")
+	servers := "the strata node, the tcp limit's page server and redis-server each run as a process of their own; " +
+		"cpu-µs/op is this process's CPU (the clients) plus the measured system's server process's"
+	if cfg.inProcess {
+		servers = "the strata node and the tcp limit's page server run inside this process (--in-process), redis-server in its own; " +
+			"cpu-µs/op is this process's CPU (clients and in-process servers) plus redis-server's for redis"
+	}
+	if cfg.addr != "" {
+		servers += "; the node at --addr is not counted"
+	}
+	h.WriteString("\n- one operation moves one page (lookup: asks about lookup-keys keys); " + servers + "\n")
 	md, err := os.Create(filepath.Join(cfg.out, "results.md"))
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 		case "strata":
 			for _, tr := range cfg.transports {
 				s, err := load.StartStrata(ctx, load.StrataConfig{Addr: cfg.addr, HostBytes: cfg.hostBytes,
-					Token: cfg.token, Transport: tr})
+					Token: cfg.token, Transport: tr, InProcess: cfg.inProcess})
 				if err != nil {
 					return systems, closeAll, fmt.Errorf("strata (%s): %w", tr, err)
 				}
@@ -43,7 +43,7 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 			}
 			systems = append(systems, s)
 		case "tcp":
-			systems = append(systems, load.LoopbackTCP{})
+			systems = append(systems, &load.LoopbackTCP{InProcess: cfg.inProcess})
 		case "memcpy":
 			systems = append(systems, load.Memcpy{})
 		default:
