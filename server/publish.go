@@ -28,7 +28,26 @@ func specOf(p *pb.PageSpec) (store.PageSpec, error) {
 	if p.GetSize() == 0 || p.GetSize() > 1<<40 {
 		return store.PageSpec{}, badRequest("page %x: size %d", k[:6], p.GetSize())
 	}
+	if err := checkChainDepth(spec); err != nil {
+		return store.PageSpec{}, err
+	}
 	return spec, nil
+}
+
+// maxChainAhead bounds how much deeper than a page its chain depth may
+// say the sequence put with it goes: a chain depth prices the page as its
+// deepest descendant, so an absurd one would make a page all but
+// unevictable.
+const maxChainAhead = 1 << 20
+
+// checkChainDepth refuses a chain depth more than maxChainAhead past the
+// page's own depth.
+func checkChainDepth(spec store.PageSpec) error {
+	if spec.ChainDepth > spec.Depth && spec.ChainDepth-spec.Depth > maxChainAhead {
+		return badRequest("page %x: chain depth %d is more than %d past its depth %d",
+			spec.Key[:6], spec.ChainDepth, maxChainAhead, spec.Depth)
+	}
+	return nil
 }
 
 // Reserve sets aside space for pages.

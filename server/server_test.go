@@ -265,6 +265,9 @@ func TestMalformedRequests(t *testing.T) {
 	wantErr(t, "short namespace id", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: 0}}})
 	wantErr(t, "zero-size page", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
+	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
+		Depth: 3, ChainDepth: 3 + 1<<20 + 1}}})
+	wantErr(t, "chain depth far past the page", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	r, err := f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page + 1)}}})
 	if err != nil || r.GetReservations()[0].GetStatus() != pb.ReserveStatus_RESERVE_STATUS_REJECTED {
 		t.Errorf("wrong page size: %v %v", r, err)

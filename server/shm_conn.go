@@ -265,6 +265,9 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		}
 		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
 			ChainDepth: p.ChainDepth}
+		if err := checkChainDepth(specs[i]); err != nil {
+			return nil, err
+		}
 	}
 	st := sc.s.cfg.Store
 	res, err := st.Reserve(n.ID, specs, time.Duration(m.TTLms)*time.Millisecond)
