@@ -84,10 +84,8 @@ type Config struct {
 	Headroom float64
 	// NoFloor keeps the cutoffs out of the store's admission (it gets
 	// zeros): summaries, the election and publication still run, for
-	// status. Default false: a full node refuses pages worth less than the
-	// cutoff, and clients spill them. On the synthetic trace the floor
-	// costs saved FLOPs (cmd/strata-sim: ours-global-floor vs ours-global;
-	// the cmd/stratad replay test), hence the switch.
+	// status. Default false: a full node refuses pages worth less than
+	// eviction.AdmitShare of the cutoff, and clients spill them.
 	NoFloor bool
 	// CandidateTTL is the election session TTL (registry.CandidateConfig).
 	// Default registry.DefaultCandidateTTL.

@@ -84,8 +84,8 @@ type Policy interface {
 	Value(h Handle) float64
 	// ValueOf is the priority p would get if it were inserted now.
 	ValueOf(p Page) float64
-	// Admit reports whether p is worth storing: its worth is at least the
-	// cutoff set by SetCutoff and, when storing it would exceed the capacity
+	// Admit reports whether p is worth storing: its worth is at least
+	// AdmitShare of the cutoff set by SetCutoff and, when storing it would exceed the capacity
 	// set by SetCapacity, its ValueOf is at least the Value of the current
 	// victim (for KindCost only with Config.CapacityAdmission; an orphan
 	// victim never keeps a page out). A refusal counts as an eviction of p

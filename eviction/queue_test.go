@@ -272,9 +272,13 @@ func TestAdmit(t *testing.T) {
 	}
 	q := mustNew(t, Config{Kind: KindCost, History: -1})
 	p := page(0)
-	q.SetCutoff(q.WorthOf(p) * 1.01)
+	q.SetCutoff(q.WorthOf(p) * 1.5)
+	if !q.Admit(p) {
+		t.Fatalf("refused a page worth more than %g of the cutoff", AdmitShare)
+	}
+	q.SetCutoff(q.WorthOf(p) * 1.01 / AdmitShare)
 	if q.Admit(p) {
-		t.Fatal("admitted a page below the cutoff")
+		t.Fatalf("admitted a page below %g of the cutoff", AdmitShare)
 	}
 	if q.Evicted() == 0 {
 		t.Fatal("refusals are not counted as turnover")
@@ -415,7 +419,7 @@ func TestChainCost(t *testing.T) {
 	if q.WorthOf(deep) <= q.WorthOf(shallow) {
 		t.Fatalf("a page at depth 40 is worth %g, not more than one at depth 0 (%g)", q.WorthOf(deep), q.WorthOf(shallow))
 	}
-	q.SetCutoff((q.WorthOf(shallow) + q.WorthOf(deep)) / 2)
+	q.SetCutoff((q.WorthOf(shallow) + q.WorthOf(deep)) / 2 / AdmitShare)
 	if q.Admit(shallow) {
 		t.Fatal("admitted a lone shallow page below the cutoff")
 	}

@@ -69,7 +69,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "token that may see and use every namespace")
 	fs.BoolVar(&cfg.NoReflection, "no-reflection", false, "turn gRPC server reflection off")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "maximum keys or pages per request (default 16384)")
-	fs.BoolVar(&cfg.NoCutoffFloor, "no-cutoff-floor", false, "do not refuse puts below the cluster's eviction cutoff (coordination still runs, for status)")
+	fs.BoolVar(&cfg.NoCutoffFloor, "no-cutoff-floor", false, "do not refuse puts worth less than a quarter of the cluster's eviction cutoff (coordination still runs, for status)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "how long shutdown waits for in-flight requests (default 10s)")
 	fs.StringVar(&cfg.ShmSocket, "shm-socket", "", `Unix socket for same-host clients (shared memory); "off" disables (default <data-dir>/strata.sock)`)
 	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
