@@ -118,7 +118,8 @@ func waitCutoff(t testing.TB, addr string) *pb.CutoffState {
 // TestClusterSpillNotAdmitted: the owner's only tier is full of pages that
 // lookups keep hitting, and the cluster is past its headroom, so the
 // coordinator publishes a cutoff; the owner refuses new, never-hit pages
-// as not admitted (worth less than the cutoff), and the client puts them
+// of a much smaller model as not admitted (worth less than
+// eviction.AdmitShare of the cutoff), and the client puts them
 // on their second placement candidate, which has room. The hot pages stay,
 // and lookups find the spilled ones.
 func TestClusterSpillNotAdmitted(t *testing.T) {
@@ -156,8 +157,17 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	t.Logf("owner applies cutoff %v (epoch %d)", cs.GetTiers()[0].GetWorth(), cs.GetEpoch())
 	ownerBefore, otherBefore := nodePages(t, owner.Addr()), nodePages(t, other.Addr())
 
+	// Cold pages: never hit, and of a model 80 times smaller (the same page
+	// size, an 80th of the FLOPs to recompute), so worth far less than
+	// eviction.AdmitShare of the cutoff.
+	small := d
+	small.Model, small.Compute.Params = "tiny", 1e8
+	sns, err := c.Open(ctx, small)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cold := keysOwnedBy(c, owner.ID(), perNode/16, r)
-	res, err := ns.Put(ctx, rootPages(ns, cold))
+	res, err := sns.Put(ctx, rootPages(sns, cold))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +185,7 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	if got := lookupAll(t, ns, kept, 1); len(got) != len(kept) {
 		t.Fatalf("%d of %d hot pages left after the cold puts", len(got), len(kept))
 	}
-	if got := lookupAll(t, ns, cold, 1); len(got) != len(cold) {
+	if got := lookupAll(t, sns, cold, 1); len(got) != len(cold) {
 		t.Fatalf("lookups found %d of %d spilled pages", len(got), len(cold))
 	}
 }
