@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"time"
 
 	"github.com/stratakv/strata/namespace"
@@ -30,6 +31,9 @@ func specOf(p *pb.PageSpec) (store.PageSpec, error) {
 	}
 	if err := checkChainDepth(spec); err != nil {
 		return store.PageSpec{}, err
+	}
+	if c := spec.CostHint; c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+		return store.PageSpec{}, badRequest("page %x: cost hint %g is not a finite number of FLOPs >= 0", k[:6], c)
 	}
 	return spec, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -268,6 +269,9 @@ func TestMalformedRequests(t *testing.T) {
 	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
 		Depth: 3, ChainDepth: 3 + 1<<20 + 1}}})
 	wantErr(t, "chain depth far past the page", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
+	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
+		CostHint: math.NaN()}}})
+	wantErr(t, "a cost hint that is not a number", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	r, err := f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page + 1)}}})
 	if err != nil || r.GetReservations()[0].GetStatus() != pb.ReserveStatus_RESERVE_STATUS_REJECTED {
 		t.Errorf("wrong page size: %v %v", r, err)

@@ -147,6 +147,7 @@ type entry struct {
 	hits   uint32
 	pins   int32           // leases + in-flight reads
 	h      eviction.Handle // the page's state in its tier's policy
+	cost   float32         // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
 }
 
 func (e *entry) checksum() []byte {

@@ -182,8 +182,12 @@ func (n *nsState) pageCost(depth uint32) float64 {
 }
 
 func (s *Store) pageOf(e *entry) eviction.Page {
+	cost := float64(e.cost)
+	if cost <= 0 {
+		cost = e.ns.pageCost(e.depth)
+	}
 	return eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
-		Tokens: int(e.ns.PageTokens), Cost: e.ns.pageCost(e.depth)}
+		Tokens: int(e.ns.PageTokens), Cost: cost}
 }
 
 // trackLocked starts tracking e in its tier's queue. freq is the reuse
@@ -527,7 +531,8 @@ func (s *Store) dropVictimLocked(tier int) *entry {
 func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	last := len(s.policy.pol) - 1
 	page := eviction.Page{Key: keyHash(spec.Key), Bytes: spec.Size, Depth: spec.Depth,
-		Tokens: int(n.PageTokens), Cost: spec.CostHint, ChainDepth: spec.ChainDepth, ChainCost: n.pageCost(spec.ChainDepth)}
+		Tokens: int(n.PageTokens), Cost: float64(costHint(spec.CostHint)), ChainDepth: spec.ChainDepth,
+		ChainCost: n.pageCost(spec.ChainDepth)}
 	if page.Cost <= 0 {
 		page.Cost = n.pageCost(spec.Depth)
 	}

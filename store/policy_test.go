@@ -230,6 +230,33 @@ func TestCutoffRefusesWhenFull(t *testing.T) {
 	}
 }
 
+// A writer's measured cost hint prices its page for eviction, not only for
+// admission: of two pages alike but for the hint, the one said to be 100
+// times dearer to recompute stays when room is needed, whichever came
+// first; a page without a hint is priced by the profile.
+func TestCostHintOrdersEviction(t *testing.T) {
+	for _, dearFirst := range []bool{true, false} {
+		s, _ := newTestStore(t, 2, nil)
+		cheap, dear := chainSpec(chainKeys("cheap", 1), 0), chainSpec(chainKeys("dear", 1), 0)
+		dear.CostHint = 100 * eviction.DefaultProfile().PageFLOPs(0, 0)
+		order := []PageSpec{cheap, dear}
+		if dearFirst {
+			order = []PageSpec{dear, cheap}
+		}
+		for i, p := range order {
+			if !putSpec(t, s, p, pageData(i)) {
+				t.Fatalf("page %d refused", i)
+			}
+		}
+		if !putSpec(t, s, chainSpec(chainKeys("new", 1), 0), pageData(2)) {
+			t.Fatal("a third page refused")
+		}
+		if got := present(t, s, cheap.Key, dear.Key); got[0] || !got[1] {
+			t.Fatalf("dear first %v: cheap present %v, dear present %v; want only the dear page kept", dearFirst, got[0], got[1])
+		}
+	}
+}
+
 // With the tier full and a cutoff between what a fresh shallow page and a
 // fresh deep page are worth, a shallow page alone is refused, and the same
 // page put with the deep end of its sequence (PageSpec.ChainDepth) is

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -318,7 +319,16 @@ func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error
 func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	p, now := r.spec, s.clock(time.Now())
 	return s.insertLocked(&entry{ns: r.ns, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
-		depth: p.Depth, tier: uint8(r.tier), create: now, access: now}, sum, p.ChainDepth)
+		depth: p.Depth, tier: uint8(r.tier), create: now, access: now, cost: costHint(p.CostHint)}, sum, p.ChainDepth)
+}
+
+// costHint is a writer's cost hint as an entry keeps it: 0 for none or
+// one that is not a positive finite number of FLOPs.
+func costHint(c float64) float32 {
+	if !(c > 0) || c > math.MaxFloat32 {
+		return 0
+	}
+	return float32(c)
 }
 
 // insertLocked records e, whose checksum is sum (4 bytes of CRC-32C or 32
