@@ -137,3 +137,38 @@ func TestQuarterLog2(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeSampled: past summarySample pages Summarize reads a sample;
+// its total and its cumulative shares, what the cutoff reads, stay close to
+// the whole queue's.
+func TestSummarizeSampled(t *testing.T) {
+	const n = 8 * summarySample
+	q := mustNew(t, Config{Kind: KindCost, Capacity: n, History: -1})
+	hs := make([]Handle, n)
+	for i := range hs {
+		hs[i] = q.Insert(Page{Key: uint64(i), Bytes: 1<<16 + int64(i%7)<<12, Depth: uint32(i % 97)})
+	}
+	for i := range 3 * n { // uneven reuse
+		q.Hit(hs[(i*i+7*i)%n])
+	}
+	var got, exact Summary
+	q.Summarize(&got)
+	exact.Lo = got.Lo
+	for i := 1; i < len(q.pages); i++ {
+		if s := &q.pages[i]; s.flags&flagLive != 0 {
+			exact.Bytes[bucketOf(q.worth(s), exact.Lo)] += int64(s.bytes)
+		}
+	}
+	if d := math.Abs(float64(got.Total()-exact.Total())) / float64(exact.Total()); d > 0.001 {
+		t.Fatalf("sampled total %d, exact %d", got.Total(), exact.Total())
+	}
+	var cg, ce int64
+	for b := range SummaryBuckets {
+		cg += got.Bytes[b]
+		ce += exact.Bytes[b]
+		if d := math.Abs(float64(cg-ce)) / float64(exact.Total()); d > 0.01 {
+			t.Fatalf("bucket %d: sampled cumulative share %.4f, exact %.4f", b,
+				float64(cg)/float64(got.Total()), float64(ce)/float64(exact.Total()))
+		}
+	}
+}
