@@ -31,6 +31,7 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 	}
 	var others []int
 	ok, err = n.withShm(func(s *shmSession, c *rdma.Conn) (bool, error) {
+		others = others[:0]
 		m, err := s.call(ctx, c, req)
 		if err != nil {
 			return true, err
@@ -70,6 +71,11 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 			found[i] = op.OK
 			if op.OK {
 				s.locs.put(n.id, keys[i], shmLoc{ext: op.Ext, sum: g.Pages[i].Checksum})
+			} else {
+				// The extent changed under the copy: without a lease the page
+				// may have been demoted (or dropped) meanwhile. Ask the node
+				// for its bytes, which it sends pinned, from whatever tier.
+				others = append(others, i)
 			}
 		}
 		if len(bad) > 0 {
@@ -80,7 +86,8 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 	if !ok || err != nil || len(others) == 0 {
 		return found, ok, err
 	}
-	// Pages in other tiers (gpu, ssd) come over tcp, under the caller's lease.
+	// Pages in other tiers (gpu, ssd), and pages whose copy raced a move,
+	// come over tcp, under the caller's lease.
 	ops := make([]rdma.Op, len(others))
 	for j, i := range others {
 		ops[j] = rdma.Op{Key: keys[i], Buf: bufs[i]}
