@@ -85,11 +85,12 @@ type Policy interface {
 	// ValueOf is the priority p would get if it were inserted now.
 	ValueOf(p Page) float64
 	// Admit reports whether p is worth storing: its worth is at least
-	// AdmitShare of the cutoff set by SetCutoff and, when storing it would exceed the capacity
-	// set by SetCapacity, its ValueOf is at least the Value of the current
-	// victim (for KindCost only with Config.CapacityAdmission; an orphan
-	// victim never keeps a page out). A refusal counts as an eviction of p
-	// (the clock advances). Plain and offline policies always admit.
+	// AdmitShare of the cutoff set by SetCutoff and, when storing it would
+	// exceed the capacity set by SetCapacity, its ValueOf is at least the
+	// Value of the current victim (for KindCost only with
+	// Config.CapacityAdmission; an orphan victim never keeps a page out). A
+	// refusal counts as an eviction of p (the clock advances). Plain and
+	// offline policies always admit.
 	Admit(p Page) bool
 	// SetCapacity tells the policy how many bytes its tier holds, for Admit.
 	SetCapacity(bytes int64)

@@ -441,7 +441,7 @@ func TestChainCost(t *testing.T) {
 		t.Fatalf("victim %d, want the lone shallow page %d before the head of a deep chain", h, lone)
 	}
 	// A chain cost below the page's own changes nothing, nor does a chain
-	// depth not below the page.
+	// depth no deeper than the page.
 	cheap := deep
 	cheap.ChainDepth, cheap.ChainCost = 50, 1
 	if q.WorthOf(cheap) != q.WorthOf(deep) {
@@ -450,7 +450,7 @@ func TestChainCost(t *testing.T) {
 	above := deep
 	above.ChainDepth = 10
 	if q.WorthOf(above) != q.WorthOf(deep) {
-		t.Fatal("a chain depth above the page changed its worth")
+		t.Fatal("a chain depth shallower than the page changed its worth")
 	}
 	// A measured chain cost is used as given.
 	priced := shallow
