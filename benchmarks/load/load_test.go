@@ -152,17 +152,29 @@ func TestMain(m *testing.M) {
 // own process, counts that process's CPU, and ends it on Close.
 func TestLoopbackTCPProcess(t *testing.T) {
 	sys := &LoopbackTCP{}
-	res, err := Run(t.Context(), Config{PageSizes: []int{64 << 10}, Concurrency: []int{2}, Ops: []Op{Put, Get},
-		Duration: 300 * time.Millisecond, WorkingSet: 1 << 20}, []System{sys})
+	p := Params{PageBytes: 64 << 10, Pages: 16, Workers: 1}
+	wl, err := sys.Prepare(t.Context(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range res {
-		if r.Ops == 0 || r.CPU <= 0 {
-			t.Errorf("%s: %d ops, %v CPU each", r.Op, r.Ops, r.CPU)
+	cpu0 := sys.ServerCPU()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; sys.ServerCPU() == cpu0; i++ { // CPU time moves in clock ticks
+		if time.Now().After(deadline) {
+			t.Fatalf("the page server's CPU time stayed at %v over %d operations", cpu0, i)
+		}
+		op := Get
+		if i%2 == 1 {
+			op = Put
+		}
+		if err := wl.Do(t.Context(), op, 0, i); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if sys.cur == nil || sys.cur.cmd.ProcessState == nil || !sys.cur.cmd.ProcessState.Exited() {
+	if err := wl.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := sys.cur.cmd.ProcessState; st == nil || !st.Exited() {
 		t.Fatal("the page server process did not exit when its workload closed")
 	}
 }
