@@ -182,15 +182,42 @@ func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
 func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (int, error) {
 	n.forgetShm(keys) // shared memory: no cached location outlives this client's delete
 	deleted := 0
-	for start := 0; start < len(keys); start += n.maxBatch {
-		batch := keys[start:min(len(keys), start+n.maxBatch)]
+	err := n.eachBatch(keys, func(batch []namespace.Key) error {
 		resp, err := n.c.rpc.Delete(ctx, &pb.DeleteRequest{NamespaceId: n.id[:], Keys: wireKeys(batch)})
 		if err != nil {
-			return deleted, fromRPC("delete", err)
+			return fromRPC("delete", err)
 		}
 		deleted += int(resp.GetDeleted())
+		return nil
+	})
+	return deleted, err
+}
+
+// markOrphans tells the node that its pages of keys lie past a missing
+// page of their sequence (pb.OrphansRequest), and returns how many it
+// newly marked.
+func (n *Namespace) markOrphans(ctx context.Context, keys []namespace.Key) (int, error) {
+	marked := 0
+	err := n.eachBatch(keys, func(batch []namespace.Key) error {
+		resp, err := n.c.rpc.Orphans(ctx, &pb.OrphansRequest{NamespaceId: n.id[:], Keys: wireKeys(batch)})
+		if err != nil {
+			return fromRPC("orphans", err)
+		}
+		marked += int(resp.GetMarked())
+		return nil
+	})
+	return marked, err
+}
+
+// eachBatch calls fn with keys in batches of the node's limit, up to the
+// first error.
+func (n *Namespace) eachBatch(keys []namespace.Key, fn func([]namespace.Key) error) error {
+	for start := 0; start < len(keys); start += n.maxBatch {
+		if err := fn(keys[start:min(len(keys), start+n.maxBatch)]); err != nil {
+			return err
+		}
 	}
-	return deleted, nil
+	return nil
 }
 
 func wireKeys(keys []namespace.Key) [][]byte {

@@ -111,7 +111,43 @@ func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lea
 	var drop []*Lease
 	res.Lease, drop = n.keepLeases(r, keys, pl.prim, spans, res.HitPrefix)
 	n.c.releaseLater(drop)
+	if out.failed == 0 && len(out.errs) == 0 { // a miss on a node that did not answer proves nothing
+		n.orphansLater(r, keys, res.Present, holder)
+	}
 	return res, out.err(ctx, n.c, "lookup")
+}
+
+// orphansLater tells the nodes holding pages present past the first
+// missing key that they are orphans (Namespace.markOrphans), in the
+// background: the keys are one sequence, so every page after a miss has an
+// absent ancestor, which its node cannot see when the miss is on another
+// node. A node that cannot be told keeps the pages unmarked, to be evicted
+// by value. The pages leave the location cache, so that the engine's next
+// put of the sequence reaches their nodes (Exists clears the mark) rather
+// than being answered from the cache.
+func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, present []bool, holder []int32) {
+	miss := prefix(present, nil)
+	var byNode map[int32][]namespace.Key
+	for p := miss + 1; p < len(keys); p++ {
+		if present[p] && holder[p] >= 0 {
+			if byNode == nil {
+				byNode = make(map[int32][]namespace.Key)
+			}
+			byNode[holder[p]] = append(byNode[holder[p]], keys[p])
+			n.c.cache.gone(n.id, keys[p], r.view.ids[holder[p]])
+		}
+	}
+	for i, ks := range byNode {
+		n.c.bg.Go(func() {
+			err := n.call(context.Background(), r, int(i), func(ctx context.Context, h *Namespace) error {
+				_, err := h.markOrphans(ctx, ks)
+				return err
+			})
+			if err != nil {
+				n.c.log.Debug("marking orphans", "node", r.view.ids[i], "pages", len(ks), "err", err)
+			}
+		})
+	}
 }
 
 // plan is where a call sends each key.

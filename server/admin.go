@@ -105,11 +105,7 @@ func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.Lis
 
 // StatKeys describes keys; absent keys come back with an empty key.
 func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.StatKeysResponse, error) {
-	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	keys, err := s.keysOf(req.GetKeys())
+	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -131,7 +127,7 @@ func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.Sta
 func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
 	out := &pb.KeyInfo{Key: ki.Key[:], Depth: ki.Depth, Size: uint64(ki.Size), Checksum: ki.Checksum,
 		Tier: TierProto(ki.Tier), CreatedUnixMs: ki.Created.UnixMilli(), LastAccessUnixMs: ki.Accessed.UnixMilli(),
-		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children)}
+		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children), Orphan: ki.Orphan}
 	if ki.HasParent {
 		out.ParentKey = ki.Parent[:]
 	}

@@ -172,13 +172,23 @@ func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) 
 	return &pb.ReleaseLeaseResponse{}, nil
 }
 
-// Delete removes pages.
-func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
-	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
+// Orphans marks pages a cluster lookup found past a missing page of their
+// sequence (store.MarkOrphans).
+func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.OrphansResponse, error) {
+	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	keys, err := s.keysOf(req.GetKeys())
+	marked, err := s.cfg.Store.MarkOrphans(n.ID, keys)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.OrphansResponse{Marked: uint32(marked)}, nil
+}
+
+// Delete removes pages.
+func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, toStatus(err)
 	}

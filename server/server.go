@@ -299,6 +299,17 @@ const unknownTTL = time.Second
 const maxUnknown = 4096
 
 // keysOf validates a batch of wire keys.
+// namespaceKeys is namespaceOf and keysOf, for the calls that take a
+// namespace and keys.
+func (s *Server) namespaceKeys(ctx context.Context, rawNS []byte, rawKeys [][]byte) (store.Namespace, []namespace.Key, error) {
+	n, err := s.namespaceOf(ctx, rawNS)
+	if err != nil {
+		return store.Namespace{}, nil, err
+	}
+	keys, err := s.keysOf(rawKeys)
+	return n, keys, err
+}
+
 func (s *Server) keysOf(raw [][]byte) ([]namespace.Key, error) {
 	if len(raw) == 0 {
 		return nil, badRequest("no keys")

@@ -22,14 +22,16 @@ type KeyInfo struct {
 	Accessed  time.Time
 	Hits      uint32
 	Leases    int
-	Children  int // resident children in this namespace
+	Children  int  // resident children in this namespace
+	Orphan    bool // an ancestor is known absent (MarkOrphans, or a lookup here)
 }
 
 func (s *Store) keyInfoLocked(e *entry) KeyInfo {
 	return KeyInfo{Key: e.key, Parent: e.parent, HasParent: e.hasPar, Depth: e.depth,
 		Size: e.ext.Len, Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
 		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
-		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3])}
+		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3]),
+		Orphan: s.policy.pol[e.tier].Orphan(e.h)}
 }
 
 // Stat describes the given keys; ok[i] is false for keys not published.

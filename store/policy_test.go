@@ -661,3 +661,62 @@ func TestHintsBeforeParent(t *testing.T) {
 		t.Fatalf("%d hints still waiting (%d counted)", len(n.remoteWaiting), s.policy.remoteWaiting)
 	}
 }
+
+// MarkOrphans marks the pages it holds (skipping others), a marked page is
+// the first victim whatever its value, and a put of the page or a hit
+// clears the mark.
+func TestMarkOrphans(t *testing.T) {
+	s, _ := newTestStore(t, 3, nil)
+	a := chainKeys("a", 3)
+	for i := range a {
+		putSpec(t, s, chainSpec(a, i), pageData(i))
+	}
+	orphan := func(k namespace.Key) bool {
+		infos, ok, err := s.Stat(testNS.ID, []namespace.Key{k})
+		if err != nil || !ok[0] {
+			t.Fatalf("stat %x: %v %v", k[:4], ok, err)
+		}
+		return infos[0].Orphan
+	}
+	absent := chainKeys("z", 1)[0]
+	if n, err := s.MarkOrphans(testNS.ID, []namespace.Key{a[2], absent}); err != nil || n != 1 {
+		t.Fatalf("marked %d, %v; want 1 (the absent key skipped)", n, err)
+	}
+	if n, _ := s.MarkOrphans(testNS.ID, []namespace.Key{a[2]}); n != 0 {
+		t.Fatalf("marked %d again, want 0", n)
+	}
+	if !orphan(a[2]) || orphan(a[1]) {
+		t.Fatal("the mark is not on the page it was set on")
+	}
+	// A put of the marked page clears the mark.
+	if putSpec(t, s, chainSpec(a, 2), pageData(2)) {
+		t.Fatal("a put of a published page reserved space")
+	}
+	if orphan(a[2]) {
+		t.Fatal("a put of the page left its orphan mark")
+	}
+	// A hit clears it too.
+	s.MarkOrphans(testNS.ID, []namespace.Key{a[2]})
+	if _, err := s.Lookup(testNS.ID, a, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if orphan(a[2]) {
+		t.Fatal("a hit left the orphan mark")
+	}
+	// Marked, a page goes first: of a hot page and a cold one, a put into
+	// a full tier evicts the hot one once it is marked.
+	s, _ = newTestStore(t, 2, nil)
+	hot, cold, next := chainKeys("hot", 1), chainKeys("cold", 1), chainKeys("next", 1)
+	putSpec(t, s, chainSpec(hot, 0), pageData(0))
+	putSpec(t, s, chainSpec(cold, 0), pageData(1))
+	for range 5 {
+		s.Lookup(testNS.ID, hot, false, 0)
+	}
+	s.MarkOrphans(testNS.ID, hot)
+	if !putSpec(t, s, chainSpec(next, 0), pageData(2)) {
+		t.Fatal("a third page refused")
+	}
+	if got := present(t, s, hot[0], cold[0]); got[0] || !got[1] {
+		t.Fatalf("hot orphan present %v, cold page present %v; want the orphan evicted", got[0], got[1])
+	}
+}

@@ -125,7 +125,12 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
 			continue
 		}
-		if n.shard(p.Key).get(p.Key) != nil {
+		if e := n.shard(p.Key).get(p.Key); e != nil {
+			// Put again, so its sequence was recomputed up to it: the
+			// parent is coming, if it was missing (MarkOrphans).
+			if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
+				q.SetOrphan(e.h, false)
+			}
 			out[i] = Reservation{Status: Exists}
 			continue
 		}

@@ -136,6 +136,7 @@ func writeKeyBlocks(w io.Writer, entries []statEntry, nodes bool, now time.Time)
 			row(tw, "leases:", k.Leases)
 			row(tw, "hits:", k.Hits)
 			row(tw, "resident children:", k.ResidentChildren)
+			row(tw, "orphan:", k.Orphan)
 		}
 	}
 	return tw.Flush()

@@ -104,6 +104,7 @@ type keyJSON struct {
 	Leases           uint32 `json:"leases"`
 	Hits             uint64 `json:"hits"`
 	ResidentChildren uint32 `json:"resident_children"`
+	Orphan           bool   `json:"orphan"` // an ancestor is known absent: evicted first
 }
 
 func namespaceView(t *nsTotal) namespaceJSON {
@@ -168,7 +169,7 @@ func keyView(node string, k *pb.KeyInfo) keyJSON {
 		Node: node, Key: hexOf(k.GetKey()), ParentKey: hexOf(k.GetParentKey()), Depth: k.GetDepth(), Size: k.GetSize(),
 		Checksum: hexOf(k.GetChecksum()), Tier: tierName(k.GetTier()), CreatedUnixMs: k.GetCreatedUnixMs(),
 		LastAccessUnixMs: k.GetLastAccessUnixMs(), Leases: k.GetLeases(), Hits: k.GetHits(),
-		ResidentChildren: k.GetResidentChildren(),
+		ResidentChildren: k.GetResidentChildren(), Orphan: k.GetOrphan(),
 	}
 }
 

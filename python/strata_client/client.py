@@ -328,6 +328,7 @@ class Client:
             "checksum_failures": 0,
             "view_refreshes": 0,
             "lease_releases_failed": 0,
+            "orphan_marks_failed": 0,
         }
         self._view: Optional[_View] = None
         self._refresh(_Deadline(connect_timeout if connect_timeout is not None else max(self.node_timeout, 1.0) * 2), raise_errors=True)

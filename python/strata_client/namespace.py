@@ -183,9 +183,42 @@ class Namespace:
         if lease and keep:
             res.lease = Lease(self, hit, keep)
         self._release_later(r, drop)
+        if not request_errors and all(err is None for _, _, err in answers.values()):
+            # Pages past the first miss have an absent ancestor, which their
+            # node cannot see when the miss is on another node: tell it, so
+            # it evicts them first (a miss on a node that failed proves
+            # nothing).
+            orphans: Dict[str, List[bytes]] = {}
+            for i, group in groups.items():
+                for p in group:
+                    if p > hit and res.present[p]:
+                        orphans.setdefault(r.view.ids[i], []).append(keys[p])
+            for nid, ks in orphans.items():
+                try:
+                    self.client._pool.submit(self._mark_orphans, r, nid, ks)
+                except RuntimeError:  # pool shut down
+                    break
         if request_errors:
             raise request_errors[0]
         return res
+
+    def _mark_orphans(self, r: _Routing, nid: str, keys: List[bytes]) -> None:
+        self._background_call(r, nid, "orphan_marks_failed",
+                              lambda node, c: node.data.Orphans(pb.OrphansRequest(namespace_id=self.id, keys=keys),
+                                                                timeout=c.node_timeout, metadata=c._md))
+
+    def _background_call(self, r: _Routing, nid: str, failed_stat: str, fn) -> None:
+        """fn(node, client) on node nid, off the caller's path: a failure is
+        only counted in stats[failed_stat]."""
+        c = self.client
+        try:
+            addr = r.view.addr.get(nid) or c._view.addr.get(nid)
+            if addr is None:
+                return
+            fn(c._node_for(nid, addr), c)
+        except Exception:
+            with c._lock:
+                c.stats[failed_stat] += 1
 
     def exists(self, keys: Sequence[bytes], timeout: Optional[float] = None) -> int:
         """The hit prefix (count of consecutive present keys from the start)."""
@@ -199,16 +232,9 @@ class Namespace:
                 return
 
     def _release_one(self, r: _Routing, nid: str, lid: int) -> None:
-        c = self.client
-        try:
-            addr = r.view.addr.get(nid) or c._view.addr.get(nid)
-            if addr is None:
-                return
-            node = c._node_for(nid, addr)
-            node.data.ReleaseLease(pb.ReleaseLeaseRequest(namespace_id=self.id, lease_id=lid), timeout=c.node_timeout, metadata=c._md)
-        except Exception:
-            with c._lock:
-                c.stats["lease_releases_failed"] += 1
+        self._background_call(r, nid, "lease_releases_failed",
+                              lambda node, c: node.data.ReleaseLease(pb.ReleaseLeaseRequest(namespace_id=self.id, lease_id=lid),
+                                                                     timeout=c.node_timeout, metadata=c._md))
 
     def _release(self, lease: Lease, timeout: Optional[float]) -> None:
         c = self.client

@@ -119,6 +119,40 @@ class TwoNodeTest(unittest.TestCase):
         finally:
             self.b.proc.send_signal(signal.SIGCONT)
 
+    def test_lookup_marks_orphans(self):
+        import grpc
+        from strata_client._proto import strata_pb2 as pb
+        from strata_client._proto import strata_pb2_grpc as pbg
+
+        ns = self.client.open(small_descriptor(model="cluster/orphans"))
+        keys = ns.page_keys(list(range(16 * 12)))
+        self.assertTrue(all(r.stored for r in ns.put_chain(keys, [bytes(ns.page_bytes)] * len(keys))))
+        gap = 4
+        self.assertEqual(ns.delete(keys[gap:gap + 1]), 1)
+        self.assertEqual(ns.lookup(keys).hit_prefix, gap)
+        members = self.client.members()
+        view = View([(m.node_id, m.weight) for m in members])
+        by_id = {m.node_id: m.address for m in members}
+        chans = {a: grpc.insecure_channel(a) for a in by_id.values()}
+        try:
+            def orphans():
+                out = []
+                for k in keys:
+                    admin = pbg.AdminStub(chans[by_id[view.ids[view.owner(k)]]])
+                    out.append(admin.StatKeys(pb.StatKeysRequest(namespace_id=ns.id, keys=[k]), timeout=5).keys[0].orphan)
+                return out
+
+            want = [i > gap for i in range(len(keys))]
+            deadline = time.time() + 10
+            got = orphans()
+            while got != want and time.time() < deadline:
+                time.sleep(0.05)
+                got = orphans()
+            self.assertEqual(got, want)
+        finally:
+            for ch in chans.values():
+                ch.close()
+
 
 if __name__ == "__main__":
     unittest.main()

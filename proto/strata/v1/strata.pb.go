@@ -2403,6 +2403,106 @@ func (x *DeleteResponse) GetDeleted() uint32 {
 	return 0
 }
 
+// OrphansRequest names pages that a cluster lookup found present past a
+// missing page of their sequence (the lookup's keys are one sequence: a
+// page after a miss has an absent ancestor). They cannot be part of any
+// hit prefix until that page is put again, so the node evicts them first.
+type OrphansRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrphansRequest) Reset() {
+	*x = OrphansRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphansRequest) ProtoMessage() {}
+
+func (x *OrphansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphansRequest.ProtoReflect.Descriptor instead.
+func (*OrphansRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *OrphansRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *OrphansRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type OrphansResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Marked        uint32                 `protobuf:"varint,1,opt,name=marked,proto3" json:"marked,omitempty"` // pages newly marked; keys the node does not hold are skipped
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrphansResponse) Reset() {
+	*x = OrphansResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphansResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphansResponse) ProtoMessage() {}
+
+func (x *OrphansResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphansResponse.ProtoReflect.Descriptor instead.
+func (*OrphansResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OrphansResponse) GetMarked() uint32 {
+	if x != nil {
+		return x.Marked
+	}
+	return 0
+}
+
 type TierStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
@@ -2415,7 +2515,7 @@ type TierStats struct {
 
 func (x *TierStats) Reset() {
 	*x = TierStats{}
-	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2527,7 @@ func (x *TierStats) String() string {
 func (*TierStats) ProtoMessage() {}
 
 func (x *TierStats) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2540,7 @@ func (x *TierStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStats.ProtoReflect.Descriptor instead.
 func (*TierStats) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TierStats) GetTier() Tier {
@@ -2492,7 +2592,7 @@ type NamespaceInfo struct {
 
 func (x *NamespaceInfo) Reset() {
 	*x = NamespaceInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2604,7 @@ func (x *NamespaceInfo) String() string {
 func (*NamespaceInfo) ProtoMessage() {}
 
 func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2617,7 @@ func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceInfo.ProtoReflect.Descriptor instead.
 func (*NamespaceInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NamespaceInfo) GetId() []byte {
@@ -2620,7 +2720,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2732,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2745,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListNamespacesRequest) GetTenant() string {
@@ -2665,7 +2765,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2777,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2790,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListNamespacesResponse) GetNamespaces() []*NamespaceInfo {
@@ -2717,7 +2817,7 @@ type GetNamespaceRequest struct {
 
 func (x *GetNamespaceRequest) Reset() {
 	*x = GetNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2829,7 @@ func (x *GetNamespaceRequest) String() string {
 func (*GetNamespaceRequest) ProtoMessage() {}
 
 func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2842,7 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetNamespaceRequest) GetNamespaceId() []byte {
@@ -2769,7 +2869,7 @@ type GetNamespaceResponse struct {
 
 func (x *GetNamespaceResponse) Reset() {
 	*x = GetNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2881,7 @@ func (x *GetNamespaceResponse) String() string {
 func (*GetNamespaceResponse) ProtoMessage() {}
 
 func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2894,7 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetNamespaceResponse) GetNamespace() *NamespaceInfo {
@@ -2824,13 +2924,16 @@ type KeyInfo struct {
 	Leases           uint32                 `protobuf:"varint,9,opt,name=leases,proto3" json:"leases,omitempty"`
 	Hits             uint64                 `protobuf:"varint,10,opt,name=hits,proto3" json:"hits,omitempty"`
 	ResidentChildren uint32                 `protobuf:"varint,11,opt,name=resident_children,json=residentChildren,proto3" json:"resident_children,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// An ancestor is known absent (a lookup found the page past a miss):
+	// the page is among the first evicted until a hit or a put clears it.
+	Orphan        bool `protobuf:"varint,12,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2945,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +2958,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KeyInfo) GetKey() []byte {
@@ -2935,6 +3038,13 @@ func (x *KeyInfo) GetResidentChildren() uint32 {
 	return 0
 }
 
+func (x *KeyInfo) GetOrphan() bool {
+	if x != nil {
+		return x.Orphan
+	}
+	return false
+}
+
 type ListKeysRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -2946,7 +3056,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3068,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3081,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListKeysRequest) GetNamespaceId() []byte {
@@ -3006,7 +3116,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3128,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3141,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -3065,7 +3175,7 @@ type StatKeysRequest struct {
 
 func (x *StatKeysRequest) Reset() {
 	*x = StatKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3187,7 @@ func (x *StatKeysRequest) String() string {
 func (*StatKeysRequest) ProtoMessage() {}
 
 func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3200,7 @@ func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysRequest.ProtoReflect.Descriptor instead.
 func (*StatKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StatKeysRequest) GetNamespaceId() []byte {
@@ -3117,7 +3227,7 @@ type StatKeysResponse struct {
 
 func (x *StatKeysResponse) Reset() {
 	*x = StatKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3239,7 @@ func (x *StatKeysResponse) String() string {
 func (*StatKeysResponse) ProtoMessage() {}
 
 func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3252,7 @@ func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysResponse.ProtoReflect.Descriptor instead.
 func (*StatKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StatKeysResponse) GetKeys() []*KeyInfo {
@@ -3167,7 +3277,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3289,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3302,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeInfoResponse struct {
@@ -3219,7 +3329,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3341,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3354,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -3372,7 +3482,7 @@ type TierRecovery struct {
 
 func (x *TierRecovery) Reset() {
 	*x = TierRecovery{}
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3494,7 @@ func (x *TierRecovery) String() string {
 func (*TierRecovery) ProtoMessage() {}
 
 func (x *TierRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3507,7 @@ func (x *TierRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
 func (*TierRecovery) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TierRecovery) GetTier() Tier {
@@ -3451,7 +3561,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3573,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3586,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3529,7 +3639,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3651,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3664,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
 }
 
 type MembersResponse struct {
@@ -3571,7 +3681,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3693,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3706,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -3647,7 +3757,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3769,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3782,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -3715,7 +3825,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3837,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3850,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -3775,7 +3885,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +3897,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +3910,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -3841,7 +3951,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3853,7 +3963,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3866,7 +3976,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -3892,7 +4002,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +4014,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +4027,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -3941,7 +4051,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4063,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4076,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -3995,7 +4105,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4117,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4130,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -4061,7 +4171,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4183,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4196,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -4114,7 +4224,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4126,7 +4236,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4139,7 +4249,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -4173,7 +4283,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4185,7 +4295,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4198,7 +4308,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -4228,7 +4338,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4240,7 +4350,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4253,7 +4363,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -4302,7 +4412,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4424,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4437,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -4518,7 +4628,12 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\rR\adeleted\"\x8c\x01\n" +
+	"\adeleted\x18\x01 \x01(\rR\adeleted\"G\n" +
+	"\x0eOrphansRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\")\n" +
+	"\x0fOrphansResponse\x12\x16\n" +
+	"\x06marked\x18\x01 \x01(\rR\x06marked\"\x8c\x01\n" +
 	"\tTierStats\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
@@ -4556,7 +4671,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tid_prefix\x18\x02 \x01(\tR\bidPrefix\"g\n" +
 	"\x14GetNamespaceResponse\x126\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x18.strata.v1.NamespaceInfoR\tnamespace\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\xd5\x02\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\xed\x02\n" +
 	"\aKeyInfo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1d\n" +
 	"\n" +
@@ -4570,7 +4685,8 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x06leases\x18\t \x01(\rR\x06leases\x12\x12\n" +
 	"\x04hits\x18\n" +
 	" \x01(\x04R\x04hits\x12+\n" +
-	"\x11resident_children\x18\v \x01(\rR\x10residentChildren\"g\n" +
+	"\x11resident_children\x18\v \x01(\rR\x10residentChildren\x12\x16\n" +
+	"\x06orphan\x18\f \x01(\bR\x06orphan\"g\n" +
 	"\x0fListKeysRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1b\n" +
 	"\tafter_key\x18\x02 \x01(\fR\bafterKey\x12\x14\n" +
@@ -4709,7 +4825,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x15\n" +
 	"\x11MEMBER_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11MEMBER_STATE_LEFT\x10\x042\xe1\x05\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x042\xa3\x06\n" +
 	"\x06Strata\x12R\n" +
 	"\rOpenNamespace\x12\x1f.strata.v1.OpenNamespaceRequest\x1a .strata.v1.OpenNamespaceResponse\x12=\n" +
 	"\x06Lookup\x12\x18.strata.v1.LookupRequest\x1a\x19.strata.v1.LookupResponse\x126\n" +
@@ -4722,7 +4838,8 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
 	"RenewLease\x12\x1c.strata.v1.RenewLeaseRequest\x1a\x1d.strata.v1.RenewLeaseResponse\x12O\n" +
 	"\fReleaseLease\x12\x1e.strata.v1.ReleaseLeaseRequest\x1a\x1f.strata.v1.ReleaseLeaseResponse\x12=\n" +
-	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse2\xf7\x04\n" +
+	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x12@\n" +
+	"\aOrphans\x12\x19.strata.v1.OrphansRequest\x1a\x1a.strata.v1.OrphansResponse2\xf7\x04\n" +
 	"\x05Admin\x12U\n" +
 	"\x0eListNamespaces\x12 .strata.v1.ListNamespacesRequest\x1a!.strata.v1.ListNamespacesResponse\x12O\n" +
 	"\fGetNamespace\x12\x1e.strata.v1.GetNamespaceRequest\x1a\x1f.strata.v1.GetNamespaceResponse\x12C\n" +
@@ -4751,7 +4868,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -4790,39 +4907,41 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*ReleaseLeaseResponse)(nil),    // 34: strata.v1.ReleaseLeaseResponse
 	(*DeleteRequest)(nil),           // 35: strata.v1.DeleteRequest
 	(*DeleteResponse)(nil),          // 36: strata.v1.DeleteResponse
-	(*TierStats)(nil),               // 37: strata.v1.TierStats
-	(*NamespaceInfo)(nil),           // 38: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),   // 39: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 40: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),     // 41: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 42: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                 // 43: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),         // 44: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),        // 45: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),         // 46: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),        // 47: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),         // 48: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),        // 49: strata.v1.NodeInfoResponse
-	(*TierRecovery)(nil),            // 50: strata.v1.TierRecovery
-	(*Member)(nil),                  // 51: strata.v1.Member
-	(*MembersRequest)(nil),          // 52: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 53: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 54: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 55: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 56: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 57: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 58: strata.v1.HintsResponse
-	(*DropNamespaceRequest)(nil),    // 59: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 60: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 61: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 62: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 63: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 64: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 65: strata.v1.ListLeasesResponse
-	nil,                             // 66: strata.v1.Descriptor.ExtraEntry
+	(*OrphansRequest)(nil),          // 37: strata.v1.OrphansRequest
+	(*OrphansResponse)(nil),         // 38: strata.v1.OrphansResponse
+	(*TierStats)(nil),               // 39: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 40: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 41: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 42: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 43: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 44: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 45: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 46: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 47: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 48: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 49: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 50: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 51: strata.v1.NodeInfoResponse
+	(*TierRecovery)(nil),            // 52: strata.v1.TierRecovery
+	(*Member)(nil),                  // 53: strata.v1.Member
+	(*MembersRequest)(nil),          // 54: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 55: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 56: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 57: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 58: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 59: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 60: strata.v1.HintsResponse
+	(*DropNamespaceRequest)(nil),    // 61: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 62: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 63: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 64: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 65: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 66: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 67: strata.v1.ListLeasesResponse
+	nil,                             // 68: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	66, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	68, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
@@ -4844,24 +4963,24 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	12, // 19: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
 	2,  // 20: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
 	6,  // 21: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	37, // 22: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	38, // 23: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	38, // 24: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	39, // 22: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	40, // 23: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	40, // 24: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
 	2,  // 25: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	43, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	43, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	37, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	50, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	45, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	45, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	39, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	52, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
 	2,  // 30: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
 	5,  // 31: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	37, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	51, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	54, // 34: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	55, // 35: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	39, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	53, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	56, // 34: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	57, // 35: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
 	2,  // 36: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	56, // 37: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	38, // 38: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	64, // 39: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	58, // 37: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	40, // 38: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	66, // 39: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
 	8,  // 40: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
 	10, // 41: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
 	13, // 42: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
@@ -4873,41 +4992,43 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	31, // 48: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
 	33, // 49: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
 	35, // 50: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	39, // 51: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	41, // 52: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	44, // 53: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	46, // 54: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	48, // 55: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	59, // 56: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	61, // 57: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	63, // 58: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	52, // 59: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	52, // 60: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	57, // 61: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	9,  // 62: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	11, // 63: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	14, // 64: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	19, // 65: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	21, // 66: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	25, // 67: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	27, // 68: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	30, // 69: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	32, // 70: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	34, // 71: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	36, // 72: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	40, // 73: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	42, // 74: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	45, // 75: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	47, // 76: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	49, // 77: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	60, // 78: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	62, // 79: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	65, // 80: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	53, // 81: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	53, // 82: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	58, // 83: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	62, // [62:84] is the sub-list for method output_type
-	40, // [40:62] is the sub-list for method input_type
+	37, // 51: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	41, // 52: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	43, // 53: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	46, // 54: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	48, // 55: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	50, // 56: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	61, // 57: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	63, // 58: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	65, // 59: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	54, // 60: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	54, // 61: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	59, // 62: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	9,  // 63: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	11, // 64: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	14, // 65: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	19, // 66: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	21, // 67: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	25, // 68: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	27, // 69: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	30, // 70: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	32, // 71: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	34, // 72: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	36, // 73: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	38, // 74: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	42, // 75: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	44, // 76: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	47, // 77: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	49, // 78: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	51, // 79: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	62, // 80: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	64, // 81: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	67, // 82: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	55, // 83: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	55, // 84: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	60, // 85: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	63, // [63:86] is the sub-list for method output_type
+	40, // [40:63] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
 	40, // [40:40] is the sub-list for extension extendee
 	0,  // [0:40] is the sub-list for field type_name
@@ -4924,7 +5045,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   61,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -70,6 +70,7 @@ const (
 	Strata_RenewLease_FullMethodName    = "/strata.v1.Strata/RenewLease"
 	Strata_ReleaseLease_FullMethodName  = "/strata.v1.Strata/ReleaseLease"
 	Strata_Delete_FullMethodName        = "/strata.v1.Strata/Delete"
+	Strata_Orphans_FullMethodName       = "/strata.v1.Strata/Orphans"
 )
 
 // StrataClient is the client API for Strata service.
@@ -89,6 +90,9 @@ type StrataClient interface {
 	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error)
 	ReleaseLease(ctx context.Context, in *ReleaseLeaseRequest, opts ...grpc.CallOption) (*ReleaseLeaseResponse, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Orphans marks pages as orphans (advisory; a hit or a put of the page
+	// clears the mark).
+	Orphans(ctx context.Context, in *OrphansRequest, opts ...grpc.CallOption) (*OrphansResponse, error)
 }
 
 type strataClient struct {
@@ -224,6 +228,16 @@ func (c *strataClient) Delete(ctx context.Context, in *DeleteRequest, opts ...gr
 	return out, nil
 }
 
+func (c *strataClient) Orphans(ctx context.Context, in *OrphansRequest, opts ...grpc.CallOption) (*OrphansResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrphansResponse)
+	err := c.cc.Invoke(ctx, Strata_Orphans_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StrataServer is the server API for Strata service.
 // All implementations must embed UnimplementedStrataServer
 // for forward compatibility.
@@ -241,6 +255,9 @@ type StrataServer interface {
 	RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error)
 	ReleaseLease(context.Context, *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error)
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Orphans marks pages as orphans (advisory; a hit or a put of the page
+	// clears the mark).
+	Orphans(context.Context, *OrphansRequest) (*OrphansResponse, error)
 	mustEmbedUnimplementedStrataServer()
 }
 
@@ -283,6 +300,9 @@ func (UnimplementedStrataServer) ReleaseLease(context.Context, *ReleaseLeaseRequ
 }
 func (UnimplementedStrataServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedStrataServer) Orphans(context.Context, *OrphansRequest) (*OrphansResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Orphans not implemented")
 }
 func (UnimplementedStrataServer) mustEmbedUnimplementedStrataServer() {}
 func (UnimplementedStrataServer) testEmbeddedByValue()                {}
@@ -474,6 +494,24 @@ func _Strata_Delete_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Strata_Orphans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrphansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StrataServer).Orphans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Strata_Orphans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StrataServer).Orphans(ctx, req.(*OrphansRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Strata_ServiceDesc is the grpc.ServiceDesc for Strata service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -512,6 +550,10 @@ var Strata_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Strata_Delete_Handler,
+		},
+		{
+			MethodName: "Orphans",
+			Handler:    _Strata_Orphans_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -70,6 +70,11 @@ class StrataStub(object):
                 request_serializer=strata_dot_v1_dot_strata__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_strata__pb2.DeleteResponse.FromString,
                 )
+        self.Orphans = channel.unary_unary(
+                '/strata.v1.Strata/Orphans',
+                request_serializer=strata_dot_v1_dot_strata__pb2.OrphansRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.OrphansResponse.FromString,
+                )
 
 
 class StrataServicer(object):
@@ -142,6 +147,14 @@ class StrataServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Orphans(self, request, context):
+        """Orphans marks pages as orphans (advisory; a hit or a put of the page
+        clears the mark).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StrataServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -199,6 +212,11 @@ def add_StrataServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=strata_dot_v1_dot_strata__pb2.DeleteRequest.FromString,
                     response_serializer=strata_dot_v1_dot_strata__pb2.DeleteResponse.SerializeToString,
+            ),
+            'Orphans': grpc.unary_unary_rpc_method_handler(
+                    servicer.Orphans,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.OrphansRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.OrphansResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +413,23 @@ class Strata(object):
         return grpc.experimental.unary_unary(request, target, '/strata.v1.Strata/Delete',
             strata_dot_v1_dot_strata__pb2.DeleteRequest.SerializeToString,
             strata_dot_v1_dot_strata__pb2.DeleteResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Orphans(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Strata/Orphans',
+            strata_dot_v1_dot_strata__pb2.OrphansRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.OrphansResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

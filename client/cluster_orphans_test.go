@@ -1,0 +1,73 @@
+package client_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// TestClusterLookupMarksOrphans: a cluster lookup that finds pages past a
+// missing page of the sequence tells the nodes that hold them, which mark
+// them orphans (StatKeys shows it; their node could not see the miss when
+// it is on the other node); the pages before the miss stay unmarked, and a
+// put of the sequence again clears the marks.
+func TestClusterLookupMarksOrphans(t *testing.T) {
+	nodes := startSmallCluster(t, 2, 8<<20)
+	c := dialCluster(t, nodes[0].Addr(), client.ClusterOptions{})
+	waitMembers(t, c, "2 alive", alive(2))
+	ctx := ctxT(t)
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*12, 7))
+	putAll(t, ns, keys)
+	const gap = 4
+	if n, err := ns.Delete(ctx, keys[gap:gap+1]); err != nil || n != 1 {
+		t.Fatalf("deleted %d, %v", n, err)
+	}
+	lr, err := ns.Lookup(ctx, keys, false, 0)
+	if err != nil || lr.HitPrefix != gap {
+		t.Fatalf("hit prefix %d, %v; want %d", lr.HitPrefix, err, gap)
+	}
+	addr := map[string]string{}
+	for _, n := range nodes {
+		addr[n.ID()] = n.Addr()
+	}
+	id := ns.ID()
+	orphans := func() []bool {
+		out := make([]bool, len(keys))
+		for i, k := range keys {
+			resp, err := pb.NewAdminClient(rawConn(t, addr[c.Owner(k)])).StatKeys(ctx,
+				&pb.StatKeysRequest{NamespaceId: id[:], Keys: [][]byte{k[:]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = resp.GetKeys()[0].GetOrphan()
+		}
+		return out
+	}
+	want := func(i int) bool { return i > gap }
+	deadline := time.Now().Add(10 * time.Second)
+	for got := orphans(); ; got = orphans() {
+		ok := true
+		for i := range keys {
+			ok = ok && got[i] == want(i)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan marks %v, want the pages after %d", got, gap)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	putAll(t, ns, keys[gap:]) // the engine recomputed the rest of the sequence
+	for i, o := range orphans() {
+		if o {
+			t.Fatalf("page %d still marked an orphan after the sequence was put again", i)
+		}
+	}
+}
