@@ -145,8 +145,10 @@
 //     ChildAdded(parent, true); children that were waiting for this parent
 //     (see below): ChildAdded(h, true) and SetOrphan(child, false).
 //   - Evict or delete a page with resident children: SetOrphan(child, true)
-//     on each, passed on to their resident descendants (hints for those on
-//     other nodes).
+//     on each, passed on to their resident descendants (the simulator does
+//     this across nodes; the store has no child lists, and pages on other
+//     nodes learn it when a cluster lookup finds them past the miss and
+//     the client tells their node: store.MarkOrphans).
 //   - Delete or demote to another tier: Remove(h) (ChildRemoved on the
 //     parent as for an eviction).
 //   - Remote hints from other nodes: ChildAdded/ChildRemoved(h, false);

@@ -38,8 +38,9 @@ import (
 // cannot see the other nodes' misses), pages are whole 512-token pages
 // where the simulator counts a prompt's partial last block, child and value
 // hints reach a parent's node a round trip later (the simulator's are
-// instant), an evicted page's orphaned descendants on other nodes are not
-// told (the simulator marks them), and the coordinator's cutoff refuses
+// instant), an evicted page's orphaned descendants on other nodes learn it
+// only when a lookup finds them past the miss (the simulator marks them at
+// once), and the coordinator's cutoff refuses
 // cold pages once the cluster is 90% full (ours-node has no floor; the
 // floor is eviction.AdmitShare of the cutoff). The
 // stated tolerance, replayTolerance, covers them; the test logs both
