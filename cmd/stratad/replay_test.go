@@ -40,11 +40,10 @@ import (
 // hints reach a parent's node a round trip later (the simulator's are
 // instant), an evicted page's orphaned descendants on other nodes learn it
 // only when a lookup finds them past the miss (the simulator marks them at
-// once), and the coordinator's cutoff refuses
-// cold pages once the cluster is 90% full (ours-node has no floor; the
-// floor is eviction.AdmitShare of the cutoff). The
-// stated tolerance, replayTolerance, covers them; the test logs both
-// figures.
+// once), and the coordinator's cutoff refuses cold pages once the cluster
+// is 90% full (ours-node has no floor; the floor is eviction.AdmitShare of
+// the cutoff). The stated tolerance, replayTolerance, covers them; the
+// test logs both figures.
 
 const (
 	// replayRequests is the slice: the trace's first requests.
