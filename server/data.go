@@ -17,11 +17,7 @@ func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 }
 
 func (s *Server) lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
-	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
-	if err != nil {
-		return nil, err
-	}
-	keys, err := s.keysOf(req.GetKeys())
+	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +50,7 @@ func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 
 func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	ctx := stream.Context()
-	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
-	if err != nil {
-		return err
-	}
-	keys, err := s.keysOf(req.GetKeys())
+	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return err
 	}
