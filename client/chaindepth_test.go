@@ -36,6 +36,16 @@ func TestChainDepths(t *testing.T) {
 	if got := withChainDepths(pages); got[0].ChainDepth != 9 || got[4].ChainDepth != 9 {
 		t.Fatalf("chain depths %d, %d with the last page's set to 9", got[0].ChainDepth, got[4].ChainDepth)
 	}
+	// One sequence in order takes the path without an index; a depth set
+	// on a middle page reaches the pages before it.
+	seq := ChainPages(keys[:5], data[:5])
+	seq[2].ChainDepth = 7
+	got = withChainDepths(seq)
+	for i, want := range []uint32{7, 7, 7, 4, 0} {
+		if got[i].ChainDepth != want {
+			t.Errorf("sequence page %d: chain depth %d, want %d", i, got[i].ChainDepth, want)
+		}
+	}
 	one := pages[:1]
 	if got := withChainDepths(one); &got[0] != &one[0] {
 		t.Fatal("a single page was copied")

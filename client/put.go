@@ -34,6 +34,17 @@ type Page struct {
 	ChainDepth uint32
 }
 
+// chained reports whether every page after the first is the child of the
+// one before it.
+func chained(pages []Page) bool {
+	for i := 1; i < len(pages); i++ {
+		if !pages[i].HasParent || pages[i].Parent != pages[i-1].Key {
+			return false
+		}
+	}
+	return true
+}
+
 // withChainDepths returns pages with each ChainDepth raised to the depth of
 // its deepest descendant in pages (by parent links; a parent must come
 // before its children, as ChainPages orders them), copying pages only if
@@ -42,21 +53,24 @@ func withChainDepths(pages []Page) []Page {
 	if len(pages) < 2 {
 		return pages
 	}
-	at := make(map[namespace.Key]int, len(pages))
-	for i, p := range pages {
-		at[p.Key] = i
+	parent := func(i int) (int, bool) { return i - 1, true } // one sequence in order (ChainPages)
+	if !chained(pages) {
+		at := make(map[namespace.Key]int, len(pages))
+		for i, p := range pages {
+			at[p.Key] = i
+		}
+		parent = func(i int) (int, bool) {
+			j, ok := at[pages[i].Parent]
+			return j, ok && pages[i].HasParent && j < i
+		}
 	}
 	out := pages
-	for i := len(pages) - 1; i >= 0; i-- {
-		p := &out[i]
-		if !p.HasParent {
+	for i := len(pages) - 1; i > 0; i-- {
+		j, ok := parent(i)
+		if !ok {
 			continue
 		}
-		j, ok := at[p.Parent]
-		if !ok || j >= i {
-			continue
-		}
-		d := max(p.ChainDepth, p.Depth)
+		d := max(out[i].ChainDepth, out[i].Depth)
 		if d <= max(out[j].ChainDepth, out[j].Depth) {
 			continue
 		}
