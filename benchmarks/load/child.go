@@ -23,9 +23,10 @@ import (
 // (the server's thread woken by the kernel, two schedulers instead of one),
 // and every system's CPU figure includes its server's. In one process the
 // client's and the server's goroutines hand off inside one Go scheduler,
-// which a deployed node never does: on a 2-core VM that made a node answer
-// a 256 KiB get in 68 µs (p50) where the same node in its own process took
-// 111 µs, and Redis 98.
+// which a deployed node never does: on a 2-core VM a node in the load
+// generator's process answered one client's 256 KiB gets in 64 µs (p50),
+// the same node in its own process in 124 µs, against Redis's 83
+// (benchmarks/README.md, "Separate processes, systems in turns").
 
 // childEnv names the role a re-executed binary serves (ServeChild).
 const childEnv = "STRATA_LOAD_CHILD"
