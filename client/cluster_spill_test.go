@@ -119,7 +119,7 @@ func waitCutoff(t testing.TB, addr string) *pb.CutoffState {
 // lookups keep hitting, and the cluster is past its headroom, so the
 // coordinator publishes a cutoff; the owner refuses new, never-hit pages
 // of a much smaller model as not admitted (worth less than
-// eviction.AdmitShare of the cutoff), and the client puts them
+// eviction.DefaultAdmitShare of the cutoff), and the client puts them
 // on their second placement candidate, which has room. The hot pages stay,
 // and lookups find the spilled ones.
 func TestClusterSpillNotAdmitted(t *testing.T) {
@@ -159,7 +159,7 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 
 	// Cold pages: never hit, and of a model 80 times smaller (the same page
 	// size, an 80th of the FLOPs to recompute), so worth far less than
-	// eviction.AdmitShare of the cutoff.
+	// eviction.DefaultAdmitShare of the cutoff.
 	small := d
 	small.Model, small.Compute.Params = "tiny", 1e8
 	sns, err := c.Open(ctx, small)

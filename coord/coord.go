@@ -85,7 +85,7 @@ type Config struct {
 	// NoFloor keeps the cutoffs out of the store's admission (it gets
 	// zeros): summaries, the election and publication still run, for
 	// status. Default false: a full node refuses pages worth less than
-	// eviction.AdmitShare of the cutoff, and clients spill them.
+	// eviction.DefaultAdmitShare of the cutoff, and clients spill them.
 	NoFloor bool
 	// CandidateTTL is the election session TTL (registry.CandidateConfig).
 	// Default registry.DefaultCandidateTTL.

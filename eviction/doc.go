@@ -110,7 +110,7 @@
 //
 //   - Worth: the cutoff below which the cluster holds more bytes than it
 //     has room for; nodes may evict below it and refuse puts worth less
-//     than AdmitShare of it (SetCutoff(c.Floor()));
+//     than Config.AdmitShare of it (SetCutoff(c.Floor()));
 //   - Pressure: each node's turnover over the cluster's mean. A put whose
 //     owner is full and under SpillRatio times its second placement
 //     candidate's pressure goes to the candidate (Spill); a put the owner's

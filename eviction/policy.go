@@ -85,9 +85,9 @@ type Policy interface {
 	// ValueOf is the priority p would get if it were inserted now.
 	ValueOf(p Page) float64
 	// Admit reports whether p is worth storing: its worth is at least
-	// AdmitShare of the cutoff set by SetCutoff and, when storing it would
-	// exceed the capacity set by SetCapacity, its ValueOf is at least the
-	// Value of the current victim (for KindCost only with
+	// Config.AdmitShare of the cutoff set by SetCutoff and, when storing it
+	// would exceed the capacity set by SetCapacity, its ValueOf is at least
+	// the Value of the current victim (for KindCost only with
 	// Config.CapacityAdmission; an orphan victim never keeps a page out). A
 	// refusal counts as an eviction of p (the clock advances). Plain and
 	// offline policies always admit.
@@ -160,6 +160,9 @@ type Config struct {
 	// does not include yet; on the synthetic trace the check costs more
 	// hits than it saves (cmd/strata-sim, policy ours-admit).
 	CapacityAdmission bool
+	// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
+	// refuses a page; 0 means DefaultAdmitShare.
+	AdmitShare float64
 }
 
 // New returns the policy cfg describes.
@@ -179,8 +182,14 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.HalfLife < 0 {
 		return nil, fmt.Errorf("%w: half-life %d", ErrBadConfig, cfg.HalfLife)
 	}
+	if !(cfg.AdmitShare >= 0 && cfg.AdmitShare <= 1) {
+		return nil, fmt.Errorf("%w: admit share %g not in [0, 1]", ErrBadConfig, cfg.AdmitShare)
+	}
+	if cfg.AdmitShare == 0 {
+		cfg.AdmitShare = DefaultAdmitShare
+	}
 	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes,
-		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife)}
+		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife), admitShare: cfg.AdmitShare}
 	if q.halfLife == 0 {
 		q.halfLife = 3 * float64(max(cfg.Capacity, 4096))
 	}

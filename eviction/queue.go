@@ -51,17 +51,18 @@ type Queue struct {
 
 	hist *sketch // frequency history; nil when disabled
 
-	clock    float64 // KindGDSFBytes' aging clock L
-	tick     uint32
-	now      uint64  // KindCost's time: page operations (inserts, hits, refusals)
-	halfLife float64 // KindCost: page operations that halve a reuse count
-	admitCap bool    // KindCost: Admit also compares with the victim (Config.CapacityAdmission)
-	cutoff   float64 // admission floor on Worth; 0 none
-	capacity int64   // tier bytes, for Admit; 0 unknown
-	n        int     // live pages
-	bytes    int64   // live bytes
-	evicted  int64   // bytes evicted or refused, ever
-	maxWorth float64 // the largest Worth ever seen (Summarize's scale; not KindCost)
+	clock      float64 // KindGDSFBytes' aging clock L
+	tick       uint32
+	now        uint64  // KindCost's time: page operations (inserts, hits, refusals)
+	halfLife   float64 // KindCost: page operations that halve a reuse count
+	admitCap   bool    // KindCost: Admit also compares with the victim (Config.CapacityAdmission)
+	admitShare float64 // Admit refuses below this share of cutoff (Config.AdmitShare)
+	cutoff     float64 // admission floor on Worth; 0 none
+	capacity   int64   // tier bytes, for Admit; 0 unknown
+	n          int     // live pages
+	bytes      int64   // live bytes
+	evicted    int64   // bytes evicted or refused, ever
+	maxWorth   float64 // the largest Worth ever seen (Summarize's scale; not KindCost)
 }
 
 // Len is the number of pages tracked.
@@ -118,20 +119,21 @@ func (q *Queue) Estimate(key uint64) uint32 {
 // SetCapacity implements Policy.
 func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
 
-// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
-// refuses a page. A fresh page's worth counts only the reuse its key has
-// earned so far, which understates a just-recomputed prefix (its next use
-// tends to come soon): refusing below the whole cutoff cost 2–3 points of
-// saved prefill FLOPs at 5% and 10% capacity on the synthetic trace, a
-// quarter of it none (cmd/strata-sim, ours-global-floor against ours-node,
-// capacities 1:1:2:4, 3 placements: 16.48 / 18.33 / 18.58% against 18.56%
-// at 5% for shares 1 / 0.5 / 0.25; 25.04 / 28.36 / 28.46% against 28.42% at
-// 10%).
-const AdmitShare = 0.25
+// DefaultAdmitShare is the default Config.AdmitShare: the share of the
+// cutoff (SetCutoff) below which Admit refuses a page. A fresh page's worth
+// counts only the reuse its key has earned so far, which understates a
+// just-recomputed prefix (its next use tends to come soon): refusing below
+// the whole cutoff cost 2–3 points of saved prefill FLOPs at 5% and 10%
+// capacity on the synthetic trace, a quarter of it none. Measured with
+// cmd/strata-sim --capacity-ratios 1:1:2:4 --placements 3 --sizes 5,10
+// --policies ours-node,ours-global-floor --admit-share S: at 5%, 16.48 /
+// 18.33 / 18.58% for S = 1 / 0.5 / 0.25 against ours-node's 18.56%; at
+// 10%, 25.04 / 28.36 / 28.46% against 28.42%.
+const DefaultAdmitShare = 0.25
 
 // SetCutoff implements Policy. The floor is in Worth units, so that one
 // cluster-wide cutoff means the same on every node; Admit refuses below
-// AdmitShare of it.
+// Config.AdmitShare of it.
 func (q *Queue) SetCutoff(worth float64) { q.cutoff = worth }
 
 // Cutoff is the admission floor set by SetCutoff.
@@ -273,7 +275,7 @@ func (q *Queue) Admit(p Page) bool {
 		return true
 	}
 	s := q.newState(p)
-	if q.cutoff > 0 && q.worth(&s) < AdmitShare*q.cutoff {
+	if q.cutoff > 0 && q.worth(&s) < q.admitShare*q.cutoff {
 		q.refuse(&s)
 		return false
 	}

@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -274,11 +275,11 @@ func TestAdmit(t *testing.T) {
 	p := page(0)
 	q.SetCutoff(q.WorthOf(p) * 1.5)
 	if !q.Admit(p) {
-		t.Fatalf("refused a page worth more than %g of the cutoff", AdmitShare)
+		t.Fatalf("refused a page worth more than %g of the cutoff", DefaultAdmitShare)
 	}
-	q.SetCutoff(q.WorthOf(p) * 1.01 / AdmitShare)
+	q.SetCutoff(q.WorthOf(p) * 1.01 / DefaultAdmitShare)
 	if q.Admit(p) {
-		t.Fatalf("admitted a page below %g of the cutoff", AdmitShare)
+		t.Fatalf("admitted a page below %g of the cutoff", DefaultAdmitShare)
 	}
 	if q.Evicted() == 0 {
 		t.Fatal("refusals are not counted as turnover")
@@ -325,6 +326,18 @@ func TestChildWorth(t *testing.T) {
 func TestBadConfig(t *testing.T) {
 	if _, err := New(Config{HalfLife: -1}); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("New with a negative half-life: %v, want ErrBadConfig", err)
+	}
+	for _, share := range []float64{-0.1, 1.5, math.NaN()} {
+		if _, err := New(Config{AdmitShare: share}); !errors.Is(err, ErrBadConfig) {
+			t.Fatalf("New with admit share %g: %v, want ErrBadConfig", share, err)
+		}
+	}
+	// A share of 1 refuses at the whole cutoff.
+	q := mustNew(t, Config{Kind: KindCost, History: -1, AdmitShare: 1})
+	p := page(0)
+	q.SetCutoff(q.WorthOf(p) * 1.5)
+	if q.Admit(p) {
+		t.Fatal("admit share 1: admitted a page below the cutoff")
 	}
 }
 
@@ -419,7 +432,7 @@ func TestChainCost(t *testing.T) {
 	if q.WorthOf(deep) <= q.WorthOf(shallow) {
 		t.Fatalf("a page at depth 40 is worth %g, not more than one at depth 0 (%g)", q.WorthOf(deep), q.WorthOf(shallow))
 	}
-	q.SetCutoff((q.WorthOf(shallow) + q.WorthOf(deep)) / 2 / AdmitShare)
+	q.SetCutoff((q.WorthOf(shallow) + q.WorthOf(deep)) / 2 / DefaultAdmitShare)
 	if q.Admit(shallow) {
 		t.Fatal("admitted a lone shallow page below the cutoff")
 	}

@@ -276,7 +276,7 @@ func TestCutoffAdmitsChainHeads(t *testing.T) {
 	if !(deep > shallow) {
 		t.Fatalf("a fresh page at depth 40 is worth %g, a fresh one at depth 0 %g", deep, shallow)
 	}
-	s.SetCutoffs([]float64{(shallow + deep) / 2 / eviction.AdmitShare}, 1, true)
+	s.SetCutoffs([]float64{(shallow + deep) / 2 / eviction.DefaultAdmitShare}, 1, true)
 	if putSpec(t, s, chainSpec(b, 0), pageData(2)) {
 		t.Fatal("a lone shallow page below the cutoff was admitted")
 	}

@@ -35,6 +35,10 @@ type config struct {
 	// HalfLife is KindCost's half-life in tier capacities (page operations
 	// per page the node holds); 0, the default, leaves the policy's default.
 	HalfLife float64
+	// AdmitShare is the share of the cluster-wide cutoff below which the
+	// floor variants refuse a put (eviction.Config.AdmitShare); 0, the
+	// default, leaves eviction.DefaultAdmitShare.
+	AdmitShare float64
 }
 
 func parseFlags(args []string) (config, error) {
@@ -63,6 +67,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Slice, "slice", 0, "replay only the first N requests (after --every); 0: all")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: the policy's default")
+	fs.Float64Var(&cfg.AdmitShare, "admit-share", 0, "share of the cluster-wide cutoff below which ours-global-floor refuses a put, in (0, 1]; 0: the policy's default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -87,6 +92,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.HalfLife < 0 {
 		return config{}, fmt.Errorf("--half-life %g: want >= 0", cfg.HalfLife)
+	}
+	if !(cfg.AdmitShare >= 0 && cfg.AdmitShare <= 1) {
+		return config{}, fmt.Errorf("--admit-share %g: want a share in [0, 1]", cfg.AdmitShare)
 	}
 	if cfg.Slice < 0 {
 		return config{}, fmt.Errorf("--slice %d: want >= 0", cfg.Slice)

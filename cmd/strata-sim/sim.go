@@ -82,6 +82,7 @@ type simConfig struct {
 	seed       int     // placement seed: changes the node IDs, so which node owns what
 	equalPlace bool    // placement weights all equal instead of the capacities
 	halfLife   float64 // KindCost half-life in page operations per page of capacity; 0 default
+	admitShare float64 // share of the cutoff below which puts are refused (floor variants); 0 default
 }
 
 // result is what one replay measured.
@@ -165,7 +166,8 @@ func newCluster(t *trace, cfg simConfig) (*cluster, error) {
 	for i := range cfg.capacities {
 		pages := int(cfg.capacities[i] / cfg.profile.PageBytes(0))
 		q, err := eviction.New(eviction.Config{Kind: cfg.variant.kind, Profile: cfg.profile, Plain: cfg.variant.plain,
-			Capacity: pages, CapacityAdmission: cfg.variant.capAdmit, HalfLife: int(cfg.halfLife * float64(pages))})
+			Capacity: pages, CapacityAdmission: cfg.variant.capAdmit, HalfLife: int(cfg.halfLife * float64(pages)),
+			AdmitShare: cfg.admitShare})
 		if err != nil {
 			return nil, err
 		}

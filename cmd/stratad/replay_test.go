@@ -41,7 +41,7 @@ import (
 // instant), an evicted page's orphaned descendants on other nodes learn it
 // only when a lookup finds them past the miss (the simulator marks them at
 // once), and the coordinator's cutoff refuses cold pages once the cluster
-// is 90% full (ours-node has no floor; the floor is eviction.AdmitShare of
+// is 90% full (ours-node has no floor; the floor is eviction.DefaultAdmitShare of
 // the cutoff). The stated tolerance, replayTolerance, covers them; the
 // test logs both figures.
 
