@@ -4,6 +4,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -27,6 +28,43 @@ func rawNode(t *testing.T, mod func(*node.Config)) *node.Node {
 			mod(c)
 		}
 	})
+}
+
+// oversizedFrameHangsUp writes to w (rc's socket) a frame header of op
+// whose length is over the node's limit: the node answers with an Error,
+// then hangs up.
+func oversizedFrameHangsUp(t *testing.T, rc *rdma.Conn, w io.Writer, op uint8) {
+	t.Helper()
+	huge := make([]byte, rdma.FrameHeader)
+	huge[3], huge[4] = 0x7f, op
+	if _, err := w.Write(huge); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*rdma.Error); !ok {
+		t.Fatalf("oversized frame: %#v", m)
+	}
+	if _, _, err := rc.Recv(); err == nil {
+		t.Fatal("connection still open after an oversized frame")
+	}
+}
+
+// expiredLeaseGet leases keys for a millisecond, lets the lease expire and
+// checks that a Get under it fails with ErrLeaseExpired; it returns the
+// page buffers it used.
+func expiredLeaseGet(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key) [][]byte {
+	t.Helper()
+	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
+	if err != nil || lr.Lease == nil {
+		t.Fatal(lr, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	bufs := pageBufs(ns, len(keys))
+	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("expired lease: %v", err)
+	}
+	return bufs
 }
 
 func pageBufs(ns *client.Namespace, n int) [][]byte {
@@ -270,31 +308,8 @@ func TestRawBadInput(t *testing.T) {
 	if m := rawRead(t, rc, 10, &rdma.Read{NS: ns.ID(), Keys: keys[:1]}); !m.(*rdma.Page).Found || !bytes.Equal(m.(*rdma.Page).Data, data[0]) {
 		t.Fatalf("read after a malformed frame: %#v", m)
 	}
-	// A frame over the limit: an error, then the node hangs up.
-	huge := make([]byte, rdma.FrameHeader)
-	huge[3], huge[4] = 0x7f, rdma.OpRead
-	if _, err := rc.Net().Write(huge); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := rc.Recv(); err != nil {
-		t.Fatal(err)
-	} else if _, ok := m.(*rdma.Error); !ok {
-		t.Fatalf("oversized frame: %#v", m)
-	}
-	if _, _, err := rc.Recv(); err == nil {
-		t.Fatal("connection still open after an oversized frame")
-	}
-
-	// An expired lease: the client's Get says so.
-	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
-	if err != nil || lr.Lease == nil {
-		t.Fatal(lr, err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	bufs := pageBufs(ns, 2)
-	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
-		t.Fatalf("expired lease: %v", err)
-	}
+	oversizedFrameHangsUp(t, rc, rc.Net(), rdma.OpRead)
+	bufs := expiredLeaseGet(ctx, t, ns, keys)
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
 		t.Fatalf("after bad input: %v %v", found, err)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
@@ -257,31 +256,8 @@ func TestShmBadInput(t *testing.T) {
 	if m := shmCall(t, rc, 10, &rdma.Commit{NS: ns.ID(), Items: []rdma.CommitItem{{WriteID: 77, Size: 1}}}); m.(*rdma.CommitOK).Statuses[0] != uint8(client.UnknownWrite) {
 		t.Fatalf("unknown write: %#v", m)
 	}
-	// A frame over the limit: an error, then the node hangs up.
-	huge := make([]byte, rdma.FrameHeader)
-	huge[0], huge[1], huge[2], huge[3], huge[4] = 0, 0, 0, 0x7f, rdma.OpGet
-	if _, err := rc.Unix().Write(huge); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := rc.Recv(); err != nil {
-		t.Fatal(err)
-	} else if _, ok := m.(*rdma.Error); !ok {
-		t.Fatalf("oversized frame: %#v", m)
-	}
-	if _, _, err := rc.Recv(); err == nil {
-		t.Fatal("connection still open after an oversized frame")
-	}
-
-	// An expired lease: the client's Get says so.
-	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
-	if err != nil || lr.Lease == nil {
-		t.Fatal(lr, err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
-	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
-		t.Fatalf("expired lease: %v", err)
-	}
+	oversizedFrameHangsUp(t, rc, rc.Unix(), rdma.OpGet)
+	bufs := expiredLeaseGet(ctx, t, ns, keys)
 	// Nothing lost: the pages read back intact, still through shm.
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
