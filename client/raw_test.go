@@ -30,6 +30,25 @@ func rawNode(t *testing.T, mod func(*node.Config)) *node.Node {
 	})
 }
 
+// twoPagesOver dials n as tenant token-a, opens a namespace through a
+// client that must use the path active reports (named path), and puts two
+// pages of a sequence.
+func twoPagesOver(ctx context.Context, t *testing.T, n *node.Node, path string,
+	active func(*client.Client) bool) (*client.Client, *client.Namespace, []namespace.Key, [][]byte) {
+	t.Helper()
+	c := dial(t, n.Addr(), "token-a")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !active(c) {
+		t.Fatalf("open: %v, %s %v", err, path, active(c))
+	}
+	keys := ns.PageKeys(tokens(16*2, 9))
+	data := pagesFor(ns, keys)
+	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns, keys, data
+}
+
 // oversizedFrameHangsUp writes to w (rc's socket) a frame header of op
 // whose length is over the node's limit: the node answers with an Error,
 // then hangs up.
@@ -260,16 +279,7 @@ func TestRawBadInput(t *testing.T) {
 		c.MaxBatch = 8
 	})
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "token-a")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.RawActive() {
-		t.Fatalf("open: %v, raw %v", err, c.RawActive())
-	}
-	keys := ns.PageKeys(tokens(16*2, 9))
-	data := pagesFor(ns, keys)
-	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, keys, data := twoPagesOver(ctx, t, n, "raw", (*client.Client).RawActive)
 	addr := n.RawAddr()
 
 	_, m := rawDial(t, addr, "wrong")

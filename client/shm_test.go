@@ -212,16 +212,7 @@ func TestShmBadInput(t *testing.T) {
 		c.MaxBatch = 8
 	})
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "token-a")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
-	}
-	keys := ns.PageKeys(tokens(16*2, 9))
-	data := pagesFor(ns, keys)
-	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, keys, data := twoPagesOver(ctx, t, n, "shm", (*client.Client).ShmActive)
 
 	_, m := shmRaw(t, sock, "wrong")
 	wantCode(t, "wrong token", m, rdma.CodeUnauthenticated)
