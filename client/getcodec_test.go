@@ -5,27 +5,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratakv/strata/internal/splitbuf"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
-
-// split cuts b into a BufferSlice of random-length buffers, as gRPC hands a
-// message over.
-func split(r *rand.Rand, b []byte) mem.BufferSlice {
-	var out mem.BufferSlice
-	for len(b) > 0 {
-		n := min(len(b), 1+r.IntN(40))
-		if r.IntN(4) == 0 {
-			n = min(len(b), 1+r.IntN(20000))
-		}
-		out = append(out, mem.SliceBuffer(bytes.Clone(b[:n])))
-		b = b[n:]
-	}
-	return out
-}
 
 // TestGetInReassemblesPages decodes a Get stream's messages, cut at random
 // places, straight into page buffers, and checks the pages and their
@@ -58,7 +43,7 @@ func TestGetInReassemblesPages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := (getCodec{}).Unmarshal(split(r, raw), in); err != nil || in.err != nil {
+				if err := (getCodec{}).Unmarshal(splitbuf.Split(r, raw), in); err != nil || in.err != nil {
 					t.Fatalf("round %d page %d: %v / %v", round, i, err, in.err)
 				}
 				msg.Header = nil
@@ -82,7 +67,7 @@ func FuzzGetIn(f *testing.F) {
 		buf := make([]byte, 8)
 		pr := &pageReader{bufs: [][]byte{buf}, found: make([]bool, 1)}
 		in := &getIn{r: pr}
-		err := (getCodec{}).Unmarshal(split(rand.New(rand.NewPCG(uint64(cut), 1)), raw), in)
+		err := (getCodec{}).Unmarshal(splitbuf.Split(rand.New(rand.NewPCG(uint64(cut), 1)), raw), in)
 		var want pb.GetResponse
 		if err != nil || in.err != nil || proto.Unmarshal(raw, &want) != nil {
 			return

@@ -5,26 +5,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratakv/strata/internal/splitbuf"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
-
-// pieces splits b into a BufferSlice of random-length buffers, as gRPC
-// hands a message over (one buffer per HTTP/2 frame, or parts of them).
-func pieces(r *rand.Rand, b []byte) mem.BufferSlice {
-	var out mem.BufferSlice
-	for len(b) > 0 {
-		n := min(len(b), 1+r.IntN(40))
-		if r.IntN(4) == 0 {
-			n = min(len(b), 1+r.IntN(20000))
-		}
-		out = append(out, mem.SliceBuffer(bytes.Clone(b[:n])))
-		b = b[n:]
-	}
-	return out
-}
 
 func TestDataInMatchesProtobuf(t *testing.T) {
 	seed := rand.Uint64()
@@ -45,7 +30,7 @@ func TestDataInMatchesProtobuf(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := &dataIn{msg: &pb.PutRequest{}, dataField: 3}
-		if err := in.unmarshal(pieces(r, raw)); err != nil {
+		if err := in.unmarshal(splitbuf.Split(r, raw)); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		var got []byte
@@ -103,7 +88,7 @@ func FuzzSplitField(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, cut uint8) {
 		r := rand.New(rand.NewPCG(uint64(cut), 1))
 		in := &dataIn{msg: &pb.WriteRequest{}, dataField: 4}
-		err := in.unmarshal(pieces(r, raw))
+		err := in.unmarshal(splitbuf.Split(r, raw))
 		var want pb.WriteRequest
 		werr := proto.Unmarshal(raw, &want)
 		if err != nil {
