@@ -251,6 +251,23 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(rank(0.99))/float64(time.Microsecond), "p99-µs")
 }
 
+// getPage is a load op that gets page i mod len(keys) of the working set
+// through client c's namespace into its buffer, under lease (nil: none),
+// and fails if the page is missing.
+func getPage(nss []*client.Namespace, keys []namespace.Key, bufs [][][]byte, lease *client.Lease) func(context.Context, int, int) error {
+	return func(ctx context.Context, c, i int) error {
+		j := i % len(keys)
+		found, err := nss[c].Get(ctx, keys[j:j+1], bufs[c], lease)
+		if err != nil {
+			return err
+		}
+		if !found[0] {
+			return fmt.Errorf("page %d not found", j)
+		}
+		return nil
+	}
+}
+
 // getWorkingSet publishes workingSet bytes of size-byte pages through ns
 // for Get benchmarks and returns their keys, one reusable page buffer per
 // client, and the function that deletes them again (deferred by the

@@ -96,21 +96,10 @@ func BenchmarkGet(b *testing.B) {
 			nss := openAll(ctx, b, cs, descriptor(size))
 			keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
 			defer done()
-			pages := len(keys)
 			for _, clients := range clientCounts {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					b.SetBytes(int64(size))
-					load{clients: clients, op: func(ctx context.Context, c, i int) error {
-						j := i % pages
-						found, err := nss[c].Get(ctx, keys[j:j+1], bufs[c], nil)
-						if err != nil {
-							return err
-						}
-						if !found[0] {
-							return fmt.Errorf("page %d not found", j)
-						}
-						return nil
-					}}.run(b)
+					load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
 				})
 			}
 		})

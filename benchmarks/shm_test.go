@@ -1,7 +1,6 @@
 package benchmarks
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -78,17 +77,7 @@ func BenchmarkShmGet(b *testing.B) {
 						defer lease.Release(ctx)
 					}
 					b.SetBytes(shmPageSize)
-					load{clients: clients, op: func(ctx context.Context, c, i int) error {
-						j := i % pages
-						found, err := nss[c].Get(ctx, keys[j:j+1], bufs[c], lease)
-						if err != nil {
-							return err
-						}
-						if !found[0] {
-							return fmt.Errorf("page %d not found", j)
-						}
-						return nil
-					}}.run(b)
+					load{clients: clients, op: getPage(nss, keys, bufs, lease)}.run(b)
 				})
 			}
 		})
