@@ -22,6 +22,7 @@ type Conn struct {
 	nc       net.Conn
 	uc       *net.UnixConn // nil for a connection that is not a Unix socket
 	r        *bufio.Reader
+	raw      *rawIO // stream sockets on Linux: reads and writes without the runtime's blocking-call path; else nil
 	wbuf     []byte
 	rbuf     []byte
 	maxFrame int
@@ -41,7 +42,11 @@ func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 // bypass it, read straight into the caller's buffer, so the less of a page
 // a frame header's read pulls in, the less is copied twice.
 func NewStreamConn(nc net.Conn, maxFrame int) *Conn {
-	return newConn(nc, maxFrame, streamBuffer)
+	c := newConn(nc, maxFrame, streamBuffer)
+	if c.raw = newRawIO(nc); c.raw != nil {
+		c.r.Reset(c.raw)
+	}
+	return c
 }
 
 // streamBuffer is the read buffer of a stream connection.
@@ -78,7 +83,13 @@ func (c *Conn) Send(id uint64, m Message) error {
 		return c.SendFrames(Frame{ID: id, Msg: m})
 	}
 	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
-	if _, err := c.nc.Write(c.wbuf); err != nil {
+	var err error
+	if c.raw != nil {
+		err = c.raw.writev([][]byte{c.wbuf})
+	} else {
+		_, err = c.nc.Write(c.wbuf)
+	}
+	if err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
 	return nil

@@ -172,7 +172,13 @@ func (c *Conn) SendFrames(frames ...Frame) error {
 	if prev < len(c.wbuf) {
 		bufs = append(bufs, c.wbuf[prev:])
 	}
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	var err error
+	if c.raw != nil {
+		err = c.raw.writev(bufs)
+	} else {
+		_, err = bufs.WriteTo(c.nc)
+	}
+	if err != nil {
 		return fmt.Errorf("sending %d frames: %w", len(frames), err)
 	}
 	return nil
