@@ -22,7 +22,7 @@ type Conn struct {
 	nc       net.Conn
 	uc       *net.UnixConn // nil for a connection that is not a Unix socket
 	r        *bufio.Reader
-	raw      *rawIO // stream sockets on Linux: reads and writes without the runtime's blocking-call path; else nil
+	raw      *RawSocket // stream sockets on Linux: reads and writes without the runtime's blocking-call path; else nil
 	wbuf     []byte
 	rbuf     []byte
 	maxFrame int
@@ -43,7 +43,7 @@ func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 // a frame header's read pulls in, the less is copied twice.
 func NewStreamConn(nc net.Conn, maxFrame int) *Conn {
 	c := newConn(nc, maxFrame, streamBuffer)
-	if c.raw = newRawIO(nc); c.raw != nil {
+	if c.raw = NewRawSocket(nc); c.raw != nil {
 		c.r.Reset(c.raw)
 	}
 	return c
@@ -85,7 +85,7 @@ func (c *Conn) Send(id uint64, m Message) error {
 	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
 	var err error
 	if c.raw != nil {
-		err = c.raw.writev([][]byte{c.wbuf})
+		err = c.raw.Writev(c.wbuf)
 	} else {
 		_, err = c.nc.Write(c.wbuf)
 	}

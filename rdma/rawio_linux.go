@@ -10,8 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawIO reads and writes a stream socket with raw system calls, waiting
-// through the runtime's poller only when the socket would block.
+// RawSocket reads and writes a stream socket with raw system calls,
+// waiting through the runtime's poller only when the socket would block.
+// Stream connections (NewStreamConn) use it; the load generator's TCP
+// limit uses it too, so that the limit pays what strata's data plane pays.
 //
 // Why: a plain net.Conn read or write enters the system call through the
 // runtime's blocking-call path (entersyscall), which wakes the runtime's
@@ -24,13 +26,15 @@ import (
 // page (tens of µs) holds the goroutine's P, which the blocking path would
 // not hand off that soon anyway. Deadlines and Close still work: they act
 // on the poller waits (syscall.RawConn).
-type rawIO struct {
+type RawSocket struct {
 	rc  syscall.RawConn
 	iov []unix.Iovec
 }
 
-// newRawIO is the raw path for nc, or nil where nc has no file descriptor.
-func newRawIO(nc net.Conn) *rawIO {
+// NewRawSocket is the raw path for nc, or nil where nc has no file
+// descriptor (or the platform no raw path). A RawSocket is for one reader
+// and one writer at a time, like the net.Conn under it.
+func NewRawSocket(nc net.Conn) *RawSocket {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -39,12 +43,12 @@ func newRawIO(nc net.Conn) *rawIO {
 	if err != nil {
 		return nil
 	}
-	return &rawIO{rc: rc}
+	return &RawSocket{rc: rc}
 }
 
 // Read implements io.Reader: one read(2) of what is there, waiting for
 // bytes only when none are.
-func (r *rawIO) Read(p []byte) (int, error) {
+func (r *RawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -69,9 +73,9 @@ func (r *rawIO) Read(p []byte) (int, error) {
 	return int(n), nil
 }
 
-// writev writes every byte of bufs, with as few writev(2) calls as the
+// Writev writes every byte of bufs, with as few writev(2) calls as the
 // socket's buffer allows.
-func (r *rawIO) writev(bufs [][]byte) error {
+func (r *RawSocket) Writev(bufs ...[]byte) error {
 	r.iov = r.iov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {

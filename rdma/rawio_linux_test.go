@@ -87,7 +87,7 @@ func TestRawIODeadlineCloseEOF(t *testing.T) {
 	if _, err := b2.raw.Read(make([]byte, 8)); err != io.EOF {
 		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
 	}
-	if err := b2.raw.writev([][]byte{make([]byte, 8 << 20)}); err == nil {
+	if err := b2.raw.Writev(make([]byte, 8<<20)); err == nil {
 		t.Fatal("an 8 MiB write to a closed peer succeeded")
 	}
 }

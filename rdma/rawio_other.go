@@ -4,12 +4,13 @@ package rdma
 
 import "net"
 
-// rawIO is the raw system-call path of rawio_linux.go; elsewhere a stream
-// connection uses net.Conn.
-type rawIO struct{}
+// RawSocket is the raw system-call path of rawio_linux.go; elsewhere there
+// is none and stream connections use net.Conn.
+type RawSocket struct{}
 
-func newRawIO(net.Conn) *rawIO { return nil }
+// NewRawSocket is nil: no raw path here.
+func NewRawSocket(net.Conn) *RawSocket { return nil }
 
-func (*rawIO) Read([]byte) (int, error) { panic("rdma: no raw io") }
+func (*RawSocket) Read([]byte) (int, error) { panic("rdma: no raw socket") }
 
-func (*rawIO) writev([][]byte) error { panic("rdma: no raw io") }
+func (*RawSocket) Writev(...[]byte) error { panic("rdma: no raw socket") }

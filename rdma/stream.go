@@ -174,7 +174,7 @@ func (c *Conn) SendFrames(frames ...Frame) error {
 	}
 	var err error
 	if c.raw != nil {
-		err = c.raw.writev(bufs)
+		err = c.raw.Writev(bufs...)
 	} else {
 		_, err = bufs.WriteTo(c.nc)
 	}

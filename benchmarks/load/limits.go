@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/stratakv/strata/rdma"
 )
 
 // Memcpy is the memory limit: a get copies one page of the working set
@@ -108,7 +110,7 @@ func (l *LoopbackTCP) Prepare(ctx context.Context, p Params) (Workload, error) {
 			w.Close(ctx)
 			return nil, err
 		}
-		w.conns = append(w.conns, c)
+		w.conns, w.socks = append(w.conns, c), append(w.socks, newSock(c))
 		w.bufs = append(w.bufs, make([]byte, p.PageBytes))
 	}
 	return w, nil
@@ -121,6 +123,7 @@ type tcpWorkload struct {
 	addr  string
 	data  []byte
 	conns []net.Conn
+	socks []sock // one per conn
 	bufs  [][]byte
 }
 
@@ -129,9 +132,9 @@ func (*tcpWorkload) Supports(op Op) bool { return op == Put || op == Get }
 func (w *tcpWorkload) Do(_ context.Context, op Op, wk, i int) error {
 	switch op {
 	case Get:
-		return FetchPage(w.conns[wk], uint32(i%w.p.Pages), w.bufs[wk])
+		return fetchPage(w.socks[wk], uint32(i%w.p.Pages), w.bufs[wk])
 	case Put:
-		return StorePage(w.conns[wk], uint32(putSlot(w.p, wk, i)), w.data, w.bufs[wk][:1])
+		return storePage(w.socks[wk], uint32(putSlot(w.p, wk, i)), w.data, w.bufs[wk][:1])
 	}
 	return fmt.Errorf("tcp: no %s", op)
 }
@@ -158,31 +161,61 @@ const (
 	opStore = 2
 )
 
+// sock is one end of a page-server connection: its reads and writes go
+// through rdma.RawSocket where the platform has it (the raw system calls
+// of strata's tcp data plane, so that the limit pays no more per call than
+// strata does), else through the net.Conn.
+type sock struct {
+	nc  net.Conn
+	raw *rdma.RawSocket
+}
+
+func newSock(nc net.Conn) sock { return sock{nc: nc, raw: rdma.NewRawSocket(nc)} }
+
+func (s sock) Read(p []byte) (int, error) {
+	if s.raw != nil {
+		return s.raw.Read(p)
+	}
+	return s.nc.Read(p)
+}
+
+func (s sock) writev(bufs ...[]byte) error {
+	if s.raw != nil {
+		return s.raw.Writev(bufs...)
+	}
+	nb := net.Buffers(bufs)
+	_, err := nb.WriteTo(s.nc)
+	return err
+}
+
 // FetchPage asks for page idx of len(buf) bytes and reads it into buf.
 func FetchPage(conn net.Conn, idx uint32, buf []byte) error {
+	return fetchPage(newSock(conn), idx, buf)
+}
+
+func fetchPage(s sock, idx uint32, buf []byte) error {
 	var req [12]byte
 	binary.LittleEndian.PutUint32(req[0:], opFetch)
 	binary.LittleEndian.PutUint32(req[4:], idx)
 	binary.LittleEndian.PutUint32(req[8:], uint32(len(buf)))
-	if _, err := conn.Write(req[:]); err != nil {
+	if err := s.writev(req[:]); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(conn, buf)
+	_, err := io.ReadFull(s, buf)
 	return err
 }
 
-// StorePage sends page idx in one writev and waits for the server's one-byte
-// acknowledgement, read into ack (one byte long).
-func StorePage(conn net.Conn, idx uint32, data, ack []byte) error {
+// storePage sends page idx in one writev and waits for the server's
+// one-byte acknowledgement, read into ack (one byte long).
+func storePage(s sock, idx uint32, data, ack []byte) error {
 	var req [12]byte
 	binary.LittleEndian.PutUint32(req[0:], opStore)
 	binary.LittleEndian.PutUint32(req[4:], idx)
 	binary.LittleEndian.PutUint32(req[8:], uint32(len(data)))
-	bufs := net.Buffers{req[:], data}
-	if _, err := bufs.WriteTo(conn); err != nil {
+	if err := s.writev(req[:], data); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(conn, ack[:1])
+	_, err := io.ReadFull(s, ack[:1])
 	return err
 }
 
@@ -228,8 +261,9 @@ func (s *PageServer) accept() {
 // src, or an unknown one, closes the connection.
 func (s *PageServer) serve(c net.Conn) {
 	var req [12]byte
+	sk := newSock(c)
 	for {
-		if _, err := io.ReadFull(c, req[:]); err != nil {
+		if _, err := io.ReadFull(sk, req[:]); err != nil {
 			return
 		}
 		op := binary.LittleEndian.Uint32(req[0:])
@@ -242,10 +276,10 @@ func (s *PageServer) serve(c net.Conn) {
 		var err error
 		switch op {
 		case opFetch:
-			_, err = c.Write(page)
+			err = sk.writev(page)
 		case opStore:
-			if _, err = io.ReadFull(c, page); err == nil {
-				_, err = c.Write([]byte{1})
+			if _, err = io.ReadFull(sk, page); err == nil {
+				err = sk.writev([]byte{1})
 			}
 		default:
 			c.Close()
