@@ -123,12 +123,12 @@ func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
 // cutoff (SetCutoff) below which Admit refuses a page. A fresh page's worth
 // counts only the reuse its key has earned so far, which understates a
 // just-recomputed prefix (its next use tends to come soon): refusing below
-// the whole cutoff cost 2–3 points of saved prefill FLOPs at 5% and 10%
+// the whole cutoff cost about 2 points of saved prefill FLOPs at 10%
 // capacity on the synthetic trace, a quarter of it none. Measured with
 // cmd/strata-sim --capacity-ratios 1:1:2:4 --placements 3 --sizes 5,10
-// --policies ours-node,ours-global-floor --admit-share S: at 5%, 16.48 /
-// 18.33 / 18.58% for S = 1 / 0.5 / 0.25 against ours-node's 18.56%; at
-// 10%, 25.04 / 28.36 / 28.46% against 28.42%.
+// --policies ours-node,ours-global-floor --admit-share S: at 5%, 18.46 /
+// 18.62 / 18.54% for S = 1 / 0.5 / 0.25 against ours-node's 18.52%; at
+// 10%, 26.16 / 28.29 / 28.41% against 28.41%.
 const DefaultAdmitShare = 0.25
 
 // SetCutoff implements Policy. The floor is in Worth units, so that one

@@ -136,6 +136,7 @@ func TestScrapeAfterWorkload(t *testing.T) {
 		{"strata_puts_total", map[string]string{"outcome": "checksum_mismatch"}, 0},
 		{"strata_evictions_total", map[string]string{"reason": "deleted"}, 1},
 		{"strata_evictions_total", map[string]string{"reason": "capacity"}, 0},
+		{"strata_evictions_total", map[string]string{"reason": "orphan"}, 0},
 		{"strata_hit_prefix_tokens_total", nil, 12 * 16},
 		{"strata_transfer_bytes_total", map[string]string{"direction": "in"}, 8 * page},
 		{"strata_transfer_bytes_total", map[string]string{"direction": "out"}, 3 * page},

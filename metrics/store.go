@@ -77,6 +77,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descEvictions, float64(ns.Corrupt), "corrupt")
 		counter(descEvictions, float64(ns.Deleted), "deleted")
 		counter(descEvictions, float64(ns.Expired), "ttl")
+		counter(descEvictions, float64(ns.Orphaned), "orphan")
 		counter(descDemotions, float64(ns.Demoted))
 		gauge(descLeases, float64(ns.Leases))
 		counter(descExpired, float64(ns.LeasesExpired))

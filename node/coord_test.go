@@ -16,8 +16,18 @@ import (
 
 // startNodes starts n real nodes gossiping with each other through an
 // etcd of the test's own (so that any node may close), with fast
-// coordination rounds.
+// coordination rounds; the test's cleanup stops them.
 func startNodes(t *testing.T, n int) []*testNode {
+	t.Helper()
+	nodes, stop := startCluster(t, n, nil)
+	t.Cleanup(stop)
+	return nodes
+}
+
+// startCluster starts n nodes as startNodes does, with mod applied to
+// each node's config, and returns them with a function that stops every
+// node and the etcd (idempotent).
+func startCluster(t *testing.T, n int, mod func(*node.Config)) ([]*testNode, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -25,20 +35,31 @@ func startNodes(t *testing.T, n int) []*testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.Close)
 	var nodes []*testNode
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			for _, tn := range nodes {
+				tn.stop()
+			}
+			e.Close()
+		})
+	}
 	for range n {
-		nd, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EtcdEndpoints: e.Endpoints(),
+		cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EtcdEndpoints: e.Endpoints(),
 			Tiers: []string{"host"}, HostBytes: 8 << 20, ShmSocket: "off", CoordRound: 200 * time.Millisecond,
-			CoordinatorTTL: 2 * time.Second})
+			CoordinatorTTL: 2 * time.Second}
+		if mod != nil {
+			mod(&cfg)
+		}
+		nd, err := node.Start(ctx, cfg)
 		if err != nil {
+			stop()
 			t.Fatal(err)
 		}
-		tn := &testNode{Node: nd}
-		t.Cleanup(func() { tn.stop() })
-		nodes = append(nodes, tn)
+		nodes = append(nodes, &testNode{Node: nd})
 	}
-	return nodes
+	return nodes, stop
 }
 
 // testNode is a node a test may close before its cleanup does.

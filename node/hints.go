@@ -30,6 +30,20 @@ import (
 // their children's hints came). Hints are advisory: a full queue, an
 // unreachable owner or a parent owned by this node (so absent everywhere
 // it would be looked for) drops them, counted in HintStats.
+//
+// Parent-gone notices (store.ChildHint.Gone: a page with remote children
+// left this node's store) travel the same queue, but this node does not
+// know which nodes hold the children (each child's hint went to the
+// parent's owner, not the other way), so each notice goes to every other
+// alive member, in the same RPC as that member's hints. That costs one
+// RPC per other member per flush that has notices (a flush carries every
+// notice queued since the last), and every notice is looked up on every
+// node (one map lookup where it has no children). It is acceptable now:
+// notices are sent only for pages that had remote children, flushes
+// batch them, and clusters are a few to a few dozen nodes, so the cost is
+// small next to the puts that caused them; the precise alternative (the
+// parent's node remembering which nodes sent child hints) would add state
+// per parent. A cluster of hundreds of nodes would want that.
 
 const (
 	hintFlushEvery = 20 * time.Millisecond // a flush without a wake-up
@@ -38,7 +52,8 @@ const (
 	hintRPCTimeout = 2 * time.Second
 )
 
-// HintStats counts the remote child hints a node handled.
+// HintStats counts the remote child hints a node handled. A parent-gone
+// notice counts once per member it is sent to.
 type HintStats struct {
 	Sent, Dropped int64
 }
@@ -127,8 +142,9 @@ func (h *hintSender) loop() {
 	}
 }
 
-// flush sends everything queued, a batch of at most hintBatch per owner
-// and RPC.
+// flush sends everything queued, a batch of at most hintBatch per member
+// and RPC: child and value hints to their parent's owner, parent-gone
+// notices to every member but this one.
 func (h *hintSender) flush() {
 	h.mu.Lock()
 	hints := h.pending
@@ -143,13 +159,23 @@ func (h *hintSender) flush() {
 		return
 	}
 	groups := make([][]*pb.ChildHint, view.Len())
+	var gone []*pb.ChildHint
 	for _, c := range hints {
+		if c.Gone {
+			gone = append(gone, &pb.ChildHint{NamespaceId: c.NS[:], ParentKey: c.Parent[:], Gone: true})
+			continue
+		}
 		owner := view.Owner(c.Parent)
 		if view.Node(owner).ID == h.self {
 			h.dropped.Add(1) // the parent would be here: it is gone
 			continue
 		}
 		groups[owner] = append(groups[owner], &pb.ChildHint{NamespaceId: c.NS[:], ParentKey: c.Parent[:], Added: c.Added, Worth: c.Worth})
+	}
+	for i := range groups {
+		if len(gone) > 0 && view.Node(i).ID != h.self {
+			groups[i] = append(groups[i], gone...)
+		}
 	}
 	for i, g := range groups {
 		for len(g) > 0 {

@@ -128,6 +128,10 @@ type Config struct {
 	// NoCutoffFloor keeps the cluster's eviction cutoffs out of admission
 	// (coord.Config.NoFloor). Default false.
 	NoCutoffFloor bool
+	// OrphanGrace is how long after its commit a page whose parent was
+	// dropped elsewhere is only marked as an orphan instead of dropped
+	// (store.Config.OrphanGrace). Default 1s; negative: none.
+	OrphanGrace time.Duration
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -211,7 +215,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.hints = newHintSender(n.id, cfg.AdminToken, n.log)
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
-		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.add, Logger: n.log}); err != nil {
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.add, OrphanGrace: cfg.OrphanGrace,
+		Logger: n.log}); err != nil {
 		return nil, err
 	}
 	if err := n.openRegistry(ctx); err != nil {

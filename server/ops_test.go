@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -343,22 +342,11 @@ func startServer(t *testing.T, reg server.Registry) opsConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		g.Stop()
-		<-served
+	addr := serveLoopback(t, srv, func() {
 		st.Close()
 		host.Close()
 	})
-	return dialOps(t, l.Addr().String())
+	return dialOps(t, addr)
 }
 
 func TestDropNamespaceUnregisters(t *testing.T) {

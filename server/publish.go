@@ -29,7 +29,7 @@ func specOf(p *pb.PageSpec) (store.PageSpec, error) {
 	if p.GetSize() == 0 || p.GetSize() > 1<<40 {
 		return store.PageSpec{}, badRequest("page %x: size %d", k[:6], p.GetSize())
 	}
-	if err := checkChainDepth(spec); err != nil {
+	if err := checkLinks(spec); err != nil {
 		return store.PageSpec{}, err
 	}
 	if c := spec.CostHint; c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
@@ -44,9 +44,13 @@ func specOf(p *pb.PageSpec) (store.PageSpec, error) {
 // unevictable.
 const maxChainAhead = 1 << 20
 
-// checkChainDepth refuses a chain depth more than maxChainAhead past the
-// page's own depth.
-func checkChainDepth(spec store.PageSpec) error {
+// checkLinks refuses a page named as its own parent (the store would
+// treat it as parentless, but a writer that sends one has its chain wrong)
+// and a chain depth more than maxChainAhead past the page's own depth.
+func checkLinks(spec store.PageSpec) error {
+	if spec.HasParent && spec.Parent == spec.Key {
+		return badRequest("page %x is its own parent", spec.Key[:6])
+	}
 	if spec.ChainDepth > spec.Depth && spec.ChainDepth-spec.Depth > maxChainAhead {
 		return badRequest("page %x: chain depth %d is more than %d past its depth %d",
 			spec.Key[:6], spec.ChainDepth, maxChainAhead, spec.Depth)

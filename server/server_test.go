@@ -270,6 +270,9 @@ func TestMalformedRequests(t *testing.T) {
 		Depth: 3, ChainDepth: 3 + 1<<20 + 1}}})
 	wantErr(t, "chain depth far past the page", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
+		ParentKey: key(1), Depth: 1}}})
+	wantErr(t, "a page that is its own parent", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
+	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
 		CostHint: math.NaN()}}})
 	wantErr(t, "a cost hint that is not a number", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	r, err := f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page + 1)}}})

@@ -265,7 +265,7 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		}
 		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
 			ChainDepth: p.ChainDepth}
-		if err := checkChainDepth(specs[i]); err != nil {
+		if err := checkLinks(specs[i]); err != nil {
 			return nil, err
 		}
 	}

@@ -107,6 +107,7 @@ type NamespaceStats struct {
 	Deleted       uint64 // pages removed by Delete
 	LeasesExpired uint64 // leases that ran out
 	Expired       uint64 // pages removed idle past the TTL
+	Orphaned      uint64 // pages dropped as orphans (ParentsGone)
 	TTL           time.Duration
 	// SavedFLOPs is the prefill the hit prefixes of lookups saved, priced
 	// by the namespace's compute profile (0 without one).
@@ -129,7 +130,7 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	}
 	st.Rejected, st.Evicted, st.Demoted = n.rejected.Load(), n.evicted.Load(), n.demoted.Load()
 	st.Corrupt, st.Deleted, st.LeasesExpired = n.corrupt.Load(), n.deleted.Load(), n.leasesExpired.Load()
-	st.Expired, st.TTL = n.expired.Load(), time.Duration(n.ttl.Load())
+	st.Expired, st.TTL, st.Orphaned = n.expired.Load(), time.Duration(n.ttl.Load()), n.orphaned.Load()
 	st.HitTokens = n.hitTokens.Load()
 	s.mu.Lock()
 	st.SavedFLOPs = n.savedFLOPs

@@ -39,4 +39,12 @@
 // When the tier has no room for a reservation, the least recently used
 // unpinned pages are dropped until the allocation succeeds (the eviction
 // package replaces this policy).
+//
+// # Orphans
+//
+// A page whose ancestor was dropped on another node is dropped as soon as
+// the parent-gone notice arrives (ParentsGone), after its resident
+// descendants, unless it is pinned or was just put; pages a cluster lookup
+// found past a miss are only marked, evicted first (MarkOrphans; see
+// orphans.go).
 package store

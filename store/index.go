@@ -26,6 +26,10 @@ type nsState struct {
 
 	shards [shardCount]shard
 
+	// dropping is set while DropNamespace removes the namespace's pages:
+	// they send no parent-gone notices. Guarded by Store.mu.
+	dropping bool
+
 	// Counters for the admin API and metrics; atomics, no lock.
 	lookups    atomic.Uint64
 	lookupKeys atomic.Uint64
@@ -44,22 +48,23 @@ type nsState struct {
 	deleted       atomic.Uint64                  // pages removed by Delete
 	leasesExpired atomic.Uint64                  // leases that ran out (not released)
 	expired       atomic.Uint64                  // pages removed idle past the TTL
+	orphaned      atomic.Uint64                  // pages dropped as orphans (ParentsGone)
 	ttl           atomic.Int64                   // idle TTL of pages (time.Duration); 0 = none
 	hitTokens     atomic.Uint64                  // tokens of lookups' hit prefixes
 
 	// Guarded by Store.mu.
 	savedFLOPs float64 // prefill FLOPs the hit prefixes of lookups saved
-	// waiting counts, by parent key, the resident children whose parent is
-	// not resident here (by the tier each child is in); the parent's
-	// counts start from them when it arrives (see policy.go).
-	waiting map[namespace.Key][MaxTiers]uint16
+	// waiting holds, by parent key, the resident children whose parent is
+	// not resident here: their counts by tier, which the parent's start
+	// from when it arrives, and their list (see policy.go and kids.go).
+	waiting map[namespace.Key]waitingKids
 	// remoteWaiting holds the child and value hints that arrived for
 	// parents not resident here yet (see policy.go).
 	remoteWaiting map[namespace.Key]remoteKids
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key][MaxTiers]uint16),
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key]waitingKids),
 		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
 		st.shards[i].m = make(map[namespace.Key]*entry)
@@ -125,8 +130,9 @@ func (sh *shard) get(k namespace.Key) *entry {
 // entry is one published page. Fields below the line are guarded by
 // Store.mu; the rest are immutable after publication.
 //
-// Fields are ordered to pack into 160 bytes (a Go size class); times are
-// seconds on the store's clock (Store.clock) to save 8 bytes a page.
+// Fields are ordered to pack into 176 bytes (a Go size class); times are
+// seconds on the store's clock (Store.clock) to save 8 bytes a page, and
+// the child links are 4-byte refs rather than pointers (see kids.go).
 type entry struct {
 	ns     *nsState
 	key    namespace.Key
@@ -148,6 +154,11 @@ type entry struct {
 	pins   int32           // leases + in-flight reads
 	h      eviction.Handle // the page's state in its tier's policy
 	cost   float32         // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
+	// The resident children of a page, in any tier, form a list (kids.go):
+	// kidHead is the first of e's own children while e is resident;
+	// sibPrev and sibNext link e among its parent's children.
+	kidHead, sibPrev, sibNext ref
+	put                       int32 // store clock of the last put: the commit, or a Reserve answered EXISTS
 }
 
 func (e *entry) checksum() []byte {

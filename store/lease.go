@@ -285,35 +285,8 @@ func (s *Store) readPage(e *entry, buf []byte) ([]byte, bool) {
 
 // Delete removes published pages and returns how many it removed. A leased
 // page disappears from lookups at once; its memory returns when the lease
-// ends.
-// MarkOrphans marks the pages of keys that this store holds as orphans: a
-// cluster lookup found them past a missing page of their sequence (on
-// another node, out of this store's sight), so no hit prefix can reach
-// them until that page is put again. Orphans are the first evicted; a
-// hit, or a put of the page, clears the mark. Keys not held are skipped.
-// It returns how many pages it newly marked.
-func (s *Store) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) {
-	n, err := s.namespace(id)
-	if err != nil {
-		return 0, err
-	}
-	found := make([]*entry, len(keys))
-	n.getAll(keys, found)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	marked := 0
-	for _, e := range found {
-		if e == nil || e.dead {
-			continue
-		}
-		if q := s.policy.pol[e.tier]; !q.Orphan(e.h) {
-			q.SetOrphan(e.h, true)
-			marked++
-		}
-	}
-	return marked, nil
-}
-
+// ends. Children of a removed page stay (they wait for it to be put again);
+// a removed page with children on other nodes sends a parent-gone notice.
 func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
 	n, err := s.namespace(id)
 	if err != nil {

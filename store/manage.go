@@ -18,6 +18,7 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n.dropping = true // the namespace goes: no notices for its pages
 	removed := 0
 	for i := range n.shards {
 		sh := &n.shards[i]

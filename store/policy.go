@@ -31,14 +31,24 @@ import (
 // parent key and tier; the parent starts from those counts when it is
 // inserted, and hands its counts back to waiting when it leaves while
 // children remain (a Delete). So for every resident child exactly one of
-// its parent's kids or waiting[parent key] counts it, whatever the order.
+// its parent's kids or waiting[parent key] counts it, whatever the order;
+// the same place lists it (kids.go).
 //
 // # Remote children
 //
 // A child whose parent is not resident here is reported through
-// Config.OnRemoteParent (batched, outside the lock, every janitor tick): the
-// node forwards it to the parent's owner, whose ApplyHints marks the parent
-// as having remote children (it goes after childless pages).
+// Config.OnRemoteParent (batched, outside the lock, as soon as the hinter
+// runs): the node forwards it to the parent's owner, whose ApplyHints marks
+// the parent as having remote children (it goes after childless pages).
+//
+// # Parent-gone notices
+//
+// When a page that has remote children leaves the store (evicted from the
+// last tier, deleted, expired, corrupt, dropped as an orphan), the store
+// sends a parent-gone notice (ChildHint.Gone) by the same path; the node
+// broadcasts it, and every node that holds children of the page drops them
+// at once (ParentsGone, orphans.go) instead of keeping them until a lookup
+// finds them past the miss or their tier needs room.
 //
 // # Value hints
 //
@@ -61,7 +71,7 @@ import (
 // second placement candidate. Cutoffs come from the cluster's coordinator
 // (SetCutoffs) or, without one, are local.
 
-// maxPendingHints bounds the child hints waiting for the janitor to hand
+// maxPendingHints bounds the child hints waiting for the hinter to hand
 // them to Config.OnRemoteParent; beyond it they are dropped and counted
 // (hints are advisory).
 const maxPendingHints = 1 << 16
@@ -73,12 +83,16 @@ const turnoverWindow = time.Minute
 // ChildHint says that a page whose parent is Parent became resident (Added)
 // or stopped being resident on some node that does not hold the parent; or,
 // with Worth > 0, that such a page is worth Worth (a value hint: Added is
-// then meaningless).
+// then meaningless); or, with Gone, that the page Parent itself left the
+// node that sends the hint while it had children elsewhere (a parent-gone
+// notice, for every node: ParentsGone; Added and Worth are then
+// meaningless).
 type ChildHint struct {
 	NS     namespace.ID
 	Parent namespace.Key
 	Added  bool
 	Worth  float64
+	Gone   bool
 }
 
 // policyState is the store's eviction state, guarded by Store.mu.
@@ -202,6 +216,7 @@ func (s *Store) trackLocked(e *entry, freq, chain uint32, remote int, orphan boo
 	page.ChainDepth, page.ChainCost = chain, e.ns.pageCost(chain)
 	q := p.pol[e.tier]
 	e.h = q.Insert(page)
+	checkRef(e)
 	own := p.owner[e.tier]
 	for int(e.h) >= len(own) {
 		own = append(own, nil)
@@ -241,53 +256,6 @@ func (e *entry) localKids() int {
 		n += int(e.kids[t])
 	}
 	return n
-}
-
-// parentArrivedLocked gives a newly inserted e the children that were
-// waiting for it.
-func (s *Store) parentArrivedLocked(e *entry) {
-	if k, ok := e.ns.waiting[e.key]; ok {
-		e.kids = k
-		delete(e.ns.waiting, e.key)
-	}
-}
-
-// parentLeftLocked hands the counts of a removed e whose children stay
-// resident back to waiting.
-func (s *Store) parentLeftLocked(e *entry) {
-	if e.kids != ([MaxTiers]uint16{}) {
-		e.ns.waiting[e.key] = e.kids
-		e.kids = [MaxTiers]uint16{}
-	}
-}
-
-// childLocked records that e became resident in tier (delta +1) or stopped
-// being resident there (delta -1), in its parent's counts or in waiting.
-func (s *Store) childLocked(e *entry, tier int, delta int) {
-	if !e.hasPar {
-		return
-	}
-	par := e.ns.shard(e.parent).get(e.parent)
-	if par == nil || par.dead {
-		w := e.ns.waiting[e.parent]
-		w[tier] = uint16(int(w[tier]) + delta)
-		if w == ([MaxTiers]uint16{}) {
-			delete(e.ns.waiting, e.parent)
-		} else {
-			e.ns.waiting[e.parent] = w
-		}
-		s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Added: delta > 0})
-		return
-	}
-	par.kids[tier] = uint16(int(par.kids[tier]) + delta)
-	if tier <= int(par.tier) {
-		q := s.policy.pol[par.tier]
-		if delta > 0 {
-			q.ChildAdded(par.h, true)
-		} else {
-			q.ChildRemoved(par.h, true)
-		}
-	}
 }
 
 func (s *Store) hintLocked(h ChildHint) {
@@ -355,15 +323,22 @@ func (s *Store) flushHints() {
 }
 
 // ApplyHints records that children of local pages appeared or disappeared
-// on other nodes. Hints for pages this store does not hold are ignored.
+// on other nodes, and applies parent-gone notices as ParentsGone does.
+// Hints for pages or namespaces this store does not hold are ignored.
 func (s *Store) ApplyHints(hints []ChildHint) {
+	now := s.clock(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var gone orphanCount
 	for _, h := range hints {
 		s.nsMu.RLock()
 		n := s.ns[h.NS]
 		s.nsMu.RUnlock()
 		if n == nil {
+			continue
+		}
+		if h.Gone {
+			s.parentGoneLocked(n, h.Parent, now, &gone)
 			continue
 		}
 		e := n.shard(h.Parent).get(h.Parent)
@@ -498,12 +473,14 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	q := p.pol[src]
 	freq, orphan, worth := q.Freq(e.h), q.Orphan(e.h), q.Worth(e.h)
 	_, remote := q.Children(e.h)
+	s.unlinkLocked(e) // its ref changes with its handle
 	s.untrackLocked(e, false)
 	p.out[src] += e.ext.Len
 	s.childLocked(e, src, -1)
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
 	s.trackLocked(e, freq, 0, remote, orphan)
+	s.linkLocked(e)
 	s.raiseChildWorthLocked(e, worth) // its descendants' worth comes along
 }
 

@@ -362,7 +362,7 @@ func TestEvictionProperties(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 			fast, slow := newMemTier(12*pageSize), &kindTier{memTier: newMemTier(20 * pageSize), kind: tiers.KindSSD}
 			s, err := New(Config{Tiers: []tiers.Tier{fast, slow}, Eviction: kind, JanitorInterval: 5 * time.Millisecond,
-				DefaultLeaseTTL: 50 * time.Millisecond})
+				DefaultLeaseTTL: 50 * time.Millisecond, OrphanGrace: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,7 +430,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 	var leases []held
 	for op := range ops {
 		specs := chain(rng.IntN(12), rng.IntN(3), 1+rng.IntN(6))
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(11); {
 		case r < 5: // put a sequence (as a client would: the pages in order)
 			for _, p := range specs {
 				res, err := s.Reserve(testNS.ID, []PageSpec{p}, 0)
@@ -468,9 +468,24 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 			i := rng.IntN(len(leases))
 			_ = s.ReleaseLease(testNS.ID, leases[i].id)
 			leases = append(leases[:i], leases[i+1:]...)
-		default: // delete a page
+		case r < 10: // delete a page
 			p := specs[rng.IntN(len(specs))]
 			if _, err := s.Delete(testNS.ID, []namespace.Key{p.Key}); err != nil {
+				t.Fatal(err)
+			}
+		default: // orphans: a parent gone elsewhere, or pages past a miss
+			i := rng.IntN(len(specs))
+			var err error
+			if rng.IntN(2) == 0 {
+				_, _, err = s.ParentsGone(testNS.ID, []namespace.Key{specs[i].Key})
+			} else {
+				keys := make([]namespace.Key, 0, len(specs))
+				for _, p := range specs[i:] {
+					keys = append(keys, p.Key)
+				}
+				_, err = s.MarkOrphans(testNS.ID, keys)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -505,10 +520,18 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 		if v != nil {
 			t.Fatalf("op %d: %v", op, v)
 		}
+		if op%25 == 0 {
+			checkChildCounts(t, s)
+			if t.Failed() {
+				t.Fatalf("op %d: counts or lists wrong", op)
+			}
+		}
 	}
 	checkChildCounts(t, s)
 	st := s.Stats()
-	t.Logf("%d ops: %d evictions, %d demotions, %d pages resident", ops, st.Evictions, st.Demotions, st.Pages)
+	ns, _ := s.NamespaceStats(testNS.ID)
+	t.Logf("%d ops: %d evictions, %d demotions, %d orphans dropped, %d pages resident", ops, st.Evictions, st.Demotions,
+		ns.Orphaned, st.Pages)
 	if st.Evictions == 0 || st.Demotions == 0 {
 		t.Fatalf("the workload never filled the tiers: %+v", st)
 	}
@@ -541,7 +564,7 @@ func checkChildCounts(t *testing.T, s *Store) {
 	}
 	for k, c := range want {
 		par := n.shard(k).get(k)
-		got := n.waiting[k]
+		got := n.waiting[k].n
 		if par != nil {
 			got = par.kids
 			if _, w := n.waiting[k]; w {
@@ -560,6 +583,56 @@ func checkChildCounts(t *testing.T, s *Store) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("waiting children of %s that are not resident", k)
 		}
+	}
+	checkKidLists(t, s, n)
+}
+
+// checkKidLists walks every list of children (kids.go), under Store.mu:
+// each holds exactly the pages its counts count, each resident with the
+// list's parent key, with consistent back links; together they hold every
+// resident page that has a parent, once.
+func checkKidLists(t *testing.T, s *Store, n *nsState) {
+	t.Helper()
+	listed := map[*entry]bool{}
+	walk := func(what string, parent namespace.Key, head ref, counts [MaxTiers]uint16) {
+		var got [MaxTiers]uint16
+		var prev ref
+		for r := head; r != 0; {
+			e := s.at(r)
+			switch {
+			case e == nil || e.dead:
+				t.Errorf("%s: a dead or untracked page in the list", what)
+				return
+			case listed[e]:
+				t.Errorf("%s: %s listed twice", what, e.key)
+				return
+			case !e.hasPar || e.parent != parent:
+				t.Errorf("%s: %s has another parent", what, e.key)
+			case e.sibPrev != prev:
+				t.Errorf("%s: %s links back to %d, want %d", what, e.key, e.sibPrev, prev)
+			}
+			listed[e] = true
+			got[e.tier]++
+			prev, r = r, e.sibNext
+		}
+		if got != counts {
+			t.Errorf("%s: list holds %v by tier, counts say %v", what, got, counts)
+		}
+	}
+	withPar := 0
+	for i := range n.shards {
+		for _, e := range n.shards[i].m {
+			if e.hasPar {
+				withPar++
+			}
+			walk(fmt.Sprintf("children of resident %s", e.key), e.key, e.kidHead, e.kids)
+		}
+	}
+	for k, w := range n.waiting {
+		walk(fmt.Sprintf("children waiting for %s", k), k, w.head, w.n)
+	}
+	if len(listed) != withPar {
+		t.Errorf("lists hold %d pages, %d resident pages have a parent", len(listed), withPar)
 	}
 }
 

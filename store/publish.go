@@ -127,10 +127,13 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 		}
 		if e := n.shard(p.Key).get(p.Key); e != nil {
 			// Put again, so its sequence was recomputed up to it: the
-			// parent is coming, if it was missing (MarkOrphans).
+			// parent is coming, if it was missing (MarkOrphans), and a
+			// notice about the missing parent still in flight must not
+			// drop it (Config.OrphanGrace).
 			if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
 				q.SetOrphan(e.h, false)
 			}
+			e.put = s.clock(time.Now())
 			out[i] = Reservation{Status: Exists}
 			continue
 		}
@@ -342,6 +345,10 @@ func costHint(c float64) float32 {
 // reports false, changing nothing, when the key is already there.
 func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	n := e.ns
+	if e.hasPar && e.parent == e.key {
+		e.hasPar = false // a page cannot be its own parent: its counts would never drop
+	}
+	e.put = e.create
 	sh := n.shard(e.key)
 	sh.mu.Lock()
 	if sh.m[e.key] != nil {
@@ -359,6 +366,7 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	s.parentArrivedLocked(e)
 	s.childLocked(e, int(e.tier), +1)
 	s.trackLocked(e, 0, chain, 0, false)
+	s.linkLocked(e)
 	s.remoteArrivedLocked(e)
 	s.passWorthLocked(e)
 	s.pages++
@@ -470,12 +478,14 @@ func (s *Store) dropCandidateLocked() *entry {
 // removeLocked takes an entry out of the index and marks it dead, so that
 // holders of the pointer (a lookup or read that found it before taking
 // Store.mu) treat it as a miss. Its extent is freed now, or by the last
-// unpin.
+// unpin. A page with remote children sends a parent-gone notice.
 func (s *Store) removeLocked(e *entry, evicted bool) {
 	sh := e.ns.shard(e.key)
 	sh.mu.Lock()
 	delete(sh.m, e.key)
 	sh.mu.Unlock()
+	s.goneLocked(e)
+	s.unlinkLocked(e)
 	s.untrackLocked(e, evicted)
 	e.ns.tierPages[e.tier].Add(-1)
 	s.childLocked(e, int(e.tier), -1)

@@ -47,6 +47,13 @@ type Config struct {
 	// goroutine every few milliseconds, never under the store's lock.
 	// Default: none.
 	OnRemoteParent func([]ChildHint)
+	// OrphanGrace is how long after its last put (its commit, or a
+	// Reserve answered EXISTS) a page whose parent is reported gone
+	// (ParentsGone) is only marked as an orphan instead of dropped: a parent dropped and put again while its notice was in
+	// flight must not cost its children. Page times are whole seconds, so
+	// a page is spared for between OrphanGrace and a second more. Default
+	// 1s; negative: none.
+	OrphanGrace time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -63,6 +70,9 @@ func (c *Config) setDefaults() error {
 	def(&c.ReserveTTL, 30*time.Second)
 	def(&c.MaxReserveTTL, 5*time.Minute)
 	def(&c.JanitorInterval, 250*time.Millisecond)
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = time.Second
+	}
 	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
 		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)
 	}

@@ -138,8 +138,9 @@ func TestAcceptance(t *testing.T) {
 		})
 		t.Run("ours keeps orphaned bytes under 1% of capacity at "+pct(size), func(t *testing.T) {
 			for _, name := range []string{"ours-node", "ours-global"} {
-				if r := get(t, equal, name, size); r.orphanMean >= 0.01 {
-					t.Errorf("%s: orphaned bytes average %.3f%% of capacity (peak %.3f%%)", name, 100*r.orphanMean, 100*r.orphanMax)
+				// At every request, not on average.
+				if r := get(t, equal, name, size); r.orphanMax >= 0.01 {
+					t.Errorf("%s: orphaned bytes peak at %.3f%% of capacity (average %.3f%%)", name, 100*r.orphanMax, 100*r.orphanMean)
 				}
 			}
 		})

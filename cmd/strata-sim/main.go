@@ -30,8 +30,12 @@
 // knows its pages' resident local children exactly; with hints it also
 // learns of children on other nodes (the child's owner tells the parent's);
 // when a page goes, its resident descendants wherever they live are marked
-// orphans (and unmarked when it is put again); a client that sees a resident
-// page whose parent is absent marks it an orphan. With value hints (every
+// orphans (and unmarked when it is put again; the node's parent-gone
+// notices), except with ours-nonotice; a client that sees a resident page
+// whose parent is absent marks it an orphan. Every ours-* policy with hints
+// drops a page as soon as it learns of its parent's drop, unless it is
+// pinned (deepest first), as nodes do with parent-gone notices; pages a
+// client reports are only marked (evicted first). With value hints (every
 // ours-* policy but ours-nohints and ours-noworth) each page's Worth is
 // passed up to its parent's owner after every request that hit or put it and
 // after every eviction of a child (eviction.Queue.SetChildWorth). The

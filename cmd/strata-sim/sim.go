@@ -18,8 +18,8 @@ type variant struct {
 	plain bool
 	// hints: parents learn of resident children on other nodes; a page
 	// that loses its parent, and every resident descendant, learns it is an
-	// orphan; clients mark the resident pages they find past a broken chain
-	// as orphans.
+	// orphan (the node's parent-gone notices); clients mark the resident
+	// pages they find past a broken chain as orphans.
 	hints bool
 	// worthHints: with hints, each page's Worth is passed up to its
 	// parent's owner (SetChildWorth) whenever it changes, so that a page is
@@ -42,6 +42,14 @@ type variant struct {
 	// flatCost: pass every page a cost hint of the same FLOPs per token
 	// (depth-0 pages' cost), i.e. the cost model switched off.
 	flatCost bool
+	// dropOrphans: with hints, a page is dropped as soon as its parent's
+	// drop reaches it (unless pinned), not only first when room is needed;
+	// pages a client reports past a miss are only marked.
+	dropOrphans bool
+	// noNotice: with hints, a page learns it is an orphan only from a
+	// client's lookup, not when its parent is dropped (no parent-gone
+	// notices).
+	noNotice bool
 }
 
 // variants is every policy the simulator knows, in report order.
@@ -52,12 +60,13 @@ func variants() []variant {
 		{name: "gdsf-bytes", kind: eviction.KindGDSFBytes, plain: true},
 		{name: "lru-leaf", kind: eviction.KindLRU, hints: true},
 		{name: "ours-nohints", kind: eviction.KindCost},
-		{name: "ours-noworth", kind: eviction.KindCost, hints: true},
-		{name: "ours-costblind", kind: eviction.KindCost, hints: true, worthHints: true, flatCost: true},
-		{name: "ours-admit", kind: eviction.KindCost, hints: true, worthHints: true, capAdmit: true},
-		{name: "ours-node", kind: eviction.KindCost, hints: true, worthHints: true},
-		{name: "ours-global", kind: eviction.KindCost, hints: true, worthHints: true, global: true},
-		{name: "ours-global-floor", kind: eviction.KindCost, hints: true, worthHints: true, global: true, floor: true},
+		{name: "ours-noworth", kind: eviction.KindCost, hints: true, dropOrphans: true},
+		{name: "ours-costblind", kind: eviction.KindCost, hints: true, worthHints: true, flatCost: true, dropOrphans: true},
+		{name: "ours-admit", kind: eviction.KindCost, hints: true, worthHints: true, capAdmit: true, dropOrphans: true},
+		{name: "ours-nonotice", kind: eviction.KindCost, hints: true, worthHints: true, dropOrphans: true, noNotice: true},
+		{name: "ours-node", kind: eviction.KindCost, hints: true, worthHints: true, dropOrphans: true},
+		{name: "ours-global", kind: eviction.KindCost, hints: true, worthHints: true, global: true, dropOrphans: true},
+		{name: "ours-global-floor", kind: eviction.KindCost, hints: true, worthHints: true, global: true, floor: true, dropOrphans: true},
 		{name: "belady", kind: eviction.KindOffline, hints: true, belady: true},
 		{name: "infinite", kind: eviction.KindLRU, infinite: true},
 	}
@@ -291,7 +300,7 @@ func (c *cluster) request(ri int) {
 		// parent is not is an orphan, and it tells the page's owner.
 		for _, b := range req.blocks {
 			if p := c.t.blocks[b].parent; c.where[b] >= 0 && p >= 0 && c.where[p] < 0 {
-				c.markOrphans(b, true)
+				c.markOrphans(b, true, false)
 			}
 		}
 	}
@@ -384,7 +393,7 @@ func (c *cluster) link(b int32, node int, h eviction.Handle) {
 			c.nodes[node].q.ChildAdded(h, local)
 		}
 		if hints {
-			c.markOrphans(k, c.nodes[node].q.Orphan(h))
+			c.markOrphans(k, c.nodes[node].q.Orphan(h), false)
 		}
 	}
 }
@@ -419,8 +428,8 @@ func (c *cluster) evict(ni int, h eviction.Handle) {
 		for _, k := range bl.children {
 			if c.where[k] >= 0 {
 				c.orphaned += c.blockBytes(k)
-				if c.cfg.variant.hints {
-					c.markOrphans(k, true)
+				if c.cfg.variant.hints && !c.cfg.variant.noNotice {
+					c.markOrphans(k, true, c.cfg.variant.dropOrphans)
 				}
 			}
 		}
@@ -431,9 +440,12 @@ func (c *cluster) evict(ni int, h eviction.Handle) {
 // markOrphans sets the orphan mark of resident block b and, where it
 // changes, of its resident descendants: a page is an orphan while any
 // ancestor is absent (its owner learns it from its parent's owner, who
-// learnt it from the grandparent's, and so on).
-func (c *cluster) markOrphans(b int32, orphan bool) {
+// learnt it from the grandparent's, and so on). With dropNow (a parent-gone
+// notice, not a client's report), the pages newly marked are dropped,
+// deepest first, unless pinned.
+func (c *cluster) markOrphans(b int32, orphan, dropNow bool) {
 	stack := append(c.stack[:0], b)
+	var drop []int32
 	for len(stack) > 0 {
 		b := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -442,6 +454,9 @@ func (c *cluster) markOrphans(b int32, orphan bool) {
 			continue
 		}
 		q.SetOrphan(c.handle[b], orphan)
+		if orphan && dropNow && !q.Pinned(c.handle[b]) {
+			drop = append(drop, b)
+		}
 		for _, k := range c.t.blocks[b].children {
 			if c.where[k] >= 0 {
 				stack = append(stack, k)
@@ -449,6 +464,13 @@ func (c *cluster) markOrphans(b int32, orphan bool) {
 		}
 	}
 	c.stack = stack
+	// Descendants come after their ancestors in drop: evict from the end,
+	// leaves first.
+	for i := len(drop) - 1; i >= 0; i-- {
+		if b := drop[i]; c.where[b] >= 0 {
+			c.evict(int(c.where[b]), c.handle[b])
+		}
+	}
 }
 
 // passWorth recomputes the best Worth among resident block b's resident

@@ -2407,6 +2407,8 @@ func (x *DeleteResponse) GetDeleted() uint32 {
 // missing page of their sequence (the lookup's keys are one sequence: a
 // page after a miss has an absent ancestor). They cannot be part of any
 // hit prefix until that page is put again, so the node evicts them first.
+// It does not drop them: the miss may be a node that is down for a while
+// and comes back with its pages.
 type OrphansRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -3878,7 +3880,14 @@ type ChildHint struct {
 	// worth, when > 0, makes this a value hint instead: a child of parent_key
 	// is worth this much (recompute FLOPs per byte, aged), so the parent must
 	// not be valued less; added is then ignored.
-	Worth         float64 `protobuf:"fixed64,4,opt,name=worth,proto3" json:"worth,omitempty"`
+	Worth float64 `protobuf:"fixed64,4,opt,name=worth,proto3" json:"worth,omitempty"`
+	// gone makes this a parent-gone notice instead: the sender dropped the
+	// page parent_key while it had children on other nodes, so those are
+	// orphans. The sender does not know which nodes hold them and sends the
+	// notice to every other member; a receiver drops the children it holds
+	// (or marks them, when leased or just committed). added and worth are
+	// then ignored.
+	Gone          bool `protobuf:"varint,5,opt,name=gone,proto3" json:"gone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3939,6 +3948,13 @@ func (x *ChildHint) GetWorth() float64 {
 		return x.Worth
 	}
 	return 0
+}
+
+func (x *ChildHint) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
 }
 
 type HintsRequest struct {
@@ -4748,13 +4764,14 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
 	"TierCutoff\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x14\n" +
-	"\x05worth\x18\x02 \x01(\x01R\x05worth\"y\n" +
+	"\x05worth\x18\x02 \x01(\x01R\x05worth\"\x8d\x01\n" +
 	"\tChildHint\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1d\n" +
 	"\n" +
 	"parent_key\x18\x02 \x01(\fR\tparentKey\x12\x14\n" +
 	"\x05added\x18\x03 \x01(\bR\x05added\x12\x14\n" +
-	"\x05worth\x18\x04 \x01(\x01R\x05worth\"W\n" +
+	"\x05worth\x18\x04 \x01(\x01R\x05worth\x12\x12\n" +
+	"\x04gone\x18\x05 \x01(\bR\x04gone\"W\n" +
 	"\fHintsRequest\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12*\n" +
 	"\x05hints\x18\x02 \x03(\v2\x14.strata.v1.ChildHintR\x05hints\")\n" +

@@ -977,7 +977,8 @@ type ClusterClient interface {
 	// WatchMembers sends the view now and again after every change.
 	WatchMembers(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MembersResponse], error)
 	// Hints passes a batch of remote-child hints to the node that owns their
-	// parent pages. Hints are advisory: a node may drop them.
+	// parent pages, and parent-gone notices to every other node. Hints are
+	// advisory: a node may drop them.
 	Hints(ctx context.Context, in *HintsRequest, opts ...grpc.CallOption) (*HintsResponse, error)
 }
 
@@ -1039,7 +1040,8 @@ type ClusterServer interface {
 	// WatchMembers sends the view now and again after every change.
 	WatchMembers(*MembersRequest, grpc.ServerStreamingServer[MembersResponse]) error
 	// Hints passes a batch of remote-child hints to the node that owns their
-	// parent pages. Hints are advisory: a node may drop them.
+	// parent pages, and parent-gone notices to every other node. Hints are
+	// advisory: a node may drop them.
 	Hints(context.Context, *HintsRequest) (*HintsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }

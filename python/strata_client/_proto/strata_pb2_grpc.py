@@ -783,7 +783,8 @@ class ClusterServicer(object):
 
     def Hints(self, request, context):
         """Hints passes a batch of remote-child hints to the node that owns their
-        parent pages. Hints are advisory: a node may drop them.
+        parent pages, and parent-gone notices to every other node. Hints are
+        advisory: a node may drop them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,105 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/placement"
+)
+
+// TestParentGoneDropsRemoteChild: a parent on node a whose child is on
+// node b (each where placement puts it); when a deletes the parent, its
+// parent-gone notice reaches b, which drops the child at once, without a
+// lookup. Run twice: the second run leaves no goroutine behind.
+func TestParentGoneDropsRemoteChild(t *testing.T) {
+	leaktest.Twice(t, func() { parentGone(t) })
+}
+
+func parentGone(t *testing.T) {
+	nodes, stop := startCluster(t, 2, func(c *node.Config) { c.OrphanGrace = -1 })
+	defer stop()
+	a, b := nodes[0], nodes[1]
+	view, err := placement.NewView([]placement.Node{{ID: a.ID(), Weight: 1}, {ID: b.ID(), Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Hints and notices go to alive members only: wait until each node
+	// sees the other.
+	for _, n := range nodes {
+		eventually(t, 20*time.Second, n.ID()+" sees two members", func() bool {
+			c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			return len(c.Members()) == 2
+		})
+	}
+	owned := func(by string, salt byte) namespace.Key {
+		for i := 0; ; i++ {
+			k := namespace.Key{byte(i), byte(i >> 8), salt}
+			if view.Node(view.Owner(k)).ID == by {
+				return k
+			}
+		}
+	}
+	parent, child := owned(a.ID(), 1), owned(b.ID(), 2)
+
+	var closers []*client.Client // closed before the nodes stop
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	open := func(n *testNode) *client.Namespace {
+		t.Helper()
+		c, err := client.Dial(n.Addr(), client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, c)
+		ns, err := c.Open(ctx, desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	onA, onB := open(a), open(b)
+	put := func(ns *client.Namespace, p client.Page) {
+		t.Helper()
+		p.Data = pageOf(p.Key, ns.PageBytes())
+		res, err := ns.Put(ctx, []client.Page{p})
+		if err != nil || !res[0].Status.Stored() {
+			t.Fatalf("put: %+v, %v", res, err)
+		}
+	}
+	held := func(ns *client.Namespace, k namespace.Key) bool {
+		t.Helper()
+		res, err := ns.Lookup(ctx, []namespace.Key{k}, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.HitPrefix == 1
+	}
+	put(onA, client.Page{Key: parent})
+	put(onB, client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
+	// b's child hint reached a (the RPC applies it before answering), so
+	// a knows its page has a remote child.
+	eventually(t, 10*time.Second, "b sends the child hint", func() bool { return b.HintStats().Sent >= 1 })
+
+	sent := a.HintStats().Sent
+	if n, err := onA.Delete(ctx, []namespace.Key{parent}); err != nil || n != 1 {
+		t.Fatalf("deleting the parent: %d, %v", n, err)
+	}
+	eventually(t, 10*time.Second, "b drops the orphan", func() bool { return !held(onB, child) })
+	if st := a.HintStats(); st.Sent <= sent {
+		t.Fatalf("a sent no notice: %+v", st)
+	}
+}
