@@ -177,30 +177,48 @@ func (h *hintSender) flush() {
 			groups[i] = append(groups[i], gone...)
 		}
 	}
+	// Members are sent to at once, so that one that hangs (dead, not yet
+	// out of the view) delays no other by its RPC timeout.
+	var wg sync.WaitGroup
 	for i, g := range groups {
-		for len(g) > 0 {
-			batch := g[:min(len(g), hintBatch)]
-			g = g[len(batch):]
-			if err := h.send(addrs[i], batch); err != nil {
-				h.dropped.Add(int64(len(batch)))
-				h.log.Debug("sending child hints", "to", view.Node(i).ID, "hints", len(batch), "err", err)
-				continue
-			}
-			h.sent.Add(int64(len(batch)))
+		if len(g) == 0 {
+			continue
 		}
+		conn, err := h.conn(addrs[i])
+		if err != nil {
+			h.dropped.Add(int64(len(g)))
+			continue
+		}
+		wg.Go(func() {
+			for len(g) > 0 {
+				batch := g[:min(len(g), hintBatch)]
+				g = g[len(batch):]
+				if err := h.send(conn, batch); err != nil {
+					h.dropped.Add(int64(len(batch)))
+					h.log.Debug("sending child hints", "to", view.Node(i).ID, "hints", len(batch), "err", err)
+					continue
+				}
+				h.sent.Add(int64(len(batch)))
+			}
+		})
 	}
+	wg.Wait()
 }
 
-func (h *hintSender) send(addr string, batch []*pb.ChildHint) error {
-	conn, ok := h.conns[addr]
-	if !ok {
-		var err error
-		conn, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		h.conns[addr] = conn
+// conn is the flush goroutine's connection to addr.
+func (h *hintSender) conn(addr string) (*grpc.ClientConn, error) {
+	if conn, ok := h.conns[addr]; ok {
+		return conn, nil
 	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	h.conns[addr] = conn
+	return conn, nil
+}
+
+func (h *hintSender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {
 	ctx, cancel := context.WithTimeout(h.ctx, hintRPCTimeout)
 	defer cancel()
 	if h.token != "" {
