@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,6 +204,22 @@ func (h *hintSender) flush() {
 		})
 	}
 	wg.Wait()
+	h.forget(addrs)
+}
+
+// forget closes the connections to addresses no longer in the view once
+// there are more connections than members: a node that left and came back
+// at a new address does not leave its old connection open for good.
+func (h *hintSender) forget(addrs []string) {
+	if len(h.conns) <= len(addrs) {
+		return
+	}
+	for addr, conn := range h.conns {
+		if !slices.Contains(addrs, addr) {
+			conn.Close()
+			delete(h.conns, addr)
+		}
+	}
 }
 
 // conn is the flush goroutine's connection to addr.
