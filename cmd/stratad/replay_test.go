@@ -194,11 +194,20 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	t.Logf("replayed %d requests (%d pages looked up, %d hit, %d put: %v) in %v; %d distinct blocks, %.2f%% cache (%d MiB per node)",
 		len(recs), pages, hitPages, putPages, outcomes, time.Since(start).Round(time.Millisecond), len(distinct), size, perNode>>20)
 
-	var flops, tokens float64
+	var flops, tokens, orphans, evicted float64
 	for _, a := range admins {
-		f, tk := scrapeSaved(t, a)
-		flops += f
-		tokens += tk
+		m := scrapeNode(t, a)
+		flops += m.flops
+		tokens += m.tokens
+		orphans += m.orphans
+		evicted += m.evicted
+	}
+	// Pages are placed one by one, so most parents have children on other
+	// nodes: evicting them must send parent-gone notices that drop those
+	// children on their nodes (the simulator drops them at once too).
+	t.Logf("evictions: %.0f, of which %.0f orphans dropped on a parent-gone notice", evicted, orphans)
+	if orphans == 0 {
+		t.Errorf("no node dropped an orphan in %.0f evictions: parent-gone notices did not arrive", evicted)
 	}
 	var totalTokens, totalFLOPs float64
 	for _, r := range recs {
@@ -283,19 +292,37 @@ func startReplayNode(t *testing.T, bin, dataDir string, extra ...string) (string
 	return "", ""
 }
 
-// scrapeSaved sums a node's saved-FLOPs and hit-token counters.
-func scrapeSaved(t *testing.T, admin string) (flops, tokens float64) {
+// nodeCounters is what the replay reads from one node's /metrics.
+type nodeCounters struct {
+	flops, tokens    float64 // saved prefill FLOPs, hit-prefix tokens
+	evicted, orphans float64 // pages evicted (any reason), of which orphans dropped
+}
+
+// scrapeNode sums a node's counters over its namespaces.
+func scrapeNode(t *testing.T, admin string) nodeCounters {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var m nodeCounters
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, _ := strings.Cut(line, "{")
-		if name != "strata_prefill_flops_saved_total" && name != "strata_hit_prefix_tokens_total" {
+		var into []*float64
+		switch name {
+		case "strata_prefill_flops_saved_total":
+			into = []*float64{&m.flops}
+		case "strata_hit_prefix_tokens_total":
+			into = []*float64{&m.tokens}
+		case "strata_evictions_total":
+			into = []*float64{&m.evicted}
+			if strings.Contains(rest, `reason="orphan"`) {
+				into = append(into, &m.orphans)
+			}
+		default:
 			continue
 		}
 		f := strings.Fields(rest)
@@ -303,13 +330,11 @@ func scrapeSaved(t *testing.T, admin string) (flops, tokens float64) {
 		if err != nil {
 			t.Fatalf("metric line %q: %v", line, err)
 		}
-		if name == "strata_prefill_flops_saved_total" {
-			flops += v
-		} else {
-			tokens += v
+		for _, p := range into {
+			*p += v
 		}
 	}
-	return flops, tokens
+	return m
 }
 
 // simRow reads a policy's saved-FLOPs and token-hit-rate percentages from
