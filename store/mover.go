@@ -196,5 +196,5 @@ func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst t
 func (s *Store) metaOf(e *entry) tiers.PageMeta {
 	return tiers.PageMeta{Namespace: e.ns.ID, Key: e.key, Parent: e.parent, HasParent: e.hasPar,
 		Depth: e.depth, Len: e.ext.Len, ChecksumAlg: uint8(e.ns.Checksum), Checksum: e.checksum(),
-		Created: s.timeOf(e.create)}
+		Created: s.timeOf(e.create), Cost: e.cost}
 }

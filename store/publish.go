@@ -296,7 +296,8 @@ func (s *Store) seal(r *reservation, sum []byte) CommitStatus {
 	}
 	p := r.spec
 	meta := tiers.PageMeta{Namespace: r.ns.ID, Key: p.Key, Parent: p.Parent, HasParent: p.HasParent,
-		Depth: p.Depth, Len: p.Size, ChecksumAlg: uint8(r.ns.Checksum), Checksum: sum, Created: time.Now()}
+		Depth: p.Depth, Len: p.Size, ChecksumAlg: uint8(r.ns.Checksum), Checksum: sum, Created: time.Now(),
+		Cost: costHint(p.CostHint)}
 	if err := d.Seal(r.ext, meta); err != nil {
 		s.log.Error("sealing page", "key", p.Key.String(), "tier", d.Kind(), "err", err)
 		return CommitFailed

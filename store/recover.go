@@ -78,7 +78,7 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 	}
 	created := s.clock(m.Created)
 	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
-		tier: uint8(tier), create: created, access: created}
+		tier: uint8(tier), create: created, access: created, cost: m.Cost}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.insertLocked(e, m.Checksum, 0) {

@@ -18,6 +18,9 @@ type PageMeta struct {
 	Checksum []byte
 	// Created is when the page was first published.
 	Created time.Time
+	// Cost is the writer's measured recompute cost of the page in FLOPs
+	// (store.PageSpec.CostHint); 0: none. Finite and >= 0.
+	Cost float32
 }
 
 // RecoveryStats reports what a Recover found.

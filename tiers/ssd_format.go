@@ -1,6 +1,8 @@
 package tiers
 
-// The SSD tier's on-disk format, version 1. All integers are little-endian.
+// The SSD tier's on-disk format: file header version 1, slot header
+// version 2 (version 1 slot headers, without the cost hint, are still
+// read). All integers are little-endian.
 //
 // A slot file (Dir/class-<slot size>-<file id>.slots) is
 //
@@ -33,7 +35,7 @@ package tiers
 //
 //	off  len  field
 //	  0    4  magic "STSL"
-//	  4    2  format version (1)
+//	  4    2  format version (2; 1 is read too)
 //	  6    2  header size (256)
 //	  8    4  state, the commit marker: "FREE", "RSRV" (allocated, being
 //	          written) or "SEAL" (committed: the payload verified when
@@ -53,7 +55,10 @@ package tiers
 //	120   32  parent key (zero without one)
 //	152   32  checksum of the payload's first length bytes, left-aligned
 //	          (CRC-32C big-endian, as the namespace package writes it)
-//	184   68  reserved, zero
+//	184    4  the writer's measured recompute cost (PageSpec.CostHint),
+//	          FLOPs, float32; 0: none (the namespace's profile prices the
+//	          page). Version 2; zero in version 1.
+//	188   64  reserved, zero
 //	252    4  CRC-32C of bytes [0, 252)
 //
 // Why a header region rather than a header in front of each payload: the
@@ -72,13 +77,16 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/minio/sha256-simd"
 )
 
 const (
-	ssdVersion        = 1
+	ssdVersion        = 1    // of the file header
+	ssdSlotVersion    = 2    // of the slot headers this build writes
+	ssdSlotVersionMin = 1    // the oldest slot header version it reads
 	ssdBlock          = 4096 // alignment of regions and payloads
 	ssdFileHeaderSize = ssdBlock
 	ssdSlotHeaderSize = 256
@@ -136,7 +144,7 @@ func (h *ssdSlotHeader) encode(b []byte) {
 	clear(b)
 	le := binary.LittleEndian
 	copy(b[0:4], ssdSlotMagic)
-	le.PutUint16(b[4:], ssdVersion)
+	le.PutUint16(b[4:], ssdSlotVersion)
 	le.PutUint16(b[6:], ssdSlotHeaderSize)
 	le.PutUint32(b[8:], h.State)
 	le.PutUint32(b[12:], h.Slot)
@@ -155,6 +163,7 @@ func (h *ssdSlotHeader) encode(b []byte) {
 	copy(b[88:120], m.Key[:])
 	copy(b[120:152], m.Parent[:])
 	copy(b[152:184], m.Checksum)
+	le.PutUint32(b[184:], math.Float32bits(m.Cost))
 	le.PutUint32(b[252:], crc32.Checksum(b[:252], ssdCastagnoli))
 }
 
@@ -171,7 +180,8 @@ func decodeSSDSlotHeader(b []byte) (ssdSlotHeader, error) {
 		return h, fmt.Errorf("bad magic %q: %w", b[0:4], errSSDCorrupt)
 	}
 	le := binary.LittleEndian
-	if v := le.Uint16(b[4:]); v != ssdVersion {
+	v := le.Uint16(b[4:])
+	if v < ssdSlotVersionMin || v > ssdSlotVersion {
 		return h, fmt.Errorf("version %d: %w", v, errSSDVersion)
 	}
 	if crc32.Checksum(b[:252], ssdCastagnoli) != le.Uint32(b[252:]) {
@@ -184,8 +194,13 @@ func decodeSSDSlotHeader(b []byte) (ssdSlotHeader, error) {
 	if h.State != ssdStateFree && h.State != ssdStateReserved && h.State != ssdStateSealed {
 		return h, fmt.Errorf("state %#x: %w", h.State, errSSDCorrupt)
 	}
-	if b[52]&^1 != 0 || b[55] != 0 || b[54] > 32 || !ssdAllZero(b[184:252]) || !ssdAllZero(b[152+int(b[54]):184]) {
+	if b[52]&^1 != 0 || b[55] != 0 || b[54] > 32 || !ssdAllZero(b[188:252]) || !ssdAllZero(b[152+int(b[54]):184]) ||
+		(v < 2 && !ssdAllZero(b[184:188])) {
 		return h, fmt.Errorf("reserved bits set: %w", errSSDCorrupt)
+	}
+	cost := math.Float32frombits(le.Uint32(b[184:]))
+	if !(cost >= 0) || math.IsInf(float64(cost), 0) {
+		return h, fmt.Errorf("cost hint %g: %w", cost, errSSDCorrupt)
 	}
 	h.Slot = le.Uint32(b[12:])
 	h.SlotSize = int64(le.Uint64(b[16:]))
@@ -201,6 +216,7 @@ func decodeSSDSlotHeader(b []byte) (ssdSlotHeader, error) {
 	if n := b[54]; n > 0 {
 		m.Checksum = append([]byte(nil), b[152:152+int(n)]...)
 	}
+	m.Cost = cost
 	copy(m.Namespace[:], b[56:88])
 	copy(m.Key[:], b[88:120])
 	copy(m.Parent[:], b[120:152])

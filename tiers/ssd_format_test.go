@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +18,10 @@ import (
 )
 
 // ssdGoldenHeaders are the headers pinned in testdata: changing how they
-// encode is a format change (bump ssdVersion). Regenerate with
-// STRATA_SSD_UPDATE_GOLDEN=1 go test ./tiers/ -run TestSSDFormatGolden.
+// encode is a format change (bump ssdSlotVersion or ssdVersion). Regenerate
+// with STRATA_SSD_UPDATE_GOLDEN=1 go test ./tiers/ -run TestSSDFormatGolden.
+// The version 1 slot headers in testdata are kept: TestSSDSlotHeaderV1
+// reads them.
 func ssdGoldenHeaders() map[string][]byte {
 	sealed := ssdSlotHeader{
 		State: ssdStateSealed, Slot: 7, SlotSize: 65536, Gen: 0x0102030405060708,
@@ -26,7 +29,7 @@ func ssdGoldenHeaders() map[string][]byte {
 			Namespace: [32]byte{0: 0xaa, 31: 0xab}, Key: [32]byte{0: 0xbb, 31: 0xbc},
 			Parent: [32]byte{0: 0xcc, 31: 0xcd}, HasParent: true, Depth: 42, Len: 65000,
 			ChecksumAlg: ssdAlgCRC32C, Checksum: []byte{0xde, 0xad, 0xbe, 0xef},
-			Created: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC),
+			Created: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC), Cost: 1.5e12,
 		},
 	}
 	free := ssdSlotHeader{State: ssdStateFree, Slot: 3, SlotSize: 2 << 20, Gen: 9}
@@ -35,10 +38,10 @@ func ssdGoldenHeaders() map[string][]byte {
 	out := map[string][]byte{}
 	b := make([]byte, ssdSlotHeaderSize)
 	sealed.encode(b)
-	out["ssd-slot-header-sealed-v1.hex"] = b
+	out["ssd-slot-header-sealed-v2.hex"] = b
 	b = make([]byte, ssdSlotHeaderSize)
 	free.encode(b)
-	out["ssd-slot-header-free-v1.hex"] = b
+	out["ssd-slot-header-free-v2.hex"] = b
 	b = make([]byte, ssdFileHeaderUsed)
 	file.encode(b)
 	out["ssd-file-header-v1.hex"] = b
@@ -63,10 +66,53 @@ func TestSSDFormatGolden(t *testing.T) {
 	}
 }
 
+// TestSSDSlotHeaderV1: slot headers written before the cost hint (version
+// 1, the files in testdata) still decode, with no cost hint; a version 1
+// header with bytes where version 2 keeps the hint is corrupt.
+func TestSSDSlotHeaderV1(t *testing.T) {
+	for _, name := range []string{"ssd-slot-header-sealed-v1.hex", "ssd-slot-header-free-v1.hex"} {
+		b := ssdUndump(t, filepath.Join("testdata", name))
+		h, err := decodeSSDSlotHeader(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := ssdGoldenHeaders()[strings.Replace(name, "-v1", "-v2", 1)]
+		w, _ := decodeSSDSlotHeader(want)
+		w.Meta.Cost = 0
+		if h.State != w.State || h.Slot != w.Slot || h.Gen != w.Gen || !ssdMetaEqual(h.Meta, w.Meta) {
+			t.Fatalf("%s: %+v, want %+v", name, h, w)
+		}
+		b[184] = 1
+		ssdReCRC(b)
+		if _, err := decodeSSDSlotHeader(b); !errors.Is(err, errSSDCorrupt) {
+			t.Fatalf("%s with a cost hint: %v, want %v", name, err, errSSDCorrupt)
+		}
+	}
+}
+
+// ssdUndump reads back a hex.Dump file.
+func ssdUndump(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		hexPart, _, _ := strings.Cut(line[10:], "|")
+		b, err := hex.DecodeString(strings.ReplaceAll(hexPart, " ", ""))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
 func TestSSDSlotHeaderDecode(t *testing.T) {
-	golden := ssdGoldenHeaders()["ssd-slot-header-sealed-v1.hex"]
+	golden := ssdGoldenHeaders()["ssd-slot-header-sealed-v2.hex"]
 	h, err := decodeSSDSlotHeader(golden)
-	if err != nil || h.State != ssdStateSealed || h.Meta.Len != 65000 || !h.Meta.HasParent {
+	if err != nil || h.State != ssdStateSealed || h.Meta.Len != 65000 || !h.Meta.HasParent || h.Meta.Cost != 1.5e12 {
 		t.Fatalf("decode: %+v, %v", h, err)
 	}
 	for _, tc := range []struct {
@@ -77,7 +123,10 @@ func TestSSDSlotHeaderDecode(t *testing.T) {
 		{"zero", func(b []byte) { clear(b) }, errSSDNoHeader},
 		{"short", nil, errSSDNoHeader},
 		{"magic", func(b []byte) { b[0] = 'x' }, errSSDCorrupt},
-		{"version", func(b []byte) { b[4] = 2 }, errSSDVersion},
+		{"version", func(b []byte) { b[4] = 3 }, errSSDVersion},
+		{"version 0", func(b []byte) { b[4] = 0 }, errSSDVersion},
+		{"cost hint NaN", func(b []byte) { binary.LittleEndian.PutUint32(b[184:], 0x7fc00000); ssdReCRC(b) }, errSSDCorrupt},
+		{"cost hint < 0", func(b []byte) { binary.LittleEndian.PutUint32(b[184:], 0xbf800000); ssdReCRC(b) }, errSSDCorrupt},
 		{"crc", func(b []byte) { b[100] ^= 1 }, errSSDCorrupt},
 		{"state", func(b []byte) { b[8] = 'X'; ssdReCRC(b) }, errSSDCorrupt},
 		{"size", func(b []byte) { b[6] = 1; ssdReCRC(b) }, errSSDCorrupt},
@@ -109,13 +158,15 @@ func ssdReCRC(b []byte) {
 func FuzzSSDSlotHeader(f *testing.F) {
 	for _, b := range ssdGoldenHeaders() {
 		if len(b) == ssdSlotHeaderSize {
-			f.Add(b, uint8(0), uint32(1), int64(4096), uint64(1), int64(4096), int64(0), uint32(0), false, uint8(1), []byte{1, 2, 3, 4}, []byte("ids"))
+			f.Add(b, uint8(0), uint32(1), int64(4096), uint64(1), int64(4096), int64(0), uint32(0), false, uint8(1), []byte{1, 2, 3, 4}, []byte("ids"), float32(0))
 		}
 	}
-	f.Add([]byte{}, uint8(2), uint32(0), int64(-1), uint64(0), int64(-5), int64(-1), uint32(1<<31), true, uint8(2), bytes.Repeat([]byte{9}, 40), bytes.Repeat([]byte{7}, 100))
+	f.Add([]byte{}, uint8(2), uint32(0), int64(-1), uint64(0), int64(-5), int64(-1), uint32(1<<31), true, uint8(2), bytes.Repeat([]byte{9}, 40), bytes.Repeat([]byte{7}, 100), float32(3e9))
 	f.Fuzz(func(t *testing.T, raw []byte, state uint8, slot uint32, slotSize int64, gen uint64, length, created int64,
-		depth uint32, hasParent bool, alg uint8, sum, ids []byte) {
-		if h, err := decodeSSDSlotHeader(raw); err == nil {
+		depth uint32, hasParent bool, alg uint8, sum, ids []byte, cost float32) {
+		// Canonical for the version this build writes (an older one
+		// re-encodes as the current version).
+		if h, err := decodeSSDSlotHeader(raw); err == nil && binary.LittleEndian.Uint16(raw[4:]) == ssdSlotVersion {
 			b := make([]byte, ssdSlotHeaderSize)
 			h.encode(b)
 			if !bytes.Equal(b, raw[:ssdSlotHeaderSize]) {
@@ -128,6 +179,9 @@ func FuzzSSDSlotHeader(f *testing.F) {
 			SlotSize: slotSize,
 			Gen:      gen,
 			Meta:     PageMeta{Len: length, Depth: depth, HasParent: hasParent, ChecksumAlg: alg},
+		}
+		if cost >= 0 && !math.IsInf(float64(cost), 0) {
+			h.Meta.Cost = cost
 		}
 		if created != 0 {
 			h.Meta.Created = time.Unix(0, created).UTC()

@@ -58,7 +58,8 @@ func ssdMetaFor(key [32]byte, p []byte, alg uint8, depth uint32) PageMeta {
 func ssdMetaEqual(a, b PageMeta) bool {
 	return a.Namespace == b.Namespace && a.Key == b.Key && a.Parent == b.Parent &&
 		a.HasParent == b.HasParent && a.Depth == b.Depth && a.Len == b.Len &&
-		a.ChecksumAlg == b.ChecksumAlg && bytes.Equal(a.Checksum, b.Checksum) && a.Created.Equal(b.Created)
+		a.ChecksumAlg == b.ChecksumAlg && bytes.Equal(a.Checksum, b.Checksum) && a.Created.Equal(b.Created) &&
+		a.Cost == b.Cost
 }
 
 // ssdLog collects a tier's log records for assertions.
