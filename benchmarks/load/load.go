@@ -110,6 +110,12 @@ type Config struct {
 	Duration time.Duration
 	// Warmup runs before each case, unmeasured. Default Duration/5.
 	Warmup time.Duration
+	// Settle runs once per system and page size, unmeasured, before the
+	// system's first case of that size (its op and concurrency): a server
+	// process that was just started, as each system's is per page size,
+	// serves its first seconds with a long latency tail (benchmarks/
+	// README.md). Default 0: none.
+	Settle time.Duration
 	// Rounds splits each case into this many slices of Duration/Rounds
 	// (each after Warmup/Rounds of warm-up), and the systems take turns
 	// slice by slice: for one op, page size and concurrency, every system
@@ -255,6 +261,7 @@ func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
 // runSize runs every op and concurrency of one page size, appending each
 // system's results to out[system].
 func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, p Params, bar *bar, out [][]Result) error {
+	settled := make([]bool, len(systems))
 	for _, op := range cfg.Ops {
 		for _, w := range cfg.Concurrency {
 			var run []int // the systems that have op
@@ -266,6 +273,16 @@ func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, 
 				}
 			}
 			acc := make([]slice, len(systems))
+			for _, i := range run {
+				if cfg.Settle <= 0 || settled[i] {
+					continue
+				}
+				settled[i] = true
+				bar.describe(fmt.Sprintf("%s %s %s ×%d (settling)", systems[i].Name(), op, SizeLabel(p.PageBytes), w))
+				if err := settle(ctx, cfg, wls[i], op, p, w); err != nil {
+					return fmt.Errorf("%s, %s pages: %s ×%d: settling: %w", systems[i].Name(), SizeLabel(p.PageBytes), op, w, err)
+				}
+			}
 			for round := range cfg.Rounds {
 				for _, i := range run {
 					bar.describe(fmt.Sprintf("%s %s %s ×%d (round %d/%d)", systems[i].Name(), op, SizeLabel(p.PageBytes), w, round+1, cfg.Rounds))
@@ -312,6 +329,21 @@ func (s *slice) result(system string, op Op, p Params, workers int) Result {
 		r.CPU = s.cpu / time.Duration(len(s.lat))
 	}
 	return r
+}
+
+// settle runs op closed-loop for Config.Settle, unmeasured; fresh puts
+// stop early, at an eighth of a slice's budget, as a warm-up does, and what
+// they wrote is then undone like a slice's (Workload.After).
+func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, workers int) error {
+	var next atomic.Int64
+	l := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
+	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
+		l.limit = max(1, int64(cfg.PutBudget/p.PageBytes/cfg.Rounds)/8)
+	}
+	if _, err := l.run(ctx, cfg.Settle); err != nil {
+		return err
+	}
+	return wl.After(ctx, op, int(next.Load()))
 }
 
 // runSlice runs op closed-loop on workers goroutines: a warm-up of

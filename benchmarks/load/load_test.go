@@ -141,6 +141,32 @@ func TestRunRounds(t *testing.T) {
 	}
 }
 
+// TestRunSettle: Settle runs each system once per page size, before its
+// first case and off the clock; later cases do not settle again.
+func TestRunSettle(t *testing.T) {
+	for _, settle := range []time.Duration{0, 40 * time.Millisecond} {
+		var log []string
+		systems := []System{turns{name: "a", log: &log}, turns{name: "b", log: &log}}
+		res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1}, Ops: []Op{Get, Put},
+			Duration: 30 * time.Millisecond, Rounds: 3, Settle: settle, WorkingSet: 64 << 10}, systems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Repeat("ab", 6) // two cases (get, put) of three slices each
+		if settle > 0 {
+			want = "ab" + want
+		}
+		if got := strings.Join(log, ""); got != want {
+			t.Fatalf("settle %v: runs started in the order %q, want %q", settle, got, want)
+		}
+		for _, r := range res {
+			if r.Elapsed >= settle+25*time.Millisecond && settle > 0 {
+				t.Errorf("settle %v: %s %s measured %v: the settling was counted", settle, r.System, r.Op, r.Elapsed)
+			}
+		}
+	}
+}
+
 // TestMain lets the test binary serve as the page server process that
 // LoopbackTCP starts (it re-executes itself).
 func TestMain(m *testing.M) {

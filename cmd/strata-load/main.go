@@ -31,6 +31,7 @@ type config struct {
 	conc       []int
 	duration   time.Duration
 	warmup     time.Duration
+	settle     time.Duration
 	rounds     int
 	inProcess  bool
 	workingSet int
@@ -73,6 +74,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&conc, "concurrency", "1,4,8,32", "concurrent workers, each with its own connection")
 	fs.DurationVar(&cfg.duration, "duration", time.Second, "measured time per case")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "unmeasured time per case before it (split over its rounds like the case); 0: a fifth of --duration")
+	fs.DurationVar(&cfg.settle, "settle", 3*time.Second, "unmeasured time per system and page size before its first case: its server process was just started")
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "run the strata node and the tcp limit's page server in this process instead of as processes of their own")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "slices each case is cut into, the systems taking turns slice by slice so that a drifting machine slows them alike")
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
@@ -172,7 +174,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	started := time.Now().UTC()
 	results, runErr := load.Run(ctx, load.Config{Ops: cfg.ops, PageSizes: cfg.sizes, Concurrency: cfg.conc,
-		Duration: cfg.duration, Warmup: cfg.warmup, Rounds: cfg.rounds, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
+		Duration: cfg.duration, Warmup: cfg.warmup, Settle: cfg.settle, Rounds: cfg.rounds, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
 		LookupKeys: cfg.lookupKeys, Progress: cfg.progress}, systems)
 	if len(results) == 0 {
 		return runErr

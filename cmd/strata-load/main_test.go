@@ -25,7 +25,7 @@ func TestRunSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	out := t.TempDir()
-	cfg, err := parseFlags([]string{"--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms", "--warmup", "20ms",
+	cfg, err := parseFlags([]string{"--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms", "--warmup", "20ms", "--settle", "20ms",
 		"--working-set", "256K", "--put-budget", "128K", "--lookup-keys", "8", "--host-bytes", "16M",
 		"--out", out, "--quiet"})
 	if err != nil {
