@@ -194,12 +194,14 @@ func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (int, erro
 }
 
 // markOrphans tells the node that its pages of keys lie past a missing
-// page of their sequence (pb.OrphansRequest), and returns how many it
-// newly marked.
-func (n *Namespace) markOrphans(ctx context.Context, keys []namespace.Key) (int, error) {
-	marked := 0
+// page of their sequence (pb.OrphansRequest), the first counted of which
+// its lookup counted as hits, and returns how many it newly marked.
+func (n *Namespace) markOrphans(ctx context.Context, keys []namespace.Key, counted int) (int, error) {
+	marked, start := 0, 0
 	err := n.eachBatch(keys, func(batch []namespace.Key) error {
-		resp, err := n.c.rpc.Orphans(ctx, &pb.OrphansRequest{NamespaceId: n.id[:], Keys: wireKeys(batch)})
+		c := min(max(counted-start, 0), len(batch))
+		start += len(batch)
+		resp, err := n.c.rpc.Orphans(ctx, &pb.OrphansRequest{NamespaceId: n.id[:], Keys: wireKeys(batch), Counted: uint32(c)})
 		if err != nil {
 			return fromRPC("orphans", err)
 		}

@@ -112,7 +112,7 @@ func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lea
 	res.Lease, drop = n.keepLeases(r, keys, pl.prim, spans, res.HitPrefix)
 	n.c.releaseLater(drop)
 	if out.failed == 0 && len(out.errs) == 0 { // a miss on a node that did not answer proves nothing
-		n.orphansLater(r, keys, res.Present, holder)
+		n.orphansLater(r, keys, res.Present, holder, pl.groups, answers)
 	}
 	return res, out.err(ctx, n.c, "lookup")
 }
@@ -125,22 +125,57 @@ func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lea
 // by value. The pages leave the location cache, so that the engine's next
 // put of the sequence reaches their nodes (Exists clears the mark) rather
 // than being answered from the cache.
-func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, present []bool, holder []int32) {
+//
+// Each node also takes back what it counted for the pages past the miss
+// that were in its own part's hit prefix (groups[i], answers[i]: it counts
+// its leading present keys), which were not part of the engine's: its
+// hit-prefix tokens and saved-FLOPs counters then add up to the prefixes
+// engines were given.
+func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, present []bool, holder []int32,
+	groups [][]int, answers []nodeLookup) {
 	miss := prefix(present, nil)
-	var byNode map[int32][]namespace.Key
-	for p := miss + 1; p < len(keys); p++ {
-		if present[p] && holder[p] >= 0 {
-			if byNode == nil {
-				byNode = make(map[int32][]namespace.Key)
+	if miss >= len(keys) {
+		return
+	}
+	tell := make([][]namespace.Key, len(groups)) // by node: counted keys first
+	counted := make([]int, len(groups))
+	countedAt := make([][]bool, len(groups)) // by node, by position; nil: none
+	for i, g := range groups {
+		if i >= len(answers) || answers[i].err != nil {
+			continue
+		}
+		for j, p := range g {
+			if j >= len(answers[i].present) || !answers[i].present[j] {
+				break
 			}
-			byNode[holder[p]] = append(byNode[holder[p]], keys[p])
-			n.c.cache.gone(n.id, keys[p], r.view.ids[holder[p]])
+			if p > miss {
+				if countedAt[i] == nil {
+					countedAt[i] = make([]bool, len(keys))
+				}
+				countedAt[i][p] = true
+				tell[i] = append(tell[i], keys[p])
+				counted[i]++
+			}
 		}
 	}
-	for i, ks := range byNode {
+	for p := miss + 1; p < len(keys); p++ {
+		if !present[p] || holder[p] < 0 {
+			continue
+		}
+		i := holder[p]
+		n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+		if countedAt[i] == nil || !countedAt[i][p] {
+			tell[i] = append(tell[i], keys[p])
+		}
+	}
+	for i, ks := range tell {
+		if len(ks) == 0 {
+			continue
+		}
+		c := counted[i]
 		n.c.bg.Go(func() {
-			err := n.call(context.Background(), r, int(i), func(ctx context.Context, h *Namespace) error {
-				_, err := h.markOrphans(ctx, ks)
+			err := n.call(context.Background(), r, i, func(ctx context.Context, h *Namespace) error {
+				_, err := h.markOrphans(ctx, ks, c)
 				return err
 			})
 			if err != nil {

@@ -39,6 +39,8 @@ type Registry struct {
 	pageSeconds   *prometheus.HistogramVec
 	flopsSaved    *prometheus.CounterVec
 	tokensSaved   *prometheus.CounterVec
+	flopsBack     *prometheus.CounterVec // retracted: counted by a lookup, then taken back
+	tokensBack    *prometheus.CounterVec
 
 	// The per-page hot path's series, resolved once: a label lookup
 	// (hashing, hex-encoding the namespace) cost about as much as the rest
@@ -71,8 +73,16 @@ func New(st *store.Store, describe Describer) *Registry {
 	r.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "strata_hit_prefix_tokens_total", Help: "Tokens inside hit prefixes returned by lookups."},
 		[]string{"namespace", "tenant", "model"})
+	r.flopsBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_prefill_flops_retracted_total", Help: "Prefill FLOPs counted in strata_prefill_flops_saved_total and then taken back: " +
+			"pages of this node's part of a cluster lookup that lay past a page missing on another node. Net saving: saved minus retracted."},
+		[]string{"namespace", "tenant", "model"})
+	r.tokensBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_hit_prefix_tokens_retracted_total", Help: "Tokens counted in strata_hit_prefix_tokens_total and then taken back " +
+			"(as strata_prefill_flops_retracted_total)."},
+		[]string{"namespace", "tenant", "model"})
 	r.pageIn, r.pageOut = r.pageSeconds.WithLabelValues("in"), r.pageSeconds.WithLabelValues("out")
-	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved,
+	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved, r.flopsBack, r.tokensBack,
 		&storeCollector{st: st, describe: describe},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
@@ -112,10 +122,21 @@ func (r *Registry) PageTime(direction string, d time.Duration) {
 }
 
 // Saved records a lookup's hit prefix: its tokens and the prefill FLOPs
-// they save.
+// they save. It also makes the namespace's retracted series exist (at 0),
+// so that saved minus retracted is defined from its first hit on.
 func (r *Registry) Saved(id namespace.ID, l Labels, tokens int, flops float64) {
 	r.tokensSaved.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(float64(tokens))
 	if flops > 0 {
 		r.flopsSaved.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(flops)
 	}
+	r.tokensBack.WithLabelValues(id.Short(), l.Tenant, l.Model)
+	r.flopsBack.WithLabelValues(id.Short(), l.Tenant, l.Model)
+}
+
+// Retracted counts hits a lookup counted (Saved) that were not part of the
+// engine's hit prefix after all: pages of this node past a page missing on
+// another node, which the client reported (Strata.Orphans).
+func (r *Registry) Retracted(id namespace.ID, l Labels, tokens int, flops float64) {
+	r.tokensBack.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(float64(tokens))
+	r.flopsBack.WithLabelValues(id.Short(), l.Tenant, l.Model).Add(flops)
 }

@@ -165,11 +165,21 @@ func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) 
 }
 
 // Orphans marks pages a cluster lookup found past a missing page of their
-// sequence (store.MarkOrphans).
+// sequence (store.MarkOrphans), and takes back what this node's part of
+// the lookup counted for the first Counted of them (store.Uncount).
 func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.OrphansResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if c := req.GetCounted(); int64(c) > int64(len(keys)) {
+		return nil, toStatus(badRequest("counted %d of %d keys", c, len(keys)))
+	} else if c > 0 {
+		tokens, flops, err := s.cfg.Store.Uncount(n.ID, keys[:c])
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		s.recordRetracted(n.ID, tokens, flops)
 	}
 	marked, err := s.cfg.Store.MarkOrphans(n.ID, keys)
 	if err != nil {

@@ -110,3 +110,17 @@ func (s *Server) recordHits(id namespace.ID, res store.LookupResult) {
 	}
 	s.metrics.Saved(id, metrics.Labels{Tenant: d.Tenant, Model: d.Model}, res.HitTokens, res.SavedFLOPs)
 }
+
+// recordRetracted counts the hits of earlier lookups that a cluster client
+// reported past another node's miss (Orphans), taken back from the store's
+// counters (store.Uncount).
+func (s *Server) recordRetracted(id namespace.ID, tokens int, flops float64) {
+	if tokens == 0 && flops == 0 {
+		return
+	}
+	d, ok := s.descriptor(id)
+	if !ok {
+		return
+	}
+	s.metrics.Retracted(id, metrics.Labels{Tenant: d.Tenant, Model: d.Model}, tokens, flops)
+}

@@ -272,6 +272,8 @@ func TestMalformedRequests(t *testing.T) {
 	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
 		ParentKey: key(1), Depth: 1}}})
 	wantErr(t, "a page that is its own parent", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
+	_, err = f.rpc.Orphans(ctx, &pb.OrphansRequest{NamespaceId: f.ns, Keys: [][]byte{key(1)}, Counted: 2})
+	wantErr(t, "orphans counted past their keys", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 	_, err = f.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: f.ns, Pages: []*pb.PageSpec{{Key: key(1), Size: uint64(f.page),
 		CostHint: math.NaN()}}})
 	wantErr(t, "a cost hint that is not a number", err, codes.InvalidArgument, pb.ReasonInvalidArgument)

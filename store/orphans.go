@@ -99,6 +99,39 @@ func (s *Store) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) 
 	return c.marked, nil
 }
 
+// Uncount takes back what a lookup counted for the pages of keys (their
+// hit-prefix tokens and the prefill FLOPs they saved, the namespace's
+// counters): a cluster lookup found them in this store's part of the
+// request but past a page that was missing on another node, so they were
+// not part of the engine's hit prefix. Keys not held are skipped (a page
+// gone since is not priced). It returns the tokens and FLOPs it took back.
+func (s *Store) Uncount(id namespace.ID, keys []namespace.Key) (tokens int, flops float64, err error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return 0, 0, err
+	}
+	found := make([]*entry, len(keys))
+	n.getAll(keys, found)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	took, saved := 0, 0.0
+	for _, e := range found {
+		if e != nil && !e.dead {
+			saved += n.pageCost(e.depth)
+			took++
+		}
+	}
+	n.savedFLOPs = max(n.savedFLOPs-saved, 0)
+	back := uint64(took) * uint64(n.PageTokens)
+	for {
+		old := n.hitTokens.Load()
+		if n.hitTokens.CompareAndSwap(old, old-min(old, back)) {
+			break
+		}
+	}
+	return int(back), saved, nil
+}
+
 // orphanLocked applies the orphan rule to root, a resident page with an
 // absent ancestor, and its resident descendants.
 func (s *Store) orphanLocked(root *entry, now int32, c *orphanCount) {

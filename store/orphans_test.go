@@ -2,12 +2,14 @@ package store
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
 )
 
 // The index budget (DESIGN 4.2): an entry stays within the 176-byte Go
@@ -294,4 +296,57 @@ func TestOrphanCycle(t *testing.T) {
 		t.Fatalf("dropped %d, marked %d; want 0 and 2", c.dropped, c.marked)
 	}
 	checkChildCounts(t, s)
+}
+
+// Uncount takes back what a lookup counted for pages (their tokens and
+// the FLOPs their depths save), skips keys not held, and never takes the
+// counters below zero.
+func TestUncount(t *testing.T) {
+	s, err := New(Config{Tiers: []tiers.Tier{newMemTier(8 * pageSize)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	priced := testNS // the same ID, with a compute profile
+	priced.PageTokens, priced.FLOPsLinear, priced.FLOPsQuadratic = 16, 2e9, 1e6
+	if err := s.AddNamespace(priced); err != nil {
+		t.Fatal(err)
+	}
+	a := putChain(t, s, "a", 4)
+	res, err := s.Lookup(testNS.ID, a, false, 0)
+	if err != nil || res.HitPrefix != 4 {
+		t.Fatalf("lookup: %+v %v", res, err)
+	}
+	stats := func() (uint64, float64) {
+		st, err := s.NamespaceStats(testNS.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.HitTokens, st.SavedFLOPs
+	}
+	tokens0, flops0 := stats()
+	absent := chainKeys("z", 1)[0]
+	tokens, flops, err := s.Uncount(testNS.ID, []namespace.Key{a[2], a[3], absent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testNSState(t, s)
+	wantFLOPs := n.pageCost(2) + n.pageCost(3)
+	if tokens != 2*16 || flops != wantFLOPs || wantFLOPs <= 0 {
+		t.Fatalf("took back %d tokens and %g FLOPs, want %d and %g", tokens, flops, 2*16, wantFLOPs)
+	}
+	if t1, f1 := stats(); t1 != tokens0-uint64(tokens) || math.Abs(f1-(flops0-flops)) > 1e-6*flops0 {
+		t.Fatalf("counters %d tokens, %g FLOPs after taking back; want %d and %g", t1, f1, tokens0-uint64(tokens), flops0-flops)
+	}
+	for range 3 { // more than was counted: the counters stop at zero
+		if _, _, err := s.Uncount(testNS.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if t2, f2 := stats(); t2 != 0 || f2 != 0 {
+		t.Fatalf("counters %d tokens, %g FLOPs; want 0 and 0", t2, f2)
+	}
+	if _, _, err := s.Uncount(namespace.ID{9}, a); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Fatalf("unknown namespace: %v", err)
+	}
 }

@@ -194,13 +194,21 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	t.Logf("replayed %d requests (%d pages looked up, %d hit, %d put: %v) in %v; %d distinct blocks, %.2f%% cache (%d MiB per node)",
 		len(recs), pages, hitPages, putPages, outcomes, time.Since(start).Round(time.Millisecond), len(distinct), size, perNode>>20)
 
+	// The client reports pages past a miss in the background, and the
+	// nodes take back what they counted for them: scrape until the sums
+	// hold still.
 	var flops, tokens, orphans, evicted float64
-	for _, a := range admins {
-		m := scrapeNode(t, a)
-		flops += m.flops
-		tokens += m.tokens
-		orphans += m.orphans
-		evicted += m.evicted
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var f, tk, o, e float64
+		for _, a := range admins {
+			m := scrapeNode(t, a)
+			f, tk, o, e = f+m.flops, tk+m.tokens, o+m.orphans, e+m.evicted
+		}
+		settled := f == flops && tk == tokens
+		flops, tokens, orphans, evicted = f, tk, o, e
+		if settled || time.Now().After(deadline) {
+			break
+		}
 	}
 	// Pages are placed one by one, so most parents have children on other
 	// nodes: evicting them must send parent-gone notices that drop those
@@ -216,8 +224,10 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	}
 	nodeSaved, nodeHit := 100*flops/totalFLOPs, 100*tokens/totalTokens
 	// Each node counts its pages up to its own first miss, which covers
-	// every page of the merged prefix: the nodes never report less than
-	// the client saw, and more only by pages past another node's miss.
+	// every page of the merged prefix, and takes back those past another
+	// node's miss when the client reports them: the nodes never report
+	// less than the client saw, and more only by such pages that were
+	// evicted before the report came (and so could not be priced).
 	t.Logf("saved FLOPs: nodes report %.4g, the client's merged prefixes %.4g (%+.1f%%)",
 		flops, clientFLOPs, 100*(flops/clientFLOPs-1))
 	if flops < clientFLOPs*(1-1e-9) {
@@ -294,7 +304,7 @@ func startReplayNode(t *testing.T, bin, dataDir string, extra ...string) (string
 
 // nodeCounters is what the replay reads from one node's /metrics.
 type nodeCounters struct {
-	flops, tokens    float64 // saved prefill FLOPs, hit-prefix tokens
+	flops, tokens    float64 // saved prefill FLOPs, hit-prefix tokens: net of what was retracted
 	evicted, orphans float64 // pages evicted (any reason), of which orphans dropped
 }
 
@@ -312,11 +322,16 @@ func scrapeNode(t *testing.T, admin string) nodeCounters {
 		line := sc.Text()
 		name, rest, _ := strings.Cut(line, "{")
 		var into []*float64
+		sign := 1.0
 		switch name {
 		case "strata_prefill_flops_saved_total":
 			into = []*float64{&m.flops}
 		case "strata_hit_prefix_tokens_total":
 			into = []*float64{&m.tokens}
+		case "strata_prefill_flops_retracted_total":
+			into, sign = []*float64{&m.flops}, -1
+		case "strata_hit_prefix_tokens_retracted_total":
+			into, sign = []*float64{&m.tokens}, -1
 		case "strata_evictions_total":
 			into = []*float64{&m.evicted}
 			if strings.Contains(rest, `reason="orphan"`) {
@@ -331,7 +346,7 @@ func scrapeNode(t *testing.T, admin string) nodeCounters {
 			t.Fatalf("metric line %q: %v", line, err)
 		}
 		for _, p := range into {
-			*p += v
+			*p += sign * v
 		}
 	}
 	return m

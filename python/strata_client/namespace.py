@@ -187,25 +187,35 @@ class Namespace:
             # Pages past the first miss have an absent ancestor, which their
             # node cannot see when the miss is on another node: tell it, so
             # it evicts them first (a miss on a node that failed proves
-            # nothing).
-            orphans: Dict[str, List[bytes]] = {}
+            # nothing). Those in the node's own hit prefix (its leading
+            # present keys) it counted as hits: they go first, and it
+            # takes them back (OrphansRequest.counted).
+            orphans: Dict[str, Tuple[List[bytes], int]] = {}
             for i, group in groups.items():
-                for p in group:
-                    if p > hit and res.present[p]:
-                        orphans.setdefault(r.view.ids[i], []).append(keys[p])
-            for nid, ks in orphans.items():
+                present = answers[i][0]
+                counted: List[bytes] = []
+                rest: List[bytes] = []
+                leading = True
+                for j, p in enumerate(group):
+                    leading = leading and present[j]
+                    if p > hit and present[j]:
+                        (counted if leading else rest).append(keys[p])
+                if counted or rest:
+                    orphans[r.view.ids[i]] = (counted + rest, len(counted))
+            for nid, (ks, n) in orphans.items():
                 try:
-                    self.client._pool.submit(self._mark_orphans, r, nid, ks)
+                    self.client._pool.submit(self._mark_orphans, r, nid, ks, n)
                 except RuntimeError:  # pool shut down
                     break
         if request_errors:
             raise request_errors[0]
         return res
 
-    def _mark_orphans(self, r: _Routing, nid: str, keys: List[bytes]) -> None:
+    def _mark_orphans(self, r: _Routing, nid: str, keys: List[bytes], counted: int) -> None:
         self._background_call(r, nid, "orphan_marks_failed",
-                              lambda node, c: node.data.Orphans(pb.OrphansRequest(namespace_id=self.id, keys=keys),
-                                                                timeout=c.node_timeout, metadata=c._md))
+                              lambda node, c: node.data.Orphans(
+                                  pb.OrphansRequest(namespace_id=self.id, keys=keys, counted=counted),
+                                  timeout=c.node_timeout, metadata=c._md))
 
     def _background_call(self, r: _Routing, nid: str, failed_stat: str, fn) -> None:
         """fn(node, client) on node nid, off the caller's path: a failure is

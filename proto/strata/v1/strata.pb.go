@@ -2410,9 +2410,14 @@ func (x *DeleteResponse) GetDeleted() uint32 {
 // It does not drop them: the miss may be a node that is down for a while
 // and comes back with its pages.
 type OrphansRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
-	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Keys        [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// counted says the first counted keys were in the hit prefix of the
+	// caller's lookup on this node (the node's part of the request), past
+	// the sequence's first miss on another node: the node counted their
+	// tokens and saved FLOPs, which it now takes back. At most len(keys).
+	Counted       uint32 `protobuf:"varint,3,opt,name=counted,proto3" json:"counted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2459,6 +2464,13 @@ func (x *OrphansRequest) GetKeys() [][]byte {
 		return x.Keys
 	}
 	return nil
+}
+
+func (x *OrphansRequest) GetCounted() uint32 {
+	if x != nil {
+		return x.Counted
+	}
+	return 0
 }
 
 type OrphansResponse struct {
@@ -4644,10 +4656,11 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\rR\adeleted\"G\n" +
+	"\adeleted\x18\x01 \x01(\rR\adeleted\"a\n" +
 	"\x0eOrphansRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\fR\x04keys\")\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x18\n" +
+	"\acounted\x18\x03 \x01(\rR\acounted\")\n" +
 	"\x0fOrphansResponse\x12\x16\n" +
 	"\x06marked\x18\x01 \x01(\rR\x06marked\"\x8c\x01\n" +
 	"\tTierStats\x12#\n" +
