@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/stratakv/strata/membership"
@@ -153,36 +152,15 @@ func (s *Server) Hints(ctx context.Context, req *pb.HintsRequest) (*pb.HintsResp
 	if len(req.GetHints()) > s.cfg.MaxBatch {
 		return nil, toStatus(errorf(errBatchTooLarge, "%d hints, the limit is %d", len(req.GetHints()), s.cfg.MaxBatch))
 	}
-	hints := make([]store.ChildHint, 0, len(req.GetHints()))
-	gone := map[namespace.ID][]namespace.Key{}
-	var order []namespace.ID // namespaces of gone, in order of arrival
+	hints := make([]store.ChildHint, len(req.GetHints()))
 	for i, h := range req.GetHints() {
 		if len(h.GetNamespaceId()) != namespace.IDSize || len(h.GetParentKey()) != namespace.KeySize {
 			return nil, toStatus(badRequest("hint %d: namespace id of %d bytes, parent key of %d", i,
 				len(h.GetNamespaceId()), len(h.GetParentKey())))
 		}
-		id, key := namespace.ID(h.GetNamespaceId()), namespace.Key(h.GetParentKey())
-		if h.GetGone() {
-			if _, ok := gone[id]; !ok {
-				order = append(order, id)
-			}
-			gone[id] = append(gone[id], key)
-			continue
-		}
-		hints = append(hints, store.ChildHint{NS: id, Parent: key, Added: h.GetAdded(), Worth: h.GetWorth()})
+		hints[i] = store.ChildHint{NS: namespace.ID(h.GetNamespaceId()), Parent: namespace.Key(h.GetParentKey()),
+			Added: h.GetAdded(), Worth: h.GetWorth(), Gone: h.GetGone()}
 	}
-	s.cfg.Store.ApplyHints(hints)
-	for _, id := range order {
-		dropped, marked, err := s.cfg.Store.ParentsGone(id, gone[id])
-		switch {
-		case errors.Is(err, store.ErrNamespaceNotFound):
-			// No pages of it here: the notices are for other nodes.
-		case err != nil:
-			return nil, toStatus(err)
-		case dropped+marked > 0:
-			s.log.Debug("parent-gone notices", "from", req.GetFromNode(), "ns", id.Short(), "notices", len(gone[id]),
-				"dropped", dropped, "marked", marked)
-		}
-	}
-	return &pb.HintsResponse{Applied: uint32(len(req.GetHints()))}, nil
+	s.cfg.Store.ApplyHints(hints) // hints for namespaces not here are for other nodes
+	return &pb.HintsResponse{Applied: uint32(len(hints))}, nil
 }

@@ -331,14 +331,23 @@ func (s *slice) result(system string, op Op, p Params, workers int) Result {
 	return r
 }
 
+// sliceBudget is how many pages one slice of op may put when its puts
+// write fresh pages (FreshPuts), else 0 (no bound).
+func sliceBudget(cfg Config, wl Workload, op Op, p Params) int64 {
+	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
+		return int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds))
+	}
+	return 0
+}
+
 // settle runs op closed-loop for Config.Settle, unmeasured; fresh puts
 // stop early, at an eighth of a slice's budget, as a warm-up does, and what
 // they wrote is then undone like a slice's (Workload.After).
 func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, workers int) error {
 	var next atomic.Int64
 	l := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
-	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
-		l.limit = max(1, int64(cfg.PutBudget/p.PageBytes/cfg.Rounds)/8)
+	if budget := sliceBudget(cfg, wl, op, p); budget > 0 {
+		l.limit = max(1, budget/8)
 	}
 	if _, err := l.run(ctx, cfg.Settle); err != nil {
 		return err
@@ -354,15 +363,15 @@ func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p
 	var next atomic.Int64
 	warm := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
 	meas := warm
-	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
-		budget := int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds))
+	budget := sliceBudget(cfg, wl, op, p)
+	if budget > 0 {
 		warm.limit = max(1, budget/8)
-		if _, err := warm.run(ctx, warmup); err != nil {
-			return slice{}, fmt.Errorf("warm-up: %w", err)
-		}
-		meas.limit = next.Load() + budget
-	} else if _, err := warm.run(ctx, warmup); err != nil {
+	}
+	if _, err := warm.run(ctx, warmup); err != nil {
 		return slice{}, fmt.Errorf("warm-up: %w", err)
+	}
+	if budget > 0 {
+		meas.limit = next.Load() + budget
 	}
 	srvCPU := func() time.Duration { return 0 }
 	if s, ok := sys.(ServerCPU); ok {
