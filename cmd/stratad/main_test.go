@@ -181,3 +181,17 @@ func TestRunNodeThenList(t *testing.T) {
 		t.Fatalf("after restart, %s does not list namespace %s", addrRestarted, ns.ID())
 	}
 }
+
+// TestParseOrphanGrace: --orphan-grace reaches node.Config; unset, the
+// node's default applies (0 here).
+func TestParseOrphanGrace(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, 0}, {[]string{"--orphan-grace", "-1s"}, -time.Second}, {[]string{"--orphan-grace", "250ms"}, 250 * time.Millisecond}} {
+		cfg, err := parseFlags(tc.args)
+		if err != nil || cfg.OrphanGrace != tc.want {
+			t.Errorf("%v: OrphanGrace %v, %v; want %v", tc.args, cfg.OrphanGrace, err, tc.want)
+		}
+	}
+}
