@@ -1,6 +1,10 @@
 package client_test
 
 import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,9 +32,24 @@ func TestClusterLookupMarksOrphans(t *testing.T) {
 	if n, err := ns.Delete(ctx, keys[gap:gap+1]); err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}
+	counted := func() float64 { // hit-prefix tokens the nodes count, net of retractions
+		var sum float64
+		for _, n := range nodes {
+			sum += netHitTokens(t, n.AdminAddr())
+		}
+		return sum
+	}
+	before := counted()
 	lr, err := ns.Lookup(ctx, keys, false, 0)
 	if err != nil || lr.HitPrefix != gap {
 		t.Fatalf("hit prefix %d, %v; want %d", lr.HitPrefix, err, gap)
+	}
+	// The node without the missing page counted all its pages, those past
+	// the miss too; the client's report takes them back.
+	for deadline := time.Now().Add(10 * time.Second); counted()-before != gap*16; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes count %g hit tokens for the lookup, want %d (its hit prefix)", counted()-before, gap*16)
+		}
 	}
 	addr := map[string]string{}
 	for _, n := range nodes {
@@ -70,4 +89,36 @@ func TestClusterLookupMarksOrphans(t *testing.T) {
 			t.Fatalf("page %d still marked an orphan after the sequence was put again", i)
 		}
 	}
+}
+
+// netHitTokens is a node's hit-prefix tokens minus those it took back,
+// from its /metrics.
+func netHitTokens(t *testing.T, admin string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, rest, _ := strings.Cut(sc.Text(), "{")
+		sign := 0.0
+		switch name {
+		case "strata_hit_prefix_tokens_total":
+			sign = 1
+		case "strata_hit_prefix_tokens_retracted_total":
+			sign = -1
+		default:
+			continue
+		}
+		f := strings.Fields(rest)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", sc.Text(), err)
+		}
+		sum += sign * v
+	}
+	return sum
 }
