@@ -1,14 +1,11 @@
 package client_test
 
 import (
-	"bufio"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/scrape"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -95,30 +92,6 @@ func TestClusterLookupMarksOrphans(t *testing.T) {
 // from its /metrics.
 func netHitTokens(t *testing.T, admin string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, rest, _ := strings.Cut(sc.Text(), "{")
-		sign := 0.0
-		switch name {
-		case "strata_hit_prefix_tokens_total":
-			sign = 1
-		case "strata_hit_prefix_tokens_retracted_total":
-			sign = -1
-		default:
-			continue
-		}
-		f := strings.Fields(rest)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", sc.Text(), err)
-		}
-		sum += sign * v
-	}
-	return sum
+	m := scrape.Metrics(t, admin)
+	return scrape.Sum(m, "strata_hit_prefix_tokens_total") - scrape.Sum(m, "strata_hit_prefix_tokens_retracted_total")
 }

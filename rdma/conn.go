@@ -83,16 +83,21 @@ func (c *Conn) Send(id uint64, m Message) error {
 		return c.SendFrames(Frame{ID: id, Msg: m})
 	}
 	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
-	var err error
-	if c.raw != nil {
-		err = c.raw.Writev(c.wbuf)
-	} else {
-		_, err = c.nc.Write(c.wbuf)
-	}
-	if err != nil {
+	if err := c.writev(c.wbuf); err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
 	return nil
+}
+
+// writev writes every byte of bufs: through the raw socket where there is
+// one, else with one net.Buffers write.
+func (c *Conn) writev(bufs ...[]byte) error {
+	if c.raw != nil {
+		return c.raw.Writev(bufs...)
+	}
+	nb := net.Buffers(bufs)
+	_, err := nb.WriteTo(c.nc)
+	return err
 }
 
 // SendFDs writes one frame carrying m with fds attached (SCM_RIGHTS).

@@ -172,13 +172,7 @@ func (c *Conn) SendFrames(frames ...Frame) error {
 	if prev < len(c.wbuf) {
 		bufs = append(bufs, c.wbuf[prev:])
 	}
-	var err error
-	if c.raw != nil {
-		err = c.raw.Writev(bufs...)
-	} else {
-		_, err = bufs.WriteTo(c.nc)
-	}
-	if err != nil {
+	if err := c.writev(bufs...); err != nil {
 		return fmt.Errorf("sending %d frames: %w", len(frames), err)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/scrape"
 	"github.com/stratakv/strata/namespace"
 )
 
@@ -319,45 +319,13 @@ type nodeCounters struct {
 // scrapeNode sums a node's counters over its namespaces.
 func scrapeNode(t *testing.T, admin string) nodeCounters {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	m := scrape.Metrics(t, admin)
+	return nodeCounters{
+		flops:   scrape.Sum(m, "strata_prefill_flops_saved_total") - scrape.Sum(m, "strata_prefill_flops_retracted_total"),
+		tokens:  scrape.Sum(m, "strata_hit_prefix_tokens_total") - scrape.Sum(m, "strata_hit_prefix_tokens_retracted_total"),
+		evicted: scrape.Sum(m, "strata_evictions_total"),
+		orphans: scrape.Sum(m, "strata_evictions_total", `reason="orphan"`),
 	}
-	defer resp.Body.Close()
-	var m nodeCounters
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		name, rest, _ := strings.Cut(line, "{")
-		var into []*float64
-		sign := 1.0
-		switch name {
-		case "strata_prefill_flops_saved_total":
-			into = []*float64{&m.flops}
-		case "strata_hit_prefix_tokens_total":
-			into = []*float64{&m.tokens}
-		case "strata_prefill_flops_retracted_total":
-			into, sign = []*float64{&m.flops}, -1
-		case "strata_hit_prefix_tokens_retracted_total":
-			into, sign = []*float64{&m.tokens}, -1
-		case "strata_evictions_total":
-			into = []*float64{&m.evicted}
-			if strings.Contains(rest, `reason="orphan"`) {
-				into = append(into, &m.orphans)
-			}
-		default:
-			continue
-		}
-		f := strings.Fields(rest)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		for _, p := range into {
-			*p += sign * v
-		}
-	}
-	return m
 }
 
 // simRow reads a policy's saved-FLOPs and token-hit-rate percentages from
