@@ -6,8 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
+	"github.com/stratakv/strata/internal/crc32c"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/rdma"
 )
@@ -72,7 +72,7 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, re
 	var each func([]byte)
 	skip := n.c.rawSkipVerify
 	if !skip && (n.desc.Checksum == namespace.CRC32C || n.desc.Checksum == 0) {
-		each = func(p []byte) { crc = crc32.Update(crc, castagnoli, p) }
+		each = func(p []byte) { crc = crc32c.Update(crc, p) }
 	}
 	for ; next < len(keys); next++ {
 		crc = 0
@@ -108,8 +108,6 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, re
 	}
 	return found, false, nil
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // verified checks a received page against its checksum: the CRC-32C
 // computed as it arrived when incremental, else the whole page's.

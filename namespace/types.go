@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/minio/sha256-simd"
+
+	"github.com/stratakv/strata/internal/crc32c"
 )
 
 // IDSize and KeySize are the byte lengths of namespace IDs and page keys.
@@ -96,8 +97,6 @@ func (c Checksum) Size() int {
 	return 4
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Sum returns the checksum of p under this algorithm: CRC-32C as 4 bytes
 // big-endian, or SHA-256. An unset algorithm means CRC-32C.
 func (c Checksum) Sum(p []byte) []byte {
@@ -105,5 +104,5 @@ func (c Checksum) Sum(p []byte) []byte {
 		s := sha256.Sum256(p)
 		return s[:]
 	}
-	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), crc32.Checksum(p, castagnoli))
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), crc32c.Checksum(p))
 }

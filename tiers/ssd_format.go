@@ -76,11 +76,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"time"
 
 	"github.com/minio/sha256-simd"
+
+	"github.com/stratakv/strata/internal/crc32c"
 )
 
 const (
@@ -114,9 +115,6 @@ const (
 	ssdAlgCRC32C = 1
 	ssdAlgSHA256 = 2
 )
-
-// ssdCastagnoli is the CRC-32C table; it is never written after creation.
-var ssdCastagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Why a slot header did not decode.
 var (
@@ -164,7 +162,7 @@ func (h *ssdSlotHeader) encode(b []byte) {
 	copy(b[120:152], m.Parent[:])
 	copy(b[152:184], m.Checksum)
 	le.PutUint32(b[184:], math.Float32bits(m.Cost))
-	le.PutUint32(b[252:], crc32.Checksum(b[:252], ssdCastagnoli))
+	le.PutUint32(b[252:], crc32c.Checksum(b[:252]))
 }
 
 // decodeSSDSlotHeader parses a slot header. Its errors wrap errSSDNoHeader
@@ -184,7 +182,7 @@ func decodeSSDSlotHeader(b []byte) (ssdSlotHeader, error) {
 	if v < ssdSlotVersionMin || v > ssdSlotVersion {
 		return h, fmt.Errorf("version %d: %w", v, errSSDVersion)
 	}
-	if crc32.Checksum(b[:252], ssdCastagnoli) != le.Uint32(b[252:]) {
+	if crc32c.Checksum(b[:252]) != le.Uint32(b[252:]) {
 		return h, fmt.Errorf("header CRC mismatch: %w", errSSDCorrupt)
 	}
 	if n := le.Uint16(b[6:]); n != ssdSlotHeaderSize {
@@ -248,7 +246,7 @@ func (h *ssdFileHeader) encode(b []byte) {
 	le.PutUint64(b[40:], uint64(h.Length))
 	le.PutUint32(b[48:], h.ID)
 	le.PutUint64(b[56:], uint64(h.Created))
-	le.PutUint32(b[64:], crc32.Checksum(b[:64], ssdCastagnoli))
+	le.PutUint32(b[64:], crc32c.Checksum(b[:64]))
 }
 
 // decodeSSDFileHeader parses and checks a file header: its CRC, version and
@@ -263,7 +261,7 @@ func decodeSSDFileHeader(b []byte) (ssdFileHeader, error) {
 	if v := le.Uint16(b[8:]); v != ssdVersion {
 		return h, fmt.Errorf("file format version %d: %w", v, errSSDVersion)
 	}
-	if crc32.Checksum(b[:64], ssdCastagnoli) != le.Uint32(b[64:]) {
+	if crc32c.Checksum(b[:64]) != le.Uint32(b[64:]) {
 		return h, fmt.Errorf("file header CRC mismatch: %w", errSSDCorrupt)
 	}
 	h.Slots = int32(le.Uint32(b[12:]))
@@ -342,6 +340,6 @@ func ssdChecksum(dst []byte, alg uint8, p []byte) []byte {
 		s := sha256.Sum256(p)
 		return dst[:copy(dst, s[:])]
 	}
-	binary.BigEndian.PutUint32(dst, crc32.Checksum(p, ssdCastagnoli))
+	binary.BigEndian.PutUint32(dst, crc32c.Checksum(p))
 	return dst[:4]
 }

@@ -8,13 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/crc32c"
 )
 
 // ssdGoldenHeaders are the headers pinned in testdata: changing how they
@@ -149,7 +150,7 @@ func TestSSDSlotHeaderDecode(t *testing.T) {
 
 // ssdReCRC recomputes a slot header's CRC after a test edits it.
 func ssdReCRC(b []byte) {
-	binary.LittleEndian.PutUint32(b[252:], crc32.Checksum(b[:252], ssdCastagnoli))
+	binary.LittleEndian.PutUint32(b[252:], crc32c.Checksum(b[:252]))
 }
 
 // FuzzSSDSlotHeader: decoding never panics; whatever decodes re-encodes to
