@@ -161,10 +161,11 @@ const (
 	opStore = 2
 )
 
-// sock is one end of a page-server connection: its reads and writes go
-// through rdma.RawSocket where the platform has it (the raw system calls
-// of strata's tcp data plane, so that the limit pays no more per call than
-// strata does), else through the net.Conn.
+// sock is one end of a page-server connection, or the client end of a
+// Redis connection: its reads and writes go through rdma.RawSocket where
+// the platform has it (the raw system calls of strata's tcp data plane, so
+// that neither the limit nor Redis pays more per call than strata does),
+// else through the net.Conn.
 type sock struct {
 	nc  net.Conn
 	raw *rdma.RawSocket
