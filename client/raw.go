@@ -16,8 +16,11 @@ import (
 // Get and Put move page bytes over plain TCP connections in the shm
 // framing instead of gRPC streams. A Get is one round trip whose answer
 // carries each page inline, read from the socket straight into the
-// caller's buffer and verified against its checksum; a Put is Reserve,
-// then the bytes and the Commit in one write, then the commit's answer.
+// caller's buffer and verified against its checksum. A Put of up to
+// oneCallMaxPages pages of up to rdma.MaxWriteChunk bytes is one round
+// trip (a Put frame per page, in one write; putRawOneCall); a larger one
+// is Reserve, then the bytes of the pages reserved and the Commit in one
+// write, then the commit's answer.
 //
 // Shared memory, when it works, comes first; the raw plane serves the rest
 // (other hosts, and pages of a shm node outside its host arena). gRPC stays
@@ -42,6 +45,10 @@ type rawSession struct {
 	ids    atomic.Uint64
 	// failed is when a dial last failed (unix nanoseconds); 0: never.
 	failed atomic.Int64
+	// version is the protocol version the node last welcomed us with.
+	version atomic.Uint32
+	// oneCall and twoPhase count put batches by how they went.
+	oneCall, twoPhase atomic.Int64
 
 	// mu guards the fields below.
 	mu     sync.Mutex
@@ -170,6 +177,7 @@ func (s *rawSession) dial() (*rdma.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("raw address %s serves node %q, not %q", s.addr, w.NodeID, s.nodeID)
 	}
+	s.version.Store(uint32(w.Version))
 	return c, nil
 }
 

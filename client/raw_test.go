@@ -129,6 +129,9 @@ func TestRawRoundTrip(t *testing.T) {
 	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
 		t.Fatalf("second put: %v %v", res, err)
 	}
+	if one, two := c.RawPuts(); one != 2 || two != 0 {
+		t.Fatalf("put batches of 12 and 1 pages: %d in one round trip, %d in two; want 2, 0", one, two)
+	}
 	grpcC, err := client.Dial(n.Addr(), client.Options{NoShm: true, NoRaw: true})
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +183,118 @@ func TestRawRoundTrip(t *testing.T) {
 	if !c.RawActive() {
 		t.Fatal("raw plane dropped after a caller error")
 	}
+}
+
+// TestRawPutBatches: a put batch of more pages than one round trip takes
+// goes Reserve first, and both kinds publish every page.
+func TestRawPutBatches(t *testing.T) {
+	n := rawNode(t, nil)
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*40, 5))
+	data := pagesFor(ns, keys)
+	chain := client.ChainPages(keys, data)
+	for _, batch := range [][2]int{{0, 16}, {16, 40}} {
+		res, err := ns.Put(ctx, chain[batch[0]:batch[1]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != client.Committed {
+				t.Fatalf("batch %v page %d: %v %s", batch, i, r.Status, r.Reason)
+			}
+		}
+	}
+	if one, two := c.RawPuts(); one != 1 || two != 1 {
+		t.Fatalf("batches of 16 and 24 pages: %d in one round trip, %d in two; want 1, 1", one, two)
+	}
+	bufs := pageBufs(ns, len(keys))
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: found %v", i, found[i])
+		}
+	}
+}
+
+// TestRawPutFrame: the node's answers to one-frame puts: published, already
+// there, a wrong checksum or size (nothing published), a bad parent link,
+// an unknown namespace, a client of protocol 2 (served, but without Put),
+// a client of protocol 1 (refused); the connection stays in step.
+func TestRawPutFrame(t *testing.T) {
+	n := rawNode(t, func(c *node.Config) { c.TenantTokens = map[string]string{"token-a": "acme"} })
+	ctx := ctxT(t)
+	_, ns, keys, _ := twoPagesOver(ctx, t, n, "raw", (*client.Client).RawActive)
+	addr := n.RawAddr()
+	rc, m := rawDial(t, addr, "token-a")
+	if w, ok := m.(*rdma.Welcome); !ok || w.Version != rdma.ProtocolVersion {
+		t.Fatalf("welcome: %#v", m)
+	}
+	fresh := ns.PageKeys(tokens(16*4, 77))
+	pages := pagesFor(ns, fresh)
+	sum := func(p []byte) []byte { return namespace.CRC32C.Sum(p) }
+	put := func(id uint64, k namespace.Key, data, checksum []byte) rdma.Message {
+		return shmCall(t, rc, id, &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: k, Parent: keys[1], HasParent: true, Depth: 2},
+			Checksum: checksum, Data: data})
+	}
+	wantPut := func(what string, m rdma.Message, reserve, commit uint8) {
+		t.Helper()
+		ok, isOK := m.(*rdma.PutOK)
+		if !isOK || ok.Reserve != reserve || ok.Commit != commit {
+			t.Fatalf("%s: answer %#v, want reserve %d commit %d", what, m, reserve, commit)
+		}
+		t.Logf("%s: %+v", what, ok)
+	}
+	present := func(k namespace.Key) bool {
+		found, err := ns.Get(ctx, []namespace.Key{k}, pageBufs(ns, 1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found[0]
+	}
+	wantPut("new page", put(2, fresh[0], pages[0], sum(pages[0])), rdma.SlotReserved, uint8(client.Committed))
+	if !present(fresh[0]) {
+		t.Fatal("a committed put reads as missing")
+	}
+	wantPut("page there", put(3, fresh[0], pages[0], sum(pages[0])), rdma.SlotExists, 0)
+	wantPut("wrong checksum", put(4, fresh[1], pages[1], sum(pages[2])), rdma.SlotReserved, uint8(client.ChecksumMismatch))
+	wantPut("half a page", put(5, fresh[2], pages[2][:len(pages[2])/2], sum(pages[2][:len(pages[2])/2])), rdma.SlotRejected, 0)
+	if present(fresh[1]) || present(fresh[2]) {
+		t.Fatal("a page that failed its put reads as present")
+	}
+	self := &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: fresh[3], Parent: fresh[3], HasParent: true}, Checksum: sum(pages[3]), Data: pages[3]}
+	wantCode(t, "own parent", shmCall(t, rc, 6, self), rdma.CodeBadRequest)
+	wantCode(t, "unknown namespace", shmCall(t, rc, 7, &rdma.Put{NS: namespace.ID{9}, Page: rdma.PageSpec{Key: fresh[3]},
+		Checksum: sum(pages[3]), Data: pages[3]}), rdma.CodeNamespaceNotFound)
+	wantPut("after the errors", put(8, fresh[3], pages[3], sum(pages[3])), rdma.SlotReserved, uint8(client.Committed))
+
+	old := func(version uint16) (*rdma.Conn, rdma.Message) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rdma.NewStreamConn(nc, 0)
+		t.Cleanup(func() { c.Close() })
+		return c, shmCall(t, c, 1, &rdma.Hello{Version: version, Token: "token-a"})
+	}
+	rc2, m := old(rdma.MinProtocolVersion)
+	if w, ok := m.(*rdma.Welcome); !ok || w.Version != rdma.MinProtocolVersion {
+		t.Fatalf("welcome for protocol %d: %#v", rdma.MinProtocolVersion, m)
+	}
+	wantCode(t, "put on protocol 2", shmCall(t, rc2, 2, &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: fresh[1]},
+		Checksum: sum(pages[1]), Data: pages[1]}), rdma.CodeBadRequest)
+	if m := rawRead(t, rc2, 3, &rdma.Read{NS: ns.ID(), Keys: fresh[:1]}); !m.(*rdma.Page).Found {
+		t.Fatalf("read on protocol 2: %#v", m)
+	}
+	_, m = old(1)
+	wantCode(t, "protocol 1", m, rdma.CodeVersion)
 }
 
 // TestRawOtherTiers: pages the node holds on its SSD tier are read through

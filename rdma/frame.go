@@ -44,8 +44,14 @@ import (
 //	str    = u16 length | bytes;  bytes8 = u8 length | bytes
 
 // ProtocolVersion is the version a Hello carries and a Welcome answers.
-// Version 2 added a Reserve page's chain depth.
-const ProtocolVersion = 2
+// Version 2 added a Reserve page's chain depth; version 3 the one-frame
+// Put of the tcp plane (stream.go). A node also serves clients of
+// MinProtocolVersion and up, answering their version in the Welcome, and
+// takes from them only the messages their version has.
+const ProtocolVersion = 3
+
+// MinProtocolVersion is the oldest client version a node serves.
+const MinProtocolVersion = 2
 
 // FrameHeader is the length of a frame's header: length, op, padding, id.
 const FrameHeader = 16
@@ -264,6 +270,10 @@ func NewMessage(op uint8) Message {
 		return &Page{}
 	case OpWrite:
 		return &Write{}
+	case OpPut:
+		return &Put{}
+	case OpPutOK:
+		return &PutOK{}
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ func sampleMessages() []Message {
 		&Page{Index: 2, Found: true, Checksum: []byte{1, 2, 3, 4}, Data: []byte("page bytes")},
 		&Page{Index: 3},
 		&Write{NS: namespace.ID{5}, WriteID: 9, Offset: 4096, Data: []byte("more bytes")},
+		&Put{NS: namespace.ID{5}, TTLms: 7, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10},
+			Checksum: []byte{1, 2, 3, 4}, Data: []byte("page bytes")},
+		&PutOK{Reserve: SlotReserved, Commit: 1},
+		&PutOK{Reserve: SlotRejected, Reason: "no space"},
 	}
 }
 

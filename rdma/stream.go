@@ -19,13 +19,22 @@ import (
 //	Read   = ns [32] | lease u64 | n u32 | n × key [32]
 //	Page   = index u32 | found u8 | checksum bytes8 | data
 //	Write  = ns [32] | write id u64 | offset u64 | data          (one-way)
+//	Put    = ns [32] | ttl ms u32 | key [32] | parent [32] | has parent u8 |
+//	         depth u32 | chain depth u32 | checksum bytes8 | data
+//	PutOK  = reserve status u8 | commit status u8 | reason str
 //
 // A Read is answered by n Page frames in key order (a missing page has
 // found 0 and no data), or by one Error frame. Write is one-way like
 // Served: its outcome shows at Commit (a reservation that missed bytes
 // commits INCOMPLETE). A put is Reserve (ReserveOK never maps an extent on
 // tcp), then the Writes and the Commit in one writev, then CommitOK: two
-// round trips. Hello and Welcome are as on the Unix socket, without fds
+// round trips. Since protocol version 3 a put of pages up to MaxWriteChunk
+// may instead be one Put frame per page, all in one writev, each answered
+// by a PutOK in order: one round trip. The node reserves, writes and
+// commits each page as its frame arrives; a page it already has (reserve
+// status Exists) or refuses (Rejected, with the reason) costs the bytes
+// sent for nothing, which is why a batch that may be mostly present asks
+// with Reserve first. Hello and Welcome are as on the Unix socket, without fds
 // (the Welcome's arena fields are zero); the token scopes requests exactly
 // as for gRPC. Get (arena extents) is refused on tcp.
 //
@@ -47,6 +56,8 @@ const (
 	OpRead  = 13
 	OpPage  = 14
 	OpWrite = 15
+	OpPut   = 16
+	OpPutOK = 17
 )
 
 // Read asks for pages' bytes, inline. With a lease (non-zero) it must be
@@ -76,9 +87,30 @@ type Write struct {
 	Data    []byte
 }
 
+// Put is one page, reserved, written and committed in one frame. Data
+// aliases the connection's buffer when decoded, valid until the next Recv.
+type Put struct {
+	NS       namespace.ID
+	TTLms    uint32   // the reservation's deadline; 0 = the node's default
+	Page     PageSpec // Size is len(Data) on the wire
+	Checksum []byte
+	Data     []byte
+}
+
+// PutOK answers a Put: the reserve status (SlotReserved, SlotExists,
+// SlotRejected), the commit status when reserved (the store's
+// CommitStatus values), and why, for a rejection or a failed commit.
+type PutOK struct {
+	Reserve uint8
+	Commit  uint8
+	Reason  string
+}
+
 func (*Read) Op() uint8  { return OpRead }
 func (*Page) Op() uint8  { return OpPage }
 func (*Write) Op() uint8 { return OpWrite }
+func (*Put) Op() uint8   { return OpPut }
+func (*PutOK) Op() uint8 { return OpPutOK }
 
 // dataMessage is a message whose body ends with bulk bytes.
 type dataMessage interface {
@@ -117,6 +149,35 @@ func (m *Write) Decode(body []byte) error {
 	m.NS = namespace.ID(r.key("namespace"))
 	m.WriteID, m.Offset = r.u64("write id"), r.u64("offset")
 	m.Data = r.rest()
+	return r.done()
+}
+
+func (m *Put) appendHead(b []byte) []byte {
+	b = appendU32(append(b, m.NS[:]...), m.TTLms)
+	p := m.Page
+	b = appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
+	return appendBytes8(appendU32(appendU32(b, p.Depth), p.ChainDepth), m.Checksum)
+}
+func (m *Put) bulk() []byte           { return m.Data }
+func (m *Put) Append(b []byte) []byte { return append(m.appendHead(b), m.Data...) }
+
+func (m *Put) Decode(body []byte) error {
+	r := reader{b: body}
+	m.NS = namespace.ID(r.key("namespace"))
+	m.TTLms = r.u32("ttl")
+	m.Page = PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent"),
+		Depth: r.u32("depth"), ChainDepth: r.u32("chain depth")}
+	m.Checksum = r.bytes8("checksum")
+	m.Data = r.rest()
+	m.Page.Size = int64(len(m.Data))
+	return r.done()
+}
+
+func (m *PutOK) Append(b []byte) []byte { return appendStr(append(b, m.Reserve, m.Commit), m.Reason) }
+
+func (m *PutOK) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Reserve, m.Commit, m.Reason = r.u8("reserve status"), r.u8("commit status"), r.str("reason")
 	return r.done()
 }
 

@@ -92,3 +92,54 @@ func (sc *shmConn) write(m *rdma.Write) {
 		sc.s.metrics.Transfer(n.ID, "in", len(m.Data))
 	}
 }
+
+// put takes a one-frame Put: the page is reserved, written from the
+// frame's bytes and committed at once, as a Reserve, Write and Commit
+// would (the same checks: namespace, links, size, checksum). A page the
+// store has, or refuses, is answered so with its bytes dropped.
+func (sc *shmConn) put(m *rdma.Put) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	p := m.Page
+	if p.Size <= 0 {
+		return nil, badRequest("put of an empty page")
+	}
+	spec := store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+		ChainDepth: p.ChainDepth}
+	if err := checkLinks(spec); err != nil {
+		return nil, err
+	}
+	st := sc.s.cfg.Store
+	start := time.Now()
+	res, err := st.Reserve(n.ID, []store.PageSpec{spec}, time.Duration(m.TTLms)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	r := res[0]
+	resp := &rdma.PutOK{Reserve: uint8(r.Status)}
+	if r.Err != nil {
+		resp.Reason = r.Err.Error()
+	}
+	if r.Status != store.Reserved {
+		return resp, nil
+	}
+	if err := st.Write(n.ID, r.WriteID, 0, m.Data); err != nil {
+		_, _ = st.Abort(n.ID, []uint64{r.WriteID})
+		resp.Commit, resp.Reason = uint8(store.CommitAborted), err.Error()
+		return resp, nil
+	}
+	cs, err := st.Commit(n.ID, r.WriteID, p.Size, m.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	resp.Commit = uint8(cs)
+	if cs != store.CommitCommitted {
+		resp.Reason = cs.String()
+		return resp, nil
+	}
+	sc.s.metrics.Transfer(n.ID, "in", int(p.Size))
+	sc.s.metrics.PageTime("in", time.Since(start))
+	return resp, nil
+}

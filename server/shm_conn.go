@@ -28,6 +28,8 @@ type shmConn struct {
 	writes map[uint64]shmWrite
 	// writeBy is the write deadline set on the connection (raw_conn.go).
 	writeBy time.Time
+	// version is the protocol version the client said hello with.
+	version uint16
 }
 
 // connConfig is what a listener tells its connections.
@@ -112,16 +114,17 @@ func (sc *shmConn) handshake() error {
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	if hello.Version != rdma.ProtocolVersion {
-		err := errorf(errVersion, "shm protocol %d: this node speaks %d", hello.Version, rdma.ProtocolVersion)
+	if hello.Version < rdma.MinProtocolVersion || hello.Version > rdma.ProtocolVersion {
+		err := errorf(errVersion, "shm protocol %d: this node speaks %d to %d", hello.Version, rdma.MinProtocolVersion, rdma.ProtocolVersion)
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
+	sc.version = hello.Version
 	if sc.caller, err = sc.s.callerOfToken(hello.Token); err != nil {
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	w := &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
+	w := &rdma.Welcome{Version: sc.version, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
 	h := sc.host
 	if h == nil {
 		return sc.c.Send(id, w)
@@ -174,6 +177,12 @@ func (sc *shmConn) handle(m rdma.Message) rdma.Message {
 		resp, err = sc.commit(m)
 	case *rdma.Abort:
 		resp, err = sc.abort(m)
+	case *rdma.Put:
+		if sc.version < 3 {
+			err = badRequest("put needs protocol 3, the connection said hello with %d", sc.version)
+			break
+		}
+		resp, err = sc.put(m)
 	case *rdma.Served:
 		if n, err := sc.namespace(m.NS); err == nil && m.Bytes > 0 {
 			sc.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
