@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/scrape"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/rdma"
@@ -212,6 +213,7 @@ func TestRawPutBatches(t *testing.T) {
 	if one, two := c.RawPuts(); one != 1 || two != 1 {
 		t.Fatalf("batches of 16 and 24 pages: %d in one round trip, %d in two; want 1, 1", one, two)
 	}
+	wantBytesIn(t, n, len(keys)*ns.PageBytes())
 	bufs := pageBufs(ns, len(keys))
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil {
@@ -221,6 +223,15 @@ func TestRawPutBatches(t *testing.T) {
 		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
 			t.Fatalf("page %d: found %v", i, found[i])
 		}
+	}
+}
+
+// wantBytesIn checks the node's count of page bytes received, over every
+// namespace and path: each page put counts once.
+func wantBytesIn(t *testing.T, n *node.Node, want int) {
+	t.Helper()
+	if got := scrape.Sum(scrape.Metrics(t, n.AdminAddr()), "strata_transfer_bytes_total", `direction="in"`); got != float64(want) {
+		t.Fatalf("strata_transfer_bytes_total in: %.0f, want %d", got, want)
 	}
 }
 

@@ -60,6 +60,7 @@ func TestShmRoundTrip(t *testing.T) {
 	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
 		t.Fatalf("second put: %v %v", res, err)
 	}
+	wantBytesIn(t, n, 10*ns.PageBytes())
 	lr, err := ns.Lookup(ctx, keys, true, 0)
 	if err != nil || lr.HitPrefix != 10 {
 		t.Fatalf("lookup: %+v %v", lr, err)

@@ -45,6 +45,10 @@ type connConfig struct {
 type shmWrite struct {
 	ns    namespace.ID
 	start time.Time // when the extent was handed out
+	// mapped: the client writes the bytes into the arena itself, so they
+	// are counted in at the commit; bytes in Write frames are counted as
+	// they come (write).
+	mapped bool
 }
 
 func (sc *shmConn) serve() {
@@ -308,6 +312,7 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		}
 		if idx := h.GenIndex(ext); mapped && idx >= 0 {
 			slot.Mapped = true
+			sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now(), mapped: true}
 			slot.Ext = rdma.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
 		}
 	}
@@ -332,11 +337,11 @@ func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
 		w, mine := sc.writes[it.WriteID]
 		delete(sc.writes, it.WriteID)
 		resp.Statuses[i] = uint8(st)
-		if st == store.CommitCommitted {
-			bytes += int(it.Size)
-			if mine {
-				sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+		if st == store.CommitCommitted && mine {
+			if w.mapped {
+				bytes += int(it.Size)
 			}
+			sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
 		}
 	}
 	if bytes > 0 {
