@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/rdma"

@@ -74,10 +74,15 @@ func (s *sketch) add(key uint64) {
 		m = min(m, s.words[idx[r]]>>sh[r]&15)
 	}
 	if m < 15 {
+		// Branch-free: which counters equal the minimum is a coin toss
+		// the CPU would mispredict.
 		for r := range sketchRows {
-			if s.words[idx[r]]>>sh[r]&15 == m {
-				s.words[idx[r]] += 1 << sh[r]
+			w := s.words[idx[r]]
+			var inc uint64
+			if w>>sh[r]&15 == m {
+				inc = 1
 			}
+			s.words[idx[r]] = w + inc<<sh[r]
 		}
 	}
 	if s.adds++; s.adds >= s.reset {

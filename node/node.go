@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/stratakv/strata/coord"
+	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/registry"
