@@ -16,7 +16,8 @@ import (
 // Get and Put move page bytes over plain TCP connections in the shm
 // framing instead of gRPC streams. A Get is one round trip whose answer
 // carries each page inline, read from the socket straight into the
-// caller's buffer and verified against its checksum. A Put of up to
+// caller's buffer and verified against its checksum. A Lookup is one
+// frame each way (lookupRaw). A Put of up to
 // oneCallMaxPages pages of up to rdma.MaxWriteChunk bytes is one round
 // trip (a Put frame per page, in one write; putRawOneCall); a larger one
 // is Reserve, then the bytes of the pages reserved and the Commit in one
@@ -24,13 +25,13 @@ import (
 //
 // Shared memory, when it works, comes first; the raw plane serves the rest
 // (other hosts, and pages of a shm node outside its host arena). gRPC stays
-// the control path (Open, Lookup, leases, Delete) and the fallback:
+// the control path (Open, leases, Delete) and the fallback:
 // Options.NoRaw keeps data on it, and a node that does not advertise the
 // plane, a connection that cannot be made or a handshake that fails (then
 // retried at most every rawRetry) leaves calls on gRPC silently. A
 // connection that fails after a request was sent fails that call (its
-// pages are reported not found, never partial bytes as found) and is
-// closed; the next call dials a new one.
+// pages are reported not found, never partial bytes as found; a Lookup is
+// asked again over gRPC) and is closed; the next call dials a new one.
 
 const (
 	rawRetry = 5 * time.Second        // between attempts after a failed dial
@@ -47,8 +48,9 @@ type rawSession struct {
 	failed atomic.Int64
 	// version is the protocol version the node last welcomed us with.
 	version atomic.Uint32
-	// oneCall and twoPhase count put batches by how they went.
-	oneCall, twoPhase atomic.Int64
+	// oneCall and twoPhase count put batches by how they went; lookups
+	// counts the lookups answered on the plane.
+	oneCall, twoPhase, lookups atomic.Int64
 
 	// mu guards the fields below.
 	mu     sync.Mutex

@@ -9,3 +9,11 @@ func (c *Client) RawPuts() (oneCall, twoPhase int64) {
 	}
 	return s.oneCall.Load(), s.twoPhase.Load()
 }
+
+// RawLookups counts the lookups answered on the raw data plane.
+func (c *Client) RawLookups() int64 {
+	if s := c.raw.Load(); s != nil {
+		return s.lookups.Load()
+	}
+	return 0
+}

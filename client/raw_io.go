@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stratakv/strata/internal/crc32c"
 	"github.com/stratakv/strata/namespace"
@@ -292,6 +293,49 @@ func (n *Namespace) putRawOneCall(s *rawSession, c *rdma.Conn, pages []Page) (re
 		return nil, false, refused
 	}
 	return results, false, nil
+}
+
+// lookupRaw is Lookup over the raw tcp data plane: one frame each way.
+// ok false: the plane is not usable (no connection, a node of protocol 2),
+// or the connection failed before the answer; the caller asks over gRPC.
+// A lease taken for an answer that was lost ends at its expiry.
+func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (res LookupResult, ok bool, err error) {
+	s := n.rawFor()
+	if s == nil || s.version.Load() < 3 {
+		return LookupResult{}, false, nil
+	}
+	c, err := s.acquire()
+	if err != nil {
+		return LookupResult{}, false, nil
+	}
+	done := bound(ctx, c)
+	id := s.ids.Add(1)
+	req := &rdma.Lookup{NS: n.id, Lease: lease, LeaseTTLms: uint32(ttl.Milliseconds()), Keys: keys}
+	var m rdma.Message
+	if err = c.Send(id, req); err == nil {
+		m, err = recvAnswer(c, id)
+	}
+	if !done() {
+		s.finish(c, true)
+		return LookupResult{}, true, fmt.Errorf("lookup: %w", ctx.Err())
+	}
+	s.finish(c, err != nil)
+	if err != nil {
+		return LookupResult{}, false, nil
+	}
+	s.lookups.Add(1)
+	r, isOK := m.(*rdma.LookupOK)
+	switch {
+	case !isOK:
+		return LookupResult{}, true, shmErr("lookup", m)
+	case len(r.Present) != len(keys) || int(r.HitPrefix) > len(keys):
+		return LookupResult{}, true, fmt.Errorf("lookup: %d answers for %d keys: %w", len(r.Present), len(keys), ErrProtocol)
+	}
+	res = LookupResult{HitPrefix: int(r.HitPrefix), Present: r.Present}
+	if r.LeaseID != 0 {
+		res.Lease = &Lease{ns: n, ID: r.LeaseID, Expires: time.UnixMilli(r.ExpiresMs), Pages: int(r.LeasePages)}
+	}
+	return res, true, nil
 }
 
 // recvAnswer reads the answer to request id.

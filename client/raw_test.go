@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -149,8 +150,19 @@ func TestRawRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lr, err := ns.Lookup(ctx, keys, true, 0)
-	if err != nil || lr.HitPrefix != len(keys) {
+	if err != nil || lr.HitPrefix != len(keys) || lr.Lease == nil || lr.Lease.Pages != len(keys) {
 		t.Fatalf("lookup: %+v %v", lr, err)
+	}
+	if got := c.RawLookups(); got != 1 {
+		t.Fatalf("%d lookups answered on the raw plane, want 1", got)
+	}
+	// The raw and the gRPC lookup agree, misses included.
+	mixed := append(slices.Clone(keys[:3]), ns.PageKeys(tokens(16, 98))[0], keys[5])
+	rawLR, err1 := ns.Lookup(ctx, mixed, false, 0)
+	grpcLR, err2 := gns.Lookup(ctx, mixed, false, 0)
+	if err1 != nil || err2 != nil || rawLR.HitPrefix != 3 || rawLR.HitPrefix != grpcLR.HitPrefix ||
+		!slices.Equal(rawLR.Present, grpcLR.Present) || rawLR.Lease != nil {
+		t.Fatalf("lookup with a miss: raw %+v %v, grpc %+v %v", rawLR, err1, grpcLR, err2)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -299,6 +311,7 @@ func TestRawPutFrame(t *testing.T) {
 	if w, ok := m.(*rdma.Welcome); !ok || w.Version != rdma.MinProtocolVersion {
 		t.Fatalf("welcome for protocol %d: %#v", rdma.MinProtocolVersion, m)
 	}
+	wantCode(t, "lookup on protocol 2", shmCall(t, rc2, 4, &rdma.Lookup{NS: ns.ID(), Keys: fresh[:1]}), rdma.CodeBadRequest)
 	wantCode(t, "put on protocol 2", shmCall(t, rc2, 2, &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: fresh[1]},
 		Checksum: sum(pages[1]), Data: pages[1]}), rdma.CodeBadRequest)
 	if m := rawRead(t, rc2, 3, &rdma.Read{NS: ns.ID(), Keys: fresh[:1]}); !m.(*rdma.Page).Found {
@@ -418,6 +431,7 @@ func TestRawBadInput(t *testing.T) {
 		t.Fatalf("hello with a good token: %#v", m)
 	}
 	wantCode(t, "foreign namespace", rawRead(t, rc, 2, &rdma.Read{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
+	wantCode(t, "lookup, foreign namespace", shmCall(t, rc, 21, &rdma.Lookup{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
 	wantCode(t, "unknown namespace", rawRead(t, rc, 3, &rdma.Read{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
 
 	rc, _ = rawDial(t, addr, "token-a")
@@ -425,6 +439,12 @@ func TestRawBadInput(t *testing.T) {
 	wantCode(t, "oversized read", rawRead(t, rc, 5, &rdma.Read{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
 	wantCode(t, "unknown lease", rawRead(t, rc, 6, &rdma.Read{NS: ns.ID(), Lease: 42, Keys: keys}), rdma.CodeLeaseNotFound)
 	wantCode(t, "arena get over tcp", shmCall(t, rc, 7, &rdma.Get{NS: ns.ID(), Keys: keys}), rdma.CodeBadRequest)
+	wantCode(t, "empty lookup", shmCall(t, rc, 71, &rdma.Lookup{NS: ns.ID()}), rdma.CodeBadRequest)
+	wantCode(t, "oversized lookup", shmCall(t, rc, 72, &rdma.Lookup{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
+	wantCode(t, "lookup, unknown namespace", shmCall(t, rc, 73, &rdma.Lookup{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
+	if m := shmCall(t, rc, 74, &rdma.Lookup{NS: ns.ID(), Keys: keys, Lease: true}); m.(*rdma.LookupOK).HitPrefix != 2 || m.(*rdma.LookupOK).LeaseID == 0 {
+		t.Fatalf("lookup: %#v", m)
+	}
 	if m := shmCall(t, rc, 8, &rdma.Reserve{NS: ns.ID(), Pages: []rdma.PageSpec{{Key: namespace.Key{7}, Size: int64(ns.PageBytes())}}}); m.(*rdma.ReserveOK).Slots[0].Mapped {
 		t.Fatalf("reserve over tcp maps an extent: %#v", m)
 	}

@@ -38,6 +38,9 @@ func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool
 	if len(keys) > n.maxBatch {
 		return LookupResult{}, fmt.Errorf("lookup of %d keys, the node's batch limit is %d: %w", len(keys), n.maxBatch, ErrBatchTooLarge)
 	}
+	if res, ok, err := n.lookupRaw(ctx, keys, lease, ttl); ok {
+		return res, err
+	}
 	resp, err := n.c.rpc.Lookup(ctx, &pb.LookupRequest{NamespaceId: n.id[:], Keys: wireKeys(keys),
 		Lease: lease, LeaseTtlMs: uint32(ttl.Milliseconds())})
 	if err != nil {

@@ -45,7 +45,7 @@ import (
 
 // ProtocolVersion is the version a Hello carries and a Welcome answers.
 // Version 2 added a Reserve page's chain depth; version 3 the one-frame
-// Put of the tcp plane (stream.go). A node also serves clients of
+// Put and the Lookup of the tcp plane (stream.go). A node also serves clients of
 // MinProtocolVersion and up, answering their version in the Welcome, and
 // takes from them only the messages their version has.
 const ProtocolVersion = 3
@@ -274,6 +274,10 @@ func NewMessage(op uint8) Message {
 		return &Put{}
 	case OpPutOK:
 		return &PutOK{}
+	case OpLookup:
+		return &Lookup{}
+	case OpLookupOK:
+		return &LookupOK{}
 	}
 	return nil
 }

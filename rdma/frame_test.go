@@ -33,6 +33,8 @@ func sampleMessages() []Message {
 			Checksum: []byte{1, 2, 3, 4}, Data: []byte("page bytes")},
 		&PutOK{Reserve: SlotReserved, Commit: 1},
 		&PutOK{Reserve: SlotRejected, Reason: "no space"},
+		&Lookup{NS: namespace.ID{5}, Lease: true, LeaseTTLms: 300, Keys: []namespace.Key{k1, k2}},
+		&LookupOK{HitPrefix: 1, LeaseID: 12, ExpiresMs: 1700000000000, LeasePages: 1, Present: []bool{true, false, true}},
 	}
 }
 

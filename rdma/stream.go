@@ -22,6 +22,9 @@ import (
 //	Put    = ns [32] | ttl ms u32 | key [32] | parent [32] | has parent u8 |
 //	         depth u32 | chain depth u32 | checksum bytes8 | data
 //	PutOK  = reserve status u8 | commit status u8 | reason str
+//	Lookup   = ns [32] | lease u8 | lease ttl ms u32 | n u32 | n × key [32]
+//	LookupOK = hit prefix u32 | lease id u64 | expires unix ms i64 |
+//	           lease pages u32 | n u32 | n × present u8
 //
 // A Read is answered by n Page frames in key order (a missing page has
 // found 0 and no data), or by one Error frame. Write is one-way like
@@ -34,7 +37,8 @@ import (
 // commits each page as its frame arrives; a page it already has (reserve
 // status Exists) or refuses (Rejected, with the reason) costs the bytes
 // sent for nothing, which is why a batch that may be mostly present asks
-// with Reserve first. Hello and Welcome are as on the Unix socket, without fds
+// with Reserve first. Version 3 also answers Lookup on the plane (lease id
+// 0: no lease taken), as the gRPC Lookup does, in one frame each way. Hello and Welcome are as on the Unix socket, without fds
 // (the Welcome's arena fields are zero); the token scopes requests exactly
 // as for gRPC. Get (arena extents) is refused on tcp.
 //
@@ -53,11 +57,13 @@ const MaxWriteChunk = DefaultMaxFrame / 2
 
 // Op codes of the raw data plane.
 const (
-	OpRead  = 13
-	OpPage  = 14
-	OpWrite = 15
-	OpPut   = 16
-	OpPutOK = 17
+	OpRead     = 13
+	OpPage     = 14
+	OpWrite    = 15
+	OpPut      = 16
+	OpPutOK    = 17
+	OpLookup   = 18
+	OpLookupOK = 19
 )
 
 // Read asks for pages' bytes, inline. With a lease (non-zero) it must be
@@ -104,6 +110,67 @@ type PutOK struct {
 	Reserve uint8
 	Commit  uint8
 	Reason  string
+}
+
+// Lookup asks which of Keys the node holds and how long a prefix of them
+// it holds, optionally leasing that prefix.
+type Lookup struct {
+	NS         namespace.ID
+	Lease      bool
+	LeaseTTLms uint32 // 0: the node's default
+	Keys       []namespace.Key
+}
+
+// LookupOK answers a Lookup. LeaseID 0: no lease was taken.
+type LookupOK struct {
+	HitPrefix  uint32
+	LeaseID    uint64
+	ExpiresMs  int64
+	LeasePages uint32
+	Present    []bool
+}
+
+func (*Lookup) Op() uint8   { return OpLookup }
+func (*LookupOK) Op() uint8 { return OpLookupOK }
+
+func (m *Lookup) Append(b []byte) []byte {
+	b = appendU32(appendBool(append(b, m.NS[:]...), m.Lease), m.LeaseTTLms)
+	b = appendU32(b, uint32(len(m.Keys)))
+	for i := range m.Keys {
+		b = append(b, m.Keys[i][:]...)
+	}
+	return b
+}
+
+func (m *Lookup) Decode(body []byte) error {
+	r := reader{b: body}
+	m.NS = namespace.ID(r.key("namespace"))
+	m.Lease, m.LeaseTTLms = r.bool("lease"), r.u32("lease ttl")
+	m.Keys = make([]namespace.Key, r.count(namespace.KeySize, "keys"))
+	for i := range m.Keys {
+		m.Keys[i] = r.key("key")
+	}
+	return r.done()
+}
+
+func (m *LookupOK) Append(b []byte) []byte {
+	b = appendU32(appendU64(appendU64(appendU32(b, m.HitPrefix), m.LeaseID), uint64(m.ExpiresMs)), m.LeasePages)
+	b = appendU32(b, uint32(len(m.Present)))
+	for _, p := range m.Present {
+		b = appendBool(b, p)
+	}
+	return b
+}
+
+func (m *LookupOK) Decode(body []byte) error {
+	r := reader{b: body}
+	m.HitPrefix, m.LeaseID, m.ExpiresMs = r.u32("hit prefix"), r.u64("lease id"), r.int64("expires")
+	m.LeasePages = r.u32("lease pages")
+	m.Present = make([]bool, r.count(1, "keys"))
+	for i := range m.Present {
+		m.Present[i] = r.bool("present")
+	}
+	return r.done()
 }
 
 func (*Read) Op() uint8  { return OpRead }

@@ -143,3 +143,25 @@ func (sc *shmConn) put(m *rdma.Put) (rdma.Message, error) {
 	sc.s.metrics.PageTime("in", time.Since(start))
 	return resp, nil
 }
+
+// lookup answers a Lookup as the gRPC Lookup does (hits recorded, the hit
+// prefix leased when asked).
+func (sc *shmConn) lookup(m *rdma.Lookup) (rdma.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err == nil {
+		err = sc.batch(len(m.Keys))
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, err := sc.s.cfg.Store.Lookup(n.ID, m.Keys, m.Lease, time.Duration(m.LeaseTTLms)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	sc.s.recordHits(n.ID, res)
+	resp := &rdma.LookupOK{HitPrefix: uint32(res.HitPrefix), Present: res.Present}
+	if l := res.Lease; l != nil {
+		resp.LeaseID, resp.ExpiresMs, resp.LeasePages = l.ID, l.Expires.UnixMilli(), uint32(l.Pages)
+	}
+	return resp, nil
+}

@@ -187,6 +187,12 @@ func (sc *shmConn) handle(m rdma.Message) rdma.Message {
 			break
 		}
 		resp, err = sc.put(m)
+	case *rdma.Lookup:
+		if sc.version < 3 {
+			err = badRequest("lookup needs protocol 3, the connection said hello with %d", sc.version)
+			break
+		}
+		resp, err = sc.lookup(m)
 	case *rdma.Served:
 		if n, err := sc.namespace(m.NS); err == nil && m.Bytes > 0 {
 			sc.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
