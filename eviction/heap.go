@@ -2,6 +2,15 @@ package eviction
 
 // entry is one heap slot. It carries its page's sort key, so that sifting
 // reads only the heap array; the page's state is touched once per move.
+//
+// A slot's key may be stale, but only ever behind: a page whose key moves
+// back (a hit raises its priority) keeps its slot (Queue.fix), and the
+// heap is ordered by the keys in the slots. So every page's true key is at
+// least its slot's, and once the top slot holds its page's true key
+// (settle), that page is the true minimum. Each hit then costs nothing in
+// the heap, instead of a sift down its whole depth with a cache miss per
+// level (30% of a node's CPU on 1,000-key lookups, perf); a page pays one
+// sift when it reaches the top, for all the hits before.
 type entry struct {
 	prio float64
 	h    Handle
@@ -48,6 +57,25 @@ func (q *Queue) up(i int) bool {
 		i, moved = p, true
 	}
 	return moved
+}
+
+// settle brings the true key of the page at the top into its slot and
+// sifts it down, until the top slot is current. It reports whether the
+// heap has a page.
+func (q *Queue) settle() bool {
+	for len(q.heap) > 0 {
+		h := q.heap[0].h
+		e := q.entryOf(h)
+		if e == q.heap[0] {
+			return true
+		}
+		q.heap[0] = e
+		q.down(0)
+		if q.heap[0].h == h { // still first, with its key now current
+			return true
+		}
+	}
+	return false
 }
 
 func (q *Queue) down(i int) {

@@ -282,7 +282,7 @@ func (q *Queue) Admit(p Page) bool {
 	if q.kind == KindCost && !q.admitCap {
 		return true
 	}
-	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && len(q.heap) > 0 &&
+	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && q.settle() &&
 		q.heap[0].ct>>30 != 0 && s.eff() < q.heap[0].prio {
 		q.refuse(&s)
 		return false
@@ -400,7 +400,7 @@ func (q *Queue) Value(h Handle) float64 { return q.live(h).eff() }
 
 // Victim implements Policy.
 func (q *Queue) Victim() (Handle, bool) {
-	if len(q.heap) == 0 {
+	if !q.settle() {
 		return 0, false
 	}
 	return q.heap[0].h, true
@@ -492,9 +492,13 @@ func (q *Queue) fix(h Handle) {
 	case !want && in:
 		q.heapRemove(int(s.pos))
 	case want && in:
-		q.heap[s.pos] = q.entryOf(h)
-		if !q.up(int(s.pos)) {
-			q.down(int(s.pos))
+		// A page that moves toward the front (a lower priority or class)
+		// moves now; one that moves back (a hit: the common case, and a
+		// sift through the whole depth of the heap) keeps its old slot
+		// until it reaches the top (settle).
+		if e := q.entryOf(h); e.before(&q.heap[s.pos]) {
+			q.heap[s.pos] = e
+			q.up(int(s.pos))
 		}
 	}
 }
