@@ -27,6 +27,10 @@ type Conn struct {
 	rbuf     []byte
 	maxFrame int
 	deadline time.Time // the last one SetDeadline set
+	// reused are the messages Recv decodes Get, Read and Lookup frames
+	// into, by op: their key lists are the largest bodies a node decodes
+	// (32 KB for 1,000 keys), so they are not allocated anew per request.
+	reused map[uint8]Message
 }
 
 // NewConn wraps uc; frames longer than maxFrame (0: DefaultMaxFrame) fail
@@ -119,19 +123,42 @@ func (c *Conn) SendFDs(id uint64, m Message, fds ...int) error {
 }
 
 // Recv reads one frame and decodes it. A frame over the limit or that
-// does not decode is an error; the connection should then be closed.
+// does not decode is an error; the connection should then be closed. A
+// Get, Read or Lookup it returns is the connection's own, valid until the
+// next Recv.
 func (c *Conn) Recv() (id uint64, m Message, err error) {
 	op, id, body, err := c.recvRaw()
 	if err != nil {
 		return 0, nil, err
 	}
-	if m = NewMessage(op); m == nil {
+	if m = c.message(op); m == nil {
 		return id, nil, fmt.Errorf("op %d: %w", op, ErrFrame)
 	}
 	if err := m.Decode(body); err != nil {
 		return id, nil, fmt.Errorf("op %d: %w", op, err)
 	}
 	return id, m, nil
+}
+
+// message is the message Recv decodes a frame of op into: for Get, Read
+// and Lookup the one the connection keeps for the op (valid, keys and all,
+// until the next Recv: a node handles each request before it reads the
+// next), else a new one; nil for an unknown op.
+func (c *Conn) message(op uint8) Message {
+	switch op {
+	case OpGet, OpRead, OpLookup:
+	default:
+		return NewMessage(op)
+	}
+	m := c.reused[op]
+	if m == nil {
+		if c.reused == nil {
+			c.reused = make(map[uint8]Message, 3)
+		}
+		m = NewMessage(op)
+		c.reused[op] = m
+	}
+	return m
 }
 
 func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {

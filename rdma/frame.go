@@ -562,12 +562,19 @@ func (m *Get) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS = namespace.ID(r.key("namespace"))
 	m.Lease = r.u64("lease")
-	n := r.count(namespace.KeySize, "keys")
-	m.Keys = make([]namespace.Key, n)
+	m.Keys = reuseKeys(m.Keys, r.count(namespace.KeySize, "keys"))
 	for i := range m.Keys {
 		m.Keys[i] = r.key("key")
 	}
 	return r.done()
+}
+
+// reuseKeys is keys cut to n, in its own array when that is large enough.
+func reuseKeys(keys []namespace.Key, n int) []namespace.Key {
+	if cap(keys) < n {
+		return make([]namespace.Key, n)
+	}
+	return keys[:n]
 }
 
 func (m *GetOK) Decode(body []byte) error {

@@ -146,7 +146,7 @@ func (m *Lookup) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS = namespace.ID(r.key("namespace"))
 	m.Lease, m.LeaseTTLms = r.bool("lease"), r.u32("lease ttl")
-	m.Keys = make([]namespace.Key, r.count(namespace.KeySize, "keys"))
+	m.Keys = reuseKeys(m.Keys, r.count(namespace.KeySize, "keys"))
 	for i := range m.Keys {
 		m.Keys[i] = r.key("key")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"reflect"
 	"testing"
 
 	"github.com/stratakv/strata/namespace"
@@ -108,4 +109,63 @@ func TestRecvPageRejects(t *testing.T) {
 			t.Errorf("%s: %v, want ErrFrame", tc.name, err)
 		}
 	}
+}
+
+// TestRecvReusesKeys: Lookup and Read frames decode into the connection's
+// own messages, whose key lists are reused; each decode is whole, and a
+// shorter list after a longer one has only its own keys.
+func TestRecvReusesKeys(t *testing.T) {
+	a, b := streamPair(t)
+	keys := make([]namespace.Key, 1000)
+	for i := range keys {
+		keys[i][0], keys[i][1] = byte(i), byte(i>>8)
+	}
+	want := []Message{
+		&Lookup{NS: namespace.ID{1}, Lease: true, LeaseTTLms: 5, Keys: keys},
+		&Lookup{NS: namespace.ID{2}, Keys: keys[7:10]},
+		&Read{NS: namespace.ID{3}, Lease: 4, Keys: keys[:2]},
+		&Read{NS: namespace.ID{4}, Keys: keys[500:]},
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for i, m := range want {
+			if err := a.Send(uint64(i+1), m); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i, w := range want {
+		id, m, err := b.Recv()
+		if err != nil || id != uint64(i+1) {
+			t.Fatalf("frame %d: id %d, %v", i, id, err)
+		}
+		if !reflect.DeepEqual(m, w) {
+			t.Fatalf("frame %d: decoded %T with %d keys, want %d", i, m, len(keysOf(m)), len(keysOf(w)))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	// Decoding a 1,000-key lookup into the reused message allocates nothing.
+	frame := AppendFrame(nil, 9, want[0])
+	m := b.message(OpLookup)
+	if allocs := testing.AllocsPerRun(20, func() {
+		if err := m.Decode(frame[FrameHeader:]); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("decoding into the reused lookup: %.0f allocations", allocs)
+	}
+}
+
+func keysOf(m Message) []namespace.Key {
+	switch m := m.(type) {
+	case *Lookup:
+		return m.Keys
+	case *Read:
+		return m.Keys
+	}
+	return nil
 }

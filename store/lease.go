@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/stratakv/strata/namespace"
@@ -51,7 +52,8 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	if err != nil {
 		return LookupResult{}, err
 	}
-	found := make([]*entry, len(keys))
+	found := getEntries(len(keys))
+	defer putEntries(found)
 	n.getAll(keys, found)
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
 	now := s.clock(time.Now())
@@ -84,6 +86,27 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 		res.Lease = &l
 	}
 	return res, nil
+}
+
+// entryLists holds the scratch lists of entries that lookups fill: a
+// 1,000-key lookup would otherwise allocate 8 KB for it, and a node's Go
+// heap is small (the pages live in tiers), so every such allocation brings
+// the next collection closer.
+var entryLists sync.Pool
+
+// getEntries is a list of n nil entries, for putEntries when done.
+func getEntries(n int) []*entry {
+	if p, _ := entryLists.Get().(*[]*entry); p != nil && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]*entry, n)
+}
+
+// putEntries clears found, so that it keeps no page alive, and keeps it
+// for the next lookup.
+func putEntries(found []*entry) {
+	clear(found)
+	entryLists.Put(&found)
 }
 
 func (s *Store) grantLeaseLocked(n *nsState, entries []*entry, ttl time.Duration) (Lease, error) {
