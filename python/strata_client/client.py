@@ -37,6 +37,7 @@ from ._proto import strata_pb2 as pb
 from ._proto import strata_pb2_grpc as pbg
 from .descriptor import Descriptor
 from .placement import View
+from .raw import RawSession, resolve_addr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .namespace import Namespace
@@ -221,8 +222,27 @@ class _Node:
         self.cluster = pbg.ClusterStub(self.channel)
         self.handles: Dict[bytes, _NSHandle] = {}
         self.lock = threading.Lock()
+        # The node's raw tcp data plane (raw.py), set from the header of
+        # its OpenNamespace answers; None: it advertises none (or raw=False).
+        self.raw: Optional[RawSession] = None
+
+    def set_raw(self, advertised: Optional[str], token: str) -> None:
+        """Record the raw address an OpenNamespace answer advertised (None:
+        none). Nothing is dialed until a call needs a connection."""
+        addr = resolve_addr(advertised, self.address) if advertised else None
+        with self.lock:
+            old = self.raw
+            if old is not None and addr is not None and old.addr == addr:
+                return
+            self.raw = RawSession(addr, token, self.id) if addr is not None else None
+        if old is not None:
+            old.close()
 
     def close(self) -> None:
+        with self.lock:
+            raw, self.raw = self.raw, None
+        if raw is not None:
+            raw.close()
         try:
             self.channel.close()
         except Exception:
@@ -289,6 +309,10 @@ class Client:
     cover the largest transfer a call makes to one node); ``quarantine`` is
     how long a failed node is routed around; ``refresh_interval`` how often
     the view is refreshed in the background (0: never).
+
+    ``raw``: move page bytes of Get and Put over a node's raw tcp data plane
+    (raw.py) when the node advertises one, gRPC otherwise (default True;
+    False keeps everything on gRPC, like the Go client's ``NoRaw``).
     """
 
     def __init__(
@@ -302,6 +326,7 @@ class Client:
         max_message_bytes: int = 64 << 20,
         max_workers: int = 32,
         connect_timeout: Optional[float] = None,
+        raw: bool = True,
     ):
         if isinstance(addresses, str):
             addresses = [a for a in addresses.split(",") if a.strip()]
@@ -311,6 +336,8 @@ class Client:
         self.node_timeout = float(node_timeout)
         self.quarantine = float(quarantine)
         self._md = (("authorization", "Bearer " + token),) if token else None
+        self._token = token or ""
+        self.raw_enabled = bool(raw)
         self._options = [
             ("grpc.max_receive_message_length", int(max_message_bytes)),
             ("grpc.max_send_message_length", int(max_message_bytes)),
@@ -329,6 +356,11 @@ class Client:
             "view_refreshes": 0,
             "lease_releases_failed": 0,
             "orphan_marks_failed": 0,
+            # Raw data plane: Read and Put batches sent over it, and calls
+            # that went to gRPC because no raw connection could be had.
+            "raw_reads": 0,
+            "raw_puts": 0,
+            "raw_fallbacks": 0,
         }
         self._view: Optional[_View] = None
         self._refresh(_Deadline(connect_timeout if connect_timeout is not None else max(self.node_timeout, 1.0) * 2), raise_errors=True)
@@ -360,6 +392,31 @@ class Client:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # ---- raw data plane -------------------------------------------------------------
+
+    def raw_status(self) -> Dict[str, bool]:
+        """Per node the client opened a namespace on: whether Get and Put
+        use its raw tcp data plane (it advertised one and a connection can
+        be had now; this dials one if none is idle)."""
+        with self._lock:
+            nodes = list(self._nodes.values())
+        out = {}
+        for n in nodes:
+            if not n.handles:
+                continue
+            s = n.raw
+            out[n.id] = s is not None and s.active()
+        return out
+
+    @property
+    def raw_active(self) -> bool:
+        """Whether some node's raw tcp data plane is in use (raw_status)."""
+        return any(self.raw_status().values())
+
+    def _count(self, stat: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[stat] += n
 
     # ---- view ------------------------------------------------------------------
 

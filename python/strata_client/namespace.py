@@ -1,12 +1,16 @@
 """A namespace opened on a strata cluster: page keys, lookup with leases,
 get into caller buffers, the one-call Put stream, delete, listing.
 
+Get and Put move page bytes over a node's raw tcp data plane (raw.py) when
+the node advertises one and a connection can be had, over gRPC otherwise.
+
 See client.py for the routing and failure model: a failed node's keys are
 misses, never exceptions; only request errors are raised.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import errors as E
@@ -30,6 +34,7 @@ from .client import (
     with_chain_depths,
 )
 from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
+from .raw import ADDR_HEADER, ConnectionLost, PutSpec, RawConn, RawSession
 
 __all__ = ["Namespace"]
 
@@ -65,7 +70,7 @@ class Namespace:
         if h is not None:
             return h
         c = self.client
-        resp = node.data.OpenNamespace(
+        resp, call = node.data.OpenNamespace.with_call(
             pb.OpenNamespaceRequest(protocol=PROTOCOL_VERSION, descriptor=self.descriptor.to_proto(), expected_id=self.id),
             timeout=dl.node(c.node_timeout),
             metadata=c._md,
@@ -77,8 +82,85 @@ class Namespace:
                 node=node.id,
             )
         h = _NSHandle(resp)
+        if c.raw_enabled:
+            node.set_raw(_header(call, ADDR_HEADER), c._token)
         node.handles[self.id] = h
         return h
+
+    # ---- the raw data plane -------------------------------------------------------
+
+    def _raw_conn(self, node: _Node, t: float) -> Tuple[Optional[RawSession], Optional[RawConn]]:
+        """A raw connection to node (session, connection), or (None, None)
+        when the node advertises no raw plane or none can be had: the call
+        then goes over gRPC."""
+        s = node.raw
+        if s is None or not self.client.raw_enabled:
+            return None, None
+        conn = s.acquire(t)
+        if conn is None:
+            self.client._count("raw_fallbacks")
+        return (s, conn) if conn is not None else (None, None)
+
+    def _get_raw(self, node: _Node, keys: List[bytes], dests: List[Any], found: List[bool], lease_id: int, t: float) -> bool:
+        """Get over the raw plane, in batches of the node's Welcome limit:
+        found[i] is set as page i verifies. False: no raw connection could
+        be had (nothing was sent; use gRPC). Raises the node's refusals
+        (the connection stays pooled) and connection failures (it is
+        closed), as UnavailableError."""
+        end = time.monotonic() + t
+        s, conn = self._raw_conn(node, t)
+        if conn is None:
+            return False
+        c = self.client
+        try:
+            conn.deadline(end)
+            step = conn.max_batch
+            bad = 0
+            caller_err = None
+            for start in range(0, len(keys), step):
+                b, err = conn.read(self.id, lease_id, keys[start:start + step], dests[start:start + step],
+                                   self.checksum_algorithm, self.page_bytes, found, start)
+                c._count("raw_reads")
+                bad += b
+                caller_err = caller_err or err
+            if bad:
+                c._count("checksum_failures", bad)
+            if caller_err is not None:
+                raise caller_err
+            return True
+        finally:
+            s.release(conn)
+
+    def _put_raw(self, node: _Node, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float) -> List[PutResult]:
+        """Put pages over the raw plane, in batches of the node's Welcome
+        limit. Returns the results of the leading pages it put: all of
+        them, or fewer when the plane is not usable (no connection, or it
+        failed before the node answered a commit while the deadline had
+        not passed): the caller puts the rest over gRPC, where pages the
+        lost batch did publish answer EXISTS. Pages with a cost hint go
+        over gRPC: the Reserve frame cannot carry it."""
+        if any(p.cost_hint for p in pages):
+            return []
+        end = time.monotonic() + t
+        s, conn = self._raw_conn(node, t)
+        if conn is None:
+            return []
+        specs = [PutSpec(bytes(p.key), bytes(p.parent) if p.parent else None, int(p.depth), len(v), int(p.chain_depth))
+                 for p, v in zip(pages, views)]
+        out: List[PutResult] = []
+        try:
+            conn.deadline(end)
+            step = conn.max_batch
+            for start in range(0, len(pages), step):
+                got = conn.put(self.id, specs[start:start + step], views[start:start + step], sums[start:start + step])
+                self.client._count("raw_puts")
+                out.extend(PutResult(_STATUS_NAMES.get(st, str(st)), reason) for st, reason in got)
+        except ConnectionLost as e:
+            if e.timed_out:
+                raise
+        finally:
+            s.release(conn)
+        return out
 
     def _call(self, r: _Routing, i: int, dl: _Deadline, op: str, fn: Callable[[_Node, _NSHandle, float], Any]) -> Any:
         """Run fn on node i with the namespace open there; re-handshake once
@@ -316,6 +398,8 @@ class Namespace:
             lease_id = lease.lease_id_on(r.view.ids[i]) if lease is not None else 0
 
             def fn(node: _Node, h: _NSHandle, t: float):
+                if self._get_raw(node, [keys[p] for p in group], [dests[p] for p in group], found, lease_id, t):
+                    return found
                 for start in range(0, len(group), h.max_batch):
                     batch = group[start:start + h.max_batch]
                     self._get_batch(node, [keys[p] for p in batch], [dests[p] for p in batch], found, start, lease_id, t)
@@ -435,7 +519,9 @@ class Namespace:
                 res: List[Optional[PutResult]] = [None] * len(group)
 
                 def fn(node: _Node, h: _NSHandle, t: float):
-                    for start in range(0, len(group), h.max_batch):
+                    done = self._put_raw(node, [ps[p] for p in group], [views[p] for p in group], [sums[p] for p in group], t)
+                    res[:len(done)] = done
+                    for start in range(len(done), len(group), h.max_batch):
                         batch = group[start:start + h.max_batch]
                         got = self._put_batch(node, h, [ps[p] for p in batch], [views[p] for p in batch], [sums[p] for p in batch], t)
                         res[start:start + len(batch)] = got
@@ -564,6 +650,18 @@ class Namespace:
                 elif not isinstance(err, E.NamespaceNotFoundError):
                     raise err from None
         return out
+
+
+def _header(call: Any, name: str) -> Optional[str]:
+    """The value of a gRPC response header, or None."""
+    try:
+        md = call.initial_metadata() or ()
+    except Exception:
+        return None
+    for k, v in md:
+        if k == name:
+            return v.decode() if isinstance(v, bytes) else str(v)
+    return None
 
 
 def _key(k: Any) -> bytes:

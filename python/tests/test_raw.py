@@ -1,0 +1,539 @@
+"""The raw tcp data plane (strata_client.raw): Get and Put against a real
+stratad over raw connections, its fallback to gRPC, leases and batch
+limits over raw, Go-written pages read over raw, and the page reader and
+put framing against a scripted node on a socket pair (checksum mismatch,
+refusals, protocol violations, lost connections, deadlines)."""
+
+import hashlib
+import os
+import socket
+import struct
+import threading
+import time
+import unittest
+
+from _support import Node, go_pattern, gowriter, small_descriptor
+from strata_client import Client, Page, ScatterBuffer
+from strata_client import errors as E
+from strata_client import raw as R
+from strata_client.buffers import dest
+from strata_client.checksum import checksum
+
+
+def _session(client: Client) -> R.RawSession:
+    """The raw session of the client's only node."""
+    (node,) = [n for n in client._nodes.values() if n.handles]
+    return node.raw
+
+
+class RawNodeTest(unittest.TestCase):
+    """One node serving the raw plane (its default)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.node = Node()
+        cls.client = Client(cls.node.addr, node_timeout=5.0)
+        cls.ns = cls.client.open(small_descriptor())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.node.stop()
+
+    def keys(self, n, base):
+        return self.ns.page_keys(list(range(base, base + 16 * n)))
+
+    def test_round_trip_over_raw(self):
+        ns, c = self.ns, self.client
+        self.assertTrue(c.raw_active)
+        self.assertEqual(list(c.raw_status().values()), [True])
+        keys = self.keys(5, 10_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        puts, reads = c.stats["raw_puts"], c.stats["raw_reads"]
+        res = ns.put_chain(keys, data)
+        self.assertEqual([r.status for r in res], ["COMMITTED"] * 5)
+        self.assertEqual(c.stats["raw_puts"], puts + 1)
+        self.assertEqual([r.status for r in ns.put_chain(keys[:2], data[:2])], ["EXISTS"] * 2)
+
+        # Every kind of caller buffer, filled straight from the socket.
+        half = ns.page_bytes // 3
+        k_part, v_part = bytearray(half), bytearray(ns.page_bytes - half)
+        bufs = [bytearray(ns.page_bytes), memoryview(bytearray(ns.page_bytes)), ScatterBuffer([k_part, v_part]),
+                bytearray(ns.page_bytes + 100), bytearray(ns.page_bytes)]
+        try:
+            import numpy as np
+
+            bufs[4] = np.zeros(ns.page_bytes // 4, dtype=np.float32)
+        except ImportError:
+            pass
+        out = ns.get(keys, bufs)
+        self.assertEqual(c.stats["raw_reads"], reads + 1)
+        self.assertTrue(all(o is b for o, b in zip(out, bufs)))
+        self.assertEqual(bytes(bufs[0]), data[0])
+        self.assertEqual(bytes(bufs[1]), data[1])
+        self.assertEqual(bytes(k_part) + bytes(v_part), data[2])
+        self.assertEqual(bytes(bufs[3][:ns.page_bytes]), data[3])
+        self.assertEqual(bytes(memoryview(bufs[4]).cast("B")), data[4])
+        self.assertEqual(c.stats["checksum_failures"], 0)
+
+        # The node stored what the raw put declared: parent links, depths.
+        from strata_client._proto import strata_pb2 as pb
+
+        node = next(iter(c._nodes.values()))
+        info = node.admin.StatKeys(pb.StatKeysRequest(namespace_id=ns.id, keys=keys), timeout=5)
+        self.assertEqual([k.depth for k in info.keys], [0, 1, 2, 3, 4])
+        self.assertEqual([bytes(k.parent_key) for k in info.keys[1:]], keys[:4])
+        self.assertEqual(bytes(info.keys[0].parent_key), b"")
+        self.assertEqual([bytes(k.checksum) for k in info.keys], [checksum("crc32c", d) for d in data])
+
+        # A gRPC-only client reads the raw-put pages; raw reads gRPC-put ones.
+        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+            self.assertFalse(g.raw_active)
+            gns = g.open(small_descriptor())
+            self.assertEqual([bytes(o) for o in gns.get(keys)], data)
+            more = self.keys(2, 20_000)
+            mdata = [os.urandom(ns.page_bytes) for _ in more]
+            self.assertTrue(all(r.stored for r in gns.put_chain(more, mdata)))
+            self.assertEqual((g.stats["raw_reads"], g.stats["raw_puts"]), (0, 0))
+        self.assertEqual([bytes(o) for o in ns.get(more)], mdata)
+
+    def test_missing_keys(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(4, 30_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        ns.put([Page(keys[1], data[1]), Page(keys[3], data[3])])
+        reads = c.stats["raw_reads"]
+        out = ns.get(keys)
+        self.assertEqual(c.stats["raw_reads"], reads + 1)
+        self.assertEqual([o is not None for o in out], [False, True, False, True])
+        self.assertEqual(bytes(out[1]), data[1])
+        self.assertEqual(bytes(out[3]), data[3])
+        self.assertEqual(ns.get([bytes(32)] * 3), [None] * 3)
+
+    def test_page_larger_than_buffer(self):
+        ns = self.ns
+        keys = self.keys(2, 40_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        ns.put_chain(keys, data)
+        with self.assertRaises(E.InvalidArgumentError) as cm:
+            ns.get(keys, [bytearray(ns.page_bytes), bytearray(ns.page_bytes - 1)])
+        self.assertIn("buffer 1", str(cm.exception))
+
+        # The reader itself: the page is skipped with a clear error, the
+        # other pages still land, and the connection stays in step.
+        s = _session(self.client)
+        conn = s.acquire()
+        try:
+            conn.deadline(time.monotonic() + 5)
+            small, whole = bytearray(100), bytearray(ns.page_bytes)
+            found = [False, False]
+            bad, err = conn.read(ns.id, 0, keys, [dest(small), dest(whole)], "crc32c", ns.page_bytes, found)
+            self.assertIsInstance(err, E.InvalidArgumentError)
+            self.assertIn(f"page 0 is {ns.page_bytes} bytes, its buffer has 100", str(err))
+            self.assertEqual((found, bad), ([False, True], 0))
+            self.assertEqual(bytes(whole), data[1])
+            self.assertEqual(bytes(small), bytes(100))
+            found = [False]
+            conn.read(ns.id, 0, keys[:1], [dest(whole)], "crc32c", ns.page_bytes, found)
+            self.assertEqual((found, bytes(whole)), ([True], data[0]))
+            self.assertFalse(conn.broken)
+        finally:
+            s.release(conn)
+
+    def test_wrong_size_put(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(2, 50_000)
+        puts = c.stats["raw_puts"]
+        with self.assertRaises(E.InvalidArgumentError) as cm:
+            ns.put_chain(keys, [bytes(ns.page_bytes), bytes(ns.page_bytes - 1)])
+        self.assertIn(f"put page 1: {ns.page_bytes - 1} bytes, namespace pages are {ns.page_bytes}", str(cm.exception))
+        self.assertEqual(c.stats["raw_puts"], puts)
+        self.assertEqual(ns.lookup(keys).present, [False, False])
+
+        # Past the client's check, the node refuses it too: REJECTED, nothing stored.
+        s = _session(c)
+        conn = s.acquire()
+        try:
+            conn.deadline(time.monotonic() + 5)
+            short = memoryview(bytes(ns.page_bytes - 8))
+            got = conn.put(ns.id, [R.PutSpec(keys[0], None, 0, len(short), 0)], [short], [checksum("crc32c", short)])
+            self.assertEqual(got[0][0], 9)  # REJECTED
+            self.assertIn("size", got[0][1])
+            self.assertFalse(conn.broken)
+        finally:
+            s.release(conn)
+        self.assertEqual(ns.lookup(keys).present, [False, False])
+
+    def test_leases_over_raw(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(3, 60_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        ns.put_chain(keys, data)
+        r = ns.lookup(keys, lease=True, ttl_ms=5000)
+        self.assertEqual(r.hit_prefix, 3)
+        reads = c.stats["raw_reads"]
+        out = ns.get(keys, lease=r.lease)
+        self.assertEqual([bytes(o) for o in out], data)
+        self.assertEqual(c.stats["raw_reads"], reads + 1)
+
+        r.lease.release()
+        fallbacks = c.stats["raw_fallbacks"]
+        with self.assertRaises((E.LeaseNotFoundError, E.LeaseExpiredError)) as cm:
+            ns.get(keys, lease=r.lease)
+        self.assertIn("raw data plane", str(cm.exception))
+        self.assertEqual(c.stats["raw_fallbacks"], fallbacks)
+
+        short = ns.lookup(keys, lease=True, ttl_ms=1)
+        time.sleep(0.05)
+        with self.assertRaises(E.LeaseExpiredError) as cm:
+            ns.get(keys, lease=short.lease)
+        self.assertIn("raw data plane: LEASE_EXPIRED", str(cm.exception))
+        # A refusal leaves the connection pooled and usable.
+        self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+
+    def test_stale_connection_is_dropped(self):
+        ns = self.ns
+        keys = self.keys(1, 70_000)
+        data = os.urandom(ns.page_bytes)
+        ns.put_chain(keys, [data])
+        s = _session(self.client)
+        self.assertTrue(ns.get(keys)[0] is not None)
+        with s._lock:
+            idle = list(s._idle)
+        self.assertTrue(idle)
+        for conn in idle:  # as if the node had hung up on the idle connections
+            conn.sock.shutdown(socket.SHUT_RDWR)
+        out = ns.get(keys)
+        self.assertEqual(bytes(out[0]), data)
+        with s._lock:
+            self.assertFalse(any(conn in s._idle for conn in idle))
+
+
+class RawBatchLimitTest(unittest.TestCase):
+    def test_batches_split_by_welcome_limit(self):
+        node = Node(extra_args=["--max-batch", "4"])
+        try:
+            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                keys = ns.page_keys(list(range(16 * 10)))
+                data = [os.urandom(ns.page_bytes) for _ in keys]
+                res = ns.put_chain(keys, data)
+                self.assertEqual([r.status for r in res], ["COMMITTED"] * 10)
+                self.assertEqual(c.stats["raw_puts"], 3)
+                out = ns.get(keys)
+                self.assertEqual([bytes(o) for o in out], data)
+                self.assertEqual(c.stats["raw_reads"], 3)
+                self.assertEqual(_session(c).max_batch, 4)
+                self.assertEqual(c.stats["raw_fallbacks"], 0)
+        finally:
+            node.stop()
+
+
+class RawFallbackTest(unittest.TestCase):
+    def test_node_without_raw_plane(self):
+        node = Node(extra_args=["--raw-listen", "off"])
+        try:
+            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                self.assertFalse(c.raw_active)
+                self.assertEqual(list(c.raw_status().values()), [False])
+                self.assertIsNone(_session(c))
+                keys = ns.page_keys(list(range(16 * 3)))
+                data = [os.urandom(ns.page_bytes) for _ in keys]
+                self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
+                self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
+        finally:
+            node.stop()
+
+    def test_unreachable_raw_address(self):
+        node = Node()
+        try:
+            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                self.assertTrue(c.raw_active)
+                # The node advertises an address no one listens on (as after a
+                # firewall or a restart on another port): calls go over gRPC.
+                probe = socket.socket()
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+                probe.close()
+                (n,) = [x for x in c._nodes.values() if x.handles]
+                n.set_raw(f"0.0.0.0:{port}", "")
+                self.assertEqual(n.raw.addr, ("127.0.0.1", port))
+                keys = ns.page_keys(list(range(16 * 2)))
+                data = [os.urandom(ns.page_bytes) for _ in keys]
+                self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
+                self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
+                self.assertEqual(c.stats["raw_fallbacks"], 2)  # the put and the get
+                self.assertFalse(c.raw_active)
+                self.assertIsInstance(n.raw.last_error, OSError)
+        finally:
+            node.stop()
+
+    def test_raw_off_option(self):
+        node = Node()
+        try:
+            with Client(node.addr, raw=False, refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                self.assertFalse(c.raw_active)
+                keys = ns.page_keys(list(range(16)))
+                ns.put_chain(keys, [bytes(ns.page_bytes)])
+                self.assertEqual(bytes(ns.get(keys)[0]), bytes(ns.page_bytes))
+                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"], c.stats["raw_fallbacks"]), (0, 0, 0))
+        finally:
+            node.stop()
+
+    def test_tenant_token_over_raw(self):
+        node = Node(extra_args=["--tenant-token", "acme=s3cret"])
+        try:
+            with Client(node.addr, token="s3cret", refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                self.assertTrue(c.raw_active)
+                keys = ns.page_keys(list(range(16)))
+                data = os.urandom(ns.page_bytes)
+                self.assertTrue(ns.put_chain(keys, [data])[0].stored)
+                self.assertEqual(bytes(ns.get(keys)[0]), data)
+                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (1, 1))
+                # A wrong token is refused at the handshake.
+                s = _session(c)
+                with self.assertRaises(E.UnauthenticatedError):
+                    R.RawConn.dial(s.addr, "wrong", s.node_id)
+        finally:
+            node.stop()
+
+
+class RawCrossLanguageTest(unittest.TestCase):
+    def test_go_written_pages_over_raw(self):
+        node = Node()
+        try:
+            toks = list(range(7_000, 7_000 + 16 * 4))
+            out = gowriter("-addr", node.addr, "-mode", "put", "-seed", "5", "-tokens", ",".join(map(str, toks)))
+            self.assertEqual(out["results"], ["COMMIT_STATUS_COMMITTED"] * 4)
+            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
+                ns = c.open(small_descriptor())
+                keys = ns.page_keys(toks)
+                got = ns.get(keys)
+                self.assertEqual(c.stats["raw_reads"], 1)
+                for i, g in enumerate(got):
+                    self.assertEqual(bytes(g), go_pattern(5, i, ns.page_bytes))
+                # Python writes over raw, Go reads.
+                toks2 = list(range(8_000, 8_000 + 16 * 3))
+                keys2 = ns.page_keys(toks2)
+                data2 = [os.urandom(ns.page_bytes) for _ in keys2]
+                self.assertTrue(all(r.stored for r in ns.put_chain(keys2, data2)))
+                self.assertEqual(c.stats["raw_puts"], 1)
+            back = gowriter("-addr", node.addr, "-mode", "get", "-tokens", ",".join(map(str, toks2)))
+            self.assertEqual(back["found"], [True] * 3)
+            self.assertEqual(back["sha256"], [hashlib.sha256(d).hexdigest() for d in data2])
+        finally:
+            node.stop()
+
+
+# ---- the reader and the put framing against a scripted node -----------------------
+
+
+def _page_frame(rid, index, data=None, cs=None):
+    """A Page frame: found with data (and its CRC-32C unless cs), or missing."""
+    if data is None:
+        return R.frame(R.OP_PAGE, rid, struct.pack("<IBB", index, 0, 0))
+    cs = checksum("crc32c", data) if cs is None else cs
+    return R.frame(R.OP_PAGE, rid, struct.pack("<IBB", index, 1, len(cs)) + cs + data)
+
+
+def _error_frame(rid, code, msg):
+    return R.frame(R.OP_ERROR, rid, struct.pack("<H", code) + struct.pack("<H", len(msg)) + msg.encode())
+
+
+class _Peer:
+    """The node's end of a socket pair: reads whole frames, writes bytes."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            b = self.sock.recv(n - len(buf))
+            if not b:
+                raise EOFError
+            buf += b
+        return bytes(buf)
+
+    def recv_frame(self):
+        length, op, _, _, rid = struct.unpack("<IBBHQ", self.recv_exact(16))
+        return op, rid, self.recv_exact(length - 12)
+
+
+class ScriptedNodeTest(unittest.TestCase):
+    PAGE = 4096
+
+    def setUp(self):
+        a, b = socket.socketpair()
+        self.conn = R.RawConn(a, node="scripted", max_batch=16)
+        self.conn.deadline(time.monotonic() + 5)
+        self.peer = _Peer(b)
+        self.thread = None
+
+    def tearDown(self):
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        self.conn.close()
+        self.peer.sock.close()
+
+    def serve(self, answer):
+        """Answer the next request with answer(op, rid, body) -> bytes."""
+        def run():
+            try:
+                op, rid, body = self.peer.recv_frame()
+                out = answer(op, rid, body)
+                if out:
+                    self.peer.sock.sendall(out)
+            except (EOFError, OSError):
+                pass
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def read(self, n, algorithm="crc32c"):
+        bufs = [bytearray(self.PAGE) for _ in range(n)]
+        found = [False] * n
+        bad, err = self.conn.read(b"\x01" * 32, 7, [bytes([i]) * 32 for i in range(n)], [dest(b) for b in bufs],
+                                  algorithm, self.PAGE, found)
+        return bufs, found, bad, err
+
+    def test_checksum_mismatch_is_a_miss(self):
+        good, corrupt = os.urandom(self.PAGE), os.urandom(self.PAGE)
+        wrong = struct.pack(">I", (int.from_bytes(checksum("crc32c", corrupt), "big") ^ 1))
+        self.serve(lambda op, rid, body: _page_frame(rid, 0, corrupt, wrong) + _page_frame(rid, 1, good))
+        bufs, found, bad, err = self.read(2)
+        self.assertEqual((found, bad, err), ([False, True], 1, None))
+        self.assertEqual(bytes(bufs[1]), good)
+        self.assertFalse(self.conn.broken)
+
+    def test_request_fields_and_sha256(self):
+        data = os.urandom(self.PAGE)
+        seen = {}
+
+        def answer(op, rid, body):
+            seen["op"], seen["body"] = op, body
+            return _page_frame(rid, 0, None) + _page_frame(rid, 1, data, hashlib.sha256(data).digest())
+
+        self.serve(answer)
+        bufs, found, bad, err = self.read(2, "sha256")
+        self.assertEqual((found, bad), ([False, True], 0))
+        self.assertEqual(bytes(bufs[1]), data)
+        self.assertEqual(seen["op"], R.OP_READ)
+        self.assertEqual(seen["body"], b"\x01" * 32 + struct.pack("<QI", 7, 2) + b"\x00" * 32 + b"\x01" * 32)
+        # The same page against a CRC-32C namespace: its checksum does not match.
+        self.thread.join()
+        self.serve(lambda op, rid, body: _page_frame(rid, 0, data, hashlib.sha256(data).digest()))
+        _, found, bad, _ = self.read(1, "crc32c")
+        self.assertEqual((found, bad), ([False], 1))
+
+    def test_error_frame_is_the_nodes_refusal(self):
+        self.serve(lambda op, rid, body: _error_frame(rid, 6, "lease 7 expired"))
+        with self.assertRaises(E.LeaseExpiredError) as cm:
+            self.read(2)
+        self.assertIn("LEASE_EXPIRED: lease 7 expired", str(cm.exception))
+        self.assertFalse(self.conn.broken)
+        self.thread.join()
+        self.serve(lambda op, rid, body: _error_frame(rid, 9, "17 items, the limit is 16"))
+        with self.assertRaises(E.BatchTooLargeError):
+            self.read(1)
+
+    def test_protocol_violations_break_the_connection(self):
+        data = os.urandom(self.PAGE)
+        self.serve(lambda op, rid, body: _page_frame(rid, 1, data))  # page 1 where 0 was due
+        with self.assertRaises(E.ProtocolError):
+            self.read(2)
+        self.assertTrue(self.conn.broken)
+
+    def test_wrong_request_id(self):
+        self.serve(lambda op, rid, body: _page_frame(rid + 1, 0, None))
+        with self.assertRaises(E.ProtocolError):
+            self.read(1)
+        self.assertTrue(self.conn.broken)
+
+    def test_connection_lost_mid_page(self):
+        data = os.urandom(self.PAGE)
+
+        def answer(op, rid, body):
+            second = _page_frame(rid, 1, data)
+            self.peer.sock.sendall(_page_frame(rid, 0, data) + second[: len(second) // 2])
+            self.peer.sock.shutdown(socket.SHUT_RDWR)
+
+        self.serve(answer)
+        bufs = [bytearray(self.PAGE) for _ in range(2)]
+        found = [False, False]
+        with self.assertRaises(R.ConnectionLost) as cm:
+            self.conn.read(b"\x01" * 32, 0, [b"\x00" * 32, b"\x01" * 32], [dest(b) for b in bufs], "crc32c", self.PAGE, found)
+        self.assertFalse(cm.exception.timed_out)
+        self.assertIsInstance(cm.exception, E.UnavailableError)
+        self.assertEqual(found, [True, False])  # the whole, verified page only
+        self.assertTrue(self.conn.broken)
+
+    def test_deadline(self):
+        self.serve(lambda op, rid, body: None)  # never answers
+        self.conn.deadline(time.monotonic() + 0.3)
+        t0 = time.monotonic()
+        with self.assertRaises(R.ConnectionLost) as cm:
+            self.read(1)
+        self.assertTrue(cm.exception.timed_out)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertTrue(self.conn.broken)
+
+    def test_put_frames(self):
+        ns = b"\x02" * 32
+        k0, k1, k2 = b"\x10" * 32, b"\x11" * 32, b"\x12" * 32
+        pages = [os.urandom(self.PAGE) for _ in range(3)]
+        specs = [R.PutSpec(k0, None, 0, self.PAGE, 2), R.PutSpec(k1, k0, 1, self.PAGE, 2), R.PutSpec(k2, k1, 2, self.PAGE, 0)]
+        seen = {}
+
+        def node():
+            op, rid, body = self.peer.recv_frame()
+            seen["reserve"] = (op, body)
+            slot = struct.Struct("<BQqB4Q")
+            reason = b"no room"
+            ok = struct.pack("<I", 3) + slot.pack(1, 100, 0, 0, 0, 0, 0, 0) + b"\x00\x00" + \
+                slot.pack(2, 0, 0, 0, 0, 0, 0, 0) + b"\x00\x00" + slot.pack(3, 0, 0, 0, 0, 0, 0, 0) + struct.pack("<H", len(reason)) + reason
+            self.peer.sock.sendall(R.frame(R.OP_RESERVE_OK, rid, ok))
+            op, _, body = self.peer.recv_frame()
+            seen["write"] = (op, body)
+            op, rid, body = self.peer.recv_frame()
+            seen["commit"] = (op, body)
+            self.peer.sock.sendall(R.frame(R.OP_COMMIT_OK, rid, struct.pack("<I", 1) + bytes([1])))
+
+        self.thread = threading.Thread(target=node, daemon=True)
+        self.thread.start()
+        views = [memoryview(p) for p in pages]
+        got = self.conn.put(ns, specs, views, [checksum("crc32c", p) for p in pages])
+        self.thread.join(timeout=5)
+        self.assertEqual(got, [(1, ""), (2, ""), (9, "no room")])
+        op, body = seen["reserve"]
+        self.assertEqual(op, R.OP_RESERVE)
+        page = struct.Struct("<32s32sBIQI")
+        self.assertEqual(body[:40], ns + struct.pack("<II", 0, 3))
+        self.assertEqual([page.unpack_from(body, 40 + i * page.size) for i in range(3)], [
+            (k0, bytes(32), 0, 0, self.PAGE, 2), (k1, k0, 1, 1, self.PAGE, 2), (k2, k1, 1, 2, self.PAGE, 0)])
+        self.assertEqual(len(body), 40 + 3 * page.size)
+        op, body = seen["write"]  # only the reserved page's bytes travel
+        self.assertEqual((op, body[:48], body[48:]), (R.OP_WRITE, ns + struct.pack("<QQ", 100, 0), pages[0]))
+        op, body = seen["commit"]
+        self.assertEqual((op, body), (R.OP_COMMIT, ns + struct.pack("<IQQB", 1, 100, self.PAGE, 4) + checksum("crc32c", pages[0])))
+
+
+class AddressTest(unittest.TestCase):
+    def test_resolve(self):
+        self.assertEqual(R.resolve_addr("0.0.0.0:7071", "10.1.2.3:7070"), ("10.1.2.3", 7071))
+        self.assertEqual(R.resolve_addr("[::]:7071", "[fe80::1]:7070"), ("fe80::1", 7071))
+        self.assertEqual(R.resolve_addr(":7071", "node-a:7070"), ("node-a", 7071))
+        self.assertEqual(R.resolve_addr("10.9.9.9:7071", "10.1.2.3:7070"), ("10.9.9.9", 7071))
+        self.assertEqual(R.resolve_addr("[fe80::2]:7", "x:1"), ("fe80::2", 7))
+        for bad in ("", "nohost", "1.2.3.4:0", "1.2.3.4:x", "1.2.3.4:70000", "::1:5"):
+            self.assertIsNone(R.resolve_addr(bad, "10.1.2.3:7070"), bad)
+
+
+if __name__ == "__main__":
+    unittest.main()
