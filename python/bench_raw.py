@@ -19,6 +19,10 @@ Python can do with one socket at all.
     /usr/bin/python3 python/bench_raw.py                  # starts a node (go build)
     /usr/bin/python3 python/bench_raw.py --addr 127.0.0.1:7070
 
+Then lookups of ``--lookup-keys`` keys (default 1,000: the working set's
+keys first, then keys the node lacks) over gRPC and over the raw plane's
+Lookup frame (protocol 3), taking turns the same way (0: left out).
+
 Not run by the tests.
 """
 
@@ -68,6 +72,20 @@ def descriptor(page_kib: int) -> Descriptor:
         raise SystemExit(f"--page-kib must be a multiple of 8, got {page_kib}")
     return Descriptor(tenant="bench", model="bench/raw", model_revision="r1", engine="bench", dtype="bf16",
                       page_tokens=16, num_layers=layers, num_kv_heads=2, head_dim=32)
+
+
+def run_lookups(ns, keys: List[bytes], want: int, seconds: float) -> float:
+    """Lookup all keys, over and over, for about seconds; lookups/s."""
+    n = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while True:
+        if ns.lookup(keys).hit_prefix != want:
+            raise SystemExit("lookup: the working set must stay in the node")
+        n += 1
+        now = time.perf_counter()
+        if now >= end:
+            return n / (now - t0)
 
 
 def run_gets(ns, keys: List[bytes], bufs: List[bytearray], batch: int, seconds: float) -> float:
@@ -133,6 +151,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6, help="rounds, each one turn per path (default 6)")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per turn (default 1)")
     ap.add_argument("--no-limit", action="store_true", help="leave out the loopback limit")
+    ap.add_argument("--lookup-keys", type=int, default=1000, help="keys per lookup in the lookup turns (default 1000; 0: none)")
     args = ap.parse_args()
 
     node = None
@@ -184,6 +203,25 @@ def bench(addr: str, args) -> None:
         print(f"raw reads {cr.stats['raw_reads']}, fallbacks {cr.stats['raw_fallbacks']}, "
               f"checksum failures {cr.stats['checksum_failures'] + cg.stats['checksum_failures']}, "
               f"crc32c {'C extension' if HAVE_FAST_CRC32C else 'pure Python'}")
+        if args.lookup_keys > 0:
+            lkeys = keys[:args.lookup_keys] + [k for k in nr.page_keys(list(range(10**6, 10**6 + 16 * args.lookup_keys)))][:max(0, args.lookup_keys - len(keys))]
+            want = min(len(keys), args.lookup_keys)
+            turns = [("grpc", lambda s: run_lookups(ng, lkeys, want, s)), ("raw", lambda s: run_lookups(nr, lkeys, want, s))]
+            for _, fn in turns:
+                fn(0.2)
+            print(f"lookups of {len(lkeys)} keys ({want} present):")
+            lr = {name: [] for name, _ in turns}
+            for r in range(args.rounds):
+                k = r % len(turns)
+                line = []
+                for name, fn in turns[k:] + turns[:k]:
+                    v = fn(args.seconds)
+                    lr[name].append(v)
+                    line.append(f"{name} {v:6.0f} lookups/s")
+                print(f"round {r + 1}: " + " | ".join(line))
+            lm = {name: statistics.median(v) for name, v in lr.items()}
+            print("median: " + ", ".join(f"{n} {v:.0f} lookups/s ({1e3 / v:.2f} ms each)" for n, v in lm.items())
+                  + f"; raw / grpc = {lm['raw'] / lm['grpc']:.2f}; raw lookups {cr.stats['raw_lookups']}")
 
 
 def rounds(turns: List[Tuple[str, object]], args, page_bytes: int) -> dict:

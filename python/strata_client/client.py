@@ -356,10 +356,14 @@ class Client:
             "view_refreshes": 0,
             "lease_releases_failed": 0,
             "orphan_marks_failed": 0,
-            # Raw data plane: Read and Put batches sent over it, and calls
-            # that went to gRPC because no raw connection could be had.
+            # Raw data plane: Read, Put and Lookup batches sent over it
+            # (raw_put_one_calls: the put batches of them that went as Put
+            # frames, one round trip, on protocol 3), and calls that went
+            # to gRPC because no raw connection could be had.
             "raw_reads": 0,
             "raw_puts": 0,
+            "raw_put_one_calls": 0,
+            "raw_lookups": 0,
             "raw_fallbacks": 0,
         }
         self._view: Optional[_View] = None

@@ -34,7 +34,7 @@ from .client import (
     with_chain_depths,
 )
 from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
-from .raw import ADDR_HEADER, ConnectionLost, PutSpec, RawConn, RawSession
+from .raw import ADDR_HEADER, MAX_WRITE_CHUNK, ONE_CALL_MAX_PAGES, ConnectionLost, PutSpec, RawConn, RawSession
 
 __all__ = ["Namespace"]
 
@@ -138,7 +138,9 @@ class Namespace:
         failed before the node answered a commit while the deadline had
         not passed): the caller puts the rest over gRPC, where pages the
         lost batch did publish answer EXISTS. Pages with a cost hint go
-        over gRPC: the Reserve frame cannot carry it."""
+        over gRPC: the Reserve frame cannot carry it. On a protocol-3
+        connection a batch of at most ONE_CALL_MAX_PAGES pages is Put
+        frames, one round trip (stats raw_put_one_calls)."""
         if any(p.cost_hint for p in pages):
             return []
         end = time.monotonic() + t
@@ -152,7 +154,12 @@ class Namespace:
             conn.deadline(end)
             step = conn.max_batch
             for start in range(0, len(pages), step):
-                got = conn.put(self.id, specs[start:start + step], views[start:start + step], sums[start:start + step])
+                args = (self.id, specs[start:start + step], views[start:start + step], sums[start:start + step])
+                if conn.version >= 3 and len(args[1]) <= ONE_CALL_MAX_PAGES and self.page_bytes <= MAX_WRITE_CHUNK:
+                    got = conn.put_one_call(*args)
+                    self.client._count("raw_put_one_calls")
+                else:
+                    got = conn.put(*args)
                 self.client._count("raw_puts")
                 out.extend(PutResult(_STATUS_NAMES.get(st, str(st)), reason) for st, reason in got)
         except ConnectionLost as e:
@@ -188,6 +195,47 @@ class Namespace:
                 raise err from None
         raise last  # pragma: no cover
 
+    def _lookup_raw(self, node: _Node, keys: List[bytes], present: List[bool], spans: List[Tuple[int, int, List[int]]],
+                    group: List[int], lease: bool, ttl_ms: int, t: float) -> bool:
+        """Lookup over the raw plane (protocol 3), in batches of the node's
+        Welcome limit, filling present and spans as the gRPC path does.
+        False: the plane is not usable (no connection, a protocol-2 node,
+        or the connection broke before an answer while the deadline had
+        not passed): the caller asks over gRPC (a lease taken for a lost
+        answer ends at its expiry). Raises the node's refusals and a
+        deadline that passed."""
+        s = node.raw
+        if s is None or not self.client.raw_enabled or s.version < 3:
+            return False
+        end = time.monotonic() + t
+        s, conn = self._raw_conn(node, t)
+        if conn is None:
+            return False
+        c = self.client
+        try:
+            if conn.version < 3:
+                return False
+            conn.deadline(end)
+            step = conn.max_batch
+            covered = 0
+            for start in range(0, len(keys), step):
+                batch = keys[start:start + step]
+                want = lease and covered == start
+                hit, lease_id, expires, _pages, got = conn.lookup(self.id, batch, want, int(ttl_ms))
+                c._count("raw_lookups")
+                present[start:start + len(batch)] = got
+                if lease_id:
+                    spans.append((lease_id, expires, group[start:start + hit]))
+                    covered = start + hit
+            return True
+        except ConnectionLost as e:
+            if e.timed_out:
+                raise
+            spans.clear()
+            return False
+        finally:
+            s.release(conn)
+
     # ---- lookup ----------------------------------------------------------------
 
     def lookup(self, keys: Sequence[bytes], lease: bool = False, ttl_ms: int = 0, timeout: Optional[float] = None) -> LookupResult:
@@ -210,6 +258,8 @@ class Namespace:
 
             def fn(node: _Node, h: _NSHandle, t: float):
                 spans.clear()
+                if self._lookup_raw(node, [keys[p] for p in group], present, spans, group, lease, ttl_ms, t):
+                    return present
                 covered = 0
                 for start in range(0, len(group), h.max_batch):
                     batch = group[start:start + h.max_batch]

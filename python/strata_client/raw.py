@@ -19,6 +19,12 @@ framing is the node's framed protocol over TCP, little-endian throughout:
     Write     = ns [32] | write id u64 | offset u64 | data    (one-way)
     Commit    = ns [32] | n u32 | n x (write id u64 | size u64 | checksum bytes8)
     CommitOK  = n u32 | n x status u8
+    Put       = ns [32] | ttl ms u32 | key [32] | parent [32] | has parent u8 |
+                depth u32 | chain depth u32 | checksum bytes8 | data   (v3)
+    PutOK     = reserve status u8 | commit status u8 | reason str       (v3)
+    Lookup    = ns [32] | lease u8 | lease ttl ms u32 | n u32 | n x key [32]  (v3)
+    LookupOK  = hit prefix u32 | lease id u64 | expires unix ms i64 |
+                lease pages u32 | n u32 | n x present u8                (v3)
 
     str = u16 length | bytes;  bytes8 = u8 length | bytes
 
@@ -28,6 +34,15 @@ and batch limit). A Read is answered by one Page frame per key, in key
 order (a missing page: found 0, no data), or by one Error frame. A put is
 Reserve, then the reserved pages' Write frames and the Commit in one
 ``sendmsg``, then CommitOK: two round trips.
+
+Protocol 3 (the Hello says 3; a node that refuses it with a VERSION error
+is an older one, and the session says hello with 2 from then on, using
+only the ops above it) adds a one-round-trip put and Lookup: a put batch
+of up to ONE_CALL_MAX_PAGES pages (each at most MAX_WRITE_CHUNK bytes) is
+one Put frame per page, all in one ``sendmsg``, each answered in order by
+a PutOK (or by an Error frame, which leaves the connection in step); a
+Lookup is one frame each way (lease id 0: no lease was taken). A node
+answers these ops with an Error on a connection that said hello with 2.
 
 Page bytes are never copied on the client: a Page's data is received with
 ``recv_into`` straight into the caller's buffer (each segment of a
@@ -68,11 +83,20 @@ __all__ = [
 # node's raw address (host:port).
 ADDR_HEADER = "strata-raw-addr"
 # PROTOCOL_VERSION is the version a Hello carries and a Welcome answers.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
+# MIN_PROTOCOL_VERSION is the oldest version the client falls back to (a
+# node that refuses PROTOCOL_VERSION); it has no Put or Lookup frames.
+MIN_PROTOCOL_VERSION = 2
 
 OP_HELLO, OP_WELCOME, OP_ERROR = 1, 2, 3
 OP_RESERVE, OP_RESERVE_OK, OP_COMMIT, OP_COMMIT_OK = 6, 7, 8, 9
 OP_READ, OP_PAGE, OP_WRITE = 13, 14, 15
+OP_PUT, OP_PUT_OK, OP_LOOKUP, OP_LOOKUP_OK = 16, 17, 18, 19
+# CODE_VERSION is the Error code of a handshake the node refuses for its version.
+CODE_VERSION = 11
+# ONE_CALL_MAX_PAGES: a put batch of at most this many pages goes as Put
+# frames (one round trip) on a protocol-3 connection.
+ONE_CALL_MAX_PAGES = 16
 
 SLOT_RESERVED, SLOT_EXISTS, SLOT_REJECTED = 1, 2, 3
 
@@ -108,6 +132,10 @@ _SLOT = struct.Struct("<BQqB4Q")  # status, write id, deadline, mapped, extent
 _WRITE_HEAD = struct.Struct("<QQ")  # write id, offset (after the namespace)
 _COMMIT_ITEM = struct.Struct("<QQ")  # write id, size (then the checksum)
 _WELCOME_TAIL = struct.Struct("<QQQI")  # arena id, size, generation words, max batch
+_PUT_HEAD = struct.Struct("<I32s32sBII")  # ttl ms, key, parent, has parent, depth, chain depth
+_PUT_OK_HEAD = struct.Struct("<BB")  # reserve status, commit status
+_LOOKUP_HEAD = struct.Struct("<BII")  # lease, lease ttl ms, n
+_LOOKUP_OK_HEAD = struct.Struct("<IQqII")  # hit prefix, lease id, expires, lease pages, n
 
 # Error codes of an Error frame.
 CODE_NAMES = {
@@ -213,8 +241,18 @@ def _bytes8(b: bytes) -> bytes:
     return bytes((len(b),)) + b
 
 
-def hello_body(token: str) -> bytes:
-    return _U16.pack(PROTOCOL_VERSION) + _str(token.encode())
+def hello_body(token: str, version: int = PROTOCOL_VERSION) -> bytes:
+    return _U16.pack(version) + _str(token.encode())
+
+
+def put_head(ns_id: bytes, spec: PutSpec, checksum: bytes, ttl_ms: int = 0) -> bytes:
+    """A Put frame's body up to its data."""
+    return ns_id + _PUT_HEAD.pack(ttl_ms, spec.key, spec.parent or bytes(32), 1 if spec.parent else 0, spec.depth,
+                                  spec.chain_depth) + _bytes8(checksum)
+
+
+def lookup_body(ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 0) -> bytes:
+    return b"".join([ns_id, _LOOKUP_HEAD.pack(1 if lease else 0, ttl_ms, len(keys))] + list(keys))
 
 
 def read_body(ns_id: bytes, lease_id: int, keys: Sequence[bytes]) -> bytes:
@@ -307,6 +345,27 @@ def parse_commit_ok(body: bytes) -> List[int]:
     return out
 
 
+def parse_put_ok(body: bytes) -> Tuple[int, int, str]:
+    """(reserve status, commit status, reason) of a PutOK."""
+    r = _Body(body, "put")
+    reserve, commit = r.unpack(_PUT_OK_HEAD)
+    reason = r.str()
+    r.done()
+    return reserve, commit, reason
+
+
+def parse_lookup_ok(body: bytes) -> Tuple[int, int, int, int, List[bool]]:
+    """(hit prefix, lease id, expires unix ms, lease pages, present) of a
+    LookupOK."""
+    r = _Body(body, "lookup")
+    hit, lease_id, expires, pages, n = r.unpack(_LOOKUP_OK_HEAD)
+    present = r.take(n)
+    if any(v > 1 for v in present):
+        raise E.ProtocolError("raw lookup: present flag not 0 or 1")
+    r.done()
+    return hit, lease_id, expires, pages, [bool(v) for v in present]
+
+
 def error_from_frame(op: str, body: bytes, node: str) -> E.StrataError:
     """The client exception for an Error frame answering op."""
     code, msg = parse_error(body)
@@ -348,10 +407,13 @@ class RawConn:
     a RawSession lends it to one call at a time. ``broken`` is set when it
     cannot be used again (then it is closed, not pooled)."""
 
-    def __init__(self, sock: socket.socket, node: str = "", max_batch: int = 1):
+    def __init__(self, sock: socket.socket, node: str = "", max_batch: int = 1, version: int = PROTOCOL_VERSION):
         self.sock = sock
         self.node = node
         self.max_batch = max(1, max_batch)
+        # The protocol version the Welcome answered: Put and Lookup frames
+        # need 3.
+        self.version = version
         self.broken = False
         self._ids = 0
         self._hdr = bytearray(FRAME_HEADER)
@@ -369,24 +431,29 @@ class RawConn:
     # -- lifecycle
 
     @classmethod
-    def dial(cls, addr: Tuple[str, int], token: str, node_id: str, timeout: float = DIAL_S) -> "RawConn":
-        """Connect and handshake; the Welcome must name node_id (when not
-        empty). Raises on any failure; the socket is then closed."""
+    def dial(cls, addr: Tuple[str, int], token: str, node_id: str, timeout: float = DIAL_S,
+             version: int = PROTOCOL_VERSION) -> "RawConn":
+        """Connect and handshake saying hello with version; the Welcome must
+        name node_id (when not empty) and answer a version from
+        MIN_PROTOCOL_VERSION to version. Raises on any failure (a node that
+        refuses the version: VersionMismatchError); the socket is then
+        closed."""
         sock = socket.create_connection(addr, timeout=timeout)
         c = cls(sock, node_id)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c.deadline(time.monotonic() + timeout)
             rid = c.next_id()
-            c.send([frame(OP_HELLO, rid, hello_body(token or ""))])
+            c.send([frame(OP_HELLO, rid, hello_body(token or "", version))])
             op, got, body = c.recv_frame()
             if op == OP_ERROR:
                 raise error_from_frame("raw handshake", body, node_id)
             if op != OP_WELCOME or got != rid:
                 raise E.ProtocolError(f"raw handshake: answer op {op} for request {got}, want a welcome for {rid}", node=node_id)
-            version, welcome_node, max_batch = parse_welcome(body)
-            if version != PROTOCOL_VERSION:
-                raise E.VersionMismatchError(f"raw handshake: node speaks version {version}, client {PROTOCOL_VERSION}", node=node_id)
+            got_version, welcome_node, max_batch = parse_welcome(body)
+            if not MIN_PROTOCOL_VERSION <= got_version <= version:
+                raise E.VersionMismatchError(f"raw handshake: node speaks version {got_version}, client {version}", node=node_id)
+            c.version = got_version
             if node_id and welcome_node != node_id:
                 raise E.ProtocolError(f"raw address {addr[0]}:{addr[1]} serves node {welcome_node!r}, not {node_id!r}", node=node_id)
             c.max_batch = max(1, max_batch)
@@ -649,6 +716,68 @@ class RawConn:
             results[i] = (st, "")
         return results
 
+    def put_one_call(self, ns_id: bytes, specs: Sequence[PutSpec], views: Sequence[memoryview],
+                     sums: Sequence[bytes]) -> List[Tuple[int, str]]:
+        """One put batch in one round trip (protocol 3): a Put frame per
+        page, all in one sendmsg, then a PutOK per page in order. Returns
+        per page (commit status, reason) as put does: reserve Exists ->
+        EXISTS (2), Rejected -> REJECTED (9) with the reason, reserved ->
+        the commit status (with the reason when not committed). A page
+        the node refuses with an Error frame (its answer: the connection
+        stays in step) fails the call once every answer is read. Raises
+        ConnectionLost or ProtocolError (the connection is then broken)."""
+        if self.version < 3:
+            raise E.InvalidArgumentError(f"raw put frames need protocol 3, the connection speaks {self.version}", node=self.node)
+        first = self._ids + 1
+        bufs: List[Any] = []
+        for spec, data, cs in zip(specs, views, sums):
+            head = put_head(ns_id, spec, cs)
+            bufs.append(frame_header(OP_PUT, self.next_id(), len(head) + len(data)) + head)
+            bufs.append(data)
+        self.send(bufs)
+        results: List[Tuple[int, str]] = []
+        refused: Optional[E.StrataError] = None
+        for i in range(len(specs)):
+            op, body = self._answer(first + i, "put")
+            if op == OP_ERROR:
+                refused = refused or error_from_frame("put", body, self.node)
+                results.append((0, ""))
+                continue
+            if op != OP_PUT_OK:
+                raise self._protocol(f"put: answer op {op}")
+            reserve, commit, reason = parse_put_ok(body)
+            if reserve == SLOT_EXISTS:
+                results.append((2, ""))
+            elif reserve != SLOT_RESERVED:
+                results.append((9, reason))
+            else:
+                results.append((commit, "" if commit == 1 else reason))
+        if refused is not None:
+            raise refused
+        return results
+
+    def lookup(self, ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 0) -> Tuple[int, int, int, int, List[bool]]:
+        """One Lookup (protocol 3): (hit prefix, lease id (0: none taken),
+        expires unix ms, lease pages, present per key). Raises the node's
+        refusal (the connection stays usable), ConnectionLost or
+        ProtocolError (it does not)."""
+        if self.version < 3:
+            raise E.InvalidArgumentError(f"raw lookup needs protocol 3, the connection speaks {self.version}", node=self.node)
+        rid = self.next_id()
+        self.send([frame(OP_LOOKUP, rid, lookup_body(ns_id, keys, lease, ttl_ms))])
+        op, body = self._answer(rid, "lookup")
+        if op == OP_ERROR:
+            raise error_from_frame("lookup", body, self.node)
+        if op != OP_LOOKUP_OK:
+            raise self._protocol(f"lookup: answer op {op}")
+        try:
+            got = parse_lookup_ok(body)
+        except E.ProtocolError as e:
+            raise self._protocol(str(e)) from None
+        if len(got[4]) != len(keys) or got[0] > len(keys):
+            raise self._protocol(f"lookup: {len(got[4])} answers for {len(keys)} keys, hit prefix {got[0]}")
+        return got
+
 
 # ---- the connections to one node ---------------------------------------------------------
 
@@ -664,6 +793,9 @@ class RawSession:
         self.max_idle = max_idle
         self.last_error: Optional[BaseException] = None
         self.max_batch = 0  # the Welcome's, once a connection was made
+        # The version the next dial says hello with: PROTOCOL_VERSION until
+        # the node refuses it (an older node), then MIN_PROTOCOL_VERSION.
+        self.version = PROTOCOL_VERSION
         self._failed = 0.0  # monotonic time of the last failed dial; 0: none
         self._lock = threading.Lock()
         self._idle: List[RawConn] = []
@@ -693,8 +825,18 @@ class RawSession:
             c.close()
         if not self.usable():
             return None
+        t = max(0.001, min(DIAL_S, timeout))
         try:
-            c = RawConn.dial(self.addr, self.token, self.node_id, timeout=max(0.001, min(DIAL_S, timeout)))
+            try:
+                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=self.version)
+            except E.VersionMismatchError as e:
+                # An older node refuses protocol 3 (Error with the VERSION
+                # code, then it hangs up): say hello with 2 on a new
+                # connection, and from then on.
+                if self.version <= MIN_PROTOCOL_VERSION or e.code != CODE_NAMES[CODE_VERSION]:
+                    raise
+                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=MIN_PROTOCOL_VERSION)
+                self.version = MIN_PROTOCOL_VERSION
         except Exception as e:
             self.last_error = e
             self._failed = time.monotonic()

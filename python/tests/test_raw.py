@@ -191,6 +191,122 @@ class RawNodeTest(unittest.TestCase):
         # A refusal leaves the connection pooled and usable.
         self.assertEqual([bytes(o) for o in ns.get(keys)], data)
 
+    def test_one_call_put(self):
+        ns, c = self.ns, self.client
+        s = _session(c)
+        conn = s.acquire()
+        self.assertEqual((s.version, conn.version), (3, 3))
+        s.release(conn)
+        keys = self.keys(16, 80_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        one, puts, fb = c.stats["raw_put_one_calls"], c.stats["raw_puts"], c.stats["raw_fallbacks"]
+        res = ns.put_chain(keys[:15], data[:15])
+        self.assertEqual([r.status for r in res], ["COMMITTED"] * 15)
+        self.assertEqual((c.stats["raw_put_one_calls"], c.stats["raw_puts"]), (one + 1, puts + 1))
+        # Present pages answer EXISTS over Put frames too, new ones commit.
+        res = ns.put_chain(keys, data)
+        self.assertEqual([r.status for r in res], ["EXISTS"] * 15 + ["COMMITTED"])
+        self.assertEqual(c.stats["raw_put_one_calls"], one + 2)
+        self.assertEqual(c.stats["raw_fallbacks"], fb)
+        self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+        # The node stored the links the Put frames declared.
+        from strata_client._proto import strata_pb2 as pb
+
+        node = next(iter(c._nodes.values()))
+        info = node.admin.StatKeys(pb.StatKeysRequest(namespace_id=ns.id, keys=keys[:3]), timeout=5)
+        self.assertEqual([k.depth for k in info.keys], [0, 1, 2])
+        self.assertEqual([bytes(k.parent_key) for k in info.keys], [b"", keys[0], keys[1]])
+
+        # A page the node rejects (wrong size) answers REJECTED with the
+        # reason, the others commit, and the connection stays in step.
+        conn = s.acquire()
+        try:
+            conn.deadline(time.monotonic() + 5)
+            more = self.keys(2, 81_000)
+            short, good = memoryview(bytes(ns.page_bytes - 8)), memoryview(os.urandom(ns.page_bytes))
+            got = conn.put_one_call(ns.id, [R.PutSpec(more[0], None, 0, len(short), 0), R.PutSpec(more[1], None, 0, len(good), 0)],
+                                    [short, good], [checksum("crc32c", short), checksum("crc32c", good)])
+            self.assertEqual(got[0][0], 9)
+            self.assertIn("size", got[0][1])
+            self.assertEqual(got[1], (1, ""))
+            # A refusal as a page's answer (unknown namespace): raised once
+            # every answer is read; the connection stays usable.
+            with self.assertRaises(E.NamespaceNotFoundError):
+                conn.put_one_call(b"\x07" * 32, [R.PutSpec(more[0], None, 0, len(good), 0)], [good], [checksum("crc32c", good)])
+            self.assertFalse(conn.broken)
+            self.assertEqual(conn.lookup(ns.id, more, False)[4], [False, True])
+        finally:
+            s.release(conn)
+
+    def test_large_batch_is_two_phase(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(17, 90_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        one, puts = c.stats["raw_put_one_calls"], c.stats["raw_puts"]
+        res = ns.put_chain(keys, data)
+        self.assertEqual([r.status for r in res], ["COMMITTED"] * 17)
+        self.assertEqual((c.stats["raw_put_one_calls"], c.stats["raw_puts"]), (one, puts + 1))
+        self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+
+    def test_lookup_over_raw_matches_grpc(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(6, 100_000)
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        ns.put([Page(keys[i], data[i]) for i in (0, 1, 3, 4)])  # a miss at 2, the end missing
+        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+            gns = g.open(small_descriptor())
+            n = c.stats["raw_lookups"]
+            got = ns.lookup(keys)
+            self.assertEqual(c.stats["raw_lookups"], n + 1)
+            want = gns.lookup(keys)
+            self.assertEqual((got.hit_prefix, got.present, got.lease), (want.hit_prefix, want.present, None))
+            self.assertEqual((got.hit_prefix, got.present), (2, [True, True, False, True, True, False]))
+            self.assertEqual(ns.exists(keys[3:5]), gns.exists(keys[3:5]))
+            self.assertEqual(ns.lookup([keys[2]], lease=True).lease, gns.lookup([keys[2]], lease=True).lease)  # no hit, no lease
+            self.assertEqual(g.stats["raw_lookups"], 0)
+
+            r = ns.lookup(keys, lease=True, ttl_ms=5000)
+            w = gns.lookup(keys, lease=True, ttl_ms=5000)
+            self.assertEqual(c.stats["raw_lookups"], n + 4)
+            self.assertEqual((r.hit_prefix, r.present), (w.hit_prefix, w.present))
+            self.assertEqual(r.lease.pages, w.lease.pages)
+            self.assertEqual(list(r.lease.node_leases), list(w.lease.node_leases))
+            (lid,) = next(iter(r.lease.node_leases.values()))
+            self.assertNotEqual(lid, 0)
+            self.assertLess(abs(r.lease.expires_unix_ms - w.lease.expires_unix_ms), 3000)
+            self.assertGreater(r.lease.expires_unix_ms, time.time() * 1000 + 2000)
+            w.lease.release()
+        # The raw lease is the node's: a get names it, and once released
+        # the node refuses it.
+        reads = c.stats["raw_reads"]
+        self.assertEqual([bytes(o) for o in ns.get(keys[:2], lease=r.lease)], data[:2])
+        self.assertEqual(c.stats["raw_reads"], reads + 1)
+        r.lease.release()
+        with self.assertRaises(E.LeaseNotFoundError):
+            ns.get(keys[:2], lease=r.lease)
+
+    def test_lookup_falls_back_when_connection_breaks(self):
+        ns, c = self.ns, self.client
+        keys = self.keys(2, 110_000)
+        ns.put_chain(keys, [os.urandom(ns.page_bytes) for _ in keys])
+        s = _session(c)
+        conn = s.acquire()
+        real = conn.send
+
+        def broken(bufs):  # the node hangs up as the request goes out
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            real(bufs)
+
+        conn.send = broken
+        s.release(conn)
+        with s._lock:
+            s._idle[:] = [conn]
+        n = c.stats["raw_lookups"]
+        r = ns.lookup(keys)
+        self.assertEqual((r.hit_prefix, r.present), (2, [True, True]))
+        self.assertEqual(c.stats["raw_lookups"], n)  # answered over gRPC
+        self.assertTrue(conn.broken)
+
     def test_stale_connection_is_dropped(self):
         ns = self.ns
         keys = self.keys(1, 70_000)
@@ -223,6 +339,12 @@ class RawBatchLimitTest(unittest.TestCase):
                 out = ns.get(keys)
                 self.assertEqual([bytes(o) for o in out], data)
                 self.assertEqual(c.stats["raw_reads"], 3)
+                self.assertEqual(c.stats["raw_put_one_calls"], 3)  # 4 + 4 + 2 pages
+                r = ns.lookup(keys, lease=True)
+                self.assertEqual((r.hit_prefix, c.stats["raw_lookups"]), (10, 3))
+                self.assertEqual(len(r.lease.node_leases[_session(c).node_id]), 3)  # one node lease per batch
+                self.assertEqual([bytes(o) for o in ns.get(keys[:4], lease=r.lease)], data[:4])
+                r.lease.release()
                 self.assertEqual(_session(c).max_batch, 4)
                 self.assertEqual(c.stats["raw_fallbacks"], 0)
         finally:
@@ -522,6 +644,106 @@ class ScriptedNodeTest(unittest.TestCase):
         self.assertEqual((op, body[:48], body[48:]), (R.OP_WRITE, ns + struct.pack("<QQ", 100, 0), pages[0]))
         op, body = seen["commit"]
         self.assertEqual((op, body), (R.OP_COMMIT, ns + struct.pack("<IQQB", 1, 100, self.PAGE, 4) + checksum("crc32c", pages[0])))
+
+
+class OlderNodeTest(unittest.TestCase):
+    """A scripted node of protocol 2: it refuses a hello with 3 (Error,
+    VERSION, then hangs up) and welcomes 2; the session then says hello
+    with 2 and uses only the v2 ops."""
+
+    def setUp(self):
+        self.lis = socket.create_server(("127.0.0.1", 0))
+        self.hellos = []
+        self.ops = []
+        self.thread = threading.Thread(target=self.accept_loop, daemon=True)
+        self.thread.start()
+
+    def tearDown(self):
+        try:
+            self.lis.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass
+        self.lis.close()
+        self.thread.join(timeout=5)
+        self.assertFalse(self.thread.is_alive())
+
+    def accept_loop(self):
+        try:
+            while True:
+                sock, _ = self.lis.accept()
+                peer = _Peer(sock)
+                op, rid, body = peer.recv_frame()
+                (version,) = struct.unpack_from("<H", body)
+                self.hellos.append(version)
+                if version != 2:
+                    sock.sendall(_error_frame(rid, 11, "shm protocol 3: this node speaks 2 to 2"))
+                    sock.close()
+                    continue
+                node = b"old"
+                sock.sendall(R.frame(R.OP_WELCOME, rid, struct.pack("<H", 2) + struct.pack("<H", len(node)) + node
+                                     + struct.pack("<QQQI", 0, 0, 0, 16)))
+                try:
+                    self.serve(peer)
+                except (OSError, EOFError):
+                    sock.close()
+        except (OSError, EOFError):
+            pass
+
+    def serve(self, peer):
+        slot = struct.Struct("<BQqB4Q")
+        while True:
+            op, rid, body = peer.recv_frame()
+            self.ops.append(op)
+            if op == R.OP_RESERVE:
+                (n,) = struct.unpack_from("<I", body, 36)
+                ok = struct.pack("<I", n) + b"".join(slot.pack(1, 100 + i, 0, 0, 0, 0, 0, 0) + b"\x00\x00" for i in range(n))
+                peer.sock.sendall(R.frame(R.OP_RESERVE_OK, rid, ok))
+            elif op == R.OP_COMMIT:
+                (n,) = struct.unpack_from("<I", body, 32)
+                peer.sock.sendall(R.frame(R.OP_COMMIT_OK, rid, struct.pack("<I", n) + bytes([1]) * n))
+            elif op != R.OP_WRITE:
+                peer.sock.sendall(_error_frame(rid, 2, f"op {op} needs protocol 3"))
+
+    def test_falls_back_to_v2(self):
+        from strata_client.namespace import Namespace
+
+        class Stub:  # the parts of a Client the raw paths use
+            raw_enabled = True
+
+            def __init__(self):
+                self.stats = {}
+
+            def _count(self, k, n=1):
+                self.stats[k] = self.stats.get(k, 0) + n
+
+        class FakeNode:
+            pass
+
+        s = R.RawSession(self.lis.getsockname(), "", "old")
+        node = FakeNode()
+        node.raw = s
+        client = Stub()
+        ns = Namespace(client, small_descriptor())
+        try:
+            pages = [Page(bytes([i]) * 32, os.urandom(ns.page_bytes)) for i in range(3)]
+            views = [memoryview(p.data) for p in pages]
+            res = ns._put_raw(node, pages, views, [checksum("crc32c", v) for v in views], 5.0)
+            self.assertEqual([r.status for r in res], ["COMMITTED"] * 3)
+            self.assertEqual(self.hellos, [3, 2])
+            self.assertEqual(s.version, 2)
+            self.assertEqual(client.stats, {"raw_puts": 1})
+            self.assertEqual(self.ops, [R.OP_RESERVE, R.OP_WRITE, R.OP_WRITE, R.OP_WRITE, R.OP_COMMIT])
+            # A lookup is not tried on the plane: the caller asks gRPC.
+            self.assertFalse(ns._lookup_raw(node, [p.key for p in pages], [False] * 3, [], [0, 1, 2], False, 0, 5.0))
+            conn = s.acquire()
+            self.assertEqual(conn.version, 2)
+            with self.assertRaises(E.InvalidArgumentError):
+                conn.lookup(ns.id, [pages[0].key], False)
+            s.release(conn)
+            self.assertEqual(self.hellos, [3, 2])  # the pooled connection, no new dial
+            self.assertEqual(len(self.ops), 5)
+        finally:
+            s.close()
 
 
 class AddressTest(unittest.TestCase):
