@@ -90,16 +90,20 @@ class Namespace:
     # ---- the raw data plane -------------------------------------------------------
 
     def _raw_conn(self, node: _Node, t: float) -> Tuple[Optional[RawSession], Optional[RawConn]]:
-        """A raw connection to node (session, connection), or (None, None)
-        when the node advertises no raw plane or none can be had: the call
-        then goes over gRPC."""
+        """A raw connection to node (session, connection), its socket
+        operations bounded by t seconds from now, or (None, None) when the
+        node advertises no raw plane or none can be had: the call then goes
+        over gRPC."""
         s = node.raw
         if s is None or not self.client.raw_enabled:
             return None, None
+        end = time.monotonic() + t
         conn = s.acquire(t)
         if conn is None:
             self.client._count("raw_fallbacks")
-        return (s, conn) if conn is not None else (None, None)
+            return None, None
+        conn.deadline(end)
+        return s, conn
 
     def _get_raw(self, node: _Node, keys: List[bytes], dests: List[Any], found: List[bool], lease_id: int, t: float) -> bool:
         """Get over the raw plane, in batches of the node's Welcome limit:
@@ -107,13 +111,11 @@ class Namespace:
         be had (nothing was sent; use gRPC). Raises the node's refusals
         (the connection stays pooled) and connection failures (it is
         closed), as UnavailableError."""
-        end = time.monotonic() + t
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return False
         c = self.client
         try:
-            conn.deadline(end)
             step = conn.max_batch
             bad = 0
             caller_err = None
@@ -143,7 +145,6 @@ class Namespace:
         frames, one round trip (stats raw_put_one_calls)."""
         if any(p.cost_hint for p in pages):
             return []
-        end = time.monotonic() + t
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return []
@@ -151,7 +152,6 @@ class Namespace:
                  for p, v in zip(pages, views)]
         out: List[PutResult] = []
         try:
-            conn.deadline(end)
             step = conn.max_batch
             for start in range(0, len(pages), step):
                 args = (self.id, specs[start:start + step], views[start:start + step], sums[start:start + step])
@@ -207,7 +207,6 @@ class Namespace:
         s = node.raw
         if s is None or not self.client.raw_enabled or s.version < 3:
             return False
-        end = time.monotonic() + t
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return False
@@ -215,7 +214,6 @@ class Namespace:
         try:
             if conn.version < 3:
                 return False
-            conn.deadline(end)
             step = conn.max_batch
             covered = 0
             for start in range(0, len(keys), step):

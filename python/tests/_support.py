@@ -176,3 +176,21 @@ def small_descriptor(**kw):
              page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=32)
     d.update(kw)
     return Descriptor(**d)
+
+
+class OneNodeTest(unittest.TestCase):
+    """A test class sharing one node, a client of it and a namespace of
+    small_descriptor() (cls.node, cls.client, cls.ns)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from strata_client import Client
+
+        cls.node = Node()
+        cls.client = Client(cls.node.addr, node_timeout=5.0)
+        cls.ns = cls.client.open(small_descriptor())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.node.stop()

@@ -5,7 +5,7 @@ import hashlib
 import os
 import unittest
 
-from _support import Node, go_pattern, gowriter, small_descriptor
+from _support import Node, OneNodeTest, go_pattern, gowriter, small_descriptor
 from strata_client import Client, Descriptor, Page, ScatterBuffer
 from strata_client import errors as E
 
@@ -23,17 +23,8 @@ class ChainDepthTest(unittest.TestCase):
         self.assertEqual([p.chain_depth for p in pages], [0] * 7)  # the caller's pages are unchanged
 
 
-class SingleNodeTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node()
-        cls.client = Client(cls.node.addr, node_timeout=5.0)
-        cls.ns = cls.client.open(small_descriptor())
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.node.stop()
+class SingleNodeTest(OneNodeTest):
+    """One node, one client, one namespace."""
 
     def tokens(self, n, base):
         return [base + i for i in range(n)]

@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from _support import Node, go_pattern, gowriter, small_descriptor
+from _support import Node, OneNodeTest, go_pattern, gowriter, small_descriptor
 from strata_client import Client, Page, ScatterBuffer
 from strata_client import errors as E
 from strata_client import raw as R
@@ -26,19 +26,8 @@ def _session(client: Client) -> R.RawSession:
     return node.raw
 
 
-class RawNodeTest(unittest.TestCase):
+class RawNodeTest(OneNodeTest):
     """One node serving the raw plane (its default)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node()
-        cls.client = Client(cls.node.addr, node_timeout=5.0)
-        cls.ns = cls.client.open(small_descriptor())
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.node.stop()
 
     def keys(self, n, base):
         return self.ns.page_keys(list(range(base, base + 16 * n)))
