@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/internal/dial"
 	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/rdma"
 )
@@ -84,20 +85,10 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 8 << 20
 	}
-	dial := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
-		grpc.WithInitialWindowSize(8 << 20),
-		grpc.WithInitialConnWindowSize(32 << 20),
-		grpc.WithReadBufferSize(256 << 10),
-		grpc.WithWriteBufferSize(256 << 10),
-	}
-	if opts.Token != "" {
-		dial = append(dial, grpc.WithPerRPCCredentials(bearer(opts.Token)))
-	}
-	conn, err := grpc.NewClient("passthrough:///"+addr, append(dial, opts.DialOptions...)...)
+	conn, err := dial.GRPC(addr, dial.Options{Token: opts.Token, MaxMessageBytes: opts.MaxMessageBytes, Bulk: true,
+		Extra: opts.DialOptions})
 	if err != nil {
-		return nil, fmt.Errorf("dialing %s: %w", addr, err)
+		return nil, err
 	}
 	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn),
 		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
@@ -112,16 +103,6 @@ func (c *Client) Close() error {
 	return errors.Join(shmErr, c.conn.Close())
 }
 
-// bearer sends the tenant token. The node is reached over plain TCP on a
-// trusted network or loopback; TLS is the transport's business.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }
-
 // Open performs the namespace handshake: the node validates and registers
 // the descriptor and both sides agree on its ID and page size.
 func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, error) {
@@ -132,7 +113,7 @@ func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, 
 	id := d.ID()
 	var md metadata.MD // the node advertises its raw data plane here
 	resp, err := c.rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{
-		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: d.Proto(), ExpectedId: id[:]}, grpc.Header(&md))
+		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: pbconv.DescriptorProto(d), ExpectedId: id[:]}, grpc.Header(&md))
 	if err != nil {
 		return nil, fromRPC("open namespace", err)
 	}

@@ -76,6 +76,10 @@ type Checksum uint8
 const (
 	CRC32C Checksum = iota + 1 // default: 4 bytes, big-endian
 	SHA256                     // 32 bytes
+
+	// UnknownChecksum stands for a wire checksum value this build does not
+	// know (proto/pbconv maps one to it); Validate rejects it.
+	UnknownChecksum Checksum = 0xff
 )
 
 // String returns the name used in descriptors and tables.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
@@ -61,7 +62,7 @@ func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 		LookupKeys: st.LookupKeys, HitKeys: st.HitKeys, LeasesActive: uint64(st.Leases),
 		TtlMs: uint64(st.TTL.Milliseconds()), ExpiredPages: st.Expired}
 	if d, ok := s.descriptor(st.ID); ok {
-		info.Descriptor_ = d.Proto()
+		info.Descriptor_ = pbconv.DescriptorProto(d)
 	}
 	kinds := s.cfg.Store.TierKinds()
 	for i, pages := range st.TierPages {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
@@ -357,7 +358,7 @@ func TestDropNamespaceUnregisters(t *testing.T) {
 	c.put(t, asAcme, raw, size, key(1), key(2))
 	id, _ := namespace.IDFromBytes(raw)
 	// beta's namespace is registered (by another node) but not here.
-	betaD := namespace.FromProto(opsDescriptor("beta")).Normalize()
+	betaD := pbconv.Descriptor(opsDescriptor("beta")).Normalize()
 	reg.RegisterNamespace(t.Context(), betaD)
 	beta := betaD.ID()
 
@@ -431,7 +432,7 @@ func (r *countingRegistry) Lookup(ctx context.Context, id namespace.ID) (namespa
 func TestUnknownNamespaceAsksRegistryOnce(t *testing.T) {
 	reg := &countingRegistry{fakeRegistry: &fakeRegistry{records: map[namespace.ID]namespace.Descriptor{}}}
 	c := startServer(t, reg)
-	d := namespace.FromProto(opsDescriptor("acme")).Normalize()
+	d := pbconv.Descriptor(opsDescriptor("acme")).Normalize()
 	id := d.ID()
 	for range 20 {
 		_, err := c.rpc.Lookup(as(t, "acme-token"), &pb.LookupRequest{NamespaceId: id[:], Keys: [][]byte{key(1)}})

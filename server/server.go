@@ -24,6 +24,7 @@ import (
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 )
@@ -200,7 +201,7 @@ func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest
 	if req.GetDescriptor_() == nil {
 		return nil, badRequest("open namespace: no descriptor")
 	}
-	d := namespace.FromProto(req.GetDescriptor_()).Normalize()
+	d := pbconv.Descriptor(req.GetDescriptor_()).Normalize()
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/internal/dial"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -29,9 +28,7 @@ type conn struct {
 // for the node to become ready, so an unreachable node fails the first
 // call at once (or at the deadline).
 func (g *globals) dialAddr(addr string) (*conn, error) {
-	cc, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.WaitForReady(false)))
+	cc, err := dial.GRPC(addr, dial.Options{Token: g.token})
 	if err != nil {
 		return nil, fmt.Errorf("bad endpoint %q: %w", addr, err)
 	}
@@ -48,9 +45,6 @@ func invoke[Req, Resp any](ctx context.Context, c *conn,
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if c.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-	}
 	resp, err := rpc(ctx, req)
 	if err != nil {
 		var zero Resp

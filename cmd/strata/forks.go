@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -63,7 +64,7 @@ func groupForks(nss []*nsTotal) (groups []*forkGroup, checked int) {
 			continue
 		}
 		checked++
-		d := namespace.FromProto(t.info.GetDescriptor_())
+		d := pbconv.Descriptor(t.info.GetDescriptor_())
 		key := d.ForkKey()
 		g, ok := byKey[key]
 		if !ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/registry"
 )
@@ -297,7 +298,7 @@ func TestGroupForks(t *testing.T) {
 	var nss []*nsTotal
 	add := func(d namespace.Descriptor, bytes uint64) {
 		id := d.ID()
-		nss = append(nss, &nsTotal{info: &pb.NamespaceInfo{Id: id[:], Descriptor_: d.Proto(), Bytes: bytes, Pages: bytes / 100},
+		nss = append(nss, &nsTotal{info: &pb.NamespaceInfo{Id: id[:], Descriptor_: pbconv.DescriptorProto(d), Bytes: bytes, Pages: bytes / 100},
 			parts: []nodeNS{{node: "n1", info: &pb.NamespaceInfo{Pages: 1}}}})
 	}
 	add(layout(2, 1), 100)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 )
 
 func newNSDiffCmd(g *globals) *cobra.Command {
@@ -91,7 +91,7 @@ func diffNamespaces(a, b *nsTotal) nsDiffJSON {
 	for i := range fa {
 		doc.Fields = append(doc.Fields, diffFieldJSON{Name: fa[i][0], A: fa[i][1], B: fb[i][1], Differs: fa[i][1] != fb[i][1]})
 	}
-	doc.Relation, doc.Meaning, doc.Differ = relate(namespace.FromProto(da), namespace.FromProto(db))
+	doc.Relation, doc.Meaning, doc.Differ = relate(pbconv.Descriptor(da), pbconv.Descriptor(db))
 	if doc.Differ == nil {
 		doc.Differ = []string{}
 	}

@@ -1,23 +1,23 @@
-package namespace
+// Package pbconv converts between strata's core types and their gRPC wire
+// messages, so that namespace (and everything below it: store, eviction)
+// never links the gRPC packages.
+package pbconv
 
 import (
 	"maps"
 
+	"github.com/stratakv/strata/namespace"
 	stratav1 "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// badChecksum stands for a wire checksum enum value this build does not
-// know; Validate rejects it.
-const badChecksum Checksum = 0xff
-
-// FromProto converts a wire descriptor. It copies every field as is (no
+// Descriptor converts a wire descriptor. It copies every field as is (no
 // normalization); a nil message gives the zero Descriptor. An unknown
 // checksum enum value becomes an algorithm that Validate rejects.
-func FromProto(p *stratav1.Descriptor) Descriptor {
+func Descriptor(p *stratav1.Descriptor) namespace.Descriptor {
 	if p == nil {
-		return Descriptor{}
+		return namespace.Descriptor{}
 	}
-	d := Descriptor{
+	d := namespace.Descriptor{
 		Tenant:            p.GetTenant(),
 		Model:             p.GetModel(),
 		ModelRevision:     p.GetModelRevision(),
@@ -42,13 +42,13 @@ func FromProto(p *stratav1.Descriptor) Descriptor {
 		CPRank:            p.GetCpRank(),
 		Quantization:      p.GetQuantization(),
 		PageBytes:         p.GetPageBytes(),
-		Checksum:          ChecksumFromProto(p.GetChecksum()),
+		Checksum:          Checksum(p.GetChecksum()),
 	}
 	if len(p.GetExtra()) > 0 {
 		d.Extra = maps.Clone(p.GetExtra())
 	}
 	if c := p.GetCompute(); c != nil {
-		d.Compute = ComputeProfile{
+		d.Compute = namespace.ComputeProfile{
 			Params:           c.GetParams(),
 			AttentionHeads:   c.GetAttentionHeads(),
 			AttentionHeadDim: c.GetAttentionHeadDim(),
@@ -57,9 +57,9 @@ func FromProto(p *stratav1.Descriptor) Descriptor {
 	return d
 }
 
-// Proto converts d to its wire form, field for field (no normalization).
+// DescriptorProto converts d to its wire form, field for field (no normalization).
 // Compute is always set.
-func (d Descriptor) Proto() *stratav1.Descriptor {
+func DescriptorProto(d namespace.Descriptor) *stratav1.Descriptor {
 	p := &stratav1.Descriptor{
 		Tenant:            d.Tenant,
 		Model:             d.Model,
@@ -85,7 +85,7 @@ func (d Descriptor) Proto() *stratav1.Descriptor {
 		CpRank:            d.CPRank,
 		Quantization:      d.Quantization,
 		PageBytes:         d.PageBytes,
-		Checksum:          d.Checksum.Proto(),
+		Checksum:          ChecksumProto(d.Checksum),
 		Compute: &stratav1.ComputeProfile{
 			Params:           d.Compute.Params,
 			AttentionHeads:   d.Compute.AttentionHeads,
@@ -98,31 +98,31 @@ func (d Descriptor) Proto() *stratav1.Descriptor {
 	return p
 }
 
-// Proto returns the wire enum of c: 0 stays UNSPECIFIED (which means
+// ChecksumProto returns the wire enum of c: 0 stays UNSPECIFIED (which means
 // CRC32C on the wire too).
-func (c Checksum) Proto() stratav1.ChecksumAlgorithm {
+func ChecksumProto(c namespace.Checksum) stratav1.ChecksumAlgorithm {
 	switch c {
 	case 0:
 		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED
-	case CRC32C:
+	case namespace.CRC32C:
 		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C
-	case SHA256:
+	case namespace.SHA256:
 		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256
 	}
 	return stratav1.ChecksumAlgorithm(c)
 }
 
-// ChecksumFromProto maps the wire enum: UNSPECIFIED is 0 (CRC32C once
+// Checksum maps the wire enum: UNSPECIFIED is 0 (CRC32C once
 // normalized); a value this build does not know becomes an algorithm that
 // Validate rejects and Checksum.String calls "unknown".
-func ChecksumFromProto(a stratav1.ChecksumAlgorithm) Checksum {
+func Checksum(a stratav1.ChecksumAlgorithm) namespace.Checksum {
 	switch a {
 	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED:
 		return 0
 	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C:
-		return CRC32C
+		return namespace.CRC32C
 	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256:
-		return SHA256
+		return namespace.SHA256
 	}
-	return badChecksum
+	return namespace.UnknownChecksum
 }
