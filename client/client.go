@@ -20,9 +20,9 @@ import (
 	"github.com/stratakv/strata/internal/dial"
 	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
-	"github.com/stratakv/strata/rdma"
 )
 
 // Options configures a Client. Zero fields take their defaults.
@@ -35,7 +35,7 @@ type Options struct {
 	DialOptions []grpc.DialOption
 
 	// Same-host shared memory (client/shm.go). ShmSocket is the node's shm
-	// socket; default: for a node on this host, rdma.SocketLink of its
+	// socket; default: for a node on this host, transport.SocketLink of its
 	// port. NoShm keeps every call on tcp; default off (shm is used when
 	// it works, tcp silently otherwise). ShmVerifyChecksums verifies pages
 	// read through shm against their checksums too; default off (the
@@ -122,7 +122,7 @@ func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, 
 			resp.GetNamespaceId(), resp.GetPageBytes(), id, d.PageSize(), ErrVersion)
 	}
 	c.shmSession(resp.GetNodeId()) // start shared memory if the node is on this host
-	c.startRaw(md.Get(rdma.AddrHeader), resp.GetNodeId())
+	c.startRaw(md.Get(frame.AddrHeader), resp.GetNodeId())
 	return &Namespace{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
 		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
 		leaseTTL: time.Duration(resp.GetDefaultLeaseTtlMs()) * time.Millisecond,

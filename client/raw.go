@@ -8,17 +8,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // The raw tcp data plane (package rdma, stream.go): for a node that
-// advertises it (the rdma.AddrHeader header of its OpenNamespace answer),
+// advertises it (the frame.AddrHeader header of its OpenNamespace answer),
 // Get and Put move page bytes over plain TCP connections in the shm
 // framing instead of gRPC streams. A Get is one round trip whose answer
 // carries each page inline, read from the socket straight into the
 // caller's buffer and verified against its checksum. A Lookup is one
 // frame each way (lookupRaw). A Put of up to
-// oneCallMaxPages pages of up to rdma.MaxWriteChunk bytes is one round
+// oneCallMaxPages pages of up to frame.MaxWriteChunk bytes is one round
 // trip (a Put frame per page, in one write; putRawOneCall); a larger one
 // is Reserve, then the bytes of the pages reserved and the Commit in one
 // write, then the commit's answer.
@@ -54,7 +55,7 @@ type rawSession struct {
 
 	// mu guards the fields below.
 	mu     sync.Mutex
-	idle   []*rdma.Conn
+	idle   []*transport.Conn
 	closed bool
 }
 
@@ -129,11 +130,11 @@ func (s *rawSession) usable() bool {
 }
 
 // acquire returns an idle connection or dials one.
-func (s *rawSession) acquire() (*rdma.Conn, error) {
+func (s *rawSession) acquire() (*transport.Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, rdma.ErrClosed
+		return nil, transport.ErrClosed
 	}
 	if k := len(s.idle); k > 0 {
 		c := s.idle[k-1]
@@ -153,14 +154,14 @@ func (s *rawSession) acquire() (*rdma.Conn, error) {
 
 // dial connects and authenticates one connection; the Welcome must name
 // the node the namespace was opened on.
-func (s *rawSession) dial() (*rdma.Conn, error) {
+func (s *rawSession) dial() (*transport.Conn, error) {
 	nc, err := net.DialTimeout("tcp", s.addr, rawDial)
 	if err != nil {
 		return nil, err
 	}
-	c := rdma.NewStreamConn(nc, 0)
+	c := transport.NewStreamConn(nc, 0)
 	_ = nc.SetDeadline(time.Now().Add(rawDial))
-	if err := c.Send(0, &rdma.Hello{Version: rdma.ProtocolVersion, Token: s.token}); err != nil {
+	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: s.token}); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -170,7 +171,7 @@ func (s *rawSession) dial() (*rdma.Conn, error) {
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
-	w, ok := m.(*rdma.Welcome)
+	w, ok := m.(*frame.Welcome)
 	if !ok {
 		c.Close()
 		return nil, shmErr("raw handshake", m)
@@ -184,7 +185,7 @@ func (s *rawSession) dial() (*rdma.Conn, error) {
 }
 
 // finish returns c to the pool, or closes it when it failed.
-func (s *rawSession) finish(c *rdma.Conn, failed bool) {
+func (s *rawSession) finish(c *transport.Conn, failed bool) {
 	if !failed {
 		s.mu.Lock()
 		if !s.closed {
@@ -199,7 +200,7 @@ func (s *rawSession) finish(c *rdma.Conn, failed bool) {
 
 // bound applies ctx to c: its deadline, and its cancellation (which
 // interrupts a blocked read or write). The returned func undoes both.
-func bound(ctx context.Context, c *rdma.Conn) (done func() bool) {
+func bound(ctx context.Context, c *transport.Conn) (done func() bool) {
 	dl, _ := ctx.Deadline() // zero: none
 	_ = c.SetDeadline(dl)
 	if ctx.Done() == nil {

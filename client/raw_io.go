@@ -10,7 +10,8 @@ import (
 
 	"github.com/stratakv/strata/internal/crc32c"
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // getRaw is Get over the raw tcp data plane: one Read, answered by a Page
@@ -26,7 +27,7 @@ func (n *Namespace) getRaw(ctx context.Context, keys []namespace.Key, bufs [][]b
 	if err != nil {
 		return nil, false, nil
 	}
-	req := &rdma.Read{NS: n.id, Keys: keys}
+	req := &frame.Read{NS: n.id, Keys: keys}
 	if lease != nil {
 		req.Lease = lease.ID
 	}
@@ -37,7 +38,7 @@ func (n *Namespace) getRaw(ctx context.Context, keys []namespace.Key, bufs [][]b
 
 // readRaw sends req on c and reads its answer. broke reports that c cannot
 // be used again.
-func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, req *rdma.Read, bufs [][]byte) (found []bool, broke bool, err error) {
+func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, req *frame.Read, bufs [][]byte) (found []bool, broke bool, err error) {
 	done := bound(ctx, c)
 	defer func() {
 		if !done() {
@@ -57,7 +58,7 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, re
 	keys := req.Keys
 	found = make([]bool, len(keys))
 	next := 0
-	pick := func(p *rdma.Page, size int) ([]byte, error) {
+	pick := func(p *frame.Page, size int) ([]byte, error) {
 		if int(p.Index) != next {
 			return nil, fmt.Errorf("page %d where %d was due: %w", p.Index, next, ErrProtocol)
 		}
@@ -91,7 +92,7 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, re
 			bad = append(bad, err) // a buffer too small: the page was skipped
 			continue
 		}
-		p, isPage := m.(*rdma.Page)
+		p, isPage := m.(*frame.Page)
 		if !isPage {
 			if next > 0 {
 				return nil, true, fmt.Errorf("get: op %d after %d pages: %w", m.Op(), next, ErrProtocol)
@@ -112,7 +113,7 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *rdma.Conn, re
 
 // verified checks a received page against its checksum: the CRC-32C
 // computed as it arrived when incremental, else the whole page's.
-func verified(alg namespace.Checksum, incremental bool, crc uint32, p *rdma.Page) bool {
+func verified(alg namespace.Checksum, incremental bool, crc uint32, p *frame.Page) bool {
 	if incremental {
 		return len(p.Checksum) == 4 && binary.BigEndian.Uint32(p.Checksum) == crc
 	}
@@ -171,15 +172,15 @@ func (n *Namespace) putRawBatch(ctx context.Context, pages []Page) ([]PutResult,
 
 // putRawCalls runs a put batch on c: one round trip where it can, else
 // two.
-func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (results []PutResult, broke bool, err error) {
-	if len(pages) <= oneCallMaxPages && s.version.Load() >= 3 && len(pages[0].Data) <= rdma.MaxWriteChunk {
+func (n *Namespace) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+	if len(pages) <= oneCallMaxPages && s.version.Load() >= 3 && len(pages[0].Data) <= frame.MaxWriteChunk {
 		s.oneCall.Add(1)
 		return n.putRawOneCall(s, c, pages)
 	}
 	s.twoPhase.Add(1)
-	req := &rdma.Reserve{NS: n.id, Pages: make([]rdma.PageSpec, len(pages))}
+	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
 	for i, p := range pages {
-		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
+		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
 			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
 	}
 	id := s.ids.Add(1)
@@ -190,7 +191,7 @@ func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (resu
 	if err != nil {
 		return nil, true, err
 	}
-	r, isOK := m.(*rdma.ReserveOK)
+	r, isOK := m.(*frame.ReserveOK)
 	if !isOK {
 		return nil, false, shmErr("reserve", m)
 	}
@@ -201,9 +202,9 @@ func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (resu
 	var open []int
 	for i, sl := range r.Slots {
 		switch sl.Status {
-		case rdma.SlotReserved:
+		case frame.SlotReserved:
 			open = append(open, i)
-		case rdma.SlotExists:
+		case frame.SlotExists:
 			results[i] = PutResult{Status: Exists}
 		default:
 			results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
@@ -212,25 +213,25 @@ func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (resu
 	if len(open) == 0 {
 		return results, false, nil
 	}
-	frames := make([]rdma.Frame, 0, len(open)+1)
-	items := make([]rdma.CommitItem, len(open))
+	frames := make([]transport.Frame, 0, len(open)+1)
+	items := make([]frame.CommitItem, len(open))
 	for j, i := range open {
 		wid, data := r.Slots[i].WriteID, pages[i].Data
-		for off := 0; off < len(data); off += rdma.MaxWriteChunk {
-			frames = append(frames, rdma.Frame{ID: s.ids.Add(1), Msg: &rdma.Write{NS: n.id, WriteID: wid,
-				Offset: uint64(off), Data: data[off:min(len(data), off+rdma.MaxWriteChunk)]}})
+		for off := 0; off < len(data); off += frame.MaxWriteChunk {
+			frames = append(frames, transport.Frame{ID: s.ids.Add(1), Msg: &frame.Write{NS: n.id, WriteID: wid,
+				Offset: uint64(off), Data: data[off:min(len(data), off+frame.MaxWriteChunk)]}})
 		}
-		items[j] = rdma.CommitItem{WriteID: wid, Size: int64(len(data)), Checksum: n.desc.Checksum.Sum(data)}
+		items[j] = frame.CommitItem{WriteID: wid, Size: int64(len(data)), Checksum: n.desc.Checksum.Sum(data)}
 	}
 	id = s.ids.Add(1)
-	frames = append(frames, rdma.Frame{ID: id, Msg: &rdma.Commit{NS: n.id, Items: items}})
+	frames = append(frames, transport.Frame{ID: id, Msg: &frame.Commit{NS: n.id, Items: items}})
 	if err := c.SendFrames(frames...); err != nil {
 		return nil, true, err
 	}
 	if m, err = recvAnswer(c, id); err != nil {
 		return nil, true, err
 	}
-	co, isOK := m.(*rdma.CommitOK)
+	co, isOK := m.(*frame.CommitOK)
 	if !isOK {
 		return nil, false, shmErr("commit", m)
 	}
@@ -247,18 +248,18 @@ func (n *Namespace) putRawCalls(s *rawSession, c *rdma.Conn, pages []Page) (resu
 }
 
 // putRawOneCall puts pages (all of the namespace's page size, which is at
-// most rdma.MaxWriteChunk) with one Put frame each, all in one writev,
+// most frame.MaxWriteChunk) with one Put frame each, all in one writev,
 // then reads their answers in order: one round trip. The node refuses a
 // page with an Error frame as that page's answer (an unknown namespace,
 // say), which fails the call but leaves the connection in step.
-func (n *Namespace) putRawOneCall(s *rawSession, c *rdma.Conn, pages []Page) (results []PutResult, broke bool, err error) {
-	frames := make([]rdma.Frame, len(pages))
-	puts := make([]rdma.Put, len(pages))
+func (n *Namespace) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+	frames := make([]transport.Frame, len(pages))
+	puts := make([]frame.Put, len(pages))
 	first := s.ids.Add(uint64(len(pages))) - uint64(len(pages)) + 1
 	for i, p := range pages {
-		puts[i] = rdma.Put{NS: n.id, Checksum: n.desc.Checksum.Sum(p.Data), Data: p.Data,
-			Page: rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth}}
-		frames[i] = rdma.Frame{ID: first + uint64(i), Msg: &puts[i]}
+		puts[i] = frame.Put{NS: n.id, Checksum: n.desc.Checksum.Sum(p.Data), Data: p.Data,
+			Page: frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth}}
+		frames[i] = transport.Frame{ID: first + uint64(i), Msg: &puts[i]}
 	}
 	if err := c.SendFrames(frames...); err != nil {
 		return nil, true, err
@@ -270,7 +271,7 @@ func (n *Namespace) putRawOneCall(s *rawSession, c *rdma.Conn, pages []Page) (re
 		if err != nil {
 			return nil, true, err
 		}
-		ok, isOK := m.(*rdma.PutOK)
+		ok, isOK := m.(*frame.PutOK)
 		if !isOK {
 			if refused == nil {
 				refused = shmErr("put", m)
@@ -278,12 +279,12 @@ func (n *Namespace) putRawOneCall(s *rawSession, c *rdma.Conn, pages []Page) (re
 			continue
 		}
 		switch ok.Reserve {
-		case rdma.SlotReserved:
+		case frame.SlotReserved:
 			results[i] = PutResult{Status: PutStatus(ok.Commit)}
 			if results[i].Status != Committed {
 				results[i].Reason = ok.Reason
 			}
-		case rdma.SlotExists:
+		case frame.SlotExists:
 			results[i] = PutResult{Status: Exists}
 		default:
 			results[i] = PutResult{Status: Rejected, Reason: ok.Reason}
@@ -310,8 +311,8 @@ func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease b
 	}
 	done := bound(ctx, c)
 	id := s.ids.Add(1)
-	req := &rdma.Lookup{NS: n.id, Lease: lease, LeaseTTLms: uint32(ttl.Milliseconds()), Keys: keys}
-	var m rdma.Message
+	req := &frame.Lookup{NS: n.id, Lease: lease, LeaseTTLms: uint32(ttl.Milliseconds()), Keys: keys}
+	var m frame.Message
 	if err = c.Send(id, req); err == nil {
 		m, err = recvAnswer(c, id)
 	}
@@ -324,7 +325,7 @@ func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease b
 		return LookupResult{}, false, nil
 	}
 	s.lookups.Add(1)
-	r, isOK := m.(*rdma.LookupOK)
+	r, isOK := m.(*frame.LookupOK)
 	switch {
 	case !isOK:
 		return LookupResult{}, true, shmErr("lookup", m)
@@ -339,7 +340,7 @@ func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease b
 }
 
 // recvAnswer reads the answer to request id.
-func recvAnswer(c *rdma.Conn, id uint64) (rdma.Message, error) {
+func recvAnswer(c *transport.Conn, id uint64) (frame.Message, error) {
 	got, m, err := c.Recv()
 	if err != nil {
 		return nil, err

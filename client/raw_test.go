@@ -17,7 +17,8 @@ import (
 	"github.com/stratakv/strata/internal/scrape"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // rawNode starts a node without shared memory, so that its clients move
@@ -54,16 +55,16 @@ func twoPagesOver(ctx context.Context, t *testing.T, n *node.Node, path string,
 // oversizedFrameHangsUp writes to w (rc's socket) a frame header of op
 // whose length is over the node's limit: the node answers with an Error,
 // then hangs up.
-func oversizedFrameHangsUp(t *testing.T, rc *rdma.Conn, w io.Writer, op uint8) {
+func oversizedFrameHangsUp(t *testing.T, rc *transport.Conn, w io.Writer, op uint8) {
 	t.Helper()
-	huge := make([]byte, rdma.FrameHeader)
+	huge := make([]byte, frame.HeaderSize)
 	huge[3], huge[4] = 0x7f, op
 	if _, err := w.Write(huge); err != nil {
 		t.Fatal(err)
 	}
 	if _, m, err := rc.Recv(); err != nil {
 		t.Fatal(err)
-	} else if _, ok := m.(*rdma.Error); !ok {
+	} else if _, ok := m.(*frame.Error); !ok {
 		t.Fatalf("oversized frame: %#v", m)
 	}
 	if _, _, err := rc.Recv(); err == nil {
@@ -257,19 +258,19 @@ func TestRawPutFrame(t *testing.T) {
 	_, ns, keys, _ := twoPagesOver(ctx, t, n, "raw", (*client.Client).RawActive)
 	addr := n.RawAddr()
 	rc, m := rawDial(t, addr, "token-a")
-	if w, ok := m.(*rdma.Welcome); !ok || w.Version != rdma.ProtocolVersion {
+	if w, ok := m.(*frame.Welcome); !ok || w.Version != frame.ProtocolVersion {
 		t.Fatalf("welcome: %#v", m)
 	}
 	fresh := ns.PageKeys(tokens(16*4, 77))
 	pages := pagesFor(ns, fresh)
 	sum := func(p []byte) []byte { return namespace.CRC32C.Sum(p) }
-	put := func(id uint64, k namespace.Key, data, checksum []byte) rdma.Message {
-		return shmCall(t, rc, id, &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: k, Parent: keys[1], HasParent: true, Depth: 2},
+	put := func(id uint64, k namespace.Key, data, checksum []byte) frame.Message {
+		return shmCall(t, rc, id, &frame.Put{NS: ns.ID(), Page: frame.PageSpec{Key: k, Parent: keys[1], HasParent: true, Depth: 2},
 			Checksum: checksum, Data: data})
 	}
-	wantPut := func(what string, m rdma.Message, reserve, commit uint8) {
+	wantPut := func(what string, m frame.Message, reserve, commit uint8) {
 		t.Helper()
-		ok, isOK := m.(*rdma.PutOK)
+		ok, isOK := m.(*frame.PutOK)
 		if !isOK || ok.Reserve != reserve || ok.Commit != commit {
 			t.Fatalf("%s: answer %#v, want reserve %d commit %d", what, m, reserve, commit)
 		}
@@ -282,43 +283,43 @@ func TestRawPutFrame(t *testing.T) {
 		}
 		return found[0]
 	}
-	wantPut("new page", put(2, fresh[0], pages[0], sum(pages[0])), rdma.SlotReserved, uint8(client.Committed))
+	wantPut("new page", put(2, fresh[0], pages[0], sum(pages[0])), frame.SlotReserved, uint8(client.Committed))
 	if !present(fresh[0]) {
 		t.Fatal("a committed put reads as missing")
 	}
-	wantPut("page there", put(3, fresh[0], pages[0], sum(pages[0])), rdma.SlotExists, 0)
-	wantPut("wrong checksum", put(4, fresh[1], pages[1], sum(pages[2])), rdma.SlotReserved, uint8(client.ChecksumMismatch))
-	wantPut("half a page", put(5, fresh[2], pages[2][:len(pages[2])/2], sum(pages[2][:len(pages[2])/2])), rdma.SlotRejected, 0)
+	wantPut("page there", put(3, fresh[0], pages[0], sum(pages[0])), frame.SlotExists, 0)
+	wantPut("wrong checksum", put(4, fresh[1], pages[1], sum(pages[2])), frame.SlotReserved, uint8(client.ChecksumMismatch))
+	wantPut("half a page", put(5, fresh[2], pages[2][:len(pages[2])/2], sum(pages[2][:len(pages[2])/2])), frame.SlotRejected, 0)
 	if present(fresh[1]) || present(fresh[2]) {
 		t.Fatal("a page that failed its put reads as present")
 	}
-	self := &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: fresh[3], Parent: fresh[3], HasParent: true}, Checksum: sum(pages[3]), Data: pages[3]}
-	wantCode(t, "own parent", shmCall(t, rc, 6, self), rdma.CodeBadRequest)
-	wantCode(t, "unknown namespace", shmCall(t, rc, 7, &rdma.Put{NS: namespace.ID{9}, Page: rdma.PageSpec{Key: fresh[3]},
-		Checksum: sum(pages[3]), Data: pages[3]}), rdma.CodeNamespaceNotFound)
-	wantPut("after the errors", put(8, fresh[3], pages[3], sum(pages[3])), rdma.SlotReserved, uint8(client.Committed))
+	self := &frame.Put{NS: ns.ID(), Page: frame.PageSpec{Key: fresh[3], Parent: fresh[3], HasParent: true}, Checksum: sum(pages[3]), Data: pages[3]}
+	wantCode(t, "own parent", shmCall(t, rc, 6, self), frame.CodeBadRequest)
+	wantCode(t, "unknown namespace", shmCall(t, rc, 7, &frame.Put{NS: namespace.ID{9}, Page: frame.PageSpec{Key: fresh[3]},
+		Checksum: sum(pages[3]), Data: pages[3]}), frame.CodeNamespaceNotFound)
+	wantPut("after the errors", put(8, fresh[3], pages[3], sum(pages[3])), frame.SlotReserved, uint8(client.Committed))
 
-	old := func(version uint16) (*rdma.Conn, rdma.Message) {
+	old := func(version uint16) (*transport.Conn, frame.Message) {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := rdma.NewStreamConn(nc, 0)
+		c := transport.NewStreamConn(nc, 0)
 		t.Cleanup(func() { c.Close() })
-		return c, shmCall(t, c, 1, &rdma.Hello{Version: version, Token: "token-a"})
+		return c, shmCall(t, c, 1, &frame.Hello{Version: version, Token: "token-a"})
 	}
-	rc2, m := old(rdma.MinProtocolVersion)
-	if w, ok := m.(*rdma.Welcome); !ok || w.Version != rdma.MinProtocolVersion {
-		t.Fatalf("welcome for protocol %d: %#v", rdma.MinProtocolVersion, m)
+	rc2, m := old(frame.MinProtocolVersion)
+	if w, ok := m.(*frame.Welcome); !ok || w.Version != frame.MinProtocolVersion {
+		t.Fatalf("welcome for protocol %d: %#v", frame.MinProtocolVersion, m)
 	}
-	wantCode(t, "lookup on protocol 2", shmCall(t, rc2, 4, &rdma.Lookup{NS: ns.ID(), Keys: fresh[:1]}), rdma.CodeBadRequest)
-	wantCode(t, "put on protocol 2", shmCall(t, rc2, 2, &rdma.Put{NS: ns.ID(), Page: rdma.PageSpec{Key: fresh[1]},
-		Checksum: sum(pages[1]), Data: pages[1]}), rdma.CodeBadRequest)
-	if m := rawRead(t, rc2, 3, &rdma.Read{NS: ns.ID(), Keys: fresh[:1]}); !m.(*rdma.Page).Found {
+	wantCode(t, "lookup on protocol 2", shmCall(t, rc2, 4, &frame.Lookup{NS: ns.ID(), Keys: fresh[:1]}), frame.CodeBadRequest)
+	wantCode(t, "put on protocol 2", shmCall(t, rc2, 2, &frame.Put{NS: ns.ID(), Page: frame.PageSpec{Key: fresh[1]},
+		Checksum: sum(pages[1]), Data: pages[1]}), frame.CodeBadRequest)
+	if m := rawRead(t, rc2, 3, &frame.Read{NS: ns.ID(), Keys: fresh[:1]}); !m.(*frame.Page).Found {
 		t.Fatalf("read on protocol 2: %#v", m)
 	}
 	_, m = old(1)
-	wantCode(t, "protocol 1", m, rdma.CodeVersion)
+	wantCode(t, "protocol 1", m, frame.CodeVersion)
 }
 
 // TestRawOtherTiers: pages the node holds on its SSD tier are read through
@@ -375,15 +376,15 @@ func TestRawFallback(t *testing.T) {
 }
 
 // rawDial opens a raw connection and says hello with token.
-func rawDial(t *testing.T, addr, token string) (*rdma.Conn, rdma.Message) {
+func rawDial(t *testing.T, addr, token string) (*transport.Conn, frame.Message) {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rdma.NewStreamConn(nc, 0)
+	c := transport.NewStreamConn(nc, 0)
 	t.Cleanup(func() { c.Close() })
-	if err := c.Send(1, &rdma.Hello{Version: rdma.ProtocolVersion, Token: token}); err != nil {
+	if err := c.Send(1, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); err != nil {
 		t.Fatal(err)
 	}
 	_, m, err := c.Recv()
@@ -394,12 +395,12 @@ func rawDial(t *testing.T, addr, token string) (*rdma.Conn, rdma.Message) {
 }
 
 // rawRead sends a Read and returns its first answer frame.
-func rawRead(t *testing.T, c *rdma.Conn, id uint64, m *rdma.Read) rdma.Message {
+func rawRead(t *testing.T, c *transport.Conn, id uint64, m *frame.Read) frame.Message {
 	t.Helper()
 	if err := c.Send(id, m); err != nil {
 		t.Fatal(err)
 	}
-	got, resp, err := c.RecvPage(func(p *rdma.Page, size int) ([]byte, error) { return make([]byte, size), nil }, nil)
+	got, resp, err := c.RecvPage(func(p *frame.Page, size int) ([]byte, error) { return make([]byte, size), nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,35 +423,35 @@ func TestRawBadInput(t *testing.T) {
 	addr := n.RawAddr()
 
 	_, m := rawDial(t, addr, "wrong")
-	wantCode(t, "wrong token", m, rdma.CodeUnauthenticated)
+	wantCode(t, "wrong token", m, frame.CodeUnauthenticated)
 	_, m = rawDial(t, addr, "")
-	wantCode(t, "no token", m, rdma.CodeUnauthenticated)
+	wantCode(t, "no token", m, frame.CodeUnauthenticated)
 
 	rc, m := rawDial(t, addr, "token-b")
-	if w, ok := m.(*rdma.Welcome); !ok || w.NodeID != n.ID() || w.ArenaSize != 0 {
+	if w, ok := m.(*frame.Welcome); !ok || w.NodeID != n.ID() || w.ArenaSize != 0 {
 		t.Fatalf("hello with a good token: %#v", m)
 	}
-	wantCode(t, "foreign namespace", rawRead(t, rc, 2, &rdma.Read{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
-	wantCode(t, "lookup, foreign namespace", shmCall(t, rc, 21, &rdma.Lookup{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
-	wantCode(t, "unknown namespace", rawRead(t, rc, 3, &rdma.Read{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
+	wantCode(t, "foreign namespace", rawRead(t, rc, 2, &frame.Read{NS: ns.ID(), Keys: keys}), frame.CodeDenied)
+	wantCode(t, "lookup, foreign namespace", shmCall(t, rc, 21, &frame.Lookup{NS: ns.ID(), Keys: keys}), frame.CodeDenied)
+	wantCode(t, "unknown namespace", rawRead(t, rc, 3, &frame.Read{NS: namespace.ID{9}, Keys: keys}), frame.CodeNamespaceNotFound)
 
 	rc, _ = rawDial(t, addr, "token-a")
-	wantCode(t, "empty batch", rawRead(t, rc, 4, &rdma.Read{NS: ns.ID()}), rdma.CodeBadRequest)
-	wantCode(t, "oversized read", rawRead(t, rc, 5, &rdma.Read{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
-	wantCode(t, "unknown lease", rawRead(t, rc, 6, &rdma.Read{NS: ns.ID(), Lease: 42, Keys: keys}), rdma.CodeLeaseNotFound)
-	wantCode(t, "arena get over tcp", shmCall(t, rc, 7, &rdma.Get{NS: ns.ID(), Keys: keys}), rdma.CodeBadRequest)
-	wantCode(t, "empty lookup", shmCall(t, rc, 71, &rdma.Lookup{NS: ns.ID()}), rdma.CodeBadRequest)
-	wantCode(t, "oversized lookup", shmCall(t, rc, 72, &rdma.Lookup{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
-	wantCode(t, "lookup, unknown namespace", shmCall(t, rc, 73, &rdma.Lookup{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
-	if m := shmCall(t, rc, 74, &rdma.Lookup{NS: ns.ID(), Keys: keys, Lease: true}); m.(*rdma.LookupOK).HitPrefix != 2 || m.(*rdma.LookupOK).LeaseID == 0 {
+	wantCode(t, "empty batch", rawRead(t, rc, 4, &frame.Read{NS: ns.ID()}), frame.CodeBadRequest)
+	wantCode(t, "oversized read", rawRead(t, rc, 5, &frame.Read{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), frame.CodeBatchTooLarge)
+	wantCode(t, "unknown lease", rawRead(t, rc, 6, &frame.Read{NS: ns.ID(), Lease: 42, Keys: keys}), frame.CodeLeaseNotFound)
+	wantCode(t, "arena get over tcp", shmCall(t, rc, 7, &frame.Get{NS: ns.ID(), Keys: keys}), frame.CodeBadRequest)
+	wantCode(t, "empty lookup", shmCall(t, rc, 71, &frame.Lookup{NS: ns.ID()}), frame.CodeBadRequest)
+	wantCode(t, "oversized lookup", shmCall(t, rc, 72, &frame.Lookup{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), frame.CodeBatchTooLarge)
+	wantCode(t, "lookup, unknown namespace", shmCall(t, rc, 73, &frame.Lookup{NS: namespace.ID{9}, Keys: keys}), frame.CodeNamespaceNotFound)
+	if m := shmCall(t, rc, 74, &frame.Lookup{NS: ns.ID(), Keys: keys, Lease: true}); m.(*frame.LookupOK).HitPrefix != 2 || m.(*frame.LookupOK).LeaseID == 0 {
 		t.Fatalf("lookup: %#v", m)
 	}
-	if m := shmCall(t, rc, 8, &rdma.Reserve{NS: ns.ID(), Pages: []rdma.PageSpec{{Key: namespace.Key{7}, Size: int64(ns.PageBytes())}}}); m.(*rdma.ReserveOK).Slots[0].Mapped {
+	if m := shmCall(t, rc, 8, &frame.Reserve{NS: ns.ID(), Pages: []frame.PageSpec{{Key: namespace.Key{7}, Size: int64(ns.PageBytes())}}}); m.(*frame.ReserveOK).Slots[0].Mapped {
 		t.Fatalf("reserve over tcp maps an extent: %#v", m)
 	}
 	// A frame whose body does not decode: an error, and the connection
 	// stays in step.
-	bad := rdma.AppendFrame(nil, 9, &rdma.Read{NS: ns.ID(), Keys: keys})
+	bad := frame.Append(nil, 9, &frame.Read{NS: ns.ID(), Keys: keys})
 	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
 	bad[0]++
 	if _, err := rc.Net().Write(bad); err != nil {
@@ -459,12 +460,12 @@ func TestRawBadInput(t *testing.T) {
 	if _, m, err := rc.Recv(); err != nil {
 		t.Fatal(err)
 	} else {
-		wantCode(t, "malformed body", m, rdma.CodeBadRequest)
+		wantCode(t, "malformed body", m, frame.CodeBadRequest)
 	}
-	if m := rawRead(t, rc, 10, &rdma.Read{NS: ns.ID(), Keys: keys[:1]}); !m.(*rdma.Page).Found || !bytes.Equal(m.(*rdma.Page).Data, data[0]) {
+	if m := rawRead(t, rc, 10, &frame.Read{NS: ns.ID(), Keys: keys[:1]}); !m.(*frame.Page).Found || !bytes.Equal(m.(*frame.Page).Data, data[0]) {
 		t.Fatalf("read after a malformed frame: %#v", m)
 	}
-	oversizedFrameHangsUp(t, rc, rc.Net(), rdma.OpRead)
+	oversizedFrameHangsUp(t, rc, rc.Net(), frame.OpRead)
 	bufs := expiredLeaseGet(ctx, t, ns, keys)
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
@@ -565,7 +566,7 @@ func threeRawPages(t *testing.T, seed uint32) (n *node.Node, keys []namespace.Ke
 	t.Helper()
 	ctx := ctxT(t)
 	n = rawNode(t, nil)
-	welcome = int64(len(rdma.AppendFrame(nil, 0, &rdma.Welcome{Version: rdma.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
+	welcome = int64(len(frame.Append(nil, 0, &frame.Welcome{Version: frame.ProtocolVersion, NodeID: n.ID(), MaxBatch: 16384})))
 	ns, err := dial(t, n.Addr(), "").Open(ctx, llama())
 	if err != nil {
 		t.Fatal(err)
@@ -575,7 +576,7 @@ func threeRawPages(t *testing.T, seed uint32) (n *node.Node, keys []namespace.Ke
 	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
 		t.Fatal(err)
 	}
-	pageFrame = int64(rdma.FrameHeader + 6 + 4 + ns.PageBytes()) // crc32c checksums: 4 bytes
+	pageFrame = int64(frame.HeaderSize + 6 + 4 + ns.PageBytes()) // crc32c checksums: 4 bytes
 	return n, keys, data, welcome, pageFrame
 }
 

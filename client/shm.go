@@ -9,14 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // Same-host shared memory (DESIGN 7; package rdma has the protocol).
 //
 // Finding the node's socket. Options.ShmSocket names it; when it is empty
 // and the node's address is a loopback or local address, the client tries
-// the link a node makes by convention for its gRPC port, rdma.SocketLink
+// the link a node makes by convention for its gRPC port, transport.SocketLink
 // (<temp dir>/strata-<uid>/<port>.sock). The session starts at the first
 // Open (it needs the node id Open reports): the Welcome must name the same
 // node, else the socket belongs to another node and is not used. Any
@@ -49,7 +50,7 @@ type shmSession struct {
 	token   string
 	nodeID  string
 	arenaID uint64
-	shm     *rdma.Shm
+	shm     *transport.Shm
 	ids     atomic.Uint64
 	broken  atomic.Bool
 
@@ -61,7 +62,7 @@ type shmSession struct {
 
 	// mu guards the fields below.
 	mu     sync.Mutex
-	idle   []*rdma.Conn
+	idle   []*transport.Conn
 	closed bool
 }
 
@@ -81,7 +82,7 @@ func shmPath(addr string, opts Options) string {
 	if err != nil || !isLocal(host) {
 		return ""
 	}
-	return rdma.SocketLink(port)
+	return transport.SocketLink(port)
 }
 
 // isLocal reports whether host names this machine.
@@ -124,7 +125,7 @@ func startShm(path, token, nodeID string) (*shmSession, error) {
 		c.Close()
 		return nil, fmt.Errorf("shm handshake passed %d fds, want 2: %w", len(fds), ErrProtocol)
 	}
-	if s.shm, err = rdma.MapShm(fds[0], w.ArenaSize, fds[1], w.GenWords); err != nil {
+	if s.shm, err = transport.MapShm(fds[0], w.ArenaSize, fds[1], w.GenWords); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -134,14 +135,14 @@ func startShm(path, token, nodeID string) (*shmSession, error) {
 }
 
 // dial connects and authenticates one control connection.
-func (s *shmSession) dial(first bool) (*rdma.Conn, []int, *rdma.Welcome, error) {
+func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, error) {
 	uc, err := net.DialTimeout("unix", s.path, shmDial)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c := rdma.NewConn(uc.(*net.UnixConn), 0)
+	c := transport.NewConn(uc.(*net.UnixConn), 0)
 	_ = uc.SetDeadline(time.Now().Add(shmDial))
-	if err := c.Send(0, &rdma.Hello{Version: rdma.ProtocolVersion, Token: s.token}); err != nil {
+	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: s.token}); err != nil {
 		c.Close()
 		return nil, nil, nil, err
 	}
@@ -151,7 +152,7 @@ func (s *shmSession) dial(first bool) (*rdma.Conn, []int, *rdma.Welcome, error) 
 		return nil, nil, nil, err
 	}
 	_ = uc.SetDeadline(time.Time{})
-	w, ok := m.(*rdma.Welcome)
+	w, ok := m.(*frame.Welcome)
 	if !ok {
 		closeFDs(fds)
 		c.Close()
@@ -167,7 +168,7 @@ func (s *shmSession) dial(first bool) (*rdma.Conn, []int, *rdma.Welcome, error) 
 
 // acquire pins the mapping for a call and returns a connection; ok is
 // false when the session cannot be used (broken or closed).
-func (s *shmSession) acquire() (c *rdma.Conn, ok bool) {
+func (s *shmSession) acquire() (c *transport.Conn, ok bool) {
 	if s.broken.Load() {
 		return nil, false
 	}
@@ -216,7 +217,7 @@ func (s *shmSession) pin() bool {
 func (s *shmSession) unpin() { s.use.RUnlock() }
 
 // finish returns c to the pool (nil when it failed) and unpins the mapping.
-func (s *shmSession) finish(c *rdma.Conn, failed bool) {
+func (s *shmSession) finish(c *transport.Conn, failed bool) {
 	if failed {
 		s.broken.Store(true)
 		c.Close()
@@ -233,7 +234,7 @@ func (s *shmSession) finish(c *rdma.Conn, failed bool) {
 }
 
 // call sends one request and reads its answer, by ctx's deadline.
-func (s *shmSession) call(ctx context.Context, c *rdma.Conn, req rdma.Message) (rdma.Message, error) {
+func (s *shmSession) call(ctx context.Context, c *transport.Conn, req frame.Message) (frame.Message, error) {
 	dl, _ := ctx.Deadline() // zero: none
 	if err := c.SetDeadline(dl); err != nil {
 		return nil, err
@@ -276,8 +277,8 @@ func (s *shmSession) close() error {
 }
 
 // shmErr converts an answer that is not the one expected.
-func shmErr(op string, m rdma.Message) error {
-	e, ok := m.(*rdma.Error)
+func shmErr(op string, m frame.Message) error {
+	e, ok := m.(*frame.Error)
 	if !ok {
 		return fmt.Errorf("%s: unexpected answer op %d: %w", op, m.Op(), ErrProtocol)
 	}
@@ -287,17 +288,17 @@ func shmErr(op string, m rdma.Message) error {
 	return fmt.Errorf("%s: %w", op, e)
 }
 
-var shmReasons = map[rdma.Code]error{
-	rdma.CodeLeaseExpired:      ErrLeaseExpired,
-	rdma.CodeLeaseNotFound:     ErrLeaseNotFound,
-	rdma.CodeNamespaceNotFound: ErrNamespaceNotFound,
-	rdma.CodeDenied:            ErrTenantDenied,
-	rdma.CodeUnauthenticated:   ErrUnauthenticated,
-	rdma.CodeVersion:           ErrVersion,
-	rdma.CodeBadRequest:        ErrInvalid,
-	rdma.CodeBatchTooLarge:     ErrBatchTooLarge,
-	rdma.CodeNoSpace:           ErrNoSpace,
-	rdma.CodeShuttingDown:      ErrUnavailable,
+var shmReasons = map[frame.Code]error{
+	frame.CodeLeaseExpired:      ErrLeaseExpired,
+	frame.CodeLeaseNotFound:     ErrLeaseNotFound,
+	frame.CodeNamespaceNotFound: ErrNamespaceNotFound,
+	frame.CodeDenied:            ErrTenantDenied,
+	frame.CodeUnauthenticated:   ErrUnauthenticated,
+	frame.CodeVersion:           ErrVersion,
+	frame.CodeBadRequest:        ErrInvalid,
+	frame.CodeBatchTooLarge:     ErrBatchTooLarge,
+	frame.CodeNoSpace:           ErrNoSpace,
+	frame.CodeShuttingDown:      ErrUnavailable,
 }
 
 // shmSession returns the client's session, starting one for node nodeID
@@ -351,7 +352,7 @@ func (c *Client) usingShm() bool {
 // ok is false when shm is not usable (fn did not run) or fn reports the
 // connection broke (the caller falls back to tcp; the node releases and
 // aborts what the connection held when it sees it close).
-func (n *Namespace) withShm(fn func(s *shmSession, c *rdma.Conn) (broke bool, err error)) (ok bool, err error) {
+func (n *Namespace) withShm(fn func(s *shmSession, c *transport.Conn) (broke bool, err error)) (ok bool, err error) {
 	s := n.shmFor()
 	if s == nil {
 		return false, nil

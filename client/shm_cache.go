@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // The shmLoc cache: where in the mapped arena a page was last seen, so a
@@ -41,7 +42,7 @@ type locKey struct {
 }
 
 type shmLoc struct {
-	ext rdma.Extent
+	ext frame.Extent
 	sum []byte // the page's checksum, for ShmVerifyChecksums
 }
 
@@ -126,7 +127,7 @@ func (s *shmSession) reportServed(ns namespace.ID, c *served) {
 		return
 	}
 	s.mu.Lock()
-	var conn *rdma.Conn
+	var conn *transport.Conn
 	if k := len(s.idle); k > 0 && !s.closed {
 		conn, s.idle = s.idle[k-1], s.idle[:k-1]
 	}
@@ -134,7 +135,7 @@ func (s *shmSession) reportServed(ns namespace.ID, c *served) {
 	if conn == nil {
 		return
 	}
-	err := conn.Send(s.ids.Add(1), &rdma.Served{NS: ns, Pages: uint32(min(pages, 1<<31)), Bytes: bytes})
+	err := conn.Send(s.ids.Add(1), &frame.Served{NS: ns, Pages: uint32(min(pages, 1<<31)), Bytes: bytes})
 	s.mu.Lock()
 	if err != nil || s.closed {
 		conn.Close()

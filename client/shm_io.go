@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // getShm is Get through shared memory: one round trip locates the pages
@@ -25,35 +26,35 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 			}
 		}
 	}
-	req := &rdma.Get{NS: n.id, Keys: keys}
+	req := &frame.Get{NS: n.id, Keys: keys}
 	if lease != nil {
 		req.Lease = lease.ID
 	}
 	var others []int
-	ok, err = n.withShm(func(s *shmSession, c *rdma.Conn) (bool, error) {
+	ok, err = n.withShm(func(s *shmSession, c *transport.Conn) (bool, error) {
 		others = others[:0]
 		m, err := s.call(ctx, c, req)
 		if err != nil {
 			return true, err
 		}
-		g, isOK := m.(*rdma.GetOK)
+		g, isOK := m.(*frame.GetOK)
 		if !isOK {
 			return false, shmErr("get", m)
 		}
 		if len(g.Pages) != len(keys) {
 			return true, fmt.Errorf("get: %d pages for %d keys: %w", len(g.Pages), len(keys), ErrProtocol)
 		}
-		ops := make([]rdma.Op, 0, len(keys))
+		ops := make([]transport.Op, 0, len(keys))
 		idx := make([]int, 0, len(keys))
 		for i, p := range g.Pages {
 			switch p.Status {
-			case rdma.PageMapped:
+			case frame.PageMapped:
 				if p.Ext.Len > int64(len(bufs[i])) {
 					return false, fmt.Errorf("get: page %d is %d bytes, buffer %d: %w", i, p.Ext.Len, len(bufs[i]), ErrBufferTooSmall)
 				}
-				ops = append(ops, rdma.Op{Key: keys[i], Ext: p.Ext, Buf: bufs[i]})
+				ops = append(ops, transport.Op{Ext: p.Ext, Buf: bufs[i]})
 				idx = append(idx, i)
-			case rdma.PageElse:
+			case frame.PageElse:
 				others = append(others, i)
 			}
 		}
@@ -88,25 +89,20 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 	}
 	// Pages in other tiers (gpu, ssd), and pages whose copy raced a move,
 	// come over tcp, under the caller's lease.
-	ops := make([]rdma.Op, len(others))
+	okeys, obufs := make([]namespace.Key, len(others)), make([][]byte, len(others))
 	for j, i := range others {
-		ops[j] = rdma.Op{Key: keys[i], Buf: bufs[i]}
+		okeys[j], obufs[j] = keys[i], bufs[i]
 	}
-	err = n.tcp(lease).Read(ctx, ops)
-	for j, i := range others {
-		found[i] = ops[j].OK
-	}
-	return found, true, err
-}
-
-// tcp is the tcp backend for this namespace: its gRPC streams, reading
-// under lease (may be nil).
-func (n *Namespace) tcp(lease *Lease) rdma.TCP {
 	t := *n
 	t.tcpOnly = true
-	return rdma.TCP{Get: func(ctx context.Context, keys []namespace.Key, bufs [][]byte) ([]bool, error) {
-		return t.Get(ctx, keys, bufs, lease)
-	}}
+	got, err := t.Get(ctx, okeys, obufs, lease)
+	for j, i := range others {
+		found[i] = j < len(got) && got[j] // results stand beside an error that has them
+	}
+	if err != nil {
+		return found, true, fmt.Errorf("tcp read: %w", err)
+	}
+	return found, true, nil
 }
 
 // putShm is a put batch through shared memory: reserve (extents in the
@@ -129,20 +125,20 @@ func (n *Namespace) putShm(ctx context.Context, pages []Page) (results []PutResu
 }
 
 func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []PutResult, ok bool, err error) {
-	req := &rdma.Reserve{NS: n.id, Pages: make([]rdma.PageSpec, len(pages))}
+	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
 	for i, p := range pages {
 		if len(p.Data) != n.pageBytes {
 			return nil, true, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
 		}
-		req.Pages[i] = rdma.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
+		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
 			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
 	}
-	ok, err = n.withShm(func(s *shmSession, c *rdma.Conn) (bool, error) {
+	ok, err = n.withShm(func(s *shmSession, c *transport.Conn) (bool, error) {
 		m, err := s.call(ctx, c, req)
 		if err != nil {
 			return true, err
 		}
-		r, isOK := m.(*rdma.ReserveOK)
+		r, isOK := m.(*frame.ReserveOK)
 		if !isOK {
 			return false, shmErr("reserve", m)
 		}
@@ -151,17 +147,17 @@ func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []Pu
 		}
 		results = make([]PutResult, len(pages))
 		var open, viaTCP []int
-		var direct []rdma.Op
+		var direct []transport.Op
 		for i, sl := range r.Slots {
 			switch sl.Status {
-			case rdma.SlotReserved:
+			case frame.SlotReserved:
 				open = append(open, i)
 				if sl.Mapped && time.Until(time.UnixMilli(sl.DeadlineMs)) > shmMinDeadline {
-					direct = append(direct, rdma.Op{Key: pages[i].Key, Ext: sl.Ext, Buf: pages[i].Data})
+					direct = append(direct, transport.Op{Ext: sl.Ext, Buf: pages[i].Data})
 				} else {
 					viaTCP = append(viaTCP, i)
 				}
-			case rdma.SlotExists:
+			case frame.SlotExists:
 				results[i] = PutResult{Status: Exists}
 			default:
 				results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
@@ -179,15 +175,15 @@ func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []Pu
 				return true, err
 			}
 		}
-		items := make([]rdma.CommitItem, len(open))
+		items := make([]frame.CommitItem, len(open))
 		for j, i := range open {
-			items[j] = rdma.CommitItem{WriteID: wid(i), Size: int64(len(pages[i].Data)), Checksum: n.desc.Checksum.Sum(pages[i].Data)}
+			items[j] = frame.CommitItem{WriteID: wid(i), Size: int64(len(pages[i].Data)), Checksum: n.desc.Checksum.Sum(pages[i].Data)}
 		}
-		m, err = s.call(ctx, c, &rdma.Commit{NS: n.id, Items: items})
+		m, err = s.call(ctx, c, &frame.Commit{NS: n.id, Items: items})
 		if err != nil {
 			return true, err
 		}
-		co, isOK := m.(*rdma.CommitOK)
+		co, isOK := m.(*frame.CommitOK)
 		if !isOK || len(co.Statuses) != len(open) {
 			return true, shmErr("commit", m)
 		}
@@ -213,17 +209,17 @@ func (n *Namespace) getCached(ctx context.Context, s *shmSession, keys []namespa
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	var one [1]rdma.Op
+	var one [1]transport.Op
 	ops := one[:0]
 	if len(keys) > 1 {
-		ops = make([]rdma.Op, 0, len(keys))
+		ops = make([]transport.Op, 0, len(keys))
 	}
 	for i, k := range keys {
 		l, ok := s.locs.get(n.id, k)
 		if !ok || l.ext.Len > int64(len(bufs[i])) {
 			return nil, nil
 		}
-		ops = append(ops, rdma.Op{Key: k, Ext: l.ext, Buf: bufs[i]})
+		ops = append(ops, transport.Op{Ext: l.ext, Buf: bufs[i]})
 	}
 	if err := s.shm.Read(ctx, ops); err != nil {
 		return nil, nil // the node's answer will say what is wrong

@@ -13,7 +13,8 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
 )
 
 // shmNode starts a node whose shm socket is at a known path.
@@ -161,15 +162,15 @@ func TestShmOtherNodeSocket(t *testing.T) {
 }
 
 // shmRaw opens an shm control connection and says hello with token.
-func shmRaw(t *testing.T, sock, token string) (*rdma.Conn, rdma.Message) {
+func shmRaw(t *testing.T, sock, token string) (*transport.Conn, frame.Message) {
 	t.Helper()
 	uc, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rdma.NewConn(uc.(*net.UnixConn), 0)
+	c := transport.NewConn(uc.(*net.UnixConn), 0)
 	t.Cleanup(func() { c.Close() })
-	if err := c.Send(1, &rdma.Hello{Version: rdma.ProtocolVersion, Token: token}); err != nil {
+	if err := c.Send(1, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); err != nil {
 		t.Fatal(err)
 	}
 	_, m, fds, err := c.RecvFDs(2)
@@ -180,7 +181,7 @@ func shmRaw(t *testing.T, sock, token string) (*rdma.Conn, rdma.Message) {
 	return c, m
 }
 
-func shmCall(t *testing.T, c *rdma.Conn, id uint64, m rdma.Message) rdma.Message {
+func shmCall(t *testing.T, c *transport.Conn, id uint64, m frame.Message) frame.Message {
 	t.Helper()
 	if err := c.Send(id, m); err != nil {
 		t.Fatal(err)
@@ -195,9 +196,9 @@ func shmCall(t *testing.T, c *rdma.Conn, id uint64, m rdma.Message) rdma.Message
 	return resp
 }
 
-func wantCode(t *testing.T, what string, m rdma.Message, code rdma.Code) {
+func wantCode(t *testing.T, what string, m frame.Message, code frame.Code) {
 	t.Helper()
-	e, ok := m.(*rdma.Error)
+	e, ok := m.(*frame.Error)
 	if !ok || e.Code != code {
 		t.Fatalf("%s: answer %#v, want error code %d", what, m, code)
 	}
@@ -216,24 +217,24 @@ func TestShmBadInput(t *testing.T) {
 	c, ns, keys, data := twoPagesOver(ctx, t, n, "shm", (*client.Client).ShmActive)
 
 	_, m := shmRaw(t, sock, "wrong")
-	wantCode(t, "wrong token", m, rdma.CodeUnauthenticated)
+	wantCode(t, "wrong token", m, frame.CodeUnauthenticated)
 
 	rc, m := shmRaw(t, sock, "token-b")
-	if _, ok := m.(*rdma.Welcome); !ok {
+	if _, ok := m.(*frame.Welcome); !ok {
 		t.Fatalf("hello with a good token: %#v", m)
 	}
-	wantCode(t, "foreign namespace", shmCall(t, rc, 2, &rdma.Get{NS: ns.ID(), Keys: keys}), rdma.CodeDenied)
-	wantCode(t, "unknown namespace", shmCall(t, rc, 3, &rdma.Get{NS: namespace.ID{9}, Keys: keys}), rdma.CodeNamespaceNotFound)
+	wantCode(t, "foreign namespace", shmCall(t, rc, 2, &frame.Get{NS: ns.ID(), Keys: keys}), frame.CodeDenied)
+	wantCode(t, "unknown namespace", shmCall(t, rc, 3, &frame.Get{NS: namespace.ID{9}, Keys: keys}), frame.CodeNamespaceNotFound)
 
 	rc, _ = shmRaw(t, sock, "token-a")
-	wantCode(t, "empty batch", shmCall(t, rc, 4, &rdma.Get{NS: ns.ID()}), rdma.CodeBadRequest)
-	wantCode(t, "oversized get", shmCall(t, rc, 5, &rdma.Get{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), rdma.CodeBatchTooLarge)
-	wantCode(t, "oversized reserve", shmCall(t, rc, 6, &rdma.Reserve{NS: ns.ID(), Pages: make([]rdma.PageSpec, 9)}), rdma.CodeBatchTooLarge)
-	wantCode(t, "bad page size", shmCall(t, rc, 7, &rdma.Reserve{NS: ns.ID(), Pages: make([]rdma.PageSpec, 1)}), rdma.CodeBadRequest)
-	wantCode(t, "unknown lease", shmCall(t, rc, 8, &rdma.Get{NS: ns.ID(), Lease: 42, Keys: keys}), rdma.CodeLeaseNotFound)
+	wantCode(t, "empty batch", shmCall(t, rc, 4, &frame.Get{NS: ns.ID()}), frame.CodeBadRequest)
+	wantCode(t, "oversized get", shmCall(t, rc, 5, &frame.Get{NS: ns.ID(), Keys: make([]namespace.Key, 9)}), frame.CodeBatchTooLarge)
+	wantCode(t, "oversized reserve", shmCall(t, rc, 6, &frame.Reserve{NS: ns.ID(), Pages: make([]frame.PageSpec, 9)}), frame.CodeBatchTooLarge)
+	wantCode(t, "bad page size", shmCall(t, rc, 7, &frame.Reserve{NS: ns.ID(), Pages: make([]frame.PageSpec, 1)}), frame.CodeBadRequest)
+	wantCode(t, "unknown lease", shmCall(t, rc, 8, &frame.Get{NS: ns.ID(), Lease: 42, Keys: keys}), frame.CodeLeaseNotFound)
 	// A frame whose body does not decode: an error, and the connection
 	// stays in step.
-	bad := rdma.AppendFrame(nil, 9, &rdma.Get{NS: ns.ID(), Keys: keys})
+	bad := frame.Append(nil, 9, &frame.Get{NS: ns.ID(), Keys: keys})
 	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
 	bad[0]++
 	if _, err := rc.Unix().Write(bad); err != nil {
@@ -242,13 +243,13 @@ func TestShmBadInput(t *testing.T) {
 	if _, m, err := rc.Recv(); err != nil {
 		t.Fatal(err)
 	} else {
-		wantCode(t, "malformed body", m, rdma.CodeBadRequest)
+		wantCode(t, "malformed body", m, frame.CodeBadRequest)
 	}
 	// A commit of a write id never issued answers UNKNOWN_WRITE.
-	if m := shmCall(t, rc, 10, &rdma.Commit{NS: ns.ID(), Items: []rdma.CommitItem{{WriteID: 77, Size: 1}}}); m.(*rdma.CommitOK).Statuses[0] != uint8(client.UnknownWrite) {
+	if m := shmCall(t, rc, 10, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: 77, Size: 1}}}); m.(*frame.CommitOK).Statuses[0] != uint8(client.UnknownWrite) {
 		t.Fatalf("unknown write: %#v", m)
 	}
-	oversizedFrameHangsUp(t, rc, rc.Unix(), rdma.OpGet)
+	oversizedFrameHangsUp(t, rc, rc.Unix(), frame.OpGet)
 	bufs := expiredLeaseGet(ctx, t, ns, keys)
 	// Nothing lost: the pages read back intact, still through shm.
 	found, err := ns.Get(ctx, keys, bufs, nil)

@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/stratakv/strata/rdma"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transport"
 )
 
 // startShm serves the host tier's arena to same-host clients on
-// Config.ShmSocket, and links rdma.SocketLink(gRPC port) to it so clients
+// Config.ShmSocket, and links transport.SocketLink(gRPC port) to it so clients
 // that know only the node's address find it. A node without a host tier,
 // or whose socket cannot be bound, runs without shm (logged): clients use
 // tcp.
@@ -36,7 +36,7 @@ func (n *Node) startShm(srv *server.Server) {
 	link := ""
 	if _, port, err := net.SplitHostPort(n.lis.Addr().String()); err == nil {
 		if p, err := strconv.Atoi(port); err == nil {
-			link = rdma.SocketLink(p)
+			link = transport.SocketLink(p)
 		}
 	}
 	l, err := srv.ListenShm(server.ShmConfig{Path: path, Link: link, Host: host})

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 go vet ./...
 # The verbs backend (cgo against libibverbs) builds only with the rdma tag.
 if [ -f /usr/include/infiniband/verbs.h ]; then
-  go vet -tags rdma ./rdma/
+  go vet -tags rdma ./transport/
 else
   echo "rdma tag not checked: libibverbs-dev is not installed (.ci/run installs it)"
 fi

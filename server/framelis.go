@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/transport"
 )
 
 // frameListener is what the shm and raw listeners share: an accept loop
@@ -19,19 +19,19 @@ type frameListener struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	conns  map[*rdma.Conn]struct{} // guarded by mu
-	closed bool                    // guarded by mu
+	conns  map[*transport.Conn]struct{} // guarded by mu
+	closed bool                         // guarded by mu
 }
 
 // start accepts until close; open wraps an accepted connection and makes
 // the handler that serves it.
-func (l *frameListener) start(open func(net.Conn) (*rdma.Conn, *shmConn)) {
-	l.conns = make(map[*rdma.Conn]struct{})
+func (l *frameListener) start(open func(net.Conn) (*transport.Conn, *shmConn)) {
+	l.conns = make(map[*transport.Conn]struct{})
 	l.wg.Add(1)
 	go l.accept(open)
 }
 
-func (l *frameListener) accept(open func(net.Conn) (*rdma.Conn, *shmConn)) {
+func (l *frameListener) accept(open func(net.Conn) (*transport.Conn, *shmConn)) {
 	defer l.wg.Done()
 	for {
 		nc, err := l.lis.Accept()

@@ -10,8 +10,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/transport"
 )
 
 // The raw listener is the data plane for clients on other hosts: the shm
@@ -34,7 +35,7 @@ type RawConfig struct {
 	// address (an unspecified host, 0.0.0.0 or ::, tells clients to use
 	// the host they reached gRPC at).
 	Advertise string
-	// MaxFrame bounds a request frame. Default rdma.DefaultMaxFrame.
+	// MaxFrame bounds a request frame. Default frame.DefaultMaxFrame.
 	MaxFrame int
 	// HelloTimeout bounds the handshake. Default 5s.
 	HelloTimeout time.Duration
@@ -56,7 +57,7 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 		return nil, errors.New("raw: Listen is required")
 	}
 	if cfg.MaxFrame <= 0 {
-		cfg.MaxFrame = rdma.DefaultMaxFrame
+		cfg.MaxFrame = frame.DefaultMaxFrame
 	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 5 * time.Second
@@ -72,11 +73,11 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 		cfg.Advertise = lis.Addr().String()
 	}
 	l := &RawListener{frameListener: frameListener{s: s, name: "raw", lis: lis}, cfg: cfg}
-	l.start(func(nc net.Conn) (*rdma.Conn, *shmConn) {
+	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
-		c := rdma.NewStreamConn(nc, cfg.MaxFrame)
+		c := transport.NewStreamConn(nc, cfg.MaxFrame)
 		return c, &shmConn{s: s, c: c, writes: map[uint64]shmWrite{},
 			cfg: connConfig{helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout}}
 	})
@@ -87,11 +88,11 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 func (l *RawListener) Addr() string { return l.lis.Addr().String() }
 
 // Advertise is a gRPC unary interceptor that names the raw address in the
-// rdma.AddrHeader header of OpenNamespace answers. A nil listener
+// frame.AddrHeader header of OpenNamespace answers. A nil listener
 // advertises nothing, so a node can install it unconditionally.
 func (l *RawListener) Advertise(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if l != nil && info.FullMethod == pb.Strata_OpenNamespace_FullMethodName {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(rdma.AddrHeader, l.cfg.Advertise))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(frame.AddrHeader, l.cfg.Advertise))
 	}
 	return h(ctx, req)
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/transport"
 )
 
 // read answers a Read with the pages' bytes inline: per key a Page frame,
@@ -15,7 +16,7 @@ import (
 // store keeps the page pinned. A request the node refuses is answered with
 // one Error frame. The error returned is the connection's: it cannot
 // continue.
-func (sc *shmConn) read(id uint64, m *rdma.Read) error {
+func (sc *shmConn) read(id uint64, m *frame.Read) error {
 	n, err := sc.namespace(m.NS)
 	if err == nil {
 		err = sc.batch(len(m.Keys))
@@ -28,14 +29,14 @@ func (sc *shmConn) read(id uint64, m *rdma.Read) error {
 		sent, bytes int
 		ioErr       error
 		start       = time.Now()
-		page        rdma.Page
+		page        frame.Page
 	)
 	err = sc.s.cfg.Store.Read(n.ID, m.Lease, m.Keys, func(i int, p store.PageView) error {
-		page = rdma.Page{Index: uint32(i), Found: p.Found}
+		page = frame.Page{Index: uint32(i), Found: p.Found}
 		if p.Found {
 			page.Checksum, page.Data = p.Checksum, p.Data
 		}
-		if ioErr = sc.c.SendFrames(rdma.Frame{ID: id, Msg: &page}); ioErr != nil {
+		if ioErr = sc.c.SendFrames(transport.Frame{ID: id, Msg: &page}); ioErr != nil {
 			return ioErr
 		}
 		sent++
@@ -77,7 +78,7 @@ func (sc *shmConn) armWrite() {
 // the store, which checks the reservation is open and the range leaves no
 // gap. A write that fails is only logged: the reservation then lacks bytes
 // and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
-func (sc *shmConn) write(m *rdma.Write) {
+func (sc *shmConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
 	if err == nil {
 		err = sc.s.cfg.Store.Write(n.ID, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
@@ -97,7 +98,7 @@ func (sc *shmConn) write(m *rdma.Write) {
 // frame's bytes and committed at once, as a Reserve, Write and Commit
 // would (the same checks: namespace, links, size, checksum). A page the
 // store has, or refuses, is answered so with its bytes dropped.
-func (sc *shmConn) put(m *rdma.Put) (rdma.Message, error) {
+func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func (sc *shmConn) put(m *rdma.Put) (rdma.Message, error) {
 		return nil, err
 	}
 	r := res[0]
-	resp := &rdma.PutOK{Reserve: uint8(r.Status)}
+	resp := &frame.PutOK{Reserve: uint8(r.Status)}
 	if r.Err != nil {
 		resp.Reason = r.Err.Error()
 	}
@@ -146,7 +147,7 @@ func (sc *shmConn) put(m *rdma.Put) (rdma.Message, error) {
 
 // lookup answers a Lookup as the gRPC Lookup does (hits recorded, the hit
 // prefix leased when asked).
-func (sc *shmConn) lookup(m *rdma.Lookup) (rdma.Message, error) {
+func (sc *shmConn) lookup(m *frame.Lookup) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err == nil {
 		err = sc.batch(len(m.Keys))
@@ -159,7 +160,7 @@ func (sc *shmConn) lookup(m *rdma.Lookup) (rdma.Message, error) {
 		return nil, err
 	}
 	sc.s.recordHits(n.ID, res)
-	resp := &rdma.LookupOK{HitPrefix: uint32(res.HitPrefix), Present: res.Present}
+	resp := &frame.LookupOK{HitPrefix: uint32(res.HitPrefix), Present: res.Present}
 	if l := res.Lease; l != nil {
 		resp.LeaseID, resp.ExpiresMs, resp.LeasePages = l.ID, l.Expires.UnixMilli(), uint32(l.Pages)
 	}

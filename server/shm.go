@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transport"
 )
 
 // The shm listener serves same-host clients over a Unix socket (package
@@ -32,11 +33,11 @@ type ShmConfig struct {
 	// Required.
 	Path string
 	// Link, if set, is a symbolic link made to point at Path (where
-	// clients look by convention, rdma.SocketLink). Default none.
+	// clients look by convention, transport.SocketLink). Default none.
 	Link string
 	// Host is the tier whose arena is shared. Required.
 	Host *tiers.Host
-	// MaxFrame bounds a request frame. Default rdma.DefaultMaxFrame.
+	// MaxFrame bounds a request frame. Default frame.DefaultMaxFrame.
 	MaxFrame int
 	// HelloTimeout bounds the handshake. Default 5s.
 	HelloTimeout time.Duration
@@ -55,7 +56,7 @@ func (s *Server) ListenShm(cfg ShmConfig) (*ShmListener, error) {
 		return nil, errors.New("shm: Path and Host are required")
 	}
 	if cfg.MaxFrame <= 0 {
-		cfg.MaxFrame = rdma.DefaultMaxFrame
+		cfg.MaxFrame = frame.DefaultMaxFrame
 	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 5 * time.Second
@@ -82,8 +83,8 @@ func (s *Server) ListenShm(cfg ShmConfig) (*ShmListener, error) {
 			l.cfg.Link = ""
 		}
 	}
-	l.start(func(nc net.Conn) (*rdma.Conn, *shmConn) {
-		c := rdma.NewConn(nc.(*net.UnixConn), l.cfg.MaxFrame)
+	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
+		c := transport.NewConn(nc.(*net.UnixConn), l.cfg.MaxFrame)
 		return c, &shmConn{s: s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
 			cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout}}
 	})

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transport"
 )
 
 // shmConn serves one connection of the framed protocol: an shm connection
@@ -19,7 +20,7 @@ import (
 // travel inline, server/raw.go). Its goroutine owns every field.
 type shmConn struct {
 	s      *Server
-	c      *rdma.Conn
+	c      *transport.Conn
 	host   *tiers.Host // the shared arena; nil on tcp
 	cfg    connConfig
 	caller caller
@@ -64,7 +65,7 @@ func (sc *shmConn) serve() {
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 			return
-		case errors.Is(err, rdma.ErrFrame) && m == nil && id != 0:
+		case errors.Is(err, frame.ErrMalformed) && m == nil && id != 0:
 			// The body did not decode but the stream is in step: answer.
 			if sc.reply(id, shmError(badRequest("%v", err))) != nil {
 				return
@@ -76,7 +77,7 @@ func (sc *shmConn) serve() {
 			log.Info("shm: closing connection", "err", err)
 			return
 		}
-		if r, ok := m.(*rdma.Read); ok {
+		if r, ok := m.(*frame.Read); ok {
 			if err := sc.read(id, r); err != nil {
 				log.Info("shm: closing connection", "err", err)
 				return
@@ -93,7 +94,7 @@ func (sc *shmConn) serve() {
 	}
 }
 
-func (sc *shmConn) reply(id uint64, m rdma.Message) error { return sc.c.Send(id, m) }
+func (sc *shmConn) reply(id uint64, m frame.Message) error { return sc.c.Send(id, m) }
 
 // handshake checks the token (and, on the Unix socket, the peer's user),
 // then sends the Welcome, with the arena's and generations' fds on the
@@ -101,7 +102,7 @@ func (sc *shmConn) reply(id uint64, m rdma.Message) error { return sc.c.Send(id,
 func (sc *shmConn) handshake() error {
 	if uc := sc.c.Unix(); uc != nil && sc.host != nil {
 		if err := checkPeer(uc); err != nil {
-			_ = sc.c.Send(0, &rdma.Error{Code: rdma.CodeDenied, Message: err.Error()})
+			_ = sc.c.Send(0, &frame.Error{Code: frame.CodeDenied, Message: err.Error()})
 			return err
 		}
 	}
@@ -112,14 +113,14 @@ func (sc *shmConn) handshake() error {
 	if err != nil {
 		return err
 	}
-	hello, ok := m.(*rdma.Hello)
+	hello, ok := m.(*frame.Hello)
 	if !ok {
 		err := badRequest("first frame is op %d, not hello", m.Op())
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	if hello.Version < rdma.MinProtocolVersion || hello.Version > rdma.ProtocolVersion {
-		err := errorf(errVersion, "shm protocol %d: this node speaks %d to %d", hello.Version, rdma.MinProtocolVersion, rdma.ProtocolVersion)
+	if hello.Version < frame.MinProtocolVersion || hello.Version > frame.ProtocolVersion {
+		err := errorf(errVersion, "shm protocol %d: this node speaks %d to %d", hello.Version, frame.MinProtocolVersion, frame.ProtocolVersion)
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
@@ -128,7 +129,7 @@ func (sc *shmConn) handshake() error {
 		_ = sc.c.Send(id, shmError(err))
 		return err
 	}
-	w := &rdma.Welcome{Version: sc.version, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
+	w := &frame.Welcome{Version: sc.version, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
 	h := sc.host
 	if h == nil {
 		return sc.c.Send(id, w)
@@ -164,36 +165,36 @@ func (sc *shmConn) cleanup() {
 	}
 }
 
-func (sc *shmConn) handle(m rdma.Message) rdma.Message {
+func (sc *shmConn) handle(m frame.Message) frame.Message {
 	var (
-		resp rdma.Message
+		resp frame.Message
 		err  error
 	)
 	switch m := m.(type) {
-	case *rdma.Get:
+	case *frame.Get:
 		resp, err = sc.get(m)
-	case *rdma.Write:
+	case *frame.Write:
 		sc.write(m)
 		return nil
-	case *rdma.Reserve:
+	case *frame.Reserve:
 		resp, err = sc.reserve(m)
-	case *rdma.Commit:
+	case *frame.Commit:
 		resp, err = sc.commit(m)
-	case *rdma.Abort:
+	case *frame.Abort:
 		resp, err = sc.abort(m)
-	case *rdma.Put:
+	case *frame.Put:
 		if sc.version < 3 {
 			err = badRequest("put needs protocol 3, the connection said hello with %d", sc.version)
 			break
 		}
 		resp, err = sc.put(m)
-	case *rdma.Lookup:
+	case *frame.Lookup:
 		if sc.version < 3 {
 			err = badRequest("lookup needs protocol 3, the connection said hello with %d", sc.version)
 			break
 		}
 		resp, err = sc.lookup(m)
-	case *rdma.Served:
+	case *frame.Served:
 		if n, err := sc.namespace(m.NS); err == nil && m.Bytes > 0 {
 			sc.s.metrics.Transfer(n.ID, "out", int(m.Bytes))
 		}
@@ -229,7 +230,7 @@ func (sc *shmConn) batch(n int) error {
 	return nil
 }
 
-func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
+func (sc *shmConn) get(m *frame.Get) (frame.Message, error) {
 	if sc.host == nil {
 		return nil, badRequest("get locates pages in a shared arena; over tcp, read")
 	}
@@ -245,21 +246,21 @@ func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp := &rdma.GetOK{Pages: make([]rdma.PageLoc, len(pages))}
+	resp := &frame.GetOK{Pages: make([]frame.PageLoc, len(pages))}
 	var bytes int
 	for i, p := range pages {
 		switch {
 		case !p.Found:
 		case p.Mapped:
 			if idx := h.GenIndex(p.Ext); idx >= 0 {
-				resp.Pages[i] = rdma.PageLoc{Status: rdma.PageMapped, Checksum: p.Checksum,
-					Ext: rdma.Extent{Off: p.Ext.Off, Len: p.Ext.Len, Gen: p.Ext.Gen, GenIndex: idx}}
+				resp.Pages[i] = frame.PageLoc{Status: frame.PageMapped, Checksum: p.Checksum,
+					Ext: frame.Extent{Off: p.Ext.Off, Len: p.Ext.Len, Gen: p.Ext.Gen, GenIndex: idx}}
 				bytes += int(p.Ext.Len)
 				break
 			}
 			fallthrough
 		default:
-			resp.Pages[i] = rdma.PageLoc{Status: rdma.PageElse, Checksum: p.Checksum}
+			resp.Pages[i] = frame.PageLoc{Status: frame.PageElse, Checksum: p.Checksum}
 		}
 	}
 	if bytes > 0 {
@@ -269,7 +270,7 @@ func (sc *shmConn) get(m *rdma.Get) (rdma.Message, error) {
 	return resp, nil
 }
 
-func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
+func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -294,7 +295,7 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		return nil, err
 	}
 	h := sc.host
-	resp := &rdma.ReserveOK{Slots: make([]rdma.Slot, len(res))}
+	resp := &frame.ReserveOK{Slots: make([]frame.Slot, len(res))}
 	for i, r := range res {
 		slot := &resp.Slots[i]
 		slot.Status = uint8(r.Status)
@@ -319,13 +320,13 @@ func (sc *shmConn) reserve(m *rdma.Reserve) (rdma.Message, error) {
 		if idx := h.GenIndex(ext); mapped && idx >= 0 {
 			slot.Mapped = true
 			sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now(), mapped: true}
-			slot.Ext = rdma.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
+			slot.Ext = frame.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
 		}
 	}
 	return resp, nil
 }
 
-func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
+func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -333,7 +334,7 @@ func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
 	if err := sc.batch(len(m.Items)); err != nil {
 		return nil, err
 	}
-	resp := &rdma.CommitOK{Statuses: make([]uint8, len(m.Items))}
+	resp := &frame.CommitOK{Statuses: make([]uint8, len(m.Items))}
 	var bytes int
 	for i, it := range m.Items {
 		st, err := sc.s.cfg.Store.Commit(n.ID, it.WriteID, it.Size, it.Checksum)
@@ -356,7 +357,7 @@ func (sc *shmConn) commit(m *rdma.Commit) (rdma.Message, error) {
 	return resp, nil
 }
 
-func (sc *shmConn) abort(m *rdma.Abort) (rdma.Message, error) {
+func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -371,39 +372,39 @@ func (sc *shmConn) abort(m *rdma.Abort) (rdma.Message, error) {
 	for _, wid := range m.WriteIDs {
 		delete(sc.writes, wid)
 	}
-	return &rdma.AbortOK{Aborted: uint32(k)}, nil
+	return &frame.AbortOK{Aborted: uint32(k)}, nil
 }
 
 // shmCodes maps errors to shm error codes, like mapping does to gRPC's.
 var shmCodes = []struct {
 	err  error
-	code rdma.Code
+	code frame.Code
 }{
-	{errBadRequest, rdma.CodeBadRequest},
-	{namespace.ErrInvalid, rdma.CodeBadRequest},
-	{namespace.ErrBadID, rdma.CodeBadRequest},
-	{namespace.ErrBadKey, rdma.CodeBadRequest},
-	{store.ErrBadSize, rdma.CodeBadRequest},
-	{errBatchTooLarge, rdma.CodeBatchTooLarge},
-	{store.ErrNamespaceNotFound, rdma.CodeNamespaceNotFound},
-	{errDenied, rdma.CodeDenied},
-	{errUnauthenticated, rdma.CodeUnauthenticated},
-	{errVersion, rdma.CodeVersion},
-	{store.ErrLeaseExpired, rdma.CodeLeaseExpired},
-	{store.ErrLeaseNotFound, rdma.CodeLeaseNotFound},
-	{store.ErrLeaseLimit, rdma.CodeLeaseLimit},
-	{store.ErrNoSpace, rdma.CodeNoSpace},
-	{store.ErrUnknownWrite, rdma.CodeWriteUnknown},
-	{store.ErrWriteExpired, rdma.CodeWriteExpired},
-	{store.ErrWriteClosed, rdma.CodeWriteClosed},
-	{store.ErrClosed, rdma.CodeShuttingDown},
+	{errBadRequest, frame.CodeBadRequest},
+	{namespace.ErrInvalid, frame.CodeBadRequest},
+	{namespace.ErrBadID, frame.CodeBadRequest},
+	{namespace.ErrBadKey, frame.CodeBadRequest},
+	{store.ErrBadSize, frame.CodeBadRequest},
+	{errBatchTooLarge, frame.CodeBatchTooLarge},
+	{store.ErrNamespaceNotFound, frame.CodeNamespaceNotFound},
+	{errDenied, frame.CodeDenied},
+	{errUnauthenticated, frame.CodeUnauthenticated},
+	{errVersion, frame.CodeVersion},
+	{store.ErrLeaseExpired, frame.CodeLeaseExpired},
+	{store.ErrLeaseNotFound, frame.CodeLeaseNotFound},
+	{store.ErrLeaseLimit, frame.CodeLeaseLimit},
+	{store.ErrNoSpace, frame.CodeNoSpace},
+	{store.ErrUnknownWrite, frame.CodeWriteUnknown},
+	{store.ErrWriteExpired, frame.CodeWriteExpired},
+	{store.ErrWriteClosed, frame.CodeWriteClosed},
+	{store.ErrClosed, frame.CodeShuttingDown},
 }
 
-func shmError(err error) *rdma.Error {
+func shmError(err error) *frame.Error {
 	for _, m := range shmCodes {
 		if errors.Is(err, m.err) {
-			return &rdma.Error{Code: m.code, Message: err.Error()}
+			return &frame.Error{Code: m.code, Message: err.Error()}
 		}
 	}
-	return &rdma.Error{Code: rdma.CodeInternal, Message: err.Error()}
+	return &frame.Error{Code: frame.CodeInternal, Message: err.Error()}
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratakv/strata/rdma"
+	"github.com/stratakv/strata/transport"
 )
 
 // Memcpy is the memory limit: a get copies one page of the working set
@@ -162,16 +162,16 @@ const (
 )
 
 // sock is one end of a page-server connection, or the client end of a
-// Redis connection: its reads and writes go through rdma.RawSocket where
+// Redis connection: its reads and writes go through transport.RawSocket where
 // the platform has it (the raw system calls of strata's tcp data plane, so
 // that neither the limit nor Redis pays more per call than strata does),
 // else through the net.Conn.
 type sock struct {
 	nc  net.Conn
-	raw *rdma.RawSocket
+	raw *transport.RawSocket
 }
 
-func newSock(nc net.Conn) sock { return sock{nc: nc, raw: rdma.NewRawSocket(nc)} }
+func newSock(nc net.Conn) sock { return sock{nc: nc, raw: transport.NewRawSocket(nc)} }
 
 func (s sock) Read(p []byte) (int, error) {
 	if s.raw != nil {

@@ -1,6 +1,6 @@
 //go:build rdma && linux && cgo
 
-package rdma
+package transport
 
 // The verbs backend: RDMA READ and WRITE over a reliable-connected queue
 // pair, through libibverbs (the only package that links it). One side
@@ -185,8 +185,6 @@ type Verbs struct {
 	psn    uint32
 	remote Endpoint
 }
-
-var _ Transport = (*Verbs)(nil)
 
 // VerbsDevices returns how many RDMA devices ibv_get_device_list reports.
 func VerbsDevices() int { return int(C.strata_num_devices()) }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package rdma
+package transport
 
 import "net"
 
@@ -11,6 +11,6 @@ type RawSocket struct{}
 // NewRawSocket is nil: no raw path here.
 func NewRawSocket(net.Conn) *RawSocket { return nil }
 
-func (*RawSocket) Read([]byte) (int, error) { panic("rdma: no raw socket") }
+func (*RawSocket) Read([]byte) (int, error) { panic("transport: no raw socket") }
 
-func (*RawSocket) Writev(...[]byte) error { panic("rdma: no raw socket") }
+func (*RawSocket) Writev(...[]byte) error { panic("transport: no raw socket") }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rdma
+package transport
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/tiers"
+
+	"github.com/stratakv/strata/proto/frame"
 )
 
 func newHost(t *testing.T) (*tiers.Host, *Shm) {
@@ -31,8 +33,8 @@ func newHost(t *testing.T) (*tiers.Host, *Shm) {
 	return h, s
 }
 
-func extentOf(h *tiers.Host, e tiers.Extent) Extent {
-	return Extent{Off: e.Off, Len: e.Len, Gen: e.Gen, GenIndex: h.GenIndex(e)}
+func extentOf(h *tiers.Host, e tiers.Extent) frame.Extent {
+	return frame.Extent{Off: e.Off, Len: e.Len, Gen: e.Gen, GenIndex: h.GenIndex(e)}
 }
 
 // TestShmReadWrite: bytes written through one mapping read back through the
@@ -62,15 +64,15 @@ func TestShmReadWrite(t *testing.T) {
 		t.Fatalf("write to a freed extent: %v", err)
 	}
 	for _, op := range []Op{
-		{Ext: Extent{Off: s.Size() - 10, Len: 20}, Buf: make([]byte, 20)},
-		{Ext: Extent{Off: -1, Len: 1}, Buf: make([]byte, 1)},
-		{Ext: Extent{Off: 0, Len: 100}, Buf: make([]byte, 10)},
+		{Ext: frame.Extent{Off: s.Size() - 10, Len: 20}, Buf: make([]byte, 20)},
+		{Ext: frame.Extent{Off: -1, Len: 1}, Buf: make([]byte, 1)},
+		{Ext: frame.Extent{Off: 0, Len: 100}, Buf: make([]byte, 10)},
 	} {
 		if err := s.Read(ctx, []Op{op}); !errors.Is(err, ErrOutOfRange) {
 			t.Errorf("read of %+v: %v", op.Ext, err)
 		}
 	}
-	if err := s.Read(ctx, []Op{{Ext: Extent{Len: 1, GenIndex: 1 << 50}, Buf: make([]byte, 1)}}); err != nil {
+	if err := s.Read(ctx, []Op{{Ext: frame.Extent{Len: 1, GenIndex: 1 << 50}, Buf: make([]byte, 1)}}); err != nil {
 		t.Fatalf("generation index outside the mapping: %v", err)
 	}
 }
@@ -83,7 +85,7 @@ func TestShmReadRacesReuse(t *testing.T) {
 	h, s := newHost(t)
 	const size = 32 << 10
 	type rec struct {
-		ext  Extent
+		ext  frame.Extent
 		fill byte
 	}
 	var cur atomic.Pointer[[]rec]
@@ -174,19 +176,19 @@ func TestConnPassesFDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := &Welcome{Version: 1, NodeID: "n", ArenaSize: 1, GenWords: 1}
+	w := &frame.Welcome{Version: 1, NodeID: "n", ArenaSize: 1, GenWords: 1}
 	if err := a.SendFDs(7, w, int(f.Fd()), int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Send(8, &AbortOK{Aborted: 3}); err != nil {
+	if err := a.Send(8, &frame.AbortOK{Aborted: 3}); err != nil {
 		t.Fatal(err)
 	}
 	id, m, fds, err := b.RecvFDs(2)
-	if err != nil || id != 7 || len(fds) != 2 || m.(*Welcome).NodeID != "n" {
+	if err != nil || id != 7 || len(fds) != 2 || m.(*frame.Welcome).NodeID != "n" {
 		t.Fatalf("RecvFDs: %d %#v %v %v", id, m, fds, err)
 	}
 	closeFDs(fds)
-	if id, m, err := b.Recv(); err != nil || id != 8 || m.(*AbortOK).Aborted != 3 {
+	if id, m, err := b.Recv(); err != nil || id != 8 || m.(*frame.AbortOK).Aborted != 3 {
 		t.Fatalf("frame after the fds: %d %#v %v", id, m, err)
 	}
 }

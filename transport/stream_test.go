@@ -1,4 +1,4 @@
-package rdma
+package transport
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stratakv/strata/namespace"
+
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // streamPair is both ends of a loopback TCP connection, as Conns.
@@ -43,11 +45,11 @@ func TestSendFramesRecvPage(t *testing.T) {
 	a, b := streamPair(t)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40000) // 640,000 bytes
 	frames := []Frame{
-		{ID: 7, Msg: &Page{Index: 0, Found: true, Checksum: []byte{1, 2, 3, 4}, Data: big}},
-		{ID: 7, Msg: &Page{Index: 1}},
-		{ID: 7, Msg: &Page{Index: 2, Found: true, Data: []byte("refused")}},
-		{ID: 8, Msg: &Error{Code: CodeLeaseExpired, Message: "gone"}},
-		{ID: 9, Msg: &Write{NS: namespace.ID{3}, WriteID: 4, Offset: 5, Data: []byte("written")}},
+		{ID: 7, Msg: &frame.Page{Index: 0, Found: true, Checksum: []byte{1, 2, 3, 4}, Data: big}},
+		{ID: 7, Msg: &frame.Page{Index: 1}},
+		{ID: 7, Msg: &frame.Page{Index: 2, Found: true, Data: []byte("refused")}},
+		{ID: 8, Msg: &frame.Error{Code: frame.CodeLeaseExpired, Message: "gone"}},
+		{ID: 9, Msg: &frame.Write{NS: namespace.ID{3}, WriteID: 4, Offset: 5, Data: []byte("written")}},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- a.SendFrames(frames...) }()
@@ -55,26 +57,26 @@ func TestSendFramesRecvPage(t *testing.T) {
 	var pieces []byte
 	each := func(p []byte) { pieces = append(pieces, p...) }
 	buf := make([]byte, len(big))
-	pick := func(p *Page, size int) ([]byte, error) {
+	pick := func(p *frame.Page, size int) ([]byte, error) {
 		if p.Index == 2 {
 			return nil, refused
 		}
 		return buf, nil
 	}
 	id, m, err := b.RecvPage(pick, each)
-	if p, ok := m.(*Page); err != nil || id != 7 || !ok || !p.Found || !bytes.Equal(p.Data, big) || !bytes.Equal(pieces, big) || !bytes.Equal(p.Checksum, []byte{1, 2, 3, 4}) {
+	if p, ok := m.(*frame.Page); err != nil || id != 7 || !ok || !p.Found || !bytes.Equal(p.Data, big) || !bytes.Equal(pieces, big) || !bytes.Equal(p.Checksum, []byte{1, 2, 3, 4}) {
 		t.Fatalf("page 0: id %d, %v, %d piece bytes", id, err, len(pieces))
 	}
-	if _, m, err = b.RecvPage(pick, nil); err != nil || m.(*Page).Found || m.(*Page).Index != 1 || m.(*Page).Data != nil {
+	if _, m, err = b.RecvPage(pick, nil); err != nil || m.(*frame.Page).Found || m.(*frame.Page).Index != 1 || m.(*frame.Page).Data != nil {
 		t.Fatalf("page 1: %#v %v", m, err)
 	}
-	if _, m, err = b.RecvPage(pick, nil); !errors.Is(err, refused) || m.(*Page).Index != 2 {
+	if _, m, err = b.RecvPage(pick, nil); !errors.Is(err, refused) || m.(*frame.Page).Index != 2 {
 		t.Fatalf("page 2: %#v %v", m, err)
 	}
-	if id, m, err = b.RecvPage(pick, nil); err != nil || id != 8 || m.(*Error).Code != CodeLeaseExpired {
+	if id, m, err = b.RecvPage(pick, nil); err != nil || id != 8 || m.(*frame.Error).Code != frame.CodeLeaseExpired {
 		t.Fatalf("error frame: %d %#v %v", id, m, err)
 	}
-	if id, m, err = b.Recv(); err != nil || id != 9 || string(m.(*Write).Data) != "written" || m.(*Write).Offset != 5 {
+	if id, m, err = b.Recv(); err != nil || id != 9 || string(m.(*frame.Write).Data) != "written" || m.(*frame.Write).Offset != 5 {
 		t.Fatalf("write frame: %d %#v %v", id, m, err)
 	}
 	if err := <-errc; err != nil {
@@ -83,14 +85,14 @@ func TestSendFramesRecvPage(t *testing.T) {
 }
 
 // TestRecvPageRejects: a missing page that carries bytes, or a frame
-// shorter than a page header, is ErrFrame.
+// shorter than a page header, is ErrMalformed.
 func TestRecvPageRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    []byte
 	}{
-		{"missing page with bytes", AppendFrame(nil, 1, &Page{Index: 0, Found: false, Checksum: nil, Data: nil})},
-		{"short page frame", AppendFrame(nil, 1, &AbortOK{Aborted: 1})},
+		{"missing page with bytes", frame.Append(nil, 1, &frame.Page{Index: 0, Found: false, Checksum: nil, Data: nil})},
+		{"short page frame", frame.Append(nil, 1, &frame.AbortOK{Aborted: 1})},
 	} {
 		b := tc.b
 		switch tc.name {
@@ -98,15 +100,15 @@ func TestRecvPageRejects(t *testing.T) {
 			b = append(b, 'x')
 			b[0]++
 		case "short page frame":
-			b[4] = OpPage
+			b[4] = frame.OpPage
 		}
 		a, c := streamPair(t)
 		if _, err := a.Net().Write(b); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := c.RecvPage(func(*Page, int) ([]byte, error) { return make([]byte, 8), nil }, nil)
-		if !errors.Is(err, ErrFrame) {
-			t.Errorf("%s: %v, want ErrFrame", tc.name, err)
+		_, _, err := c.RecvPage(func(*frame.Page, int) ([]byte, error) { return make([]byte, 8), nil }, nil)
+		if !errors.Is(err, frame.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", tc.name, err)
 		}
 	}
 }
@@ -120,11 +122,11 @@ func TestRecvReusesKeys(t *testing.T) {
 	for i := range keys {
 		keys[i][0], keys[i][1] = byte(i), byte(i>>8)
 	}
-	want := []Message{
-		&Lookup{NS: namespace.ID{1}, Lease: true, LeaseTTLms: 5, Keys: keys},
-		&Lookup{NS: namespace.ID{2}, Keys: keys[7:10]},
-		&Read{NS: namespace.ID{3}, Lease: 4, Keys: keys[:2]},
-		&Read{NS: namespace.ID{4}, Keys: keys[500:]},
+	want := []frame.Message{
+		&frame.Lookup{NS: namespace.ID{1}, Lease: true, LeaseTTLms: 5, Keys: keys},
+		&frame.Lookup{NS: namespace.ID{2}, Keys: keys[7:10]},
+		&frame.Read{NS: namespace.ID{3}, Lease: 4, Keys: keys[:2]},
+		&frame.Read{NS: namespace.ID{4}, Keys: keys[500:]},
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -149,10 +151,10 @@ func TestRecvReusesKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Decoding a 1,000-key lookup into the reused message allocates nothing.
-	frame := AppendFrame(nil, 9, want[0])
-	m := b.message(OpLookup)
+	f := frame.Append(nil, 9, want[0])
+	m := b.message(frame.OpLookup)
 	if allocs := testing.AllocsPerRun(20, func() {
-		if err := m.Decode(frame[FrameHeader:]); err != nil {
+		if err := m.Decode(f[frame.HeaderSize:]); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs != 0 {
@@ -160,11 +162,11 @@ func TestRecvReusesKeys(t *testing.T) {
 	}
 }
 
-func keysOf(m Message) []namespace.Key {
+func keysOf(m frame.Message) []namespace.Key {
 	switch m := m.(type) {
-	case *Lookup:
+	case *frame.Lookup:
 		return m.Keys
-	case *Read:
+	case *frame.Read:
 		return m.Keys
 	}
 	return nil

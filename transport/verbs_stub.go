@@ -1,6 +1,6 @@
 //go:build !(rdma && linux && cgo)
 
-package rdma
+package transport
 
 import (
 	"context"
@@ -28,8 +28,6 @@ type Endpoint struct {
 
 // Verbs is the verbs backend; this build has none.
 type Verbs struct{}
-
-var _ Transport = (*Verbs)(nil)
 
 // VerbsDevices returns 0: this build does not link libibverbs.
 func VerbsDevices() int { return 0 }

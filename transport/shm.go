@@ -1,10 +1,12 @@
-package rdma
+package transport
 
 import (
 	"context"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // Shm is the shm backend: a node's host arena and slot generations mapped
@@ -15,8 +17,6 @@ type Shm struct {
 	gens   []byte // MAP_SHARED, read-only: 8-byte generation words
 	closed atomic.Bool
 }
-
-var _ Transport = (*Shm)(nil)
 
 // MapShm maps arenaSize bytes of the arena memfd read-write and genWords
 // generation words of the generations memfd read-only. The fds stay the
@@ -53,7 +53,7 @@ func (s *Shm) generation(idx int64, fence *atomic.Uint64) uint64 {
 }
 
 // window returns the arena bytes of ext, or an error if they leave it.
-func (s *Shm) window(ext Extent, buf int) ([]byte, error) {
+func (s *Shm) window(ext frame.Extent, buf int) ([]byte, error) {
 	if ext.Off < 0 || ext.Len < 0 || ext.Off > int64(len(s.arena))-ext.Len || int64(buf) < ext.Len {
 		return nil, fmt.Errorf("extent [%d,+%d) of a %d-byte arena, buffer %d: %w",
 			ext.Off, ext.Len, len(s.arena), buf, ErrOutOfRange)

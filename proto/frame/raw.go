@@ -1,10 +1,8 @@
-package rdma
+package frame
 
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -179,21 +177,69 @@ func (*Write) Op() uint8 { return OpWrite }
 func (*Put) Op() uint8   { return OpPut }
 func (*PutOK) Op() uint8 { return OpPutOK }
 
-// dataMessage is a message whose body ends with bulk bytes.
-type dataMessage interface {
+// Bulk is a message whose body ends with bulk bytes (Page, Write, Put):
+// bytes the frame's length counts but that a sender writes apart from the
+// encoded head (AppendHead) and a receiver may read straight into its own
+// buffer.
+type Bulk interface {
 	Message
-	appendHead(b []byte) []byte
-	bulk() []byte
+	// AppendHead appends the body up to the bulk bytes.
+	AppendHead(b []byte) []byte
+	// Bulk is the bulk bytes.
+	Bulk() []byte
+}
+
+// AppendHead appends m's frame up to its bulk bytes: the header, whose
+// length counts them, and the body's head. The caller writes m.Bulk()
+// right after. It fails with ErrTooLarge when the frame's length does not
+// fit the header's u32.
+func AppendHead(b []byte, id uint64, m Bulk) ([]byte, error) {
+	start := len(b)
+	b = appendHeader(b, m.Op(), id)
+	b = m.AppendHead(b)
+	n := len(b) - start - 4 + len(m.Bulk())
+	if n > 1<<32-1 {
+		return b[:start], fmt.Errorf("op %d: %d-byte frame: %w", m.Op(), n, ErrTooLarge)
+	}
+	binary.LittleEndian.PutUint32(b[start:], uint32(n))
+	return b, nil
+}
+
+// PageHeadSize is the fixed part of a Page body: index, found, checksum
+// length.
+const PageHeadSize = 4 + 1 + 1
+
+// ParsePageHead reads the fixed part of a Page body of bodyLen bytes: the
+// page without its checksum and data, the checksum's length, and the
+// data's, which follow in that order.
+func ParsePageHead(h []byte, bodyLen int) (p *Page, sumLen, size int, err error) {
+	if bodyLen < PageHeadSize || len(h) < PageHeadSize {
+		return nil, 0, 0, fmt.Errorf("page frame of %d bytes: %w", bodyLen, ErrMalformed)
+	}
+	p = &Page{Index: binary.LittleEndian.Uint32(h)}
+	switch h[4] {
+	case 0:
+	case 1:
+		p.Found = true
+	default:
+		return nil, 0, 0, fmt.Errorf("page found flag %d: %w", h[4], ErrMalformed)
+	}
+	sumLen = int(h[5])
+	size = bodyLen - PageHeadSize - sumLen
+	if size < 0 || (!p.Found && size > 0) {
+		return nil, 0, 0, fmt.Errorf("page frame of %d bytes with a %d-byte checksum, found %v: %w", bodyLen, sumLen, p.Found, ErrMalformed)
+	}
+	return p, sumLen, size, nil
 }
 
 func (m *Read) Append(b []byte) []byte   { return (*Get)(m).Append(b) }
 func (m *Read) Decode(body []byte) error { return (*Get)(m).Decode(body) }
 
-func (m *Page) appendHead(b []byte) []byte {
+func (m *Page) AppendHead(b []byte) []byte {
 	return appendBytes8(appendBool(appendU32(b, m.Index), m.Found), m.Checksum)
 }
-func (m *Page) bulk() []byte           { return m.Data }
-func (m *Page) Append(b []byte) []byte { return append(m.appendHead(b), m.Data...) }
+func (m *Page) Bulk() []byte           { return m.Data }
+func (m *Page) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
 func (m *Page) Decode(body []byte) error {
 	r := reader{b: body}
@@ -205,11 +251,11 @@ func (m *Page) Decode(body []byte) error {
 	return r.done()
 }
 
-func (m *Write) appendHead(b []byte) []byte {
+func (m *Write) AppendHead(b []byte) []byte {
 	return appendU64(appendU64(append(b, m.NS[:]...), m.WriteID), m.Offset)
 }
-func (m *Write) bulk() []byte           { return m.Data }
-func (m *Write) Append(b []byte) []byte { return append(m.appendHead(b), m.Data...) }
+func (m *Write) Bulk() []byte           { return m.Data }
+func (m *Write) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
 func (m *Write) Decode(body []byte) error {
 	r := reader{b: body}
@@ -219,14 +265,14 @@ func (m *Write) Decode(body []byte) error {
 	return r.done()
 }
 
-func (m *Put) appendHead(b []byte) []byte {
+func (m *Put) AppendHead(b []byte) []byte {
 	b = appendU32(append(b, m.NS[:]...), m.TTLms)
 	p := m.Page
 	b = appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
 	return appendBytes8(appendU32(appendU32(b, p.Depth), p.ChainDepth), m.Checksum)
 }
-func (m *Put) bulk() []byte           { return m.Data }
-func (m *Put) Append(b []byte) []byte { return append(m.appendHead(b), m.Data...) }
+func (m *Put) Bulk() []byte           { return m.Data }
+func (m *Put) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
 func (m *Put) Decode(body []byte) error {
 	r := reader{b: body}
@@ -256,154 +302,4 @@ func (r *reader) rest() []byte {
 	p := r.b
 	r.b = nil
 	return p
-}
-
-// Frame is one frame of a SendFrames batch.
-type Frame struct {
-	ID  uint64
-	Msg Message
-}
-
-// SendFrames writes frames with one writev: the frames' small parts are
-// encoded, the bulk bytes of Page and Write frames are referenced, not
-// copied. It returns once the kernel took every byte, so the caller may
-// then reuse (or unpin) them.
-func (c *Conn) SendFrames(frames ...Frame) error {
-	c.wbuf = c.wbuf[:0]
-	var bulks [][]byte
-	var ends []int // where each bulk goes: after wbuf[:ends[i]]
-	for _, f := range frames {
-		dm, ok := f.Msg.(dataMessage)
-		if !ok {
-			c.wbuf = AppendFrame(c.wbuf, f.ID, f.Msg)
-			continue
-		}
-		start := len(c.wbuf)
-		c.wbuf = append(c.wbuf, 0, 0, 0, 0, f.Msg.Op(), 0, 0, 0)
-		c.wbuf = binary.LittleEndian.AppendUint64(c.wbuf, f.ID)
-		c.wbuf = dm.appendHead(c.wbuf)
-		n := len(c.wbuf) - start - 4 + len(dm.bulk())
-		if n > 1<<32-1 {
-			return fmt.Errorf("op %d: %d-byte frame: %w", f.Msg.Op(), n, ErrFrameTooLarge)
-		}
-		binary.LittleEndian.PutUint32(c.wbuf[start:], uint32(n))
-		if len(dm.bulk()) > 0 {
-			bulks, ends = append(bulks, dm.bulk()), append(ends, len(c.wbuf))
-		}
-	}
-	bufs := make(net.Buffers, 0, 2*len(bulks)+1)
-	prev := 0
-	for i, b := range bulks {
-		bufs = append(bufs, c.wbuf[prev:ends[i]], b)
-		prev = ends[i]
-	}
-	if prev < len(c.wbuf) {
-		bufs = append(bufs, c.wbuf[prev:])
-	}
-	if err := c.writev(bufs...); err != nil {
-		return fmt.Errorf("sending %d frames: %w", len(frames), err)
-	}
-	return nil
-}
-
-// pageHead is the fixed part of a Page: index, found, checksum length.
-const pageHead = 4 + 1 + 1
-
-// RecvPage reads one answer to a Read. A Page frame's bytes go straight
-// into the buffer pick returns for it (pick sees the page without Data; it
-// returns nil for a missing page); the returned Page's Data is that buffer,
-// cut to the page. Any other frame (an Error) is decoded and returned as
-// m. If pick fails, the page's bytes are read and dropped, so the
-// connection stays in step, and its error is returned with the page. Any
-// other error means the connection cannot continue. each, if not nil, is
-// handed the page's bytes piece by piece as they arrive (to checksum them
-// while the rest is in flight).
-func (c *Conn) RecvPage(pick func(p *Page, size int) ([]byte, error), each func(piece []byte)) (id uint64, m Message, err error) {
-	var h [FrameHeader + pageHead]byte
-	if _, err := io.ReadFull(c.r, h[:FrameHeader]); err != nil {
-		return 0, nil, err
-	}
-	n, op, id, err := ParseHeader(h[:FrameHeader])
-	if err != nil {
-		return 0, nil, err
-	}
-	if op != OpPage {
-		if n > c.maxFrame {
-			return 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, ErrFrameTooLarge)
-		}
-		body, err := c.readBody(n)
-		if err != nil {
-			return 0, nil, err
-		}
-		if m = NewMessage(op); m == nil {
-			return id, nil, fmt.Errorf("op %d: %w", op, ErrFrame)
-		}
-		if err := m.Decode(body); err != nil {
-			return id, nil, fmt.Errorf("op %d: %w", op, err)
-		}
-		return id, m, nil
-	}
-	if n < pageHead {
-		return 0, nil, fmt.Errorf("page frame of %d bytes: %w", n, ErrFrame)
-	}
-	if _, err := io.ReadFull(c.r, h[FrameHeader:]); err != nil {
-		return 0, nil, fmt.Errorf("reading a page header: %w", err)
-	}
-	p := &Page{Index: binary.LittleEndian.Uint32(h[FrameHeader:])}
-	switch h[FrameHeader+4] {
-	case 0:
-	case 1:
-		p.Found = true
-	default:
-		return 0, nil, fmt.Errorf("page found flag %d: %w", h[FrameHeader+4], ErrFrame)
-	}
-	sumLen := int(h[FrameHeader+5])
-	size := n - pageHead - sumLen
-	if size < 0 || (!p.Found && size > 0) {
-		return 0, nil, fmt.Errorf("page frame of %d bytes with a %d-byte checksum, found %v: %w", n, sumLen, p.Found, ErrFrame)
-	}
-	if sumLen > 0 {
-		p.Checksum = make([]byte, sumLen)
-		if _, err := io.ReadFull(c.r, p.Checksum); err != nil {
-			return 0, nil, fmt.Errorf("reading a page checksum: %w", err)
-		}
-	}
-	dst, perr := pick(p, size)
-	if perr == nil && len(dst) < size {
-		perr = fmt.Errorf("page %d of %d bytes, buffer %d: %w", p.Index, size, len(dst), ErrOutOfRange)
-	}
-	if perr != nil {
-		if _, err := io.CopyN(io.Discard, c.r, int64(size)); err != nil {
-			return 0, nil, fmt.Errorf("skipping page %d: %w", p.Index, err)
-		}
-		return id, p, perr
-	}
-	for got := 0; got < size; {
-		k, err := c.r.Read(dst[got:size])
-		if k > 0 && each != nil {
-			each(dst[got : got+k])
-		}
-		got += k
-		if err != nil && got < size {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return 0, nil, fmt.Errorf("reading page %d (%d of %d bytes): %w", p.Index, got, size, err)
-		}
-	}
-	if size > 0 {
-		p.Data = dst[:size]
-	}
-	return id, p, nil
-}
-
-func (c *Conn) readBody(n int) ([]byte, error) {
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
-	}
-	return body, nil
 }

@@ -1,4 +1,4 @@
-package rdma
+package transport
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // TestRawIOLargeFrames: frames far larger than the socket's buffer, sent
@@ -32,18 +34,18 @@ func TestRawIOLargeFrames(t *testing.T) {
 			p[j] = byte(r.Uint32())
 		}
 		pages = append(pages, p)
-		frames = append(frames, Frame{ID: uint64(i), Msg: &Page{Index: uint32(i), Found: true, Checksum: []byte{1, 2, 3, 4}, Data: p}})
+		frames = append(frames, Frame{ID: uint64(i), Msg: &frame.Page{Index: uint32(i), Found: true, Checksum: []byte{1, 2, 3, 4}, Data: p}})
 	}
 	sent := make(chan error, 1)
 	go func() { sent <- a.SendFrames(frames...) }()
 	for i, want := range pages {
 		time.Sleep(5 * time.Millisecond) // let the sender fill the socket and wait
 		buf := make([]byte, len(want))
-		id, m, err := b.RecvPage(func(*Page, int) ([]byte, error) { return buf, nil }, nil)
+		id, m, err := b.RecvPage(func(*frame.Page, int) ([]byte, error) { return buf, nil }, nil)
 		if err != nil {
 			t.Fatalf("page %d: %v", i, err)
 		}
-		if p := m.(*Page); id != uint64(i) || !bytes.Equal(p.Data, want) {
+		if p := m.(*frame.Page); id != uint64(i) || !bytes.Equal(p.Data, want) {
 			t.Fatalf("page %d: id %d, %d bytes, equal %v", i, id, len(p.Data), bytes.Equal(p.Data, want))
 		}
 	}

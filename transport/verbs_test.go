@@ -1,12 +1,14 @@
 //go:build linux
 
-package rdma
+package transport
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // TestVerbsLoopback connects two queue pairs on one device and moves a
@@ -57,7 +59,7 @@ func TestVerbsLoopback(t *testing.T) {
 	page := bytes.Repeat([]byte{0xa5, 0x5a}, 32<<10)
 	copy(local, page)
 	ctx := context.Background()
-	ext := Extent{Off: 128 << 10, Len: int64(len(page))}
+	ext := frame.Extent{Off: 128 << 10, Len: int64(len(page))}
 	if err := peer.Write(ctx, []Op{{Ext: ext, Buf: local[:len(page)]}}); err != nil {
 		t.Fatal(err)
 	}

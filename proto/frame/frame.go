@@ -1,4 +1,4 @@
-package rdma
+package frame
 
 import (
 	"encoding/binary"
@@ -38,14 +38,14 @@ import (
 // copied from its location cache without asking (client/shm_cache.go), so
 // the node's transfer metrics still count them.
 //
-// The raw data plane over TCP adds Read, Page and Write (stream.go).
+// The raw data plane over TCP adds Read, Page and Write (raw.go).
 //
 //	extent = offset u64 | length u64 | generation u64 | generation index u64
 //	str    = u16 length | bytes;  bytes8 = u8 length | bytes
 
 // ProtocolVersion is the version a Hello carries and a Welcome answers.
 // Version 2 added a Reserve page's chain depth; version 3 the one-frame
-// Put and the Lookup of the tcp plane (stream.go). A node also serves clients of
+// Put and the Lookup of the tcp plane (raw.go). A node also serves clients of
 // MinProtocolVersion and up, answering their version in the Welcome, and
 // takes from them only the messages their version has.
 const ProtocolVersion = 3
@@ -53,8 +53,23 @@ const ProtocolVersion = 3
 // MinProtocolVersion is the oldest client version a node serves.
 const MinProtocolVersion = 2
 
-// FrameHeader is the length of a frame's header: length, op, padding, id.
-const FrameHeader = 16
+// HeaderSize is the length of a frame's header: length, op, padding, id.
+const HeaderSize = 16
+
+// DefaultMaxFrame bounds a frame: a full batch of 16,384 keys or page
+// records is well under it.
+const DefaultMaxFrame = 8 << 20
+
+// Extent is where a page lies in a node's host arena, as the node reports
+// it under a lease or reservation.
+type Extent struct {
+	Off int64  // byte offset in the arena
+	Len int64  // page length
+	Gen uint64 // the extent's generation while live
+	// GenIndex is the index of the extent's generation word in the
+	// generations mapping.
+	GenIndex int64
+}
 
 // Op codes.
 const (
@@ -282,45 +297,49 @@ func NewMessage(op uint8) Message {
 	return nil
 }
 
-// AppendFrame appends a whole frame carrying m to b.
-func AppendFrame(b []byte, id uint64, m Message) []byte {
+// Append appends a whole frame carrying m to b.
+func Append(b []byte, id uint64, m Message) []byte {
 	start := len(b)
-	b = append(b, 0, 0, 0, 0, m.Op(), 0, 0, 0)
-	b = binary.LittleEndian.AppendUint64(b, id)
-	b = m.Append(b)
+	b = m.Append(appendHeader(b, m.Op(), id))
 	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b
+}
+
+// appendHeader appends a header for op and id whose length the caller
+// fills in.
+func appendHeader(b []byte, op uint8, id uint64) []byte {
+	return binary.LittleEndian.AppendUint64(append(b, 0, 0, 0, 0, op, 0, 0, 0), id)
 }
 
 // ParseHeader reads a frame header: the body length that follows, the op
 // and the request id.
 func ParseHeader(h []byte) (bodyLen int, op uint8, id uint64, err error) {
-	if len(h) < FrameHeader {
-		return 0, 0, 0, fmt.Errorf("header of %d bytes: %w", len(h), ErrFrame)
+	if len(h) < HeaderSize {
+		return 0, 0, 0, fmt.Errorf("header of %d bytes: %w", len(h), ErrMalformed)
 	}
 	n := binary.LittleEndian.Uint32(h)
-	if n < FrameHeader-4 {
-		return 0, 0, 0, fmt.Errorf("frame length %d: %w", n, ErrFrame)
+	if n < HeaderSize-4 {
+		return 0, 0, 0, fmt.Errorf("frame length %d: %w", n, ErrMalformed)
 	}
 	if h[5] != 0 || h[6] != 0 || h[7] != 0 {
-		return 0, 0, 0, fmt.Errorf("padding %x: %w", h[5:8], ErrFrame)
+		return 0, 0, 0, fmt.Errorf("padding %x: %w", h[5:8], ErrMalformed)
 	}
-	return int(n) - (FrameHeader - 4), h[4], binary.LittleEndian.Uint64(h[8:]), nil
+	return int(n) - (HeaderSize - 4), h[4], binary.LittleEndian.Uint64(h[8:]), nil
 }
 
-// DecodeFrame decodes one whole frame (header and body).
-func DecodeFrame(b []byte) (id uint64, m Message, err error) {
+// Decode decodes one whole frame (header and body).
+func Decode(b []byte) (id uint64, m Message, err error) {
 	n, op, id, err := ParseHeader(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	if n != len(b)-FrameHeader {
-		return 0, nil, fmt.Errorf("frame says %d body bytes, has %d: %w", n, len(b)-FrameHeader, ErrFrame)
+	if n != len(b)-HeaderSize {
+		return 0, nil, fmt.Errorf("frame says %d body bytes, has %d: %w", n, len(b)-HeaderSize, ErrMalformed)
 	}
 	if m = NewMessage(op); m == nil {
-		return 0, nil, fmt.Errorf("op %d: %w", op, ErrFrame)
+		return 0, nil, fmt.Errorf("op %d: %w", op, ErrMalformed)
 	}
-	if err := m.Decode(b[FrameHeader:]); err != nil {
+	if err := m.Decode(b[HeaderSize:]); err != nil {
 		return 0, nil, err
 	}
 	return id, m, nil
@@ -437,7 +456,7 @@ type reader struct {
 
 func (r *reader) fail(what string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%s: %w", what, ErrFrame)
+		r.err = fmt.Errorf("%s: %w", what, ErrMalformed)
 	}
 }
 

@@ -1,4 +1,4 @@
-package rdma
+package transport
 
 import (
 	"bufio"
@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-)
 
-// DefaultMaxFrame bounds a frame: a full batch of 16,384 keys or page
-// records is well under it.
-const DefaultMaxFrame = 8 << 20
+	"github.com/stratakv/strata/proto/frame"
+)
 
 // Conn is one end of a framed connection: the shm control protocol over a
 // Unix stream socket, or the raw data plane over TCP (stream.go). It is not
@@ -30,11 +28,11 @@ type Conn struct {
 	// reused are the messages Recv decodes Get, Read and Lookup frames
 	// into, by op: their key lists are the largest bodies a node decodes
 	// (32 KB for 1,000 keys), so they are not allocated anew per request.
-	reused map[uint8]Message
+	reused map[uint8]frame.Message
 }
 
-// NewConn wraps uc; frames longer than maxFrame (0: DefaultMaxFrame) fail
-// to read with ErrFrameTooLarge.
+// NewConn wraps uc; frames longer than maxFrame (0: frame.DefaultMaxFrame) fail
+// to read with frame.ErrTooLarge.
 func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 	c := newConn(uc, maxFrame, 64<<10)
 	c.uc = uc
@@ -58,7 +56,7 @@ const streamBuffer = 4 << 10
 
 func newConn(nc net.Conn, maxFrame, buffer int) *Conn {
 	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
+		maxFrame = frame.DefaultMaxFrame
 	}
 	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, buffer), maxFrame: maxFrame}
 }
@@ -82,11 +80,11 @@ func (c *Conn) SetDeadline(t time.Time) error {
 }
 
 // Send writes one frame carrying m, with one write.
-func (c *Conn) Send(id uint64, m Message) error {
-	if _, ok := m.(dataMessage); ok {
+func (c *Conn) Send(id uint64, m frame.Message) error {
+	if _, ok := m.(frame.Bulk); ok {
 		return c.SendFrames(Frame{ID: id, Msg: m})
 	}
-	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
+	c.wbuf = frame.Append(c.wbuf[:0], id, m)
 	if err := c.writev(c.wbuf); err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
@@ -105,11 +103,11 @@ func (c *Conn) writev(bufs ...[]byte) error {
 }
 
 // SendFDs writes one frame carrying m with fds attached (SCM_RIGHTS).
-func (c *Conn) SendFDs(id uint64, m Message, fds ...int) error {
+func (c *Conn) SendFDs(id uint64, m frame.Message, fds ...int) error {
 	if c.uc == nil {
-		return fmt.Errorf("sending fds on a %s connection: %w", c.nc.LocalAddr().Network(), ErrFrame)
+		return fmt.Errorf("sending fds on a %s connection: %w", c.nc.LocalAddr().Network(), frame.ErrMalformed)
 	}
-	c.wbuf = AppendFrame(c.wbuf[:0], id, m)
+	c.wbuf = frame.Append(c.wbuf[:0], id, m)
 	n, _, err := c.uc.WriteMsgUnix(c.wbuf, rights(fds), nil)
 	if err != nil {
 		return fmt.Errorf("sending op %d with %d fds: %w", m.Op(), len(fds), err)
@@ -126,13 +124,13 @@ func (c *Conn) SendFDs(id uint64, m Message, fds ...int) error {
 // does not decode is an error; the connection should then be closed. A
 // Get, Read or Lookup it returns is the connection's own, valid until the
 // next Recv.
-func (c *Conn) Recv() (id uint64, m Message, err error) {
+func (c *Conn) Recv() (id uint64, m frame.Message, err error) {
 	op, id, body, err := c.recvRaw()
 	if err != nil {
 		return 0, nil, err
 	}
 	if m = c.message(op); m == nil {
-		return id, nil, fmt.Errorf("op %d: %w", op, ErrFrame)
+		return id, nil, fmt.Errorf("op %d: %w", op, frame.ErrMalformed)
 	}
 	if err := m.Decode(body); err != nil {
 		return id, nil, fmt.Errorf("op %d: %w", op, err)
@@ -144,34 +142,34 @@ func (c *Conn) Recv() (id uint64, m Message, err error) {
 // and Lookup the one the connection keeps for the op (valid, keys and all,
 // until the next Recv: a node handles each request before it reads the
 // next), else a new one; nil for an unknown op.
-func (c *Conn) message(op uint8) Message {
+func (c *Conn) message(op uint8) frame.Message {
 	switch op {
-	case OpGet, OpRead, OpLookup:
+	case frame.OpGet, frame.OpRead, frame.OpLookup:
 	default:
-		return NewMessage(op)
+		return frame.NewMessage(op)
 	}
 	m := c.reused[op]
 	if m == nil {
 		if c.reused == nil {
-			c.reused = make(map[uint8]Message, 3)
+			c.reused = make(map[uint8]frame.Message, 3)
 		}
-		m = NewMessage(op)
+		m = frame.NewMessage(op)
 		c.reused[op] = m
 	}
 	return m
 }
 
 func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
-	var h [FrameHeader]byte
+	var h [frame.HeaderSize]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return 0, 0, nil, err
 	}
-	n, op, id, err := ParseHeader(h[:])
+	n, op, id, err := frame.ParseHeader(h[:])
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	if n > c.maxFrame {
-		return 0, 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, ErrFrameTooLarge)
+		return 0, 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, frame.ErrTooLarge)
 	}
 	if body, err = c.readBody(n); err != nil {
 		return 0, 0, nil, err
@@ -182,12 +180,12 @@ func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
 // RecvFDs reads one frame carrying up to max fds (SCM_RIGHTS), which must
 // come with its first bytes: the connection's first read. The caller owns
 // the fds.
-func (c *Conn) RecvFDs(max int) (id uint64, m Message, fds []int, err error) {
+func (c *Conn) RecvFDs(max int) (id uint64, m frame.Message, fds []int, err error) {
 	if c.uc == nil {
-		return 0, nil, nil, fmt.Errorf("receiving fds on a %s connection: %w", c.nc.LocalAddr().Network(), ErrFrame)
+		return 0, nil, nil, fmt.Errorf("receiving fds on a %s connection: %w", c.nc.LocalAddr().Network(), frame.ErrMalformed)
 	}
 	if c.r.Buffered() > 0 {
-		return 0, nil, nil, fmt.Errorf("receiving fds after buffered bytes: %w", ErrFrame)
+		return 0, nil, nil, fmt.Errorf("receiving fds after buffered bytes: %w", frame.ErrMalformed)
 	}
 	buf := make([]byte, 4096)
 	oob := make([]byte, oobSpace(max))

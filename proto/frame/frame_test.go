@@ -1,4 +1,4 @@
-package rdma
+package frame
 
 import (
 	"bytes"
@@ -41,8 +41,8 @@ func sampleMessages() []Message {
 // TestFrameRoundTrip encodes every message and decodes it back.
 func TestFrameRoundTrip(t *testing.T) {
 	for i, m := range sampleMessages() {
-		b := AppendFrame(nil, uint64(i+1), m)
-		id, got, err := DecodeFrame(b)
+		b := Append(nil, uint64(i+1), m)
+		id, got, err := Decode(b)
 		if err != nil || id != uint64(i+1) {
 			t.Fatalf("%T: id %d, %v", m, id, err)
 		}
@@ -55,7 +55,7 @@ func TestFrameRoundTrip(t *testing.T) {
 // TestFrameRejects checks truncation, trailing bytes, unknown ops and
 // counts larger than the frame.
 func TestFrameRejects(t *testing.T) {
-	good := AppendFrame(nil, 1, &Get{NS: namespace.ID{1}, Keys: []namespace.Key{{1}, {2}}})
+	good := Append(nil, 1, &Get{NS: namespace.ID{1}, Keys: []namespace.Key{{1}, {2}}})
 	lie := bytes.Clone(good)
 	lie[len(lie)-2*32-4] = 200 // key count 200 in a 2-key body
 	op := bytes.Clone(good)
@@ -71,30 +71,30 @@ func TestFrameRejects(t *testing.T) {
 		{"count too large", lie},
 		{"unknown op", op},
 	} {
-		if _, _, err := DecodeFrame(tc.b); !errors.Is(err, ErrFrame) {
-			t.Errorf("%s: %v, want ErrFrame", tc.name, err)
+		if _, _, err := Decode(tc.b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", tc.name, err)
 		}
 	}
 	// A bool that is neither 0 nor 1.
-	b := AppendFrame(nil, 1, &ReserveOK{Slots: []Slot{{}}})
-	b[FrameHeader+4+1+8+8] = 2
-	if _, _, err := DecodeFrame(b); !errors.Is(err, ErrFrame) {
+	b := Append(nil, 1, &ReserveOK{Slots: []Slot{{}}})
+	b[HeaderSize+4+1+8+8] = 2
+	if _, _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 		t.Errorf("bad boolean: %v", err)
 	}
 }
 
-// FuzzDecodeFrame: the decoder never panics, and whatever it accepts
+// FuzzDecode: the decoder never panics, and whatever it accepts
 // re-encodes to the same bytes.
-func FuzzDecodeFrame(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for i, m := range sampleMessages() {
-		f.Add(AppendFrame(nil, uint64(i), m))
+		f.Add(Append(nil, uint64(i), m))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, m, err := DecodeFrame(b)
+		id, m, err := Decode(b)
 		if err != nil {
 			return
 		}
-		if again := AppendFrame(nil, id, m); !bytes.Equal(again, b) {
+		if again := Append(nil, id, m); !bytes.Equal(again, b) {
 			t.Fatalf("re-encoding %T differs:\n%x\n%x", m, b, again)
 		}
 	})

@@ -1,0 +1,147 @@
+package transport
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/stratakv/strata/proto/frame"
+)
+
+// The raw data plane's socket side: frames whose body ends with bulk bytes
+// (frame.Bulk: Page, Write, Put) are written with the bulk bytes
+// referenced, not copied, and a Page's bytes are read straight into the
+// caller's buffer.
+
+// Frame is one frame of a SendFrames batch.
+type Frame struct {
+	ID  uint64
+	Msg frame.Message
+}
+
+// SendFrames writes frames with one writev: the frames' small parts are
+// encoded, the bulk bytes of Page and Write frames are referenced, not
+// copied. It returns once the kernel took every byte, so the caller may
+// then reuse (or unpin) them.
+func (c *Conn) SendFrames(frames ...Frame) error {
+	c.wbuf = c.wbuf[:0]
+	var bulks [][]byte
+	var ends []int // where each bulk goes: after wbuf[:ends[i]]
+	for _, f := range frames {
+		bm, ok := f.Msg.(frame.Bulk)
+		if !ok {
+			c.wbuf = frame.Append(c.wbuf, f.ID, f.Msg)
+			continue
+		}
+		var err error
+		if c.wbuf, err = frame.AppendHead(c.wbuf, f.ID, bm); err != nil {
+			return err
+		}
+		if len(bm.Bulk()) > 0 {
+			bulks, ends = append(bulks, bm.Bulk()), append(ends, len(c.wbuf))
+		}
+	}
+	bufs := make(net.Buffers, 0, 2*len(bulks)+1)
+	prev := 0
+	for i, b := range bulks {
+		bufs = append(bufs, c.wbuf[prev:ends[i]], b)
+		prev = ends[i]
+	}
+	if prev < len(c.wbuf) {
+		bufs = append(bufs, c.wbuf[prev:])
+	}
+	if err := c.writev(bufs...); err != nil {
+		return fmt.Errorf("sending %d frames: %w", len(frames), err)
+	}
+	return nil
+}
+
+// RecvPage reads one answer to a Read. A Page frame's bytes go straight
+// into the buffer pick returns for it (pick sees the page without Data; it
+// returns nil for a missing page); the returned Page's Data is that buffer,
+// cut to the page. Any other frame (an Error) is decoded and returned as
+// m. If pick fails, the page's bytes are read and dropped, so the
+// connection stays in step, and its error is returned with the page. Any
+// other error means the connection cannot continue. each, if not nil, is
+// handed the page's bytes piece by piece as they arrive (to checksum them
+// while the rest is in flight).
+func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each func(piece []byte)) (id uint64, m frame.Message, err error) {
+	var h [frame.HeaderSize + frame.PageHeadSize]byte
+	if _, err := io.ReadFull(c.r, h[:frame.HeaderSize]); err != nil {
+		return 0, nil, err
+	}
+	n, op, id, err := frame.ParseHeader(h[:frame.HeaderSize])
+	if err != nil {
+		return 0, nil, err
+	}
+	if op != frame.OpPage {
+		if n > c.maxFrame {
+			return 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, frame.ErrTooLarge)
+		}
+		body, err := c.readBody(n)
+		if err != nil {
+			return 0, nil, err
+		}
+		if m = frame.NewMessage(op); m == nil {
+			return id, nil, fmt.Errorf("op %d: %w", op, frame.ErrMalformed)
+		}
+		if err := m.Decode(body); err != nil {
+			return id, nil, fmt.Errorf("op %d: %w", op, err)
+		}
+		return id, m, nil
+	}
+	if n < frame.PageHeadSize {
+		return 0, nil, fmt.Errorf("page frame of %d bytes: %w", n, frame.ErrMalformed)
+	}
+	if _, err := io.ReadFull(c.r, h[frame.HeaderSize:]); err != nil {
+		return 0, nil, fmt.Errorf("reading a page header: %w", err)
+	}
+	p, sumLen, size, err := frame.ParsePageHead(h[frame.HeaderSize:], n)
+	if err != nil {
+		return 0, nil, err
+	}
+	if sumLen > 0 {
+		p.Checksum = make([]byte, sumLen)
+		if _, err := io.ReadFull(c.r, p.Checksum); err != nil {
+			return 0, nil, fmt.Errorf("reading a page checksum: %w", err)
+		}
+	}
+	dst, perr := pick(p, size)
+	if perr == nil && len(dst) < size {
+		perr = fmt.Errorf("page %d of %d bytes, buffer %d: %w", p.Index, size, len(dst), ErrOutOfRange)
+	}
+	if perr != nil {
+		if _, err := io.CopyN(io.Discard, c.r, int64(size)); err != nil {
+			return 0, nil, fmt.Errorf("skipping page %d: %w", p.Index, err)
+		}
+		return id, p, perr
+	}
+	for got := 0; got < size; {
+		k, err := c.r.Read(dst[got:size])
+		if k > 0 && each != nil {
+			each(dst[got : got+k])
+		}
+		got += k
+		if err != nil && got < size {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, nil, fmt.Errorf("reading page %d (%d of %d bytes): %w", p.Index, got, size, err)
+		}
+	}
+	if size > 0 {
+		p.Data = dst[:size]
+	}
+	return id, p, nil
+}
+
+func (c *Conn) readBody(n int) ([]byte, error) {
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body := c.rbuf[:n]
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
+	}
+	return body, nil
+}
