@@ -7,62 +7,17 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// The raw data plane: the framing of frame.go over TCP, for clients on
-// other hosts, with page bytes carried inline instead of through a shared
-// arena. Three messages end with bulk bytes that the frame's length counts
-// but that are written and read apart from the frame (Conn.SendFrames,
-// Conn.RecvPage): from the arena straight to the socket with one writev,
-// and from the socket straight into the caller's buffer.
-//
-//	Read   = ns [32] | lease u64 | n u32 | n × key [32]
-//	Page   = index u32 | found u8 | checksum bytes8 | data
-//	Write  = ns [32] | write id u64 | offset u64 | data          (one-way)
-//	Put    = ns [32] | ttl ms u32 | key [32] | parent [32] | has parent u8 |
-//	         depth u32 | chain depth u32 | checksum bytes8 | data
-//	PutOK  = reserve status u8 | commit status u8 | reason str
-//	Lookup   = ns [32] | lease u8 | lease ttl ms u32 | n u32 | n × key [32]
-//	LookupOK = hit prefix u32 | lease id u64 | expires unix ms i64 |
-//	           lease pages u32 | n u32 | n × present u8
-//
-// A Read is answered by n Page frames in key order (a missing page has
-// found 0 and no data), or by one Error frame. Write is one-way like
-// Served: its outcome shows at Commit (a reservation that missed bytes
-// commits INCOMPLETE). A put is Reserve (ReserveOK never maps an extent on
-// tcp), then the Writes and the Commit in one writev, then CommitOK: two
-// round trips. Since protocol version 3 a put of pages up to MaxWriteChunk
-// may instead be one Put frame per page, all in one writev, each answered
-// by a PutOK in order: one round trip. The node reserves, writes and
-// commits each page as its frame arrives; a page it already has (reserve
-// status Exists) or refuses (Rejected, with the reason) costs the bytes
-// sent for nothing, which is why a batch that may be mostly present asks
-// with Reserve first. Version 3 also answers Lookup on the plane (lease id
-// 0: no lease taken), as the gRPC Lookup does, in one frame each way. Hello and Welcome are as on the Unix socket, without fds
-// (the Welcome's arena fields are zero); the token scopes requests exactly
-// as for gRPC. Get (arena extents) is refused on tcp.
-//
-// A node advertises its raw address in the gRPC header AddrHeader of its
-// OpenNamespace answers, so a client that opened a namespace knows where to
-// connect; a node without the raw listener sends no header.
+// The raw data plane's messages (SPEC.md §2, §5): Read, Page, Write, Put,
+// PutOK, Lookup, LookupOK. Page, Write and Put end with bulk bytes (Bulk).
 
 // AddrHeader is the gRPC response header naming a node's raw data-plane
-// address (host:port); a host the client cannot use (0.0.0.0, ::) means
-// the host the client reached the node's gRPC at.
+// address (SPEC.md §4, discovery).
 const AddrHeader = "strata-raw-addr"
 
-// MaxWriteChunk is the most data bytes a client puts in one Write frame:
-// half of DefaultMaxFrame, so a Write always fits a node's frame limit.
+// MaxWriteChunk is the most data bytes a client puts in one Write frame
+// or one Put (SPEC.md §8): half of DefaultMaxFrame, so it always fits a
+// node's frame limit.
 const MaxWriteChunk = DefaultMaxFrame / 2
-
-// Op codes of the raw data plane.
-const (
-	OpRead     = 13
-	OpPage     = 14
-	OpWrite    = 15
-	OpPut      = 16
-	OpPutOK    = 17
-	OpLookup   = 18
-	OpLookupOK = 19
-)
 
 // Read asks for pages' bytes, inline. With a lease (non-zero) it must be
 // live, else the answer is an Error.

@@ -1,0 +1,100 @@
+package frame
+
+import "fmt"
+
+// The numbers of SPEC.md §2, §3 and §6. Each table's names are the spec's;
+// frame_test.go checks both against it.
+
+// Op codes (SPEC.md §2).
+const (
+	OpHello     = 1
+	OpWelcome   = 2
+	OpError     = 3
+	OpGet       = 4
+	OpGetOK     = 5
+	OpReserve   = 6
+	OpReserveOK = 7
+	OpCommit    = 8
+	OpCommitOK  = 9
+	OpAbort     = 10
+	OpAbortOK   = 11
+	OpServed    = 12
+	OpRead      = 13
+	OpPage      = 14
+	OpWrite     = 15
+	OpPut       = 16 // since version 3
+	OpPutOK     = 17 // since version 3
+	OpLookup    = 18 // since version 3
+	OpLookupOK  = 19 // since version 3
+)
+
+// Page statuses in GetOK (SPEC.md §3).
+const (
+	PageMissing = 0
+	PageMapped  = 1
+	PageElse    = 2
+)
+
+// Reserve statuses in ReserveOK and PutOK (SPEC.md §3).
+const (
+	SlotReserved = 1
+	SlotExists   = 2
+	SlotRejected = 3
+)
+
+// Commit statuses in CommitOK and PutOK (SPEC.md §3): the gRPC
+// CommitStatus numbers, 9 (rejected) never sent in a frame.
+const (
+	CommitCommitted        = 1
+	CommitExists           = 2
+	CommitChecksumMismatch = 3
+	CommitSizeMismatch     = 4
+	CommitIncomplete       = 5
+	CommitUnknownWrite     = 6
+	CommitExpired          = 7
+	CommitAborted          = 8
+	CommitFailed           = 10
+)
+
+// Code says why a request failed, in an Error frame (SPEC.md §6).
+type Code uint16
+
+// Error codes.
+const (
+	CodeInternal Code = iota + 1
+	CodeBadRequest
+	CodeUnauthenticated
+	CodeDenied
+	CodeNamespaceNotFound
+	CodeLeaseExpired
+	CodeLeaseNotFound
+	CodeLeaseLimit
+	CodeBatchTooLarge
+	CodeNoSpace
+	CodeVersion
+	CodeShuttingDown
+	CodeWriteUnknown
+	CodeWriteExpired
+	CodeWriteClosed
+	CodeNotAdmitted
+	CodeWriteOutOfRange
+)
+
+// codeNames are the error codes' names, as SPEC.md §6 spells them.
+var codeNames = [...]string{
+	CodeInternal: "INTERNAL", CodeBadRequest: "BAD_REQUEST", CodeUnauthenticated: "UNAUTHENTICATED",
+	CodeDenied: "DENIED", CodeNamespaceNotFound: "NAMESPACE_NOT_FOUND", CodeLeaseExpired: "LEASE_EXPIRED",
+	CodeLeaseNotFound: "LEASE_NOT_FOUND", CodeLeaseLimit: "LEASE_LIMIT", CodeBatchTooLarge: "BATCH_TOO_LARGE",
+	CodeNoSpace: "NO_SPACE", CodeVersion: "VERSION", CodeShuttingDown: "SHUTTING_DOWN",
+	CodeWriteUnknown: "WRITE_UNKNOWN", CodeWriteExpired: "WRITE_EXPIRED", CodeWriteClosed: "WRITE_CLOSED",
+	CodeNotAdmitted: "NOT_ADMITTED", CodeWriteOutOfRange: "WRITE_OUT_OF_RANGE",
+}
+
+// String is the code's name in SPEC.md §6, or "code N" for one it does
+// not list (which a client treats as INTERNAL).
+func (c Code) String() string {
+	if int(c) < len(codeNames) && codeNames[c] != "" {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code %d", uint16(c))
+}
