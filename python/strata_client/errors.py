@@ -1,4 +1,6 @@
-"""Errors of the strata client, mapped from google.rpc.ErrorInfo reasons.
+"""Errors of the strata client, mapped from google.rpc.ErrorInfo reasons
+(gRPC) and from the frame protocol's error codes (the raw data plane), both
+through one table, REASONS.
 
 A whole-call failure from a node is a gRPC status whose
 ``grpc-status-details-bin`` trailer holds a ``google.rpc.Status`` with a
@@ -26,8 +28,11 @@ __all__ = [
     "UnavailableError",
     "ProtocolError",
     "ClosedError",
+    "InternalError",
     "ErrorInfo",
+    "REASONS",
     "from_rpc",
+    "from_frame",
     "decode_status_details",
 ]
 
@@ -111,20 +116,57 @@ class ClosedError(StrataError):
     reason = "CLOSED"
 
 
-_BY_REASON = {
-    "INVALID_ARGUMENT": InvalidArgumentError,
-    "BATCH_TOO_LARGE": BatchTooLargeError,
-    "NAMESPACE_NOT_FOUND": NamespaceNotFoundError,
-    "TENANT_DENIED": TenantDeniedError,
-    "UNAUTHENTICATED": UnauthenticatedError,
-    "VERSION_MISMATCH": VersionMismatchError,
-    "LEASE_EXPIRED": LeaseExpiredError,
-    "LEASE_NOT_FOUND": LeaseNotFoundError,
-    "LEASE_LIMIT": LeaseLimitError,
-    "NO_SPACE": NoSpaceError,
-    "SHUTTING_DOWN": UnavailableError,
-    "REGISTRY_UNAVAILABLE": UnavailableError,
-}
+class InternalError(StrataError):
+    """The node failed the request for a reason of its own (a bug, a
+    storage failure): not a refusal of the request, nor the node being
+    unreachable."""
+
+    reason = "INTERNAL"
+
+
+# REASONS is the one table of strata's error reasons: the google.rpc
+# ErrorInfo reason (strata.proto), the exception raised for it (None: none
+# of its own: a gRPC error is then mapped by its status code, a frame
+# error is a StrataError carrying the reason), and the frame protocol's
+# error code and name for it (proto/frame/SPEC.md section 6; 0: gRPC only).
+REASONS = [
+    ("INTERNAL", InternalError, 1, "INTERNAL"),
+    ("INVALID_ARGUMENT", InvalidArgumentError, 2, "BAD_REQUEST"),
+    ("UNAUTHENTICATED", UnauthenticatedError, 3, "UNAUTHENTICATED"),
+    ("TENANT_DENIED", TenantDeniedError, 4, "DENIED"),
+    ("NAMESPACE_NOT_FOUND", NamespaceNotFoundError, 5, "NAMESPACE_NOT_FOUND"),
+    ("LEASE_EXPIRED", LeaseExpiredError, 6, "LEASE_EXPIRED"),
+    ("LEASE_NOT_FOUND", LeaseNotFoundError, 7, "LEASE_NOT_FOUND"),
+    ("LEASE_LIMIT", LeaseLimitError, 8, "LEASE_LIMIT"),
+    ("BATCH_TOO_LARGE", BatchTooLargeError, 9, "BATCH_TOO_LARGE"),
+    ("NO_SPACE", NoSpaceError, 10, "NO_SPACE"),
+    ("VERSION_MISMATCH", VersionMismatchError, 11, "VERSION"),
+    ("SHUTTING_DOWN", UnavailableError, 12, "SHUTTING_DOWN"),
+    ("WRITE_UNKNOWN", None, 13, "WRITE_UNKNOWN"),
+    ("WRITE_EXPIRED", None, 14, "WRITE_EXPIRED"),
+    ("WRITE_CLOSED", None, 15, "WRITE_CLOSED"),
+    ("NOT_ADMITTED", None, 16, "NOT_ADMITTED"),
+    ("WRITE_OUT_OF_RANGE", None, 17, "WRITE_OUT_OF_RANGE"),
+    ("TRUNCATED", None, 0, ""),
+    ("REGISTRY_UNAVAILABLE", UnavailableError, 0, ""),
+]
+
+_BY_REASON = {reason: cls for reason, cls, _, _ in REASONS if cls is not None}
+# FRAME_CODES: frame error code -> (its name, its reason).
+FRAME_CODES = {code: (name, reason) for reason, _, code, name in REASONS if code}
+# FRAME_INTERNAL is the code of a code the client does not know (the spec:
+# treated as INTERNAL).
+FRAME_INTERNAL = 1
+
+
+def from_frame(op: str, code: int, message: str, node: str = "") -> StrataError:
+    """The exception for a frame protocol Error (code, message) answering
+    op: the one of the code's reason, as for a gRPC error with it."""
+    name, reason = FRAME_CODES.get(code, (f"code {code}", FRAME_CODES[FRAME_INTERNAL][1]))
+    cls = _BY_REASON.get(reason, StrataError)
+    where = f" (node {node})" if node else ""
+    return cls(f"{op}{where}: raw data plane: {name}: {message}", reason=reason, code=name, node=node)
+
 
 # Status codes that mean the node itself failed rather than refused the
 # request (the Go client's nodeFailed).

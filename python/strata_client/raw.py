@@ -2,33 +2,10 @@
 
 A node that serves it names its address in the ``strata-raw-addr`` header
 of its OpenNamespace answers; a node without it sends no header. The
-framing is the node's framed protocol over TCP, little-endian throughout:
+framing is the node's frame protocol over TCP (proto/frame/SPEC.md; the
+codec is frame.py).
 
-    frame     = length u32 | op u8 | 0 u8 | 0 u16 | request id u64 | body
-    Hello     = version u16 | token str
-    Welcome   = version u16 | node id str | arena id u64 | arena size u64 |
-                generation words u64 | max batch u32
-    Error     = code u16 | message str
-    Read      = ns [32] | lease u64 | n u32 | n x key [32]
-    Page      = index u32 | found u8 | checksum bytes8 | data
-    Reserve   = ns [32] | ttl ms u32 | n u32 |
-                n x (key [32] | parent [32] | has parent u8 | depth u32 |
-                     size u64 | chain depth u32)
-    ReserveOK = n u32 | n x (status u8 | write id u64 | deadline ms i64 |
-                mapped u8 | extent (4 x u64) | reason str)
-    Write     = ns [32] | write id u64 | offset u64 | data    (one-way)
-    Commit    = ns [32] | n u32 | n x (write id u64 | size u64 | checksum bytes8)
-    CommitOK  = n u32 | n x status u8
-    Put       = ns [32] | ttl ms u32 | key [32] | parent [32] | has parent u8 |
-                depth u32 | chain depth u32 | checksum bytes8 | data   (v3)
-    PutOK     = reserve status u8 | commit status u8 | reason str       (v3)
-    Lookup    = ns [32] | lease u8 | lease ttl ms u32 | n u32 | n x key [32]  (v3)
-    LookupOK  = hit prefix u32 | lease id u64 | expires unix ms i64 |
-                lease pages u32 | n u32 | n x present u8                (v3)
-
-    str = u16 length | bytes;  bytes8 = u8 length | bytes
-
-``length`` counts the bytes after itself. A connection opens with Hello
+A connection opens with Hello
 (the tenant token, scoped exactly as for gRPC) and Welcome (the node's ID
 and batch limit). A Read is answered by one Page frame per key, in key
 order (a missing page: found 0, no data), or by one Error frame. A put is
@@ -66,8 +43,12 @@ import time
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors as E
+from . import frame as F
 from .buffers import writable_view
 from .checksum import Hasher
+from .frame import (ADDR_HEADER, HEADER_SIZE, MAX_FRAME, MAX_WRITE_CHUNK, MIN_PROTOCOL_VERSION, OP_COMMIT,
+                    OP_COMMIT_OK, OP_ERROR, OP_HELLO, OP_LOOKUP, OP_LOOKUP_OK, OP_PAGE, OP_PUT, OP_PUT_OK, OP_READ,
+                    OP_RESERVE, OP_RESERVE_OK, OP_WELCOME, OP_WRITE, PROTOCOL_VERSION, SLOT_EXISTS, SLOT_RESERVED)
 
 __all__ = [
     "ADDR_HEADER",
@@ -79,33 +60,14 @@ __all__ = [
     "resolve_addr",
 ]
 
-# ADDR_HEADER is the gRPC response header of OpenNamespace naming the
-# node's raw address (host:port).
-ADDR_HEADER = "strata-raw-addr"
-# PROTOCOL_VERSION is the version a Hello carries and a Welcome answers.
-PROTOCOL_VERSION = 3
-# MIN_PROTOCOL_VERSION is the oldest version the client falls back to (a
-# node that refuses PROTOCOL_VERSION); it has no Put or Lookup frames.
-MIN_PROTOCOL_VERSION = 2
-
-OP_HELLO, OP_WELCOME, OP_ERROR = 1, 2, 3
-OP_RESERVE, OP_RESERVE_OK, OP_COMMIT, OP_COMMIT_OK = 6, 7, 8, 9
-OP_READ, OP_PAGE, OP_WRITE = 13, 14, 15
-OP_PUT, OP_PUT_OK, OP_LOOKUP, OP_LOOKUP_OK = 16, 17, 18, 19
 # CODE_VERSION is the Error code of a handshake the node refuses for its version.
 CODE_VERSION = 11
 # ONE_CALL_MAX_PAGES: a put batch of at most this many pages goes as Put
 # frames (one round trip) on a protocol-3 connection.
 ONE_CALL_MAX_PAGES = 16
-
-SLOT_RESERVED, SLOT_EXISTS, SLOT_REJECTED = 1, 2, 3
-
-FRAME_HEADER = 16
-# MAX_FRAME bounds a frame other than a Page that the client reads.
-MAX_FRAME = 8 << 20
-# MAX_WRITE_CHUNK is the most data bytes in one Write frame (half the
-# node's default frame limit, so a Write always fits).
-MAX_WRITE_CHUNK = MAX_FRAME // 2
+# MAX_FRAME (frame.py) bounds a frame other than a Page that the client
+# reads; MAX_WRITE_CHUNK is the most data bytes in one Write frame.
+FRAME_HEADER = HEADER_SIZE
 # RETRY_S is how long after a failed dial the plane is not tried again;
 # DIAL_S bounds connecting and the handshake.
 RETRY_S = 5.0
@@ -120,43 +82,7 @@ _IOV = 512
 _SLACK = 0.02
 
 _TIMEVAL = struct.Struct("@ll")  # struct timeval: seconds, microseconds
-_HDR = struct.Struct("<IBBHQ")  # length, op, 0, 0, request id
-_PAGE_HEAD = struct.Struct("<IBB")  # index, found, checksum length
 _SUM_LEN = {"crc32c": 4, "sha256": 32}  # a page's checksum length by algorithm
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_READ_HEAD = struct.Struct("<QI")  # lease, n (after the namespace)
-_RESERVE_HEAD = struct.Struct("<II")  # ttl ms, n
-_RESERVE_PAGE = struct.Struct("<32s32sBIQI")
-_SLOT = struct.Struct("<BQqB4Q")  # status, write id, deadline, mapped, extent
-_WRITE_HEAD = struct.Struct("<QQ")  # write id, offset (after the namespace)
-_COMMIT_ITEM = struct.Struct("<QQ")  # write id, size (then the checksum)
-_WELCOME_TAIL = struct.Struct("<QQQI")  # arena id, size, generation words, max batch
-_PUT_HEAD = struct.Struct("<I32s32sBII")  # ttl ms, key, parent, has parent, depth, chain depth
-_PUT_OK_HEAD = struct.Struct("<BB")  # reserve status, commit status
-_LOOKUP_HEAD = struct.Struct("<BII")  # lease, lease ttl ms, n
-_LOOKUP_OK_HEAD = struct.Struct("<IQqII")  # hit prefix, lease id, expires, lease pages, n
-
-# Error codes of an Error frame.
-CODE_NAMES = {
-    1: "INTERNAL", 2: "BAD_REQUEST", 3: "UNAUTHENTICATED", 4: "DENIED", 5: "NAMESPACE_NOT_FOUND",
-    6: "LEASE_EXPIRED", 7: "LEASE_NOT_FOUND", 8: "LEASE_LIMIT", 9: "BATCH_TOO_LARGE", 10: "NO_SPACE",
-    11: "VERSION", 12: "SHUTTING_DOWN", 13: "WRITE_UNKNOWN", 14: "WRITE_EXPIRED", 15: "WRITE_CLOSED",
-}
-_CODE_ERRORS = {
-    1: E.UnavailableError,
-    2: E.InvalidArgumentError,
-    3: E.UnauthenticatedError,
-    4: E.TenantDeniedError,
-    5: E.NamespaceNotFoundError,
-    6: E.LeaseExpiredError,
-    7: E.LeaseNotFoundError,
-    8: E.LeaseLimitError,
-    9: E.BatchTooLargeError,
-    10: E.NoSpaceError,
-    11: E.VersionMismatchError,
-    12: E.UnavailableError,
-}
 
 
 class ConnectionLost(E.UnavailableError):
@@ -218,162 +144,46 @@ def resolve_addr(advertised: str, grpc_addr: str) -> Optional[Tuple[str, int]]:
     return host, port
 
 
-# ---- encoding -------------------------------------------------------------------
+# ---- messages (frame.py has the codec) ---------------------------------------------------
 
 
 def frame_header(op: int, rid: int, body_len: int) -> bytes:
     """A frame's 16-byte header for a body of body_len bytes."""
-    return _HDR.pack(FRAME_HEADER - 4 + body_len, op, 0, 0, rid)
+    return F.header(op, rid, body_len)
 
 
 def frame(op: int, rid: int, body: bytes) -> bytes:
     """A whole frame."""
-    return frame_header(op, rid, len(body)) + body
-
-
-def _str(s: bytes) -> bytes:
-    s = s[:0xFFFF]
-    return _U16.pack(len(s)) + s
-
-
-def _bytes8(b: bytes) -> bytes:
-    b = b[:0xFF]
-    return bytes((len(b),)) + b
+    return F.header(op, rid, len(body)) + body
 
 
 def hello_body(token: str, version: int = PROTOCOL_VERSION) -> bytes:
-    return _U16.pack(version) + _str(token.encode())
+    return F.encode_body(OP_HELLO, {"version": version, "token": token})
 
 
 def put_head(ns_id: bytes, spec: PutSpec, checksum: bytes, ttl_ms: int = 0) -> bytes:
     """A Put frame's body up to its data."""
-    return ns_id + _PUT_HEAD.pack(ttl_ms, spec.key, spec.parent or bytes(32), 1 if spec.parent else 0, spec.depth,
-                                  spec.chain_depth) + _bytes8(checksum)
+    return F.put_head(ns_id, ttl_ms, spec.key, spec.parent or b"", spec.depth, spec.chain_depth, checksum)
 
 
 def lookup_body(ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 0) -> bytes:
-    return b"".join([ns_id, _LOOKUP_HEAD.pack(1 if lease else 0, ttl_ms, len(keys))] + list(keys))
-
-
-def read_body(ns_id: bytes, lease_id: int, keys: Sequence[bytes]) -> bytes:
-    return b"".join([ns_id, _READ_HEAD.pack(lease_id, len(keys))] + list(keys))
+    return F.encode_body(OP_LOOKUP, {"ns": ns_id, "lease": lease, "lease_ttl_ms": ttl_ms, "keys": keys})
 
 
 def reserve_body(ns_id: bytes, specs: Sequence[PutSpec], ttl_ms: int = 0) -> bytes:
-    parts = [ns_id, _RESERVE_HEAD.pack(ttl_ms, len(specs))]
-    for s in specs:
-        parts.append(_RESERVE_PAGE.pack(s.key, s.parent or bytes(32), 1 if s.parent else 0, s.depth, s.size, s.chain_depth))
-    return b"".join(parts)
+    pages = [{"key": s.key, "parent": s.parent or bytes(32), "has_parent": bool(s.parent), "depth": s.depth,
+              "size": s.size, "chain_depth": s.chain_depth} for s in specs]
+    return F.encode_body(OP_RESERVE, {"ns": ns_id, "ttl_ms": ttl_ms, "pages": pages})
 
 
 def commit_body(ns_id: bytes, items: Sequence[Tuple[int, int, bytes]]) -> bytes:
-    parts = [ns_id, _U32.pack(len(items))]
-    for wid, size, cs in items:
-        parts.append(_COMMIT_ITEM.pack(wid, size) + _bytes8(cs))
-    return b"".join(parts)
-
-
-# ---- decoding -------------------------------------------------------------------
-
-
-class _Body:
-    """A frame body read front to back; any overrun is a ProtocolError."""
-
-    __slots__ = ("b", "i", "what")
-
-    def __init__(self, b: bytes, what: str):
-        self.b, self.i, self.what = b, 0, what
-
-    def take(self, n: int) -> bytes:
-        if self.i + n > len(self.b):
-            raise E.ProtocolError(f"raw {self.what}: truncated frame ({len(self.b)} bytes)")
-        p = self.b[self.i:self.i + n]
-        self.i += n
-        return p
-
-    def unpack(self, st: struct.Struct) -> tuple:
-        return st.unpack(self.take(st.size))
-
-    def str(self) -> str:
-        (n,) = self.unpack(_U16)
-        return self.take(n).decode("utf-8", "replace")
-
-    def done(self) -> None:
-        if self.i != len(self.b):
-            raise E.ProtocolError(f"raw {self.what}: {len(self.b) - self.i} trailing bytes")
-
-
-def parse_welcome(body: bytes) -> Tuple[int, str, int]:
-    """(version, node id, max batch) of a Welcome."""
-    r = _Body(body, "welcome")
-    (version,) = r.unpack(_U16)
-    node_id = r.str()
-    _, _, _, max_batch = r.unpack(_WELCOME_TAIL)
-    r.done()
-    return version, node_id, max_batch
-
-
-def parse_error(body: bytes) -> Tuple[int, str]:
-    """(code, message) of an Error frame."""
-    r = _Body(body, "error")
-    (code,) = r.unpack(_U16)
-    msg = r.str()
-    r.done()
-    return code, msg
-
-
-def parse_reserve_ok(body: bytes) -> List[Tuple[int, int, str]]:
-    """(status, write id, reason) per page of a ReserveOK."""
-    r = _Body(body, "reserve")
-    (n,) = r.unpack(_U32)
-    if n > len(body) // (_SLOT.size + 2):
-        raise E.ProtocolError(f"raw reserve: {n} slots in {len(body)} bytes")
-    out = []
-    for _ in range(n):
-        status, wid, _, _, _, _, _, _ = r.unpack(_SLOT)
-        out.append((status, wid, r.str()))
-    r.done()
-    return out
-
-
-def parse_commit_ok(body: bytes) -> List[int]:
-    """The commit status per item of a CommitOK."""
-    r = _Body(body, "commit")
-    (n,) = r.unpack(_U32)
-    out = list(r.take(n))
-    r.done()
-    return out
-
-
-def parse_put_ok(body: bytes) -> Tuple[int, int, str]:
-    """(reserve status, commit status, reason) of a PutOK."""
-    r = _Body(body, "put")
-    reserve, commit = r.unpack(_PUT_OK_HEAD)
-    reason = r.str()
-    r.done()
-    return reserve, commit, reason
-
-
-def parse_lookup_ok(body: bytes) -> Tuple[int, int, int, int, List[bool]]:
-    """(hit prefix, lease id, expires unix ms, lease pages, present) of a
-    LookupOK."""
-    r = _Body(body, "lookup")
-    hit, lease_id, expires, pages, n = r.unpack(_LOOKUP_OK_HEAD)
-    present = r.take(n)
-    if any(v > 1 for v in present):
-        raise E.ProtocolError("raw lookup: present flag not 0 or 1")
-    r.done()
-    return hit, lease_id, expires, pages, [bool(v) for v in present]
+    return F.encode_body(OP_COMMIT, {"ns": ns_id, "items": [{"write_id": w, "size": n, "checksum": cs} for w, n, cs in items]})
 
 
 def error_from_frame(op: str, body: bytes, node: str) -> E.StrataError:
     """The client exception for an Error frame answering op."""
-    code, msg = parse_error(body)
-    name = CODE_NAMES.get(code, f"code {code}")
-    cls = _CODE_ERRORS.get(code, E.StrataError)
-    reason = cls.reason if cls is not E.StrataError else name
-    where = f" (node {node})" if node else ""
-    return cls(f"{op}{where}: raw data plane: {name}: {msg}", reason=reason, code=name, node=node)
+    m = F.decode_body(OP_ERROR, body)
+    return E.from_frame(op, m["code"], m["message"], node)
 
 
 # ---- destinations -----------------------------------------------------------------
@@ -450,7 +260,8 @@ class RawConn:
                 raise error_from_frame("raw handshake", body, node_id)
             if op != OP_WELCOME or got != rid:
                 raise E.ProtocolError(f"raw handshake: answer op {op} for request {got}, want a welcome for {rid}", node=node_id)
-            got_version, welcome_node, max_batch = parse_welcome(body)
+            w = F.decode_body(OP_WELCOME, body)
+            got_version, welcome_node, max_batch = w["version"], w["node_id"], w["max_batch"]
             if not MIN_PROTOCOL_VERSION <= got_version <= version:
                 raise E.VersionMismatchError(f"raw handshake: node speaks version {got_version}, client {version}", node=node_id)
             c.version = got_version
@@ -574,10 +385,10 @@ class RawConn:
     def recv_header(self) -> Tuple[int, int, int]:
         """(body length, op, request id) of the next frame."""
         self.recv_into(self._hdr_mv)
-        length, op, pad1, pad2, rid = _HDR.unpack(self._hdr)
-        if length < FRAME_HEADER - 4 or pad1 or pad2:
-            raise self._protocol(f"bad frame header {bytes(self._hdr).hex()}")
-        return length - (FRAME_HEADER - 4), op, rid
+        try:
+            return F.parse_header(self._hdr)
+        except E.ProtocolError as e:
+            raise self._protocol(str(e)) from None
 
     def recv_body(self, n: int) -> bytes:
         if n > MAX_FRAME:
@@ -607,7 +418,7 @@ class RawConn:
         connection stays usable), ConnectionLost or ProtocolError (it does
         not)."""
         rid = self.next_id()
-        self.send([frame(OP_READ, rid, read_body(ns_id, lease_id, keys))])
+        self.send([frame(OP_READ, rid, F.read_body(ns_id, lease_id, keys))])
         sum_len = _SUM_LEN.get(algorithm, 4)
         bad = 0
         caller_err: Optional[E.StrataError] = None
@@ -633,13 +444,13 @@ class RawConn:
             if op == OP_ERROR and i == 0:
                 raise error_from_frame("get", body, self.node)
             raise self._protocol(f"read: op {op} after {i} of {n_keys} pages")
-        if n < _PAGE_HEAD.size:
+        if n < F.PAGE_HEAD.size:
             raise self._protocol(f"read: page frame of {n} bytes")
         # The page head and the checksum the namespace's pages carry, in one
         # read that cannot reach past the frame.
-        head = self.recv_exact(min(n, _PAGE_HEAD.size + sum_len))
-        index, flag, got_len = _PAGE_HEAD.unpack_from(head)
-        size = n - _PAGE_HEAD.size - got_len
+        head = self.recv_exact(min(n, F.PAGE_HEAD.size + sum_len))
+        index, flag, got_len = F.PAGE_HEAD.unpack_from(head)
+        size = n - F.PAGE_HEAD.size - got_len
         rest = n - len(head)
         if index != i:
             raise self._protocol(f"read: page {index} where {i} was due")
@@ -661,7 +472,7 @@ class RawConn:
         h = Hasher(algorithm)
         for mv in dest_views(dest, size):
             self.recv_into(mv, h)
-        return h.digest() == head[_PAGE_HEAD.size:], None
+        return h.digest() == head[F.PAGE_HEAD.size:], None
 
     def put(self, ns_id: bytes, specs: Sequence[PutSpec], views: Sequence[memoryview],
             sums: Sequence[bytes]) -> List[Tuple[int, str]]:
@@ -677,7 +488,7 @@ class RawConn:
             raise error_from_frame("put", body, self.node)
         if op != OP_RESERVE_OK:
             raise self._protocol(f"reserve: answer op {op}")
-        slots = parse_reserve_ok(body)
+        slots = [(sl["status"], sl["write_id"], sl["reason"]) for sl in F.decode_body(OP_RESERVE_OK, body)["slots"]]
         if len(slots) != len(specs):
             raise self._protocol(f"reserve: {len(slots)} answers for {len(specs)} pages")
         results: List[Tuple[int, str]] = [(0, "")] * len(specs)
@@ -694,8 +505,8 @@ class RawConn:
             data = views[i]
             for off in range(0, len(data), MAX_WRITE_CHUNK):
                 piece = data[off:off + MAX_WRITE_CHUNK]
-                bufs.append(frame_header(OP_WRITE, self.next_id(), 32 + _WRITE_HEAD.size + len(piece))
-                            + ns_id + _WRITE_HEAD.pack(wid, off))
+                bufs.append(frame_header(OP_WRITE, self.next_id(), 32 + F.WRITE_HEAD.size + len(piece))
+                            + ns_id + F.WRITE_HEAD.pack(wid, off))
                 bufs.append(piece)
             items.append((wid, len(data), sums[i]))
             opened.append(i)
@@ -709,7 +520,7 @@ class RawConn:
             raise error_from_frame("put", body, self.node)
         if op != OP_COMMIT_OK:
             raise self._protocol(f"commit: answer op {op}")
-        statuses = parse_commit_ok(body)
+        statuses = F.decode_body(OP_COMMIT_OK, body)["statuses"]
         if len(statuses) != len(opened):
             raise self._protocol(f"commit: {len(statuses)} answers for {len(opened)} pages")
         for i, st in zip(opened, statuses):
@@ -745,7 +556,8 @@ class RawConn:
                 continue
             if op != OP_PUT_OK:
                 raise self._protocol(f"put: answer op {op}")
-            reserve, commit, reason = parse_put_ok(body)
+            ok = F.decode_body(OP_PUT_OK, body)
+            reserve, commit, reason = ok["reserve"], ok["commit"], ok["reason"]
             if reserve == SLOT_EXISTS:
                 results.append((2, ""))
             elif reserve != SLOT_RESERVED:
@@ -771,7 +583,8 @@ class RawConn:
         if op != OP_LOOKUP_OK:
             raise self._protocol(f"lookup: answer op {op}")
         try:
-            got = parse_lookup_ok(body)
+            m = F.decode_body(OP_LOOKUP_OK, body)
+            got = (m["hit_prefix"], m["lease_id"], m["expires_ms"], m["lease_pages"], m["present"])
         except E.ProtocolError as e:
             raise self._protocol(str(e)) from None
         if len(got[4]) != len(keys) or got[0] > len(keys):
@@ -833,7 +646,7 @@ class RawSession:
                 # An older node refuses protocol 3 (Error with the VERSION
                 # code, then it hangs up): say hello with 2 on a new
                 # connection, and from then on.
-                if self.version <= MIN_PROTOCOL_VERSION or e.code != CODE_NAMES[CODE_VERSION]:
+                if self.version <= MIN_PROTOCOL_VERSION or e.code != E.FRAME_CODES[CODE_VERSION][0]:
                     raise
                 c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=MIN_PROTOCOL_VERSION)
                 self.version = MIN_PROTOCOL_VERSION
