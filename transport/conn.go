@@ -125,17 +125,45 @@ func (c *Conn) SendFDs(id uint64, m frame.Message, fds ...int) error {
 // Get, Read or Lookup it returns is the connection's own, valid until the
 // next Recv.
 func (c *Conn) Recv() (id uint64, m frame.Message, err error) {
-	op, id, body, err := c.recvRaw()
+	var h [frame.HeaderSize]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n, op, id, err := frame.ParseHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}
-	if m = c.message(op); m == nil {
+	return c.recvBody(n, op, id)
+}
+
+// recvBody reads and decodes the n-byte body of a frame of op and id.
+func (c *Conn) recvBody(n int, op uint8, id uint64) (uint64, frame.Message, error) {
+	if n > c.maxFrame {
+		return 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, frame.ErrTooLarge)
+	}
+	body, err := c.readBody(n)
+	if err != nil {
+		return 0, nil, err
+	}
+	m := c.message(op)
+	if m == nil {
 		return id, nil, fmt.Errorf("op %d: %w", op, frame.ErrMalformed)
 	}
 	if err := m.Decode(body); err != nil {
 		return id, nil, fmt.Errorf("op %d: %w", op, err)
 	}
 	return id, m, nil
+}
+
+func (c *Conn) readBody(n int) ([]byte, error) {
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body := c.rbuf[:n]
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
+	}
+	return body, nil
 }
 
 // message is the message Recv decodes a frame of op into: for Get, Read
@@ -157,24 +185,6 @@ func (c *Conn) message(op uint8) frame.Message {
 		c.reused[op] = m
 	}
 	return m
-}
-
-func (c *Conn) recvRaw() (op uint8, id uint64, body []byte, err error) {
-	var h [frame.HeaderSize]byte
-	if _, err := io.ReadFull(c.r, h[:]); err != nil {
-		return 0, 0, nil, err
-	}
-	n, op, id, err := frame.ParseHeader(h[:])
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	if n > c.maxFrame {
-		return 0, 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, frame.ErrTooLarge)
-	}
-	if body, err = c.readBody(n); err != nil {
-		return 0, 0, nil, err
-	}
-	return op, id, body, nil
 }
 
 // RecvFDs reads one frame carrying up to max fds (SCM_RIGHTS), which must

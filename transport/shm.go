@@ -64,36 +64,16 @@ func (s *Shm) window(ext frame.Extent, buf int) ([]byte, error) {
 // Read copies each op's extent into its Buf, then re-checks the extent's
 // generation: OK is set only when it still equals Ext.Gen, so a copy that
 // raced a reclaim is a miss. An op outside the mapping fails the batch.
-func (s *Shm) Read(ctx context.Context, ops []Op) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	var fence atomic.Uint64
-	for i := range ops {
-		op := &ops[i]
-		op.OK = false
-		src, err := s.window(op.Ext, len(op.Buf))
-		if err != nil {
-			return fmt.Errorf("shm read of op %d: %w", i, err)
-		}
-		if s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen {
-			continue // already reclaimed: do not even copy
-		}
-		copy(op.Buf, src)
-		op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
-		if i%16 == 15 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+func (s *Shm) Read(ctx context.Context, ops []Op) error { return s.copy(ctx, ops, false) }
 
 // Write copies each op's Buf into its extent, which must be an open
 // reservation's: an extent whose generation no longer matches is not
 // written (ErrStale). Buf must be exactly Ext.Len bytes.
-func (s *Shm) Write(ctx context.Context, ops []Op) error {
+func (s *Shm) Write(ctx context.Context, ops []Op) error { return s.copy(ctx, ops, true) }
+
+// copy runs Read's or Write's copies, stopping at the first op that fails
+// and checking ctx every 16 ops.
+func (s *Shm) copy(ctx context.Context, ops []Op, write bool) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -101,20 +81,31 @@ func (s *Shm) Write(ctx context.Context, ops []Op) error {
 	for i := range ops {
 		op := &ops[i]
 		op.OK = false
-		if int64(len(op.Buf)) != op.Ext.Len {
-			return fmt.Errorf("shm write of op %d: %d bytes for a %d-byte extent: %w", i, len(op.Buf), op.Ext.Len, ErrOutOfRange)
+		win, err := s.window(op.Ext, len(op.Buf))
+		if err == nil && write && int64(len(op.Buf)) != op.Ext.Len {
+			err = fmt.Errorf("%d bytes for a %d-byte extent: %w", len(op.Buf), op.Ext.Len, ErrOutOfRange)
 		}
-		dst, err := s.window(op.Ext, len(op.Buf))
+		switch {
+		case err != nil:
+		case s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen:
+			if write {
+				err = ErrStale
+			}
+			// A read: already reclaimed, so not even copied.
+		case write:
+			copy(win, op.Buf)
+			op.OK = true
+		default:
+			copy(op.Buf, win)
+			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
+		}
 		if err != nil {
-			return fmt.Errorf("shm write of op %d: %w", i, err)
+			return fmt.Errorf("shm %s of op %d: %w", verb(write), i, err)
 		}
-		if s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen {
-			return fmt.Errorf("shm write of op %d: %w", i, ErrStale)
-		}
-		copy(dst, op.Buf)
-		op.OK = true
-		if err := ctx.Err(); err != nil {
-			return err
+		if i%16 == 15 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -126,4 +117,11 @@ func (s *Shm) Close() error {
 		return ErrClosed
 	}
 	return joinErr(unmapShared(s.arena), unmapShared(s.gens))
+}
+
+func verb(write bool) string {
+	if write {
+		return "write"
+	}
+	return "read"
 }

@@ -75,20 +75,7 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 		return 0, nil, err
 	}
 	if op != frame.OpPage {
-		if n > c.maxFrame {
-			return 0, nil, fmt.Errorf("%d-byte frame, the limit is %d: %w", n, c.maxFrame, frame.ErrTooLarge)
-		}
-		body, err := c.readBody(n)
-		if err != nil {
-			return 0, nil, err
-		}
-		if m = frame.NewMessage(op); m == nil {
-			return id, nil, fmt.Errorf("op %d: %w", op, frame.ErrMalformed)
-		}
-		if err := m.Decode(body); err != nil {
-			return id, nil, fmt.Errorf("op %d: %w", op, err)
-		}
-		return id, m, nil
+		return c.recvBody(n, op, id)
 	}
 	if n < frame.PageHeadSize {
 		return 0, nil, fmt.Errorf("page frame of %d bytes: %w", n, frame.ErrMalformed)
@@ -133,15 +120,4 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 		p.Data = dst[:size]
 	}
 	return id, p, nil
-}
-
-func (c *Conn) readBody(n int) ([]byte, error) {
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, fmt.Errorf("reading a %d-byte frame: %w", n, err)
-	}
-	return body, nil
 }

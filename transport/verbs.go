@@ -129,6 +129,17 @@ static int strata_poll(struct ibv_cq *cq, int n, int *status) {
 	return got;
 }
 
+// strata_close releases what strata_open and OpenVerbs made, in reverse
+// order; any may be NULL.
+static void strata_close(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr, struct ibv_pd *pd,
+		struct ibv_context *ctx) {
+	if (qp) ibv_destroy_qp(qp);
+	if (cq) ibv_destroy_cq(cq);
+	if (mr) ibv_dereg_mr(mr);
+	if (pd) ibv_dealloc_pd(pd);
+	if (ctx) ibv_close_device(ctx);
+}
+
 static int strata_query(struct ibv_context *ctx, int port, int gid_index, uint16_t *lid, uint8_t *gid) {
 	struct ibv_port_attr pa;
 	if (ibv_query_port(ctx, port, &pa)) return -1;
@@ -147,30 +158,6 @@ import (
 	"math/rand/v2"
 	"unsafe"
 )
-
-// VerbsConfig configures a verbs endpoint. Zero fields take their defaults.
-type VerbsConfig struct {
-	// Device names the RDMA device (as in ibv_devices). Default: the first.
-	Device string
-	// Port is the device port. Default 1.
-	Port int
-	// GIDIndex selects the GID used to address the peer (RoCE needs one).
-	// Default 0.
-	GIDIndex int
-	// Depth is the most operations in flight. Default 64.
-	Depth int
-}
-
-// Endpoint is what a peer needs to reach this side's registered memory.
-type Endpoint struct {
-	LID  uint16
-	GID  [16]byte
-	QPN  uint32
-	PSN  uint32
-	Addr uint64 // start of the registered memory
-	RKey uint32
-	Size uint64
-}
 
 // Verbs is one reliable-connected queue pair and the memory region
 // registered on it. It is not safe for concurrent use.
@@ -330,25 +317,7 @@ func (v *Verbs) run(ctx context.Context, ops []Op, write bool) error {
 // Close destroys the queue pair, completion queue, memory region and
 // protection domain and closes the device.
 func (v *Verbs) Close() error {
-	if v.qp != nil {
-		C.ibv_destroy_qp(v.qp)
-		v.qp = nil
-	}
-	if v.cq != nil {
-		C.ibv_destroy_cq(v.cq)
-		v.cq = nil
-	}
-	if v.mr != nil {
-		C.ibv_dereg_mr(v.mr)
-		v.mr = nil
-	}
-	if v.pd != nil {
-		C.ibv_dealloc_pd(v.pd)
-		v.pd = nil
-	}
-	if v.ctx != nil {
-		C.ibv_close_device(v.ctx)
-		v.ctx = nil
-	}
+	C.strata_close(v.qp, v.cq, v.mr, v.pd, v.ctx)
+	v.qp, v.cq, v.mr, v.pd, v.ctx = nil, nil, nil, nil, nil
 	return nil
 }

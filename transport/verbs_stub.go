@@ -7,25 +7,6 @@ import (
 	"fmt"
 )
 
-// VerbsConfig configures a verbs endpoint (see the rdma build).
-type VerbsConfig struct {
-	Device   string
-	Port     int
-	GIDIndex int
-	Depth    int
-}
-
-// Endpoint is what a peer needs to reach registered memory.
-type Endpoint struct {
-	LID  uint16
-	GID  [16]byte
-	QPN  uint32
-	PSN  uint32
-	Addr uint64
-	RKey uint32
-	Size uint64
-}
-
 // Verbs is the verbs backend; this build has none.
 type Verbs struct{}
 

@@ -24,45 +24,25 @@ func TestVerbsLoopback(t *testing.T) {
 	}
 	defer node.Close()
 	peer, err := OpenVerbs(VerbsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	defer peer.Close()
 	arena, err := mapAnonForTest(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	local, err := mapAnonForTest(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.Register(arena); err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Register(local); err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
+	must(t, node.Register(arena))
+	must(t, peer.Register(local))
 	ne, err := node.Local()
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	pe, err := peer.Local()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.Connect(pe); err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Connect(ne); err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
+	must(t, node.Connect(pe))
+	must(t, peer.Connect(ne))
 	page := bytes.Repeat([]byte{0xa5, 0x5a}, 32<<10)
 	copy(local, page)
 	ctx := context.Background()
 	ext := frame.Extent{Off: 128 << 10, Len: int64(len(page))}
-	if err := peer.Write(ctx, []Op{{Ext: ext, Buf: local[:len(page)]}}); err != nil {
-		t.Fatal(err)
-	}
+	must(t, peer.Write(ctx, []Op{{Ext: ext, Buf: local[:len(page)]}}))
 	if !bytes.Equal(arena[ext.Off:ext.Off+ext.Len], page) {
 		t.Fatal("RDMA WRITE did not land in the arena")
 	}
@@ -73,5 +53,12 @@ func TestVerbsLoopback(t *testing.T) {
 	}
 	if !bytes.Equal(local[4096:4096+len(page)], page) {
 		t.Fatal("RDMA READ returned other bytes")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// Encoding.
+// The field types of SPEC.md §1, encoded and decoded.
 
 func appendU16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }
 func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
@@ -32,88 +32,84 @@ func appendBool(b []byte, v bool) []byte {
 }
 
 func appendExtent(b []byte, e Extent) []byte {
-	b = appendU64(b, uint64(e.Off))
-	b = appendU64(b, uint64(e.Len))
-	b = appendU64(b, e.Gen)
-	return appendU64(b, uint64(e.GenIndex))
+	b = appendU64(appendU64(b, uint64(e.Off)), uint64(e.Len))
+	return appendU64(appendU64(b, e.Gen), uint64(e.GenIndex))
 }
 
-// Decoding: a reader with a sticky error; every count is checked against
-// the bytes left before anything is allocated.
+// appendKeys appends a key list: its count, then the keys.
+func appendKeys(b []byte, keys []namespace.Key) []byte {
+	b = appendU32(b, uint32(len(keys)))
+	for i := range keys {
+		b = append(b, keys[i][:]...)
+	}
+	return b
+}
 
+// appendList appends a list: its count, then each element.
+func appendList[T any](b []byte, list []T, each func(b []byte, e *T) []byte) []byte {
+	b = appendU32(b, uint32(len(list)))
+	for i := range list {
+		b = each(b, &list[i])
+	}
+	return b
+}
+
+// reader decodes a body front to back. The first failure sticks (bad
+// says what it was) and the reads after it return zero values; every
+// count is checked against the bytes left before anything is allocated.
 type reader struct {
 	b   []byte
-	err error
+	bad string
 }
 
-func (r *reader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%s: %w", what, ErrMalformed)
-	}
-}
+// zeros is what take returns for a fixed-size field it could not read.
+var zeros [8]byte
 
 func (r *reader) take(n int, what string) []byte {
-	if r.err != nil {
-		return nil
+	if r.bad == "" && (n < 0 || n > len(r.b)) {
+		r.bad = "truncated " + what
 	}
-	if n < 0 || n > len(r.b) {
-		r.fail("truncated " + what)
-		return nil
+	if r.bad != "" {
+		return zeros[:min(max(n, 0), len(zeros))]
 	}
 	p := r.b[:n]
 	r.b = r.b[n:]
 	return p
 }
 
-func (r *reader) u8(what string) uint8 {
-	if p := r.take(1, what); p != nil {
-		return p[0]
+// fail records why the body is malformed, unless an earlier failure is
+// recorded. Callers build why only when failing: a decode that succeeds
+// allocates nothing but its fields.
+func (r *reader) fail(why string) {
+	if r.bad == "" {
+		r.bad = why
 	}
-	return 0
 }
 
-func (r *reader) u16(what string) uint16 {
-	if p := r.take(2, what); p != nil {
-		return binary.LittleEndian.Uint16(p)
-	}
-	return 0
-}
-
-func (r *reader) u32(what string) uint32 {
-	if p := r.take(4, what); p != nil {
-		return binary.LittleEndian.Uint32(p)
-	}
-	return 0
-}
-
-func (r *reader) u64(what string) uint64 {
-	if p := r.take(8, what); p != nil {
-		return binary.LittleEndian.Uint64(p)
-	}
-	return 0
-}
+func (r *reader) u8(what string) uint8   { return r.take(1, what)[0] }
+func (r *reader) u16(what string) uint16 { return binary.LittleEndian.Uint16(r.take(2, what)) }
+func (r *reader) u32(what string) uint32 { return binary.LittleEndian.Uint32(r.take(4, what)) }
+func (r *reader) u64(what string) uint64 { return binary.LittleEndian.Uint64(r.take(8, what)) }
 
 func (r *reader) bool(what string) bool {
-	switch r.u8(what) {
-	case 0:
-		return false
-	case 1:
-		return true
+	v := r.u8(what)
+	if v > 1 {
+		r.fail("bad boolean " + what)
 	}
-	r.fail("bad boolean " + what)
-	return false
+	return v == 1
 }
 
 func (r *reader) str(what string) string { return string(r.take(int(r.u16(what)), what)) }
 
 func (r *reader) bytes8(what string) []byte {
 	p := r.take(int(r.u8(what)), what)
-	if len(p) == 0 {
+	if len(p) == 0 || r.bad != "" {
 		return nil
 	}
 	return append([]byte(nil), p...)
 }
 
+// int64 reads an n64: a u64 of at most math.MaxInt64.
 func (r *reader) int64(what string) int64 {
 	v := r.u64(what)
 	if v > math.MaxInt64 {
@@ -127,24 +123,62 @@ func (r *reader) extent(what string) Extent {
 }
 
 func (r *reader) key(what string) (k namespace.Key) {
-	copy(k[:], r.take(len(k), what))
+	if p := r.take(len(k), what); len(p) == len(k) {
+		copy(k[:], p)
+	}
 	return k
 }
 
-// count reads a u32 element count whose elements take at least min bytes
-// each, failing if they cannot fit in what is left.
+// count reads a u32 element count whose elements take at least minSize
+// bytes each, failing if they cannot fit in what is left.
 func (r *reader) count(minSize int, what string) int {
 	n := int(r.u32(what))
-	if r.err == nil && n > len(r.b)/minSize {
+	if r.bad != "" || n > len(r.b)/minSize {
 		r.fail(fmt.Sprintf("%d %s in %d bytes", n, what, len(r.b)))
 		return 0
 	}
 	return n
 }
 
+// keys reads a key list into keys' own array when that is large enough
+// (Conn reuses a message's keys: no allocation per request).
+func (r *reader) keys(keys []namespace.Key) []namespace.Key {
+	n := r.count(namespace.KeySize, "keys")
+	if cap(keys) < n {
+		keys = make([]namespace.Key, n)
+	}
+	keys = keys[:n]
+	for i := range keys {
+		keys[i] = r.key("key")
+	}
+	return keys
+}
+
+// rest takes every byte left (nil for none).
+func (r *reader) rest() []byte {
+	if r.bad != "" || len(r.b) == 0 {
+		return nil
+	}
+	p := r.b
+	r.b = nil
+	return p
+}
+
 func (r *reader) done() error {
-	if r.err == nil && len(r.b) != 0 {
+	if len(r.b) != 0 {
 		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
 	}
-	return r.err
+	if r.bad != "" {
+		return fmt.Errorf("%s: %w", r.bad, ErrMalformed)
+	}
+	return nil
+}
+
+// list reads a list of elements of at least minSize bytes each.
+func list[T any](r *reader, minSize int, what string, each func(r *reader) T) []T {
+	out := make([]T, r.count(minSize, what))
+	for i := range out {
+		out[i] = each(r)
+	}
+	return out
 }

@@ -32,19 +32,6 @@ type Message interface {
 	Decode(body []byte) error
 }
 
-func (*Hello) Op() uint8     { return OpHello }
-func (*Welcome) Op() uint8   { return OpWelcome }
-func (*Error) Op() uint8     { return OpError }
-func (*Get) Op() uint8       { return OpGet }
-func (*GetOK) Op() uint8     { return OpGetOK }
-func (*Reserve) Op() uint8   { return OpReserve }
-func (*ReserveOK) Op() uint8 { return OpReserveOK }
-func (*Commit) Op() uint8    { return OpCommit }
-func (*CommitOK) Op() uint8  { return OpCommitOK }
-func (*Abort) Op() uint8     { return OpAbort }
-func (*AbortOK) Op() uint8   { return OpAbortOK }
-func (*Served) Op() uint8    { return OpServed }
-
 // NewMessage returns an empty message for op, or nil for an unknown op.
 func NewMessage(op uint8) Message {
 	switch op {

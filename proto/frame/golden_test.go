@@ -19,8 +19,7 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/golden from the cases in golden_test.go")
-
+// goldenDir holds one JSON file per golden frame (golden).
 const goldenDir = "testdata/golden"
 
 // goldenCase is one golden frame: a message with a request id.
@@ -175,6 +174,8 @@ func valueOf(name string, v reflect.Value) any {
 	}
 	return v.Interface()
 }
+
+var update = flag.Bool("update", false, "rewrite testdata/golden and testdata/malformed.jsonl from the cases here")
 
 // TestGolden checks every golden frame byte for byte: the case encodes to
 // the file's hex, and the file's hex decodes to the case's message and

@@ -6,8 +6,8 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// The messages of SPEC.md §2 but those of the raw plane (raw.go), and
-// their codecs. The fields' meanings are the spec's.
+// The messages of SPEC.md §2 but those of the raw plane (raw.go), each
+// with its methods. The fields' meanings are the spec's.
 
 // Extent is where a page lies in a node's host arena, as the node reports
 // it under a lease or reservation.
@@ -20,18 +20,19 @@ type Extent struct {
 	GenIndex int64
 }
 
-// Error is an Error frame: a request the node refused.
-type Error struct {
-	Code    Code
-	Message string
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("shm: %s (code %d)", e.Message, e.Code) }
-
 // Hello opens a connection.
 type Hello struct {
 	Version uint16
 	Token   string
+}
+
+func (*Hello) Op() uint8                { return OpHello }
+func (m *Hello) Append(b []byte) []byte { return appendStr(appendU16(b, m.Version), m.Token) }
+
+func (m *Hello) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Version, m.Token = r.u16("version"), r.str("token")
+	return r.done()
 }
 
 // Welcome answers a Hello; the arena and generation fds ride with it.
@@ -44,6 +45,39 @@ type Welcome struct {
 	MaxBatch  uint32
 }
 
+func (*Welcome) Op() uint8 { return OpWelcome }
+
+func (m *Welcome) Append(b []byte) []byte {
+	b = appendStr(appendU16(b, m.Version), m.NodeID)
+	b = appendU64(appendU64(appendU64(b, m.ArenaID), uint64(m.ArenaSize)), uint64(m.GenWords))
+	return appendU32(b, m.MaxBatch)
+}
+
+func (m *Welcome) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Version, m.NodeID = r.u16("version"), r.str("node id")
+	m.ArenaID, m.ArenaSize, m.GenWords = r.u64("arena id"), r.int64("arena size"), r.int64("generation words")
+	m.MaxBatch = r.u32("max batch")
+	return r.done()
+}
+
+// Error is an Error frame: a request the node refused.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("shm: %s (code %d)", e.Message, e.Code) }
+
+func (*Error) Op() uint8                { return OpError }
+func (m *Error) Append(b []byte) []byte { return appendStr(appendU16(b, uint16(m.Code)), m.Message) }
+
+func (m *Error) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Code, m.Message = Code(r.u16("code")), r.str("message")
+	return r.done()
+}
+
 // Get locates pages. Pages under the caller's lease are pinned by it;
 // others may be reclaimed during the copy, which the generation re-check
 // turns into a miss.
@@ -51,6 +85,19 @@ type Get struct {
 	NS    namespace.ID
 	Lease uint64 // the caller's lease, checked live; 0 = none
 	Keys  []namespace.Key
+}
+
+func (*Get) Op() uint8 { return OpGet }
+func (m *Get) Append(b []byte) []byte {
+	return appendKeys(appendU64(append(b, m.NS[:]...), m.Lease), m.Keys)
+}
+
+// Decode decodes into m's own key array when it is large enough.
+func (m *Get) Decode(body []byte) error {
+	r := reader{b: body}
+	m.NS, m.Lease = namespace.ID(r.key("namespace")), r.u64("lease")
+	m.Keys = r.keys(m.Keys)
+	return r.done()
 }
 
 // PageLoc is one page of a GetOK.
@@ -65,6 +112,22 @@ type GetOK struct {
 	Pages []PageLoc
 }
 
+func (*GetOK) Op() uint8 { return OpGetOK }
+
+func (m *GetOK) Append(b []byte) []byte {
+	return appendList(b, m.Pages, func(b []byte, p *PageLoc) []byte {
+		return appendBytes8(appendExtent(append(b, p.Status), p.Ext), p.Checksum)
+	})
+}
+
+func (m *GetOK) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Pages = list(&r, 1+32+1, "pages", func(r *reader) PageLoc {
+		return PageLoc{Status: r.u8("status"), Ext: r.extent("extent"), Checksum: r.bytes8("checksum")}
+	})
+	return r.done()
+}
+
 // PageSpec is one page of a Reserve.
 type PageSpec struct {
 	Key       namespace.Key
@@ -77,6 +140,16 @@ type PageSpec struct {
 	ChainDepth uint32
 }
 
+// appendLinks appends a page's key, parent and has parent.
+func appendLinks(b []byte, p *PageSpec) []byte {
+	return appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
+}
+
+// links reads a page's key, parent and has parent.
+func (r *reader) links() PageSpec {
+	return PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent")}
+}
+
 // Reserve sets space aside for pages.
 type Reserve struct {
 	NS    namespace.ID
@@ -84,12 +157,35 @@ type Reserve struct {
 	Pages []PageSpec
 }
 
-// Slot is one page of a ReserveOK.
+func (*Reserve) Op() uint8 { return OpReserve }
+
+func (m *Reserve) Append(b []byte) []byte {
+	return appendList(appendU32(append(b, m.NS[:]...), m.TTLms), m.Pages, func(b []byte, p *PageSpec) []byte {
+		return appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth)
+	})
+}
+
+func (m *Reserve) Decode(body []byte) error {
+	r := reader{b: body}
+	m.NS, m.TTLms = namespace.ID(r.key("namespace")), r.u32("ttl")
+	m.Pages = list(&r, 32+32+1+4+8+4, "pages", func(r *reader) PageSpec {
+		p := r.links()
+		p.Depth, p.Size, p.ChainDepth = r.u32("depth"), r.int64("size"), r.u32("chain depth")
+		return p
+	})
+	return r.done()
+}
+
+// Slot is one page of a ReserveOK: for a reserved page (Status
+// SlotReserved) the write id that names the reservation in Write, Commit
+// and Abort, and the deadline (unix ms) after which the node frees it;
+// for a rejected one, the reason. Mapped: Ext is in the arena (shm), else
+// the bytes go in Write frames.
 type Slot struct {
 	Status     uint8
 	WriteID    uint64
 	DeadlineMs int64
-	Mapped     bool // Ext is in the arena; else write over tcp
+	Mapped     bool
 	Ext        Extent
 	Reason     string
 }
@@ -97,11 +193,23 @@ type Slot struct {
 // ReserveOK answers a Reserve.
 type ReserveOK struct{ Slots []Slot }
 
-// CommitItem is one page of a Commit.
-type CommitItem struct {
-	WriteID  uint64
-	Size     int64
-	Checksum []byte
+func (*ReserveOK) Op() uint8 { return OpReserveOK }
+
+func (m *ReserveOK) Append(b []byte) []byte {
+	return appendList(b, m.Slots, func(b []byte, s *Slot) []byte {
+		b = appendU64(appendU64(append(b, s.Status), s.WriteID), uint64(s.DeadlineMs))
+		return appendStr(appendExtent(appendBool(b, s.Mapped), s.Ext), s.Reason)
+	})
+}
+
+func (m *ReserveOK) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Slots = list(&r, 1+8+8+1+32+2, "slots", func(r *reader) Slot {
+		s := Slot{Status: r.u8("status"), WriteID: r.u64("write id"), DeadlineMs: int64(r.u64("deadline"))}
+		s.Mapped, s.Ext, s.Reason = r.bool("mapped"), r.extent("extent"), r.str("reason")
+		return s
+	})
+	return r.done()
 }
 
 // Commit verifies and publishes reservations.
@@ -110,175 +218,37 @@ type Commit struct {
 	Items []CommitItem
 }
 
-// CommitOK answers a Commit: a commit status (Commit*) per item.
-type CommitOK struct{ Statuses []uint8 }
-
-// Abort drops reservations.
-type Abort struct {
-	NS       namespace.ID
-	WriteIDs []uint64
+// CommitItem is one page of a Commit.
+type CommitItem struct {
+	WriteID  uint64
+	Size     int64
+	Checksum []byte
 }
 
-// AbortOK answers an Abort.
-type AbortOK struct{ Aborted uint32 }
-
-// Served reports pages a client read without a request; it has no answer.
-type Served struct {
-	NS    namespace.ID
-	Pages uint32
-	Bytes int64
-}
-
-func (m *Hello) Append(b []byte) []byte { return appendStr(appendU16(b, m.Version), m.Token) }
-
-func (m *Welcome) Append(b []byte) []byte {
-	b = appendStr(appendU16(b, m.Version), m.NodeID)
-	b = appendU64(appendU64(appendU64(b, m.ArenaID), uint64(m.ArenaSize)), uint64(m.GenWords))
-	return appendU32(b, m.MaxBatch)
-}
-
-func (m *Error) Append(b []byte) []byte { return appendStr(appendU16(b, uint16(m.Code)), m.Message) }
-
-func (m *Get) Append(b []byte) []byte {
-	b = appendU64(append(b, m.NS[:]...), m.Lease)
-	b = appendU32(b, uint32(len(m.Keys)))
-	for i := range m.Keys {
-		b = append(b, m.Keys[i][:]...)
-	}
-	return b
-}
-
-func (m *GetOK) Append(b []byte) []byte {
-	b = appendU32(b, uint32(len(m.Pages)))
-	for _, p := range m.Pages {
-		b = appendBytes8(appendExtent(append(b, p.Status), p.Ext), p.Checksum)
-	}
-	return b
-}
-
-func (m *Reserve) Append(b []byte) []byte {
-	b = appendU32(appendU32(append(b, m.NS[:]...), m.TTLms), uint32(len(m.Pages)))
-	for _, p := range m.Pages {
-		b = appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
-		b = appendU32(appendU64(appendU32(b, p.Depth), uint64(p.Size)), p.ChainDepth)
-	}
-	return b
-}
-
-func (m *ReserveOK) Append(b []byte) []byte {
-	b = appendU32(b, uint32(len(m.Slots)))
-	for _, s := range m.Slots {
-		b = appendU64(appendU64(append(b, s.Status), s.WriteID), uint64(s.DeadlineMs))
-		b = appendStr(appendExtent(appendBool(b, s.Mapped), s.Ext), s.Reason)
-	}
-	return b
-}
+func (*Commit) Op() uint8 { return OpCommit }
 
 func (m *Commit) Append(b []byte) []byte {
-	b = appendU32(append(b, m.NS[:]...), uint32(len(m.Items)))
-	for _, it := range m.Items {
-		b = appendBytes8(appendU64(appendU64(b, it.WriteID), uint64(it.Size)), it.Checksum)
-	}
-	return b
-}
-
-func (m *CommitOK) Append(b []byte) []byte {
-	return append(appendU32(b, uint32(len(m.Statuses))), m.Statuses...)
-}
-
-func (m *Abort) Append(b []byte) []byte {
-	b = appendU32(append(b, m.NS[:]...), uint32(len(m.WriteIDs)))
-	for _, id := range m.WriteIDs {
-		b = appendU64(b, id)
-	}
-	return b
-}
-
-func (m *AbortOK) Append(b []byte) []byte { return appendU32(b, m.Aborted) }
-
-func (m *Served) Append(b []byte) []byte {
-	return appendU64(appendU32(append(b, m.NS[:]...), m.Pages), uint64(m.Bytes))
-}
-
-func (m *Hello) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Version, m.Token = r.u16("version"), r.str("token")
-	return r.done()
-}
-
-func (m *Welcome) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Version, m.NodeID = r.u16("version"), r.str("node id")
-	m.ArenaID, m.ArenaSize, m.GenWords = r.u64("arena id"), r.int64("arena size"), r.int64("generation words")
-	m.MaxBatch = r.u32("max batch")
-	return r.done()
-}
-
-func (m *Error) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Code, m.Message = Code(r.u16("code")), r.str("message")
-	return r.done()
-}
-
-func (m *Get) Decode(body []byte) error {
-	r := reader{b: body}
-	m.NS = namespace.ID(r.key("namespace"))
-	m.Lease = r.u64("lease")
-	m.Keys = reuseKeys(m.Keys, r.count(namespace.KeySize, "keys"))
-	for i := range m.Keys {
-		m.Keys[i] = r.key("key")
-	}
-	return r.done()
-}
-
-// reuseKeys is keys cut to n, in its own array when that is large enough.
-func reuseKeys(keys []namespace.Key, n int) []namespace.Key {
-	if cap(keys) < n {
-		return make([]namespace.Key, n)
-	}
-	return keys[:n]
-}
-
-func (m *GetOK) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Pages = make([]PageLoc, r.count(1+32+1, "pages"))
-	for i := range m.Pages {
-		m.Pages[i] = PageLoc{Status: r.u8("status"), Ext: r.extent("extent"), Checksum: r.bytes8("checksum")}
-	}
-	return r.done()
-}
-
-func (m *Reserve) Decode(body []byte) error {
-	r := reader{b: body}
-	m.NS = namespace.ID(r.key("namespace"))
-	m.TTLms = r.u32("ttl")
-	m.Pages = make([]PageSpec, r.count(32+32+1+4+8+4, "pages"))
-	for i := range m.Pages {
-		m.Pages[i] = PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent"),
-			Depth: r.u32("depth"), Size: r.int64("size"), ChainDepth: r.u32("chain depth")}
-	}
-	return r.done()
-}
-
-func (m *ReserveOK) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Slots = make([]Slot, r.count(1+8+8+1+32+2, "slots"))
-	for i := range m.Slots {
-		s := &m.Slots[i]
-		s.Status, s.WriteID, s.DeadlineMs = r.u8("status"), r.u64("write id"), int64(r.u64("deadline"))
-		s.Mapped, s.Ext, s.Reason = r.bool("mapped"), r.extent("extent"), r.str("reason")
-	}
-	return r.done()
+	return appendList(append(b, m.NS[:]...), m.Items, func(b []byte, it *CommitItem) []byte {
+		return appendBytes8(appendU64(appendU64(b, it.WriteID), uint64(it.Size)), it.Checksum)
+	})
 }
 
 func (m *Commit) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS = namespace.ID(r.key("namespace"))
-	m.Items = make([]CommitItem, r.count(8+8+1, "items"))
-	for i := range m.Items {
-		m.Items[i] = CommitItem{WriteID: r.u64("write id"), Size: r.int64("size"), Checksum: r.bytes8("checksum")}
-	}
+	m.Items = list(&r, 8+8+1, "items", func(r *reader) CommitItem {
+		return CommitItem{WriteID: r.u64("write id"), Size: r.int64("size"), Checksum: r.bytes8("checksum")}
+	})
 	return r.done()
+}
+
+// CommitOK answers a Commit: a commit status (Commit*) per item.
+type CommitOK struct{ Statuses []uint8 }
+
+func (*CommitOK) Op() uint8 { return OpCommitOK }
+
+func (m *CommitOK) Append(b []byte) []byte {
+	return append(appendU32(b, uint32(len(m.Statuses))), m.Statuses...)
 }
 
 func (m *CommitOK) Decode(body []byte) error {
@@ -288,20 +258,48 @@ func (m *CommitOK) Decode(body []byte) error {
 	return r.done()
 }
 
+// Abort drops reservations.
+type Abort struct {
+	NS       namespace.ID
+	WriteIDs []uint64
+}
+
+func (*Abort) Op() uint8 { return OpAbort }
+
+func (m *Abort) Append(b []byte) []byte {
+	return appendList(append(b, m.NS[:]...), m.WriteIDs, func(b []byte, id *uint64) []byte { return appendU64(b, *id) })
+}
+
 func (m *Abort) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS = namespace.ID(r.key("namespace"))
-	m.WriteIDs = make([]uint64, r.count(8, "write ids"))
-	for i := range m.WriteIDs {
-		m.WriteIDs[i] = r.u64("write id")
-	}
+	m.WriteIDs = list(&r, 8, "write ids", func(r *reader) uint64 { return r.u64("write id") })
 	return r.done()
 }
+
+// AbortOK answers an Abort.
+type AbortOK struct{ Aborted uint32 }
+
+func (*AbortOK) Op() uint8                { return OpAbortOK }
+func (m *AbortOK) Append(b []byte) []byte { return appendU32(b, m.Aborted) }
 
 func (m *AbortOK) Decode(body []byte) error {
 	r := reader{b: body}
 	m.Aborted = r.u32("aborted")
 	return r.done()
+}
+
+// Served reports pages a client read without a request; it has no answer.
+type Served struct {
+	NS    namespace.ID
+	Pages uint32
+	Bytes int64
+}
+
+func (*Served) Op() uint8 { return OpServed }
+
+func (m *Served) Append(b []byte) []byte {
+	return appendU64(appendU32(append(b, m.NS[:]...), m.Pages), uint64(m.Bytes))
 }
 
 func (m *Served) Decode(body []byte) error {

@@ -20,122 +20,17 @@ const AddrHeader = "strata-raw-addr"
 const MaxWriteChunk = DefaultMaxFrame / 2
 
 // Read asks for pages' bytes, inline. With a lease (non-zero) it must be
-// live, else the answer is an Error.
-type Read struct {
-	NS    namespace.ID
-	Lease uint64
-	Keys  []namespace.Key
-}
+// live, else the answer is an Error. Its body is a Get's.
+type Read Get
 
-// Page answers one key of a Read. Data is the page (empty when not Found);
-// when decoded by Recv it aliases the connection's buffer, valid until the
-// next Recv.
-type Page struct {
-	Index    uint32
-	Found    bool
-	Checksum []byte
-	Data     []byte
-}
-
-// Write puts bytes into an open reservation at Offset. Data aliases the
-// connection's buffer when decoded, valid until the next Recv.
-type Write struct {
-	NS      namespace.ID
-	WriteID uint64
-	Offset  uint64
-	Data    []byte
-}
-
-// Put is one page, reserved, written and committed in one frame. Data
-// aliases the connection's buffer when decoded, valid until the next Recv.
-type Put struct {
-	NS       namespace.ID
-	TTLms    uint32   // the reservation's deadline; 0 = the node's default
-	Page     PageSpec // Size is len(Data) on the wire
-	Checksum []byte
-	Data     []byte
-}
-
-// PutOK answers a Put: the reserve status (SlotReserved, SlotExists,
-// SlotRejected), the commit status when reserved (the store's
-// CommitStatus values), and why, for a rejection or a failed commit.
-type PutOK struct {
-	Reserve uint8
-	Commit  uint8
-	Reason  string
-}
-
-// Lookup asks which of Keys the node holds and how long a prefix of them
-// it holds, optionally leasing that prefix.
-type Lookup struct {
-	NS         namespace.ID
-	Lease      bool
-	LeaseTTLms uint32 // 0: the node's default
-	Keys       []namespace.Key
-}
-
-// LookupOK answers a Lookup. LeaseID 0: no lease was taken.
-type LookupOK struct {
-	HitPrefix  uint32
-	LeaseID    uint64
-	ExpiresMs  int64
-	LeasePages uint32
-	Present    []bool
-}
-
-func (*Lookup) Op() uint8   { return OpLookup }
-func (*LookupOK) Op() uint8 { return OpLookupOK }
-
-func (m *Lookup) Append(b []byte) []byte {
-	b = appendU32(appendBool(append(b, m.NS[:]...), m.Lease), m.LeaseTTLms)
-	b = appendU32(b, uint32(len(m.Keys)))
-	for i := range m.Keys {
-		b = append(b, m.Keys[i][:]...)
-	}
-	return b
-}
-
-func (m *Lookup) Decode(body []byte) error {
-	r := reader{b: body}
-	m.NS = namespace.ID(r.key("namespace"))
-	m.Lease, m.LeaseTTLms = r.bool("lease"), r.u32("lease ttl")
-	m.Keys = reuseKeys(m.Keys, r.count(namespace.KeySize, "keys"))
-	for i := range m.Keys {
-		m.Keys[i] = r.key("key")
-	}
-	return r.done()
-}
-
-func (m *LookupOK) Append(b []byte) []byte {
-	b = appendU32(appendU64(appendU64(appendU32(b, m.HitPrefix), m.LeaseID), uint64(m.ExpiresMs)), m.LeasePages)
-	b = appendU32(b, uint32(len(m.Present)))
-	for _, p := range m.Present {
-		b = appendBool(b, p)
-	}
-	return b
-}
-
-func (m *LookupOK) Decode(body []byte) error {
-	r := reader{b: body}
-	m.HitPrefix, m.LeaseID, m.ExpiresMs = r.u32("hit prefix"), r.u64("lease id"), r.int64("expires")
-	m.LeasePages = r.u32("lease pages")
-	m.Present = make([]bool, r.count(1, "keys"))
-	for i := range m.Present {
-		m.Present[i] = r.bool("present")
-	}
-	return r.done()
-}
-
-func (*Read) Op() uint8  { return OpRead }
-func (*Page) Op() uint8  { return OpPage }
-func (*Write) Op() uint8 { return OpWrite }
-func (*Put) Op() uint8   { return OpPut }
-func (*PutOK) Op() uint8 { return OpPutOK }
+func (*Read) Op() uint8                  { return OpRead }
+func (m *Read) Append(b []byte) []byte   { return (*Get)(m).Append(b) }
+func (m *Read) Decode(body []byte) error { return (*Get)(m).Decode(body) }
 
 // Bulk is a message whose body ends with bulk bytes (Page, Write, Put):
 // bytes the frame's length counts but that a sender writes apart from the
 // encoded head (AppendHead) and a receiver may read straight into its own
-// buffer.
+// buffer (SPEC.md §5).
 type Bulk interface {
 	Message
 	// AppendHead appends the body up to the bulk bytes.
@@ -150,8 +45,7 @@ type Bulk interface {
 // fit the header's u32.
 func AppendHead(b []byte, id uint64, m Bulk) ([]byte, error) {
 	start := len(b)
-	b = appendHeader(b, m.Op(), id)
-	b = m.AppendHead(b)
+	b = m.AppendHead(appendHeader(b, m.Op(), id))
 	n := len(b) - start - 4 + len(m.Bulk())
 	if n > 1<<32-1 {
 		return b[:start], fmt.Errorf("op %d: %d-byte frame: %w", m.Op(), n, ErrTooLarge)
@@ -160,9 +54,37 @@ func AppendHead(b []byte, id uint64, m Bulk) ([]byte, error) {
 	return b, nil
 }
 
+// Page answers one key of a Read. Data is the page (empty when not Found);
+// when decoded by Recv it aliases the connection's buffer, valid until the
+// next Recv.
+type Page struct {
+	Index    uint32
+	Found    bool
+	Checksum []byte
+	Data     []byte
+}
+
 // PageHeadSize is the fixed part of a Page body: index, found, checksum
 // length.
 const PageHeadSize = 4 + 1 + 1
+
+func (*Page) Op() uint8                { return OpPage }
+func (m *Page) Bulk() []byte           { return m.Data }
+func (m *Page) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
+
+func (m *Page) AppendHead(b []byte) []byte {
+	return appendBytes8(appendBool(appendU32(b, m.Index), m.Found), m.Checksum)
+}
+
+func (m *Page) Decode(body []byte) error {
+	r := reader{b: body}
+	m.Index, m.Found, m.Checksum = r.u32("index"), r.bool("found"), r.bytes8("checksum")
+	m.Data = r.rest()
+	if !m.Found && len(m.Data) > 0 {
+		r.fail("data for a missing page")
+	}
+	return r.done()
+}
 
 // ParsePageHead reads the fixed part of a Page body of bodyLen bytes: the
 // page without its checksum and data, the checksum's length, and the
@@ -171,46 +93,35 @@ func ParsePageHead(h []byte, bodyLen int) (p *Page, sumLen, size int, err error)
 	if bodyLen < PageHeadSize || len(h) < PageHeadSize {
 		return nil, 0, 0, fmt.Errorf("page frame of %d bytes: %w", bodyLen, ErrMalformed)
 	}
-	p = &Page{Index: binary.LittleEndian.Uint32(h)}
-	switch h[4] {
-	case 0:
-	case 1:
-		p.Found = true
-	default:
-		return nil, 0, 0, fmt.Errorf("page found flag %d: %w", h[4], ErrMalformed)
-	}
-	sumLen = int(h[5])
+	r := reader{b: h[:PageHeadSize]}
+	p = &Page{Index: r.u32("index"), Found: r.bool("found")}
+	sumLen = int(r.u8("checksum length"))
 	size = bodyLen - PageHeadSize - sumLen
 	if size < 0 || (!p.Found && size > 0) {
-		return nil, 0, 0, fmt.Errorf("page frame of %d bytes with a %d-byte checksum, found %v: %w", bodyLen, sumLen, p.Found, ErrMalformed)
+		r.fail(fmt.Sprintf("page frame of %d bytes with a %d-byte checksum, found %v", bodyLen, sumLen, p.Found))
+	}
+	if err := r.done(); err != nil {
+		return nil, 0, 0, err
 	}
 	return p, sumLen, size, nil
 }
 
-func (m *Read) Append(b []byte) []byte   { return (*Get)(m).Append(b) }
-func (m *Read) Decode(body []byte) error { return (*Get)(m).Decode(body) }
-
-func (m *Page) AppendHead(b []byte) []byte {
-	return appendBytes8(appendBool(appendU32(b, m.Index), m.Found), m.Checksum)
+// Write puts bytes into an open reservation at Offset. Data aliases the
+// connection's buffer when decoded, valid until the next Recv.
+type Write struct {
+	NS      namespace.ID
+	WriteID uint64
+	Offset  uint64
+	Data    []byte
 }
-func (m *Page) Bulk() []byte           { return m.Data }
-func (m *Page) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
-func (m *Page) Decode(body []byte) error {
-	r := reader{b: body}
-	m.Index, m.Found, m.Checksum = r.u32("index"), r.bool("found"), r.bytes8("checksum")
-	m.Data = r.rest()
-	if r.err == nil && !m.Found && len(m.Data) > 0 {
-		r.fail("data for a missing page")
-	}
-	return r.done()
-}
+func (*Write) Op() uint8                { return OpWrite }
+func (m *Write) Bulk() []byte           { return m.Data }
+func (m *Write) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
 func (m *Write) AppendHead(b []byte) []byte {
 	return appendU64(appendU64(append(b, m.NS[:]...), m.WriteID), m.Offset)
 }
-func (m *Write) Bulk() []byte           { return m.Data }
-func (m *Write) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
 func (m *Write) Decode(body []byte) error {
 	r := reader{b: body}
@@ -220,27 +131,45 @@ func (m *Write) Decode(body []byte) error {
 	return r.done()
 }
 
-func (m *Put) AppendHead(b []byte) []byte {
-	b = appendU32(append(b, m.NS[:]...), m.TTLms)
-	p := m.Page
-	b = appendBool(append(append(b, p.Key[:]...), p.Parent[:]...), p.HasParent)
-	return appendBytes8(appendU32(appendU32(b, p.Depth), p.ChainDepth), m.Checksum)
+// Put is one page, reserved, written and committed in one frame. Data
+// aliases the connection's buffer when decoded, valid until the next Recv.
+type Put struct {
+	NS       namespace.ID
+	TTLms    uint32   // the reservation's deadline; 0 = the node's default
+	Page     PageSpec // Size is len(Data) on the wire
+	Checksum []byte
+	Data     []byte
 }
+
+func (*Put) Op() uint8                { return OpPut }
 func (m *Put) Bulk() []byte           { return m.Data }
 func (m *Put) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
 
+func (m *Put) AppendHead(b []byte) []byte {
+	b = appendLinks(appendU32(append(b, m.NS[:]...), m.TTLms), &m.Page)
+	return appendBytes8(appendU32(appendU32(b, m.Page.Depth), m.Page.ChainDepth), m.Checksum)
+}
+
 func (m *Put) Decode(body []byte) error {
 	r := reader{b: body}
-	m.NS = namespace.ID(r.key("namespace"))
-	m.TTLms = r.u32("ttl")
-	m.Page = PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent"),
-		Depth: r.u32("depth"), ChainDepth: r.u32("chain depth")}
+	m.NS, m.TTLms = namespace.ID(r.key("namespace")), r.u32("ttl")
+	m.Page = r.links()
+	m.Page.Depth, m.Page.ChainDepth = r.u32("depth"), r.u32("chain depth")
 	m.Checksum = r.bytes8("checksum")
 	m.Data = r.rest()
 	m.Page.Size = int64(len(m.Data))
 	return r.done()
 }
 
+// PutOK answers a Put: the reserve status (Slot*), the commit status
+// when reserved (Commit*), and why, for a rejection or a failed commit.
+type PutOK struct {
+	Reserve uint8
+	Commit  uint8
+	Reason  string
+}
+
+func (*PutOK) Op() uint8                { return OpPutOK }
 func (m *PutOK) Append(b []byte) []byte { return appendStr(append(b, m.Reserve, m.Commit), m.Reason) }
 
 func (m *PutOK) Decode(body []byte) error {
@@ -249,12 +178,50 @@ func (m *PutOK) Decode(body []byte) error {
 	return r.done()
 }
 
-// rest takes every byte left (nil for none).
-func (r *reader) rest() []byte {
-	if r.err != nil || len(r.b) == 0 {
-		return nil
-	}
-	p := r.b
-	r.b = nil
-	return p
+// Lookup asks which of Keys the node holds and how long a prefix of them
+// it holds, optionally leasing that prefix.
+type Lookup struct {
+	NS         namespace.ID
+	Lease      bool
+	LeaseTTLms uint32 // 0: the node's default
+	Keys       []namespace.Key
+}
+
+func (*Lookup) Op() uint8 { return OpLookup }
+
+func (m *Lookup) Append(b []byte) []byte {
+	return appendKeys(appendU32(appendBool(append(b, m.NS[:]...), m.Lease), m.LeaseTTLms), m.Keys)
+}
+
+// Decode decodes into m's own key array when it is large enough.
+func (m *Lookup) Decode(body []byte) error {
+	r := reader{b: body}
+	m.NS = namespace.ID(r.key("namespace"))
+	m.Lease, m.LeaseTTLms = r.bool("lease"), r.u32("lease ttl")
+	m.Keys = r.keys(m.Keys)
+	return r.done()
+}
+
+// LookupOK answers a Lookup. LeaseID 0: no lease was taken.
+type LookupOK struct {
+	HitPrefix  uint32
+	LeaseID    uint64
+	ExpiresMs  int64
+	LeasePages uint32
+	Present    []bool
+}
+
+func (*LookupOK) Op() uint8 { return OpLookupOK }
+
+func (m *LookupOK) Append(b []byte) []byte {
+	b = appendU32(appendU64(appendU64(appendU32(b, m.HitPrefix), m.LeaseID), uint64(m.ExpiresMs)), m.LeasePages)
+	return appendList(b, m.Present, func(b []byte, p *bool) []byte { return appendBool(b, *p) })
+}
+
+func (m *LookupOK) Decode(body []byte) error {
+	r := reader{b: body}
+	m.HitPrefix, m.LeaseID, m.ExpiresMs = r.u32("hit prefix"), r.u64("lease id"), r.int64("expires")
+	m.LeasePages = r.u32("lease pages")
+	m.Present = list(&r, 1, "keys", func(r *reader) bool { return r.bool("present") })
+	return r.done()
 }
