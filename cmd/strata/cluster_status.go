@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratakv/strata/client/admin"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -30,69 +30,34 @@ under --timeout; the sums cover the members that answered, and one that
 did not is listed with the reason under ERROR. The command exits 0 once
 the node asked has answered.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := g.dialFleet(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			doc := clusterStatus(f.view, gatherNodes(cmd.Context(), f))
-			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), doc)
-			}
-			return writeClusterStatus(cmd.OutOrStdout(), doc)
-		},
+		RunE: g.onCluster(func(cmd *cobra.Command, c *admin.Cluster, _ []string) error {
+			doc := g.clusterStatus(c.Status(cmd.Context()))
+			return g.report(cmd, doc, func(w io.Writer) error { return writeClusterStatus(w, doc) }, nil)
+		}),
 	}
 }
 
-// clusterStatus sums the reports of the members of view.
-func clusterStatus(view *pb.MembersResponse, rs []nodeReport) clusterJSON {
-	doc := clusterJSON{NodeID: view.GetNodeId(), Coordinator: view.GetCoordinator(), Cutoffs: cutoffsView(view.GetCutoffs()),
+// clusterStatus is the document of s.
+func (g *globals) clusterStatus(s admin.Status) clusterJSON {
+	m := s.Members
+	doc := clusterJSON{NodeID: s.View.GetNodeId(), Coordinator: s.View.GetCoordinator(), Cutoffs: cutoffsView(s.View.GetCutoffs()),
+		Members: memberCountsJSON{Total: m.Total, Alive: m.Alive, Suspect: m.Suspect, Dead: m.Dead, Left: m.Left,
+			Answered: m.Answered},
 		Tiers: []clusterTierJSON{}, Nodes: []nodeJSON{}, Recovery: []nodeRecoveryJSON{}}
-	for _, r := range rs {
-		doc.Members.Total++
-		switch r.GetState() {
-		case pb.MemberState_MEMBER_STATE_ALIVE:
-			doc.Members.Alive++
-		case pb.MemberState_MEMBER_STATE_SUSPECT:
-			doc.Members.Suspect++
-		case pb.MemberState_MEMBER_STATE_DEAD:
-			doc.Members.Dead++
-		case pb.MemberState_MEMBER_STATE_LEFT:
-			doc.Members.Left++
-		}
+	if i := s.Asked; i != nil {
+		doc.Etcd = &etcdJSON{Endpoints: append([]string{}, i.GetEtcdEndpoints()...), Healthy: i.GetEtcdHealthy(),
+			Error: i.GetEtcdError()}
+	}
+	for _, t := range s.Tiers {
+		doc.Tiers = append(doc.Tiers, clusterTierJSON{kind: t.GetTier(), tierJSON: tierView(t), Nodes: s.TierNodes[t.GetTier()]})
+	}
+	for _, r := range g.explainNodes(s.Nodes) {
 		doc.Nodes = append(doc.Nodes, nodeView(r))
-		if r.info == nil {
-			continue
-		}
-		doc.Members.Answered++
-		doc.Tiers = addClusterTiers(doc.Tiers, r.info.GetTiers())
-		if r.GetNodeId() == view.GetNodeId() {
-			doc.Etcd = &etcdJSON{Endpoints: append([]string{}, r.info.GetEtcdEndpoints()...),
-				Healthy: r.info.GetEtcdHealthy(), Error: r.info.GetEtcdError()}
-		}
-		for _, rec := range recoveryView(r.info.GetRecovery()) {
+		for _, rec := range recoveryView(r.Info.GetRecovery()) {
 			doc.Recovery = append(doc.Recovery, nodeRecoveryJSON{NodeID: r.GetNodeId(), recoveryJSON: rec})
 		}
 	}
 	return doc
-}
-
-// addClusterTiers adds one node's tiers to sum, fastest tier first.
-func addClusterTiers(sum []clusterTierJSON, ts []*pb.TierStats) []clusterTierJSON {
-	for _, t := range ts {
-		i := slices.IndexFunc(sum, func(c clusterTierJSON) bool { return c.kind == t.GetTier() })
-		if i < 0 {
-			sum = append(sum, clusterTierJSON{kind: t.GetTier(), tierJSON: tierJSON{Tier: tierName(t.GetTier())}})
-			i = len(sum) - 1
-		}
-		sum[i].Nodes++
-		sum[i].CapacityBytes += t.GetCapacityBytes()
-		sum[i].UsedBytes += t.GetUsedBytes()
-		sum[i].Pages += t.GetPages()
-	}
-	slices.SortStableFunc(sum, func(a, b clusterTierJSON) int { return cmp.Compare(a.kind, b.kind) })
-	return sum
 }
 
 // writeClusterStatus prints the summary, then the tier, node and recovery

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -575,8 +576,8 @@ func TestClusterFailures(t *testing.T) {
 // coordinator, or etcd down) is reported as using local ones.
 func TestClusterStatusLocalCutoffs(t *testing.T) {
 	var b strings.Builder
-	doc := clusterStatus(&pb.MembersResponse{NodeId: "n1", Cutoffs: &pb.CutoffState{
-		Tiers: []*pb.TierCutoff{{Tier: pb.Tier_TIER_HOST, Worth: 1234.5}, {Tier: pb.Tier_TIER_SSD}}}}, nil)
+	doc := (&globals{}).clusterStatus(admin.Status{View: &pb.MembersResponse{NodeId: "n1", Cutoffs: &pb.CutoffState{
+		Tiers: []*pb.TierCutoff{{Tier: pb.Tier_TIER_HOST, Worth: 1234.5}, {Tier: pb.Tier_TIER_SSD}}}}})
 	if err := writeClusterStatus(&b, doc); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -35,7 +36,7 @@ var identityFields = []string{"tenant", "model", "model_revision", "adapter", "a
 // fork is one layout of a model and the namespaces (shards) that use it.
 type fork struct {
 	layout namespace.Descriptor // normalized, ranks zero
-	shards []*nsTotal           // by tp, pp, cp rank, then ID
+	shards []*admin.Namespace   // by tp, pp, cp rank, then ID
 	sum    *pb.NamespaceInfo    // the shards' counts summed
 }
 
@@ -56,15 +57,15 @@ func layoutOf(d namespace.Descriptor) namespace.Descriptor {
 // groupForks groups namespaces by model identity and, within one, by
 // layout, and returns the identities with more than one layout, and how
 // many namespaces had a descriptor to group by.
-func groupForks(nss []*nsTotal) (groups []*forkGroup, checked int) {
+func groupForks(nss []*admin.Namespace) (groups []*forkGroup, checked int) {
 	byKey := map[string]*forkGroup{}
 	var all []*forkGroup
 	for _, t := range nss {
-		if t.info.GetDescriptor_() == nil {
+		if t.Info.GetDescriptor_() == nil {
 			continue
 		}
 		checked++
-		d := pbconv.Descriptor(t.info.GetDescriptor_())
+		d := pbconv.Descriptor(t.Info.GetDescriptor_())
 		key := d.ForkKey()
 		g, ok := byKey[key]
 		if !ok {
@@ -80,7 +81,7 @@ func groupForks(nss []*nsTotal) (groups []*forkGroup, checked int) {
 		}
 		f := g.forks[i]
 		f.shards = append(f.shards, t)
-		addNamespace(f.sum, t.info)
+		admin.AddNamespace(f.sum, t.Info)
 	}
 	for _, g := range all {
 		if len(g.forks) < 2 {
@@ -113,10 +114,10 @@ func (g *forkGroup) finish() {
 	}
 	slices.Sort(g.differ)
 	for _, f := range g.forks {
-		slices.SortFunc(f.shards, func(a, b *nsTotal) int {
-			da, db := a.info.GetDescriptor_(), b.info.GetDescriptor_()
+		slices.SortFunc(f.shards, func(a, b *admin.Namespace) int {
+			da, db := a.Info.GetDescriptor_(), b.Info.GetDescriptor_()
 			return cmp.Or(cmp.Compare(da.GetTpRank(), db.GetTpRank()), cmp.Compare(da.GetPpRank(), db.GetPpRank()),
-				cmp.Compare(da.GetCpRank(), db.GetCpRank()), cmp.Compare(hexOf(a.info.GetId()), hexOf(b.info.GetId())))
+				cmp.Compare(da.GetCpRank(), db.GetCpRank()), cmp.Compare(hexOf(a.Info.GetId()), hexOf(b.Info.GetId())))
 		})
 	}
 	slices.SortStableFunc(g.forks, func(a, b *fork) int {

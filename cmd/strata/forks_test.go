@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -295,11 +296,11 @@ func TestRelate(t *testing.T) {
 // TestGroupForks: three layouts of one model, ranks as shards, another
 // model alone; the forks order by bytes, then by their values.
 func TestGroupForks(t *testing.T) {
-	var nss []*nsTotal
+	var nss []*admin.Namespace
 	add := func(d namespace.Descriptor, bytes uint64) {
 		id := d.ID()
-		nss = append(nss, &nsTotal{info: &pb.NamespaceInfo{Id: id[:], Descriptor_: pbconv.DescriptorProto(d), Bytes: bytes, Pages: bytes / 100},
-			parts: []nodeNS{{node: "n1", info: &pb.NamespaceInfo{Pages: 1}}}})
+		nss = append(nss, &admin.Namespace{Info: &pb.NamespaceInfo{Id: id[:], Descriptor_: pbconv.DescriptorProto(d), Bytes: bytes, Pages: bytes / 100},
+			Parts: []admin.NodeNamespace{{Node: "n1", Info: &pb.NamespaceInfo{Pages: 1}}}})
 	}
 	add(layout(2, 1), 100)
 	add(layout(8, 0), 300)
@@ -308,7 +309,7 @@ func TestGroupForks(t *testing.T) {
 	other := layout(2, 0)
 	other.Model = "qwen"
 	add(other, 1000)
-	nss = append(nss, &nsTotal{info: &pb.NamespaceInfo{Id: []byte{1}}}) // no descriptor: not grouped
+	nss = append(nss, &admin.Namespace{Info: &pb.NamespaceInfo{Id: []byte{1}}}) // no descriptor: not grouped
 
 	groups, checked := groupForks(nss)
 	if checked != 5 || len(groups) != 1 {
@@ -318,7 +319,7 @@ func TestGroupForks(t *testing.T) {
 	if !slices.Equal(g.differ, []string{"tp_size"}) || !slices.Equal(forkLabels(g), []string{"tp_size=2", "tp_size=8", "tp_size=16"}) {
 		t.Fatalf("differ %q, forks %q", g.differ, forkLabels(g))
 	}
-	if ranks := []uint32{g.forks[0].shards[0].info.GetDescriptor_().GetTpRank(), g.forks[0].shards[1].info.GetDescriptor_().GetTpRank()}; !slices.Equal(ranks, []uint32{0, 1}) ||
+	if ranks := []uint32{g.forks[0].shards[0].Info.GetDescriptor_().GetTpRank(), g.forks[0].shards[1].Info.GetDescriptor_().GetTpRank()}; !slices.Equal(ranks, []uint32{0, 1}) ||
 		g.forks[0].sum.GetBytes() != 300 {
 		t.Errorf("the tp_size=2 fork: ranks %v, %d bytes", ranks, g.forks[0].sum.GetBytes())
 	}
@@ -327,7 +328,7 @@ func TestGroupForks(t *testing.T) {
 	if got := forkMeaning(forkLabels(g)); got != want {
 		t.Errorf("meaning:\n got %q\nwant %q", got, want)
 	}
-	if id := hex.EncodeToString(g.forks[1].shards[0].info.GetId()); id != layout(8, 0).ID().String() {
+	if id := hex.EncodeToString(g.forks[1].shards[0].Info.GetId()); id != layout(8, 0).ID().String() {
 		t.Errorf("second fork is %s, want tp_size=8", id)
 	}
 }

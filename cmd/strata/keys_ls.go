@@ -1,18 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/client/admin"
 )
-
-// listPage is how many keys one ListKeys call asks for.
-const listPage = 1000
 
 type keysLsOptions struct {
 	limit int
@@ -55,86 +51,47 @@ func runKeysLs(cmd *cobra.Command, g *globals, nsArg string, o keysLsOptions) er
 	if o.limit < 0 {
 		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
 	}
-	ref, err := parseNSRef(nsArg)
-	if err != nil {
+	if _, err := parseNSRef(nsArg); err != nil {
 		return err
 	}
 	var after []byte
 	if o.after != "" {
+		var err error
 		if after, err = parseKey(o.after); err != nil {
 			return fmt.Errorf("--after: %w", err)
 		}
 	}
-	f, ns, err := g.openNamespace(cmd, ref)
+	c, ns, _, err := g.openNamespace(cmd, nsArg)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) (nodeKeys, error) {
-		keys, next, err := listKeys(ctx, c, ns.id, after, o.limit)
-		return nodeKeys{keys: keys, more: len(next) > 0}, err
-	})
-	if err := settle(cmd.ErrOrStderr(), rs); err != nil {
+	defer c.Close()
+	rows, next, failed, err := c.Keys(cmd.Context(), ns, after, o.limit)
+	if err := g.settle(cmd.ErrOrStderr(), failed, err); err != nil {
 		return err
 	}
-	var lists []nodeKeys
-	for _, r := range answered(rs) {
-		r.val.node = r.GetNodeId()
-		lists = append(lists, r.val)
+	doc := struct {
+		NodeID       string    `json:"node_id"` // the node asked
+		NamespaceID  string    `json:"namespace_id"`
+		Keys         []keyJSON `json:"keys"`
+		NextAfterKey string    `json:"next_after_key"` // "" when the listing is complete
+	}{NodeID: c.NodeID(), NamespaceID: hexOf(ns.ID), Keys: []keyJSON{}, NextAfterKey: hexOf(next)}
+	for _, r := range rows {
+		doc.Keys = append(doc.Keys, keyView(r))
 	}
-	rows, next := mergeKeys(lists, o.limit)
-	if g.json() {
-		doc := struct {
-			NodeID       string    `json:"node_id"` // the node asked
-			NamespaceID  string    `json:"namespace_id"`
-			Keys         []keyJSON `json:"keys"`
-			NextAfterKey string    `json:"next_after_key"` // "" when the listing is complete
-		}{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), Keys: []keyJSON{}, NextAfterKey: hexOf(next)}
-		for _, r := range rows {
-			doc.Keys = append(doc.Keys, keyView(r.node, r.info))
+	return g.report(cmd, doc, func(w io.Writer) error {
+		if err := writeKeysTable(w, rows, o.wide, c.Multi(), time.Now()); err != nil {
+			return err
 		}
-		return writeJSON(cmd.OutOrStdout(), doc)
-	}
-	if err := writeKeysTable(cmd.OutOrStdout(), rows, o.wide, f.multi(), time.Now()); err != nil {
-		return err
-	}
-	if len(next) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "more keys may follow: --after %s\n", hexOf(next))
-	}
-	return nil
-}
-
-// listKeys pages through ListKeys from after until limit keys (0: all).
-// next is where a further listing would continue, empty when done.
-func listKeys(ctx context.Context, c *conn, id, after []byte, limit int) (keys []*pb.KeyInfo, next []byte, err error) {
-	for {
-		want := listPage
-		if limit > 0 {
-			want = min(want, limit-len(keys))
+		if len(next) > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "more keys may follow: --after %s\n", hexOf(next))
 		}
-		resp, err := invoke(ctx, c, c.admin.ListKeys,
-			&pb.ListKeysRequest{NamespaceId: id, AfterKey: after, Limit: uint32(want)})
-		if err != nil {
-			return nil, nil, err
-		}
-		got := resp.GetKeys()
-		if len(got) > want {
-			got = got[:want]
-		}
-		keys = append(keys, got...)
-		next = resp.GetNextAfterKey()
-		if len(next) == 0 || len(got) == 0 {
-			return keys, nil, nil
-		}
-		if limit > 0 && len(keys) >= limit {
-			return keys, keys[len(keys)-1].GetKey(), nil
-		}
-		after = next
-	}
+		return nil
+	}, nil)
 }
 
 // writeKeysTable prints one row per key; nodes adds the NODE column.
-func writeKeysTable(w io.Writer, rows []keyRow, wide, nodes bool, now time.Time) error {
+func writeKeysTable(w io.Writer, rows []admin.KeyRow, wide, nodes bool, now time.Time) error {
 	tw := newTable(w)
 	head := []any{"KEY"}
 	if nodes {
@@ -146,14 +103,14 @@ func writeKeysTable(w io.Writer, rows []keyRow, wide, nodes bool, now time.Time)
 	}
 	row(tw, head...)
 	for _, r := range rows {
-		k := r.info
+		k := r.Info
 		key, sum := shortHex(k.GetKey(), shortKeyHex), shortHex(k.GetChecksum(), shortKeyHex)
 		if wide {
 			key, sum = orNone(hexOf(k.GetKey())), orNone(hexOf(k.GetChecksum()))
 		}
 		cells := []any{key}
 		if nodes {
-			cells = append(cells, orNone(r.node))
+			cells = append(cells, orNone(r.Node))
 		}
 		cells = append(cells, k.GetDepth(), humanBytes(k.GetSize()), tierName(k.GetTier()), sum,
 			k.GetLeases(), k.GetHits(), ageOf(k.GetCreatedUnixMs(), now))

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
-
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func newKeysRmCmd(g *globals) *cobra.Command {
@@ -44,32 +41,21 @@ type nodeDeleteJSON struct {
 }
 
 func runKeysRm(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string) error {
-	ref, err := parseNSRef(nsArg)
+	c, ns, keys, err := g.openNamespace(cmd, nsArg, keyArgs...)
 	if err != nil {
 		return err
 	}
-	keys := make([][]byte, len(keyArgs))
-	for i, a := range keyArgs {
-		if keys[i], err = parseKey(a); err != nil {
-			return err
+	defer c.Close()
+	rs, err := c.DeleteKeys(cmd.Context(), ns, keys)
+	doc := keysRmJSON{NodeID: c.NodeID(), NamespaceID: hexOf(ns.ID), Keys: len(keys), Nodes: []nodeDeleteJSON{}}
+	for _, r := range rs {
+		if r.Err == nil {
+			doc.Deleted += uint64(r.Val.GetDeleted())
+			doc.Nodes = append(doc.Nodes, nodeDeleteJSON{NodeID: r.Member.GetNodeId(), Deleted: r.Val.GetDeleted()})
 		}
 	}
-	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, ns, err := g.openNamespace(cmd, ref)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	rs := gather(ctx, ns.members(), func(ctx context.Context, c *conn) (*pb.DeleteResponse, error) {
-		return invoke(ctx, c, c.data.Delete, &pb.DeleteRequest{NamespaceId: ns.id, Keys: keys})
-	})
-	doc := keysRmJSON{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), Keys: len(keys), Nodes: []nodeDeleteJSON{}}
-	for _, r := range answered(rs) {
-		doc.Deleted += uint64(r.val.GetDeleted())
-		doc.Nodes = append(doc.Nodes, nodeDeleteJSON{NodeID: r.GetNodeId(), Deleted: r.val.GetDeleted()})
-	}
-	return g.report(cmd, doc, func(w io.Writer) error { return writeKeysRm(w, doc, f.multi()) },
-		settleAll(stderr, rs, "the keys were not deleted"))
+	return g.report(cmd, doc, func(w io.Writer) error { return writeKeysRm(w, doc, c.Multi()) },
+		g.settleAll(cmd.ErrOrStderr(), err, "the keys were not deleted"))
 }
 
 // writeKeysRm prints, with nodes, what each node deleted, then a summary.

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func newKeysStatCmd(g *globals) *cobra.Command {
@@ -42,40 +39,22 @@ type statEntry struct {
 }
 
 func runKeysStat(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string) error {
-	ref, err := parseNSRef(nsArg)
+	c, ns, keys, err := g.openNamespace(cmd, nsArg, keyArgs...)
 	if err != nil {
 		return err
 	}
-	keys := make([][]byte, len(keyArgs))
-	for i, a := range keyArgs {
-		if keys[i], err = parseKey(a); err != nil {
-			return err
-		}
-	}
-	f, ns, err := g.openNamespace(cmd, ref)
-	if err != nil {
+	defer c.Close()
+	stats, failed, err := c.StatKeys(cmd.Context(), ns, keys)
+	if err := g.settle(cmd.ErrOrStderr(), failed, err); err != nil {
 		return err
 	}
-	defer f.Close()
-	rs := gather(cmd.Context(), ns.members(), func(ctx context.Context, c *conn) ([]*pb.KeyInfo, error) {
-		resp, err := invoke(ctx, c, c.admin.StatKeys, &pb.StatKeysRequest{NamespaceId: ns.id, Keys: keys})
-		if err == nil && len(resp.GetKeys()) != len(keys) {
-			err = fmt.Errorf("the node at %s answered %d keys for %d asked", c.endpoint, len(resp.GetKeys()), len(keys))
-		}
-		return resp.GetKeys(), err
-	})
-	if err := settle(cmd.ErrOrStderr(), rs); err != nil {
-		return err
-	}
-	entries := make([]statEntry, len(keys))
+	entries := make([]statEntry, len(stats))
 	absent := 0
-	for i := range keys {
-		e := statEntry{Key: hexOf(keys[i]), Nodes: []string{}, Copies: []keyJSON{}}
-		for _, r := range answered(rs) {
-			if info := r.val[i]; len(info.GetKey()) > 0 {
-				e.Nodes = append(e.Nodes, r.GetNodeId())
-				e.Copies = append(e.Copies, keyView(r.GetNodeId(), info))
-			}
+	for i, st := range stats {
+		e := statEntry{Key: hexOf(st.Key), Nodes: []string{}, Copies: []keyJSON{}}
+		for _, r := range st.Copies {
+			e.Nodes = append(e.Nodes, r.Node)
+			e.Copies = append(e.Copies, keyView(r))
 		}
 		if e.Found = len(e.Copies) > 0; e.Found {
 			e.keyJSON = &e.Copies[0]
@@ -84,16 +63,12 @@ func runKeysStat(cmd *cobra.Command, g *globals, nsArg string, keyArgs []string)
 		}
 		entries[i] = e
 	}
-	if g.json() {
-		err = writeJSON(cmd.OutOrStdout(), struct {
-			NodeID      string      `json:"node_id"` // the node asked
-			NamespaceID string      `json:"namespace_id"`
-			Keys        []statEntry `json:"keys"`
-		}{f.view.GetNodeId(), hexOf(ns.id), entries})
-	} else {
-		err = writeKeyBlocks(cmd.OutOrStdout(), entries, f.multi(), time.Now())
-	}
-	if err != nil {
+	doc := struct {
+		NodeID      string      `json:"node_id"` // the node asked
+		NamespaceID string      `json:"namespace_id"`
+		Keys        []statEntry `json:"keys"`
+	}{c.NodeID(), hexOf(ns.ID), entries}
+	if err := g.report(cmd, doc, func(w io.Writer) error { return writeKeyBlocks(w, entries, c.Multi(), time.Now()) }, nil); err != nil {
 		return err
 	}
 	if absent > 0 {

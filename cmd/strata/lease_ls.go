@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
-	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/client/admin"
 )
 
 func newLeaseLsCmd(g *globals) *cobra.Command {
@@ -36,18 +32,14 @@ carries the count as total.`,
 			if limit < 0 {
 				return fmt.Errorf("--limit must not be negative, got %d", limit)
 			}
-			return runLeaseLs(cmd, g, tenant, limit)
+			return g.onCluster(func(cmd *cobra.Command, c *admin.Cluster, _ []string) error {
+				return runLeaseLs(cmd, c, g, tenant, limit)
+			})(cmd, nil)
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's leases")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "most leases to list; 0 lists them all")
 	return cmd
-}
-
-// leaseRow is one lease and the node that holds it.
-type leaseRow struct {
-	node string
-	info *pb.LeaseInfo
 }
 
 // leaseJSON is a LeaseInfo.
@@ -60,59 +52,35 @@ type leaseJSON struct {
 	ExpiresUnixMs int64  `json:"expires_unix_ms"`
 }
 
-func runLeaseLs(cmd *cobra.Command, g *globals, tenant string, limit int) error {
-	f, err := g.dialFleet(cmd.Context())
-	if err != nil {
+func runLeaseLs(cmd *cobra.Command, c *admin.Cluster, g *globals, tenant string, limit int) error {
+	rows, total, failed, err := c.Leases(cmd.Context(), tenant, limit)
+	if err := g.settle(cmd.ErrOrStderr(), failed, err); err != nil {
 		return err
 	}
-	defer f.Close()
-	rs := gather(cmd.Context(), f.asked(), func(ctx context.Context, c *conn) (*pb.ListLeasesResponse, error) {
-		return invoke(ctx, c, c.admin.ListLeases, &pb.ListLeasesRequest{Tenant: tenant, Limit: uint32(limit)})
-	})
-	if err := settle(cmd.ErrOrStderr(), rs); err != nil {
-		return err
+	doc := struct {
+		NodeID string      `json:"node_id"` // the node asked
+		Total  uint64      `json:"total"`   // leases that matched, listed or not
+		Leases []leaseJSON `json:"leases"`
+	}{c.NodeID(), total, []leaseJSON{}}
+	for _, r := range rows {
+		l := r.Info
+		doc.Leases = append(doc.Leases, leaseJSON{NodeID: r.Node, LeaseID: l.GetLeaseId(),
+			NamespaceID: hexOf(l.GetNamespaceId()), Tenant: l.GetTenant(), Pages: l.GetPages(),
+			ExpiresUnixMs: l.GetExpiresUnixMs()})
 	}
-	var rows []leaseRow
-	var total uint64
-	for _, r := range answered(rs) {
-		total += max(r.val.GetTotal(), uint64(len(r.val.GetLeases())))
-		for _, l := range r.val.GetLeases() {
-			rows = append(rows, leaseRow{node: r.GetNodeId(), info: l})
+	return g.report(cmd, doc, func(w io.Writer) error {
+		if err := writeLeases(w, rows, c.Multi(), time.Now()); err != nil {
+			return err
 		}
-	}
-	slices.SortFunc(rows, func(a, b leaseRow) int {
-		return cmp.Or(cmp.Compare(a.info.GetExpiresUnixMs(), b.info.GetExpiresUnixMs()),
-			cmp.Compare(a.node, b.node), cmp.Compare(a.info.GetLeaseId(), b.info.GetLeaseId()),
-			bytes.Compare(a.info.GetNamespaceId(), b.info.GetNamespaceId()))
-	})
-	if limit > 0 && len(rows) > limit {
-		rows = rows[:limit]
-	}
-	if g.json() {
-		doc := struct {
-			NodeID string      `json:"node_id"` // the node asked
-			Total  uint64      `json:"total"`   // leases that matched, listed or not
-			Leases []leaseJSON `json:"leases"`
-		}{f.view.GetNodeId(), total, []leaseJSON{}}
-		for _, r := range rows {
-			l := r.info
-			doc.Leases = append(doc.Leases, leaseJSON{NodeID: r.node, LeaseID: l.GetLeaseId(),
-				NamespaceID: hexOf(l.GetNamespaceId()), Tenant: l.GetTenant(), Pages: l.GetPages(),
-				ExpiresUnixMs: l.GetExpiresUnixMs()})
+		if more := total - uint64(len(rows)); more > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d more leases not listed (raise --limit)\n", more)
 		}
-		return writeJSON(cmd.OutOrStdout(), doc)
-	}
-	if err := writeLeases(cmd.OutOrStdout(), rows, f.multi(), time.Now()); err != nil {
-		return err
-	}
-	if more := total - uint64(len(rows)); more > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%d more leases not listed (raise --limit)\n", more)
-	}
-	return nil
+		return nil
+	}, nil)
 }
 
 // writeLeases prints one row per lease; nodes adds the NODE column.
-func writeLeases(w io.Writer, rows []leaseRow, nodes bool, now time.Time) error {
+func writeLeases(w io.Writer, rows []admin.LeaseRow, nodes bool, now time.Time) error {
 	tw := newTable(w)
 	head := []any{"LEASE"}
 	if nodes {
@@ -120,10 +88,10 @@ func writeLeases(w io.Writer, rows []leaseRow, nodes bool, now time.Time) error 
 	}
 	row(tw, append(head, "NAMESPACE", "TENANT", "PAGES", "EXPIRES_IN")...)
 	for _, r := range rows {
-		l := r.info
+		l := r.Info
 		cells := []any{l.GetLeaseId()}
 		if nodes {
-			cells = append(cells, r.node)
+			cells = append(cells, r.Node)
 		}
 		row(tw, append(cells, shortHex(l.GetNamespaceId(), shortIDHex), orNone(l.GetTenant()), l.GetPages(),
 			formatAge(time.UnixMilli(l.GetExpiresUnixMs()).Sub(now)))...)

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratakv/strata/client/admin"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -14,26 +14,21 @@ func newNodeCmd(g *globals) *cobra.Command {
 	return newGroupCmd("node", "Inspect the nodes of the cluster", newNodeLsCmd(g))
 }
 
-// nodeReport is a member of the view and what it said about itself.
+// nodeReport is a member of the view and what it said about itself, with
+// why it said nothing told as a sentence.
 type nodeReport struct {
-	*member
-	info *pb.NodeInfoResponse // nil when not asked (dead, left) or when it failed
-	err  error                // why an asked member gave no info
+	admin.NodeReport
+	err error // why an asked member gave no info
 }
 
-// gatherNodes asks every askable member for NodeInfo in parallel and
-// returns a report for every member of the view, in view order.
-func gatherNodes(ctx context.Context, f *fleet) []nodeReport {
-	rs := gather(ctx, f.asked(), func(ctx context.Context, c *conn) (*pb.NodeInfoResponse, error) {
-		return invoke(ctx, c, c.admin.NodeInfo, &pb.NodeInfoRequest{})
-	})
-	out := make([]nodeReport, 0, len(f.members))
-	for _, m := range f.members {
-		r := nodeReport{member: m}
-		if i := slices.IndexFunc(rs, func(r reply[*pb.NodeInfoResponse]) bool { return r.member == m }); i >= 0 {
-			r.info, r.err = rs[i].val, rs[i].err
+// explainNodes is rs with their errors explained.
+func (g *globals) explainNodes(rs []admin.NodeReport) []nodeReport {
+	out := make([]nodeReport, len(rs))
+	for i, r := range rs {
+		out[i].NodeReport = r
+		if r.Err != nil {
+			out[i].err = g.explain(r.Err)
 		}
-		out = append(out, r)
 	}
 	return out
 }
@@ -42,7 +37,7 @@ func gatherNodes(ctx context.Context, f *fleet) []nodeReport {
 func tierKinds(rs []nodeReport) []pb.Tier {
 	var kinds []pb.Tier
 	for _, r := range rs {
-		for _, ts := range [][]*pb.TierStats{r.info.GetTiers(), r.GetTiers()} {
+		for _, ts := range [][]*pb.TierStats{r.Info.GetTiers(), r.GetTiers()} {
 			for _, t := range ts {
 				if !slices.Contains(kinds, t.GetTier()) {
 					kinds = append(kinds, t.GetTier())
@@ -60,7 +55,7 @@ func tierCells(r nodeReport, kinds []pb.Tier) []any {
 	cells := make([]any, len(kinds))
 	for i, k := range kinds {
 		cells[i] = none
-		for _, t := range r.info.GetTiers() {
+		for _, t := range r.Info.GetTiers() {
 			if t.GetTier() == k {
 				cells[i] = usage(t.GetUsedBytes(), t.GetCapacityBytes())
 			}

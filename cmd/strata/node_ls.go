@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stratakv/strata/client/admin"
 )
 
 func newNodeLsCmd(g *globals) *cobra.Command {
@@ -19,26 +21,18 @@ left members are listed with their state only. A member that does not
 answer is listed with the reason under ERROR; that is not a failure of
 the command, which exits 0 once the node asked has answered.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := g.dialFleet(cmd.Context())
-			if err != nil {
-				return err
+		RunE: g.onCluster(func(cmd *cobra.Command, c *admin.Cluster, _ []string) error {
+			rs := g.explainNodes(c.Nodes(cmd.Context()))
+			doc := struct {
+				NodeID      string     `json:"node_id"` // the node asked
+				Coordinator string     `json:"coordinator"`
+				Nodes       []nodeJSON `json:"nodes"`
+			}{NodeID: c.NodeID(), Coordinator: c.View().GetCoordinator(), Nodes: []nodeJSON{}}
+			for _, r := range rs {
+				doc.Nodes = append(doc.Nodes, nodeView(r))
 			}
-			defer f.Close()
-			rs := gatherNodes(cmd.Context(), f)
-			if g.json() {
-				doc := struct {
-					NodeID      string     `json:"node_id"` // the node asked
-					Coordinator string     `json:"coordinator"`
-					Nodes       []nodeJSON `json:"nodes"`
-				}{NodeID: f.view.GetNodeId(), Coordinator: f.view.GetCoordinator(), Nodes: []nodeJSON{}}
-				for _, r := range rs {
-					doc.Nodes = append(doc.Nodes, nodeView(r))
-				}
-				return writeJSON(cmd.OutOrStdout(), doc)
-			}
-			return writeNodeLs(cmd.OutOrStdout(), rs)
-		},
+			return g.report(cmd, doc, func(w io.Writer) error { return writeNodeLs(w, rs) }, nil)
+		}),
 	}
 }
 
@@ -51,7 +45,7 @@ func writeNodeLs(w io.Writer, rs []nodeReport) error {
 	for _, r := range rs {
 		cells := append([]any{orNone(r.GetNodeId()), stateName(r.GetState()), orNone(r.GetGrpcAddress()),
 			orNone(r.GetGossipAddress())}, tierCells(r, kinds)...)
-		if i := r.info; i != nil {
+		if i := r.Info; i != nil {
 			cells = append(cells, i.GetPages(), i.GetLeasesActive(), i.GetEvictions(), i.GetDemotions())
 		} else {
 			cells = append(cells, none, none, none, none)

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,29 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/client/admin"
 )
 
 func newNSCmd(g *globals) *cobra.Command {
 	return newGroupCmd("ns", "Inspect and manage namespaces", newNSLsCmd(g), newNSShowCmd(g), newNSDiffCmd(g),
 		newNSForksCmd(g), newNSRmCmd(g), newNSTTLCmd(g))
-}
-
-// found is a namespace found on the cluster: its ID, and the members that
-// know it with what each says about it.
-type found struct {
-	id    []byte
-	nodes []reply[*pb.GetNamespaceResponse] // in member order
-}
-
-// members is the members that know the namespace: those to ask about its
-// keys.
-func (ns *found) members() []*member {
-	var out []*member
-	for _, r := range ns.nodes {
-		out = append(out, r.member)
-	}
-	return out
 }
 
 // nsRef is a namespace as the command line names it: its ID or a prefix.
@@ -49,63 +32,63 @@ func parseNSRef(arg string) (nsRef, error) {
 	return nsRef{arg: arg, prefix: prefix}, err
 }
 
-// openNamespace dials the fleet and resolves ref on it (see
-// resolveNamespace); the caller closes the fleet.
-func (g *globals) openNamespace(cmd *cobra.Command, ref nsRef) (*fleet, *found, error) {
-	f, err := g.dialFleet(cmd.Context())
+// openNamespace checks the namespace argument and the keys after it (full
+// page keys, 64 hex digits each), dials the cluster and resolves the
+// namespace on it (see resolveNamespace); the caller closes the cluster.
+func (g *globals) openNamespace(cmd *cobra.Command, arg string, keyArgs ...string) (*admin.Cluster, *admin.Found,
+	[][]byte, error) {
+	ref, err := parseNSRef(arg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
+	keys := make([][]byte, len(keyArgs))
+	for i, a := range keyArgs {
+		if keys[i], err = parseKey(a); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	c, err := g.dial(cmd.Context())
 	if err != nil {
-		f.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return f, ns, nil
+	ns, err := g.resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), c, ref)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	return c, ns, keys, nil
 }
 
 // resolveNamespace finds the one namespace whose ID is or starts with ref
-// on every member asked. A member that does not know it holds none of its
-// pages and is left out; one that fails is reported on w (see settle).
-func resolveNamespace(ctx context.Context, w io.Writer, f *fleet, ref nsRef) (*found, error) {
-	arg, prefix := ref.arg, ref.prefix
-	rs := gather(ctx, f.asked(), func(ctx context.Context, c *conn) (*pb.GetNamespaceResponse, error) {
-		resp, err := invoke(ctx, c, c.admin.GetNamespace, &pb.GetNamespaceRequest{IdPrefix: prefix})
-		if status.Code(err) == codes.NotFound {
-			return nil, nil
-		}
-		return resp, err
-	})
-	for _, r := range rs {
-		if status.Code(r.err) == codes.InvalidArgument {
-			return nil, &callError{err: r.err, msg: r.err.Error() + " (give more hex digits of the namespace id)"}
-		}
+// on every member asked (see admin.Cluster.Namespace); a member that
+// fails is reported on w (see settle).
+func (g *globals) resolveNamespace(ctx context.Context, w io.Writer, c *admin.Cluster, ref nsRef) (*admin.Found, error) {
+	ns, failed, err := c.Namespace(ctx, ref.prefix)
+	if ne, ok := errors.AsType[*admin.NodeError](err); ok && status.Code(ne.Err) == codes.InvalidArgument {
+		explained := g.explain(ne)
+		return nil, &callError{err: explained, msg: explained.Error() + " (give more hex digits of the namespace id)"}
 	}
-	if err := settle(w, rs); err != nil {
+	// Members that failed are reported first, as when the namespace is found.
+	ae, ambiguous := errors.AsType[*admin.AmbiguousError](err)
+	nf, notFound := errors.AsType[*admin.NotFoundError](err)
+	if ambiguous || notFound {
+		err = nil
+	}
+	if err := g.settle(w, failed, err); err != nil {
 		return nil, err
 	}
-	ns := &found{}
-	for _, r := range answered(rs) {
-		if r.val == nil {
-			continue
-		}
-		id := r.val.GetNamespace().GetId()
-		if ns.id != nil && !bytes.Equal(id, ns.id) {
-			return nil, fmt.Errorf("%q matches more than one namespace in the cluster, %s and %s "+
-				"(give more hex digits of the namespace id)", arg, shortHex(ns.id, shortIDHex), shortHex(id, shortIDHex))
-		}
-		ns.id = id
-		ns.nodes = append(ns.nodes, r)
-	}
 	switch {
-	case ns.id != nil:
-		return ns, nil
-	case len(rs) == 1:
+	case ambiguous:
+		return nil, fmt.Errorf("%q matches more than one namespace in the cluster, %s and %s "+
+			"(give more hex digits of the namespace id)", ref.arg, shortHex(ae.IDs[0], shortIDHex), shortHex(ae.IDs[1], shortIDHex))
+	case notFound && nf.Asked == 1:
 		return nil, fmt.Errorf("no namespace matches %q on the node at %s (list them with: strata ns ls)",
-			arg, rs[0].c.endpoint)
+			ref.arg, nf.Answered[0])
+	case notFound:
+		return nil, fmt.Errorf("no namespace matches %q on any of the %d nodes that answered (list them with: strata ns ls)",
+			ref.arg, len(nf.Answered))
 	}
-	return nil, fmt.Errorf("no namespace matches %q on any of the %d nodes that answered (list them with: strata ns ls)",
-		arg, len(answered(rs)))
+	return ns, nil
 }
 
 // hexPrefix checks that s is a hex namespace ID or prefix and lowercases it.

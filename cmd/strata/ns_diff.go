@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/proto/pbconv"
 )
 
@@ -33,36 +34,21 @@ member), how the two relate and what that means for sharing pages:
 					return err
 				}
 			}
-			f, err := g.dialFleet(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			var ts [2]*nsTotal
-			for i, ref := range refs {
-				ns, err := resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), f, ref)
-				if err != nil {
-					return err
+			return g.onCluster(func(cmd *cobra.Command, c *admin.Cluster, _ []string) error {
+				var ts [2]*admin.Namespace
+				for i, ref := range refs {
+					ns, err := g.resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), c, ref)
+					if err != nil {
+						return err
+					}
+					ts[i] = ns.Total
 				}
-				ts[i] = ns.total()
-			}
-			doc := diffNamespaces(ts[0], ts[1])
-			doc.NodeID = f.view.GetNodeId()
-			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), doc)
-			}
-			return writeNSDiff(cmd.OutOrStdout(), doc)
+				doc := diffNamespaces(ts[0], ts[1])
+				doc.NodeID = c.NodeID()
+				return g.report(cmd, doc, func(w io.Writer) error { return writeNSDiff(w, doc) }, nil)
+			})(cmd, args)
 		},
 	}
-}
-
-// total sums what each member said about the namespace.
-func (ns *found) total() *nsTotal {
-	var parts []nodeNS
-	for _, r := range ns.nodes {
-		parts = append(parts, nodeNS{node: r.GetNodeId(), info: r.val.GetNamespace()})
-	}
-	return sumNamespaces(parts)[0]
 }
 
 // nsDiffJSON is `ns diff`.
@@ -84,8 +70,8 @@ type diffFieldJSON struct {
 	Differs bool   `json:"differs"`
 }
 
-func diffNamespaces(a, b *nsTotal) nsDiffJSON {
-	da, db := a.info.GetDescriptor_(), b.info.GetDescriptor_()
+func diffNamespaces(a, b *admin.Namespace) nsDiffJSON {
+	da, db := a.Info.GetDescriptor_(), b.Info.GetDescriptor_()
 	doc := nsDiffJSON{A: namespaceView(a), B: namespaceView(b), Fields: []diffFieldJSON{}}
 	fa, fb := descriptorFields(da), descriptorFields(db)
 	for i := range fa {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stratakv/strata/client/admin"
 )
 
 func newNSForksCmd(g *globals) *cobra.Command {
@@ -31,30 +33,22 @@ over every alive member. A line then says what that means for hit rates.
 Shards of one layout (tp_rank 0..3 of a TP4 replica) are not forks: they
 split each page between them and lose nothing.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := g.dialFleet(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			nss, err := listNamespaces(cmd.Context(), cmd.ErrOrStderr(), f, tenant)
+		RunE: g.onCluster(func(cmd *cobra.Command, c *admin.Cluster, _ []string) error {
+			nss, err := g.namespaces(cmd, c, tenant)
 			if err != nil {
 				return err
 			}
 			groups, checked := groupForks(nss)
-			if g.json() {
-				doc := struct {
-					NodeID     string          `json:"node_id"` // the node asked
-					Namespaces int             `json:"namespaces"`
-					Groups     []forkGroupJSON `json:"groups"`
-				}{f.view.GetNodeId(), checked, []forkGroupJSON{}}
-				for _, fg := range groups {
-					doc.Groups = append(doc.Groups, forkGroupView(fg))
-				}
-				return writeJSON(cmd.OutOrStdout(), doc)
+			doc := struct {
+				NodeID     string          `json:"node_id"` // the node asked
+				Namespaces int             `json:"namespaces"`
+				Groups     []forkGroupJSON `json:"groups"`
+			}{c.NodeID(), checked, []forkGroupJSON{}}
+			for _, fg := range groups {
+				doc.Groups = append(doc.Groups, forkGroupView(fg))
 			}
-			return writeForks(cmd.OutOrStdout(), groups, checked)
-		},
+			return g.report(cmd, doc, func(w io.Writer) error { return writeForks(w, groups, checked) }, nil)
+		}),
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's namespaces")
 	return cmd
@@ -115,10 +109,10 @@ func forkGroupView(fg *forkGroup) forkGroupJSON {
 			fj.Values[name] = vals[name]
 		}
 		for _, t := range f.shards {
-			sd := t.info.GetDescriptor_()
-			fj.Shards = append(fj.Shards, forkShardJSON{ID: hexOf(t.info.GetId()), TPRank: sd.GetTpRank(),
-				PPRank: sd.GetPpRank(), CPRank: sd.GetCpRank(), Pages: t.info.GetPages(), Bytes: t.info.GetBytes(),
-				Nodes: t.holders()})
+			sd := t.Info.GetDescriptor_()
+			fj.Shards = append(fj.Shards, forkShardJSON{ID: hexOf(t.Info.GetId()), TPRank: sd.GetTpRank(),
+				PPRank: sd.GetPpRank(), CPRank: sd.GetCpRank(), Pages: t.Info.GetPages(), Bytes: t.Info.GetBytes(),
+				Nodes: t.Holders()})
 		}
 		v.Pages += fj.Pages
 		v.Bytes += fj.Bytes
@@ -181,7 +175,7 @@ func writeForkGroup(w io.Writer, fg *forkGroup) error {
 		for _, name := range fg.differ {
 			cells = append(cells, showValue(vals[name]))
 		}
-		cells = append(cells, len(f.shards), shortHex(f.shards[0].info.GetId(), shortIDHex))
+		cells = append(cells, len(f.shards), shortHex(f.shards[0].Info.GetId(), shortIDHex))
 		if sizeCol {
 			cells = append(cells, humanBytes(f.sum.GetPageBytes()))
 		}

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/client/admin"
 )
 
 type nsRmOptions struct {
@@ -65,69 +63,49 @@ type nodeDropJSON struct {
 }
 
 func runNSRm(cmd *cobra.Command, g *globals, arg string, o nsRmOptions) error {
-	ref, err := parseNSRef(arg)
+	stderr := cmd.ErrOrStderr()
+	c, ns, _, err := g.openNamespace(cmd, arg)
 	if err != nil {
 		return err
 	}
-	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, ns, err := g.openNamespace(cmd, ref)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	t := ns.total()
+	defer c.Close()
 	if !o.yes {
 		return fmt.Errorf("refusing to remove namespace %s without --yes: %s\n"+
-			"every node would drop these pages, and engines recompute what they held", hexOf(ns.id), nsSummary(t))
+			"every node would drop these pages, and engines recompute what they held", hexOf(ns.ID), nsSummary(ns.Total))
 	}
-	doc := nsRmJSON{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), Nodes: []nodeDropJSON{},
+	d, err := c.Drop(cmd.Context(), ns, !o.keepRegistration)
+	if ue, ok := errors.AsType[*admin.UnregisterError](err); ok {
+		return fmt.Errorf("nothing removed: deleting the registration through node %s failed: %s\n"+
+			"(try again when etcd answers, or pass --keep-registration to drop the pages and keep it)",
+			ue.Label(), brief(g.explain(ue.NodeError)))
+	}
+	doc := nsRmJSON{NodeID: c.NodeID(), NamespaceID: hexOf(ns.ID), Nodes: []nodeDropJSON{},
 		Registration: "kept (--keep-registration)"}
-
-	// The registration first, through a node that holds the namespace.
-	first := ns.nodes[0].member
-	var done *pb.DropNamespaceResponse
-	if !o.keepRegistration {
-		done, err = invoke(ctx, first.c, first.c.admin.DropNamespace,
-			&pb.DropNamespaceRequest{NamespaceId: ns.id, Unregister: true})
-		switch {
-		case status.Code(err) == codes.Unimplemented:
-			doc.Registration = "kept: node " + first.GetNodeId() + " cannot delete registrations"
-			fmt.Fprintf(stderr, "node %s could not delete the namespace's registration (%s): it stays in etcd, "+
-				"and a node learns the namespace again when a client uses it\n", first.label(), serverMessage(err))
-		case err != nil:
-			return fmt.Errorf("nothing removed: deleting the registration through node %s failed: %s\n"+
-				"(try again when etcd answers, or pass --keep-registration to drop the pages and keep it)",
-				first.label(), brief(err))
-		default:
-			doc.Unregistered, doc.Registration = true, "deleted"
+	switch ne := d.CannotUnregister; {
+	case d.Unregistered:
+		doc.Unregistered, doc.Registration = true, "deleted"
+	case ne != nil:
+		doc.Registration = "kept: node " + ne.NodeID + " cannot delete registrations"
+		fmt.Fprintf(stderr, "node %s could not delete the namespace's registration (%s): it stays in etcd, "+
+			"and a node learns the namespace again when a client uses it\n", ne.Label(), serverMessage(ne))
+	}
+	for _, r := range d.Nodes {
+		if r.Err == nil {
+			doc.PagesDropped += r.Val.GetPagesDropped()
+			doc.Nodes = append(doc.Nodes, nodeDropJSON{NodeID: r.Member.GetNodeId(), Known: r.Val.GetKnown(),
+				PagesDropped: r.Val.GetPagesDropped()})
 		}
 	}
-
-	rs := gather(ctx, f.asked(), func(ctx context.Context, c *conn) (*pb.DropNamespaceResponse, error) {
-		if done != nil && c == first.c {
-			return done, nil
-		}
-		resp, err := invoke(ctx, c, c.admin.DropNamespace, &pb.DropNamespaceRequest{NamespaceId: ns.id})
-		if status.Code(err) == codes.NotFound {
-			return &pb.DropNamespaceResponse{}, nil
-		}
-		return resp, err
-	})
-	for _, r := range answered(rs) {
-		doc.PagesDropped += r.val.GetPagesDropped()
-		doc.Nodes = append(doc.Nodes, nodeDropJSON{NodeID: r.GetNodeId(), Known: r.val.GetKnown(),
-			PagesDropped: r.val.GetPagesDropped()})
-	}
-	return g.report(cmd, doc, func(w io.Writer) error { return writeNSRm(w, doc, f.multi()) },
-		settleAll(stderr, rs, "the namespace was not dropped"))
+	return g.report(cmd, doc, func(w io.Writer) error { return writeNSRm(w, doc, c.Multi()) },
+		g.settleAll(stderr, err, "the namespace was not dropped"))
 }
 
 // nsSummary is "tenant acme, model llama-3-8b r1: 3 pages, 48KiB on 1 node".
-func nsSummary(t *nsTotal) string {
-	d := t.info.GetDescriptor_()
+func nsSummary(t *admin.Namespace) string {
+	d := t.Info.GetDescriptor_()
 	return fmt.Sprintf("tenant %s, model %s %s: %d pages, %s on %d node(s)", orNone(d.GetTenant()),
-		orNone(d.GetModel()), orNone(d.GetModelRevision()), t.info.GetPages(), humanBytes(t.info.GetBytes()),
-		len(t.holders()))
+		orNone(d.GetModel()), orNone(d.GetModelRevision()), t.Info.GetPages(), humanBytes(t.Info.GetBytes()),
+		len(t.Holders()))
 }
 
 // writeNSRm prints, with nodes, what each node dropped, then a summary.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratakv/strata/client/admin"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -25,40 +26,33 @@ them, and in a cluster of more than one member a nodes section gives each
 node's share. A member that fails is reported on stderr and left out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := parseNSRef(args[0])
+			c, ns, _, err := g.openNamespace(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			f, ns, err := g.openNamespace(cmd, ref)
-			if err != nil {
-				return err
+			defer c.Close()
+			t := ns.Total
+			doc := struct {
+				NodeID    string        `json:"node_id"` // the node asked
+				Namespace namespaceJSON `json:"namespace"`
+				PerNode   []nsNodeJSON  `json:"per_node"` // each node that knows the namespace
+			}{c.NodeID(), namespaceView(t), []nsNodeJSON{}}
+			for _, p := range t.Parts {
+				doc.PerNode = append(doc.PerNode, nsNodeView(p))
 			}
-			defer f.Close()
-			t := ns.total()
-			if g.json() {
-				doc := struct {
-					NodeID    string        `json:"node_id"` // the node asked
-					Namespace namespaceJSON `json:"namespace"`
-					PerNode   []nsNodeJSON  `json:"per_node"` // each node that knows the namespace
-				}{f.view.GetNodeId(), namespaceView(t), []nsNodeJSON{}}
-				for _, p := range t.parts {
-					doc.PerNode = append(doc.PerNode, nsNodeView(p))
-				}
-				return writeJSON(cmd.OutOrStdout(), doc)
-			}
-			return writeNSShow(cmd.OutOrStdout(), t, f.multi(), time.Now())
+			return g.report(cmd, doc, func(w io.Writer) error { return writeNSShow(w, t, c.Multi(), time.Now()) }, nil)
 		},
 	}
 }
 
 // writeNSShow prints "name: value" lines: the namespace, its descriptor,
 // its statistics, its tiers and, with perNode, each node's share.
-func writeNSShow(w io.Writer, t *nsTotal, perNode bool, now time.Time) error {
-	n := t.info
+func writeNSShow(w io.Writer, t *admin.Namespace, perNode bool, now time.Time) error {
+	n := t.Info
 	tw := newTable(w)
 	row(tw, "id:", hexOf(n.GetId()))
 	if !perNode {
-		row(tw, "node:", orNone(t.parts[0].node))
+		row(tw, "node:", orNone(t.Parts[0].Node))
 	}
 	row(tw, "created:", formatTime(n.GetCreatedUnixMs(), now))
 	fmt.Fprintln(tw, "descriptor:")
@@ -84,8 +78,8 @@ func writeNSShow(w io.Writer, t *nsTotal, perNode bool, now time.Time) error {
 	}
 	if perNode {
 		fmt.Fprintln(tw, "nodes:")
-		for _, p := range t.parts {
-			row(tw, "  "+p.node+":", nsShare(p.info.GetPages(), p.info.GetBytes())+", hit rate "+formatHitRate(p.info))
+		for _, p := range t.Parts {
+			row(tw, "  "+p.Node+":", nsShare(p.Info.GetPages(), p.Info.GetBytes())+", hit rate "+formatHitRate(p.Info))
 		}
 	}
 	return tw.Flush()

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func newNSTTLCmd(g *globals) *cobra.Command {
@@ -66,28 +63,22 @@ type nodeTTLJSON struct {
 }
 
 func runNSTTL(cmd *cobra.Command, g *globals, arg string, ttl time.Duration) error {
-	ref, err := parseNSRef(arg)
+	c, ns, _, err := g.openNamespace(cmd, arg)
 	if err != nil {
 		return err
 	}
-	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	f, ns, err := g.openNamespace(cmd, ref)
-	if err != nil {
-		return err
+	defer c.Close()
+	rs, err := c.SetTTL(cmd.Context(), ns, ttl)
+	doc := nsTTLJSON{NodeID: c.NodeID(), NamespaceID: hexOf(ns.ID), TTLMs: uint64(ttl.Milliseconds()), Nodes: []nodeTTLJSON{}}
+	for _, r := range rs {
+		if r.Err == nil {
+			n := r.Val.GetNamespace()
+			doc.Nodes = append(doc.Nodes, nodeTTLJSON{NodeID: r.Member.GetNodeId(), TTLMs: n.GetTtlMs(),
+				PreviousTTLMs: r.Val.GetPreviousTtlMs(), Pages: n.GetPages(), ExpiredPages: n.GetExpiredPages()})
+		}
 	}
-	defer f.Close()
-	req := &pb.SetNamespaceTTLRequest{NamespaceId: ns.id, TtlMs: uint64(ttl.Milliseconds())}
-	rs := gather(ctx, ns.members(), func(ctx context.Context, c *conn) (*pb.SetNamespaceTTLResponse, error) {
-		return invoke(ctx, c, c.admin.SetNamespaceTTL, req)
-	})
-	doc := nsTTLJSON{NodeID: f.view.GetNodeId(), NamespaceID: hexOf(ns.id), TTLMs: req.TtlMs, Nodes: []nodeTTLJSON{}}
-	for _, r := range answered(rs) {
-		n := r.val.GetNamespace()
-		doc.Nodes = append(doc.Nodes, nodeTTLJSON{NodeID: r.GetNodeId(), TTLMs: n.GetTtlMs(),
-			PreviousTTLMs: r.val.GetPreviousTtlMs(), Pages: n.GetPages(), ExpiredPages: n.GetExpiredPages()})
-	}
-	return g.report(cmd, doc, func(w io.Writer) error { return writeNSTTL(w, doc, f.multi()) },
-		settleAll(stderr, rs, "the TTL was not set"))
+	return g.report(cmd, doc, func(w io.Writer) error { return writeNSTTL(w, doc, c.Multi()) },
+		g.settleAll(cmd.ErrOrStderr(), err, "the TTL was not set"))
 }
 
 // writeNSTTL prints, with nodes, each node's TTL before and now, then a

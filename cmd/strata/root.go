@@ -2,12 +2,15 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stratakv/strata/client/admin"
 )
 
 // defaultEndpoint is the node address when neither --endpoints nor
@@ -90,6 +93,34 @@ func (g *globals) finish(cmd *cobra.Command, getenv func(string) string) error {
 		return fmt.Errorf("--endpoints is empty: give a node's gRPC address, e.g. %s", defaultEndpoint)
 	}
 	return nil
+}
+
+// dial connects to the cluster through the first of --endpoints that
+// answers, with the token and --timeout; the caller closes it.
+func (g *globals) dial(ctx context.Context) (*admin.Cluster, error) {
+	c, err := admin.Dial(ctx, g.endpoints, admin.Options{Token: g.token, Timeout: g.timeout})
+	return c, g.explain(err)
+}
+
+// onCluster is a command's RunE that dials the cluster, runs do on it
+// and closes it.
+func (g *globals) onCluster(do func(cmd *cobra.Command, c *admin.Cluster, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := g.dial(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return do(cmd, c, args)
+	}
+}
+
+// namespaces lists the namespaces of tenant ("": all the token may see)
+// on c, summed over the members; a member that fails is reported on
+// stderr (see settle).
+func (g *globals) namespaces(cmd *cobra.Command, c *admin.Cluster, tenant string) ([]*admin.Namespace, error) {
+	nss, failed, err := c.Namespaces(cmd.Context(), tenant)
+	return nss, g.settle(cmd.ErrOrStderr(), failed, err)
 }
 
 // splitEndpoints splits a comma-separated list, dropping blanks and

@@ -3,6 +3,7 @@ package main
 import (
 	"maps"
 
+	"github.com/stratakv/strata/client/admin"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -107,20 +108,20 @@ type keyJSON struct {
 	Orphan           bool   `json:"orphan"` // an ancestor is known absent: evicted first
 }
 
-func namespaceView(t *nsTotal) namespaceJSON {
-	n := t.info
+func namespaceView(t *admin.Namespace) namespaceJSON {
+	n := t.Info
 	return namespaceJSON{
 		ID: hexOf(n.GetId()), Descriptor: descriptorView(n.GetDescriptor_()),
 		PageBytes: n.GetPageBytes(), Pages: n.GetPages(), Bytes: n.GetBytes(),
 		CreatedUnixMs: n.GetCreatedUnixMs(), Lookups: n.GetLookups(), LookupKeys: n.GetLookupKeys(),
 		HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n), LeasesActive: n.GetLeasesActive(),
-		TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(), Tiers: tiersView(n.GetTiers()), Nodes: t.holders(),
+		TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(), Tiers: tiersView(n.GetTiers()), Nodes: t.Holders(),
 	}
 }
 
-func nsNodeView(p nodeNS) nsNodeJSON {
-	n := p.info
-	return nsNodeJSON{NodeID: p.node, Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(),
+func nsNodeView(p admin.NodeNamespace) nsNodeJSON {
+	n := p.Info
+	return nsNodeJSON{NodeID: p.Node, Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(),
 		LookupKeys: n.GetLookupKeys(), HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n),
 		LeasesActive: n.GetLeasesActive(), TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(),
 		Tiers: tiersView(n.GetTiers())}
@@ -137,10 +138,14 @@ func hitRateJSON(n *pb.NamespaceInfo) *float64 {
 func tiersView(ts []*pb.TierStats) []tierJSON {
 	out := []tierJSON{}
 	for _, t := range ts {
-		out = append(out, tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(),
-			UsedBytes: t.GetUsedBytes(), Pages: t.GetPages()})
+		out = append(out, tierView(t))
 	}
 	return out
+}
+
+func tierView(t *pb.TierStats) tierJSON {
+	return tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(), UsedBytes: t.GetUsedBytes(),
+		Pages: t.GetPages()}
 }
 
 func descriptorView(d *pb.Descriptor) descriptorJSON {
@@ -164,7 +169,8 @@ func descriptorView(d *pb.Descriptor) descriptorJSON {
 	}
 }
 
-func keyView(node string, k *pb.KeyInfo) keyJSON {
+func keyView(r admin.KeyRow) keyJSON {
+	node, k := r.Node, r.Info
 	return keyJSON{
 		Node: node, Key: hexOf(k.GetKey()), ParentKey: hexOf(k.GetParentKey()), Depth: k.GetDepth(), Size: k.GetSize(),
 		Checksum: hexOf(k.GetChecksum()), Tier: tierName(k.GetTier()), CreatedUnixMs: k.GetCreatedUnixMs(),
@@ -219,7 +225,7 @@ func nodeView(r nodeReport) nodeJSON {
 	if r.err != nil {
 		v.Error = brief(r.err)
 	}
-	if i := r.info; i != nil {
+	if i := r.Info; i != nil {
 		v.Info = &nodeInfoJSON{NodeID: i.GetNodeId(), GRPCAddress: i.GetGrpcAddress(),
 			GossipAddress: i.GetGossipAddress(), Version: i.GetVersion(), StartedUnixMs: i.GetStartedUnixMs(),
 			Pages: i.GetPages(), Reservations: i.GetReservations(), LeasesActive: i.GetLeasesActive(),

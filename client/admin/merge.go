@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -8,29 +8,24 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// Merging what several nodes report about one namespace. Pages are not
-// replicated by default, so a namespace's pages are spread over the nodes
-// and its totals are sums; a key held by two nodes (a hot-page replica, or
-// a spill) is listed once per node.
-
-// nodeNS is one node's report of one namespace.
-type nodeNS struct {
-	node string
-	info *pb.NamespaceInfo
+// NodeNamespace is one node's report of one namespace.
+type NodeNamespace struct {
+	Node string // node ID
+	Info *pb.NamespaceInfo
 }
 
-// nsTotal is one namespace summed over the nodes that report it.
-type nsTotal struct {
-	info  *pb.NamespaceInfo // the sums; descriptor, page size and creation from the reports
-	parts []nodeNS          // each node's report, in the order given
+// Namespace is one namespace summed over the nodes that report it.
+type Namespace struct {
+	Info  *pb.NamespaceInfo // the sums; descriptor, page size and creation from the reports
+	Parts []NodeNamespace   // each node's report, in member order
 }
 
-// holders is the nodes that hold pages of the namespace.
-func (t *nsTotal) holders() []string {
+// Holders is the IDs of the nodes that hold pages of the namespace.
+func (n *Namespace) Holders() []string {
 	out := []string{}
-	for _, p := range t.parts {
-		if p.info.GetPages() > 0 {
-			out = append(out, p.node)
+	for _, p := range n.Parts {
+		if p.Info.GetPages() > 0 {
+			out = append(out, p.Node)
 		}
 	}
 	return out
@@ -38,26 +33,26 @@ func (t *nsTotal) holders() []string {
 
 // sumNamespaces sums reports by namespace ID, in the order each ID first
 // appears.
-func sumNamespaces(parts []nodeNS) []*nsTotal {
-	var out []*nsTotal
-	byID := map[string]*nsTotal{}
+func sumNamespaces(parts []NodeNamespace) []*Namespace {
+	var out []*Namespace
+	byID := map[string]*Namespace{}
 	for _, p := range parts {
-		t, ok := byID[string(p.info.GetId())]
+		t, ok := byID[string(p.Info.GetId())]
 		if !ok {
-			t = &nsTotal{info: &pb.NamespaceInfo{Id: p.info.GetId()}}
-			byID[string(p.info.GetId())] = t
+			t = &Namespace{Info: &pb.NamespaceInfo{Id: p.Info.GetId()}}
+			byID[string(p.Info.GetId())] = t
 			out = append(out, t)
 		}
-		t.parts = append(t.parts, p)
-		addNamespace(t.info, p.info)
+		t.Parts = append(t.Parts, p)
+		AddNamespace(t.Info, p.Info)
 	}
 	return out
 }
 
-// addNamespace adds n's counts to sum. The descriptor and page size are
+// AddNamespace adds n's counts to sum. The descriptor and page size are
 // the first report's (every node derives them from the same descriptor);
 // created is the earliest; the TTL is the longest any node has.
-func addNamespace(sum, n *pb.NamespaceInfo) {
+func AddNamespace(sum, n *pb.NamespaceInfo) {
 	if sum.Descriptor_ == nil {
 		sum.Descriptor_ = n.GetDescriptor_()
 	}
@@ -102,22 +97,22 @@ type nodeKeys struct {
 	more bool // the node may hold keys after these
 }
 
-// keyRow is one listed key and the node that holds it.
-type keyRow struct {
-	node string
-	info *pb.KeyInfo
+// KeyRow is one copy of a key and the node that holds it.
+type KeyRow struct {
+	Node string // node ID
+	Info *pb.KeyInfo
 }
 
 // mergeKeys merges per-node listings into key order; a key several nodes
 // hold comes once per node, in the order of lists. It stops after limit
-// rows (0: none), but never between two rows of one key, so that --after
-// the last key listed continues without losing a copy. next is that last
-// key when more keys may follow, else nil.
+// rows (0: none), but never between two rows of one key, so that a
+// listing after the last key listed continues without losing a copy.
+// next is that last key when more keys may follow, else nil.
 //
 // Each list need only hold its node's first limit keys: any key among the
 // first limit rows of the merge is among its own node's first limit.
 // lists are few (one per node), so the smallest head is found by a scan.
-func mergeKeys(lists []nodeKeys, limit int) (rows []keyRow, next []byte) {
+func mergeKeys(lists []nodeKeys, limit int) (rows []KeyRow, next []byte) {
 	pos := make([]int, len(lists))
 	for {
 		best := -1
@@ -131,15 +126,15 @@ func mergeKeys(lists []nodeKeys, limit int) (rows []keyRow, next []byte) {
 			break
 		}
 		k := lists[best].keys[pos[best]]
-		if limit > 0 && len(rows) >= limit && !bytes.Equal(k.GetKey(), rows[len(rows)-1].info.GetKey()) {
-			return rows, rows[len(rows)-1].info.GetKey()
+		if limit > 0 && len(rows) >= limit && !bytes.Equal(k.GetKey(), rows[len(rows)-1].Info.GetKey()) {
+			return rows, rows[len(rows)-1].Info.GetKey()
 		}
-		rows = append(rows, keyRow{node: lists[best].node, info: k})
+		rows = append(rows, KeyRow{Node: lists[best].node, Info: k})
 		pos[best]++
 	}
 	for _, l := range lists {
 		if l.more && len(rows) > 0 {
-			return rows, rows[len(rows)-1].info.GetKey()
+			return rows, rows[len(rows)-1].Info.GetKey()
 		}
 	}
 	return rows, nil

@@ -1,15 +1,11 @@
-package main
+package admin
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -41,7 +37,7 @@ func TestMergeKeys(t *testing.T) {
 		rows, next := mergeKeys(c.lists, c.limit)
 		var got []string
 		for _, r := range rows {
-			got = append(got, fmt.Sprintf("%s%d", r.node, r.info.GetKey()[0]))
+			got = append(got, fmt.Sprintf("%s%d", r.Node, r.Info.GetKey()[0]))
 		}
 		if strings.Join(got, " ") != c.want || !bytes.Equal(next, c.next) {
 			t.Errorf("%s: rows %q next %v, want %q next %v", c.name, got, next, c.want, c.next)
@@ -55,7 +51,7 @@ func TestSumNamespaces(t *testing.T) {
 	host := func(pages uint64) []*pb.TierStats {
 		return []*pb.TierStats{{Tier: pb.Tier_TIER_HOST, Pages: pages, UsedBytes: pages * 10}}
 	}
-	got := sumNamespaces([]nodeNS{
+	got := sumNamespaces([]NodeNamespace{
 		{"a", &pb.NamespaceInfo{Id: id1, Descriptor_: d, PageBytes: 10, Pages: 3, Bytes: 30, CreatedUnixMs: 200,
 			Lookups: 1, LookupKeys: 4, HitKeys: 3, LeasesActive: 1, Tiers: host(3)}},
 		{"a", &pb.NamespaceInfo{Id: id2, PageBytes: 20}},
@@ -64,10 +60,10 @@ func TestSumNamespaces(t *testing.T) {
 			Tiers: append(host(1), &pb.TierStats{Tier: pb.Tier_TIER_GPU, Pages: 1, UsedBytes: 10})}},
 		{"c", &pb.NamespaceInfo{Id: id1, PageBytes: 10}},
 	})
-	if len(got) != 2 || !bytes.Equal(got[0].info.GetId(), id1) || !bytes.Equal(got[1].info.GetId(), id2) {
+	if len(got) != 2 || !bytes.Equal(got[0].Info.GetId(), id1) || !bytes.Equal(got[1].Info.GetId(), id2) {
 		t.Fatalf("sums: %v", got)
 	}
-	n := got[0].info
+	n := got[0].Info
 	if n.GetDescriptor_() != d || n.GetPageBytes() != 10 || n.GetPages() != 5 || n.GetBytes() != 50 ||
 		n.GetCreatedUnixMs() != 100 || n.GetLookups() != 2 || n.GetLookupKeys() != 5 || n.GetHitKeys() != 4 ||
 		n.GetLeasesActive() != 1 {
@@ -75,52 +71,16 @@ func TestSumNamespaces(t *testing.T) {
 	}
 	var tiers []string
 	for _, t := range n.GetTiers() {
-		tiers = append(tiers, fmt.Sprintf("%s:%d:%d", tierName(t.GetTier()), t.GetPages(), t.GetUsedBytes()))
+		tiers = append(tiers, fmt.Sprintf("%s:%d:%d", strings.ToLower(strings.TrimPrefix(t.GetTier().String(), "TIER_")), t.GetPages(), t.GetUsedBytes()))
 	}
 	if want := []string{"gpu:1:10", "host:4:40"}; !slices.Equal(tiers, want) {
 		t.Errorf("tiers %q, want %q", tiers, want)
 	}
-	if h := got[0].holders(); !slices.Equal(h, []string{"a", "b"}) {
+	if h := got[0].Holders(); !slices.Equal(h, []string{"a", "b"}) {
 		t.Errorf("holders %q, want a and b (c has no pages)", h)
 	}
-	if h := got[1].holders(); len(h) != 0 {
+	if h := got[1].Holders(); len(h) != 0 {
 		t.Errorf("holders of an empty namespace: %q", h)
-	}
-}
-
-func TestSettle(t *testing.T) {
-	refused := &callError{msg: "cannot reach a strata node at 127.0.0.1:2 (connection refused)\nhint",
-		short: "connection refused", err: status.Error(codes.Unavailable, "refused")}
-	denied := &callError{msg: "permission denied: no", err: status.Error(codes.PermissionDenied, "no")}
-	m := func(id string) *member {
-		return &member{Member: &pb.Member{NodeId: id}, addr: "127.0.0.1:" + id[len(id)-1:]}
-	}
-	ok := reply[int]{member: m("n1")}
-	down := reply[int]{member: m("n2"), err: refused}
-	refusing := reply[int]{member: m("n3"), err: denied}
-	for _, c := range []struct {
-		name    string
-		replies []reply[int]
-		err     string
-		stderr  string
-	}{
-		{"all answered", []reply[int]{ok, ok}, "", ""},
-		{"one of one failed", []reply[int]{down}, refused.msg, ""},
-		{"some failed", []reply[int]{ok, down, refusing}, "",
-			"node n2 (127.0.0.1:2) unreachable: connection refused; results may be incomplete\n" +
-				"node n3 (127.0.0.1:3) failed: permission denied: no; results may be incomplete\n"},
-		{"all failed", []reply[int]{down, refusing},
-			"none of the 2 nodes answered:\n  node n2 (127.0.0.1:2): connection refused\n  node n3 (127.0.0.1:3): permission denied: no", ""},
-		{"none asked", nil, "no member of the cluster is alive", ""},
-	} {
-		var w strings.Builder
-		err := settle(&w, c.replies)
-		if got := fmt.Sprint(err); (err == nil) != (c.err == "") || (err != nil && got != c.err) || w.String() != c.stderr {
-			t.Errorf("%s: err %v, stderr %q; want err %q, stderr %q", c.name, err, w.String(), c.err, c.stderr)
-		}
-		if c.name == "one of one failed" && !errors.Is(err, refused) {
-			t.Errorf("%s: err %v is not the node's error", c.name, err)
-		}
 	}
 }
 
