@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -98,5 +99,35 @@ func TestDialTarget(t *testing.T) {
 		if got := dialTarget(&pb.Member{GrpcAddress: c.grpc, GossipAddress: c.gossip}); got != c.want {
 			t.Errorf("dialTarget(%q, gossip %q) = %q, want %q", c.grpc, c.gossip, got, c.want)
 		}
+	}
+}
+
+func TestSettle(t *testing.T) {
+	m := func(id string) *Member { return &Member{Member: &pb.Member{NodeId: id}, Addr: "127.0.0.1:" + id[len(id)-1:]} }
+	ok := Reply[int]{Member: m("n1"), Val: 1}
+	down := Reply[int]{Member: m("n2"), Err: &NodeError{NodeID: "n2", Addr: "127.0.0.1:2", Err: errors.New("refused")}}
+	for _, c := range []struct {
+		name             string
+		replies          []Reply[int]
+		answered, failed int
+		fanout           bool // a *FanoutError
+		changeFails      bool // settleAll fails
+	}{
+		{"all answered", []Reply[int]{ok, ok}, 2, 0, false, false},
+		{"some failed", []Reply[int]{ok, down}, 1, 1, false, true},
+		{"all failed", []Reply[int]{down, down}, 0, 2, true, true},
+	} {
+		answered, failed, err := settle(c.replies)
+		_, fanout := errors.AsType[*FanoutError](err)
+		if len(answered) != c.answered || len(failed) != c.failed || fanout != c.fanout || (err != nil) != c.fanout {
+			t.Errorf("%s: %d answered, %d failed, err %v", c.name, len(answered), len(failed), err)
+		}
+		rs, err := settleAll(c.replies)
+		if len(rs) != len(c.replies) || (err != nil) != c.changeFails {
+			t.Errorf("%s: settleAll: %d replies, err %v", c.name, len(rs), err)
+		}
+	}
+	if _, _, err := settle[int](nil); !errors.Is(err, ErrNoMembers) {
+		t.Errorf("none asked: %v", err)
 	}
 }

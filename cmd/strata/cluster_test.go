@@ -2,10 +2,8 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/hex"
 	"encoding/json"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,10 +11,10 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client/admin"
+	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
-	"github.com/stratakv/strata/registry"
 )
 
 // threeNodes is three nodes sharing one embedded etcd, joined in one
@@ -33,57 +31,42 @@ type threeNodes struct {
 	nodes     []*testNode // a, b, c sorted by node ID, as Members lists them
 	ns        []byte
 	pageBytes uint64
-	chainA    []page
-	chainB    []page
+	chainA    []admintest.Page
+	chainB    []admintest.Page
 }
-
-// awaitViewTimeout bounds each wait for the membership view to settle.
-const awaitViewTimeout = 20 * time.Second
 
 func startThreeNodes(t *testing.T) *threeNodes {
 	t.Helper()
-	e, err := registry.StartEmbedded(t.Context(), registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatalf("starting etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	f := &threeNodes{etcd: e.Endpoints()}
-	for _, n := range []**testNode{&f.a, &f.b, &f.c} {
-		*n = startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-			EtcdEndpoints: f.etcd, HostBytes: 64 << 20, CoordRound: 200 * time.Millisecond})
-		f.nodes = append(f.nodes, *n)
-	}
-	slices.SortFunc(f.nodes, func(x, y *testNode) int { return strings.Compare(x.id(), y.id()) })
-	f.awaitMembers(t, f.nodes, f.states("alive", "alive", "alive"))
+	f := &threeNodes{}
+	f.etcd, f.nodes = startNodes(t, 3, node.Config{HostBytes: 64 << 20, CoordRound: 200 * time.Millisecond})
+	f.a, f.b, f.c = f.nodes[0], f.nodes[1], f.nodes[2]
 
-	open := f.a.open(t, descriptor("acme"))
+	open := f.a.Open(t, admintest.Descriptor("acme"))
 	f.ns, f.pageBytes = open.GetNamespaceId(), open.GetPageBytes()
-	f.b.open(t, descriptor("acme"))
-	f.chainA, f.chainB = chain("a", 3, f.pageBytes), chain("b", 2, f.pageBytes)
-	f.a.put(t, f.ns, f.chainA)
-	f.b.put(t, f.ns, append(slices.Clone(f.chainB), f.chainA[0]))
+	f.b.Open(t, admintest.Descriptor("acme"))
+	f.chainA, f.chainB = admintest.Chain("a", 3, f.pageBytes), admintest.Chain("b", 2, f.pageBytes)
+	f.a.Put(t, f.ns, f.chainA)
+	f.b.Put(t, f.ns, append(slices.Clone(f.chainB), f.chainA[0]))
 	missing := make([]byte, 32)
-	if got := f.a.lookup(t, f.ns, true, f.chainA[0].key, f.chainA[1].key, f.chainA[2].key, missing); got.GetHitPrefix() != 3 {
+	if got := f.a.Lookup(t, f.ns, true, f.chainA[0].Key, f.chainA[1].Key, f.chainA[2].Key, missing); got.GetHitPrefix() != 3 {
 		t.Fatalf("hit prefix on a = %d, want 3", got.GetHitPrefix())
 	}
-	if got := f.b.lookup(t, f.ns, false, f.chainB[0].key); got.GetHitPrefix() != 1 {
+	if got := f.b.Lookup(t, f.ns, false, f.chainB[0].Key); got.GetHitPrefix() != 1 {
 		t.Fatalf("hit prefix on b = %d, want 1", got.GetHitPrefix())
 	}
 	return f
 }
 
-func (n *testNode) id() string { return n.node.ID() }
-
 // env points the CLI at n.
 func (n *testNode) env() map[string]string {
-	return map[string]string{"STRATA_ENDPOINT": n.addr}
+	return map[string]string{"STRATA_ENDPOINT": n.Addr}
 }
 
 // states maps the nodes, in ID order, to the given states.
 func (f *threeNodes) states(states ...string) map[string]string {
 	m := map[string]string{}
 	for i, n := range f.nodes {
-		m[n.id()] = states[i]
+		m[n.ID()] = states[i]
 	}
 	return m
 }
@@ -93,40 +76,11 @@ func (f *threeNodes) states(states ...string) map[string]string {
 func (f *threeNodes) awaitMembers(t *testing.T, on []*testNode, want map[string]string) {
 	t.Helper()
 	for _, n := range on {
-		n.awaitMembers(t, want)
+		n.AwaitMembers(t, want)
 	}
 }
 
-// awaitMembers waits, up to awaitViewTimeout, until n's membership view
-// is want: node ID → state, or states as "dead|left". It follows
-// WatchMembers, which sends the view after every change.
-func (n *testNode) awaitMembers(t *testing.T, want map[string]string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), awaitViewTimeout)
-	defer cancel()
-	stream, err := pb.NewClusterClient(n.cc).WatchMembers(ctx, &pb.MembersRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]string
-	for {
-		view, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("node %s sees %v, want %v: %v", n.id(), got, want, err)
-		}
-		got = map[string]string{}
-		for _, m := range view.GetMembers() {
-			got[m.GetNodeId()] = stateName(m.GetState())
-		}
-		if maps.EqualFunc(got, want, func(state, states string) bool {
-			return slices.Contains(strings.Split(states, "|"), state)
-		}) {
-			return
-		}
-	}
-}
-
-func hexKey(p page) string { return hex.EncodeToString(p.key) }
+func hexKey(p admintest.Page) string { return hex.EncodeToString(p.Key) }
 
 func TestClusterNodeLs(t *testing.T) {
 	f := startThreeNodes(t)
@@ -139,9 +93,9 @@ func TestClusterNodeLs(t *testing.T) {
 		t.Errorf("header = %q, want %q", rows[0], want)
 	}
 	want := map[*testNode][]string{
-		f.a: {"alive", f.a.addr, "48KiB/64MiB", "3", "1", "0", "0", "-"},
-		f.b: {"alive", f.b.addr, "48KiB/64MiB", "3", "0", "0", "0", "-"},
-		f.c: {"alive", f.c.addr, "0B/64MiB", "0", "0", "0", "0", "-"},
+		f.a: {"alive", f.a.Addr, "48KiB/64MiB", "3", "1", "0", "0", "-"},
+		f.b: {"alive", f.b.Addr, "48KiB/64MiB", "3", "0", "0", "0", "-"},
+		f.c: {"alive", f.c.Addr, "0B/64MiB", "0", "0", "0", "0", "-"},
 	}
 	if len(rows) != 4 {
 		t.Fatalf("node ls: %d rows, want 3:\n%s", len(rows)-1, out)
@@ -149,8 +103,8 @@ func TestClusterNodeLs(t *testing.T) {
 	for i, n := range f.nodes {
 		r := rows[1+i]
 		got := append([]string{r[1], r[2]}, r[4:]...)
-		if r[0] != n.id() || !slices.Equal(got, want[n]) || !strings.HasPrefix(r[3], "127.0.0.1:") {
-			t.Errorf("row %d = %q, want %s %q with a loopback gossip address", i, r, n.id(), want[n])
+		if r[0] != n.ID() || !slices.Equal(got, want[n]) || !strings.HasPrefix(r[3], "127.0.0.1:") {
+			t.Errorf("row %d = %q, want %s %q with a loopback gossip address", i, r, n.ID(), want[n])
 		}
 	}
 
@@ -163,13 +117,13 @@ func TestClusterNodeLs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("node ls -o json: %v\n%s", err, out)
 	}
-	if doc.NodeID != f.c.id() || len(doc.Nodes) != 3 {
+	if doc.NodeID != f.c.ID() || len(doc.Nodes) != 3 {
 		t.Fatalf("node ls -o json:\n%s", out)
 	}
 	for i, n := range f.nodes {
 		v := doc.Nodes[i]
-		if v.NodeID != n.id() || v.State != "alive" || v.GRPCAddress != n.addr || v.Error != "" || v.Info == nil ||
-			v.Info.NodeID != n.id() || v.Info.GossipAddress != v.GossipAddress || !v.Info.EtcdHealthy ||
+		if v.NodeID != n.ID() || v.State != "alive" || v.GRPCAddress != n.Addr || v.Error != "" || v.Info == nil ||
+			v.Info.NodeID != n.ID() || v.Info.GossipAddress != v.GossipAddress || !v.Info.EtcdHealthy ||
 			!slices.Equal(v.Info.EtcdEndpoints, f.etcd) || len(v.Info.Tiers) != 1 ||
 			v.Info.Tiers[0].Tier != "host" || v.Info.Tiers[0].CapacityBytes != 64<<20 || v.Weight != 64<<20 {
 			t.Errorf("node %d: %+v, info %+v", i, v, v.Info)
@@ -181,10 +135,10 @@ func TestClusterStatus(t *testing.T) {
 	f := startThreeNodes(t)
 	// Wait for the elected coordinator's cutoffs to reach a.
 	var doc clusterStatusDoc
-	deadline := time.Now().Add(awaitViewTimeout)
+	deadline := time.Now().Add(admintest.AwaitViewTimeout)
 	for doc.Coordinator == "" {
 		if time.Now().After(deadline) {
-			t.Fatalf("no coordinator within %v", awaitViewTimeout)
+			t.Fatalf("no coordinator within %v", admintest.AwaitViewTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 		out := f.a.run(t, "cluster", "status", "-o", "json")
@@ -192,14 +146,14 @@ func TestClusterStatus(t *testing.T) {
 			t.Fatalf("cluster status -o json: %v\n%s", err, out)
 		}
 	}
-	if !slices.ContainsFunc(f.nodes, func(n *testNode) bool { return n.id() == doc.Coordinator }) ||
+	if !slices.ContainsFunc(f.nodes, func(n *testNode) bool { return n.ID() == doc.Coordinator }) ||
 		doc.Cutoffs == nil || !doc.Cutoffs.Coordinated || doc.Cutoffs.Epoch == 0 ||
 		len(doc.Cutoffs.Tiers) != 1 || doc.Cutoffs.Tiers[0].Tier != "host" || doc.Cutoffs.Tiers[0].Worth != 0 {
 		t.Fatalf("cluster status -o json: coordinator %q, cutoffs %+v", doc.Coordinator, doc.Cutoffs)
 	}
 	out := f.a.run(t, "cluster", "status")
 	for _, line := range []string{
-		`node asked:\s+` + f.a.id(),
+		`node asked:\s+` + f.a.ID(),
 		`members:\s+3: 3 alive`,
 		`coordinator:\s+node-[0-9a-f]+ \(cutoff epoch \d+, round \d+\)`,
 		`cutoffs:\s+host none \(coordinated\)`,
@@ -208,8 +162,8 @@ func TestClusterStatus(t *testing.T) {
 		`TIER\s+NODES\s+USED\s+CAPACITY\s+USE%\s+PAGES`,
 		`host\s+3\s+96KiB\s+192MiB\s+0\.0%\s+\d+`,
 		`NODE\s+STATE\s+HOST\s+PAGES\s+ERROR`,
-		f.a.id() + `\s+alive\s+48KiB/64MiB\s+3\s+-`,
-		f.c.id() + `\s+alive\s+0B/64MiB\s+0\s+-`,
+		f.a.ID() + `\s+alive\s+48KiB/64MiB\s+3\s+-`,
+		f.c.ID() + `\s+alive\s+0B/64MiB\s+0\s+-`,
 	} {
 		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
 			t.Errorf("cluster status lacks a line %q:\n%s", line, out)
@@ -224,7 +178,7 @@ func TestClusterStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("cluster status -o json: %v\n%s", err, out)
 	}
-	if doc.NodeID != f.a.id() || doc.Coordinator == "" ||
+	if doc.NodeID != f.a.ID() || doc.Coordinator == "" ||
 		doc.Members != (memberCountsJSON{Total: 3, Alive: 3, Answered: 3}) ||
 		doc.Etcd == nil || !doc.Etcd.Healthy || doc.Etcd.Error != "" || !slices.Equal(doc.Etcd.Endpoints, f.etcd) ||
 		len(doc.Tiers) != 1 || doc.Tiers[0].Tier != "host" || doc.Tiers[0].Nodes != 3 ||
@@ -270,13 +224,13 @@ func TestClusterNSLs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("ns ls -o json: %v\n%s", err, out)
 	}
-	holders := []string{f.a.id(), f.b.id()}
+	holders := []string{f.a.ID(), f.b.ID()}
 	slices.Sort(holders)
 	if len(doc.Namespaces) != 1 {
 		t.Fatalf("ns ls -o json:\n%s", out)
 	}
 	n := doc.Namespaces[0]
-	if doc.NodeID != f.c.id() || n.ID != hex.EncodeToString(f.ns) || n.Pages != 6 || n.Bytes != 6*f.pageBytes ||
+	if doc.NodeID != f.c.ID() || n.ID != hex.EncodeToString(f.ns) || n.Pages != 6 || n.Bytes != 6*f.pageBytes ||
 		n.Lookups != 2 || n.LookupKeys != 5 || n.HitKeys != 4 || n.HitRate == nil || *n.HitRate != 80 ||
 		n.LeasesActive != 1 || !slices.Equal(n.Nodes, holders) ||
 		len(n.Tiers) != 1 || n.Tiers[0].Tier != "host" || n.Tiers[0].Pages != 6 || n.Tiers[0].UsedBytes != 6*f.pageBytes {
@@ -299,14 +253,14 @@ func TestClusterNSShow(t *testing.T) {
 		`tiers:`,
 		`host:\s+6 pages, 98304 bytes \(96KiB\)`,
 		`nodes:`,
-		f.a.id() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 75.0%`,
-		f.b.id() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 100.0%`,
+		f.a.ID() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 75.0%`,
+		f.b.ID() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 100.0%`,
 	} {
 		if !regexp.MustCompile(`(?m)^\s*` + line + `$`).MatchString(out) {
 			t.Errorf("ns show lacks a line %q:\n%s", line, out)
 		}
 	}
-	if strings.Contains(out, f.c.id()) {
+	if strings.Contains(out, f.c.ID()) {
 		t.Errorf("ns show lists c, which does not know the namespace:\n%s", out)
 	}
 
@@ -319,11 +273,11 @@ func TestClusterNSShow(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("ns show -o json: %v\n%s", err, out)
 	}
-	if doc.NodeID != f.c.id() || doc.Namespace.Pages != 6 || len(doc.PerNode) != 2 {
+	if doc.NodeID != f.c.ID() || doc.Namespace.Pages != 6 || len(doc.PerNode) != 2 {
 		t.Fatalf("ns show -o json:\n%s", out)
 	}
 	for _, p := range doc.PerNode {
-		if p.Pages != 3 || p.Bytes != 3*f.pageBytes || (p.NodeID != f.a.id() && p.NodeID != f.b.id()) {
+		if p.Pages != 3 || p.Bytes != 3*f.pageBytes || (p.NodeID != f.a.ID() && p.NodeID != f.b.ID()) {
 			t.Errorf("ns show -o json: per node %+v", p)
 		}
 	}
@@ -333,10 +287,10 @@ func TestClusterNSShow(t *testing.T) {
 func (f *threeNodes) keyRows() [][2]string {
 	var rows [][2]string
 	for _, p := range f.chainA {
-		rows = append(rows, [2]string{hexKey(p), f.a.id()})
+		rows = append(rows, [2]string{hexKey(p), f.a.ID()})
 	}
 	for _, p := range append(slices.Clone(f.chainB), f.chainA[0]) {
-		rows = append(rows, [2]string{hexKey(p), f.b.id()})
+		rows = append(rows, [2]string{hexKey(p), f.b.ID()})
 	}
 	slices.SortFunc(rows, func(x, y [2]string) int {
 		return cmp.Or(strings.Compare(x[0], y[0]), strings.Compare(x[1], y[1]))
@@ -416,7 +370,7 @@ func TestClusterKeysStat(t *testing.T) {
 	if err == nil || err.Error() != "1 of 3 keys absent" {
 		t.Errorf("keys stat with an absent key: err = %v", err)
 	}
-	ab := []string{f.a.id(), f.b.id()}
+	ab := []string{f.a.ID(), f.b.ID()}
 	slices.Sort(ab)
 	var blocks []string
 	for _, b := range strings.Split(strings.TrimSpace(out), "\n\n") {
@@ -433,7 +387,7 @@ func TestClusterKeysStat(t *testing.T) {
 		blocks = append(blocks, s)
 	}
 	wantBlocks := []string{hexKey(both) + " present " + ab[0], hexKey(both) + " present " + ab[1],
-		hexKey(onB) + " present " + f.b.id(), absent + " absent"}
+		hexKey(onB) + " present " + f.b.ID(), absent + " absent"}
 	if !slices.Equal(blocks, wantBlocks) {
 		t.Errorf("keys stat blocks:\n got %q\nwant %q\n%s", blocks, wantBlocks, out)
 	}
@@ -451,7 +405,7 @@ func TestClusterKeysStat(t *testing.T) {
 		t.Fatalf("keys stat -o json: %v\n%s", err, out)
 	}
 	if len(doc.Keys) != 3 || !slices.Equal(doc.Keys[0].Nodes, ab) || len(doc.Keys[0].Copies) != 2 ||
-		!slices.Equal(doc.Keys[1].Nodes, []string{f.b.id()}) || doc.Keys[1].ParentKey != hexKey(f.chainB[0]) || doc.Keys[1].Node != f.b.id() ||
+		!slices.Equal(doc.Keys[1].Nodes, []string{f.b.ID()}) || doc.Keys[1].ParentKey != hexKey(f.chainB[0]) || doc.Keys[1].Node != f.b.ID() ||
 		doc.Keys[2].Found || len(doc.Keys[2].Nodes) != 0 {
 		t.Errorf("keys stat -o json:\n%s", out)
 	}
@@ -462,11 +416,11 @@ func TestClusterKeysStat(t *testing.T) {
 // with the nodes that answer and exits 0.
 func TestClusterFailures(t *testing.T) {
 	f := startThreeNodes(t)
-	info, err := pb.NewAdminClient(f.a.cc).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
+	info, err := pb.NewAdminClient(f.a.CC).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadAddr := closedAddr(t)
+	deadAddr := admintest.ClosedAddr(t)
 	ghost, err := membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
 		Seeds: []string{info.GetGossipAddress()},
 		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
@@ -508,7 +462,7 @@ func TestClusterFailures(t *testing.T) {
 	}{
 		{[]string{"ns", "ls"}, id[:12] + `\s+acme\s.*\s2\s+6\s+96KiB\s+80.0%\s+\d+`},
 		{[]string{"ns", "show", id}, `\s+pages:\s+6`},
-		{[]string{"keys", "ls", id}, hexKey(f.chainB[0])[:16] + `\s+` + f.b.id() + `\s.*`},
+		{[]string{"keys", "ls", id}, hexKey(f.chainB[0])[:16] + `\s+` + f.b.ID() + `\s.*`},
 		{[]string{"keys", "stat", id, hexKey(f.chainB[0])}, `status:\s+present`},
 	} {
 		out, stderr, err := strata(t, f.a.env(), c.args...)
@@ -519,13 +473,13 @@ func TestClusterFailures(t *testing.T) {
 	}
 
 	// c leaves, then the ghost crashes: neither is asked any more.
-	if err := f.c.stop(); err != nil {
+	if err := f.c.Stop(); err != nil {
 		t.Fatalf("stopping c: %v", err)
 	}
 	// A node that closes leaves the cluster, but its peers may take the
 	// leave for a death when the leaving flag's broadcast loses the race
 	// with memberlist's own leave: either is "gone" here.
-	states[f.c.id()] = "left|dead"
+	states[f.c.ID()] = "left|dead"
 	f.awaitMembers(t, []*testNode{f.a, f.b}, states)
 	if err := ghost.Shutdown(); err != nil {
 		t.Fatal(err)
@@ -537,7 +491,7 @@ func TestClusterFailures(t *testing.T) {
 	if err != nil || stderr != "" {
 		t.Fatalf("node ls with a dead and a left member: err %v, stderr %q", err, stderr)
 	}
-	gone := map[string][]string{f.c.id(): {"left|dead", f.c.addr}, "node-ghost": {"dead", deadAddr}}
+	gone := map[string][]string{f.c.ID(): {"left|dead", f.c.Addr}, "node-ghost": {"dead", deadAddr}}
 	cState := ""
 	for _, r := range table(out)[1:] {
 		want, ok := gone[r[0]]
@@ -545,7 +499,7 @@ func TestClusterFailures(t *testing.T) {
 			continue
 		}
 		delete(gone, r[0])
-		if r[0] == f.c.id() {
+		if r[0] == f.c.ID() {
 			cState = r[1]
 		}
 		// STATE, GRPC, GOSSIP, then no figures and no error: not asked.

@@ -15,34 +15,7 @@ import (
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
-	"github.com/stratakv/strata/registry"
 )
-
-// startNodes starts count nodes sharing one embedded etcd, joined in one
-// gossip cluster, and waits until each sees all alive. They are returned
-// sorted by node ID.
-func startNodes(t *testing.T, count int) []*testNode {
-	t.Helper()
-	e, err := registry.StartEmbedded(t.Context(), registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatalf("starting etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	var nodes []*testNode
-	for range count {
-		nodes = append(nodes, startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-			EtcdEndpoints: e.Endpoints(), HostBytes: 64 << 20}))
-	}
-	slices.SortFunc(nodes, func(x, y *testNode) int { return strings.Compare(x.id(), y.id()) })
-	alive := map[string]string{}
-	for _, n := range nodes {
-		alive[n.id()] = "alive"
-	}
-	for _, n := range nodes {
-		n.awaitMembers(t, alive)
-	}
-	return nodes
-}
 
 // replica is the ranks of one engine replica, each its own namespace, as
 // its engine processes open them through one cluster client.
@@ -86,7 +59,7 @@ func prompt(i, pages int) []uint32 {
 
 // put writes the prompts' pages on every rank and returns the pages and
 // bytes written.
-func (r *replica) put(t *testing.T, prompts ...[]uint32) (pages, bytes uint64) {
+func (r *replica) Put(t *testing.T, prompts ...[]uint32) (pages, bytes uint64) {
 	t.Helper()
 	for _, ns := range r.ranks {
 		for _, p := range prompts {
@@ -113,7 +86,7 @@ func (r *replica) put(t *testing.T, prompts ...[]uint32) (pages, bytes uint64) {
 
 // lookup looks the prompts up on every rank and returns the keys asked and
 // the hits.
-func (r *replica) lookup(t *testing.T, prompts ...[]uint32) (keys, hits uint64) {
+func (r *replica) Lookup(t *testing.T, prompts ...[]uint32) (keys, hits uint64) {
 	t.Helper()
 	for _, ns := range r.ranks {
 		for _, p := range prompts {
@@ -133,18 +106,18 @@ func (r *replica) lookup(t *testing.T, prompts ...[]uint32) (keys, hits uint64) 
 // replica of one model put the same prompts into one cluster; neither can
 // use the other's pages, and `ns forks` shows it.
 func TestSilentFork(t *testing.T) {
-	nodes := startNodes(t, 2)
-	tp4, tp8 := openReplica(t, nodes[0].addr, 4), openReplica(t, nodes[1].addr, 8)
+	_, nodes := startNodes(t, 2, node.Config{HostBytes: 64 << 20})
+	tp4, tp8 := openReplica(t, nodes[0].Addr, 4), openReplica(t, nodes[1].Addr, 8)
 	shared := [][]uint32{prompt(1, 4), prompt(2, 4), prompt(3, 4)}
-	pages4, bytes4 := tp4.put(t, shared...)
-	pages8, bytes8 := tp8.put(t, shared...)
+	pages4, bytes4 := tp4.Put(t, shared...)
+	pages8, bytes8 := tp8.Put(t, shared...)
 	// A later request is served by the TP4 replica only; then the same
 	// prompt reaches a TP8 replica, which misses all of it.
 	later := prompt(4, 4)
-	p, b := tp4.put(t, later)
+	p, b := tp4.Put(t, later)
 	pages4, bytes4 = pages4+p, bytes4+b
-	keys4, hits4 := tp4.lookup(t, append(shared, later)...)
-	keys8, hits8 := tp8.lookup(t, append(shared, later)...)
+	keys4, hits4 := tp4.Lookup(t, append(shared, later)...)
+	keys8, hits8 := tp8.Lookup(t, append(shared, later)...)
 	if hits4 != keys4 || hits8 != keys8*3/4 {
 		t.Fatalf("hits: tp4 %d of %d, tp8 %d of %d; want all, and 3/4", hits4, keys4, hits8, keys8)
 	}
@@ -187,7 +160,7 @@ func TestSilentFork(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("ns forks -o json: %v\n%s", err, out)
 	}
-	if doc.NodeID != nodes[0].id() || doc.Namespaces != 12 || len(doc.Groups) != 1 {
+	if doc.NodeID != nodes[0].ID() || doc.Namespaces != 12 || len(doc.Groups) != 1 {
 		t.Fatalf("ns forks -o json: want 12 namespaces in one group:\n%s", out)
 	}
 	g := doc.Groups[0]

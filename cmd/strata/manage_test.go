@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratakv/strata/client/admin/admintest"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -27,7 +28,7 @@ import (
 // registry when it is, and fails with NOT_FOUND when it is not.
 func checkUnregistered(t *testing.T, n *testNode, id []byte, unregistered bool) {
 	t.Helper()
-	_, err := n.data.Lookup(n.ctx(t), &pb.LookupRequest{NamespaceId: id, Keys: [][]byte{make([]byte, 32)}})
+	_, err := n.Data.Lookup(n.Ctx(t), &pb.LookupRequest{NamespaceId: id, Keys: [][]byte{make([]byte, 32)}})
 	switch {
 	case unregistered && status.Code(err) != codes.NotFound:
 		t.Errorf("lookup in a removed, unregistered namespace: %v, want NotFound", err)
@@ -39,7 +40,7 @@ func checkUnregistered(t *testing.T, n *testNode, id []byte, unregistered bool) 
 func TestNSRm(t *testing.T) {
 	c := newCluster(t)
 	acme, fork := hex.EncodeToString(c.acme), hex.EncodeToString(c.fork)
-	env := map[string]string{"STRATA_ENDPOINT": c.addr}
+	env := map[string]string{"STRATA_ENDPOINT": c.Addr}
 
 	// Without --yes it only says what it would remove.
 	_, _, err := strata(t, env, "ns", "rm", acme[:8])
@@ -167,8 +168,8 @@ func TestLeaseLs(t *testing.T) {
 	}
 
 	// --limit cuts the list and says how many more there are.
-	c.lookup(t, c.acme, true, c.pages[0].key)
-	out, stderr, err := strata(t, map[string]string{"STRATA_ENDPOINT": c.addr}, "lease", "ls", "--limit", "1")
+	c.Lookup(t, c.acme, true, c.pages[0].Key)
+	out, stderr, err := strata(t, map[string]string{"STRATA_ENDPOINT": c.Addr}, "lease", "ls", "--limit", "1")
 	if err != nil || len(table(out)) != 2 || stderr != "1 more leases not listed (raise --limit)\n" {
 		t.Errorf("lease ls --limit 1: err %v, stderr %q\n%s", err, stderr, out)
 	}
@@ -255,18 +256,18 @@ func TestNSForks(t *testing.T) {
 
 func TestEndpoints(t *testing.T) {
 	n := startNode(t, nil)
-	n.open(t, descriptor("acme"))
-	closed, closed2 := closedAddr(t), closedAddr(t)
+	n.Open(t, admintest.Descriptor("acme"))
+	closed, closed2 := admintest.ClosedAddr(t), admintest.ClosedAddr(t)
 	for _, c := range []struct {
 		name string
 		env  map[string]string
 		args []string
 	}{
-		{"flag", nil, []string{"--endpoints", closed + "," + n.addr}},
-		{"alias", nil, []string{"--endpoint", closed + ", " + n.addr}},
-		{"env", map[string]string{"STRATA_ENDPOINTS": closed + "," + n.addr}, nil},
-		{"env over the old one", map[string]string{"STRATA_ENDPOINTS": n.addr, "STRATA_ENDPOINT": closed}, nil},
-		{"flag over env", map[string]string{"STRATA_ENDPOINTS": closed}, []string{"--endpoints", n.addr}},
+		{"flag", nil, []string{"--endpoints", closed + "," + n.Addr}},
+		{"alias", nil, []string{"--endpoint", closed + ", " + n.Addr}},
+		{"env", map[string]string{"STRATA_ENDPOINTS": closed + "," + n.Addr}, nil},
+		{"env over the old one", map[string]string{"STRATA_ENDPOINTS": n.Addr, "STRATA_ENDPOINT": closed}, nil},
+		{"flag over env", map[string]string{"STRATA_ENDPOINTS": closed}, []string{"--endpoints", n.Addr}},
 	} {
 		out, stderr, err := strata(t, c.env, append([]string{"ns", "ls"}, c.args...)...)
 		if rows := table(out); err != nil || len(rows) != 2 || rows[1][1] != "acme" || stderr != "" {
@@ -288,14 +289,14 @@ func TestEndpoints(t *testing.T) {
 func TestEndpointRefusalEndsSearch(t *testing.T) {
 	locked := startNode(t, map[string]string{"acme-token": "acme"})
 	open := startNode(t, nil)
-	_, _, err := strata(t, nil, "ns", "ls", "--endpoints", locked.addr+","+open.addr)
-	if err == nil || !strings.Contains(err.Error(), "the node at "+locked.addr+" requires a token") {
+	_, _, err := strata(t, nil, "ns", "ls", "--endpoints", locked.Addr+","+open.Addr)
+	if err == nil || !strings.Contains(err.Error(), "the node at "+locked.Addr+" requires a token") {
 		t.Errorf("err = %v, want the first node's refusal", err)
 	}
 }
 
 func TestManageBadArguments(t *testing.T) {
-	env := map[string]string{"STRATA_ENDPOINT": closedAddr(t)}
+	env := map[string]string{"STRATA_ENDPOINT": admintest.ClosedAddr(t)}
 	key := strings.Repeat("ab", 32)
 	for _, c := range []struct {
 		args []string
@@ -342,7 +343,7 @@ func TestClusterManage(t *testing.T) {
 	// lease ls: a's lease, from c.
 	rows := table(f.c.run(t, "lease", "ls"))
 	if len(rows) != 2 || !slices.Equal(rows[0], []string{"LEASE", "NODE", "NAMESPACE", "TENANT", "PAGES", "EXPIRES_IN"}) ||
-		!slices.Equal(rows[1][1:5], []string{f.a.id(), id[:12], "acme", "3"}) {
+		!slices.Equal(rows[1][1:5], []string{f.a.ID(), id[:12], "acme", "3"}) {
 		t.Errorf("lease ls: %q", rows)
 	}
 
@@ -351,7 +352,7 @@ func TestClusterManage(t *testing.T) {
 	wantTTL := [][]string{{"NODE", "TTL", "PREVIOUS", "PAGES", "EXPIRED"}}
 	for _, n := range f.nodes {
 		if n != f.c {
-			wantTTL = append(wantTTL, []string{n.id(), "30m0s", "none", "3", "0"})
+			wantTTL = append(wantTTL, []string{n.ID(), "30m0s", "none", "3", "0"})
 		}
 	}
 	wantTTL = append(wantTTL, strings.Fields("namespace "+id+": pages unused for more than 30m0s are removed, on 2 node(s)"))
@@ -364,7 +365,7 @@ func TestClusterManage(t *testing.T) {
 	wantRm := [][]string{{"NODE", "DELETED"}}
 	for _, n := range f.nodes {
 		if n != f.c {
-			wantRm = append(wantRm, []string{n.id(), "1"})
+			wantRm = append(wantRm, []string{n.ID(), "1"})
 		}
 	}
 	wantRm = append(wantRm, strings.Fields("deleted 2 page(s) of the 1 key(s) given, on 2 node(s)"))
@@ -379,7 +380,7 @@ func TestClusterManage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ": 4 pages, 64KiB on 2 node(s)") {
 		t.Errorf("ns rm without --yes: %v", err)
 	}
-	drop, err := pb.NewAdminClient(f.a.cc).DropNamespace(t.Context(), &pb.DropNamespaceRequest{NamespaceId: f.ns, Unregister: true})
+	drop, err := pb.NewAdminClient(f.a.CC).DropNamespace(t.Context(), &pb.DropNamespaceRequest{NamespaceId: f.ns, Unregister: true})
 	if err != nil || drop.GetPagesDropped() != 2 || !drop.GetUnregistered() {
 		t.Fatalf("dropping on a: %v, %+v", err, drop)
 	}
@@ -387,7 +388,7 @@ func TestClusterManage(t *testing.T) {
 	rows = table(out)
 	want := [][]string{{"NODE", "HELD", "PAGES_DROPPED"}}
 	for _, n := range f.nodes {
-		held := map[bool][]string{true: {n.id(), "yes", "2"}, false: {n.id(), "no", "0"}}[n == f.b]
+		held := map[bool][]string{true: {n.ID(), "yes", "2"}, false: {n.ID(), "no", "0"}}[n == f.b]
 		want = append(want, held)
 	}
 	want = append(want, strings.Fields("removed namespace "+id+": 2 pages dropped on 1 node(s); registration deleted"))
@@ -396,7 +397,7 @@ func TestClusterManage(t *testing.T) {
 	}
 	for _, n := range []*testNode{f.a, f.b, f.c} {
 		if rows := table(n.run(t, "ns", "ls")); len(rows) != 1 {
-			t.Errorf("ns ls on %s after ns rm: %q", n.id(), rows)
+			t.Errorf("ns ls on %s after ns rm: %q", n.ID(), rows)
 		}
 	}
 	checkUnregistered(t, f.c, f.ns, true)
@@ -410,7 +411,7 @@ type noUnregisterNode struct {
 	dropped chan *pb.DropNamespaceRequest
 }
 
-var noUnregisterNS = &pb.NamespaceInfo{Id: []byte{0xab, 0xcd}, Descriptor_: descriptor("acme"), PageBytes: 16 << 10,
+var noUnregisterNS = &pb.NamespaceInfo{Id: []byte{0xab, 0xcd}, Descriptor_: admintest.Descriptor("acme"), PageBytes: 16 << 10,
 	Pages: 2, Bytes: 32 << 10}
 
 func (noUnregisterNode) NodeInfo(context.Context, *pb.NodeInfoRequest) (*pb.NodeInfoResponse, error) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratakv/strata/client/admin/admintest"
 )
 
 // cluster is a node holding three namespaces: acme's llama with 3 pages
@@ -15,34 +17,34 @@ import (
 // and 1 page, and beta's llama, empty.
 type cluster struct {
 	*testNode
-	acme, fork, beta []byte // namespace IDs
-	pageBytes        uint64 // of acme
-	pages            []page // in acme
+	acme, fork, beta []byte           // namespace IDs
+	pageBytes        uint64           // of acme
+	pages            []admintest.Page // in acme
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	n := startNode(t, nil)
 	c := &cluster{testNode: n}
-	acme := n.open(t, descriptor("acme"))
+	acme := n.Open(t, admintest.Descriptor("acme"))
 	c.acme, c.pageBytes = acme.GetNamespaceId(), acme.GetPageBytes()
 	if c.pageBytes != 16384 {
 		t.Fatalf("page bytes = %d, want 16384", c.pageBytes)
 	}
-	c.pages = chain("a", 3, c.pageBytes)
-	n.put(t, c.acme, c.pages)
+	c.pages = admintest.Chain("a", 3, c.pageBytes)
+	n.Put(t, c.acme, c.pages)
 	missing := make([]byte, 32)
-	if got := n.lookup(t, c.acme, true, c.pages[0].key, c.pages[1].key, c.pages[2].key, missing); got.GetHitPrefix() != 3 {
+	if got := n.Lookup(t, c.acme, true, c.pages[0].Key, c.pages[1].Key, c.pages[2].Key, missing); got.GetHitPrefix() != 3 {
 		t.Fatalf("hit prefix = %d, want 3", got.GetHitPrefix())
 	}
 
-	fd := descriptor("acme")
+	fd := admintest.Descriptor("acme")
 	fd.PageTokens = 32
-	fork := n.open(t, fd)
+	fork := n.Open(t, fd)
 	c.fork = fork.GetNamespaceId()
-	n.put(t, c.fork, chain("f", 1, fork.GetPageBytes()))
+	n.Put(t, c.fork, admintest.Chain("f", 1, fork.GetPageBytes()))
 
-	c.beta = n.open(t, descriptor("beta")).GetNamespaceId()
+	c.beta = n.Open(t, admintest.Descriptor("beta")).GetNamespaceId()
 	return c
 }
 
@@ -151,14 +153,14 @@ func TestNSShow(t *testing.T) {
 
 func TestUnknownNamespace(t *testing.T) {
 	n := startNode(t, nil)
-	env := map[string]string{"STRATA_ENDPOINT": n.addr}
+	env := map[string]string{"STRATA_ENDPOINT": n.Addr}
 	for _, args := range [][]string{
 		{"ns", "show", "deadbeef"},
 		{"keys", "ls", "deadbeef"},
 		{"keys", "stat", "deadbeef", strings.Repeat("ab", 32)},
 	} {
 		_, _, err := strata(t, env, args...)
-		if err == nil || !strings.Contains(err.Error(), `no namespace matches "deadbeef" on the node at `+n.addr) ||
+		if err == nil || !strings.Contains(err.Error(), `no namespace matches "deadbeef" on the node at `+n.Addr) ||
 			!strings.Contains(err.Error(), "strata ns ls") {
 			t.Errorf("strata %s: err = %v", strings.Join(args, " "), err)
 		}
@@ -171,15 +173,15 @@ func TestAmbiguousPrefix(t *testing.T) {
 	seen := map[byte]bool{}
 	var shared string
 	for i := range 17 {
-		d := descriptor("acme")
+		d := admintest.Descriptor("acme")
 		d.ModelRevision = fmt.Sprintf("r%d", i)
-		id := hex.EncodeToString(n.open(t, d).GetNamespaceId())
+		id := hex.EncodeToString(n.Open(t, d).GetNamespaceId())
 		if seen[id[0]] {
 			shared = id[:1]
 		}
 		seen[id[0]] = true
 	}
-	_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": n.addr}, "ns", "show", shared)
+	_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": n.Addr}, "ns", "show", shared)
 	if err == nil || !strings.Contains(err.Error(), "more hex digits") {
 		t.Errorf("ambiguous prefix %q: err = %v", shared, err)
 	}

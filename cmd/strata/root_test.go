@@ -10,11 +10,12 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratakv/strata/client/admin/admintest"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func TestUnreachable(t *testing.T) {
-	addr := closedAddr(t)
+	addr := admintest.ClosedAddr(t)
 	start := time.Now()
 	_, _, err := strata(t, nil, "ns", "ls", "--endpoint", addr, "--timeout", "3s")
 	if err == nil {
@@ -34,7 +35,7 @@ func TestUnreachable(t *testing.T) {
 // TestUnreachableCluster: the cluster commands fail as the others do when
 // the node asked does not answer, before any member is asked.
 func TestUnreachableCluster(t *testing.T) {
-	addr := closedAddr(t)
+	addr := admintest.ClosedAddr(t)
 	for _, args := range [][]string{{"node", "ls"}, {"cluster", "status"}} {
 		_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, args...)
 		if err == nil || !strings.Contains(err.Error(), "cannot reach a strata node at "+addr) {
@@ -44,7 +45,7 @@ func TestUnreachableCluster(t *testing.T) {
 }
 
 func TestEndpointFromEnv(t *testing.T) {
-	addr := closedAddr(t)
+	addr := admintest.ClosedAddr(t)
 	_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, "ns", "ls")
 	if err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("err = %v, want one naming %s", err, addr)
@@ -53,12 +54,12 @@ func TestEndpointFromEnv(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	n := startNode(t, map[string]string{"acme-token": "acme", "beta-token": "beta"})
-	n.token = "acme-token"
-	n.open(t, descriptor("acme"))
-	n.token = "beta-token"
-	n.open(t, descriptor("beta"))
+	n.Token = "acme-token"
+	n.Open(t, admintest.Descriptor("acme"))
+	n.Token = "beta-token"
+	n.Open(t, admintest.Descriptor("beta"))
 
-	env := map[string]string{"STRATA_ENDPOINT": n.addr}
+	env := map[string]string{"STRATA_ENDPOINT": n.Addr}
 	_, _, err := strata(t, env, "ns", "ls")
 	if err == nil || !strings.Contains(err.Error(), "requires a token: pass --token or set STRATA_TOKEN") {
 		t.Errorf("no token: err = %v", err)
@@ -101,7 +102,7 @@ func TestTokenNotInHelp(t *testing.T) {
 // TestBadArguments covers mistakes caught before any call; the endpoint is
 // closed, so reaching the node would be a different error.
 func TestBadArguments(t *testing.T) {
-	env := map[string]string{"STRATA_ENDPOINT": closedAddr(t)}
+	env := map[string]string{"STRATA_ENDPOINT": admintest.ClosedAddr(t)}
 	key := strings.Repeat("ab", 32)
 	for _, c := range []struct {
 		args []string
@@ -149,7 +150,7 @@ func (oldNode) NodeInfo(context.Context, *pb.NodeInfoRequest) (*pb.NodeInfoRespo
 
 func (oldNode) ListNamespaces(context.Context, *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
 	return &pb.ListNamespacesResponse{NodeId: "node-old", Namespaces: []*pb.NamespaceInfo{
-		{Id: []byte{0xab, 0xcd}, Descriptor_: descriptor("acme"), PageBytes: 16 << 10, Pages: 2, Bytes: 32 << 10}}}, nil
+		{Id: []byte{0xab, 0xcd}, Descriptor_: admintest.Descriptor("acme"), PageBytes: 16 << 10, Pages: 2, Bytes: 32 << 10}}}, nil
 }
 
 // TestNodeWithoutCluster: a node that does not serve Members is a cluster
@@ -167,14 +168,14 @@ func TestNodeWithoutCluster(t *testing.T) {
 		s.Stop()
 		<-served
 	})
-	n := &testNode{addr: l.Addr().String()}
+	n := &testNode{&admintest.Node{Addr: l.Addr().String()}}
 
 	rows := table(n.run(t, "ns", "ls"))
 	if len(rows) != 2 || len(rows[0]) != 13 || rows[1][0] != "abcd" || rows[1][9] != "2" {
 		t.Errorf("ns ls: %q", rows)
 	}
 	rows = table(n.run(t, "node", "ls"))
-	if len(rows) != 2 || !slices.Equal(rows[1][:3], []string{"node-old", "alive", n.addr}) || rows[1][4] != "32KiB/1GiB" {
+	if len(rows) != 2 || !slices.Equal(rows[1][:3], []string{"node-old", "alive", n.Addr}) || rows[1][4] != "32KiB/1GiB" {
 		t.Errorf("node ls: %q", rows)
 	}
 }

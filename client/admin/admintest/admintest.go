@@ -1,0 +1,267 @@
+// Package admintest starts real strata nodes in-process on loopback and
+// fills them, for the tests of package admin and of the strata CLI: a node
+// with its own embedded etcd, or several sharing one etcd and joined in one
+// gossip cluster; namespaces opened, chains of pages put and looked up
+// over the nodes' gRPC API. Everything it starts closes when the test ends.
+package admintest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash/crc32"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/registry"
+)
+
+// AwaitViewTimeout bounds each wait for a membership view to settle.
+const AwaitViewTimeout = 20 * time.Second
+
+// Node is a real node serving on loopback, with a connection to fill it.
+type Node struct {
+	Node  *node.Node
+	Addr  string
+	CC    *grpc.ClientConn
+	Data  pb.StrataClient
+	Token string // sent on the calls of Open, Put and Lookup when set
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartOne starts a node with its own embedded etcd and the tenants'
+// tokens (token → tenant; nil: no authentication). The host tier is 4
+// slabs of the default 64 MiB: one slab carved for 16 KiB pages leaves
+// none for 32 KiB pages (the node does not set a smaller slab size for
+// small tiers), and memory is only committed as pages arrive.
+func StartOne(t testing.TB, tokens map[string]string) *Node {
+	t.Helper()
+	return Start(t, node.Config{EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 256 << 20, TenantTokens: tokens})
+}
+
+// Start starts a node from cfg, listening on a free loopback port in a
+// fresh data directory unless cfg says otherwise; it closes when the test
+// ends, unless Stop closed it before.
+func Start(t testing.TB, cfg node.Config) *Node {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	n, err := node.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("starting node: %v", err)
+	}
+	tn := &Node{Node: n, Addr: n.Addr()}
+	t.Cleanup(func() {
+		if err := tn.Stop(); err != nil {
+			t.Errorf("closing node: %v", err)
+		}
+	})
+	if tn.CC, err = grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tn.CC.Close() })
+	tn.Data = pb.NewStrataClient(tn.CC)
+	return tn
+}
+
+// StartCluster starts an embedded etcd and count nodes from cfg sharing
+// it, joined in one gossip cluster, and waits until each sees all alive.
+// It returns etcd's endpoints and the nodes sorted by node ID, as Members
+// lists them.
+func StartCluster(t testing.TB, count int, cfg node.Config) (etcd []string, nodes []*Node) {
+	t.Helper()
+	e, err := registry.StartEmbedded(t.Context(), registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	cfg.EtcdEndpoints = e.Endpoints()
+	for range count {
+		nodes = append(nodes, Start(t, cfg))
+	}
+	slices.SortFunc(nodes, func(x, y *Node) int { return strings.Compare(x.ID(), y.ID()) })
+	alive := map[string]string{}
+	for _, n := range nodes {
+		alive[n.ID()] = "alive"
+	}
+	for _, n := range nodes {
+		n.AwaitMembers(t, alive)
+	}
+	return e.Endpoints(), nodes
+}
+
+// ID is the node's ID.
+func (n *Node) ID() string { return n.Node.ID() }
+
+// Stop closes the node, once.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() { n.stopErr = n.Node.Close() })
+	return n.stopErr
+}
+
+// Ctx is the test's context, with n's token when it has one.
+func (n *Node) Ctx(t testing.TB) context.Context {
+	if n.Token == "" {
+		return t.Context()
+	}
+	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+n.Token)
+}
+
+// AwaitMembers waits, up to AwaitViewTimeout, until n's membership view
+// is want: node ID → state ("alive", "suspect", "dead", "left"), or
+// states as "dead|left". It follows WatchMembers, which sends the view
+// after every change.
+func (n *Node) AwaitMembers(t testing.TB, want map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), AwaitViewTimeout)
+	defer cancel()
+	stream, err := pb.NewClusterClient(n.CC).WatchMembers(ctx, &pb.MembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	for {
+		view, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("node %s sees %v, want %v: %v", n.ID(), got, want, err)
+		}
+		got = map[string]string{}
+		for _, m := range view.GetMembers() {
+			got[m.GetNodeId()] = strings.ToLower(strings.TrimPrefix(m.GetState().String(), "MEMBER_STATE_"))
+		}
+		if maps.EqualFunc(got, want, func(state, states string) bool {
+			return slices.Contains(strings.Split(states, "|"), state)
+		}) {
+			return
+		}
+	}
+}
+
+// Descriptor is a small model's namespace: 2 layers × 2 KV heads × 64
+// dims × bf16 × 16 tokens × K and V = 16 KiB pages.
+func Descriptor(tenant string) *pb.Descriptor {
+	return &pb.Descriptor{Tenant: tenant, Model: "llama-3-8b", ModelRevision: "r1", Engine: "vllm",
+		Dtype: "bf16", PageTokens: 16, NumLayers: 2, NumKvHeads: 2, HeadDim: 64}
+}
+
+// Open opens the namespace of d on n.
+func (n *Node) Open(t testing.TB, d *pb.Descriptor) *pb.OpenNamespaceResponse {
+	t.Helper()
+	resp, err := n.Data.OpenNamespace(n.Ctx(t), &pb.OpenNamespaceRequest{
+		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: d})
+	if err != nil {
+		t.Fatalf("opening namespace: %v", err)
+	}
+	return resp
+}
+
+// Page is one page a test publishes.
+type Page struct {
+	Key, Parent []byte
+	Depth       uint32
+	Data        []byte
+}
+
+// Checksum is the page's CRC-32C, 4 bytes big-endian.
+func (p Page) Checksum() []byte {
+	return binary.BigEndian.AppendUint32(nil, crc32.Checksum(p.Data, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// Chain makes count pages of one token sequence: each key hashes its
+// parent's, as the native key scheme does.
+func Chain(seed string, count int, pageBytes uint64) []Page {
+	var pages []Page
+	prev := []byte(seed)
+	for i := range count {
+		key := sha256.Sum256(append(bytes.Clone(prev), byte(i)))
+		p := Page{Key: key[:], Depth: uint32(i), Data: bytes.Repeat([]byte{byte(i + 1), byte(len(seed))}, int(pageBytes/2))}
+		if i > 0 {
+			p.Parent = prev
+		}
+		pages = append(pages, p)
+		prev = key[:]
+	}
+	return pages
+}
+
+// Put publishes pages with the one-call Put stream: each page's header,
+// then its bytes in chunks of 4 KiB.
+func (n *Node) Put(t testing.TB, nsID []byte, pages []Page) {
+	t.Helper()
+	stream, err := n.Data.Put(n.Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range putMessages(nsID, pages) {
+		if err := stream.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	results := resp.GetResults()
+	if i := slices.IndexFunc(results, func(r *pb.CommitResult) bool {
+		return r.GetStatus() != pb.CommitStatus_COMMIT_STATUS_COMMITTED
+	}); i >= 0 {
+		t.Fatalf("put page %d: %v %s", i, results[i].GetStatus(), results[i].GetReason())
+	}
+}
+
+// putMessages is the Put stream of pages; the first message names the
+// namespace.
+func putMessages(nsID []byte, pages []Page) []*pb.PutRequest {
+	var msgs []*pb.PutRequest
+	for _, p := range pages {
+		msgs = append(msgs, &pb.PutRequest{Header: &pb.PutHeader{Checksum: p.Checksum(), Page: &pb.PageSpec{
+			Key: p.Key, ParentKey: p.Parent, Depth: p.Depth, Size: uint64(len(p.Data))}}})
+		for chunk := range slices.Chunk(p.Data, 4096) {
+			msgs = append(msgs, &pb.PutRequest{Data: chunk})
+		}
+	}
+	if len(msgs) > 0 {
+		msgs[0].NamespaceId = nsID
+	}
+	return msgs
+}
+
+// Lookup looks keys up, optionally taking a lease on the hit prefix.
+func (n *Node) Lookup(t testing.TB, nsID []byte, lease bool, keys ...[]byte) *pb.LookupResponse {
+	t.Helper()
+	resp, err := n.Data.Lookup(n.Ctx(t), &pb.LookupRequest{NamespaceId: nsID, Keys: keys, Lease: lease})
+	if err != nil {
+		t.Fatalf("lookup: %v", err)
+	}
+	return resp
+}
+
+// ClosedAddr is a loopback address nothing listens on.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
