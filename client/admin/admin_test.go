@@ -11,39 +11,16 @@ import (
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/internal/leaktest"
-	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// fixture is three nodes in one cluster and one namespace written to two
-// of them: a holds chain "a" (3 pages, looked up with a lease), b chain
-// "b" (2 pages) and a copy of a's first page; c holds nothing and does not
-// know the namespace. a, b and c are in node ID order.
-type fixture struct {
-	a, b, c   *admintest.Node
-	nodes     []*admintest.Node
-	ns        []byte
-	pageBytes uint64
-	chainA    []admintest.Page
-	chainB    []admintest.Page
-}
-
-func start(t *testing.T) *fixture {
+// start starts admintest.ThreeNodes.
+func start(t *testing.T) *admintest.ThreeNodes {
 	t.Helper()
-	f := &fixture{}
-	_, f.nodes = admintest.StartCluster(t, 3, node.Config{HostBytes: 64 << 20})
-	f.a, f.b, f.c = f.nodes[0], f.nodes[1], f.nodes[2]
-	open := f.a.Open(t, admintest.Descriptor("acme"))
-	f.ns, f.pageBytes = open.GetNamespaceId(), open.GetPageBytes()
-	f.b.Open(t, admintest.Descriptor("acme"))
-	f.chainA, f.chainB = admintest.Chain("a", 3, f.pageBytes), admintest.Chain("b", 2, f.pageBytes)
-	f.a.Put(t, f.ns, f.chainA)
-	f.b.Put(t, f.ns, append(slices.Clone(f.chainB), f.chainA[0]))
-	f.a.Lookup(t, f.ns, true, f.chainA[0].Key, f.chainA[1].Key, f.chainA[2].Key)
-	return f
+	return admintest.StartThreeNodes(t, node.Config{HostBytes: 64 << 20})
 }
 
 // dial dials the cluster through addrs; it closes when the test ends.
@@ -70,9 +47,9 @@ func ids(ns []*admintest.Node) []string {
 // answer is the sum or the merge of a's and b's.
 func TestCluster(t *testing.T) {
 	f := start(t)
-	c := dial(t, admintest.ClosedAddr(t), f.c.Addr)
-	if c.NodeID() != f.c.ID() || !c.Multi() || len(c.Members()) != 3 {
-		t.Fatalf("dialled %s, %d members; want %s of 3", c.NodeID(), len(c.Members()), f.c.ID())
+	c := dial(t, admintest.ClosedAddr(t), f.C.Addr)
+	if c.NodeID() != f.C.ID() || !c.Multi() || len(c.Members()) != 3 {
+		t.Fatalf("dialled %s, %d members; want %s of 3", c.NodeID(), len(c.Members()), f.C.ID())
 	}
 	ctx := t.Context()
 
@@ -84,14 +61,14 @@ func TestCluster(t *testing.T) {
 		}
 		pages = append(pages, r.Info.GetPages())
 	}
-	if got := []string{nodes[0].GetNodeId(), nodes[1].GetNodeId(), nodes[2].GetNodeId()}; !slices.Equal(got, ids(f.nodes)) ||
+	if got := []string{nodes[0].GetNodeId(), nodes[1].GetNodeId(), nodes[2].GetNodeId()}; !slices.Equal(got, ids(f.Nodes)) ||
 		!slices.Equal(pages, []uint64{3, 3, 0}) {
-		t.Errorf("nodes %q with %v pages; want %q with 3, 3, 0", got, pages, ids(f.nodes))
+		t.Errorf("nodes %q with %v pages; want %q with 3, 3, 0", got, pages, ids(f.Nodes))
 	}
 	s := c.Status(ctx)
-	if s.Members != (admin.MemberCounts{Total: 3, Alive: 3, Answered: 3}) || s.Asked.GetNodeId() != f.c.ID() ||
+	if s.Members != (admin.MemberCounts{Total: 3, Alive: 3, Answered: 3}) || s.Asked.GetNodeId() != f.C.ID() ||
 		len(s.Tiers) != 1 || s.Tiers[0].GetTier() != pb.Tier_TIER_HOST || s.Tiers[0].GetCapacityBytes() != 3*64<<20 ||
-		s.Tiers[0].GetUsedBytes() != 6*f.pageBytes || s.TierNodes[pb.Tier_TIER_HOST] != 3 {
+		s.Tiers[0].GetUsedBytes() != 6*f.PageBytes || s.TierNodes[pb.Tier_TIER_HOST] != 3 {
 		t.Errorf("status: %+v, tiers %v", s.Members, s.Tiers)
 	}
 
@@ -99,16 +76,16 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(failed) != 0 || len(nss) != 1 {
 		t.Fatalf("namespaces: %v, failed %v, %d", err, failed, len(nss))
 	}
-	if n := nss[0]; !bytes.Equal(n.Info.GetId(), f.ns) || n.Info.GetPages() != 6 || n.Info.GetBytes() != 6*f.pageBytes ||
-		n.Info.GetLeasesActive() != 1 || !slices.Equal(n.Holders(), ids(f.nodes[:2])) {
+	if n := nss[0]; !bytes.Equal(n.Info.GetId(), f.NS) || n.Info.GetPages() != 6 || n.Info.GetBytes() != 6*f.PageBytes ||
+		n.Info.GetLeasesActive() != 1 || !slices.Equal(n.Holders(), ids(f.Nodes[:2])) {
 		t.Errorf("namespace summed: %v, holders %q", n.Info, n.Holders())
 	}
 	if nss, _, err := c.Namespaces(ctx, "beta"); err != nil || len(nss) != 0 {
 		t.Errorf("beta's namespaces: %v, %d", err, len(nss))
 	}
 
-	ns, failed, err := c.Namespace(ctx, hex.EncodeToString(f.ns)[:6])
-	if err != nil || len(failed) != 0 || !bytes.Equal(ns.ID, f.ns) || len(ns.Members()) != 2 || ns.Total.Info.GetPages() != 6 {
+	ns, failed, err := c.Namespace(ctx, hex.EncodeToString(f.NS)[:6])
+	if err != nil || len(failed) != 0 || !bytes.Equal(ns.ID, f.NS) || len(ns.Members()) != 2 || ns.Total.Info.GetPages() != 6 {
 		t.Fatalf("namespace: %v, failed %v, %+v", err, failed, ns)
 	}
 
@@ -122,7 +99,7 @@ func TestCluster(t *testing.T) {
 	}
 	copies := 0
 	for _, r := range rows {
-		if bytes.Equal(r.Info.GetKey(), f.chainA[0].Key) {
+		if bytes.Equal(r.Info.GetKey(), f.ChainA[0].Key) {
 			copies++
 		}
 	}
@@ -135,14 +112,14 @@ func TestCluster(t *testing.T) {
 	}
 
 	missing := make([]byte, 32)
-	stats, _, err := c.StatKeys(ctx, ns, [][]byte{f.chainA[0].Key, f.chainB[1].Key, missing})
+	stats, _, err := c.StatKeys(ctx, ns, [][]byte{f.ChainA[0].Key, f.ChainB[1].Key, missing})
 	if err != nil || len(stats) != 3 || len(stats[0].Copies) != 2 || len(stats[1].Copies) != 1 ||
-		stats[1].Copies[0].Node != f.b.ID() || len(stats[2].Copies) != 0 {
+		stats[1].Copies[0].Node != f.B.ID() || len(stats[2].Copies) != 0 {
 		t.Errorf("stat keys: %v, %+v", err, stats)
 	}
 
 	leases, total, _, err := c.Leases(ctx, "", 0)
-	if err != nil || total != 1 || len(leases) != 1 || leases[0].Node != f.a.ID() || leases[0].Info.GetPages() != 3 {
+	if err != nil || total != 1 || len(leases) != 1 || leases[0].Node != f.A.ID() || leases[0].Info.GetPages() != 3 {
 		t.Errorf("leases: %v, total %d, %v", err, total, leases)
 	}
 
@@ -150,7 +127,7 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(ttl) != 2 || ttl[0].Val.GetNamespace().GetTtlMs() != uint64(time.Hour.Milliseconds()) {
 		t.Errorf("set ttl: %v, %v", err, ttl)
 	}
-	del, err := c.DeleteKeys(ctx, ns, [][]byte{f.chainA[0].Key})
+	del, err := c.DeleteKeys(ctx, ns, [][]byte{f.ChainA[0].Key})
 	if err != nil || len(del) != 2 || del[0].Val.GetDeleted() != 1 || del[1].Val.GetDeleted() != 1 {
 		t.Errorf("delete keys: %v, %v", err, del)
 	}
@@ -166,7 +143,7 @@ func TestCluster(t *testing.T) {
 	if !slices.Equal(dropped, []uint64{2, 2, 0}) {
 		t.Errorf("pages dropped per node %v, want 2, 2, 0", dropped)
 	}
-	if _, _, err := c.Namespace(ctx, hex.EncodeToString(f.ns)); !errors.As(err, new(*admin.NotFoundError)) {
+	if _, _, err := c.Namespace(ctx, hex.EncodeToString(f.NS)); !errors.As(err, new(*admin.NotFoundError)) {
 		t.Errorf("namespace after drop: %v, want not found", err)
 	}
 }
@@ -211,21 +188,10 @@ func TestDialEndpoints(t *testing.T) {
 // with what the others did.
 func TestUnreachableMember(t *testing.T) {
 	f := start(t)
-	deadAddr := admintest.ClosedAddr(t)
-	info, err := pb.NewAdminClient(f.a.CC).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ghost, err := membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
-		Seeds: []string{info.GetGossipAddress()},
-		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
-	if err != nil {
-		t.Fatalf("starting the ghost member: %v", err)
-	}
-	t.Cleanup(func() { ghost.Close() })
-	f.a.AwaitMembers(t, map[string]string{f.a.ID(): "alive", f.b.ID(): "alive", f.c.ID(): "alive", "node-ghost": "alive"})
+	_, deadAddr := admintest.StartGhost(t, f.A)
+	f.A.AwaitMembers(t, map[string]string{f.A.ID(): "alive", f.B.ID(): "alive", f.C.ID(): "alive", "node-ghost": "alive"})
 
-	c := dial(t, f.a.Addr)
+	c := dial(t, f.A.Addr)
 	nss, failed, err := c.Namespaces(t.Context(), "")
 	if err != nil || len(nss) != 1 || len(failed) != 1 || failed[0].NodeID != "node-ghost" || failed[0].Addr != deadAddr ||
 		!admin.Unreachable(failed[0]) {
@@ -234,7 +200,7 @@ func TestUnreachableMember(t *testing.T) {
 	if r := c.Nodes(t.Context())[3]; r.GetNodeId() != "node-ghost" || r.Info != nil || r.Err == nil {
 		t.Errorf("the ghost's report: %+v", r)
 	}
-	ns, _, err := c.Namespace(t.Context(), hex.EncodeToString(f.ns))
+	ns, _, err := c.Namespace(t.Context(), hex.EncodeToString(f.NS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +218,7 @@ func TestAmbiguousPrefix(t *testing.T) {
 	f := start(t)
 	// A tenant whose llama's ID starts with the digit acme's does; IDs
 	// are hashes of the descriptor, so the search is the same every run.
-	digit := hex.EncodeToString(f.ns)[:1]
+	digit := hex.EncodeToString(f.NS)[:1]
 	var other *pb.Descriptor
 	for i := 0; other == nil; i++ {
 		d := admintest.Descriptor("t" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
@@ -260,8 +226,8 @@ func TestAmbiguousPrefix(t *testing.T) {
 			other = d
 		}
 	}
-	f.c.Open(t, other)
-	c := dial(t, f.a.Addr)
+	f.C.Open(t, other)
+	c := dial(t, f.A.Addr)
 	_, _, err := c.Namespace(t.Context(), digit)
 	ae, ok := errors.AsType[*admin.AmbiguousError](err)
 	if !ok || ae.Prefix != digit {
@@ -269,7 +235,7 @@ func TestAmbiguousPrefix(t *testing.T) {
 	}
 	var none string
 	for _, d := range "0123456789abcdef" {
-		if !slices.ContainsFunc([]namespace.ID{namespace.ID(f.ns), pbconv.Descriptor(other).ID()},
+		if !slices.ContainsFunc([]namespace.ID{namespace.ID(f.NS), pbconv.Descriptor(other).ID()},
 			func(id namespace.ID) bool { return id.String()[:1] == string(d) }) {
 			none = string(d)
 			break

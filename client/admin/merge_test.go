@@ -103,7 +103,9 @@ func TestDialTarget(t *testing.T) {
 }
 
 func TestSettle(t *testing.T) {
-	m := func(id string) *Member { return &Member{Member: &pb.Member{NodeId: id}, Addr: "127.0.0.1:" + id[len(id)-1:]} }
+	m := func(id string) *Member {
+		return &Member{Member: &pb.Member{NodeId: id}, Addr: "127.0.0.1:" + id[len(id)-1:]}
+	}
 	ok := Reply[int]{Member: m("n1"), Val: 1}
 	down := Reply[int]{Member: m("n2"), Err: &NodeError{NodeID: "n2", Addr: "127.0.0.1:2", Err: errors.New("refused")}}
 	for _, c := range []struct {

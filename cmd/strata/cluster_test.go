@@ -12,48 +12,22 @@ import (
 
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/client/admin/admintest"
-	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// threeNodes is three nodes sharing one embedded etcd, joined in one
-// gossip cluster, and one namespace (acme's llama) written to two of them:
-//
-//	a: chain "a", 3 pages, looked up on a: 3 hits of 4 keys, leased;
-//	b: chain "b", 2 pages, and a copy of a's first page; looked up on b:
-//	   1 hit of 1 key;
-//	c: nothing. It does not know the namespace, which was opened on a and
-//	   b only, after c started.
+// threeNodes is admintest.ThreeNodes with the CLI's handles on its nodes.
 type threeNodes struct {
-	etcd      []string
-	a, b, c   *testNode
-	nodes     []*testNode // a, b, c sorted by node ID, as Members lists them
-	ns        []byte
-	pageBytes uint64
-	chainA    []admintest.Page
-	chainB    []admintest.Page
+	*admintest.ThreeNodes
+	a, b, c *testNode
+	nodes   []*testNode // a, b, c: sorted by node ID, as Members lists them
 }
 
 func startThreeNodes(t *testing.T) *threeNodes {
 	t.Helper()
-	f := &threeNodes{}
-	f.etcd, f.nodes = startNodes(t, 3, node.Config{HostBytes: 64 << 20, CoordRound: 200 * time.Millisecond})
-	f.a, f.b, f.c = f.nodes[0], f.nodes[1], f.nodes[2]
-
-	open := f.a.Open(t, admintest.Descriptor("acme"))
-	f.ns, f.pageBytes = open.GetNamespaceId(), open.GetPageBytes()
-	f.b.Open(t, admintest.Descriptor("acme"))
-	f.chainA, f.chainB = admintest.Chain("a", 3, f.pageBytes), admintest.Chain("b", 2, f.pageBytes)
-	f.a.Put(t, f.ns, f.chainA)
-	f.b.Put(t, f.ns, append(slices.Clone(f.chainB), f.chainA[0]))
-	missing := make([]byte, 32)
-	if got := f.a.Lookup(t, f.ns, true, f.chainA[0].Key, f.chainA[1].Key, f.chainA[2].Key, missing); got.GetHitPrefix() != 3 {
-		t.Fatalf("hit prefix on a = %d, want 3", got.GetHitPrefix())
-	}
-	if got := f.b.Lookup(t, f.ns, false, f.chainB[0].Key); got.GetHitPrefix() != 1 {
-		t.Fatalf("hit prefix on b = %d, want 1", got.GetHitPrefix())
-	}
+	fx := admintest.StartThreeNodes(t, node.Config{HostBytes: 64 << 20, CoordRound: 200 * time.Millisecond})
+	f := &threeNodes{ThreeNodes: fx, a: &testNode{fx.A}, b: &testNode{fx.B}, c: &testNode{fx.C}}
+	f.nodes = []*testNode{f.a, f.b, f.c}
 	return f
 }
 
@@ -124,7 +98,7 @@ func TestClusterNodeLs(t *testing.T) {
 		v := doc.Nodes[i]
 		if v.NodeID != n.ID() || v.State != "alive" || v.GRPCAddress != n.Addr || v.Error != "" || v.Info == nil ||
 			v.Info.NodeID != n.ID() || v.Info.GossipAddress != v.GossipAddress || !v.Info.EtcdHealthy ||
-			!slices.Equal(v.Info.EtcdEndpoints, f.etcd) || len(v.Info.Tiers) != 1 ||
+			!slices.Equal(v.Info.EtcdEndpoints, f.Etcd) || len(v.Info.Tiers) != 1 ||
 			v.Info.Tiers[0].Tier != "host" || v.Info.Tiers[0].CapacityBytes != 64<<20 || v.Weight != 64<<20 {
 			t.Errorf("node %d: %+v, info %+v", i, v, v.Info)
 		}
@@ -158,7 +132,7 @@ func TestClusterStatus(t *testing.T) {
 		`coordinator:\s+node-[0-9a-f]+ \(cutoff epoch \d+, round \d+\)`,
 		`cutoffs:\s+host none \(coordinated\)`,
 		`etcd:\s+healthy`,
-		`etcd endpoints:\s+` + regexp.QuoteMeta(strings.Join(f.etcd, ",")),
+		`etcd endpoints:\s+` + regexp.QuoteMeta(strings.Join(f.Etcd, ",")),
 		`TIER\s+NODES\s+USED\s+CAPACITY\s+USE%\s+PAGES`,
 		`host\s+3\s+96KiB\s+192MiB\s+0\.0%\s+\d+`,
 		`NODE\s+STATE\s+HOST\s+PAGES\s+ERROR`,
@@ -180,9 +154,9 @@ func TestClusterStatus(t *testing.T) {
 	}
 	if doc.NodeID != f.a.ID() || doc.Coordinator == "" ||
 		doc.Members != (memberCountsJSON{Total: 3, Alive: 3, Answered: 3}) ||
-		doc.Etcd == nil || !doc.Etcd.Healthy || doc.Etcd.Error != "" || !slices.Equal(doc.Etcd.Endpoints, f.etcd) ||
+		doc.Etcd == nil || !doc.Etcd.Healthy || doc.Etcd.Error != "" || !slices.Equal(doc.Etcd.Endpoints, f.Etcd) ||
 		len(doc.Tiers) != 1 || doc.Tiers[0].Tier != "host" || doc.Tiers[0].Nodes != 3 ||
-		doc.Tiers[0].CapacityBytes != 3*64<<20 || doc.Tiers[0].UsedBytes != 6*f.pageBytes ||
+		doc.Tiers[0].CapacityBytes != 3*64<<20 || doc.Tiers[0].UsedBytes != 6*f.PageBytes ||
 		len(doc.Nodes) != 3 || doc.Recovery == nil || len(doc.Recovery) != 0 {
 		t.Errorf("cluster status -o json:\n%s", out)
 	}
@@ -210,7 +184,7 @@ func TestClusterNSLs(t *testing.T) {
 	rows := table(f.c.run(t, "ns", "ls"))
 	want := [][]string{
 		{"ID", "TENANT", "MODEL", "REVISION", "ENGINE", "DTYPE", "TP", "PAGE_TOKENS", "PAGE_BYTES", "NODES", "PAGES", "BYTES", "HIT%", "LEASES"},
-		{hex.EncodeToString(f.ns)[:12], "acme", "llama-3-8b", "r1", "vllm", "bf16", "1", "16", "16KiB", "2", "6", "96KiB", "80.0%", "1"},
+		{hex.EncodeToString(f.NS)[:12], "acme", "llama-3-8b", "r1", "vllm", "bf16", "1", "16", "16KiB", "2", "6", "96KiB", "80.0%", "1"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Errorf("ns ls:\n got %q\nwant %q", rows, want)
@@ -230,17 +204,17 @@ func TestClusterNSLs(t *testing.T) {
 		t.Fatalf("ns ls -o json:\n%s", out)
 	}
 	n := doc.Namespaces[0]
-	if doc.NodeID != f.c.ID() || n.ID != hex.EncodeToString(f.ns) || n.Pages != 6 || n.Bytes != 6*f.pageBytes ||
+	if doc.NodeID != f.c.ID() || n.ID != hex.EncodeToString(f.NS) || n.Pages != 6 || n.Bytes != 6*f.PageBytes ||
 		n.Lookups != 2 || n.LookupKeys != 5 || n.HitKeys != 4 || n.HitRate == nil || *n.HitRate != 80 ||
 		n.LeasesActive != 1 || !slices.Equal(n.Nodes, holders) ||
-		len(n.Tiers) != 1 || n.Tiers[0].Tier != "host" || n.Tiers[0].Pages != 6 || n.Tiers[0].UsedBytes != 6*f.pageBytes {
+		len(n.Tiers) != 1 || n.Tiers[0].Tier != "host" || n.Tiers[0].Pages != 6 || n.Tiers[0].UsedBytes != 6*f.PageBytes {
 		t.Errorf("ns ls -o json:\n%s", out)
 	}
 }
 
 func TestClusterNSShow(t *testing.T) {
 	f := startThreeNodes(t)
-	id := hex.EncodeToString(f.ns)
+	id := hex.EncodeToString(f.NS)
 	out := f.c.run(t, "ns", "show", id[:8])
 	for _, line := range []string{
 		`id:\s+` + id,
@@ -277,7 +251,7 @@ func TestClusterNSShow(t *testing.T) {
 		t.Fatalf("ns show -o json:\n%s", out)
 	}
 	for _, p := range doc.PerNode {
-		if p.Pages != 3 || p.Bytes != 3*f.pageBytes || (p.NodeID != f.a.ID() && p.NodeID != f.b.ID()) {
+		if p.Pages != 3 || p.Bytes != 3*f.PageBytes || (p.NodeID != f.a.ID() && p.NodeID != f.b.ID()) {
 			t.Errorf("ns show -o json: per node %+v", p)
 		}
 	}
@@ -286,10 +260,10 @@ func TestClusterNSShow(t *testing.T) {
 // keyRows is every copy of f's pages as keys ls lists them: key, node.
 func (f *threeNodes) keyRows() [][2]string {
 	var rows [][2]string
-	for _, p := range f.chainA {
+	for _, p := range f.ChainA {
 		rows = append(rows, [2]string{hexKey(p), f.a.ID()})
 	}
-	for _, p := range append(slices.Clone(f.chainB), f.chainA[0]) {
+	for _, p := range append(slices.Clone(f.ChainB), f.ChainA[0]) {
 		rows = append(rows, [2]string{hexKey(p), f.b.ID()})
 	}
 	slices.SortFunc(rows, func(x, y [2]string) int {
@@ -300,7 +274,7 @@ func (f *threeNodes) keyRows() [][2]string {
 
 func TestClusterKeysLs(t *testing.T) {
 	f := startThreeNodes(t)
-	ns := hex.EncodeToString(f.ns)[:10]
+	ns := hex.EncodeToString(f.NS)[:10]
 	want := f.keyRows()
 
 	rows := table(f.c.run(t, "keys", "ls", ns, "--wide"))
@@ -362,8 +336,8 @@ func TestClusterKeysLs(t *testing.T) {
 
 func TestClusterKeysStat(t *testing.T) {
 	f := startThreeNodes(t)
-	ns := hex.EncodeToString(f.ns)[:12]
-	both, onB := f.chainA[0], f.chainB[1]
+	ns := hex.EncodeToString(f.NS)[:12]
+	both, onB := f.ChainA[0], f.ChainB[1]
 	absent := strings.Repeat("00", 32)
 
 	out, _, err := strata(t, f.c.env(), "keys", "stat", ns, hexKey(both), hexKey(onB), absent)
@@ -405,7 +379,7 @@ func TestClusterKeysStat(t *testing.T) {
 		t.Fatalf("keys stat -o json: %v\n%s", err, out)
 	}
 	if len(doc.Keys) != 3 || !slices.Equal(doc.Keys[0].Nodes, ab) || len(doc.Keys[0].Copies) != 2 ||
-		!slices.Equal(doc.Keys[1].Nodes, []string{f.b.ID()}) || doc.Keys[1].ParentKey != hexKey(f.chainB[0]) || doc.Keys[1].Node != f.b.ID() ||
+		!slices.Equal(doc.Keys[1].Nodes, []string{f.b.ID()}) || doc.Keys[1].ParentKey != hexKey(f.ChainB[0]) || doc.Keys[1].Node != f.b.ID() ||
 		doc.Keys[2].Found || len(doc.Keys[2].Nodes) != 0 {
 		t.Errorf("keys stat -o json:\n%s", out)
 	}
@@ -416,18 +390,7 @@ func TestClusterKeysStat(t *testing.T) {
 // with the nodes that answer and exits 0.
 func TestClusterFailures(t *testing.T) {
 	f := startThreeNodes(t)
-	info, err := pb.NewAdminClient(f.a.CC).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := admintest.ClosedAddr(t)
-	ghost, err := membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
-		Seeds: []string{info.GetGossipAddress()},
-		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
-	if err != nil {
-		t.Fatalf("starting the ghost member: %v", err)
-	}
-	t.Cleanup(func() { ghost.Close() })
+	ghost, deadAddr := admintest.StartGhost(t, f.a.Node)
 	states := f.states("alive", "alive", "alive")
 	states["node-ghost"] = "alive"
 	f.awaitMembers(t, f.nodes, states)
@@ -455,15 +418,15 @@ func TestClusterFailures(t *testing.T) {
 
 	// The cluster-wide commands warn about the ghost and print the rest.
 	warning := "node node-ghost (" + deadAddr + ") unreachable: connection refused; results may be incomplete\n"
-	id := hex.EncodeToString(f.ns)
+	id := hex.EncodeToString(f.NS)
 	for _, c := range []struct {
 		args []string
 		want string // a line of the output
 	}{
 		{[]string{"ns", "ls"}, id[:12] + `\s+acme\s.*\s2\s+6\s+96KiB\s+80.0%\s+\d+`},
 		{[]string{"ns", "show", id}, `\s+pages:\s+6`},
-		{[]string{"keys", "ls", id}, hexKey(f.chainB[0])[:16] + `\s+` + f.b.ID() + `\s.*`},
-		{[]string{"keys", "stat", id, hexKey(f.chainB[0])}, `status:\s+present`},
+		{[]string{"keys", "ls", id}, hexKey(f.ChainB[0])[:16] + `\s+` + f.b.ID() + `\s.*`},
+		{[]string{"keys", "stat", id, hexKey(f.ChainB[0])}, `status:\s+present`},
 	} {
 		out, stderr, err := strata(t, f.a.env(), c.args...)
 		if err != nil || stderr != warning || !regexp.MustCompile(`(?m)^`+c.want+`$`).MatchString(out) {

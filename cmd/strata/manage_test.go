@@ -338,7 +338,7 @@ func TestManageBadArguments(t *testing.T) {
 // which does not hold the namespace: each reaches a and b.
 func TestClusterManage(t *testing.T) {
 	f := startThreeNodes(t)
-	id := hex.EncodeToString(f.ns)
+	id := hex.EncodeToString(f.NS)
 
 	// lease ls: a's lease, from c.
 	rows := table(f.c.run(t, "lease", "ls"))
@@ -361,7 +361,7 @@ func TestClusterManage(t *testing.T) {
 	}
 
 	// keys rm: a's first page has a copy on b.
-	rows = table(f.c.run(t, "keys", "rm", id, hexKey(f.chainA[0])))
+	rows = table(f.c.run(t, "keys", "rm", id, hexKey(f.ChainA[0])))
 	wantRm := [][]string{{"NODE", "DELETED"}}
 	for _, n := range f.nodes {
 		if n != f.c {
@@ -380,7 +380,7 @@ func TestClusterManage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ": 4 pages, 64KiB on 2 node(s)") {
 		t.Errorf("ns rm without --yes: %v", err)
 	}
-	drop, err := pb.NewAdminClient(f.a.CC).DropNamespace(t.Context(), &pb.DropNamespaceRequest{NamespaceId: f.ns, Unregister: true})
+	drop, err := pb.NewAdminClient(f.a.CC).DropNamespace(t.Context(), &pb.DropNamespaceRequest{NamespaceId: f.NS, Unregister: true})
 	if err != nil || drop.GetPagesDropped() != 2 || !drop.GetUnregistered() {
 		t.Fatalf("dropping on a: %v, %+v", err, drop)
 	}
@@ -400,7 +400,7 @@ func TestClusterManage(t *testing.T) {
 			t.Errorf("ns ls on %s after ns rm: %q", n.ID(), rows)
 		}
 	}
-	checkUnregistered(t, f.c, f.ns, true)
+	checkUnregistered(t, f.c, f.NS, true)
 }
 
 // noUnregisterNode is a node whose registry cannot delete registrations:

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/registry"
@@ -264,4 +265,66 @@ func ClosedAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// ThreeNodes is three nodes sharing one embedded etcd, joined in one
+// gossip cluster, and one namespace (acme's llama, Descriptor) written to
+// two of them; A, B and C are in node ID order:
+//
+//	A: chain "a", 3 pages, looked up on A: 3 hits of 4 keys, leased;
+//	B: chain "b", 2 pages, and a copy of A's first page; looked up on B:
+//	   1 hit of 1 key;
+//	C: nothing. It does not know the namespace, which was opened on A and
+//	   B only.
+type ThreeNodes struct {
+	Etcd      []string
+	A, B, C   *Node
+	Nodes     []*Node // A, B, C: sorted by node ID, as Members lists them
+	NS        []byte  // the namespace's ID
+	PageBytes uint64
+	ChainA    []Page
+	ChainB    []Page
+}
+
+// StartThreeNodes starts ThreeNodes, each node from cfg (see
+// StartCluster).
+func StartThreeNodes(t testing.TB, cfg node.Config) *ThreeNodes {
+	t.Helper()
+	f := &ThreeNodes{}
+	f.Etcd, f.Nodes = StartCluster(t, 3, cfg)
+	f.A, f.B, f.C = f.Nodes[0], f.Nodes[1], f.Nodes[2]
+	open := f.A.Open(t, Descriptor("acme"))
+	f.NS, f.PageBytes = open.GetNamespaceId(), open.GetPageBytes()
+	f.B.Open(t, Descriptor("acme"))
+	f.ChainA, f.ChainB = Chain("a", 3, f.PageBytes), Chain("b", 2, f.PageBytes)
+	f.A.Put(t, f.NS, f.ChainA)
+	f.B.Put(t, f.NS, append(slices.Clone(f.ChainB), f.ChainA[0]))
+	missing := make([]byte, 32)
+	if got := f.A.Lookup(t, f.NS, true, f.ChainA[0].Key, f.ChainA[1].Key, f.ChainA[2].Key, missing); got.GetHitPrefix() != 3 {
+		t.Fatalf("hit prefix on A = %d, want 3", got.GetHitPrefix())
+	}
+	if got := f.B.Lookup(t, f.NS, false, f.ChainB[0].Key); got.GetHitPrefix() != 1 {
+		t.Fatalf("hit prefix on B = %d, want 1", got.GetHitPrefix())
+	}
+	return f
+}
+
+// StartGhost starts a member named "node-ghost" that joins seed's gossip
+// cluster but whose gRPC address, deadAddr, answers nothing; it closes
+// when the test ends, unless the test shut it down before.
+func StartGhost(t testing.TB, seed *Node) (ghost *membership.Membership, deadAddr string) {
+	t.Helper()
+	info, err := pb.NewAdminClient(seed.CC).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr = ClosedAddr(t)
+	ghost, err = membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
+		Seeds: []string{info.GetGossipAddress()},
+		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
+	if err != nil {
+		t.Fatalf("starting the ghost member: %v", err)
+	}
+	t.Cleanup(func() { ghost.Close() })
+	return ghost, deadAddr
 }
