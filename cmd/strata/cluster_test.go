@@ -126,23 +126,19 @@ func TestClusterStatus(t *testing.T) {
 		t.Fatalf("cluster status -o json: coordinator %q, cutoffs %+v", doc.Coordinator, doc.Cutoffs)
 	}
 	out := f.a.run(t, "cluster", "status")
-	for _, line := range []string{
-		`node asked:\s+` + f.a.ID(),
+	checkLines(t, "cluster status", out, false,
+		`node asked:\s+`+f.a.ID(),
 		`members:\s+3: 3 alive`,
 		`coordinator:\s+node-[0-9a-f]+ \(cutoff epoch \d+, round \d+\)`,
 		`cutoffs:\s+host none \(coordinated\)`,
 		`etcd:\s+healthy`,
-		`etcd endpoints:\s+` + regexp.QuoteMeta(strings.Join(f.Etcd, ",")),
+		`etcd endpoints:\s+`+regexp.QuoteMeta(strings.Join(f.Etcd, ",")),
 		`TIER\s+NODES\s+USED\s+CAPACITY\s+USE%\s+PAGES`,
 		`host\s+3\s+96KiB\s+192MiB\s+0\.0%\s+\d+`,
 		`NODE\s+STATE\s+HOST\s+PAGES\s+ERROR`,
-		f.a.ID() + `\s+alive\s+48KiB/64MiB\s+3\s+-`,
-		f.c.ID() + `\s+alive\s+0B/64MiB\s+0\s+-`,
-	} {
-		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
-			t.Errorf("cluster status lacks a line %q:\n%s", line, out)
-		}
-	}
+		f.a.ID()+`\s+alive\s+48KiB/64MiB\s+3\s+-`,
+		f.c.ID()+`\s+alive\s+0B/64MiB\s+0\s+-`,
+	)
 	if strings.Contains(out, "recovery") {
 		t.Errorf("cluster status reports recovery without durable tiers:\n%s", out)
 	}
@@ -216,8 +212,8 @@ func TestClusterNSShow(t *testing.T) {
 	f := startThreeNodes(t)
 	id := hex.EncodeToString(f.NS)
 	out := f.c.run(t, "ns", "show", id[:8])
-	for _, line := range []string{
-		`id:\s+` + id,
+	checkLines(t, "ns show", out, true,
+		`id:\s+`+id,
 		`pages:\s+6`,
 		`bytes:\s+98304 \(96KiB\)`,
 		`lookup_keys:\s+5`,
@@ -227,13 +223,9 @@ func TestClusterNSShow(t *testing.T) {
 		`tiers:`,
 		`host:\s+6 pages, 98304 bytes \(96KiB\)`,
 		`nodes:`,
-		f.a.ID() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 75.0%`,
-		f.b.ID() + `:\s+3 pages, 49152 bytes \(48KiB\), hit rate 100.0%`,
-	} {
-		if !regexp.MustCompile(`(?m)^\s*` + line + `$`).MatchString(out) {
-			t.Errorf("ns show lacks a line %q:\n%s", line, out)
-		}
-	}
+		f.a.ID()+`:\s+3 pages, 49152 bytes \(48KiB\), hit rate 75.0%`,
+		f.b.ID()+`:\s+3 pages, 49152 bytes \(48KiB\), hit rate 100.0%`,
+	)
 	if strings.Contains(out, f.c.ID()) {
 		t.Errorf("ns show lists c, which does not know the namespace:\n%s", out)
 	}
@@ -498,12 +490,8 @@ func TestClusterStatusLocalCutoffs(t *testing.T) {
 	if err := writeClusterStatus(&b, doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{
+	checkLines(t, "cluster status", b.String(), false,
 		`coordinator:\s+none: nodes use local cutoffs`,
 		`cutoffs:\s+host 1\.23e\+03, ssd none \(local\)`,
-	} {
-		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(b.String()) {
-			t.Errorf("cluster status lacks a line %q:\n%s", line, b.String())
-		}
-	}
+	)
 }

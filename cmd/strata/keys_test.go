@@ -103,22 +103,18 @@ func TestKeysStat(t *testing.T) {
 	absent := strings.Repeat("00", 32)
 
 	out := c.run(t, "keys", "stat", ns, hex.EncodeToString(p1.Key))
-	for _, line := range []string{
-		`key:\s+` + hex.EncodeToString(p1.Key),
+	checkLines(t, "keys stat", out, false,
+		`key:\s+`+hex.EncodeToString(p1.Key),
 		`status:\s+present`,
-		`parent:\s+` + hex.EncodeToString(p0.Key),
+		`parent:\s+`+hex.EncodeToString(p0.Key),
 		`depth:\s+1`,
 		`size:\s+16384 \(16KiB\)`,
-		`checksum:\s+` + hex.EncodeToString(p1.Checksum()),
+		`checksum:\s+`+hex.EncodeToString(p1.Checksum()),
 		`tier:\s+host`,
 		`created:\s+\d{4}-\d\d-\d\dT[0-9:.]+Z \(\d+s ago\)`,
 		`leases:\s+1`,
 		`resident children:\s+1`,
-	} {
-		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
-			t.Errorf("keys stat lacks a line %q:\n%s", line, out)
-		}
-	}
+	)
 
 	// An absent key prints "absent" and fails the command after every block.
 	env := map[string]string{"STRATA_ENDPOINT": c.Addr}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -67,4 +68,38 @@ func table(out string) [][]string {
 		rows = append(rows, strings.Fields(line))
 	}
 	return rows
+}
+
+// checkLines checks that each of lines (regular expressions) matches a
+// whole line of out, what names out in the failure; indent lets a line
+// start with spaces.
+func checkLines(t *testing.T, what, out string, indent bool, lines ...string) {
+	t.Helper()
+	anchor := `(?m)^`
+	if indent {
+		anchor += `\s*`
+	}
+	for _, line := range lines {
+		if !regexp.MustCompile(anchor + line + `$`).MatchString(out) {
+			t.Errorf("%s lacks a line %q:\n%s", what, line, out)
+		}
+	}
+}
+
+// badArgument is a command line and what its error must say.
+type badArgument struct {
+	args []string
+	want string
+}
+
+// checkBadArguments runs each command line with env and checks that it
+// fails saying what it must.
+func checkBadArguments(t *testing.T, env map[string]string, cases []badArgument) {
+	t.Helper()
+	for _, c := range cases {
+		_, _, err := strata(t, env, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("strata %s: err = %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
 }

@@ -56,19 +56,14 @@ split each page between them and lose nothing.`,
 
 // forkGroupJSON is one model with more than one layout.
 type forkGroupJSON struct {
-	ForkKey           string     `json:"fork_key"`
-	Tenant            string     `json:"tenant"`
-	Model             string     `json:"model"`
-	ModelRevision     string     `json:"model_revision"`
-	Adapter           string     `json:"adapter"`
-	AdapterRevision   string     `json:"adapter_revision"`
-	TokenizerRevision string     `json:"tokenizer_revision"`
-	Differ            []string   `json:"differ"` // descriptor fields (canonical names) in which forks differ
-	Meaning           string     `json:"meaning"`
-	Hint              string     `json:"hint"`
-	Pages             uint64     `json:"pages"` // over every fork
-	Bytes             uint64     `json:"bytes"`
-	Forks             []forkJSON `json:"forks"` // most bytes first
+	ForkKey string `json:"fork_key"`
+	identityJSON
+	Differ  []string   `json:"differ"` // descriptor fields (canonical names) in which forks differ
+	Meaning string     `json:"meaning"`
+	Hint    string     `json:"hint"`
+	Pages   uint64     `json:"pages"` // over every fork
+	Bytes   uint64     `json:"bytes"`
+	Forks   []forkJSON `json:"forks"` // most bytes first
 }
 
 // forkJSON is one layout of a model.
@@ -97,8 +92,9 @@ type forkShardJSON struct {
 
 func forkGroupView(fg *forkGroup) forkGroupJSON {
 	d := fg.forks[0].layout
-	v := forkGroupJSON{ForkKey: fg.key, Tenant: d.Tenant, Model: d.Model, ModelRevision: d.ModelRevision,
-		Adapter: d.Adapter, AdapterRevision: d.AdapterRevision, TokenizerRevision: d.TokenizerRevision,
+	v := forkGroupJSON{ForkKey: fg.key, identityJSON: identityJSON{Tenant: d.Tenant, Model: d.Model,
+		ModelRevision: d.ModelRevision, Adapter: d.Adapter, AdapterRevision: d.AdapterRevision,
+		TokenizerRevision: d.TokenizerRevision},
 		Differ: fg.differ, Meaning: forkMeaning(forkLabels(fg)), Hint: forkHint(fg.differ), Forks: []forkJSON{}}
 	for _, f := range fg.forks {
 		vals := fieldValues(f.layout)

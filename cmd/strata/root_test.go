@@ -104,10 +104,7 @@ func TestTokenNotInHelp(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	env := map[string]string{"STRATA_ENDPOINT": admintest.ClosedAddr(t)}
 	key := strings.Repeat("ab", 32)
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	checkBadArguments(t, env, []badArgument{
 		{[]string{"ns", "ls", "-o", "yaml"}, `unknown output format "yaml"`},
 		{[]string{"ns", "ls", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"ns", "show", "xyz"}, `"xyz" is not a namespace id or id prefix`},
@@ -121,12 +118,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"node", "ls", "extra"}, `unknown command "extra" for "strata node ls"`},
 		{[]string{"cluster", "bogus"}, `unknown command "bogus" for "strata cluster"`},
 		{[]string{"cluster", "status", "-o", "yaml"}, `unknown output format "yaml"`},
-	} {
-		_, _, err := strata(t, env, c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("strata %s: err = %v, want %q", strings.Join(c.args, " "), err, c.want)
-		}
-	}
+	})
 }
 
 func TestGroupPrintsHelp(t *testing.T) {

@@ -47,33 +47,40 @@ type nsNodeJSON struct {
 
 // descriptorJSON is a Descriptor.
 type descriptorJSON struct {
-	Tenant            string            `json:"tenant"`
-	Model             string            `json:"model"`
-	ModelRevision     string            `json:"model_revision"`
-	Adapter           string            `json:"adapter"`
-	AdapterRevision   string            `json:"adapter_revision"`
-	TokenizerRevision string            `json:"tokenizer_revision"`
-	Engine            string            `json:"engine"`
-	KVFormatVersion   uint32            `json:"kv_format_version"`
-	DType             string            `json:"dtype"`
-	KVDType           string            `json:"kv_dtype"`
-	Layout            string            `json:"layout"`
-	PageTokens        uint32            `json:"page_tokens"`
-	NumLayers         uint32            `json:"num_layers"`
-	NumKVHeads        uint32            `json:"num_kv_heads"`
-	HeadDim           uint32            `json:"head_dim"`
-	MLALatentDim      uint32            `json:"mla_latent_dim"`
-	TPSize            uint32            `json:"tp_size"`
-	TPRank            uint32            `json:"tp_rank"`
-	PPSize            uint32            `json:"pp_size"`
-	PPRank            uint32            `json:"pp_rank"`
-	CPSize            uint32            `json:"cp_size"`
-	CPRank            uint32            `json:"cp_rank"`
-	Quantization      string            `json:"quantization"`
-	Extra             map[string]string `json:"extra"`
-	PageBytes         uint64            `json:"page_bytes"` // declared; 0 = derived from the geometry
-	Checksum          string            `json:"checksum"`
-	Compute           computeJSON       `json:"compute"`
+	identityJSON
+	Engine          string            `json:"engine"`
+	KVFormatVersion uint32            `json:"kv_format_version"`
+	DType           string            `json:"dtype"`
+	KVDType         string            `json:"kv_dtype"`
+	Layout          string            `json:"layout"`
+	PageTokens      uint32            `json:"page_tokens"`
+	NumLayers       uint32            `json:"num_layers"`
+	NumKVHeads      uint32            `json:"num_kv_heads"`
+	HeadDim         uint32            `json:"head_dim"`
+	MLALatentDim    uint32            `json:"mla_latent_dim"`
+	TPSize          uint32            `json:"tp_size"`
+	TPRank          uint32            `json:"tp_rank"`
+	PPSize          uint32            `json:"pp_size"`
+	PPRank          uint32            `json:"pp_rank"`
+	CPSize          uint32            `json:"cp_size"`
+	CPRank          uint32            `json:"cp_rank"`
+	Quantization    string            `json:"quantization"`
+	Extra           map[string]string `json:"extra"`
+	PageBytes       uint64            `json:"page_bytes"` // declared; 0 = derived from the geometry
+	Checksum        string            `json:"checksum"`
+	Compute         computeJSON       `json:"compute"`
+}
+
+// identityJSON is the fields of a descriptor that name a model, as in
+// namespace.Descriptor.ForkKey: namespaces that differ in one of them are
+// different models, never forks.
+type identityJSON struct {
+	Tenant            string `json:"tenant"`
+	Model             string `json:"model"`
+	ModelRevision     string `json:"model_revision"`
+	Adapter           string `json:"adapter"`
+	AdapterRevision   string `json:"adapter_revision"`
+	TokenizerRevision string `json:"tokenizer_revision"`
 }
 
 // computeJSON is a ComputeProfile.
@@ -155,9 +162,9 @@ func descriptorView(d *pb.Descriptor) descriptorJSON {
 	}
 	c := d.GetCompute()
 	return descriptorJSON{
-		Tenant: d.GetTenant(), Model: d.GetModel(), ModelRevision: d.GetModelRevision(),
-		Adapter: d.GetAdapter(), AdapterRevision: d.GetAdapterRevision(),
-		TokenizerRevision: d.GetTokenizerRevision(), Engine: d.GetEngine(),
+		identityJSON: identityJSON{Tenant: d.GetTenant(), Model: d.GetModel(), ModelRevision: d.GetModelRevision(),
+			Adapter: d.GetAdapter(), AdapterRevision: d.GetAdapterRevision(), TokenizerRevision: d.GetTokenizerRevision()},
+		Engine:          d.GetEngine(),
 		KVFormatVersion: d.GetKvFormatVersion(), DType: d.GetDtype(), KVDType: d.GetKvDtype(),
 		Layout: d.GetLayout(), PageTokens: d.GetPageTokens(), NumLayers: d.GetNumLayers(),
 		NumKVHeads: d.GetNumKvHeads(), HeadDim: d.GetHeadDim(), MLALatentDim: d.GetMlaLatentDim(),
