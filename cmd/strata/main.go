@@ -28,6 +28,10 @@
 // be incomplete") and left out. node ls and cluster status show such a
 // member with its error in their output instead.
 //
+// The fan-out and the merging are package client/admin's; each subcommand
+// (one file each) parses its flags, makes one admin call and formats the
+// answer as a table or JSON. errors.go words every failure for operators.
+//
 // The exit status is 1 on any error: no endpoint answers, every member
 // asked failed, `keys stat` found some key on no node, `ns rm` lacks --yes,
 // or a command that changes the cluster (ns rm, ns ttl, keys rm) failed on

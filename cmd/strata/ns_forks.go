@@ -68,15 +68,10 @@ type forkGroupJSON struct {
 
 // forkJSON is one layout of a model.
 type forkJSON struct {
-	Values     map[string]json.RawMessage `json:"values"` // the differing fields' values
-	PageBytes  uint64                     `json:"page_bytes"`
-	Pages      uint64                     `json:"pages"`
-	Bytes      uint64                     `json:"bytes"`
-	Lookups    uint64                     `json:"lookups"`
-	LookupKeys uint64                     `json:"lookup_keys"`
-	HitKeys    uint64                     `json:"hit_keys"`
-	HitRate    *float64                   `json:"hit_rate"` // percent; null before any lookup
-	Shards     []forkShardJSON            `json:"shards"`   // by rank
+	Values    map[string]json.RawMessage `json:"values"` // the differing fields' values
+	PageBytes uint64                     `json:"page_bytes"`
+	usageJSON
+	Shards []forkShardJSON `json:"shards"` // by rank
 }
 
 // forkShardJSON is one namespace of a fork.
@@ -98,9 +93,8 @@ func forkGroupView(fg *forkGroup) forkGroupJSON {
 		Differ: fg.differ, Meaning: forkMeaning(forkLabels(fg)), Hint: forkHint(fg.differ), Forks: []forkJSON{}}
 	for _, f := range fg.forks {
 		vals := fieldValues(f.layout)
-		fj := forkJSON{Values: map[string]json.RawMessage{}, PageBytes: f.sum.GetPageBytes(), Pages: f.sum.GetPages(),
-			Bytes: f.sum.GetBytes(), Lookups: f.sum.GetLookups(), LookupKeys: f.sum.GetLookupKeys(),
-			HitKeys: f.sum.GetHitKeys(), HitRate: hitRateJSON(f.sum), Shards: []forkShardJSON{}}
+		fj := forkJSON{Values: map[string]json.RawMessage{}, PageBytes: f.sum.GetPageBytes(), usageJSON: usageView(f.sum),
+			Shards: []forkShardJSON{}}
 		for _, name := range fg.differ {
 			fj.Values[name] = vals[name]
 		}

@@ -32,17 +32,28 @@ type namespaceJSON struct {
 
 // nsNodeJSON is one node's share of a namespace.
 type nsNodeJSON struct {
-	NodeID       string     `json:"node_id"`
-	Pages        uint64     `json:"pages"`
-	Bytes        uint64     `json:"bytes"`
-	Lookups      uint64     `json:"lookups"`
-	LookupKeys   uint64     `json:"lookup_keys"`
-	HitKeys      uint64     `json:"hit_keys"`
-	HitRate      *float64   `json:"hit_rate"` // percent; null before any lookup
+	NodeID string `json:"node_id"`
+	usageJSON
 	LeasesActive uint64     `json:"leases_active"`
 	TTLMs        uint64     `json:"ttl_ms"`
 	ExpiredPages uint64     `json:"expired_pages"`
 	Tiers        []tierJSON `json:"tiers"`
+}
+
+// usageJSON is what a namespace, or part of one, holds and how it was
+// looked up.
+type usageJSON struct {
+	Pages      uint64   `json:"pages"`
+	Bytes      uint64   `json:"bytes"`
+	Lookups    uint64   `json:"lookups"`
+	LookupKeys uint64   `json:"lookup_keys"`
+	HitKeys    uint64   `json:"hit_keys"`
+	HitRate    *float64 `json:"hit_rate"` // percent; null before any lookup
+}
+
+func usageView(n *pb.NamespaceInfo) usageJSON {
+	return usageJSON{Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(), LookupKeys: n.GetLookupKeys(),
+		HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n)}
 }
 
 // descriptorJSON is a Descriptor.
@@ -128,9 +139,7 @@ func namespaceView(t *admin.Namespace) namespaceJSON {
 
 func nsNodeView(p admin.NodeNamespace) nsNodeJSON {
 	n := p.Info
-	return nsNodeJSON{NodeID: p.Node, Pages: n.GetPages(), Bytes: n.GetBytes(), Lookups: n.GetLookups(),
-		LookupKeys: n.GetLookupKeys(), HitKeys: n.GetHitKeys(), HitRate: hitRateJSON(n),
-		LeasesActive: n.GetLeasesActive(), TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(),
+	return nsNodeJSON{NodeID: p.Node, usageJSON: usageView(n), LeasesActive: n.GetLeasesActive(), TTLMs: n.GetTtlMs(), ExpiredPages: n.GetExpiredPages(),
 		Tiers: tiersView(n.GetTiers())}
 }
 
