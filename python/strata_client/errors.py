@@ -11,7 +11,7 @@ here by hand from the protobuf wire format (they are tiny and stable).
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 __all__ = [
     "StrataError",
@@ -60,68 +60,28 @@ class StrataError(Exception):
         self.metadata = dict(metadata or {})
 
 
-class InvalidArgumentError(StrataError, ValueError):
-    reason = "INVALID_ARGUMENT"
+def _error(name: str, reason: str, doc: str, *bases: type) -> type:
+    """A StrataError subclass for one reason (and the builtin bases it
+    also is, so that ``except ValueError`` and the like catch it)."""
+    return type(name, (StrataError,) + bases, {"reason": reason, "__doc__": doc, "__module__": __name__})
 
 
-class BatchTooLargeError(StrataError):
-    reason = "BATCH_TOO_LARGE"
-
-
-class NamespaceNotFoundError(StrataError):
-    reason = "NAMESPACE_NOT_FOUND"
-
-
-class TenantDeniedError(StrataError, PermissionError):
-    reason = "TENANT_DENIED"
-
-
-class UnauthenticatedError(StrataError, PermissionError):
-    reason = "UNAUTHENTICATED"
-
-
-class VersionMismatchError(StrataError):
-    reason = "VERSION_MISMATCH"
-
-
-class LeaseExpiredError(StrataError):
-    reason = "LEASE_EXPIRED"
-
-
-class LeaseNotFoundError(StrataError):
-    reason = "LEASE_NOT_FOUND"
-
-
-class LeaseLimitError(StrataError):
-    reason = "LEASE_LIMIT"
-
-
-class NoSpaceError(StrataError):
-    reason = "NO_SPACE"
-
-
-class UnavailableError(StrataError, ConnectionError):
-    """The node could not be reached, timed out, is draining, or failed."""
-
-    reason = "UNAVAILABLE"
-
-
-class ProtocolError(StrataError):
-    """A node's answer broke the protocol."""
-
-    reason = "PROTOCOL"
-
-
-class ClosedError(StrataError):
-    reason = "CLOSED"
-
-
-class InternalError(StrataError):
-    """The node failed the request for a reason of its own (a bug, a
-    storage failure): not a refusal of the request, nor the node being
-    unreachable."""
-
-    reason = "INTERNAL"
+InvalidArgumentError = _error("InvalidArgumentError", "INVALID_ARGUMENT", "The request is malformed or invalid.", ValueError)
+BatchTooLargeError = _error("BatchTooLargeError", "BATCH_TOO_LARGE", "More items than the node takes in one request.")
+NamespaceNotFoundError = _error("NamespaceNotFoundError", "NAMESPACE_NOT_FOUND", "The namespace is not registered.")
+TenantDeniedError = _error("TenantDeniedError", "TENANT_DENIED", "The tenant may not use the namespace.", PermissionError)
+UnauthenticatedError = _error("UnauthenticatedError", "UNAUTHENTICATED", "Missing or unknown tenant token.", PermissionError)
+VersionMismatchError = _error("VersionMismatchError", "VERSION_MISMATCH", "Client and node disagree on a version.")
+LeaseExpiredError = _error("LeaseExpiredError", "LEASE_EXPIRED", "The lease expired.")
+LeaseNotFoundError = _error("LeaseNotFoundError", "LEASE_NOT_FOUND", "The lease is unknown (released, or never taken).")
+LeaseLimitError = _error("LeaseLimitError", "LEASE_LIMIT", "The namespace holds too many leases.")
+NoSpaceError = _error("NoSpaceError", "NO_SPACE", "No tier of the node has room.")
+UnavailableError = _error("UnavailableError", "UNAVAILABLE",
+                          "The node could not be reached, timed out, is draining, or failed.", ConnectionError)
+ProtocolError = _error("ProtocolError", "PROTOCOL", "A node's answer broke the protocol.")
+ClosedError = _error("ClosedError", "CLOSED", "The client is closed.")
+InternalError = _error("InternalError", "INTERNAL", "The node failed the request for a reason of its own (a bug, a "
+                       "storage failure): not a refusal of the request, nor the node being unreachable.")
 
 
 # REASONS is the one table of strata's error reasons: the google.rpc
@@ -271,13 +231,18 @@ def decode_status_details(raw: bytes) -> Tuple[int, str, List[ErrorInfo]]:
     return code, message, infos
 
 
+def call_metadata(call: object, which: str) -> Sequence[Tuple[str, object]]:
+    """A gRPC call's (or RpcError's) initial_metadata or trailing_metadata,
+    empty when it has none or reading it fails."""
+    try:
+        return getattr(call, which)() or ()
+    except Exception:
+        return ()
+
+
 def error_info_of(err) -> Optional[ErrorInfo]:
     """The strata ErrorInfo carried by a grpc.RpcError, if any."""
-    try:
-        md = err.trailing_metadata() or ()
-    except Exception:
-        return None
-    for k, v in md:
+    for k, v in call_metadata(err, "trailing_metadata"):
         if k == _DETAILS_KEY:
             try:
                 _, _, infos = decode_status_details(v if isinstance(v, bytes) else bytes(v))

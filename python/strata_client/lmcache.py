@@ -43,12 +43,11 @@ import concurrent.futures as cf
 import hashlib
 import logging
 import struct
-import threading
-import time
 from typing import Any, Dict, List, Optional
 
+from ._connector import Connected
 from .buffers import readable_bytes
-from .client import Client, Lease, Page
+from .client import Lease, Page
 from .namespace import Namespace
 from .descriptor import key_from_engine_hash
 from .engines import lmcache_descriptor
@@ -77,23 +76,11 @@ except Exception:  # stand-ins with the same shape
         def post_init(self):
             pass
 
-        def support_ping(self) -> bool:
+        def _unsupported(self) -> bool:
             return False
 
-        def support_batched_get(self) -> bool:
-            return False
-
-        def support_batched_put(self) -> bool:
-            return False
-
-        def support_batched_contains(self) -> bool:
-            return False
-
-        def support_batched_async_contains(self) -> bool:
-            return False
-
-        def support_batched_get_non_blocking(self) -> bool:
-            return False
+        support_ping = support_batched_get = support_batched_put = _unsupported
+        support_batched_contains = support_batched_async_contains = support_batched_get_non_blocking = _unsupported
 
     class ConnectorAdapter:  # type: ignore[no-redef]
         def __init__(self, schema: str = "") -> None:
@@ -143,7 +130,7 @@ class StrataConnectorAdapter(ConnectorAdapter):
         )
 
 
-class StrataConnector(RemoteConnector):
+class StrataConnector(Connected, RemoteConnector):
     """An LMCache RemoteConnector backed by a strata cluster."""
 
     def __init__(self, url: str = "", loop: Optional[asyncio.AbstractEventLoop] = None, local_cpu_backend: Any = None,
@@ -199,18 +186,11 @@ class StrataConnector(RemoteConnector):
         self.payload_max = self.meta_bytes + int(self.full_chunk_size_bytes)
         self.page_bytes = HEADER.size + self.payload_max
 
-        self._lock = threading.Lock()
+        self._init_connected("strata connector", logger, (
+            "exists", "exists_hits", "get", "get_hits", "get_misses", "put", "put_stored", "put_failed", "failures",
+            "bad_pages", "alloc_failures"))
         self._pool = cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="strata-lmcache")
-        self._client: Optional[Client] = None
-        self._ns: Optional[Namespace] = None
-        self._last_attempt = 0.0
-        self._last_error = ""
-        self._logged: Dict[str, float] = {}
         self._pins: Dict[str, Lease] = {}
-        self._counters: Dict[str, int] = {
-            k: 0 for k in ("exists", "exists_hits", "get", "get_hits", "get_misses", "put", "put_stored",
-                           "put_failed", "failures", "bad_pages", "alloc_failures")
-        }
         try:
             self._ensure()
         except Exception as e:  # retried on use; LMCache keeps running on misses
@@ -246,43 +226,6 @@ class StrataConnector(RemoteConnector):
     def descriptor(self):
         return lmcache_descriptor(self.metadata, tenant=self.tenant, page_bytes=self.page_bytes,
                                   model_revision=self.model_revision, save_chunk_meta=self.save_chunk_meta)
-
-    def _ensure(self) -> Namespace:
-        ns = self._ns
-        if ns is not None:
-            return ns
-        with self._lock:
-            if self._ns is not None:
-                return self._ns
-            now = time.monotonic()
-            if self._last_attempt and now - self._last_attempt < self.reconnect_interval:
-                raise ConnectionError(f"strata not connected (last error: {self._last_error})")
-            self._last_attempt = now
-            try:
-                if self._client is None:
-                    self._client = Client(self.addresses, token=self.token, node_timeout=self.node_timeout)
-                self._ns = self._client.open(self.descriptor())
-                return self._ns
-            except Exception as e:
-                self._last_error = str(e)
-                raise
-
-    def _fail(self, op: str, e: BaseException) -> None:
-        with self._lock:
-            self._counters["failures"] += 1
-        now = time.monotonic()
-        if now - self._logged.get(op, -1e9) >= 10.0:  # at most one warning per op every 10s
-            self._logged[op] = now
-            logger.warning("strata connector: %s failed: %s", op, e)
-
-    def _count(self, **kv: int) -> None:
-        with self._lock:
-            for k, v in kv.items():
-                self._counters[k] = self._counters.get(k, 0) + v
-
-    def counters(self) -> Dict[str, int]:
-        with self._lock:
-            return dict(self._counters)
 
     def _key(self, ns: Namespace, key: Any) -> bytes:
         s = key.to_string() if hasattr(key, "to_string") else str(key)

@@ -195,6 +195,25 @@ class Namespace:
                 raise err from None
         raise last  # pragma: no cover
 
+    def _fan(self, r: _Routing, dl: _Deadline, op: str, groups: Dict[int, List[int]],
+             begin: Callable[[int, List[int]], Tuple[Any, Callable[[_Node, _NSHandle, float], Any]]]
+             ) -> Tuple[Dict[int, Tuple[Any, Optional[E.StrataError]]], List[E.StrataError]]:
+        """Run op on each group's node in parallel: begin(i, group) makes
+        the group's result and the fn that fills it on node i (through
+        _call). What fn filled before a failure stays with the error.
+        Returns per node (result, error or None), and the errors that are
+        the request's own rather than a node's failure."""
+        def one(i: int, group: List[int]):
+            acc, fn = begin(i, group)
+            try:
+                self._call(r, i, dl, op, fn)
+                return acc, None
+            except E.StrataError as err:
+                return acc, err
+
+        answers = self.client._fan_out(groups, one)
+        return answers, [err for _, err in answers.values() if err is not None and not E.node_failed(err)]
+
     def _lookup_raw(self, node: _Node, keys: List[bytes], present: List[bool], spans: List[Tuple[int, int, List[int]]],
                     group: List[int], lease: bool, ttl_ms: int, t: float) -> bool:
         """Lookup over the raw plane (protocol 3), in batches of the node's
@@ -244,13 +263,10 @@ class Namespace:
         res = LookupResult(0, [False] * len(keys), None)
         if not keys:
             return res
-        r = self.client._routing()
-        dl = _Deadline(timeout)
-        groups: Dict[int, List[int]] = {}
-        for p, k in enumerate(keys):
-            groups.setdefault(r.primary(k), []).append(p)
+        r, dl = self.client._routing(), _Deadline(timeout)
+        groups = _by_primary(r, keys)
 
-        def one(i: int, group: List[int]):
+        def begin(i: int, group: List[int]):
             spans: List[Tuple[int, int, List[int]]] = []  # (lease id, expires, positions)
             present = [False] * len(group)
 
@@ -276,24 +292,17 @@ class Namespace:
                         covered = start + resp.hit_prefix
                 return present
 
-            try:
-                self._call(r, i, dl, "lookup", fn)
-                return present, spans, None
-            except E.StrataError as err:
-                return [False] * len(group), spans, err
+            return (present, spans), fn
 
-        answers = self.client._fan_out(groups, one)
-        request_errors = []
+        answers, request_errors = self._fan(r, dl, "lookup", groups, begin)
         all_spans: List[Tuple[str, int, int, List[int]]] = []
         drop: List[Tuple[str, int]] = []
-        for i, (present, spans, err) in answers.items():
+        for i, ((present, spans), err) in answers.items():
             nid = r.view.ids[i]
             if err is not None:
                 # A failed node's keys are misses; leases it granted before
                 # failing are released (or expire).
                 drop.extend((nid, s[0]) for s in spans)
-                if not E.node_failed(err):
-                    request_errors.append(err)
                 continue
             for s in spans:
                 all_spans.append((nid,) + s)
@@ -313,7 +322,7 @@ class Namespace:
         if lease and keep:
             res.lease = Lease(self, hit, keep)
         self._release_later(r, drop)
-        if not request_errors and all(err is None for _, _, err in answers.values()):
+        if not request_errors and all(err is None for _, err in answers.values()):
             # Pages past the first miss have an absent ancestor, which their
             # node cannot see when the miss is on another node: tell it, so
             # it evicts them first (a miss on a node that failed proves
@@ -322,7 +331,7 @@ class Namespace:
             # takes them back (OrphansRequest.counted).
             orphans: Dict[str, Tuple[List[bytes], int]] = {}
             for i, group in groups.items():
-                present = answers[i][0]
+                present = answers[i][0][0]
                 counted: List[bytes] = []
                 rest: List[bytes] = []
                 leading = True
@@ -435,13 +444,10 @@ class Namespace:
         out: List[Optional[Any]] = [None] * n
         if n == 0:
             return out
-        r = self.client._routing()
-        dl = _Deadline(timeout)
-        groups: Dict[int, List[int]] = {}
-        for p, k in enumerate(keys):
-            groups.setdefault(r.primary(k), []).append(p)
+        r, dl = self.client._routing(), _Deadline(timeout)
+        groups = _by_primary(r, keys)
 
-        def one(i: int, group: List[int]):
+        def begin(i: int, group: List[int]):
             found = [False] * len(group)
             lease_id = lease.lease_id_on(r.view.ids[i]) if lease is not None else 0
 
@@ -453,18 +459,11 @@ class Namespace:
                     self._get_batch(node, [keys[p] for p in batch], [dests[p] for p in batch], found, start, lease_id, t)
                 return found
 
-            try:
-                self._call(r, i, dl, "get", fn)
-                return found, None
-            except E.StrataError as err:
-                # Pages fully received and verified before the failure are kept.
-                return found, err
+            return found, fn
 
-        answers = self.client._fan_out(groups, one)
-        request_errors = []
-        for i, (found, err) in answers.items():
-            if err is not None and not E.node_failed(err):
-                request_errors.append(err)
+        # Pages fully received and verified before a failure are kept.
+        answers, request_errors = self._fan(r, dl, "get", groups, begin)
+        for i, (found, _) in answers.items():
             for j, p in enumerate(groups[i]):
                 if found[j]:
                     out[p] = bufs[p]
@@ -563,7 +562,7 @@ class Namespace:
             if not groups:
                 break
 
-            def one(i: int, group: List[int]):
+            def begin(i: int, group: List[int]):
                 res: List[Optional[PutResult]] = [None] * len(group)
 
                 def fn(node: _Node, h: _NSHandle, t: float):
@@ -575,17 +574,12 @@ class Namespace:
                         res[start:start + len(batch)] = got
                     return res
 
-                try:
-                    self._call(r, i, dl, "put", fn)
-                    return res, None
-                except E.StrataError as err:
-                    return res, err
+                return res, fn
 
-            answers = self.client._fan_out(groups, one)
+            answers, errs = self._fan(r, dl, "put", groups, begin)
+            request_errors.extend(errs)
             todo = []
             for i, (res, err) in answers.items():
-                if err is not None and not E.node_failed(err):
-                    request_errors.append(err)
                 for j, p in enumerate(groups[i]):
                     pr = res[j]
                     if pr is None:
@@ -643,26 +637,21 @@ class Namespace:
             for i in r.candidates(k)[:2]:
                 groups.setdefault(i, []).append(p)
 
-        def one(i: int, group: List[int]):
+        def begin(i: int, group: List[int]):
+            deleted = [0]  # set once the node answered every batch
+
             def fn(node: _Node, h: _NSHandle, t: float):
                 n = 0
                 for start in range(0, len(group), h.max_batch):
                     batch = group[start:start + h.max_batch]
                     resp = node.data.Delete(pb.DeleteRequest(namespace_id=self.id, keys=[keys[p] for p in batch]), timeout=t, metadata=self.client._md)
                     n += int(resp.deleted)
-                return n
+                deleted[0] = n
 
-            try:
-                return self._call(r, i, dl, "delete", fn), None
-            except E.StrataError as err:
-                return 0, err
+            return deleted, fn
 
-        total = 0
-        request_errors = []
-        for n, err in self.client._fan_out(groups, one).values():
-            total += n
-            if err is not None and not E.node_failed(err):
-                request_errors.append(err)
+        answers, request_errors = self._fan(r, dl, "delete", groups, begin)
+        total = sum(deleted[0] for deleted, _ in answers.values())
         if request_errors:
             raise request_errors[0]
         return total
@@ -700,13 +689,17 @@ class Namespace:
         return out
 
 
+def _by_primary(r: _Routing, keys: List[bytes]) -> Dict[int, List[int]]:
+    """The keys' positions grouped by the node that owns them."""
+    groups: Dict[int, List[int]] = {}
+    for p, k in enumerate(keys):
+        groups.setdefault(r.primary(k), []).append(p)
+    return groups
+
+
 def _header(call: Any, name: str) -> Optional[str]:
     """The value of a gRPC response header, or None."""
-    try:
-        md = call.initial_metadata() or ()
-    except Exception:
-        return None
-    for k, v in md:
+    for k, v in E.call_metadata(call, "initial_metadata"):
         if k == name:
             return v.decode() if isinstance(v, bytes) else str(v)
     return None

@@ -42,8 +42,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ._connector import Connected
 from .buffers import ScatterBuffer, readable_bytes
-from .client import Client, Page
+from .client import Page
 from .namespace import Namespace
 from .descriptor import key_from_engine_hash
 from .engines import sglang_descriptor
@@ -143,7 +144,7 @@ def _cfg(extra: Dict[str, Any], key: str, env: str, default: Any = None) -> Any:
     return default if v is None or v == "" else v
 
 
-class StrataHiCacheStorage(HiCacheStorage):
+class StrataHiCacheStorage(Connected, HiCacheStorage):
     """HiCacheStorage backend that stores pages in a strata cluster."""
 
     def __init__(self, storage_config: Any = None, kwargs: Any = None, mem_pool_host: Any = None, **kw: Any):
@@ -165,20 +166,10 @@ class StrataHiCacheStorage(HiCacheStorage):
         self.model_override = _cfg(extra, "strata_model", "STRATA_MODEL", None)
         self.zero_copy = bool(int(extra.get("interface_v1", 0) or 0))
         self.mem_pool_host = None
-        self._lock = threading.Lock()
-        self._client: Optional[Client] = None
-        self._ns: Optional[Namespace] = None
+        self._init_connected("strata HiCache backend", logger, (
+            "exists_calls", "exists_keys", "exists_hits", "get_pages", "get_hits", "get_misses", "set_pages",
+            "set_stored", "set_failed", "set_skipped_existing", "failures", "not_connected"))
         self._aux: Dict[str, Namespace] = {}
-        self._last_attempt = 0.0
-        self._last_error = ""
-        self._logged: Dict[str, float] = {}
-        self._counters: Dict[str, int] = {
-            k: 0
-            for k in (
-                "exists_calls", "exists_keys", "exists_hits", "get_pages", "get_hits", "get_misses",
-                "set_pages", "set_stored", "set_failed", "set_skipped_existing", "failures", "not_connected",
-            )
-        }
         self._metrics = StorageMetrics()
         self._metrics_lock = threading.Lock()
         if mem_pool_host is not None:
@@ -225,43 +216,6 @@ class StrataHiCacheStorage(HiCacheStorage):
             page_tokens=int(getattr(self.mem_pool_host, "page_size", 0) or self.extra.get("strata_page_tokens", 0) or 0),
             dtype=None if self.mem_pool_host is not None else self.extra.get("strata_dtype", ""),
         )
-
-    def _ensure(self) -> Namespace:
-        ns = self._ns
-        if ns is not None:
-            return ns
-        with self._lock:
-            if self._ns is not None:
-                return self._ns
-            now = time.monotonic()
-            if now - self._last_attempt < self.reconnect_interval and self._last_attempt:
-                raise ConnectionError(f"strata not connected (last error: {self._last_error})")
-            self._last_attempt = now
-            try:
-                d = self.descriptor()
-                if self._client is None:
-                    self._client = Client(self.addresses, token=self.token, node_timeout=self.node_timeout)
-                self._ns = self._client.open(d)
-                logger.info("strata HiCache backend: namespace %s (%d-byte pages) on %s", self._ns.id.hex()[:12], self._ns.page_bytes, self.addresses)
-                return self._ns
-            except Exception as e:
-                self._last_error = str(e)
-                raise
-
-    def _fail(self, op: str, e: BaseException) -> None:
-        with self._lock:
-            self._counters["failures"] += 1
-            if isinstance(e, ConnectionError) and "not connected" in str(e):
-                self._counters["not_connected"] += 1
-        now = time.monotonic()
-        if now - self._logged.get(op, -1e9) >= 10.0:  # at most one warning per op every 10s
-            self._logged[op] = now
-            logger.warning("strata HiCache backend: %s failed: %s", op, e)
-
-    def _count(self, **kv: int) -> None:
-        with self._lock:
-            for k, v in kv.items():
-                self._counters[k] = self._counters.get(k, 0) + v
 
     def _keys(self, ns: Namespace, keys: Sequence[str]) -> List[bytes]:
         out = []
@@ -555,11 +509,6 @@ class StrataHiCacheStorage(HiCacheStorage):
         except Exception as e:
             self._fail("clear", e)
             return False
-
-    def counters(self) -> Dict[str, int]:
-        """Cumulative counters: hits, misses, writes, failures."""
-        with self._lock:
-            return dict(self._counters)
 
     def _record(self, kind: str, pages: int, nbytes: int, seconds: float) -> None:
         if pages <= 0:

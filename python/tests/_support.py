@@ -178,6 +178,18 @@ def small_descriptor(**kw):
     return Descriptor(**d)
 
 
+class NodeTest(unittest.TestCase):
+    """A test class sharing one node (cls.node), killed at the end."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.node = Node()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.node.kill()
+
+
 class OneNodeTest(unittest.TestCase):
     """A test class sharing one node, a client of it and a namespace of
     small_descriptor() (cls.node, cls.client, cls.ns)."""

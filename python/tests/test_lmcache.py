@@ -9,7 +9,7 @@ import struct
 import time
 import unittest
 
-from _support import Node
+from _support import Node, NodeTest
 from strata_client import lmcache as L
 
 
@@ -128,15 +128,7 @@ def _filled(seed, n):
     return o
 
 
-class LMCacheConnectorTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.node.kill()
-
+class LMCacheConnectorTest(NodeTest):
     def setUp(self):
         self.loop = asyncio.new_event_loop()
 

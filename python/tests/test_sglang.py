@@ -7,7 +7,7 @@ import socket
 import time
 import unittest
 
-from _support import Node
+from _support import Node, NodeTest
 
 try:
     import numpy as np
@@ -102,15 +102,7 @@ def dead_addr():
 
 
 @unittest.skipIf(np is None, "numpy (python3-numpy) is needed for the host pool stand-in")
-class SGLangBackendTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = Node()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.node.kill()
-
+class SGLangBackendTest(NodeTest):
     def setUp(self):
         self.pool = FakeHostPool()
         self.backend = dynamic_backend(config(self.node.addr), self.pool)
