@@ -11,6 +11,7 @@ import os
 import re
 import unittest
 
+import _support  # noqa: F401 (puts python/ on sys.path)
 from strata_client import errors as E
 from strata_client import frame as F
 from strata_client import raw as R
