@@ -3,11 +3,8 @@
 A node that serves it names its address in the ``strata-raw-addr`` header
 of its OpenNamespace answers; a node without it sends no header. The
 framing is the node's frame protocol over TCP (proto/frame/SPEC.md; the
-codec is frame.py).
-
-A connection opens with Hello
-(the tenant token, scoped exactly as for gRPC) and Welcome (the node's ID
-and batch limit). A Read is answered by one Page frame per key, in key
+codec is frame.py). A connection opens with Hello (the tenant token,
+scoped exactly as for gRPC) and Welcome (the node's ID and batch limit). A Read is answered by one Page frame per key, in key
 order (a missing page: found 0, no data), or by one Error frame. A put is
 Reserve, then the reserved pages' Write frames and the Commit in one
 ``sendmsg``, then CommitOK: two round trips.
@@ -66,8 +63,11 @@ CODE_VERSION = 11
 # frames (one round trip) on a protocol-3 connection.
 ONE_CALL_MAX_PAGES = 16
 # MAX_FRAME (frame.py) bounds a frame other than a Page that the client
-# reads; MAX_WRITE_CHUNK is the most data bytes in one Write frame.
+# reads; MAX_WRITE_CHUNK is the most data bytes in one Write frame or Put.
 FRAME_HEADER = HEADER_SIZE
+# _EXISTS and _REJECTED are the gRPC CommitStatus numbers a put's results
+# carry for a reserve that found the page published or refused it.
+_EXISTS, _REJECTED = F.COMMIT_STATUS["EXISTS"], 9
 # RETRY_S is how long after a failed dial the plane is not tried again;
 # DIAL_S bounds connecting and the handshake.
 RETRY_S = 5.0
@@ -497,10 +497,10 @@ class RawConn:
         opened: List[int] = []
         for i, (status, wid, reason) in enumerate(slots):
             if status == SLOT_EXISTS:
-                results[i] = (2, "")
+                results[i] = (_EXISTS, "")
                 continue
             if status != SLOT_RESERVED:
-                results[i] = (9, reason)
+                results[i] = (_REJECTED, reason)
                 continue
             data = views[i]
             for off in range(0, len(data), MAX_WRITE_CHUNK):
@@ -559,9 +559,9 @@ class RawConn:
             ok = F.decode_body(OP_PUT_OK, body)
             reserve, commit, reason = ok["reserve"], ok["commit"], ok["reason"]
             if reserve == SLOT_EXISTS:
-                results.append((2, ""))
+                results.append((_EXISTS, ""))
             elif reserve != SLOT_RESERVED:
-                results.append((9, reason))
+                results.append((_REJECTED, reason))
             else:
                 results.append((commit, "" if commit == 1 else reason))
         if refused is not None:
