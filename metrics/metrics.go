@@ -2,8 +2,9 @@
 // the only package that imports the Prometheus client.
 //
 // Store state (pages, bytes, lookups, outcomes, evictions, leases) is read
-// from the store at scrape time, so it can never drift from what the store
-// holds; traffic (RPC latency, transfer bytes, prefill FLOPs saved) is
+// at scrape time from a Source, so it can never drift from what the store
+// holds; metrics does not import the store: the node adapts its store to
+// Source (see ReadStore). Traffic (RPC latency, transfer bytes, prefill FLOPs saved) is
 // counted as it happens by the server through Recorder.
 package metrics
 
@@ -17,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/store"
 )
 
 // Labels names a namespace in metrics.
@@ -48,6 +48,8 @@ type Registry struct {
 	transfers sync.Map // transferKey → prometheus.Counter
 	pageIn    prometheus.Observer
 	pageOut   prometheus.Observer
+
+	describe Describer
 }
 
 type transferKey struct {
@@ -55,9 +57,10 @@ type transferKey struct {
 	dir string
 }
 
-// New builds a registry that reads st at scrape time.
-func New(st *store.Store, describe Describer) *Registry {
-	r := &Registry{reg: prometheus.NewRegistry()}
+// New builds a registry. It exports traffic and process metrics; store
+// state joins once ReadStore names its source.
+func New(describe Describer) *Registry {
+	r := &Registry{reg: prometheus.NewRegistry(), describe: describe}
 	r.rpcSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "strata_rpc_duration_seconds", Help: "gRPC call latency by method and status code.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14)}, []string{"method", "code"})
@@ -83,9 +86,14 @@ func New(st *store.Store, describe Describer) *Registry {
 		[]string{"namespace", "tenant", "model"})
 	r.pageIn, r.pageOut = r.pageSeconds.WithLabelValues("in"), r.pageSeconds.WithLabelValues("out")
 	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved, r.flopsBack, r.tokensBack,
-		&storeCollector{st: st, describe: describe},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
+}
+
+// ReadStore makes scrapes export src's state, labelling namespaces through
+// the registry's Describer. Call it once, before serving Handler.
+func (r *Registry) ReadStore(src Source) {
+	r.reg.MustRegister(&storeCollector{src: src, describe: r.describe})
 }
 
 // Handler serves the metrics in the Prometheus text format.

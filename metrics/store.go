@@ -3,12 +3,78 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/namespace"
 )
 
-// storeCollector reads the store at scrape time.
+// Source gives the store's state at scrape time. The node adapts its store
+// to it; metrics knows nothing of the store's types.
+type Source interface {
+	Snapshot() Snapshot
+}
+
+// Snapshot is the store state one scrape exports.
+type Snapshot struct {
+	Tiers        []Tier // in tier order
+	Namespaces   []Namespace
+	Reservations int // open reservations
+	// Cutoffs is the admission floor per tier (indexed like Tiers, possibly
+	// shorter) in worth units; 0 means none.
+	Cutoffs      []float64
+	CutoffEpoch  uint64 // epoch of the coordinator whose cutoffs apply (0: local)
+	Coordinated  bool   // the cutoffs are the cluster coordinator's
+	HintsDropped uint64 // child and value hints dropped (too many pending)
+}
+
+// Tier is one tier's size.
+type Tier struct {
+	Name     string // the tier label: "host", "ssd", ...
+	Capacity int64  // bytes the tier may hand out
+	Used     int64  // bytes in use, with size-class rounding
+}
+
+// Namespace is one namespace's counters.
+type Namespace struct {
+	ID         namespace.ID
+	PageBytes  int64
+	TierPages  []int64 // published pages per tier, indexed like Snapshot.Tiers
+	Lookups    uint64
+	LookupKeys uint64
+	HitKeys    uint64 // keys inside returned hit prefixes
+	// Puts counts pages whose put finished, by outcome. Every outcome the
+	// store has should be present (at 0 before its first occurrence).
+	Puts          map[PutOutcome]uint64
+	Rejected      uint64 // pages the reservation refused
+	Evicted       uint64 // dropped to make room
+	Corrupt       uint64 // dropped failing to read or verify
+	Deleted       uint64 // removed by Delete
+	Expired       uint64 // removed idle past the TTL
+	Orphaned      uint64 // dropped as orphans
+	Demoted       uint64 // moved one tier down
+	Leases        int64  // read leases held
+	LeasesExpired uint64 // leases that ran out before release
+}
+
+// PutOutcome is the "outcome" label of strata_puts_total.
+type PutOutcome string
+
+// Put outcomes, as label values.
+const (
+	PutCommitted        PutOutcome = "committed"
+	PutExists           PutOutcome = "exists"
+	PutChecksumMismatch PutOutcome = "checksum_mismatch"
+	PutSizeMismatch     PutOutcome = "size_mismatch"
+	PutIncomplete       PutOutcome = "incomplete"
+	PutUnknownWrite     PutOutcome = "unknown_write"
+	PutExpired          PutOutcome = "expired"
+	PutAborted          PutOutcome = "aborted"
+	PutFailed           PutOutcome = "failed"
+	// PutRejected is exported from Namespace.Rejected, not from Puts.
+	PutRejected PutOutcome = "rejected"
+)
+
+// storeCollector reads a Source at scrape time.
 type storeCollector struct {
-	st       *store.Store
+	src      Source
 	describe Describer
 }
 
@@ -42,17 +108,9 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// outcomes names put outcomes as metric label values.
-var outcomes = map[store.CommitStatus]string{
-	store.CommitCommitted: "committed", store.CommitExists: "exists",
-	store.CommitChecksumMismatch: "checksum_mismatch", store.CommitSizeMismatch: "size_mismatch",
-	store.CommitIncomplete: "incomplete", store.CommitUnknownWrite: "unknown_write",
-	store.CommitExpired: "expired", store.CommitAborted: "aborted", store.CommitFailed: "failed",
-}
-
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	kinds := c.st.TierKinds()
-	for _, ns := range c.st.Namespaces() {
+	snap := c.src.Snapshot()
+	for _, ns := range snap.Namespaces {
 		l, _ := c.describe(ns.ID)
 		lv := []string{ns.ID.Short(), l.Tenant, l.Model}
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
@@ -62,17 +120,17 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append(lv[:3:3], extra...)...)
 		}
 		for i, pages := range ns.TierPages {
-			gauge(descPages, float64(pages), kinds[i].String())
-			gauge(descBytes, float64(pages*ns.PageBytes), kinds[i].String())
+			gauge(descPages, float64(pages), snap.Tiers[i].Name)
+			gauge(descBytes, float64(pages*ns.PageBytes), snap.Tiers[i].Name)
 		}
 		counter(descLookups, float64(ns.Lookups))
 		counter(descKeys, float64(ns.LookupKeys))
 		counter(descHits, float64(ns.HitKeys))
 		counter(descMisses, float64(ns.LookupKeys-ns.HitKeys))
-		for st, name := range outcomes {
-			counter(descPuts, float64(ns.Puts[st]), name)
+		for outcome, n := range ns.Puts {
+			counter(descPuts, float64(n), string(outcome))
 		}
-		counter(descPuts, float64(ns.Rejected), "rejected")
+		counter(descPuts, float64(ns.Rejected), string(PutRejected))
 		counter(descEvictions, float64(ns.Evicted), "capacity")
 		counter(descEvictions, float64(ns.Corrupt), "corrupt")
 		counter(descEvictions, float64(ns.Deleted), "deleted")
@@ -82,21 +140,19 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLeases, float64(ns.Leases))
 		counter(descExpired, float64(ns.LeasesExpired))
 	}
-	st := c.st.Stats()
-	for _, t := range st.Tiers {
-		ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(t.Capacity), t.Kind.String())
-		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(t.Used), t.Kind.String())
+	for _, t := range snap.Tiers {
+		ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(t.Capacity), t.Name)
+		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(t.Used), t.Name)
 	}
-	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(st.Reservations))
-	worth, epoch, coordinated := c.st.CutoffState()
-	for i, w := range worth {
-		ch <- prometheus.MustNewConstMetric(descCutoff, prometheus.GaugeValue, w, kinds[i].String())
+	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(snap.Reservations))
+	for i, w := range snap.Cutoffs {
+		ch <- prometheus.MustNewConstMetric(descCutoff, prometheus.GaugeValue, w, snap.Tiers[i].Name)
 	}
 	co := 0.0
-	if coordinated {
+	if snap.Coordinated {
 		co = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, co)
-	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(epoch))
-	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(c.st.HintsDropped()))
+	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(snap.CutoffEpoch))
+	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(snap.HintsDropped))
 }

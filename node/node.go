@@ -263,6 +263,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	)...)
 	srv.Register(n.grpc)
 	n.srv = srv
+	srv.Metrics().ReadStore(storeMetrics{n.store})
 	if err := n.startAdmin(); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
 		descriptors: make(map[namespace.ID]namespace.Descriptor), unknown: make(map[namespace.ID]time.Time)}
-	s.metrics = metrics.New(cfg.Store, s.describe)
+	s.metrics = metrics.New(s.describe)
 	return s, nil
 }
 

@@ -1,0 +1,39 @@
+package node
+
+import (
+	"github.com/stratakv/strata/metrics"
+	"github.com/stratakv/strata/store"
+)
+
+// storeMetrics adapts the store to metrics.Source: metrics declares what a
+// scrape reads and does not import the store.
+type storeMetrics struct{ st *store.Store }
+
+// putOutcomes names each commit status as a metrics put outcome.
+var putOutcomes = map[store.CommitStatus]metrics.PutOutcome{
+	store.CommitCommitted: metrics.PutCommitted, store.CommitExists: metrics.PutExists,
+	store.CommitChecksumMismatch: metrics.PutChecksumMismatch, store.CommitSizeMismatch: metrics.PutSizeMismatch,
+	store.CommitIncomplete: metrics.PutIncomplete, store.CommitUnknownWrite: metrics.PutUnknownWrite,
+	store.CommitExpired: metrics.PutExpired, store.CommitAborted: metrics.PutAborted, store.CommitFailed: metrics.PutFailed,
+}
+
+func (m storeMetrics) Snapshot() metrics.Snapshot {
+	st := m.st.Stats()
+	snap := metrics.Snapshot{Reservations: st.Reservations, HintsDropped: m.st.HintsDropped()}
+	for _, t := range st.Tiers {
+		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used})
+	}
+	snap.Cutoffs, snap.CutoffEpoch, snap.Coordinated = m.st.CutoffState()
+	for _, ns := range m.st.Namespaces() {
+		puts := make(map[metrics.PutOutcome]uint64, len(putOutcomes))
+		for status, outcome := range putOutcomes {
+			puts[outcome] = ns.Puts[status]
+		}
+		snap.Namespaces = append(snap.Namespaces, metrics.Namespace{ID: ns.ID, PageBytes: ns.PageBytes,
+			TierPages: ns.TierPages, Lookups: ns.Lookups, LookupKeys: ns.LookupKeys, HitKeys: ns.HitKeys,
+			Puts: puts, Rejected: ns.Rejected, Evicted: ns.Evicted, Corrupt: ns.Corrupt, Deleted: ns.Deleted,
+			Expired: ns.Expired, Orphaned: ns.Orphaned, Demoted: ns.Demoted, Leases: ns.Leases,
+			LeasesExpired: ns.LeasesExpired})
+	}
+	return snap
+}
