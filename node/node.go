@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/stratakv/strata/coord"
-	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
+	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/registry"
@@ -196,8 +196,10 @@ type Node struct {
 	wg       sync.WaitGroup
 }
 
-// Start brings a node up and serves until Close.
+// Start brings a node up and serves until Close. It installs strata's gRPC
+// buffer pool as the process's default (grpcbuf.Install) first.
 func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+	grpcbuf.Install() // before the node's first gRPC use (the embedded etcd is the first)
 	cfg.setDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), stop: make(chan struct{})}
 	defer func() {

@@ -12,14 +12,21 @@
 // still cleared: a message never sees bytes of another.
 //
 // The proto codec takes its buffers from gRPC's default pool and from no
-// other, so importing this package makes Pool the process's default
-// (experimental.SetDefaultBufferPool, at init as gRPC requires). The
-// client and node packages import it; a program embedding the client
-// thereby gets the finer tiers for its other gRPC connections too, which
-// changes nothing but how much each buffer is cleared.
+// other, so Install makes Pool the process's default
+// (experimental.SetDefaultBufferPool). Importing the package changes
+// nothing: node.Start calls Install first thing, and a client program opts
+// in through the client's option for it. gRPC wants the default set before
+// its first use and does not guard it, so call Install before the process
+// starts any gRPC client or server (a test binary that does gRPC before
+// starting a node calls it in TestMain). Only the first call sets the pool.
+// Installing in a program embedding the client gives its other gRPC
+// connections the finer tiers too, which changes nothing but how much each
+// buffer is cleared.
 package grpcbuf
 
 import (
+	"sync"
+
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 )
@@ -39,7 +46,11 @@ func newPool() mem.BufferPool {
 	return p
 }
 
-func init() { experimental.SetDefaultBufferPool(Pool) }
+var install sync.Once
+
+// Install makes Pool gRPC's default buffer pool. Calls after the first do
+// nothing.
+func Install() { install.Do(func() { experimental.SetDefaultBufferPool(Pool) }) }
 
 // Installed reports whether Pool is gRPC's default pool.
 func Installed() bool { return mem.DefaultBufferPool() == Pool }

@@ -2,12 +2,18 @@ package grpcbuf
 
 import "testing"
 
-// TestPool: importing the package makes Pool gRPC's default, and a buffer
-// for a message just over a tier comes from the next tier up, not from a
+// TestPool: importing the package leaves gRPC's default pool alone,
+// Install (once or again) makes Pool the default, and a buffer for a
+// message just over a tier comes from the next tier up, not from a
 // megabyte one.
 func TestPool(t *testing.T) {
+	if Installed() {
+		t.Fatal("importing the package installed Pool")
+	}
+	Install()
+	Install()
 	if !Installed() {
-		t.Fatal("Pool is not gRPC's default buffer pool")
+		t.Fatal("Pool is not gRPC's default buffer pool after Install")
 	}
 	for _, n := range []int{100, 34_000, 300_000, 5 << 20, 9 << 20} {
 		b := Pool.Get(n)
