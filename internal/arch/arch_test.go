@@ -34,20 +34,20 @@ var layers = map[string]struct{ imports, tests string }{
 	"proto/strata/v1":   {"", ""},
 
 	// The node's parts.
-	"tiers":      {"internal/crc32c", ""},
-	"store":      {"eviction namespace tiers", ""},
+	"tiers":      {"internal/crc32c", "internal/leaktest"},
+	"store":      {"eviction namespace tiers", "internal/leaktest"},
 	"registry":   {"", "internal/leaktest internal/testlog"},
 	"membership": {"", "internal/leaktest"},
 	"coord":      {"eviction membership registry", "internal/leaktest internal/testlog"},
 	"metrics":    {"namespace", "client node"},
-	"rdma":       {"namespace", "tiers"},
-	"server":     {"membership metrics namespace proto/strata/v1 rdma store tiers", "client internal/splitbuf node"},
+	"rdma":       {"namespace", "internal/leaktest tiers"},
+	"server":     {"membership metrics namespace proto/strata/v1 rdma store tiers", "client internal/leaktest internal/splitbuf node"},
 	"node": {"coord internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers",
 		"client internal/leaktest"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/grpcbuf namespace placement proto/strata/v1 rdma",
-		"internal/scrape internal/splitbuf membership node"},
+		"internal/leaktest internal/scrape internal/splitbuf membership node"},
 
 	// Programs, benchmarks and deployment checks.
 	"cmd/stratad":           {"node", "client internal/scrape namespace placement proto/strata/v1 registry"},

@@ -1,13 +1,16 @@
-// Package leaktest checks that a component's lifecycle leaves no goroutine
-// behind: every goroutine has an owner whose Close stops it (STYLE.md).
-// Goroutines are counted process-wide, so tests that use it must not run
-// in parallel with others.
+// Package leaktest checks that goroutines have owners whose Close stops
+// them (STYLE.md). Twice checks one component's lifecycle by counting
+// goroutines process-wide, so tests that use it must not run in parallel
+// with others. Main (as a package's TestMain) checks a whole package's
+// run: every goroutine its tests started must be gone after the last one.
 package leaktest
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,4 +53,96 @@ func Twice(t testing.TB, lifecycle func()) {
 	before := Settle(t)
 	lifecycle()
 	Check(t, before)
+}
+
+// Baseline is the set of goroutines running before a package's tests.
+type Baseline map[string]bool
+
+// Snapshot records the goroutines running now.
+func Snapshot() Baseline {
+	b := Baseline{}
+	for _, g := range goroutines() {
+		b[g.id] = true
+	}
+	return b
+}
+
+// Main runs a package's tests and exits; the run fails if goroutines they
+// started are still running 10 s after the last test (a package without a
+// TestMain of its own uses it as its TestMain).
+func Main(m *testing.M) {
+	b := Snapshot()
+	os.Exit(b.Verify(m.Run()))
+}
+
+// Verify returns code, or 1 when goroutines started since the snapshot
+// (other than the process-wide ones of ignored) are still running after
+// up to 10 s; it prints their stacks. A failed run's code is returned
+// unchecked: its goroutines may be stuck because it failed.
+func (b Baseline) Verify(code int) int {
+	if code != 0 {
+		return code
+	}
+	var left []goroutine
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for _, g := range goroutines() {
+			if !b[g.id] && !processWide(g.stack) {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) == 0 {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "leaktest: %d goroutines the tests started are still running:\n", len(left))
+	for _, g := range left {
+		fmt.Fprintf(os.Stderr, "\n%s\n", g.stack)
+	}
+	return 1
+}
+
+// ignored are functions whose goroutines live as long as the process, by
+// their library's design, once something has started them.
+var ignored = []string{
+	"testing.(*M).", // the test binary's own
+	"testing.runTests",
+	"os/signal.signal_recv", // started by the first signal.Notify
+}
+
+func processWide(stack string) bool {
+	for _, f := range ignored {
+		if strings.Contains(stack, f) {
+			return true
+		}
+	}
+	return false
+}
+
+type goroutine struct{ id, stack string }
+
+// goroutines lists the running goroutines but the caller's.
+func goroutines() []goroutine {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []goroutine
+	for i, block := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(block, "\n")
+		fields := strings.Fields(header) // goroutine 12 [select]:
+		if i == 0 || len(fields) < 2 || fields[0] != "goroutine" {
+			continue // the first is the caller's
+		}
+		out = append(out, goroutine{id: fields[1], stack: block})
+	}
+	return out
 }

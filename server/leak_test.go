@@ -1,0 +1,10 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/stratakv/strata/internal/leaktest"
+)
+
+// TestMain fails the run if a goroutine the tests started outlives them.
+func TestMain(m *testing.M) { leaktest.Main(m) }
