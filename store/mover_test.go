@@ -18,6 +18,7 @@ func newTwoTierStore(t *testing.T, fast, slow int) (*Store, *memTier, *kindTier)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	checkLineageAfter(t, s)
 	if err := s.AddNamespace(testNS); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +80,7 @@ func TestLeasedPagesNeverMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		checkLineageAfter(t, s)
 		s.AddNamespace(testNS)
 		put(t, s, key(0), pageData(0))
 		if _, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0); err != nil {

@@ -307,6 +307,7 @@ func TestUncount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	checkLineageAfter(t, s)
 	priced := testNS // the same ID, with a compute profile
 	priced.PageTokens, priced.FLOPsLinear, priced.FLOPsQuadratic = 16, 2e9, 1e6
 	if err := s.AddNamespace(priced); err != nil {

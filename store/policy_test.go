@@ -367,6 +367,7 @@ func TestEvictionProperties(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
+			checkLineageAfter(t, s)
 			if err := s.AddNamespace(testNS); err != nil {
 				t.Fatal(err)
 			}
@@ -545,94 +546,13 @@ func deletedOrNever(s *Store, k namespace.Key) bool {
 	return e == nil || e.dead
 }
 
-// checkChildCounts recounts every parent's resident children, by tier,
-// from the index, and compares them with the counts the policy saw.
+// checkChildCounts fails t if the lineage bookkeeping (child counts,
+// child lists, the policy's local children: invariants.go) is inconsistent
+// now.
 func checkChildCounts(t *testing.T, s *Store) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := testNSState(t, s)
-	want := map[namespace.Key][MaxTiers]uint16{}
-	for i := range n.shards {
-		for _, e := range n.shards[i].m {
-			if e.hasPar {
-				c := want[e.parent]
-				c[e.tier]++
-				want[e.parent] = c
-			}
-		}
-	}
-	for k, c := range want {
-		par := n.shard(k).get(k)
-		got := n.waiting[k].n
-		if par != nil {
-			got = par.kids
-			if _, w := n.waiting[k]; w {
-				t.Errorf("%s is resident and still has waiting children", k)
-			}
-			local, _ := s.policy.pol[par.tier].Children(par.h)
-			if local != par.localKids() {
-				t.Errorf("%s: policy counts %d local children, store %d", k, local, par.localKids())
-			}
-		}
-		if got != c {
-			t.Errorf("%s: counted children %v, resident %v", k, got, c)
-		}
-	}
-	for k := range n.waiting {
-		if _, ok := want[k]; !ok {
-			t.Errorf("waiting children of %s that are not resident", k)
-		}
-	}
-	checkKidLists(t, s, n)
-}
-
-// checkKidLists walks every list of children (kids.go), under Store.mu:
-// each holds exactly the pages its counts count, each resident with the
-// list's parent key, with consistent back links; together they hold every
-// resident page that has a parent, once.
-func checkKidLists(t *testing.T, s *Store, n *nsState) {
-	t.Helper()
-	listed := map[*entry]bool{}
-	walk := func(what string, parent namespace.Key, head ref, counts [MaxTiers]uint16) {
-		var got [MaxTiers]uint16
-		var prev ref
-		for r := head; r != 0; {
-			e := s.at(r)
-			switch {
-			case e == nil || e.dead:
-				t.Errorf("%s: a dead or untracked page in the list", what)
-				return
-			case listed[e]:
-				t.Errorf("%s: %s listed twice", what, e.key)
-				return
-			case !e.hasPar || e.parent != parent:
-				t.Errorf("%s: %s has another parent", what, e.key)
-			case e.sibPrev != prev:
-				t.Errorf("%s: %s links back to %d, want %d", what, e.key, e.sibPrev, prev)
-			}
-			listed[e] = true
-			got[e.tier]++
-			prev, r = r, e.sibNext
-		}
-		if got != counts {
-			t.Errorf("%s: list holds %v by tier, counts say %v", what, got, counts)
-		}
-	}
-	withPar := 0
-	for i := range n.shards {
-		for _, e := range n.shards[i].m {
-			if e.hasPar {
-				withPar++
-			}
-			walk(fmt.Sprintf("children of resident %s", e.key), e.key, e.kidHead, e.kids)
-		}
-	}
-	for k, w := range n.waiting {
-		walk(fmt.Sprintf("children waiting for %s", k), k, w.head, w.n)
-	}
-	if len(listed) != withPar {
-		t.Errorf("lists hold %d pages, %d resident pages have a parent", len(listed), withPar)
+	if err := s.checkLineage(); err != nil {
+		t.Errorf("store lineage:\n%v", err)
 	}
 }
 

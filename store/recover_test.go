@@ -21,6 +21,7 @@ func TestRecoveredCostHint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkLineageAfter(t, s)
 		return s, ssd
 	}
 	s, ssd := open()

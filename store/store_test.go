@@ -19,6 +19,18 @@ const pageSize = 1024
 
 var testNS = Namespace{ID: namespace.ID{1, 2, 3}, Tenant: "acme", PageBytes: pageSize, Checksum: namespace.CRC32C}
 
+// checkLineageAfter makes t fail if s's lineage bookkeeping is
+// inconsistent once the test is over (invariants.go). Every test that
+// builds a store calls it.
+func checkLineageAfter(t *testing.T, s *Store) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := s.checkLineage(); err != nil {
+			t.Errorf("store lineage after the test:\n%v", err)
+		}
+	})
+}
+
 func newTestStore(t *testing.T, pages int, mod func(*Config)) (*Store, *memTier) {
 	t.Helper()
 	tier := newMemTier(int64(pages) * pageSize)
@@ -31,6 +43,7 @@ func newTestStore(t *testing.T, pages int, mod func(*Config)) (*Store, *memTier)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	checkLineageAfter(t, s)
 	if err := s.AddNamespace(testNS); err != nil {
 		t.Fatal(err)
 	}

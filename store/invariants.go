@@ -1,0 +1,205 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// checkLineage verifies the lineage bookkeeping that kids.go, policy.go
+// (leaf first) and index.go state, under Store.mu:
+//
+//   - every tracked page is its tier's queue's: owner maps its handle back
+//     to it, and each queue tracks exactly the pages of its tier;
+//   - every resident page that has a parent is counted, by its tier, in
+//     exactly one place: its parent's kids when the parent is resident,
+//     else waiting[parent key]; and listed in the same place, once;
+//   - a list holds exactly the pages its counts count, each resident with
+//     the list's parent key; sibPrev is zero exactly for a list's first;
+//   - a waiting entry exists only while its counts are not all zero, and
+//     never for a resident key; nor does a remote-waiting one;
+//   - a page's queue counts as local children its resident children in
+//     its own or faster tiers (leaf first: it is dropped or demoted only
+//     after them), and its list walk ends;
+//   - the page and byte counters equal what the index holds.
+//
+// It returns every violation found, joined; nil when the bookkeeping is
+// consistent. The store's tests run it after each test that builds a store.
+func (s *Store) checkLineage() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nsMu.RLock()
+	spaces := make([]*nsState, 0, len(s.ns))
+	for _, n := range s.ns {
+		spaces = append(spaces, n)
+	}
+	s.nsMu.RUnlock()
+
+	var errs []error
+	bad := func(format string, args ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	p := &s.policy
+	perTier := make([]int, len(p.pol))
+	var pages, bytes int64
+	remoteWaiting := 0
+	for _, n := range spaces {
+		var all []*entry
+		for i := range n.shards {
+			sh := &n.shards[i]
+			sh.mu.RLock()
+			for k, e := range sh.m {
+				if e.key != k || e.ns != n {
+					bad("page %s: indexed under %s of %s", e.key, k, n.ID.Short())
+				}
+				all = append(all, e)
+			}
+			sh.mu.RUnlock()
+		}
+		resident := func(k namespace.Key) *entry {
+			if e := n.shard(k).get(k); e != nil && !e.dead {
+				return e
+			}
+			return nil
+		}
+		listed := make(map[*entry]int, len(all))
+		var tierPages [MaxTiers]int64
+		var nsBytes int64
+		for _, e := range all {
+			if e.dead {
+				bad("page %s: dead but indexed", e.key)
+				continue
+			}
+			tierPages[e.tier]++
+			nsBytes += e.ext.Len
+			s.checkTrackedLocked(e, bad)
+			if _, ok := n.waiting[e.key]; ok {
+				bad("page %s: resident with a waiting entry", e.key)
+			}
+			if _, ok := n.remoteWaiting[e.key]; ok {
+				bad("page %s: resident with a remote-waiting entry", e.key)
+			}
+			if e.h != 0 && int(e.tier) < len(p.pol) {
+				local, _ := p.pol[e.tier].Children(e.h)
+				if want := min(e.localKids(), math.MaxUint16); local != want {
+					bad("page %s in tier %d: its queue counts %d local children, its kids %v say %d", e.key, e.tier, local, e.kids, want)
+				}
+			}
+			s.checkListLocked(fmt.Sprintf("children of %s", e.key), e.key, e.kidHead, e.kids, n, listed, len(all), bad)
+		}
+		for k, w := range n.waiting {
+			if w.n == ([MaxTiers]uint16{}) {
+				bad("waiting entry %s: all counts zero", k)
+			}
+			if resident(k) != nil {
+				continue // reported above
+			}
+			s.checkListLocked(fmt.Sprintf("waiting children of %s", k), k, w.head, w.n, n, listed, len(all), bad)
+		}
+		for _, e := range all {
+			if e.dead {
+				continue
+			}
+			switch c := listed[e]; {
+			case e.hasPar && c != 1:
+				bad("page %s (parent %s): in %d child lists, not 1", e.key, e.parent, c)
+			case !e.hasPar && c != 0:
+				bad("page %s: has no parent but is in %d child lists", e.key, c)
+			}
+		}
+		for t, got := range tierPages {
+			if have := n.tierPages[t].Load(); have != got {
+				bad("namespace %s tier %d: counter says %d pages, the index holds %d", n.ID.Short(), t, have, got)
+			}
+			if t < len(perTier) {
+				perTier[t] += int(got)
+			}
+		}
+		if have, got := n.pages.Load(), int64(len(all)); have != got {
+			bad("namespace %s: counter says %d pages, the index holds %d", n.ID.Short(), have, got)
+		}
+		if have := n.bytes.Load(); have != nsBytes {
+			bad("namespace %s: counter says %d bytes, the index holds %d", n.ID.Short(), have, nsBytes)
+		}
+		pages += int64(len(all))
+		bytes += nsBytes
+		remoteWaiting += len(n.remoteWaiting)
+	}
+	for t, q := range p.pol {
+		if q.Len() != perTier[t] {
+			bad("tier %d: its queue tracks %d pages, the index holds %d there", t, q.Len(), perTier[t])
+		}
+		owned := 0
+		for _, e := range p.owner[t] {
+			if e != nil {
+				owned++
+			}
+		}
+		if owned != perTier[t] {
+			bad("tier %d: %d handles have owners, the index holds %d pages there", t, owned, perTier[t])
+		}
+	}
+	if s.pages != pages || s.bytes != bytes {
+		bad("store counters say %d pages, %d bytes; the index holds %d, %d", s.pages, s.bytes, pages, bytes)
+	}
+	if p.remoteWaiting != remoteWaiting {
+		bad("remote-waiting counter says %d, the namespaces hold %d", p.remoteWaiting, remoteWaiting)
+	}
+	return errors.Join(errs...)
+}
+
+// checkTrackedLocked checks that e's tier queue tracks it under its handle.
+func (s *Store) checkTrackedLocked(e *entry, bad func(string, ...any)) {
+	p := &s.policy
+	switch {
+	case int(e.tier) >= len(p.pol):
+		bad("page %s: tier %d of %d", e.key, e.tier, len(p.pol))
+	case e.h == 0 || int(e.h) >= len(p.owner[e.tier]) || p.owner[e.tier][e.h] != e:
+		bad("page %s: handle %d of tier %d is not its own", e.key, e.h, e.tier)
+	}
+}
+
+// entryAt is the tracked entry r names, or nil when r names none.
+func (s *Store) entryAt(r ref) *entry {
+	t, h := int(r>>(32-refTierBits)), int(r&refHandleMax)
+	if t >= len(s.policy.owner) || h >= len(s.policy.owner[t]) {
+		return nil
+	}
+	return s.policy.owner[t][h]
+}
+
+// checkListLocked walks the child list from head, whose pages must all be
+// resident children of parent in n, as many per tier as counts says.
+func (s *Store) checkListLocked(what string, parent namespace.Key, head ref, counts [MaxTiers]uint16, n *nsState,
+	listed map[*entry]int, limit int, bad func(string, ...any)) {
+	var got [MaxTiers]uint16
+	var prev ref
+	steps := 0
+	for r := head; r != 0; {
+		if steps++; steps > limit {
+			bad("%s: the list does not end within %d pages", what, limit)
+			return
+		}
+		c := s.entryAt(r)
+		if c == nil {
+			bad("%s: ref %#x names no tracked page", what, r)
+			return
+		}
+		if c.sibPrev != prev {
+			bad("%s: page %s has sibPrev %#x, want %#x", what, c.key, c.sibPrev, prev)
+		}
+		if c.dead || c.ns != n || !c.hasPar || c.parent != parent {
+			bad("%s: lists page %s (dead %v, has parent %v, parent %s)", what, c.key, c.dead, c.hasPar, c.parent)
+		}
+		listed[c]++
+		got[c.tier]++
+		prev, r = r, c.sibNext
+	}
+	if got != counts {
+		bad("%s: counts say %v by tier, the list holds %v", what, counts, got)
+	}
+}
