@@ -13,16 +13,7 @@ import (
 func newTwoTierStore(t *testing.T, fast, slow int) (*Store, *memTier, *kindTier) {
 	t.Helper()
 	t0, t1 := newMemTier(int64(fast)*pageSize), &kindTier{memTier: newMemTier(int64(slow) * pageSize), kind: tiers.KindSSD}
-	s, err := New(Config{Tiers: []tiers.Tier{t0, t1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	checkLineageAfter(t, s)
-	if err := s.AddNamespace(testNS); err != nil {
-		t.Fatal(err)
-	}
-	return s, t0, t1
+	return openStore(t, Config{Tiers: []tiers.Tier{t0, t1}}, testNS), t0, t1
 }
 
 func tierOf(t *testing.T, s *Store, k namespace.Key) tiers.Kind {

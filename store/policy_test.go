@@ -361,16 +361,8 @@ func TestEvictionProperties(t *testing.T) {
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 			fast, slow := newMemTier(12*pageSize), &kindTier{memTier: newMemTier(20 * pageSize), kind: tiers.KindSSD}
-			s, err := New(Config{Tiers: []tiers.Tier{fast, slow}, Eviction: kind, JanitorInterval: 5 * time.Millisecond,
-				DefaultLeaseTTL: 50 * time.Millisecond, OrphanGrace: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			checkLineageAfter(t, s)
-			if err := s.AddNamespace(testNS); err != nil {
-				t.Fatal(err)
-			}
+			s := openStore(t, Config{Tiers: []tiers.Tier{fast, slow}, Eviction: kind, JanitorInterval: 5 * time.Millisecond,
+				DefaultLeaseTTL: 50 * time.Millisecond, OrphanGrace: -1}, testNS)
 			checkProperties(t, s, rng, 2000)
 		})
 	}

@@ -38,16 +38,25 @@ func newTestStore(t *testing.T, pages int, mod func(*Config)) (*Store, *memTier)
 	if mod != nil {
 		mod(&cfg)
 	}
+	return openStore(t, cfg, testNS), tier
+}
+
+// openStore builds a store that the test closes and whose lineage it
+// checks at its end, with namespaces added.
+func openStore(t *testing.T, cfg Config, nss ...Namespace) *Store {
+	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	checkLineageAfter(t, s)
-	if err := s.AddNamespace(testNS); err != nil {
-		t.Fatal(err)
+	for _, n := range nss {
+		if err := s.AddNamespace(n); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return s, tier
+	return s
 }
 
 func key(i int) namespace.Key {
