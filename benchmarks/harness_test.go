@@ -12,6 +12,7 @@ import (
 
 	loadgen "github.com/stratakv/strata/benchmarks/load"
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -44,21 +45,9 @@ func sizeLabel(n int) string { return loadgen.SizeLabel(n) }
 
 // startNode runs a real node in-process: embedded etcd and gRPC on loopback
 // ports the kernel picks, a host tier of hostBytes. It closes with tb.
-func startNode(tb testing.TB, hostBytes int64) *node.Node {
+func startNode(tb testing.TB, hostBytes int64) *testnode.Node {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: tb.TempDir(),
-		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: hostBytes})
-	if err != nil {
-		tb.Fatalf("starting node: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			tb.Errorf("closing node: %v", err)
-		}
-	})
-	return n
+	return testnode.Start(tb, node.Config{HostBytes: hostBytes})
 }
 
 // dialClients opens k clients, each with its own gRPC connection to addr,

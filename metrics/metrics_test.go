@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -67,12 +68,7 @@ next:
 func TestScrapeAfterWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := testnode.Start(t, node.Config{HostBytes: 32 << 20})
 	c, err := client.Dial(n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,97 +3,45 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/placement"
-	"github.com/stratakv/strata/registry"
 )
 
 // startNodes starts n real nodes gossiping with each other through an
 // etcd of the test's own (so that any node may close), with fast
 // coordination rounds; the test's cleanup stops them.
-func startNodes(t *testing.T, n int) []*testNode {
+func startNodes(t *testing.T, n int) []*testnode.Node {
 	t.Helper()
-	nodes, stop := startCluster(t, n, nil)
-	t.Cleanup(stop)
-	return nodes
+	return startCluster(t, n, nil).Nodes
 }
 
 // startCluster starts n nodes as startNodes does, with mod applied to
-// each node's config, and returns them with a function that stops every
-// node and the etcd (idempotent).
-func startCluster(t *testing.T, n int, mod func(*node.Config)) ([]*testNode, func()) {
+// each node's config.
+func startCluster(t *testing.T, n int, mod func(*node.Config)) *testnode.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nodes []*testNode
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			for _, tn := range nodes {
-				tn.stop()
-			}
-			e.Close()
-		})
-	}
-	for range n {
-		cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EtcdEndpoints: e.Endpoints(),
-			Tiers: []string{"host"}, HostBytes: 8 << 20, ShmSocket: "off", CoordRound: 200 * time.Millisecond,
-			CoordinatorTTL: 2 * time.Second}
+	return testnode.StartCluster(t, n, func(_ int, c *node.Config) {
+		c.Tiers, c.HostBytes, c.ShmSocket = []string{"host"}, 8<<20, "off"
+		c.CoordRound, c.CoordinatorTTL = 200*time.Millisecond, 2*time.Second
 		if mod != nil {
-			mod(&cfg)
+			mod(c)
 		}
-		nd, err := node.Start(ctx, cfg)
-		if err != nil {
-			stop()
-			t.Fatal(err)
-		}
-		nodes = append(nodes, &testNode{Node: nd})
-	}
-	return nodes, stop
-}
-
-// testNode is a node a test may close before its cleanup does.
-type testNode struct {
-	*node.Node
-	once sync.Once
-	err  error
-}
-
-func (n *testNode) stop() error {
-	n.once.Do(func() { n.err = n.Close() })
-	return n.err
-}
-
-// eventually polls cond every 20ms until it holds, failing after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 }
 
 // agreed waits until every node in live applies coordinated cutoffs of one
 // epoch above after, published by a live node, and returns the epoch and
 // that node.
-func agreed(t *testing.T, live []*testNode, after uint64) (uint64, string) {
+func agreed(t *testing.T, live []*testnode.Node, after uint64) (uint64, string) {
 	t.Helper()
 	var epoch uint64
 	var by string
-	eventually(t, 20*time.Second, fmt.Sprintf("one coordinated epoch above %d on every node", after), func() bool {
+	testnode.Eventually(t, 20*time.Second, fmt.Sprintf("one coordinated epoch above %d on every node", after), func() bool {
 		epoch, by = 0, ""
 		for _, n := range live {
 			st := n.CoordState()
@@ -119,7 +67,7 @@ func TestNodesElectOneCoordinator(t *testing.T) {
 	nodes := startNodes(t, 3)
 	epoch, leader := agreed(t, nodes, 0)
 	leading := 0
-	var rest []*testNode
+	var rest []*testnode.Node
 	for _, n := range nodes {
 		if n.CoordState().Leading {
 			leading++
@@ -133,7 +81,7 @@ func TestNodesElectOneCoordinator(t *testing.T) {
 	}
 	for _, n := range nodes {
 		if n.ID() == leader {
-			if err := n.stop(); err != nil {
+			if err := n.Close(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -157,7 +105,7 @@ func TestRemoteChildHints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Wait until b sees a: hints go to alive members only.
-	eventually(t, 20*time.Second, "b sees two members", func() bool {
+	testnode.Eventually(t, 20*time.Second, "b sees two members", func() bool {
 		c, err := client.DialCluster(ctx, b.Addr(), client.ClusterOptions{})
 		if err != nil {
 			return false
@@ -192,7 +140,7 @@ func TestRemoteChildHints(t *testing.T) {
 	put(a.Addr(), client.Page{Key: parent})
 	child := namespace.Key{9, 9, 9}
 	put(b.Addr(), client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
-	eventually(t, 10*time.Second, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
+	testnode.Eventually(t, 10*time.Second, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
 	if st := b.HintStats(); st.Dropped != 0 {
 		t.Fatalf("b dropped hints: %+v", st)
 	}

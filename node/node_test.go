@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -27,15 +28,11 @@ func pageOf(k namespace.Key, size int) []byte {
 	return out[:size]
 }
 
-func start(t *testing.T, dir string, host, ssd int64) (*node.Node, *client.Namespace) {
+func start(t *testing.T, dir string, host, ssd int64) (*testnode.Node, *client.Namespace) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: dir, EmbeddedEtcdURL: "http://127.0.0.1:0",
-		Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd, SSDSync: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := testnode.Start(t, node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd})
 	c, err := client.Dial(n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)

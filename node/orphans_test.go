@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/placement"
@@ -21,8 +22,9 @@ func TestParentGoneDropsRemoteChild(t *testing.T) {
 }
 
 func parentGone(t *testing.T) {
-	nodes, stop := startCluster(t, 2, func(c *node.Config) { c.OrphanGrace = -1 })
-	defer stop()
+	cluster := startCluster(t, 2, func(c *node.Config) { c.OrphanGrace = -1 })
+	defer cluster.Close()
+	nodes := cluster.Nodes
 	a, b := nodes[0], nodes[1]
 	view, err := placement.NewView([]placement.Node{{ID: a.ID(), Weight: 1}, {ID: b.ID(), Weight: 1}})
 	if err != nil {
@@ -33,7 +35,7 @@ func parentGone(t *testing.T) {
 	// Hints and notices go to alive members only: wait until each node
 	// sees the other.
 	for _, n := range nodes {
-		eventually(t, 20*time.Second, n.ID()+" sees two members", func() bool {
+		testnode.Eventually(t, 20*time.Second, n.ID()+" sees two members", func() bool {
 			c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
 			if err != nil {
 				return false
@@ -58,7 +60,7 @@ func parentGone(t *testing.T) {
 			c.Close()
 		}
 	}()
-	open := func(n *testNode) *client.Namespace {
+	open := func(n *testnode.Node) *client.Namespace {
 		t.Helper()
 		c, err := client.Dial(n.Addr(), client.Options{})
 		if err != nil {
@@ -92,14 +94,14 @@ func parentGone(t *testing.T) {
 	put(onB, client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
 	// b's child hint reached a (the RPC applies it before answering), so
 	// a knows its page has a remote child.
-	eventually(t, 10*time.Second, "b sends the child hint", func() bool { return b.HintStats().Sent >= 1 })
+	testnode.Eventually(t, 10*time.Second, "b sends the child hint", func() bool { return b.HintStats().Sent >= 1 })
 
 	sent := a.HintStats().Sent
 	if n, err := onA.Delete(ctx, []namespace.Key{parent}); err != nil || n != 1 {
 		t.Fatalf("deleting the parent: %d, %v", n, err)
 	}
-	eventually(t, 10*time.Second, "b drops the orphan", func() bool { return !held(onB, child) })
+	testnode.Eventually(t, 10*time.Second, "b drops the orphan", func() bool { return !held(onB, child) })
 	// a counts the notice once b has answered, which is after b dropped
 	// the child: wait for it too.
-	eventually(t, 10*time.Second, "a counts the notice it sent", func() bool { return a.HintStats().Sent > sent })
+	testnode.Eventually(t, 10*time.Second, "a counts the notice it sent", func() bool { return a.HintStats().Sent > sent })
 }

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/placement"
 	"github.com/stratakv/strata/registry"
@@ -41,44 +41,15 @@ func TestEtcdProcess(t *testing.T) {
 	e.Close()
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// etcdReady is the etcd child's ready line.
+var etcdReady = regexp.MustCompile(`^etcd ready`)
 
 // startEtcd runs an etcd child process on url with its data in dir.
 func startEtcd(t *testing.T, dir, url string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEtcdProcess$")
 	cmd.Env = append(os.Environ(), "STRATA_TEST_ETCD_DIR="+dir, "STRATA_TEST_ETCD_URL="+url)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "etcd ready") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd child did not start within 30s")
-	}
+	testnode.Spawn(t, cmd, false, etcdReady, 30*time.Second)
 	return cmd
 }
 
@@ -154,7 +125,7 @@ func TestClusterProcesses(t *testing.T) {
 		t.Skip("runs real processes")
 	}
 	stratad := build(t, "./cmd/stratad")
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
 	startEtcd(t, t.TempDir(), etcdURL)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	cmds, addrs := make([]*exec.Cmd, 3), make([]string, 3)
@@ -302,7 +273,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	}
 	stratad := build(t, "./cmd/stratad")
 	etcdDir := t.TempDir()
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
 	etcd := startEtcd(t, etcdDir, etcdURL)
 	_, a1 := startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)
 	startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)

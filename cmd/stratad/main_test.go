@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 )
 
@@ -55,40 +53,13 @@ func build(t *testing.T, pkg string) string {
 	return out
 }
 
-var servingRE = regexp.MustCompile(`strata node serving.*addr=(127\.0\.0\.1:\d+)`)
-
 // startStratad runs the stratad binary as README's run command does, on
 // loopback ports the kernel picks, and returns its gRPC address.
 func startStratad(t *testing.T, bin, dataDir string, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
-	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--embedded-etcd-url", "http://127.0.0.1:0"}, extra...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-				break
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-addr:
-		return cmd, a
-	case <-time.After(60 * time.Second):
-		t.Fatal("stratad did not start serving within 60s")
-	}
-	return nil, ""
+	p := testnode.Run(t, bin, append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0",
+		"--embedded-etcd-url", "http://127.0.0.1:0"}, extra...)...)
+	return p.Cmd, p.Addr
 }
 
 // TestRunNodeThenList is README's promise: the run command serves on

@@ -6,12 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/scrape"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 )
 
@@ -121,8 +120,6 @@ func replayTokens(ids []int64) []uint32 {
 	return toks
 }
 
-var adminRE = regexp.MustCompile(`strata node serving.*admin=(127\.0\.0\.1:\d+)`)
-
 func TestTraceReplayMatchesSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes and replays a trace")
@@ -140,7 +137,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	size := 100 * float64(3*perNode) / float64(int64(len(distinct))*pageBytes) // what the nodes really hold
 
 	stratad, sim := build(t, "./cmd/stratad"), build(t, "./cmd/strata-sim")
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
 	startEtcd(t, t.TempDir(), etcdURL)
 	addrs, admins := make([]string, 3), make([]string, 3)
 	for i := range addrs {
@@ -270,44 +267,8 @@ func replayPage(k namespace.Key, size int) []byte {
 // startReplayNode runs a node and returns its gRPC and admin addresses.
 func startReplayNode(t *testing.T, bin, dataDir string, extra ...string) (string, string) {
 	t.Helper()
-	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0"}, extra...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	type addrs struct{ grpc, admin string }
-	got := make(chan addrs, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			if m := servingRE.FindStringSubmatch(line); m != nil {
-				a := adminRE.FindStringSubmatch(line)
-				if a == nil {
-					got <- addrs{grpc: m[1]}
-				} else {
-					got <- addrs{grpc: m[1], admin: a[1]}
-				}
-				break
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-got:
-		if a.admin == "" {
-			t.Fatal("stratad's serving line names no admin address")
-		}
-		return a.grpc, a.admin
-	case <-time.After(60 * time.Second):
-		t.Fatal("stratad did not start serving within 60s")
-	}
-	return "", ""
+	p := testnode.Run(t, bin, append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0"}, extra...)...)
+	return p.Addr, p.Admin
 }
 
 // nodeCounters is what the replay reads from one node's /metrics.

@@ -39,22 +39,23 @@ var layers = map[string]struct{ imports, tests string }{
 	"registry":   {"", "internal/leaktest internal/testlog"},
 	"membership": {"", "internal/leaktest"},
 	"coord":      {"eviction membership registry", "internal/leaktest internal/testlog"},
-	"metrics":    {"namespace", "client node"},
+	"metrics":    {"namespace", "client internal/testnode node"},
 	"rdma":       {"namespace", "internal/leaktest tiers"},
 	"server":     {"membership metrics namespace proto/strata/v1 rdma store tiers", "client internal/leaktest internal/splitbuf node"},
 	"node": {"coord internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers",
-		"client internal/leaktest"},
+		"client internal/leaktest internal/testnode"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/grpcbuf namespace placement proto/strata/v1 rdma",
 		"internal/leaktest internal/scrape internal/splitbuf membership node"},
 
-	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client internal/scrape namespace placement proto/strata/v1 registry"},
+	// Programs, benchmarks, deployment checks and the test harness.
+	"internal/testnode":     {"node registry", ""},
+	"cmd/stratad":           {"node", "client internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
 	"cmd/strata":            {"namespace proto/strata/v1", "client membership node registry"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction placement", ""},
-	"benchmarks":            {"", "benchmarks/load client namespace node proto/strata/v1"},
+	"benchmarks":            {"", "benchmarks/load client internal/testnode namespace node proto/strata/v1"},
 	"benchmarks/load":       {"client namespace node rdma", ""},
 	"deploy":                {"", "client namespace node"},
 	"python/tests/gowriter": {"client namespace", ""},
