@@ -3,7 +3,6 @@ package benchmarks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"testing"
 
@@ -31,19 +30,14 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 		}
 	}
 	for _, size := range pageSizes {
-		pages := workingSet / size
-		bufs := make([][]byte, maxClients)
-		for c := range bufs {
-			bufs[c] = make([]byte, size)
-		}
-		for _, clients := range clientCounts {
-			b.Run(fmt.Sprintf("page=%s/conns=%d", sizeLabel(size), clients), func(b *testing.B) {
-				b.SetBytes(int64(size))
+		pages, bufs := workingSet/size, pageBuffers(size)
+		b.Run("page="+sizeLabel(size), func(b *testing.B) {
+			byClients(b, "conns", size, func(b *testing.B, clients int) {
 				load{clients: clients, op: func(_ context.Context, c, i int) error {
 					return fetchPage(conns[c], uint32(i%pages), bufs[c])
 				}}.run(b)
 			})
-		}
+		})
 	}
 }
 
@@ -82,14 +76,9 @@ func fetchPage(conn net.Conn, idx uint32, buf []byte) error { return loadgen.Fet
 func BenchmarkMemcpy(b *testing.B) {
 	src := randomBytes(workingSet, 5)
 	for _, size := range pageSizes {
-		pages := workingSet / size
-		dsts := make([][]byte, maxClients)
-		for c := range dsts {
-			dsts[c] = make([]byte, size)
-		}
-		for _, threads := range clientCounts {
-			b.Run(fmt.Sprintf("page=%s/threads=%d", sizeLabel(size), threads), func(b *testing.B) {
-				b.SetBytes(int64(size))
+		pages, dsts := workingSet/size, pageBuffers(size)
+		b.Run("page="+sizeLabel(size), func(b *testing.B) {
+			byClients(b, "threads", size, func(b *testing.B, threads int) {
 				load{clients: threads, op: func(_ context.Context, c, i int) error {
 					j := i % pages
 					if copy(dsts[c], src[j*size:(j+1)*size]) != size {
@@ -98,6 +87,6 @@ func BenchmarkMemcpy(b *testing.B) {
 					return nil
 				}}.run(b)
 			})
-		}
+		})
 	}
 }

@@ -50,6 +50,26 @@ func startNode(tb testing.TB, hostBytes int64) *testnode.Node {
 	return testnode.Start(tb, node.Config{HostBytes: hostBytes})
 }
 
+// byClients runs run as one sub-benchmark <unit>=C per client count C,
+// each operation moving size bytes.
+func byClients(b *testing.B, unit string, size int, run func(b *testing.B, clients int)) {
+	for _, clients := range clientCounts {
+		b.Run(fmt.Sprintf("%s=%d", unit, clients), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			run(b, clients)
+		})
+	}
+}
+
+// pageBuffers returns one size-byte buffer per client.
+func pageBuffers(size int) [][]byte {
+	bufs := make([][]byte, maxClients)
+	for c := range bufs {
+		bufs[c] = make([]byte, size)
+	}
+	return bufs
+}
+
 // dialClients opens k clients, each with its own gRPC connection to addr,
 // shared memory and the raw tcp data plane off: these benchmarks measure
 // the gRPC data path (raw_test.go measures the raw one).
@@ -94,12 +114,8 @@ func openAll(ctx context.Context, tb testing.TB, cs []*client.Client, d namespac
 	return nss
 }
 
-// pageKey is the key of the page numbered n of a benchmark: a one-page chain
-// from the namespace ID over the tokens (n, n>>32), so every n is a fresh
-// key.
-func pageKey(id namespace.ID, n uint64) namespace.Key {
-	return namespace.NextKey(namespace.Key(id), []uint32{uint32(n), uint32(n >> 32)})
-}
+// pageKey is the key of the page numbered n of a benchmark.
+func pageKey(id namespace.ID, n uint64) namespace.Key { return loadgen.PageKey(id, n) }
 
 // randomBytes returns n reproducible pseudo-random bytes.
 func randomBytes(n int, seed uint64) []byte { return loadgen.RandomBytes(n, seed) }
@@ -107,23 +123,7 @@ func randomBytes(n int, seed uint64) []byte { return loadgen.RandomBytes(n, seed
 // putRange publishes pages numbered [from, to) of ns, all holding data, in
 // batches of at most 64 MiB, and fails unless each is stored.
 func putRange(ctx context.Context, ns *client.Namespace, from, to uint64, data []byte) error {
-	per := uint64(max(1, (64<<20)/len(data)))
-	for start := from; start < to; start += per {
-		pages := make([]client.Page, min(per, to-start))
-		for j := range pages {
-			pages[j] = client.Page{Key: pageKey(ns.ID(), start+uint64(j)), Data: data}
-		}
-		res, err := ns.Put(ctx, pages)
-		if err != nil {
-			return fmt.Errorf("putting pages %d..%d: %w", start, start+uint64(len(pages)), err)
-		}
-		for j, r := range res {
-			if !r.Status.Stored() {
-				return fmt.Errorf("page %d: %v %s", start+uint64(j), r.Status, r.Reason)
-			}
-		}
-	}
-	return nil
+	return loadgen.PutRange(ctx, ns, from, to, data)
 }
 
 // deleteRange deletes pages numbered [from, to) of ns and fails unless
@@ -175,9 +175,9 @@ func (l load) run(b *testing.B) {
 	b.ResetTimer()
 	for from := 0; from < b.N; from += round {
 		to := min(b.N, from+round)
-		c0 := cpuTime()
+		c0 := loadgen.CPUTime()
 		err := l.runRound(ctx, from, to, lat)
-		cpu += cpuTime() - c0
+		cpu += loadgen.CPUTime() - c0
 		if err != nil {
 			b.Fatal(err)
 		}

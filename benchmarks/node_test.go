@@ -44,21 +44,18 @@ func benchPut(b *testing.B, newPut func(b *testing.B, addr string, nss []*client
 				b.Fatal(err)
 			}
 			next := uint64(perRound) // page numbers are never reused
-			for _, clients := range clientCounts {
-				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					base := next
-					next += uint64(b.N)
-					b.SetBytes(int64(size))
-					load{clients: clients, round: perRound,
-						op: func(ctx context.Context, c, i int) error {
-							return put(ctx, c, pageKey(nss[c].ID(), base+uint64(i)), data)
-						},
-						between: func(ctx context.Context, from, to int) error {
-							return deleteRange(ctx, nss[0], base+uint64(from), base+uint64(to))
-						},
-					}.run(b)
-				})
-			}
+			byClients(b, "clients", size, func(b *testing.B, clients int) {
+				base := next
+				next += uint64(b.N)
+				load{clients: clients, round: perRound,
+					op: func(ctx context.Context, c, i int) error {
+						return put(ctx, c, pageKey(nss[c].ID(), base+uint64(i)), data)
+					},
+					between: func(ctx context.Context, from, to int) error {
+						return deleteRange(ctx, nss[0], base+uint64(from), base+uint64(to))
+					},
+				}.run(b)
+			})
 		})
 	}
 }
@@ -96,12 +93,9 @@ func BenchmarkGet(b *testing.B) {
 			nss := openAll(ctx, b, cs, descriptor(size))
 			keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
 			defer done()
-			for _, clients := range clientCounts {
-				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					b.SetBytes(int64(size))
-					load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
-				})
-			}
+			byClients(b, "clients", size, func(b *testing.B, clients int) {
+				load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
+			})
 		})
 	}
 }

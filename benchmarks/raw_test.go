@@ -1,7 +1,6 @@
 package benchmarks
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stratakv/strata/client"
@@ -27,12 +26,9 @@ func BenchmarkRawGet(b *testing.B) {
 		}
 		keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
 		defer done()
-		for _, clients := range clientCounts {
-			b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
-			})
-		}
+		byClients(b, "clients", size, func(b *testing.B, clients int) {
+			b.ReportAllocs()
+			load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
+		})
 	})
 }

@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -26,19 +25,12 @@ func BenchmarkRedisGet(b *testing.B) {
 			if err := loadgen.PopulateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
 				b.Fatal(err)
 			}
-			keys := loadgen.RedisKeys(pages)
-			bufs := make([][]byte, maxClients)
-			for c := range bufs {
-				bufs[c] = make([]byte, size)
-			}
-			for _, clients := range clientCounts {
-				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					b.SetBytes(int64(size))
-					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-						return conns[c].Get(keys[i%pages], bufs[c])
-					}}, srv.CPUTime)
-				})
-			}
+			keys, bufs := loadgen.RedisKeys(pages), pageBuffers(size)
+			byClients(b, "clients", size, func(b *testing.B, clients int) {
+				runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+					return conns[c].Get(keys[i%pages], bufs[c])
+				}}, srv.CPUTime)
+			})
 		})
 	}
 }
@@ -61,14 +53,11 @@ func BenchmarkRedisSet(b *testing.B) {
 				b.Fatal(err)
 			}
 			keys := loadgen.RedisKeys(pages)
-			for _, clients := range clientCounts {
-				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					b.SetBytes(int64(size))
-					runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-						return conns[c].Set(keys[i%pages], data)
-					}}, srv.CPUTime)
-				})
-			}
+			byClients(b, "clients", size, func(b *testing.B, clients int) {
+				runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+					return conns[c].Set(keys[i%pages], data)
+				}}, srv.CPUTime)
+			})
 		})
 	}
 }
@@ -84,9 +73,9 @@ func runWithServer(b *testing.B, l load, serverCPU func() time.Duration) {
 	lat := make([]time.Duration, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	c0, s0 := cpuTime(), serverCPU()
+	c0, s0 := loadgen.CPUTime(), serverCPU()
 	err := l.runRound(b.Context(), 0, b.N, lat)
-	cpu, srv := cpuTime()-c0, serverCPU()-s0
+	cpu, srv := loadgen.CPUTime()-c0, serverCPU()-s0
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)

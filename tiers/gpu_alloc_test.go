@@ -4,11 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/stratakv/strata/internal/testseed"
 )
 
 var (
@@ -274,12 +274,7 @@ func TestGPUAllocBadFree(t *testing.T) {
 // two live extents overlap, that stats match the model and that generations
 // match every live extent and no freed one. Reproduce with -gpu.seed.
 func TestGPUAllocRandom(t *testing.T) {
-	seed := *gpuSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -gpu.seed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := testseed.Rand(t, *gpuSeed, "gpu.seed")
 
 	a := newTestGPUAlloc(t, 256*gpuKiB, 24)
 	mixes := [][]int64{

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/stratakv/strata/internal/testseed"
 )
 
 var (
@@ -32,12 +32,8 @@ type liveExt struct {
 // one, and every live extent still holds the bytes written to it.
 // Reproduce a failure with -host.seed.
 func TestHostRandom(t *testing.T) {
-	seed := *hostSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -host.seed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	seed := testseed.Choose(t, *hostSeed, "host.seed")
+	rng := testseed.New(seed)
 
 	h := newTestHost(t, HostConfig{Capacity: 4 * mib, SlabSize: 64 * kib})
 	mixes := [][]int64{

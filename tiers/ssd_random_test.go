@@ -7,11 +7,11 @@ import (
 	"errors"
 	"flag"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/stratakv/strata/internal/testseed"
 )
 
 var (
@@ -34,12 +34,7 @@ type ssdModelPage struct {
 // bytes; sealed extents refuse writes; the internal invariants hold.
 // Reproduce a failure with -ssd.seed.
 func TestSSDRandom(t *testing.T) {
-	seed := *ssdSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -ssd.seed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := testseed.Rand(t, *ssdSeed, "ssd.seed")
 	sizes := []int64{4096, 9000, 30_000, 64 * kib, 100_000}
 	modes := []SyncMode{SyncNone, SyncNone, SyncNone, SyncNone, SyncBatch, SyncEveryPage}
 	var log ssdLog

@@ -377,11 +377,11 @@ func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p
 	if s, ok := sys.(ServerCPU); ok {
 		srvCPU = s.ServerCPU
 	}
-	c0, s0 := cpuTime(), srvCPU()
+	c0, s0 := CPUTime(), srvCPU()
 	t0 := time.Now()
 	lat, err := meas.run(ctx, d)
 	elapsed := time.Since(t0)
-	cpu := cpuTime() - c0 + srvCPU() - s0
+	cpu := CPUTime() - c0 + srvCPU() - s0
 	err = errors.Join(err, wl.After(ctx, op, int(next.Load())))
 	if err != nil {
 		return slice{}, err

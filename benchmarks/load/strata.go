@@ -180,7 +180,7 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 	}
 	w.keys = make([]namespace.Key, p.Pages)
 	for i := range w.keys {
-		w.keys[i] = pageKey(w.nss[0].ID(), uint64(i))
+		w.keys[i] = PageKey(w.nss[0].ID(), uint64(i))
 	}
 	if err := w.putRange(ctx, 0, uint64(p.Pages)); err != nil {
 		return nil, err
@@ -198,9 +198,9 @@ type strataWorkload struct {
 	putBase uint64              // page number of the next put case's first page
 }
 
-// pageKey is the key of page number n: a one-page chain from the namespace
-// over the tokens (n, n>>32).
-func pageKey(id namespace.ID, n uint64) namespace.Key {
+// PageKey is the key of page number n: a one-page chain from the namespace
+// over the tokens (n, n>>32), so every n is a fresh key.
+func PageKey(id namespace.ID, n uint64) namespace.Key {
 	return namespace.NextKey(namespace.Key(id), []uint32{uint32(n), uint32(n >> 32)})
 }
 
@@ -220,7 +220,7 @@ func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
 		}
 		return err
 	case Put:
-		res, err := ns.Put(ctx, []client.Page{{Key: pageKey(ns.ID(), w.putBase+uint64(i)), Data: w.data}})
+		res, err := ns.Put(ctx, []client.Page{{Key: PageKey(ns.ID(), w.putBase+uint64(i)), Data: w.data}})
 		if err == nil && res[0].Status != client.Committed {
 			err = fmt.Errorf("put: %v %s", res[0].Status, res[0].Reason)
 		}
@@ -273,12 +273,18 @@ func (w *strataWorkload) warm(ctx context.Context) error {
 
 // putRange publishes pages numbered [from, to) in batches of at most 64 MiB.
 func (w *strataWorkload) putRange(ctx context.Context, from, to uint64) error {
-	ns := w.nss[0]
-	per := uint64(max(1, (64<<20)/len(w.data)))
+	return PutRange(ctx, w.nss[0], from, to, w.data)
+}
+
+// PutRange publishes pages numbered [from, to) of ns (keys: PageKey), all
+// holding data, in batches of at most 64 MiB, and fails unless each is
+// stored.
+func PutRange(ctx context.Context, ns *client.Namespace, from, to uint64, data []byte) error {
+	per := uint64(max(1, (64<<20)/len(data)))
 	for start := from; start < to; start += per {
 		pages := make([]client.Page, min(per, to-start))
 		for j := range pages {
-			pages[j] = client.Page{Key: pageKey(ns.ID(), start+uint64(j)), Data: w.data}
+			pages[j] = client.Page{Key: PageKey(ns.ID(), start+uint64(j)), Data: data}
 		}
 		res, err := ns.Put(ctx, pages)
 		if err != nil {
@@ -296,7 +302,7 @@ func (w *strataWorkload) putRange(ctx context.Context, from, to uint64) error {
 func (w *strataWorkload) deleteRange(ctx context.Context, from, to uint64) error {
 	keys := make([]namespace.Key, 0, to-from)
 	for n := from; n < to; n++ {
-		keys = append(keys, pageKey(w.nss[0].ID(), n))
+		keys = append(keys, PageKey(w.nss[0].ID(), n))
 	}
 	if _, err := w.nss[0].Delete(ctx, keys); err != nil {
 		return fmt.Errorf("deleting pages %d..%d: %w", from, to, err)

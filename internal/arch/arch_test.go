@@ -31,10 +31,11 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/scrape":   {"", ""},
 	"internal/splitbuf": {"", ""},
 	"internal/testlog":  {"", ""},
+	"internal/testseed": {"", ""},
 	"proto/strata/v1":   {"", ""},
 
 	// The node's parts.
-	"tiers":      {"internal/crc32c", "internal/leaktest"},
+	"tiers":      {"internal/crc32c", "internal/leaktest internal/testseed"},
 	"store":      {"eviction namespace tiers", "internal/leaktest"},
 	"registry":   {"", "internal/leaktest internal/testlog"},
 	"membership": {"", "internal/leaktest"},
