@@ -53,6 +53,11 @@ func startEtcd(t *testing.T, dir, url string) *exec.Cmd {
 	return cmd
 }
 
+// freeEtcdURL is a loopback client URL on a port free a moment ago.
+func freeEtcdURL(t *testing.T) string {
+	return fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
+}
+
 // clusterNodeArgs: pages on an SSD tier (kill -9 keeps what was written),
 // one shared etcd.
 func clusterNodeArgs(etcd string) []string {
@@ -121,11 +126,8 @@ func readAll(t *testing.T, ctx context.Context, ns *client.ClusterNamespace, key
 // restarted, the node rejoins and serves its recovered pages; a fourth node
 // takes about a quarter of the keys' ownership.
 func TestClusterProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
-	stratad := build(t, "./cmd/stratad")
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
+	stratad := buildStratad(t)
+	etcdURL := freeEtcdURL(t)
 	startEtcd(t, t.TempDir(), etcdURL)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	cmds, addrs := make([]*exec.Cmd, 3), make([]string, 3)
@@ -268,12 +270,9 @@ func ownerIDs(t *testing.T, members []client.Member, keys []namespace.Key) []str
 // and writes of known namespaces, opening a new namespace fails with a clear
 // error, and everything works again once etcd is back.
 func TestClusterEtcdDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
-	stratad := build(t, "./cmd/stratad")
+	stratad := buildStratad(t)
 	etcdDir := t.TempDir()
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
+	etcdURL := freeEtcdURL(t)
 	etcd := startEtcd(t, etcdDir, etcdURL)
 	_, a1 := startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)
 	startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)

@@ -62,10 +62,7 @@ func nodeInfo(t *testing.T, addr string) *pb.NodeInfoResponse {
 // tier; after a restart every acknowledged page is served byte-exact, no
 // page is served with other bytes, and no reservation survives.
 func TestKillDuringPuts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
-	stratad := build(t, "./cmd/stratad")
+	stratad := buildStratad(t)
 	data := t.TempDir()
 	cmd, addr := startSSDNode(t, stratad, data)
 
@@ -222,10 +219,7 @@ func flipByte(t *testing.T, path string, off int64) {
 // truncated slot file each turn the pages they hit into misses, counted in
 // the recovery report; every other page keeps serving byte-exact.
 func TestCorruptSSD(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
-	stratad := build(t, "./cmd/stratad")
+	stratad := buildStratad(t)
 	data := t.TempDir()
 	cmd, addr := startSSDNode(t, stratad, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

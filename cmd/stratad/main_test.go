@@ -53,6 +53,16 @@ func build(t *testing.T, pkg string) string {
 	return out
 }
 
+// buildStratad skips t in -short mode (it runs real processes) and returns
+// the stratad binary.
+func buildStratad(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real processes")
+	}
+	return build(t, "./cmd/stratad")
+}
+
 // startStratad runs the stratad binary as README's run command does, on
 // loopback ports the kernel picks, and returns its gRPC address.
 func startStratad(t *testing.T, bin, dataDir string, extra ...string) (*exec.Cmd, string) {

@@ -137,7 +137,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	size := 100 * float64(3*perNode) / float64(int64(len(distinct))*pageBytes) // what the nodes really hold
 
 	stratad, sim := build(t, "./cmd/stratad"), build(t, "./cmd/strata-sim")
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
+	etcdURL := freeEtcdURL(t)
 	startEtcd(t, t.TempDir(), etcdURL)
 	addrs, admins := make([]string, 3), make([]string, 3)
 	for i := range addrs {
