@@ -5,10 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/stratakv/strata/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vectors.json from the Go implementation")
@@ -283,24 +282,15 @@ func marshalVectors(t *testing.T, v vectorFile) []byte {
 // testdata/vectors.json; -update rewrites the file instead.
 func TestVectors(t *testing.T) {
 	got := marshalVectors(t, buildVectors(t))
+	golden.Check(t, vectorsPath, got, *update, "is stale or was edited by hand: the implementation now produces different vectors; "+
+		"if the change is intended (it changes namespace IDs or keys, a versioned decision) run with -update")
 	if *update {
-		if err := os.WriteFile(vectorsPath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
 		return
-	}
-	want, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale or was edited by hand: the implementation now produces different vectors; "+
-			"if the change is intended (it changes namespace IDs or keys, a versioned decision) run with -update", vectorsPath)
 	}
 
 	// Every stored descriptor decodes and hashes to its ID.
 	var v vectorFile
-	if err := json.Unmarshal(want, &v); err != nil {
+	if err := json.Unmarshal(got, &v); err != nil {
 		t.Fatal(err)
 	}
 	for _, dv := range v.Descriptors {
@@ -317,13 +307,5 @@ func TestVectors(t *testing.T) {
 // TestVectorsPython checks the vectors with an independent Python
 // implementation that uses only the standard library.
 func TestVectorsPython(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: skipping the cross-language check of testdata/vectors.json")
-	}
-	out, err := exec.Command(py, filepath.Join("testdata", "check_vectors.py"), vectorsPath).CombinedOutput()
-	if err != nil {
-		t.Fatalf("check_vectors.py: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	golden.Python(t, "testdata/check_vectors.py", vectorsPath)
 }

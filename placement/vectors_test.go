@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,9 +9,10 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"slices"
 	"testing"
+
+	"github.com/stratakv/strata/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vectors.json from this implementation")
@@ -113,19 +113,8 @@ func TestVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(vectorsPath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatalf("%v (generate with -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s does not match this implementation: placement changed for every "+
-			"deployed client; if that is intended, rerun with -update and update the Python client", vectorsPath)
-	}
+	golden.Check(t, vectorsPath, got, *update, "does not match this implementation: placement changed for every "+
+		"deployed client; if that is intended, rerun with -update and update the Python client")
 }
 
 // TestVectorsSelfConsistent checks the file's rankings against a plain sort
@@ -188,13 +177,5 @@ func vectorCompare(vv vectorView, vk vectorKey, a, b string) int {
 // TestPythonVectors runs the stdlib-only Python reimplementation against the
 // vectors; it skips where python3 is not installed.
 func TestPythonVectors(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
-	out, err := exec.CommandContext(t.Context(), py, "testdata/check_vectors.py", vectorsPath).CombinedOutput()
-	if err != nil {
-		t.Fatalf("check_vectors.py: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	golden.Python(t, "testdata/check_vectors.py", vectorsPath)
 }

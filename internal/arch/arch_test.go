@@ -23,9 +23,10 @@ const module = "github.com/stratakv/strata/"
 var layers = map[string]struct{ imports, tests string }{
 	// Pure leaves: no strata imports but their own helpers.
 	"eviction":          {"", ""},
-	"placement":         {"", ""},
-	"namespace":         {"internal/crc32c", ""},
+	"placement":         {"", "internal/golden"},
+	"namespace":         {"internal/crc32c", "internal/golden"},
 	"internal/crc32c":   {"", ""},
+	"internal/golden":   {"", ""},
 	"internal/grpcbuf":  {"", ""},
 	"internal/leaktest": {"", ""},
 	"internal/scrape":   {"", ""},
