@@ -1,7 +1,6 @@
 package membership
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // testNode is a member under test with metadata the test can change.
@@ -156,31 +157,11 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // testLogger returns a logger into a buffer that is printed if the test
 // fails. (Not t.Log: memberlist's goroutines may log after the test.)
 func testLogger(t *testing.T) *slog.Logger {
-	buf := &lockedBuffer{}
+	buf := &testlog.Buffer{Limit: 4 << 20}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log:\n%s", buf.String())
 		}
 	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 4<<20 {
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return buf.Logger()
 }

@@ -105,14 +105,7 @@ func (m *Membership) noteAlive(n *memberlist.Node) {
 	if e.State != state {
 		e.changed = time.Now()
 	}
-	e.Member = Member{
-		NodeID:        n.Name,
-		GRPCAddress:   w.GRPCAddress,
-		GossipAddress: n.Address(),
-		State:         state,
-		Meta:          w.Meta,
-		Incarnation:   w.version,
-	}
+	e.Member = memberOf(n, w, state)
 	m.signalLocked()
 }
 
@@ -128,13 +121,7 @@ func (m *Membership) noteGone(n *memberlist.Node) {
 	defer m.mu.Unlock()
 	e := m.members[n.Name]
 	if e == nil {
-		e = &entry{Member: Member{
-			NodeID:        n.Name,
-			GRPCAddress:   w.GRPCAddress,
-			GossipAddress: n.Address(),
-			Meta:          w.Meta,
-			Incarnation:   w.version,
-		}}
+		e = &entry{Member: memberOf(n, w, Alive)}
 		m.members[n.Name] = e
 	}
 	if e.State == Left {
@@ -145,6 +132,12 @@ func (m *Membership) noteGone(n *memberlist.Node) {
 	}
 	e.State = state
 	m.signalLocked()
+}
+
+// memberOf is n as its metadata w describes it, in state.
+func memberOf(n *memberlist.Node, w wireMeta, state State) Member {
+	return Member{NodeID: n.Name, GRPCAddress: w.GRPCAddress, GossipAddress: n.Address(), State: state,
+		Meta: w.Meta, Incarnation: w.version}
 }
 
 // decode decodes n's metadata; metadata this version can't read is logged

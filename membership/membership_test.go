@@ -69,6 +69,14 @@ func TestUpdateMetaPropagates(t *testing.T) {
 	}
 }
 
+// seeC waits until n sees member c in state want, and logs how long after
+// since (the moment of event) that took.
+func seeC(t *testing.T, n *testNode, want State, within time.Duration, since time.Time, event string) {
+	t.Helper()
+	waitFor(t, n, within, "seeing c "+want.String(), func(ms []Member) bool { return stateOf(ms, "c") == want })
+	t.Logf("%s sees c %v %v after %s", n.id, want, time.Since(since), event)
+}
+
 func TestCrashDetectedDead(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -78,8 +86,7 @@ func TestCrashDetectedDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, n, 10*time.Second, "seeing c dead", func(ms []Member) bool { return stateOf(ms, "c") == Dead })
-		t.Logf("%s sees c dead %v after the crash", n.id, time.Since(start))
+		seeC(t, n, Dead, 10*time.Second, start, "the crash")
 		if got := nodeIDs(n.Alive(), Alive); !slices.Equal(got, []string{"a", "b"}) {
 			t.Errorf("%s: alive %v", n.id, got)
 		}
@@ -96,8 +103,7 @@ func TestLeaveSeenLeft(t *testing.T) {
 	}
 	t.Logf("Leave took %v", time.Since(start))
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, n, 2*time.Second, "seeing c left", func(ms []Member) bool { return stateOf(ms, "c") == Left })
-		t.Logf("%s sees c left %v after Leave began", n.id, time.Since(start))
+		seeC(t, n, Left, 2*time.Second, start, "Leave began")
 	}
 	if err := c.Leave(time.Second); !errors.Is(err, ErrClosed) {
 		t.Errorf("second Leave: %v, want ErrClosed", err)
@@ -126,8 +132,7 @@ func TestPartitionAndHeal(t *testing.T) {
 	start := time.Now()
 	partition(c, a, b)
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, n, 10*time.Second, "seeing c dead", func(ms []Member) bool { return stateOf(ms, "c") == Dead })
-		t.Logf("%s sees c dead %v after the partition", n.id, time.Since(start))
+		seeC(t, n, Dead, 10*time.Second, start, "the partition")
 	}
 	waitFor(t, c, 15*time.Second, "seeing a and b dead", func(ms []Member) bool {
 		return slices.Equal(nodeIDs(ms, Dead), []string{"a", "b"})

@@ -97,22 +97,7 @@ func (r *Registry) Namespaces(ctx context.Context, tenant string) ([]NamespaceRe
 		}
 		dir += tenant + "/"
 	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, dir, clientv3.WithPrefix())
-	if err != nil {
-		return nil, r.fail(ctx, "listing namespaces", err)
-	}
-	recs := make([]NamespaceRecord, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		rec, err := decodeNamespace(kv.Value)
-		if err != nil {
-			r.log.Warn("skipping malformed namespace record", "key", string(kv.Key), "err", err)
-			continue
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
+	return list(ctx, r, dir, "namespace", decodeNamespace)
 }
 
 // Namespace returns the namespace registered under id, or an error wrapping

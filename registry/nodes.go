@@ -116,22 +116,7 @@ func (r *Registry) RegisterNode(ctx context.Context, n Node) error {
 
 // Nodes returns every registered node, in ID order.
 func (r *Registry) Nodes(ctx context.Context) ([]Node, error) {
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.nodesDir(), clientv3.WithPrefix())
-	if err != nil {
-		return nil, r.fail(ctx, "listing nodes", err)
-	}
-	nodes := make([]Node, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var n Node
-		if err := json.Unmarshal(kv.Value, &n); err != nil {
-			r.log.Warn("skipping malformed node record", "key", string(kv.Key), "err", err)
-			continue
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes, nil
+	return list(ctx, r, r.nodesDir(), "node", decodeJSON[Node])
 }
 
 // grantAndPut grants a lease of LeaseTTL and puts every node on it in one

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Tenant is an authorization domain (DESIGN.md §2): a tenant opens only
@@ -62,20 +61,5 @@ func (r *Registry) Tenant(ctx context.Context, name string) (Tenant, error) {
 
 // Tenants returns every tenant, in name order.
 func (r *Registry) Tenants(ctx context.Context) ([]Tenant, error) {
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.tenantsDir(), clientv3.WithPrefix())
-	if err != nil {
-		return nil, r.fail(ctx, "listing tenants", err)
-	}
-	ts := make([]Tenant, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var t Tenant
-		if err := json.Unmarshal(kv.Value, &t); err != nil {
-			r.log.Warn("skipping malformed tenant record", "key", string(kv.Key), "err", err)
-			continue
-		}
-		ts = append(ts, t)
-	}
-	return ts, nil
+	return list(ctx, r, r.tenantsDir(), "tenant", decodeJSON[Tenant])
 }

@@ -28,18 +28,24 @@ func newTestHost(t testing.TB, cfg HostConfig) *Host {
 	if err != nil {
 		t.Fatalf("NewHost(%+v): %v", cfg, err)
 	}
+	checkAndCloseAtEnd(t, &h.closed, func() error { return checkHost(h) }, h.Close)
+	return h
+}
+
+// checkAndCloseAtEnd makes the end of t check a tier's consistency and
+// close it, unless the test closed it itself.
+func checkAndCloseAtEnd(t testing.TB, closed *atomic.Bool, check, close func() error) {
 	t.Cleanup(func() {
-		if h.closed.Load() {
+		if closed.Load() {
 			return
 		}
-		if err := checkHost(h); err != nil {
+		if err := check(); err != nil {
 			t.Errorf("consistency check at the end: %v", err)
 		}
-		if err := h.Close(); err != nil {
+		if err := close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return h
 }
 
 func mustCheck(t testing.TB, h *Host) {

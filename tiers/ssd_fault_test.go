@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // ssdFaultFS is an FS over the real one that fails the operations its fault
@@ -265,9 +267,9 @@ func TestSSDAllocFaults(t *testing.T) {
 // TestSSDRecoverReadError: a payload that cannot be read is dropped and
 // logged; the rest, read together with it at first, is recovered.
 func TestSSDRecoverReadError(t *testing.T) {
-	var log ssdLog
+	var log testlog.Buffer
 	fs := &ssdFaultFS{FS: OSFS()}
-	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, FS: fs, Logger: log.logger()}
+	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, FS: fs, Logger: log.Logger()}
 	s, _, _ := openTestSSD(t, cfg)
 	exts := ssdSealMany(t, s, 5, 8192)
 	_, payload, _, _ := ssdWhere(t, s, exts[2])
@@ -297,9 +299,9 @@ func TestSSDRecoverReadError(t *testing.T) {
 // sector) quarantines its slot when freed, so the next Alloc gets another
 // slot; a full disk (ENOSPC) does not.
 func TestSSDBadSlotQuarantined(t *testing.T) {
-	var log ssdLog
+	var log testlog.Buffer
 	fs := &ssdFaultFS{FS: OSFS()}
-	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, FS: fs, Logger: log.logger()}
+	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, FS: fs, Logger: log.Logger()}
 	s, _, _ := openTestSSD(t, cfg)
 	for _, tc := range []struct {
 		cause error

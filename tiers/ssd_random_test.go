@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratakv/strata/internal/testlog"
 	"github.com/stratakv/strata/internal/testseed"
 )
 
@@ -37,8 +38,8 @@ func TestSSDRandom(t *testing.T) {
 	rng := testseed.Rand(t, *ssdSeed, "ssd.seed")
 	sizes := []int64{4096, 9000, 30_000, 64 * kib, 100_000}
 	modes := []SyncMode{SyncNone, SyncNone, SyncNone, SyncNone, SyncBatch, SyncEveryPage}
-	var log ssdLog
-	cfg := SSDConfig{Capacity: 3 * mib, FileSize: 256 * kib, Sync: modes[rng.IntN(len(modes))], Logger: log.logger()}
+	var log testlog.Buffer
+	cfg := SSDConfig{Capacity: 3 * mib, FileSize: 256 * kib, Sync: modes[rng.IntN(len(modes))], Logger: log.Logger()}
 	s, _, _ := openTestSSD(t, cfg)
 	live := map[int]*ssdModelPage{}
 	pick := func() (int, *ssdModelPage) {

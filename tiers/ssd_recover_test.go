@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // ssdWhere returns the file and the payload and header offsets of ext.
@@ -73,8 +75,8 @@ func TestSSDCorruption(t *testing.T) {
 		{"header version", func(p, h int64) int64 { return h + 5 }, ""}, // unknown version: free
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log ssdLog
-			cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, Logger: log.logger()}
+			var log testlog.Buffer
+			cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Sync: SyncNone, Logger: log.Logger()}
 			s, _, _ := openTestSSD(t, cfg)
 			exts := ssdSealMany(t, s, 10, 20_000)
 			path, payload, header, slot := ssdWhere(t, s, exts[3])
@@ -134,8 +136,8 @@ func TestSSDTruncated(t *testing.T) {
 		{"file header", func([]Extent, *SSD) int64 { return 40 }, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log ssdLog
-			cfg := SSDConfig{Capacity: 2 * mib, FileSize: 2 * mib, Sync: SyncNone, Logger: log.logger()}
+			var log testlog.Buffer
+			cfg := SSDConfig{Capacity: 2 * mib, FileSize: 2 * mib, Sync: SyncNone, Logger: log.Logger()}
 			s, _, _ := openTestSSD(t, cfg)
 			exts := ssdSealMany(t, s, 10, 64*kib)
 			path, _, _, _ := ssdWhere(t, s, exts[0])
@@ -183,10 +185,10 @@ func TestSSDTruncated(t *testing.T) {
 // that fit are kept with their pages, the others removed) and then a larger
 // one (everything kept, the tier grows again).
 func TestSSDCapacityChange(t *testing.T) {
-	var log ssdLog
+	var log testlog.Buffer
 	// 64 KiB pages in 1 MiB files: 15 slots, 991,232 bytes a file; 4 MiB
 	// holds 4 such files and one of 3 slots (204,800 bytes).
-	cfg := SSDConfig{Capacity: 4 * mib, FileSize: mib, Sync: SyncNone, Logger: log.logger()}
+	cfg := SSDConfig{Capacity: 4 * mib, FileSize: mib, Sync: SyncNone, Logger: log.Logger()}
 	s, _, _ := openTestSSD(t, cfg)
 	fileOf := map[[32]byte]uint32{}
 	for i := 0; ; i++ {

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testlog"
 )
 
 // ssdTestNS is the namespace of every test page.
@@ -62,28 +63,6 @@ func ssdMetaEqual(a, b PageMeta) bool {
 		a.Cost == b.Cost
 }
 
-// ssdLog collects a tier's log records for assertions.
-type ssdLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *ssdLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *ssdLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *ssdLog) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // ssdRecovered is what a Recover handed back, by key.
 type ssdRecovered map[[32]byte]ssdPage
 
@@ -105,17 +84,7 @@ func openTestSSD(t testing.TB, cfg SSDConfig) (*SSD, ssdRecovered, RecoveryStats
 	if err != nil {
 		t.Fatalf("NewSSD(%+v): %v", cfg, err)
 	}
-	t.Cleanup(func() {
-		if s.closed.Load() {
-			return
-		}
-		if err := checkSSD(s); err != nil {
-			t.Errorf("consistency check at the end: %v", err)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	checkAndCloseAtEnd(t, &s.closed, func() error { return checkSSD(s) }, s.Close)
 	got := ssdRecovered{}
 	st, err := s.Recover(func(ext Extent, m PageMeta) error {
 		if _, dup := got[m.Key]; dup {
@@ -651,8 +620,8 @@ func TestSSDClassShift(t *testing.T) {
 // TestSSDStrayFiles checks that open removes half-made files, leaves
 // unrelated ones alone, and removes a file whose header does not verify.
 func TestSSDStrayFiles(t *testing.T) {
-	var log ssdLog
-	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Logger: log.logger()}
+	var log testlog.Buffer
+	cfg := SSDConfig{Capacity: 2 * mib, FileSize: mib, Logger: log.Logger()}
 	s, _, _ := openTestSSD(t, cfg)
 	ssdPut(t, s, ssdKey(1), 4096, ssdAlgCRC32C, true)
 	s.Close()

@@ -36,10 +36,10 @@ var layers = map[string]struct{ imports, tests string }{
 	"proto/strata/v1":   {"", ""},
 
 	// The node's parts.
-	"tiers":      {"internal/crc32c", "internal/leaktest internal/testseed"},
+	"tiers":      {"internal/crc32c", "internal/leaktest internal/testlog internal/testseed"},
 	"store":      {"eviction namespace tiers", "internal/leaktest"},
 	"registry":   {"", "internal/leaktest internal/testlog"},
-	"membership": {"", "internal/leaktest"},
+	"membership": {"", "internal/leaktest internal/testlog"},
 	"coord":      {"eviction membership registry", "internal/leaktest internal/testlog"},
 	"metrics":    {"namespace", "client internal/testnode node"},
 	"rdma":       {"namespace", "internal/leaktest tiers"},

@@ -1,10 +1,11 @@
 // Package testlog gives tests a logger that writes to the test's output
 // and goes quiet when the test ends: libraries' timers (memberlist's
 // suspicion timers, etcd's retries) may log after Close, and writing to a
-// finished test panics.
+// finished test panics. Buffer collects log output that a test inspects.
 package testlog
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"sync"
@@ -37,4 +38,36 @@ func (w *writer) stop() {
 	w.mu.Lock()
 	w.done = true
 	w.mu.Unlock()
+}
+
+// Buffer collects log output for a test's assertions or for printing when
+// it fails; goroutines may write while the test reads. The zero Buffer is
+// ready to use.
+type Buffer struct {
+	// Limit, when not 0, is the size past which further writes are dropped.
+	Limit int
+
+	mu  sync.Mutex
+	buf bytes.Buffer // guarded by mu
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Limit > 0 && b.buf.Len() > b.Limit {
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logger is a text logger at debug level writing into b.
+func (b *Buffer) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
