@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -41,7 +42,7 @@ func agreed(t *testing.T, live []*testnode.Node, after uint64) (uint64, string) 
 	t.Helper()
 	var epoch uint64
 	var by string
-	testnode.Eventually(t, 20*time.Second, fmt.Sprintf("one coordinated epoch above %d on every node", after), func() bool {
+	poll.Until(t, 20*time.Second, 20*time.Millisecond, fmt.Sprintf("one coordinated epoch above %d on every node", after), func() bool {
 		epoch, by = 0, ""
 		for _, n := range live {
 			st := n.CoordState()
@@ -105,7 +106,7 @@ func TestRemoteChildHints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Wait until b sees a: hints go to alive members only.
-	testnode.Eventually(t, 20*time.Second, "b sees two members", func() bool {
+	poll.Until(t, 20*time.Second, 20*time.Millisecond, "b sees two members", func() bool {
 		c, err := client.DialCluster(ctx, b.Addr(), client.ClusterOptions{})
 		if err != nil {
 			return false
@@ -140,7 +141,7 @@ func TestRemoteChildHints(t *testing.T) {
 	put(a.Addr(), client.Page{Key: parent})
 	child := namespace.Key{9, 9, 9}
 	put(b.Addr(), client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
-	testnode.Eventually(t, 10*time.Second, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
 	if st := b.HintStats(); st.Dropped != 0 {
 		t.Fatalf("b dropped hints: %+v", st)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -35,7 +36,7 @@ func parentGone(t *testing.T) {
 	// Hints and notices go to alive members only: wait until each node
 	// sees the other.
 	for _, n := range nodes {
-		testnode.Eventually(t, 20*time.Second, n.ID()+" sees two members", func() bool {
+		poll.Until(t, 20*time.Second, 20*time.Millisecond, n.ID()+" sees two members", func() bool {
 			c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
 			if err != nil {
 				return false
@@ -94,14 +95,14 @@ func parentGone(t *testing.T) {
 	put(onB, client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
 	// b's child hint reached a (the RPC applies it before answering), so
 	// a knows its page has a remote child.
-	testnode.Eventually(t, 10*time.Second, "b sends the child hint", func() bool { return b.HintStats().Sent >= 1 })
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "b sends the child hint", func() bool { return b.HintStats().Sent >= 1 })
 
 	sent := a.HintStats().Sent
 	if n, err := onA.Delete(ctx, []namespace.Key{parent}); err != nil || n != 1 {
 		t.Fatalf("deleting the parent: %d, %v", n, err)
 	}
-	testnode.Eventually(t, 10*time.Second, "b drops the orphan", func() bool { return !held(onB, child) })
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "b drops the orphan", func() bool { return !held(onB, child) })
 	// a counts the notice once b has answered, which is after b dropped
 	// the child: wait for it too.
-	testnode.Eventually(t, 10*time.Second, "a counts the notice it sent", func() bool { return a.HintStats().Sent > sent })
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "a counts the notice it sent", func() bool { return a.HintStats().Sent > sent })
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testlog"
 )
 
@@ -111,13 +112,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // eventually polls cond every 50ms until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, within, 50*time.Millisecond, what, cond)
 }
 
 // proxy forwards TCP connections to etcd and can cut them: the seam for

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
 )
 
 // Tenant is an authorization domain (DESIGN.md §2): a tenant opens only

@@ -29,6 +29,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/golden":   {"", ""},
 	"internal/grpcbuf":  {"", ""},
 	"internal/leaktest": {"", ""},
+	"internal/poll":     {"", ""},
 	"internal/scrape":   {"", ""},
 	"internal/splitbuf": {"", ""},
 	"internal/testlog":  {"", ""},
@@ -38,14 +39,14 @@ var layers = map[string]struct{ imports, tests string }{
 	// The node's parts.
 	"tiers":      {"internal/crc32c", "internal/leaktest internal/testlog internal/testseed"},
 	"store":      {"eviction namespace tiers", "internal/leaktest"},
-	"registry":   {"", "internal/leaktest internal/testlog"},
+	"registry":   {"", "internal/leaktest internal/poll internal/testlog"},
 	"membership": {"", "internal/leaktest internal/testlog"},
 	"coord":      {"eviction membership registry", "internal/leaktest internal/testlog"},
 	"metrics":    {"namespace", "client internal/testnode node"},
 	"rdma":       {"namespace", "internal/leaktest tiers"},
 	"server":     {"membership metrics namespace proto/strata/v1 rdma store tiers", "client internal/leaktest internal/splitbuf node"},
 	"node": {"coord internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers",
-		"client internal/leaktest internal/testnode"},
+		"client internal/leaktest internal/poll internal/testnode"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/grpcbuf namespace placement proto/strata/v1 rdma",

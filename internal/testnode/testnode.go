@@ -2,7 +2,7 @@
 // kernel picks, and stops them with the test: in-process nodes (Start),
 // in-process clusters sharing an embedded etcd of their own (StartCluster),
 // and stratad processes (Run, and Spawn for any child process that says
-// when it is ready). Start and StartCluster return once every node serves;
+// when it is ready). internal/poll waits for what the nodes do next. Start and StartCluster return once every node serves;
 // Run once the process logged its serving line.
 package testnode
 
@@ -104,19 +104,6 @@ func (c *Cluster) Close() {
 		}
 		c.Etcd.Close()
 	})
-}
-
-// Eventually polls cond every 20 ms until it holds, failing the test after
-// within.
-func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // FreePort returns a loopback port that was free a moment ago.
