@@ -29,16 +29,14 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, size := range pageSizes {
+	bySize(b, pageSizes, func(b *testing.B, size int) {
 		pages, bufs := workingSet/size, pageBuffers(size)
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			byClients(b, "conns", size, func(b *testing.B, clients int) {
-				load{clients: clients, op: func(_ context.Context, c, i int) error {
-					return fetchPage(conns[c], uint32(i%pages), bufs[c])
-				}}.run(b)
-			})
+		byClients(b, "conns", size, func(b *testing.B, clients int) {
+			load{clients: clients, op: func(_ context.Context, c, i int) error {
+				return fetchPage(conns[c], uint32(i%pages), bufs[c])
+			}}.run(b)
 		})
-	}
+	})
 }
 
 // warmConn moves warmBytes over a fresh connection, so that the kernel's
@@ -75,18 +73,16 @@ func fetchPage(conn net.Conn, idx uint32, buf []byte) error { return loadgen.Fet
 // goroutine reuses: the cost of touching a page's bytes once.
 func BenchmarkMemcpy(b *testing.B) {
 	src := randomBytes(workingSet, 5)
-	for _, size := range pageSizes {
+	bySize(b, pageSizes, func(b *testing.B, size int) {
 		pages, dsts := workingSet/size, pageBuffers(size)
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			byClients(b, "threads", size, func(b *testing.B, threads int) {
-				load{clients: threads, op: func(_ context.Context, c, i int) error {
-					j := i % pages
-					if copy(dsts[c], src[j*size:(j+1)*size]) != size {
-						return errors.New("short copy")
-					}
-					return nil
-				}}.run(b)
-			})
+		byClients(b, "threads", size, func(b *testing.B, threads int) {
+			load{clients: threads, op: func(_ context.Context, c, i int) error {
+				j := i % pages
+				if copy(dsts[c], src[j*size:(j+1)*size]) != size {
+					return errors.New("short copy")
+				}
+				return nil
+			}}.run(b)
 		})
-	}
+	})
 }

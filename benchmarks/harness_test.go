@@ -50,6 +50,21 @@ func startNode(tb testing.TB, hostBytes int64) *testnode.Node {
 	return testnode.Start(tb, node.Config{HostBytes: hostBytes})
 }
 
+// bySize runs run as one sub-benchmark page=<size> per page size.
+func bySize(b *testing.B, sizes []int, run func(b *testing.B, size int)) {
+	for _, size := range sizes {
+		b.Run("page="+sizeLabel(size), func(b *testing.B) { run(b, size) })
+	}
+}
+
+// nsBySize runs run as bySize does, with cs's namespaces for pages of that
+// size (nss[c] is client c's).
+func nsBySize(b *testing.B, cs []*client.Client, sizes []int, run func(b *testing.B, size int, nss []*client.Namespace)) {
+	bySize(b, sizes, func(b *testing.B, size int) {
+		run(b, size, openAll(b.Context(), b, cs, descriptor(size)))
+	})
+}
+
 // byClients runs run as one sub-benchmark <unit>=C per client count C,
 // each operation moving size bytes.
 func byClients(b *testing.B, unit string, size int, run func(b *testing.B, clients int)) {

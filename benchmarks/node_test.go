@@ -33,31 +33,28 @@ type putFunc func(ctx context.Context, c int, key namespace.Key, data []byte) er
 func benchPut(b *testing.B, newPut func(b *testing.B, addr string, nss []*client.Namespace) putFunc) {
 	n := startNode(b, hostBytes)
 	cs := dialClients(b, n.Addr(), maxClients)
-	for _, size := range pageSizes {
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			ctx := b.Context()
-			nss := openAll(ctx, b, cs, descriptor(size))
-			put := newPut(b, n.Addr(), nss)
-			data := randomBytes(size, 1)
-			perRound := putRound / size
-			if err := warm(ctx, nss[0], uint64(perRound), data); err != nil {
-				b.Fatal(err)
-			}
-			next := uint64(perRound) // page numbers are never reused
-			byClients(b, "clients", size, func(b *testing.B, clients int) {
-				base := next
-				next += uint64(b.N)
-				load{clients: clients, round: perRound,
-					op: func(ctx context.Context, c, i int) error {
-						return put(ctx, c, pageKey(nss[c].ID(), base+uint64(i)), data)
-					},
-					between: func(ctx context.Context, from, to int) error {
-						return deleteRange(ctx, nss[0], base+uint64(from), base+uint64(to))
-					},
-				}.run(b)
-			})
+	nsBySize(b, cs, pageSizes, func(b *testing.B, size int, nss []*client.Namespace) {
+		ctx := b.Context()
+		put := newPut(b, n.Addr(), nss)
+		data := randomBytes(size, 1)
+		perRound := putRound / size
+		if err := warm(ctx, nss[0], uint64(perRound), data); err != nil {
+			b.Fatal(err)
+		}
+		next := uint64(perRound) // page numbers are never reused
+		byClients(b, "clients", size, func(b *testing.B, clients int) {
+			base := next
+			next += uint64(b.N)
+			load{clients: clients, round: perRound,
+				op: func(ctx context.Context, c, i int) error {
+					return put(ctx, c, pageKey(nss[c].ID(), base+uint64(i)), data)
+				},
+				between: func(ctx context.Context, from, to int) error {
+					return deleteRange(ctx, nss[0], base+uint64(from), base+uint64(to))
+				},
+			}.run(b)
 		})
-	}
+	})
 }
 
 // putOne publishes one page and fails unless it is committed.
@@ -87,17 +84,13 @@ func warm(ctx context.Context, ns *client.Namespace, k uint64, data []byte) erro
 func BenchmarkGet(b *testing.B) {
 	n := startNode(b, hostBytes)
 	cs := dialClients(b, n.Addr(), maxClients)
-	for _, size := range pageSizes {
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			ctx := b.Context()
-			nss := openAll(ctx, b, cs, descriptor(size))
-			keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
-			defer done()
-			byClients(b, "clients", size, func(b *testing.B, clients int) {
-				load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
-			})
+	nsBySize(b, cs, pageSizes, func(b *testing.B, size int, nss []*client.Namespace) {
+		keys, bufs, done := getWorkingSet(b.Context(), b, nss[0], size)
+		defer done()
+		byClients(b, "clients", size, func(b *testing.B, clients int) {
+			load{clients: clients, op: getPage(nss, keys, bufs, nil)}.run(b)
 		})
-	}
+	})
 }
 
 // Lookup benchmark shape: one prompt of lookupKeys present pages of

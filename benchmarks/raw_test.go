@@ -15,16 +15,13 @@ import (
 func BenchmarkRawGet(b *testing.B) {
 	n := startNode(b, hostBytes)
 	cs := dialClientsWith(b, n.Addr(), maxClients, client.Options{NoShm: true})
-	size := shmPageSize
-	b.Run("page="+sizeLabel(size), func(b *testing.B) {
-		ctx := b.Context()
-		nss := openAll(ctx, b, cs, descriptor(size))
+	nsBySize(b, cs, []int{shmPageSize}, func(b *testing.B, size int, nss []*client.Namespace) {
 		for i, c := range cs {
 			if !c.RawActive() {
 				b.Fatalf("client %d is not using the raw data plane", i)
 			}
 		}
-		keys, bufs, done := getWorkingSet(ctx, b, nss[0], size)
+		keys, bufs, done := getWorkingSet(b.Context(), b, nss[0], size)
 		defer done()
 		byClients(b, "clients", size, func(b *testing.B, clients int) {
 			b.ReportAllocs()

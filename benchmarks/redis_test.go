@@ -19,20 +19,18 @@ import (
 func BenchmarkRedisGet(b *testing.B) {
 	srv := startRedis(b)
 	conns := dialRedis(b, srv, maxClients)
-	for _, size := range pageSizes {
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			pages := workingSet / size
-			if err := loadgen.PopulateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
-				b.Fatal(err)
-			}
-			keys, bufs := loadgen.RedisKeys(pages), pageBuffers(size)
-			byClients(b, "clients", size, func(b *testing.B, clients int) {
-				runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-					return conns[c].Get(keys[i%pages], bufs[c])
-				}}, srv.CPUTime)
-			})
+	bySize(b, pageSizes, func(b *testing.B, size int) {
+		pages := workingSet / size
+		if err := loadgen.PopulateRedis(conns[0], pages, randomBytes(size, 2)); err != nil {
+			b.Fatal(err)
+		}
+		keys, bufs := loadgen.RedisKeys(pages), pageBuffers(size)
+		byClients(b, "clients", size, func(b *testing.B, clients int) {
+			runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+				return conns[c].Get(keys[i%pages], bufs[c])
+			}}, srv.CPUTime)
 		})
-	}
+	})
 }
 
 // BenchmarkRedisSet writes one page-sized string value per operation with a
@@ -45,21 +43,18 @@ func BenchmarkRedisGet(b *testing.B) {
 func BenchmarkRedisSet(b *testing.B) {
 	srv := startRedis(b)
 	conns := dialRedis(b, srv, maxClients)
-	for _, size := range pageSizes {
-		b.Run("page="+sizeLabel(size), func(b *testing.B) {
-			pages := workingSet / size
-			data := randomBytes(size, 1)
-			if err := loadgen.PopulateRedis(conns[0], pages, data); err != nil {
-				b.Fatal(err)
-			}
-			keys := loadgen.RedisKeys(pages)
-			byClients(b, "clients", size, func(b *testing.B, clients int) {
-				runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
-					return conns[c].Set(keys[i%pages], data)
-				}}, srv.CPUTime)
-			})
+	bySize(b, pageSizes, func(b *testing.B, size int) {
+		pages, data := workingSet/size, randomBytes(size, 1)
+		if err := loadgen.PopulateRedis(conns[0], pages, data); err != nil {
+			b.Fatal(err)
+		}
+		keys := loadgen.RedisKeys(pages)
+		byClients(b, "clients", size, func(b *testing.B, clients int) {
+			runWithServer(b, load{clients: clients, op: func(_ context.Context, c, i int) error {
+				return conns[c].Set(keys[i%pages], data)
+			}}, srv.CPUTime)
 		})
-	}
+	})
 }
 
 // runWithServer is load.run for a workload whose server runs in another

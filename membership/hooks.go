@@ -89,31 +89,20 @@ func (h hooks) NotifyConflict(existing, other *memberlist.Node) {
 // noteAlive records n as memberlist reports it alive, with its metadata.
 // A member whose metadata says it is leaving is Left already: its leave
 // message follows.
-func (m *Membership) noteAlive(n *memberlist.Node) {
-	w := m.decode(n)
-	state := Alive
-	if w.leaving {
-		state = Left
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.members[n.Name]
-	if e == nil {
-		e = &entry{}
-		m.members[n.Name] = e
-	}
-	if e.State != state {
-		e.changed = time.Now()
-	}
-	e.Member = memberOf(n, w, state)
-	m.signalLocked()
-}
+func (m *Membership) noteAlive(n *memberlist.Node) { m.note(n, true) }
 
-// noteGone records n as Left if its last metadata said it was leaving,
-// otherwise as Dead.
-func (m *Membership) noteGone(n *memberlist.Node) {
+// noteGone records n as Left if its last metadata said it was leaving (or
+// it is Left already), otherwise as Dead.
+func (m *Membership) noteGone(n *memberlist.Node) { m.note(n, false) }
+
+// note records n as alive or gone. An alive note takes n's metadata; a
+// gone one changes only the state of what was known.
+func (m *Membership) note(n *memberlist.Node, alive bool) {
 	w := m.decode(n)
 	state := Dead
+	if alive {
+		state = Alive
+	}
 	if w.leaving {
 		state = Left
 	}
@@ -124,13 +113,17 @@ func (m *Membership) noteGone(n *memberlist.Node) {
 		e = &entry{Member: memberOf(n, w, Alive)}
 		m.members[n.Name] = e
 	}
-	if e.State == Left {
+	if !alive && e.State == Left {
 		state = Left
 	}
 	if e.State != state {
 		e.changed = time.Now()
 	}
-	e.State = state
+	if alive {
+		e.Member = memberOf(n, w, state)
+	} else {
+		e.State = state
+	}
 	m.signalLocked()
 }
 

@@ -35,6 +35,19 @@ func startCluster(t *testing.T, n int, mod func(*node.Config)) *testnode.Cluster
 	})
 }
 
+// seesMembers waits until a client of n sees want members.
+func seesMembers(t *testing.T, ctx context.Context, n *testnode.Node, want int) {
+	t.Helper()
+	poll.Until(t, 20*time.Second, 20*time.Millisecond, fmt.Sprintf("%s sees %d members", n.ID(), want), func() bool {
+		c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return len(c.Members()) == want
+	})
+}
+
 // agreed waits until every node in live applies coordinated cutoffs of one
 // epoch above after, published by a live node, and returns the epoch and
 // that node.
@@ -106,14 +119,7 @@ func TestRemoteChildHints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Wait until b sees a: hints go to alive members only.
-	poll.Until(t, 20*time.Second, 20*time.Millisecond, "b sees two members", func() bool {
-		c, err := client.DialCluster(ctx, b.Addr(), client.ClusterOptions{})
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		return len(c.Members()) == 2
-	})
+	seesMembers(t, ctx, b, 2)
 	var parent namespace.Key
 	for i := 0; ; i++ {
 		parent = namespace.Key{byte(i), byte(i >> 8), 1}

@@ -36,14 +36,7 @@ func parentGone(t *testing.T) {
 	// Hints and notices go to alive members only: wait until each node
 	// sees the other.
 	for _, n := range nodes {
-		poll.Until(t, 20*time.Second, 20*time.Millisecond, n.ID()+" sees two members", func() bool {
-			c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
-			if err != nil {
-				return false
-			}
-			defer c.Close()
-			return len(c.Members()) == 2
-		})
+		seesMembers(t, ctx, n, 2)
 	}
 	owned := func(by string, salt byte) namespace.Key {
 		for i := 0; ; i++ {

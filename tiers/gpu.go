@@ -252,13 +252,13 @@ func (g *GPU) WriteAt(ext Extent, p []byte, off int64) error {
 	g.life.RLock()
 	defer g.life.RUnlock()
 	if err := g.checkLocked(ext, off, len(p)); err != nil {
-		return fmt.Errorf("gpu: writing %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("gpu", "writing", ext, p, off, err)
 	}
 	if len(p) == 0 {
 		return nil
 	}
 	if err := g.dev.htod(g.base+uint64(ext.Off+off), p); err != nil {
-		return fmt.Errorf("gpu: writing %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("gpu", "writing", ext, p, off, err)
 	}
 	return nil
 }
@@ -269,13 +269,13 @@ func (g *GPU) ReadAt(ext Extent, p []byte, off int64) error {
 	g.life.RLock()
 	defer g.life.RUnlock()
 	if err := g.checkLocked(ext, off, len(p)); err != nil {
-		return fmt.Errorf("gpu: reading %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("gpu", "reading", ext, p, off, err)
 	}
 	if len(p) == 0 {
 		return nil
 	}
 	if err := g.dev.dtoh(p, g.base+uint64(ext.Off+off)); err != nil {
-		return fmt.Errorf("gpu: reading %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("gpu", "reading", ext, p, off, err)
 	}
 	return nil
 }

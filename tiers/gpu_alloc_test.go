@@ -2,18 +2,12 @@ package tiers
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/stratakv/strata/internal/testseed"
-)
-
-var (
-	gpuSeed  = flag.Uint64("gpu.seed", 0, "seed for TestGPUAllocRandom (0: from the clock)")
-	gpuSteps = flag.Int("gpu.steps", 20000, "steps of TestGPUAllocRandom")
 )
 
 const (

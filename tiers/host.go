@@ -424,7 +424,7 @@ func (h *Host) Generation(ext Extent) uint64 {
 func (h *Host) WriteAt(ext Extent, p []byte, off int64) error {
 	b, err := h.window(ext, off, len(p))
 	if err != nil {
-		return fmt.Errorf("host: writing %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("host", "writing", ext, p, off, err)
 	}
 	copy(b, p)
 	return nil
@@ -434,10 +434,16 @@ func (h *Host) WriteAt(ext Extent, p []byte, off int64) error {
 func (h *Host) ReadAt(ext Extent, p []byte, off int64) error {
 	b, err := h.window(ext, off, len(p))
 	if err != nil {
-		return fmt.Errorf("host: reading %d bytes at %d of extent %+v: %w", len(p), off, ext, err)
+		return rangeErr("host", "reading", ext, p, off, err)
 	}
 	copy(p, b)
 	return nil
+}
+
+// rangeErr wraps err, the failure of tier's copy (doing: "reading",
+// "writing") of p at off of ext.
+func rangeErr(tier, doing string, ext Extent, p []byte, off int64, err error) error {
+	return fmt.Errorf("%s: %s %d bytes at %d of extent %+v: %w", tier, doing, len(p), off, ext, err)
 }
 
 // window returns the n bytes of ext at off.

@@ -5,17 +5,11 @@ package tiers
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/stratakv/strata/internal/testseed"
-)
-
-var (
-	hostSeed  = flag.Uint64("host.seed", 0, "seed for TestHostRandom (0: from the clock)")
-	hostSteps = flag.Int("host.steps", 3000, "steps of TestHostRandom")
 )
 
 // liveExt is the model's record of a live extent: the extent and where in

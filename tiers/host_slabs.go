@@ -58,16 +58,26 @@ func (h *Host) pushPartialLocked(cl *class, start int32) {
 // removePartialLocked unlinks span start from cl's partial list.
 // cl.mu must be held.
 func (h *Host) removePartialLocked(cl *class, start int32) {
+	h.unlinkSpan(start, &cl.partial, nil)
+	h.spans[start].inPartial = false
+}
+
+// unlinkSpan takes span start out of the doubly linked list whose first
+// span is *head and, when tail is not nil, whose last is *tail. The list's
+// lock must be held.
+func (h *Host) unlinkSpan(start int32, head, tail *int32) {
 	sp := &h.spans[start]
 	if sp.prev >= 0 {
 		h.spans[sp.prev].next = sp.next
 	} else {
-		cl.partial = sp.next
+		*head = sp.next
 	}
 	if sp.next >= 0 {
 		h.spans[sp.next].prev = sp.prev
+	} else if tail != nil {
+		*tail = sp.prev
 	}
-	sp.prev, sp.next, sp.inPartial = -1, -1, false
+	sp.prev, sp.next = -1, -1
 }
 
 // growLocked gives cl a span with free slots, at the head of its partial
@@ -180,18 +190,7 @@ func (h *Host) linkSparePoolLocked(start int32) {
 // unlinkSparePoolLocked removes span start from the spare list.
 // poolMu must be held.
 func (h *Host) unlinkSparePoolLocked(start int32) {
-	sp := &h.spans[start]
-	if sp.prev >= 0 {
-		h.spans[sp.prev].next = sp.next
-	} else {
-		h.spareHead = sp.next
-	}
-	if sp.next >= 0 {
-		h.spans[sp.next].prev = sp.prev
-	} else {
-		h.spareTail = sp.prev
-	}
-	sp.prev, sp.next = -1, -1
+	h.unlinkSpan(start, &h.spareHead, &h.spareTail)
 }
 
 // takeSlabsPoolLocked claims k contiguous free slabs and returns the first,

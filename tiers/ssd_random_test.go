@@ -5,7 +5,6 @@ package tiers
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"maps"
 	"slices"
 	"strings"
@@ -13,11 +12,6 @@ import (
 
 	"github.com/stratakv/strata/internal/testlog"
 	"github.com/stratakv/strata/internal/testseed"
-)
-
-var (
-	ssdSeed  = flag.Uint64("ssd.seed", 0, "seed for TestSSDRandom (0: from the clock)")
-	ssdSteps = flag.Int("ssd.steps", 800, "steps of TestSSDRandom")
 )
 
 // ssdModelPage is the model's record of a live extent.

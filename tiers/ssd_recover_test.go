@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratakv/strata/internal/corrupt"
 	"github.com/stratakv/strata/internal/testlog"
 )
 
@@ -26,24 +27,6 @@ func ssdWhere(t testing.TB, s *SSD, ext Extent) (path string, payload, header in
 		t.Fatal(err)
 	}
 	return f.path, f.payloadOff(slot), f.headerOff(slot), slot
-}
-
-// flipByte inverts one byte of a file.
-func flipByte(t testing.TB, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // ssdSealMany seals pages 0..n-1 of size bytes and returns their extents.
@@ -81,7 +64,7 @@ func TestSSDCorruption(t *testing.T) {
 			exts := ssdSealMany(t, s, 10, 20_000)
 			path, payload, header, slot := ssdWhere(t, s, exts[3])
 			s.Close()
-			flipByte(t, path, tc.at(payload, header))
+			corrupt.Flip(t, path, tc.at(payload, header), 0xff)
 			cfg.Dir = s.dir
 			s, got, st := openTestSSD(t, cfg)
 			wantDropped := 1

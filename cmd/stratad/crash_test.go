@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/corrupt"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"google.golang.org/grpc"
@@ -36,10 +37,12 @@ func pageOf(k namespace.Key, size int) []byte {
 	return out[:size]
 }
 
-func startSSDNode(t *testing.T, bin, data string, extra ...string) (*exec.Cmd, string) {
+// startSSDNode runs stratad (built once; the test is skipped in -short
+// mode) with an SSD tier in data.
+func startSSDNode(t *testing.T, data string, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
 	args := append([]string{"--tiers", "ssd", "--ssd-bytes", "256MiB"}, extra...)
-	return startStratad(t, bin, data, args...)
+	return startStratad(t, buildStratad(t), data, args...)
 }
 
 func nodeInfo(t *testing.T, addr string) *pb.NodeInfoResponse {
@@ -62,9 +65,8 @@ func nodeInfo(t *testing.T, addr string) *pb.NodeInfoResponse {
 // tier; after a restart every acknowledged page is served byte-exact, no
 // page is served with other bytes, and no reservation survives.
 func TestKillDuringPuts(t *testing.T) {
-	stratad := buildStratad(t)
 	data := t.TempDir()
-	cmd, addr := startSSDNode(t, stratad, data)
+	cmd, addr := startSSDNode(t, data)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -133,7 +135,7 @@ func TestKillDuringPuts(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d pages acknowledged, %d attempted before the kill", len(acked), len(tried))
 
-	_, addr = startSSDNode(t, stratad, data)
+	_, addr = startSSDNode(t, data)
 	info := nodeInfo(t, addr)
 	if info.GetReservations() != 0 {
 		t.Fatalf("%d reservations after restart", info.GetReservations())
@@ -198,30 +200,12 @@ func findAll(t *testing.T, path string, pattern []byte) []int64 {
 	}
 }
 
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x5a
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestCorruptSSD: a flipped payload byte, a flipped header byte and a
 // truncated slot file each turn the pages they hit into misses, counted in
 // the recovery report; every other page keeps serving byte-exact.
 func TestCorruptSSD(t *testing.T) {
-	stratad := buildStratad(t)
 	data := t.TempDir()
-	cmd, addr := startSSDNode(t, stratad, data)
+	cmd, addr := startSSDNode(t, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := client.Dial(addr, client.Options{})
@@ -263,10 +247,10 @@ func TestCorruptSSD(t *testing.T) {
 	}
 	// Payload of page 5: flip a byte in its middle.
 	f, off := locate(pages[5][:64])
-	flipByte(t, f, off+int64(len(pages[5])/2))
+	corrupt.Flip(t, f, off+int64(len(pages[5])/2), 0x5a)
 	// Header of page 9: flip a byte of the key recorded there.
 	f, off = locate(keys[9][:])
-	flipByte(t, f, off+3)
+	corrupt.Flip(t, f, off+3, 0x5a)
 	// Truncate the file inside the payload of the last page written.
 	last := len(keys) - 1
 	f, off = locate(pages[last][:64])
@@ -274,7 +258,7 @@ func TestCorruptSSD(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, addr = startSSDNode(t, stratad, data)
+	_, addr = startSSDNode(t, data)
 	info := nodeInfo(t, addr)
 	if rec := info.GetRecovery(); len(rec) != 1 || rec[0].GetDropped() < 2 {
 		t.Fatalf("recovery report %v: want the corrupt slots counted as dropped", rec)

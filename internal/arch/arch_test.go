@@ -25,6 +25,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"eviction":          {"", ""},
 	"placement":         {"", "internal/golden"},
 	"namespace":         {"internal/crc32c", "internal/golden"},
+	"internal/corrupt":  {"", ""},
 	"internal/crc32c":   {"", ""},
 	"internal/golden":   {"", ""},
 	"internal/grpcbuf":  {"", ""},
@@ -37,7 +38,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"proto/strata/v1":   {"", ""},
 
 	// The node's parts.
-	"tiers":      {"internal/crc32c", "internal/leaktest internal/testlog internal/testseed"},
+	"tiers":      {"internal/crc32c", "internal/corrupt internal/leaktest internal/testlog internal/testseed"},
 	"store":      {"eviction namespace tiers", "internal/leaktest"},
 	"registry":   {"", "internal/leaktest internal/poll internal/testlog"},
 	"membership": {"", "internal/leaktest internal/testlog"},
@@ -54,7 +55,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// Programs, benchmarks, deployment checks and the test harness.
 	"internal/testnode":     {"node registry", ""},
-	"cmd/stratad":           {"node", "client internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
+	"cmd/stratad":           {"node", "client internal/corrupt internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
 	"cmd/strata":            {"namespace proto/strata/v1", "client membership node registry"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction placement", ""},
