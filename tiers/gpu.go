@@ -248,34 +248,32 @@ func (g *GPU) Generation(ext Extent) uint64 {
 // are in device memory. It fails with ErrOutOfRange when the range leaves
 // ext.Len or ext leaves the arena, ErrClosed after Close, and with the
 // driver's error when the copy fails.
-func (g *GPU) WriteAt(ext Extent, p []byte, off int64) error {
-	g.life.RLock()
-	defer g.life.RUnlock()
-	if err := g.checkLocked(ext, off, len(p)); err != nil {
-		return rangeErr("gpu", "writing", ext, p, off, err)
-	}
-	if len(p) == 0 {
-		return nil
-	}
-	if err := g.dev.htod(g.base+uint64(ext.Off+off), p); err != nil {
-		return rangeErr("gpu", "writing", ext, p, off, err)
-	}
-	return nil
-}
+func (g *GPU) WriteAt(ext Extent, p []byte, off int64) error { return g.copyAt(ext, p, off, true) }
 
 // ReadAt copies len(p) bytes of ext at off into p (cuMemcpyDtoH). It fails
 // like WriteAt.
-func (g *GPU) ReadAt(ext Extent, p []byte, off int64) error {
+func (g *GPU) ReadAt(ext Extent, p []byte, off int64) error { return g.copyAt(ext, p, off, false) }
+
+// copyAt copies p into ext at off (write) or len(p) bytes of ext at off
+// into p.
+func (g *GPU) copyAt(ext Extent, p []byte, off int64, write bool) error {
 	g.life.RLock()
 	defer g.life.RUnlock()
 	if err := g.checkLocked(ext, off, len(p)); err != nil {
-		return rangeErr("gpu", "reading", ext, p, off, err)
+		return rangeErr("gpu", write, ext, p, off, err)
 	}
 	if len(p) == 0 {
 		return nil
 	}
-	if err := g.dev.dtoh(p, g.base+uint64(ext.Off+off)); err != nil {
-		return rangeErr("gpu", "reading", ext, p, off, err)
+	addr := g.base + uint64(ext.Off+off)
+	var err error
+	if write {
+		err = g.dev.htod(addr, p)
+	} else {
+		err = g.dev.dtoh(p, addr)
+	}
+	if err != nil {
+		return rangeErr("gpu", write, ext, p, off, err)
 	}
 	return nil
 }

@@ -424,7 +424,7 @@ func (h *Host) Generation(ext Extent) uint64 {
 func (h *Host) WriteAt(ext Extent, p []byte, off int64) error {
 	b, err := h.window(ext, off, len(p))
 	if err != nil {
-		return rangeErr("host", "writing", ext, p, off, err)
+		return rangeErr("host", true, ext, p, off, err)
 	}
 	copy(b, p)
 	return nil
@@ -434,15 +434,19 @@ func (h *Host) WriteAt(ext Extent, p []byte, off int64) error {
 func (h *Host) ReadAt(ext Extent, p []byte, off int64) error {
 	b, err := h.window(ext, off, len(p))
 	if err != nil {
-		return rangeErr("host", "reading", ext, p, off, err)
+		return rangeErr("host", false, ext, p, off, err)
 	}
 	copy(p, b)
 	return nil
 }
 
-// rangeErr wraps err, the failure of tier's copy (doing: "reading",
-// "writing") of p at off of ext.
-func rangeErr(tier, doing string, ext Extent, p []byte, off int64, err error) error {
+// rangeErr wraps err, the failure of tier's copy of p to (write) or from
+// ext at off.
+func rangeErr(tier string, write bool, ext Extent, p []byte, off int64, err error) error {
+	doing := "reading"
+	if write {
+		doing = "writing"
+	}
 	return fmt.Errorf("%s: %s %d bytes at %d of extent %+v: %w", tier, doing, len(p), off, ext, err)
 }
 
