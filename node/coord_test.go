@@ -35,6 +35,20 @@ func startCluster(t *testing.T, n int, mod func(*node.Config)) *testnode.Cluster
 	})
 }
 
+// viewOf is the placement view of nodes, each of weight 1.
+func viewOf(t *testing.T, nodes ...*testnode.Node) *placement.View {
+	t.Helper()
+	var pn []placement.Node
+	for _, n := range nodes {
+		pn = append(pn, placement.Node{ID: n.ID(), Weight: 1})
+	}
+	v, err := placement.NewView(pn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // seesMembers waits until a client of n sees want members.
 func seesMembers(t *testing.T, ctx context.Context, n *testnode.Node, want int) {
 	t.Helper()
@@ -112,10 +126,7 @@ func TestNodesElectOneCoordinator(t *testing.T) {
 func TestRemoteChildHints(t *testing.T) {
 	nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	view, err := placement.NewView([]placement.Node{{ID: a.ID(), Weight: 1}, {ID: b.ID(), Weight: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	view := viewOf(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Wait until b sees a: hints go to alive members only.

@@ -11,7 +11,6 @@ import (
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
-	"github.com/stratakv/strata/placement"
 )
 
 // TestParentGoneDropsRemoteChild: a parent on node a whose child is on
@@ -27,10 +26,7 @@ func parentGone(t *testing.T) {
 	defer cluster.Close()
 	nodes := cluster.Nodes
 	a, b := nodes[0], nodes[1]
-	view, err := placement.NewView([]placement.Node{{ID: a.ID(), Weight: 1}, {ID: b.ID(), Weight: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	view := viewOf(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Hints and notices go to alive members only: wait until each node
