@@ -55,12 +55,12 @@ func mustCheck(t testing.TB, h *Host) {
 	}
 }
 
-// fill allocates size-byte extents until ErrFull and returns them.
-func fill(t testing.TB, h *Host, size int64) []Extent {
+// fill allocates size-byte extents of tier until ErrFull and returns them.
+func fill(t testing.TB, tier interface{ Alloc(int64) (Extent, error) }, size int64) []Extent {
 	t.Helper()
 	var exts []Extent
 	for {
-		ext, err := h.Alloc(size)
+		ext, err := tier.Alloc(size)
 		if errors.Is(err, ErrFull) {
 			return exts
 		}

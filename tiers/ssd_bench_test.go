@@ -145,6 +145,15 @@ func BenchmarkSSDWriteSeal(b *testing.B) {
 }
 
 func benchPut(b *testing.B, s *SSD, p []byte, m PageMeta) Extent {
+	ext, err := sealPage(s, p, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ext
+}
+
+// sealPage writes p into a new extent of s and seals it with m.
+func sealPage(s *SSD, p []byte, m PageMeta) (Extent, error) {
 	ext, err := s.Alloc(int64(len(p)))
 	if err == nil {
 		err = s.WriteAt(ext, p, 0)
@@ -152,10 +161,7 @@ func benchPut(b *testing.B, s *SSD, p []byte, m PageMeta) Extent {
 	if err == nil {
 		err = s.Seal(ext, m)
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ext
+	return ext, err
 }
 
 // benchRawWrite writes size-byte pages round a preallocated file of
@@ -272,14 +278,7 @@ func ssdFillForRecovery(tb testing.TB, dir string, pages int, size int64) SSDCon
 				var sum [32]byte
 				m := PageMeta{Key: ssdKey(int(i)), Len: size, ChecksumAlg: ssdAlgCRC32C,
 					Checksum: slices.Clone(ssdChecksum(sum[:], ssdAlgCRC32C, p))}
-				ext, err := s.Alloc(size)
-				if err == nil {
-					err = s.WriteAt(ext, p, 0)
-				}
-				if err == nil {
-					err = s.Seal(ext, m)
-				}
-				if err != nil {
+				if _, err := sealPage(s, p, m); err != nil {
 					tb.Error(err)
 					return
 				}

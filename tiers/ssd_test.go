@@ -584,20 +584,7 @@ func TestSSDConcurrent(t *testing.T) {
 func TestSSDClassShift(t *testing.T) {
 	cfg := SSDConfig{Capacity: 4 * mib, FileSize: mib, Sync: SyncNone}
 	s, _, _ := openTestSSD(t, cfg)
-	fillSSD := func(n int64) []Extent {
-		var exts []Extent
-		for {
-			ext, err := s.Alloc(n)
-			if errors.Is(err, ErrFull) {
-				return exts
-			}
-			if err != nil {
-				t.Fatalf("Alloc(%d): %v", n, err)
-			}
-			exts = append(exts, ext)
-		}
-	}
-	small := fillSSD(16 * kib)
+	small := fill(t, s, 16*kib)
 	// Four 1 MiB files of 62 slots, and a 2-slot one in what is left.
 	if cs := s.ClassStats(); len(small) != 250 || len(cs) != 1 || cs[0].Files != 5 || cs[0].Slots != 250 {
 		t.Fatalf("%d 16 KiB slots; ClassStats %+v", len(small), cs)
@@ -605,7 +592,7 @@ func TestSSDClassShift(t *testing.T) {
 	for _, e := range small[:len(small)-1] { // the last file stays busy
 		s.Free(e)
 	}
-	large := fillSSD(200_000)
+	large := fill(t, s, 200_000)
 	// The four empty files became 200,704-byte files of 5 slots.
 	cs := s.ClassStats()
 	if len(cs) != 2 || cs[0].Files != 1 || cs[1].Files != 4 || len(large) != 20 || cs[1].Slots != 20 {
