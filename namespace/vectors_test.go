@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"testing"
 
 	"github.com/stratakv/strata/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/vectors.json from the Go implementation")
 
 const vectorsPath = "testdata/vectors.json"
 
@@ -282,9 +279,9 @@ func marshalVectors(t *testing.T, v vectorFile) []byte {
 // testdata/vectors.json; -update rewrites the file instead.
 func TestVectors(t *testing.T) {
 	got := marshalVectors(t, buildVectors(t))
-	golden.Check(t, vectorsPath, got, *update, "is stale or was edited by hand: the implementation now produces different vectors; "+
+	golden.Check(t, vectorsPath, got, "is stale or was edited by hand: the implementation now produces different vectors; "+
 		"if the change is intended (it changes namespace IDs or keys, a versioned decision) run with -update")
-	if *update {
+	if golden.Updating() {
 		return
 	}
 

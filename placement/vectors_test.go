@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/stratakv/strata/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/vectors.json from this implementation")
 
 const vectorsPath = "testdata/vectors.json"
 
@@ -113,7 +110,7 @@ func TestVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden.Check(t, vectorsPath, got, *update, "does not match this implementation: placement changed for every "+
+	golden.Check(t, vectorsPath, got, "does not match this implementation: placement changed for every "+
 		"deployed client; if that is intended, rerun with -update and update the Python client")
 }
 

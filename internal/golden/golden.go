@@ -1,22 +1,29 @@
 // Package golden keeps tests' cross-language vectors honest: Check compares
 // what the Go implementation produces with the file in testdata (or
-// rewrites it under -update), and Python runs a standard-library Python
-// checker over the same file.
+// rewrites it when the test binary runs with -update, a flag this package
+// registers), and Python runs a standard-library Python checker over the
+// same file.
 package golden
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"os/exec"
 	"testing"
 )
 
-// Check fails tb unless got equals the file at path byte for byte; with
-// update it writes got to path instead. mismatch says, after the path, what
-// a difference means and what to do about it.
-func Check(tb testing.TB, path string, got []byte, update bool, mismatch string) {
+var update = flag.Bool("update", false, "rewrite the golden files in testdata from the implementation")
+
+// Updating reports whether the test binary runs with -update.
+func Updating() bool { return *update }
+
+// Check fails tb unless got equals the file at path byte for byte; under
+// -update it writes got to path instead. mismatch says, after the path,
+// what a difference means and what to do about it.
+func Check(tb testing.TB, path string, got []byte, mismatch string) {
 	tb.Helper()
-	if update {
+	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			tb.Fatal(err)
 		}
