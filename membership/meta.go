@@ -171,20 +171,16 @@ func (d *decoder) uint32() uint32 {
 	return v
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("a count")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return varintOf(d, "a count", binary.Uvarint) }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *decoder) varint() int64 { return varintOf(d, "a tier size", binary.Varint) }
+
+// varintOf reads one variable-length number with read (binary.Uvarint or
+// binary.Varint); what names it when it is missing.
+func varintOf[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
-		d.fail("a tier size")
+		d.fail(what)
 		return 0
 	}
 	d.b = d.b[n:]
