@@ -7,6 +7,7 @@
 package testnode
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"sync"
@@ -41,14 +42,12 @@ func (n *Node) Close() error {
 // closing fails.
 func Start(tb testing.TB, cfg node.Config) *Node {
 	tb.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
+	cfg.Listen = cmp.Or(cfg.Listen, "127.0.0.1:0")
 	if cfg.DataDir == "" {
 		cfg.DataDir = tb.TempDir()
 	}
-	if len(cfg.EtcdEndpoints) == 0 && cfg.EmbeddedEtcdURL == "" {
-		cfg.EmbeddedEtcdURL = "http://127.0.0.1:0"
+	if len(cfg.EtcdEndpoints) == 0 {
+		cfg.EmbeddedEtcdURL = cmp.Or(cfg.EmbeddedEtcdURL, "http://127.0.0.1:0")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
