@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/leaktest"
 	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testlog"
 )
@@ -30,7 +31,10 @@ var (
 	sharedSeq      atomic.Int64
 )
 
+// TestMain runs the tests on one shared etcd, and fails the run if a
+// goroutine they started (the etcd's included) outlives them.
 func TestMain(m *testing.M) {
+	base := leaktest.Snapshot()
 	dir, err := os.MkdirTemp("", "strata-registry-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,7 +50,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	sharedEtcd.Close()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(base.Verify(code))
 }
 
 // openShared opens a Registry on the shared etcd, under a prefix of the
