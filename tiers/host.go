@@ -421,22 +421,23 @@ func (h *Host) Generation(ext Extent) uint64 {
 
 // WriteAt copies p into ext at off. It fails with ErrOutOfRange when the
 // range leaves ext.Len or ext leaves the arena, and ErrClosed after Close.
-func (h *Host) WriteAt(ext Extent, p []byte, off int64) error {
-	b, err := h.window(ext, off, len(p))
-	if err != nil {
-		return rangeErr("host", true, ext, p, off, err)
-	}
-	copy(b, p)
-	return nil
-}
+func (h *Host) WriteAt(ext Extent, p []byte, off int64) error { return h.copyAt(ext, p, off, true) }
 
 // ReadAt copies len(p) bytes of ext at off into p. It fails like WriteAt.
-func (h *Host) ReadAt(ext Extent, p []byte, off int64) error {
+func (h *Host) ReadAt(ext Extent, p []byte, off int64) error { return h.copyAt(ext, p, off, false) }
+
+// copyAt copies p into ext at off (write) or len(p) bytes of ext at off
+// into p.
+func (h *Host) copyAt(ext Extent, p []byte, off int64, write bool) error {
 	b, err := h.window(ext, off, len(p))
 	if err != nil {
-		return rangeErr("host", false, ext, p, off, err)
+		return rangeErr("host", write, ext, p, off, err)
 	}
-	copy(p, b)
+	if write {
+		copy(b, p)
+	} else {
+		copy(p, b)
+	}
 	return nil
 }
 
