@@ -1,7 +1,8 @@
 package node
 
 import (
-	"github.com/stratakv/strata/coord"
+	"github.com/stratakv/strata/eviction/coord"
+	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/server"
 )
@@ -61,4 +62,4 @@ func (v coordView) CoordState() server.CoordState {
 
 // HintStats counts the remote child hints this node sent to parent owners
 // and those it dropped (queue full, owner unreachable, parent owned here).
-func (n *Node) HintStats() HintStats { return n.hints.stats() }
+func (n *Node) HintStats() hints.Stats { return n.hints.Stats() }

@@ -26,7 +26,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/stratakv/strata/coord"
+	"github.com/stratakv/strata/eviction/coord"
+	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
@@ -186,7 +187,7 @@ type Node struct {
 	members  *membership.Membership
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
-	hints    *hintSender
+	hints    *hints.Sender
 	shm      *server.ShmListener // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener // nil with RawListen "off" or when it could not bind
 	admin    *http.Server
@@ -216,9 +217,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.openTiers(); err != nil {
 		return nil, err
 	}
-	n.hints = newHintSender(n.id, cfg.AdminToken, n.log)
+	n.hints = hints.New(n.id, cfg.AdminToken, n.log)
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
-		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.add, OrphanGrace: cfg.OrphanGrace,
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
 		Logger: n.log}); err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.startMembership(ctx); err != nil {
 		return nil, err
 	}
-	n.hints.start(n.members)
+	n.hints.Start(n.members)
 	if err := n.startCoord(); err != nil {
 		return nil, err
 	}
@@ -492,7 +493,7 @@ func (n *Node) closeCoord() {
 		c.Close()
 	}
 	if n.hints != nil {
-		n.hints.close()
+		n.hints.Close()
 	}
 }
 

@@ -1,4 +1,9 @@
-package node
+// Package hints carries the cross-node half of leaf-first eviction
+// (DESIGN 5): it sends the child, value and parent-gone hints a store
+// reports (store.Config.OnRemoteParent) to the nodes that need them, over
+// the Cluster Hints RPC. The node wires it up; the receiving side is
+// server's Cluster service, which applies hints with store.ApplyHints.
+package hints
 
 import (
 	"context"
@@ -19,10 +24,9 @@ import (
 	"github.com/stratakv/strata/store"
 )
 
-// Remote child hints (DESIGN 5, leaf first across nodes): the store reports
-// committed and evicted pages whose parent is not resident here
-// (store.Config.OnRemoteParent); the hint sender queues them and sends
-// each, in RPCs of at most hintBatch, to the owner of its parent key
+// The store reports committed and evicted pages whose parent is not
+// resident on its node (store.Config.OnRemoteParent); the Sender queues them and sends
+// each, in RPCs of at most batchMax, to the owner of its parent key
 // (capacity-weighted rendezvous placement over the alive members, as
 // clients place keys) through the Cluster Hints RPC; the owner applies
 // them to its store. A flush starts as soon as hints are queued; those
@@ -30,7 +34,7 @@ import (
 // batching (a timed flush let parents be evicted as childless before
 // their children's hints came). Hints are advisory: a full queue, an
 // unreachable owner or a parent owned by this node (so absent everywhere
-// it would be looked for) drops them, counted in HintStats.
+// it would be looked for) drops them, counted in Stats.
 //
 // Parent-gone notices (store.ChildHint.Gone: a page with remote children
 // left this node's store) travel the same queue, but this node does not
@@ -47,25 +51,31 @@ import (
 // per parent. A cluster of hundreds of nodes would want that.
 
 const (
-	hintFlushEvery = 20 * time.Millisecond // a flush without a wake-up
-	hintBatch      = 1000
-	hintQueueMax   = 64 << 10
-	hintRPCTimeout = 2 * time.Second
+	flushEvery = 20 * time.Millisecond // a flush without a wake-up
+	batchMax   = 1000
+	queueMax   = 64 << 10
+	rpcTimeout = 2 * time.Second
 )
 
-// HintStats counts the remote child hints a node handled. A parent-gone
-// notice counts once per member it is sent to.
-type HintStats struct {
+// Stats counts the hints a Sender handled. A parent-gone notice counts
+// once per member it is sent to.
+type Stats struct {
 	Sent, Dropped int64
 }
 
-// hintSender sends hints to parent owners. Its goroutine is started by
-// start and stopped by close.
-type hintSender struct {
+// Members is the gossip view hints are placed over: the alive members,
+// this node included.
+type Members interface {
+	Alive() []membership.Member
+}
+
+// Sender sends hints to parent owners. Its goroutine is started by Start
+// and stopped by Close.
+type Sender struct {
 	self    string
 	token   string // bearer token for peers (the admin token), or ""
 	log     *slog.Logger
-	members atomic.Pointer[membership.Membership]
+	members Members // set by Start, before the loop runs
 
 	sent, dropped atomic.Int64
 
@@ -80,18 +90,20 @@ type hintSender struct {
 	conns map[string]*grpc.ClientConn // by address; the flush goroutine's own
 }
 
-func newHintSender(self, token string, log *slog.Logger) *hintSender {
-	h := &hintSender{self: self, token: token, log: log.With("component", "hints"),
+// New returns a Sender for the node self; token, if not empty, is the
+// bearer token sent to peers (the admin token).
+func New(self, token string, log *slog.Logger) *Sender {
+	h := &Sender{self: self, token: token, log: log.With("component", "hints"),
 		wake: make(chan struct{}, 1), conns: map[string]*grpc.ClientConn{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
 
-// add queues hints (the store's OnRemoteParent); those beyond the queue's
+// Add queues hints (the store's OnRemoteParent); those beyond the queue's
 // bound are dropped.
-func (h *hintSender) add(hints []store.ChildHint) {
+func (h *Sender) Add(hints []store.ChildHint) {
 	h.mu.Lock()
-	room := hintQueueMax - len(h.pending)
+	room := queueMax - len(h.pending)
 	take := min(max(room, 0), len(hints))
 	h.pending = append(h.pending, hints[:take]...)
 	h.mu.Unlock()
@@ -106,31 +118,32 @@ func (h *hintSender) add(hints []store.ChildHint) {
 	}
 }
 
-// start begins sending through members' view.
-func (h *hintSender) start(m *membership.Membership) {
-	h.members.Store(m)
+// Start begins sending through members' view.
+func (h *Sender) Start(m Members) {
+	h.members = m
 	h.wg.Add(1)
 	go h.loop()
 }
 
-// close stops the sender (pending hints are dropped) and waits for it.
-func (h *hintSender) close() {
+// Close stops the sender (pending hints are dropped) and waits for it.
+func (h *Sender) Close() {
 	h.cancel()
 	h.wg.Wait()
 }
 
-func (h *hintSender) stats() HintStats {
-	return HintStats{Sent: h.sent.Load(), Dropped: h.dropped.Load()}
+// Stats returns the hints sent and dropped so far.
+func (h *Sender) Stats() Stats {
+	return Stats{Sent: h.sent.Load(), Dropped: h.dropped.Load()}
 }
 
-func (h *hintSender) loop() {
+func (h *Sender) loop() {
 	defer h.wg.Done()
 	defer func() {
 		for _, c := range h.conns {
 			c.Close()
 		}
 	}()
-	t := time.NewTicker(hintFlushEvery)
+	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -143,10 +156,10 @@ func (h *hintSender) loop() {
 	}
 }
 
-// flush sends everything queued, a batch of at most hintBatch per member
+// flush sends everything queued, a batch of at most batchMax per member
 // and RPC: child and value hints to their parent's owner, parent-gone
 // notices to every member but this one.
-func (h *hintSender) flush() {
+func (h *Sender) flush() {
 	h.mu.Lock()
 	hints := h.pending
 	h.pending = nil
@@ -154,7 +167,7 @@ func (h *hintSender) flush() {
 	if len(hints) == 0 {
 		return
 	}
-	view, addrs := placementOf(h.members.Load().Alive())
+	view, addrs := placementOf(h.members.Alive())
 	if view == nil {
 		h.dropped.Add(int64(len(hints)))
 		return
@@ -192,7 +205,7 @@ func (h *hintSender) flush() {
 		}
 		wg.Go(func() {
 			for len(g) > 0 {
-				batch := g[:min(len(g), hintBatch)]
+				batch := g[:min(len(g), batchMax)]
 				g = g[len(batch):]
 				if err := h.send(conn, batch); err != nil {
 					h.dropped.Add(int64(len(batch)))
@@ -210,7 +223,7 @@ func (h *hintSender) flush() {
 // forget closes the connections to addresses no longer in the view once
 // there are more connections than members: a node that left and came back
 // at a new address does not leave its old connection open for good.
-func (h *hintSender) forget(addrs []string) {
+func (h *Sender) forget(addrs []string) {
 	if len(h.conns) <= len(addrs) {
 		return
 	}
@@ -223,11 +236,11 @@ func (h *hintSender) forget(addrs []string) {
 }
 
 // conn is the flush goroutine's connection to addr.
-func (h *hintSender) conn(addr string) (*grpc.ClientConn, error) {
+func (h *Sender) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := h.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +248,16 @@ func (h *hintSender) conn(addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-func (h *hintSender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {
-	ctx, cancel := context.WithTimeout(h.ctx, hintRPCTimeout)
+// dial opens a connection to a peer's gRPC address. It is the sender's one
+// dial site, with its own option set (plaintext, as every peer listens
+// today); it gives way to the shared dial function (internal/dial, which
+// the client and the CLI use too, and where TLS goes) once that exists.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func (h *Sender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {
+	ctx, cancel := context.WithTimeout(h.ctx, rpcTimeout)
 	defer cancel()
 	if h.token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+h.token)
