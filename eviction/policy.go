@@ -45,61 +45,6 @@ type Page struct {
 	ChainCost float64
 }
 
-// Policy decides which page a node drops next. Every method is O(log n) or
-// better and allocation-free in steady state; none is safe for concurrent
-// use: the store calls them under the lock that guards its index. See the
-// package documentation for the protocol.
-type Policy interface {
-	// Insert starts tracking a newly resident page and returns its handle.
-	Insert(p Page) Handle
-	// Record counts one lookup that asked for key, hit or miss, in the
-	// frequency history (a no-op for policies without one).
-	Record(key uint64)
-	// Hit records one lookup whose hit prefix covers h.
-	Hit(h Handle)
-	// Pin keeps h from being chosen as a victim until the matching Unpin
-	// (leases, in-flight reads, a writer's reservation of the parent).
-	Pin(h Handle)
-	// Unpin undoes one Pin.
-	Unpin(h Handle)
-	// ChildAdded records that a child of h became resident: on this node
-	// (local) or on another node (a remote hint). While h has resident local
-	// children it is never a victim; while it has remote ones it is a victim
-	// only when no childless page is left.
-	ChildAdded(h Handle, local bool)
-	// ChildRemoved undoes one ChildAdded.
-	ChildRemoved(h Handle, local bool)
-	// SetOrphan marks (or clears) h as an orphan: its parent is known absent.
-	SetOrphan(h Handle, orphan bool)
-	// Victim returns the page to drop next without removing it, or false if
-	// every page is pinned or has resident local children.
-	Victim() (Handle, bool)
-	// Evict stops tracking h because it was dropped to make room; GDSF
-	// advances its clock to h's value.
-	Evict(h Handle)
-	// Remove stops tracking h for any other reason (deleted, demoted to
-	// another tier's policy); the clock does not move.
-	Remove(h Handle)
-	// Value is h's current eviction priority: lower goes first.
-	Value(h Handle) float64
-	// ValueOf is the priority p would get if it were inserted now.
-	ValueOf(p Page) float64
-	// Admit reports whether p is worth storing: its worth is at least
-	// Config.AdmitShare of the cutoff set by SetCutoff and, when storing it
-	// would exceed the capacity set by SetCapacity, its ValueOf is at least
-	// the Value of the current victim (for KindCost only with
-	// Config.CapacityAdmission; an orphan victim never keeps a page out). A
-	// refusal counts as an eviction of p (the clock advances). Plain and
-	// offline policies always admit.
-	Admit(p Page) bool
-	// SetCapacity tells the policy how many bytes its tier holds, for Admit.
-	SetCapacity(bytes int64)
-	// SetCutoff sets the admission floor, e.g. a cluster-wide cutoff
-	// (Cutoffs.Floor), in worth units (Queue.Worth: reuse · cost / bytes,
-	// the value without the node's aging clock).
-	SetCutoff(worth float64)
-}
-
 // Kind names a policy.
 type Kind string
 
@@ -207,5 +152,3 @@ func New(cfg Config) (*Queue, error) {
 	q.heap = make([]entry, 0, cfg.Capacity)
 	return q, nil
 }
-
-var _ Policy = (*Queue)(nil)

@@ -33,8 +33,11 @@ const (
 // its heap slot (the frequency history comes on top: HistoryBytes).
 const StateBytes = int(unsafe.Sizeof(state{})) + int(unsafe.Sizeof(entry{}))
 
-// Queue is the Policy every Kind shares: a slab of per-page state indexed by
-// Handle and a binary min-heap of the pages that may be dropped now. A page
+// Queue is the eviction policy every Kind shares, one per tier: a slab of
+// per-page state indexed by Handle and a binary min-heap of the pages that
+// may be dropped now. Every method is O(log n) or better and
+// allocation-free in steady state; none is safe for concurrent use (the
+// store calls them under the lock that guards its index). A page
 // is in the heap iff it is live, unpinned and (unless Plain) has no resident
 // local children, so Victim is the heap's root and every update is
 // O(log n). The heap orders by (class, priority, tick): class 0 orphans,
@@ -99,7 +102,8 @@ func (q *Queue) HistoryBytes() int {
 	return q.hist.bytes()
 }
 
-// Record implements Policy.
+// Record counts one lookup that asked for key, hit or miss, in the frequency
+// history (a no-op for policies without one).
 func (q *Queue) Record(key uint64) {
 	if q.hist != nil {
 		q.hist.add(key)
@@ -116,7 +120,7 @@ func (q *Queue) Estimate(key uint64) uint32 {
 	return q.hist.estimate(key)
 }
 
-// SetCapacity implements Policy.
+// SetCapacity tells the policy how many bytes its tier holds, for Admit.
 func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
 
 // DefaultAdmitShare is the default Config.AdmitShare: the share of the
@@ -131,7 +135,9 @@ func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
 // 10%, 26.16 / 28.29 / 28.41% against 28.41%.
 const DefaultAdmitShare = 0.25
 
-// SetCutoff implements Policy. The floor is in Worth units, so that one
+// SetCutoff sets the admission floor, e.g. a cluster-wide cutoff
+// (Cutoffs.Floor), in worth units (Queue.Worth: reuse · cost / bytes, the
+// value without the node's aging clock). The floor is in Worth units, so that one
 // cluster-wide cutoff means the same on every node; Admit refuses below
 // Config.AdmitShare of it.
 func (q *Queue) SetCutoff(worth float64) { q.cutoff = worth }
@@ -139,7 +145,7 @@ func (q *Queue) SetCutoff(worth float64) { q.cutoff = worth }
 // Cutoff is the admission floor set by SetCutoff.
 func (q *Queue) Cutoff() float64 { return q.cutoff }
 
-// Insert implements Policy.
+// Insert starts tracking a newly resident page and returns its handle.
 func (q *Queue) Insert(p Page) Handle {
 	if p.Bytes <= 0 {
 		panic(fmt.Sprintf("eviction: Insert of a page of %d bytes", p.Bytes))
@@ -263,10 +269,16 @@ func (q *Queue) WorthOf(p Page) float64 {
 	return q.worth(&s)
 }
 
-// ValueOf implements Policy.
+// ValueOf is the priority p would get if it were inserted now.
 func (q *Queue) ValueOf(p Page) float64 { return q.newState(p).prio }
 
-// Admit implements Policy. KindCost compares with the victim only with
+// Admit reports whether p is worth storing: its worth is at least
+// Config.AdmitShare of the cutoff set by SetCutoff and, when storing it
+// would exceed the capacity set by SetCapacity, its ValueOf is at least the
+// Value of the current victim (for KindCost only with
+// Config.CapacityAdmission; an orphan victim never keeps a page out). A
+// refusal counts as an eviction of p (the clock advances). Plain and offline
+// policies always admit. KindCost compares with the victim only with
 // Config.CapacityAdmission (see the package documentation); every kind
 // checks the cutoff. An orphan victim never keeps a page out: it goes first
 // whatever its value.
@@ -301,7 +313,7 @@ func (q *Queue) refuse(s *state) {
 	}
 }
 
-// Hit implements Policy.
+// Hit records one lookup whose hit prefix covers h.
 func (q *Queue) Hit(h Handle) {
 	s := q.live(h)
 	if s.freq < math.MaxUint32 {
@@ -321,7 +333,8 @@ func (q *Queue) SetPriority(h Handle, prio float64) {
 	q.fix(h)
 }
 
-// Pin implements Policy.
+// Pin keeps h from being chosen as a victim until the matching Unpin
+// (leases, in-flight reads, a writer's reservation of the parent).
 func (q *Queue) Pin(h Handle) {
 	s := q.live(h)
 	if s.pins == math.MaxUint16 {
@@ -331,7 +344,7 @@ func (q *Queue) Pin(h Handle) {
 	q.fix(h)
 }
 
-// Unpin implements Policy.
+// Unpin undoes one Pin.
 func (q *Queue) Unpin(h Handle) {
 	s := q.live(h)
 	if s.pins == 0 {
@@ -344,7 +357,10 @@ func (q *Queue) Unpin(h Handle) {
 // Pinned reports whether h is pinned.
 func (q *Queue) Pinned(h Handle) bool { return q.live(h).pins > 0 }
 
-// ChildAdded implements Policy.
+// ChildAdded records that a child of h became resident: on this node (local)
+// or on another node (a remote hint). While h has resident local children it
+// is never a victim; while it has remote ones it is a victim only when no
+// childless page is left.
 func (q *Queue) ChildAdded(h Handle, local bool) {
 	s := q.live(h)
 	c := &s.remote
@@ -357,7 +373,7 @@ func (q *Queue) ChildAdded(h Handle, local bool) {
 	q.fix(h)
 }
 
-// ChildRemoved implements Policy.
+// ChildRemoved undoes one ChildAdded.
 func (q *Queue) ChildRemoved(h Handle, local bool) {
 	s := q.live(h)
 	c := &s.remote
@@ -380,7 +396,7 @@ func (q *Queue) Children(h Handle) (local, remote int) {
 	return int(s.local), int(s.remote)
 }
 
-// SetOrphan implements Policy.
+// SetOrphan marks (or clears) h as an orphan: its parent is known absent.
 func (q *Queue) SetOrphan(h Handle, orphan bool) {
 	s := q.live(h)
 	if orphan {
@@ -394,11 +410,13 @@ func (q *Queue) SetOrphan(h Handle, orphan bool) {
 // Orphan reports whether h is marked as an orphan.
 func (q *Queue) Orphan(h Handle) bool { return q.live(h).flags&flagOrphan != 0 }
 
-// Value implements Policy: for KindCost the larger of h's own priority and
-// its best resident descendant's (SetChildWorth).
+// Value is h's current eviction priority, lower going first: for KindCost
+// the larger of h's own priority and its best resident descendant's
+// (SetChildWorth).
 func (q *Queue) Value(h Handle) float64 { return q.live(h).eff() }
 
-// Victim implements Policy.
+// Victim returns the page to drop next without removing it, or false if
+// every page is pinned or has resident local children.
 func (q *Queue) Victim() (Handle, bool) {
 	if !q.settle() {
 		return 0, false
@@ -406,7 +424,8 @@ func (q *Queue) Victim() (Handle, bool) {
 	return q.heap[0].h, true
 }
 
-// Evict implements Policy.
+// Evict stops tracking h because it was dropped to make room; GDSF advances
+// its clock to h's value.
 func (q *Queue) Evict(h Handle) {
 	s := q.live(h)
 	if s.pins > 0 {
@@ -424,7 +443,8 @@ func (q *Queue) Evict(h Handle) {
 	q.release(h)
 }
 
-// Remove implements Policy.
+// Remove stops tracking h for any other reason (deleted, demoted to another
+// tier's policy); the clock does not move.
 func (q *Queue) Remove(h Handle) { q.live(h); q.release(h) }
 
 func (q *Queue) release(h Handle) {
