@@ -24,8 +24,8 @@
 // where C is its reuse count decaying with a half-life: a lookup whose hit
 // prefix covers the page (Hit) adds one, so a parent is never counted less
 // than its child, and every Config.HalfLife page operations of the queue
-// (inserts, hits, refusals; default three times the tier's page capacity)
-// halve it. The queue keeps it in log space, prio = t/H + log2(C·cost/bytes)
+// (inserts, hits, refusals) halve it: by default DefaultHalfLife, three
+// times the tier's capacity in pages, in the store and the simulator alike. The queue keeps it in log space, prio = t/H + log2(C·cost/bytes)
 // with t the queue's operation count, which moves only when the page is
 // used, so comparing priorities compares current values and the heap needs
 // no re-sorting as time passes. A page put again after an eviction starts

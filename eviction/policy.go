@@ -94,9 +94,8 @@ type Config struct {
 	// unknown, Admit checks the cutoff only.
 	CapacityBytes int64
 	// HalfLife is, for KindCost, how many page operations (inserts, hits
-	// and refusals on this queue) halve a page's reuse count. Default 3 ×
-	// Capacity, or 3 × 4096 when Capacity is 0: long enough that a page
-	// reused once survives a few turnovers of the tier.
+	// and refusals on this queue) halve a page's reuse count. Default
+	// DefaultHalfLife(Capacity).
 	HalfLife int
 	// CapacityAdmission makes a KindCost queue's Admit refuse, when the
 	// tier is full, a page worth less than the victim (the other kinds
@@ -108,6 +107,26 @@ type Config struct {
 	// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
 	// refuses a page; 0 means DefaultAdmitShare.
 	AdmitShare float64
+}
+
+// HalfLifeCapacities is the default half-life of KindCost's reuse counts
+// in tier capacities: see DefaultHalfLife.
+const HalfLifeCapacities = 3
+
+// unknownCapacity is the page capacity DefaultHalfLife assumes for a tier
+// whose page count is not known yet (its page size is not).
+const unknownCapacity = 4096
+
+// DefaultHalfLife is the default Config.HalfLife of a tier that holds pages
+// pages: HalfLifeCapacities × pages page operations, long enough that a
+// page reused once survives a few turnovers of the tier. A tier whose page
+// count is unknown (pages <= 0) counts as 4096 pages. The store and the
+// simulator (cmd/strata-sim, which runs the store) both use it.
+func DefaultHalfLife(pages int64) int {
+	if pages <= 0 {
+		pages = unknownCapacity
+	}
+	return int(HalfLifeCapacities * min(pages, 1<<40))
 }
 
 // New returns the policy cfg describes.
@@ -136,7 +155,7 @@ func New(cfg Config) (*Queue, error) {
 	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes,
 		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife), admitShare: cfg.AdmitShare}
 	if q.halfLife == 0 {
-		q.halfLife = 3 * float64(max(cfg.Capacity, 4096))
+		q.halfLife = float64(DefaultHalfLife(int64(cfg.Capacity)))
 	}
 	if cfg.Kind == KindCost && cfg.History >= 0 {
 		h := cfg.History

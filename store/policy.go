@@ -150,7 +150,8 @@ func (s *Store) newQueues(pageBytes int64) error {
 		// State is preallocated for at most maxPreallocPages pages (it grows
 		// past them); the half-life follows the tier's real size.
 		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
-			Capacity: int(min(pages, maxPreallocPages)), HalfLife: int(3 * min(pages, 1<<40))})
+			Capacity: int(min(pages, maxPreallocPages)), HalfLife: s.cfg.Tuning.halfLife(pages),
+			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission})
 		if err != nil {
 			return err
 		}
@@ -159,6 +160,31 @@ func (s *Store) newQueues(pageBytes int64) error {
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
+}
+
+// EvictionTuning departs from the shipped eviction policy, for experiments
+// (cmd/strata-sim compares variants of the policy with it). The zero value
+// is the shipped policy.
+type EvictionTuning struct {
+	// HalfLife is the reuse counts' half-life in tier capacities (page
+	// operations per page the tier holds); 0 means
+	// eviction.DefaultHalfLife. Not negative.
+	HalfLife float64
+	// AdmitShare is eviction.Config.AdmitShare: the share of the cutoff
+	// below which a full store refuses a page; 0 means
+	// eviction.DefaultAdmitShare.
+	AdmitShare float64
+	// CapacityAdmission is eviction.Config.CapacityAdmission: a full store
+	// also refuses a page worth less than its victim. Default false.
+	CapacityAdmission bool
+}
+
+// halfLife is the half-life of a tier of pages pages (0: unknown).
+func (t EvictionTuning) halfLife(pages int64) int {
+	if t.HalfLife == 0 || pages <= 0 {
+		return eviction.DefaultHalfLife(pages)
+	}
+	return max(int(t.HalfLife*float64(min(pages, 1<<40))), 1)
 }
 
 // sizeQueuesLocked sizes the queues for a namespace's pages when nothing
@@ -307,12 +333,22 @@ func (s *Store) hinter() {
 	}
 }
 
+// FlushHints hands the pending hints to Config.OnRemoteParent now, in the
+// caller's goroutine, and returns once every hint queued before the call
+// has been handed over (by this call or by the store's own goroutine).
+// The store flushes by itself as soon as hints are queued; a caller that
+// must know hints have left, such as the simulator (cmd/strata-sim), which
+// delivers them between requests, calls it.
+func (s *Store) FlushHints() { s.flushHints() }
+
 // flushHints hands pending child hints to Config.OnRemoteParent, without
-// Store.mu.
+// Store.mu; flushMu keeps flushes in order, one at a time.
 func (s *Store) flushHints() {
 	if s.cfg.OnRemoteParent == nil {
 		return
 	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	h := s.policy.hints
 	s.policy.hints = nil

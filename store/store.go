@@ -41,6 +41,9 @@ type Config struct {
 	// Default eviction.KindCost (leaf-first, recompute-cost weighted).
 	// Plain variants are refused: they would break invariant 5.
 	Eviction eviction.Kind
+	// Tuning departs from the shipped policy, for experiments. Default
+	// zero: the shipped policy.
+	Tuning EvictionTuning
 	// OnRemoteParent, when set, receives batches of hints about pages whose
 	// parent is not resident on this node (see ChildHint), for the node to
 	// forward to the parent's owner. It is called from the store's own
@@ -135,6 +138,7 @@ type Store struct {
 	corrupt   atomic.Uint64 // pages dropped because they failed to read or verify
 	moverWake chan struct{}
 	hintWake  chan struct{} // child hints are pending (hintLocked)
+	flushMu   sync.Mutex    // held while hints are handed over (flushHints)
 	moveBufs  [2][]byte     // the mover's copy buffers (source, read-back); the mover's own
 	spill     []atomic.Bool // per tier: a page landed below it
 
