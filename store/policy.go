@@ -366,10 +366,13 @@ func (s *Store) ApplyHints(hints []ChildHint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var gone orphanCount
-	for _, h := range hints {
-		s.nsMu.RLock()
-		n := s.ns[h.NS]
-		s.nsMu.RUnlock()
+	var n *nsState // h.NS's, looked up when it changes
+	for i, h := range hints {
+		if i == 0 || h.NS != hints[i-1].NS {
+			s.nsMu.RLock()
+			n = s.ns[h.NS]
+			s.nsMu.RUnlock()
+		}
 		if n == nil {
 			continue
 		}

@@ -12,9 +12,13 @@ import (
 )
 
 // tracePath is the public Mooncake-format synthetic trace, kept outside the
-// repository: <repo root>/../shared/data.
+// repository: $STRATA_SIM_TRACE if set, else <repo root>/../shared/data
+// (where a git worktree elsewhere does not find it).
 func tracePath(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("STRATA_SIM_TRACE"); p != "" {
+		return p
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Command strata-sim replays a Mooncake-format trace over simulated strata
 // nodes and reports, for each cache size and eviction policy, the fraction
 // of prefill FLOPs saved, the token hit rate and the bytes held by orphaned
-// pages. It runs the eviction package's policy code unchanged.
+// pages. Strata's own policies run the shipped code: each node is a real
+// store.Store.
 //
 //	go run ./cmd/strata-sim --trace ../shared/data/mooncake_synthetic_trace.jsonl \
 //		--capacity-ratios 1:1:2:4 --placements 5
@@ -9,37 +10,50 @@
 // # Model
 //
 // Each trace block (hash id, 512 tokens; the last block of a prompt may be
-// partial) is a page of tokens × KV bytes per token. Its placement key is
-// SHA-256(parent key || LE-uint64 hash id), and its owner the capacity-
-// weighted rendezvous winner (package placement); with --placements k the
-// node IDs, hence the owners, change k times and figures are averaged.
-// Cache size is a percentage of the KV bytes of all distinct blocks, split
-// over the nodes by --capacity-ratios.
+// partial) is a page. Its placement key is SHA-256(parent key || LE-uint64
+// hash id), and its owner the capacity-weighted rendezvous winner (package
+// placement); with --placements k the node IDs, hence the owners, change k
+// times and figures are averaged. Cache size is a percentage of the KV
+// bytes of all distinct blocks, split over the nodes by --capacity-ratios;
+// every node holds as many whole pages (tokens of a full page × KV bytes
+// per token) as fit, whatever the block's tokens, as a store does. Prefill
+// FLOPs saved are F(hit tokens) out of F(input tokens), F(s) = 2·N·s +
+// 2·L·h·d_h·s², counting a partial last block's own tokens.
 //
-// A request: the client asks every block's owner (owners Record the key);
-// the hit prefix is the run of resident blocks from the first, wherever
-// they live; its pages are Hit and pinned (the engine's lease) until the
-// request ends. Prefill FLOPs saved are F(hit tokens) out of F(input
-// tokens), F(s) = 2·N·s + 2·L·h·d_h·s². Then the blocks from the first miss
-// on are put in order; a block already resident past the miss is skipped
-// (EXISTS); the first put that is refused ends the request's puts, since
-// later pages could not be hit. Put pages stay pinned until the request
-// ends.
+// # Strata's policies: real stores (stores.go)
 //
-// Idealisations: lookups and hints cost nothing and arrive at once. A node
-// knows its pages' resident local children exactly; with hints it also
-// learns of children on other nodes (the child's owner tells the parent's);
-// when a page goes, its resident descendants wherever they live are marked
-// orphans (and unmarked when it is put again; the node's parent-gone
-// notices), except with ours-nonotice; a client that sees a resident page
-// whose parent is absent marks it an orphan. Every ours-* policy with hints
-// drops a page as soon as it learns of its parent's drop, unless it is
-// pinned (deepest first), as nodes do with parent-gone notices; pages a
-// client reports are only marked (evicted first). With value hints (every
-// ours-* policy but ours-nohints and ours-noworth) each page's Worth is
-// passed up to its parent's owner after every request that hit or put it and
-// after every eviction of a child (eviction.Queue.SetChildWorth). The
-// global variant's coordinator runs every --epoch requests.
+// lru-leaf and the ours-* policies run one store.Store per node over a
+// heap tier (tiers.Heap) of the node's capacity in pages: the store's
+// leaf-first links, evictions, orphan rule, value and child hints and
+// admission decide, and the tier reports every page that leaves. Pages
+// hold 64 bytes rather than their KV (6.5 TiB for the trace): all pages
+// have one size, so every worth, cutoff and capacity scales alike and no
+// decision changes. A request does what an engine and a cluster client do:
+// look up every page on its holder (where the client last saw it, else its
+// owner) under a lease; report the pages found past the first miss as
+// orphans (MarkOrphans); put the pages from the miss on that are not
+// resident, one Reserve per node, a refused page on its second placement
+// candidate; end the leases.
+// Hints travel as the node's hint sender routes them (hints.Route),
+// delivered after the lookups and after the puts, until none are left;
+// pages whose parent's drop is announced are dropped at once (no
+// OrphanGrace: the replay has no time). ours-global also runs the
+// coordinator's round (coord.Compute over the stores' gossip summaries)
+// every --epoch requests and sets the stores' admission floor, as nodes do
+// by default. The variants: ours-node (all of it but the coordinator),
+// ours-nohints (no cross-node hints, no orphan reports), ours-noworth (no
+// value hints between nodes), ours-nonotice (no parent-gone notices),
+// ours-costblind (every page priced as at depth 0), ours-admit
+// (store.EvictionTuning.CapacityAdmission), lru-leaf (the store with
+// eviction.KindLRU).
+//
+// # Baselines (baseline.go)
+//
+// lru, lfu, gdsf-bytes, belady and infinite are textbook caches over bare
+// eviction queues, one per node, without leaf-first ordering or hints: the
+// client asks every block's owner, the hit prefix is the run of resident
+// blocks, pinned until the request ends; a put evicts the queue's victims
+// until the page fits, and the first refused put ends the request's puts.
 // Belady evicts the page whose next use is farthest (deeper first among
 // equal ones); it is the classic bound, not an optimum for prefix hits.
 // Orphaned bytes (resident pages whose parent is resident nowhere) are

@@ -65,12 +65,12 @@ func simulate(ctx context.Context, t *trace, cfg config) ([]result, error) {
 				return
 			}
 			defer func() { <-sem }()
-			c, err := newCluster(t, sc)
+			res, err := replay(t, sc)
 			if err != nil {
 				errs[i] = fmt.Errorf("%s at %g%%: %w", sc.variant.name, sc.sizePct, err)
 				return
 			}
-			results[i] = c.run()
+			results[i] = res
 		})
 	}
 	wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/namespace"
 )
 
 var seedFlag = flag.Uint64("sim.seed", 0, "seed for the randomized simulator tests (0: from the clock)")
@@ -46,10 +47,12 @@ func randomTrace(r *rand.Rand, requests int) *trace {
 }
 
 // TestRandomWorkloads replays random workloads through every policy and
-// checks, at each eviction, that the page is not leased (pinned by the
-// request in flight) and, for every policy a store may run (not Plain), that
-// it has no resident child on the same node (invariant 5); and at the end,
-// that the byte and orphan accounting adds up.
+// checks, for the store-driven ones, at each page that leaves a node (as
+// its tier reports), that it is not in the hit prefix the request in
+// flight leased and that it has no resident child on the same node
+// (invariant 5); and at the end, that every store holds exactly the pages
+// the replay counts as resident there, and that the byte and orphan
+// accounting adds up.
 func TestRandomWorkloads(t *testing.T) {
 	seed := *seedFlag
 	if seed == 0 {
@@ -59,62 +62,34 @@ func TestRandomWorkloads(t *testing.T) {
 	for run := range 4 {
 		r := rand.New(rand.NewPCG(seed, uint64(run)))
 		tr := randomTrace(r, 400)
-		bpt := eviction.DefaultProfile().KVBytesPerToken()
-		page := 512 * bpt
+		page := eviction.DefaultProfile().PageBytes(0)
 		caps := []int64{int64(8+r.IntN(20)) * page, int64(8+r.IntN(20)) * page, int64(8+r.IntN(40)) * page}
 		for _, v := range variants() {
-			c, err := newCluster(tr, simConfig{variant: v, profile: eviction.DefaultProfile(), capacities: caps, epoch: 7, seed: run})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.onEvict = func(node int, b int32) {
-				if slices.Contains(c.pinned, b) {
-					t.Fatalf("run %d %s: evicted block %d, leased by the request in flight", run, v.name, b)
+			cfg := simConfig{variant: v, profile: eviction.DefaultProfile(), capacities: caps, epoch: 7, seed: run}
+			var res result
+			var l *layout
+			if v.store {
+				res, l = replayStores(t, tr, cfg, run)
+			} else {
+				c, err := newBaseline(tr, cfg)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if v.plain {
-					return
-				}
-				for _, k := range tr.blocks[b].children {
-					if int(c.where[k]) == node {
-						t.Fatalf("run %d %s: evicted block %d before its resident child %d on node %d", run, v.name, b, k, node)
+				res, l = c.run(), &c.layout
+				for i, n := range c.nodes {
+					if n.used > n.pages || n.used*l.pageSize != n.q.Bytes() {
+						t.Fatalf("run %d %s: node %d holds %d of %d pages, its queue %d bytes", run, v.name, i, n.used, n.pages, n.q.Bytes())
 					}
 				}
 			}
-			res := c.run()
 			var orphaned int64
 			for b := range tr.blocks {
-				if p := tr.blocks[b].parent; c.where[b] >= 0 && p >= 0 && c.where[p] < 0 {
-					orphaned += c.blockBytes(int32(b))
+				if p := tr.blocks[b].parent; l.res.where[b] >= 0 && p >= 0 && l.res.where[p] < 0 {
+					orphaned += l.pageSize
 				}
 			}
-			if orphaned != c.orphaned {
-				t.Fatalf("run %d %s: orphaned bytes %d, recount %d", run, v.name, c.orphaned, orphaned)
-			}
-			if v.dropOrphans && !v.noNotice && orphaned != 0 {
-				// Orphans are dropped when they learn of it, which they
-				// do at once; nothing is pinned between requests.
-				t.Fatalf("run %d %s: %d orphaned bytes left", run, v.name, orphaned)
-			}
-			if v.hints && !v.noNotice {
-				// With hints a resident page is marked an orphan exactly
-				// when one of its ancestors is absent.
-				for b := range tr.blocks {
-					if c.where[b] < 0 {
-						continue
-					}
-					absent := false
-					for p := tr.blocks[b].parent; p >= 0 && !absent; p = tr.blocks[p].parent {
-						absent = c.where[p] < 0
-					}
-					if got := c.nodes[c.where[b]].q.Orphan(c.handle[b]); got != absent {
-						t.Fatalf("run %d %s: block %d marked orphan %v, an ancestor absent %v", run, v.name, b, got, absent)
-					}
-				}
-			}
-			for i, n := range c.nodes {
-				if n.used > n.capacity || n.used != n.q.Bytes() {
-					t.Fatalf("run %d %s: node %d uses %d of %d, policy tracks %d", run, v.name, i, n.used, n.capacity, n.q.Bytes())
-				}
+			if orphaned != l.res.orphaned {
+				t.Fatalf("run %d %s: orphaned bytes %d, recount %d", run, v.name, l.res.orphaned, orphaned)
 			}
 			if !v.infinite && res.evictions == 0 {
 				t.Fatalf("run %d %s: the workload never filled the cluster", run, v.name)
@@ -124,4 +99,53 @@ func TestRandomWorkloads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replayStores replays cfg over real stores, checking invariants as pages
+// leave, and checks that the stores hold what the replay says.
+func replayStores(t *testing.T, tr *trace, cfg simConfig, run int) (result, *layout) {
+	t.Helper()
+	c, err := newStoreCluster(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	name := cfg.variant.name
+	c.onLeave = func(b int32, node int) {
+		if slices.Contains(c.leased, b) {
+			t.Fatalf("run %d %s: block %d left node %d, leased by the request in flight", run, name, b, node)
+		}
+		for _, k := range tr.blocks[b].children {
+			if int(c.res.where[k]) == node {
+				t.Fatalf("run %d %s: block %d left node %d before its resident child %d", run, name, b, node, k)
+			}
+		}
+	}
+	res, err := c.run()
+	if err != nil {
+		t.Fatalf("run %d %s: %v", run, name, err)
+	}
+	for i, n := range c.nodes {
+		keys := make([]namespace.Key, len(tr.blocks))
+		for b := range tr.blocks {
+			keys[b] = namespace.Key(tr.blocks[b].key)
+		}
+		_, ok, err := n.st.Stat(c.ns.ID, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for b, here := range ok {
+			if here != (int(c.res.where[b]) == i) {
+				t.Fatalf("run %d %s: node %d holds block %d: %v, the replay says %v", run, name, i, b, here, !here)
+			}
+			if here {
+				held++
+			}
+		}
+		if st := n.st.Stats(); st.Pages != int64(held) || int64(held) > c.pages[i] {
+			t.Fatalf("run %d %s: node %d has %d pages, %d in the replay's count, capacity %d", run, name, i, st.Pages, held, c.pages[i])
+		}
+	}
+	return res, &c.layout
 }

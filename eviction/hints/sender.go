@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
@@ -172,23 +173,19 @@ func (h *Sender) flush() {
 		h.dropped.Add(int64(len(hints)))
 		return
 	}
-	groups := make([][]*pb.ChildHint, view.Len())
-	var gone []*pb.ChildHint
-	for _, c := range hints {
-		if c.Gone {
-			gone = append(gone, &pb.ChildHint{NamespaceId: c.NS[:], ParentKey: c.Parent[:], Gone: true})
-			continue
+	self := -1 // this node is normally in the view; if not, every member gets the notices
+	for i := range view.Len() {
+		if view.Node(i).ID == h.self {
+			self = i
 		}
-		owner := view.Owner(c.Parent)
-		if view.Node(owner).ID == h.self {
-			h.dropped.Add(1) // the parent would be here: it is gone
-			continue
-		}
-		groups[owner] = append(groups[owner], &pb.ChildHint{NamespaceId: c.NS[:], ParentKey: c.Parent[:], Added: c.Added, Worth: c.Worth})
 	}
-	for i := range groups {
-		if len(gone) > 0 && view.Node(i).ID != h.self {
-			groups[i] = append(groups[i], gone...)
+	routed, dropped := Route(view.Len(), self, func(k namespace.Key) int { return view.Owner(k) }, hints)
+	h.dropped.Add(int64(dropped))
+	groups := make([][]*pb.ChildHint, len(routed))
+	for i, r := range routed {
+		for _, c := range r {
+			groups[i] = append(groups[i], &pb.ChildHint{NamespaceId: c.NS[:], ParentKey: c.Parent[:],
+				Added: c.Added, Worth: c.Worth, Gone: c.Gone})
 		}
 	}
 	// Members are sent to at once, so that one that hangs (dead, not yet
@@ -218,6 +215,39 @@ func (h *Sender) flush() {
 	}
 	wg.Wait()
 	h.forget(addrs)
+}
+
+// Route splits hints by the index of the member each must reach, among
+// members members: child and value hints go to the owner of their parent
+// key (owner, e.g. a placement view's Owner), parent-gone notices (after
+// them) to every member but self. A child or value hint whose parent self
+// owns would be about a page absent everywhere it is looked for: it is
+// dropped, and counted in dropped. The simulator (cmd/strata-sim) routes
+// its stores' hints with it too.
+func Route(members, self int, owner func(namespace.Key) int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
+	groups = make([][]store.ChildHint, members)
+	var gone []store.ChildHint
+	for i := range groups {
+		groups[i] = make([]store.ChildHint, 0, len(hints)/max(members-1, 1)+1)
+	}
+	for _, c := range hints {
+		if c.Gone {
+			gone = append(gone, store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true})
+			continue
+		}
+		o := owner(c.Parent)
+		if o == self {
+			dropped++ // the parent would be here: it is gone
+			continue
+		}
+		groups[o] = append(groups[o], store.ChildHint{NS: c.NS, Parent: c.Parent, Added: c.Added, Worth: c.Worth})
+	}
+	for i := range groups {
+		if len(gone) > 0 && i != self {
+			groups[i] = append(groups[i], gone...)
+		}
+	}
+	return groups, dropped
 }
 
 // forget closes the connections to addresses no longer in the view once
