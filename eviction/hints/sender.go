@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/internal/dial"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/placement"
@@ -270,7 +269,7 @@ func (h *Sender) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := h.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := dial(addr)
+	conn, err := dial.GRPC(addr, dial.Options{Token: h.token})
 	if err != nil {
 		return nil, err
 	}
@@ -278,20 +277,9 @@ func (h *Sender) conn(addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// dial opens a connection to a peer's gRPC address. It is the sender's one
-// dial site, with its own option set (plaintext, as every peer listens
-// today); it gives way to the shared dial function (internal/dial, which
-// the client and the CLI use too, and where TLS goes) once that exists.
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
-
 func (h *Sender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {
 	ctx, cancel := context.WithTimeout(h.ctx, rpcTimeout)
 	defer cancel()
-	if h.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+h.token)
-	}
 	_, err := pb.NewClusterClient(conn).Hints(ctx, &pb.HintsRequest{FromNode: h.self, Hints: batch})
 	return err
 }
