@@ -25,7 +25,8 @@
 // prefix covers the page (Hit) adds one, so a parent is never counted less
 // than its child, and every Config.HalfLife page operations of the queue
 // (inserts, hits, refusals) halve it: by default DefaultHalfLife, three
-// times the tier's capacity in pages, in the store and the simulator alike. The queue keeps it in log space, prio = t/H + log2(C·cost/bytes)
+// times the tier's capacity in pages, in the store and the simulator
+// alike. The queue keeps it in log space, prio = t/H + log2(C·cost/bytes)
 // with t the queue's operation count, which moves only when the page is
 // used, so comparing priorities compares current values and the heap needs
 // no re-sorting as time passes. A page put again after an eviction starts
@@ -49,14 +50,12 @@
 //
 // Without value hints, pages of one chain spread over several nodes are
 // ordered on each node by their own value alone: the cheap shallow pages of
-// valuable chains go first and cut them. In cmd/strata-sim on the synthetic
-// trace (4 equal nodes, averaged over 5 placements) the policy without them
-// (ours-noworth) saves about 12% more prefill FLOPs than per-node LRU at 5%
-// capacity, with them (ours-node) about 27% more, and with them but without
-// the depth term (ours-costblind, every page priced as at depth 0) about 12%
-// more: the hints and the depth term pay together. With half-lives from 2 to 5
-// capacities (strata-sim --half-life) the policy stays between +18% and
-// +30% at 5% and 10% capacity.
+// valuable chains go first and cut them. In cmd/strata-sim, which runs the
+// store, on the synthetic trace (4 equal nodes, averaged over 5
+// placements) the policy without value hints between nodes (ours-noworth)
+// saves 17.0% more prefill FLOPs than per-node LRU at 5% capacity, with
+// them (ours-node) 23.7% more, and with them but without the depth term
+// (ours-costblind, every page priced as at depth 0) 19.5% more.
 //
 // # Leaf first, orphans first
 //
@@ -82,10 +81,10 @@
 // found by cluster lookups that stop before them, and only marked: a
 // lookup's miss may be a node that is down for a while. In cmd/strata-sim
 // on the synthetic trace at 5% capacity (4 equal nodes, 5 placements),
-// dropping on notice keeps orphaned bytes at 0 (its notices are instant)
-// and saves 18.64% of prefill FLOPs; with orphans found by lookups only
-// and marked (ours-nonotice) they average 0.94% of capacity, peak at
-// 3.31%, and 17.88% is saved.
+// dropping on notice keeps orphaned bytes under 0.05% of capacity and
+// saves 17.94% of prefill FLOPs; with orphans found by lookups only and
+// marked (ours-nonotice) they average 1.09% of capacity, peak at 4.42%,
+// and 16.82% is saved.
 //
 // Invariant (DESIGN 9.5): Victim never returns a page that has resident
 // local children or is pinned; Evict panics on one. It holds whatever the
@@ -100,8 +99,9 @@
 // KindCost does so only with Config.CapacityAdmission, because a put is a
 // sequence: refusing its first page cuts every page behind it, and a new
 // page's value does not include them yet. In cmd/strata-sim (policy
-// ours-admit, 4 nodes at 5% capacity) that check brings the prefill FLOPs
-// saved from about 18.6% down to about 10.1%. A refusal counts as
+// ours-admit, 4 nodes at 5% capacity, refused pages spilled to their
+// second candidate) that check brings the prefill FLOPs saved from 17.94%
+// down to 16.11%. A refusal counts as
 // inserting and at once evicting the page, so the clock still advances. A
 // refused put cuts its sequence: later pages of the same put could never
 // be hit.
@@ -121,17 +121,20 @@
 //   - Worth: the cutoff below which the cluster holds more bytes than it
 //     has room for; nodes may evict below it and refuse puts worth less
 //     than Config.AdmitShare of it (SetCutoff(c.Floor()));
-//   - Pressure: each node's turnover over the cluster's mean. A put whose
-//     owner is full and under SpillRatio times its second placement
-//     candidate's pressure goes to the candidate (Spill); a put the owner's
-//     Admit refuses may go there too. The spilled page carries the owner's
-//     history count (Estimate) as Page.Freq.
+//   - Pressure: each node's turnover over the cluster's mean. Spill says
+//     whether a put whose owner is full and under SpillRatio times its
+//     second placement candidate's pressure should go to the candidate,
+//     carrying the owner's history count (Estimate) as Page.Freq; no node
+//     or client acts on it yet: a put goes to the second candidate only
+//     when its owner's Admit refuses it.
 //
 // Placement weighted by capacity equalises pressures on average, so
-// coordination mostly idles (in cmd/strata-sim with capacities 1:1:2:4 the
-// global and per-node variants tie); it pays when load and capacity part
-// (placement weights that lag the tiers, skewed keys, a tier slower than its
-// peers), where it wins by a wide margin.
+// coordination mostly idles. In cmd/strata-sim, which runs the store, the
+// floor alone does not pay even where load and capacity part (capacities
+// 1:1:2:4 with equal placement weights: the global and per-node variants
+// tie at every size); an earlier copy of the policy in the simulator that
+// spilled by pressure saved 15.2% of prefill FLOPs there at 5% capacity
+// against 12.7% per node.
 //
 // # Cost
 //
@@ -168,5 +171,5 @@
 //     and after its children change.
 //   - Every few seconds: set Summary.Turnover from Evicted, Summarize, put
 //     the encoding in the membership metadata; apply the coordinator's
-//     Cutoffs (SetCutoff, Spill on puts).
+//     Cutoffs (SetCutoff).
 package eviction

@@ -128,7 +128,9 @@ func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
 // counts only the reuse its key has earned so far, which understates a
 // just-recomputed prefix (its next use tends to come soon): refusing below
 // the whole cutoff cost about 2 points of saved prefill FLOPs at 10%
-// capacity on the synthetic trace, a quarter of it none. Measured with
+// capacity on the synthetic trace, a quarter of it none. Measured with the
+// simulator's earlier copy of the policy (before cmd/strata-sim ran the
+// store; its ours-global-floor is today's ours-global):
 // cmd/strata-sim --capacity-ratios 1:1:2:4 --placements 3 --sizes 5,10
 // --policies ours-node,ours-global-floor --admit-share S: at 5%, 18.46 /
 // 18.62 / 18.54% for S = 1 / 0.5 / 0.25 against ours-node's 18.52%; at
@@ -137,9 +139,9 @@ const DefaultAdmitShare = 0.25
 
 // SetCutoff sets the admission floor, e.g. a cluster-wide cutoff
 // (Cutoffs.Floor), in worth units (Queue.Worth: reuse · cost / bytes, the
-// value without the node's aging clock). The floor is in Worth units, so that one
-// cluster-wide cutoff means the same on every node; Admit refuses below
-// Config.AdmitShare of it.
+// value without the node's aging clock), so that one cluster-wide cutoff
+// means the same on every node; Admit refuses below Config.AdmitShare of
+// it.
 func (q *Queue) SetCutoff(worth float64) { q.cutoff = worth }
 
 // Cutoff is the admission floor set by SetCutoff.

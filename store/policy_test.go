@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -703,5 +704,57 @@ func TestMarkOrphans(t *testing.T) {
 	}
 	if got := present(t, s, hot[0], cold[0]); got[0] || !got[1] {
 		t.Fatalf("hot orphan present %v, cold page present %v; want the orphan evicted", got[0], got[1])
+	}
+}
+
+// TestFlushHints: once FlushHints returns, every hint queued before it has
+// reached Config.OnRemoteParent, whichever goroutine handed it over.
+func TestFlushHints(t *testing.T) {
+	var mu sync.Mutex
+	var got []ChildHint
+	s, _ := newTestStore(t, 8, func(c *Config) {
+		c.OnRemoteParent = func(h []ChildHint) {
+			mu.Lock()
+			got = append(got, h...)
+			mu.Unlock()
+		}
+	})
+	a := chainKeys("flush", 4)
+	for i := 1; i < len(a); i += 2 { // children whose parents are elsewhere
+		putSpec(t, s, chainSpec(a, i), pageData(i))
+		s.FlushHints()
+		mu.Lock()
+		n := 0
+		for _, h := range got {
+			if h.Added && h.Parent == a[i-1] {
+				n++
+			}
+		}
+		mu.Unlock()
+		if n != 1 {
+			t.Fatalf("after FlushHints, %d child hints for the parent of page %d, want 1", n, i)
+		}
+	}
+}
+
+// TestTuningHalfLife: the store's queues take eviction.DefaultHalfLife of
+// their page capacity, or Tuning.HalfLife capacities.
+func TestTuningHalfLife(t *testing.T) {
+	for _, tc := range []struct {
+		tuning EvictionTuning
+		pages  int64
+		want   int
+	}{
+		{EvictionTuning{}, 100, eviction.DefaultHalfLife(100)},
+		{EvictionTuning{}, 0, eviction.DefaultHalfLife(0)},
+		{EvictionTuning{HalfLife: 0.5}, 100, 50},
+		{EvictionTuning{HalfLife: 2}, 0, eviction.DefaultHalfLife(0)},
+	} {
+		if got := tc.tuning.halfLife(tc.pages); got != tc.want {
+			t.Errorf("%+v.halfLife(%d) = %d, want %d", tc.tuning, tc.pages, got, tc.want)
+		}
+	}
+	if got, want := eviction.DefaultHalfLife(100), 300; got != want {
+		t.Errorf("DefaultHalfLife(100) = %d, want %d (3 capacities)", got, want)
 	}
 }
