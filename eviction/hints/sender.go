@@ -8,7 +8,6 @@ package hints
 import (
 	"context"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/stratakv/strata/internal/dial"
 	"github.com/stratakv/strata/membership"
-	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 )
@@ -172,13 +169,7 @@ func (h *Sender) flush() {
 		h.dropped.Add(int64(len(hints)))
 		return
 	}
-	self := -1 // this node is normally in the view; if not, every member gets the notices
-	for i := range view.Len() {
-		if view.Node(i).ID == h.self {
-			self = i
-		}
-	}
-	routed, dropped := Route(view.Len(), self, func(k namespace.Key) int { return view.Owner(k) }, hints)
+	routed, dropped := routeView(view, h.self, hints)
 	h.dropped.Add(int64(dropped))
 	groups := make([][]*pb.ChildHint, len(routed))
 	for i, r := range routed {
@@ -216,39 +207,6 @@ func (h *Sender) flush() {
 	h.forget(addrs)
 }
 
-// Route splits hints by the index of the member each must reach, among
-// members members: child and value hints go to the owner of their parent
-// key (owner, e.g. a placement view's Owner), parent-gone notices (after
-// them) to every member but self. A child or value hint whose parent self
-// owns would be about a page absent everywhere it is looked for: it is
-// dropped, and counted in dropped. The simulator (cmd/strata-sim) routes
-// its stores' hints with it too.
-func Route(members, self int, owner func(namespace.Key) int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
-	groups = make([][]store.ChildHint, members)
-	var gone []store.ChildHint
-	for i := range groups {
-		groups[i] = make([]store.ChildHint, 0, len(hints)/max(members-1, 1)+1)
-	}
-	for _, c := range hints {
-		if c.Gone {
-			gone = append(gone, store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true})
-			continue
-		}
-		o := owner(c.Parent)
-		if o == self {
-			dropped++ // the parent would be here: it is gone
-			continue
-		}
-		groups[o] = append(groups[o], store.ChildHint{NS: c.NS, Parent: c.Parent, Added: c.Added, Worth: c.Worth})
-	}
-	for i := range groups {
-		if len(gone) > 0 && i != self {
-			groups[i] = append(groups[i], gone...)
-		}
-	}
-	return groups, dropped
-}
-
 // forget closes the connections to addresses no longer in the view once
 // there are more connections than members: a node that left and came back
 // at a new address does not leave its old connection open for good.
@@ -282,32 +240,4 @@ func (h *Sender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {
 	defer cancel()
 	_, err := pb.NewClusterClient(conn).Hints(ctx, &pb.HintsRequest{FromNode: h.self, Hints: batch})
 	return err
-}
-
-// placementOf is the placement view over alive members, weighted by
-// capacity as clients weigh it (a member without capacity weighs 1), and
-// each node's gRPC address by view index.
-func placementOf(members []membership.Member) (*placement.View, []string) {
-	nodes := make([]placement.Node, 0, len(members))
-	addr := make(map[string]string, len(members))
-	for _, m := range members {
-		var w float64
-		for _, t := range m.Meta.Tiers {
-			w += float64(t.Capacity)
-		}
-		if !(w > 0) || math.IsInf(w, 1) {
-			w = 1
-		}
-		nodes = append(nodes, placement.Node{ID: m.NodeID, Weight: w})
-		addr[m.NodeID] = m.GRPCAddress
-	}
-	v, err := placement.NewView(nodes)
-	if err != nil || v.Len() == 0 {
-		return nil, nil
-	}
-	addrs := make([]string, v.Len())
-	for i := range addrs {
-		addrs[i] = addr[v.Node(i).ID]
-	}
-	return v, addrs
 }

@@ -1,0 +1,83 @@
+package hints
+
+import (
+	"math"
+
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/placement"
+	"github.com/stratakv/strata/store"
+)
+
+// Route splits hints by the index of the member each must reach, among
+// members members: child and value hints go to the owner of their parent
+// key (owner, e.g. a placement view's Owner), parent-gone notices (after
+// them) to every member but self. A child or value hint whose parent self
+// owns would be about a page absent everywhere it is looked for: it is
+// dropped, and counted in dropped. The simulator (cmd/strata-sim) routes
+// its stores' hints with it too.
+func Route(members, self int, owner func(namespace.Key) int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
+	groups = make([][]store.ChildHint, members)
+	var gone []store.ChildHint
+	for i := range groups {
+		groups[i] = make([]store.ChildHint, 0, len(hints)/max(members-1, 1)+1)
+	}
+	for _, c := range hints {
+		if c.Gone {
+			gone = append(gone, store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true})
+			continue
+		}
+		o := owner(c.Parent)
+		if o == self {
+			dropped++ // the parent would be here: it is gone
+			continue
+		}
+		groups[o] = append(groups[o], store.ChildHint{NS: c.NS, Parent: c.Parent, Added: c.Added, Worth: c.Worth})
+	}
+	for i := range groups {
+		if len(gone) > 0 && i != self {
+			groups[i] = append(groups[i], gone...)
+		}
+	}
+	return groups, dropped
+}
+
+// routeView is Route over a placement view, self named by its node id (a
+// node missing from the view sends parent-gone notices to every member).
+func routeView(view *placement.View, self string, hints []store.ChildHint) ([][]store.ChildHint, int) {
+	idx := -1
+	for i := range view.Len() {
+		if view.Node(i).ID == self {
+			idx = i
+		}
+	}
+	return Route(view.Len(), idx, func(k namespace.Key) int { return view.Owner(k) }, hints)
+}
+
+// placementOf is the placement view over alive members, weighted by
+// capacity as clients weigh it (a member without capacity weighs 1), and
+// each node's gRPC address by view index.
+func placementOf(members []membership.Member) (*placement.View, []string) {
+	nodes := make([]placement.Node, 0, len(members))
+	addr := make(map[string]string, len(members))
+	for _, m := range members {
+		var w float64
+		for _, t := range m.Meta.Tiers {
+			w += float64(t.Capacity)
+		}
+		if !(w > 0) || math.IsInf(w, 1) {
+			w = 1
+		}
+		nodes = append(nodes, placement.Node{ID: m.NodeID, Weight: w})
+		addr[m.NodeID] = m.GRPCAddress
+	}
+	v, err := placement.NewView(nodes)
+	if err != nil || v.Len() == 0 {
+		return nil, nil
+	}
+	addrs := make([]string, v.Len())
+	for i := range addrs {
+		addrs[i] = addr[v.Node(i).ID]
+	}
+	return v, addrs
+}
