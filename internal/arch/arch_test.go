@@ -37,15 +37,16 @@ var layers = map[string]struct{ imports, tests string }{
 	"transport":    {"proto/frame", "internal/leaktest namespace tiers"},
 
 	// The node's parts.
-	"tiers":      {"internal/crc32c", "internal/corrupt internal/leaktest internal/testlog internal/testseed"},
-	"store":      {"eviction namespace tiers", "internal/leaktest"},
-	"registry":   {"", "internal/leaktest internal/poll internal/testlog"},
-	"membership": {"", "internal/leaktest internal/testlog"},
-	"coord":      {"eviction membership registry", "internal/leaktest internal/testlog"},
-	"metrics":    {"namespace", "client internal/testnode node"},
+	"tiers":          {"internal/crc32c", "internal/corrupt internal/leaktest internal/testlog internal/testseed"},
+	"store":          {"eviction namespace tiers", "internal/leaktest"},
+	"registry":       {"", "internal/leaktest internal/poll internal/testlog"},
+	"membership":     {"", "internal/leaktest internal/testlog"},
+	"eviction/coord": {"eviction membership registry", "internal/leaktest internal/testlog"},
+	"eviction/hints": {"internal/dial membership namespace placement proto/strata/v1 store", ""},
+	"metrics":        {"namespace", "client internal/testnode node"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
 		"client internal/leaktest internal/splitbuf node"},
-	"node": {"coord internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
+	"node": {"eviction/coord eviction/hints internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
 		"client internal/leaktest internal/poll internal/testnode"},
 
 	// The client side.
@@ -58,7 +59,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"cmd/stratad":           {"node", "client internal/corrupt internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
 	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1", "client client/admin/admintest node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
-	"cmd/strata-sim":        {"eviction placement", ""},
+	"cmd/strata-sim":        {"eviction eviction/coord eviction/hints membership namespace placement store tiers", ""},
 	"benchmarks":            {"", "benchmarks/load client internal/testnode namespace node proto/strata/v1"},
 	"benchmarks/load":       {"client namespace node transport", ""},
 	"deploy":                {"", "client namespace node"},
@@ -99,7 +100,7 @@ var owners = []struct{ prefix, pkg string }{
 // wire lists the packages that may import gRPC and protobuf: the
 // wire-facing ones. tests: packages whose tests may besides.
 var wire = struct{ imports, tests string }{
-	imports: "proto/strata/v1 proto/pbconv server client client/admin client/admin/admintest node registry cmd/strata " +
+	imports: "proto/strata/v1 proto/pbconv server client client/admin client/admin/admintest node registry cmd/strata eviction/hints " +
 		"internal/dial internal/grpcbuf internal/splitbuf",
 	tests: "benchmarks cmd/stratad",
 }
