@@ -25,6 +25,7 @@
 package coord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,15 +115,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	case !(cfg.Headroom >= 0 && cfg.Headroom < 1):
 		return cfg, fmt.Errorf("coord: Headroom %v outside [0, 1): %w", cfg.Headroom, ErrInvalidConfig)
 	}
-	if cfg.Headroom == 0 {
-		cfg.Headroom = DefaultHeadroom
-	}
-	if cfg.Round == 0 {
-		cfg.Round = DefaultRound
-	}
-	if cfg.StaleRounds == 0 {
-		cfg.StaleRounds = DefaultStaleRounds
-	}
+	cfg.Headroom = cmp.Or(cfg.Headroom, DefaultHeadroom)
+	cfg.Round = cmp.Or(cfg.Round, DefaultRound)
+	cfg.StaleRounds = cmp.Or(cfg.StaleRounds, DefaultStaleRounds)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
