@@ -1,6 +1,9 @@
 package eviction
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // ComputeProfile describes the model whose KV the pages hold, enough to price
 // recomputing them. Zero fields take the defaults of a 70B-class dense model
@@ -20,27 +23,13 @@ type ComputeProfile struct {
 func DefaultProfile() ComputeProfile { return ComputeProfile{}.withDefaults() }
 
 func (c ComputeProfile) withDefaults() ComputeProfile {
-	if c.Params == 0 {
-		c.Params = 70e9
-	}
-	if c.Layers == 0 {
-		c.Layers = 80
-	}
-	if c.Heads == 0 {
-		c.Heads = 64
-	}
-	if c.HeadDim == 0 {
-		c.HeadDim = 128
-	}
-	if c.KVHeads == 0 {
-		c.KVHeads = 8
-	}
-	if c.KVBytes == 0 {
-		c.KVBytes = 2
-	}
-	if c.PageTokens == 0 {
-		c.PageTokens = 512
-	}
+	c.Params = cmp.Or(c.Params, 70e9)
+	c.Layers = cmp.Or(c.Layers, 80)
+	c.Heads = cmp.Or(c.Heads, 64)
+	c.HeadDim = cmp.Or(c.HeadDim, 128)
+	c.KVHeads = cmp.Or(c.KVHeads, 8)
+	c.KVBytes = cmp.Or(c.KVBytes, 2)
+	c.PageTokens = cmp.Or(c.PageTokens, 512)
 	return c
 }
 

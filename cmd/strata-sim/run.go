@@ -148,19 +148,10 @@ func aggregate(results []result, cfg config) []row {
 			if w.n == 0 {
 				continue
 			}
-			k := float64(w.n)
-			w.saved /= k
-			w.hit /= k
-			w.orphanMean /= k
-			w.evictions /= k
-			w.rejected /= k
-			w.spilled /= k
-			w.flopsSaved /= k
-			w.flopsTotal /= k
-			w.hitTokens /= k
-			w.tokens /= k
-			w.capacity /= k
-			w.vsLRU /= k
+			for _, f := range []*float64{&w.saved, &w.hit, &w.orphanMean, &w.evictions, &w.rejected, &w.spilled,
+				&w.flopsSaved, &w.flopsTotal, &w.hitTokens, &w.tokens, &w.capacity, &w.vsLRU} {
+				*f /= float64(w.n) // sums to means
+			}
 			rows = append(rows, w)
 		}
 	}
