@@ -23,10 +23,33 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// callerOf authenticates a request from its "authorization: Bearer" header.
-// With no tokens configured the node is open and every caller is admin.
+// open reports whether the node checks no tokens: every caller is admin.
+func (s *Server) open() bool { return len(s.cfg.Tokens) == 0 && s.cfg.AdminTokenHash == "" }
+
+// authenticate finds who holds a bearer token, whatever the transport: the
+// admin, a tenant, or (the node being open) the admin for anyone.
+func (s *Server) authenticate(tok string) (caller, error) {
+	if s.open() {
+		return caller{admin: true}, nil
+	}
+	if tok == "" {
+		return caller{}, fmt.Errorf("no token: %w", errUnauthenticated)
+	}
+	h := HashToken(tok)
+	if s.cfg.AdminTokenHash != "" && h == s.cfg.AdminTokenHash {
+		return caller{admin: true}, nil
+	}
+	tenant, ok := s.cfg.Tokens[h]
+	if !ok {
+		return caller{}, errUnauthenticated
+	}
+	return caller{tenant: tenant}, nil
+}
+
+// callerOf authenticates a gRPC request by its "authorization: Bearer"
+// header.
 func (s *Server) callerOf(ctx context.Context) (caller, error) {
-	if len(s.cfg.Tokens) == 0 && s.cfg.AdminTokenHash == "" {
+	if s.open() {
 		return caller{admin: true}, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -38,15 +61,7 @@ func (s *Server) callerOf(ctx context.Context) (caller, error) {
 	if !ok {
 		return caller{}, fmt.Errorf("authorization header is not a bearer token: %w", errUnauthenticated)
 	}
-	h := HashToken(tok)
-	if s.cfg.AdminTokenHash != "" && h == s.cfg.AdminTokenHash {
-		return caller{admin: true}, nil
-	}
-	tenant, ok := s.cfg.Tokens[h]
-	if !ok {
-		return caller{}, errUnauthenticated
-	}
-	return caller{tenant: tenant}, nil
+	return s.authenticate(tok)
 }
 
 // mayUse reports whether c may use a namespace of tenant.

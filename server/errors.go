@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 )
@@ -30,36 +31,48 @@ var (
 	errRegistry = errors.New("namespace registry unavailable")
 	// errTruncated marks a one-call put stream that ended inside a page.
 	errTruncated = errors.New("put stream ended inside a page")
+	// errNoUnregister is returned by DropNamespace asked to unregister when
+	// the registry cannot delete registrations (it lacks DeleteNamespace).
+	errNoUnregister = errors.New("this node's registry cannot delete namespace registrations")
 )
 
-// mapping is the one place errors become gRPC codes and reasons.
+// mapping is the one place errors become wire errors: per sentinel the
+// gRPC code and ErrorInfo reason (strata.proto documents the reasons) and
+// the frame protocol's error code. The first sentinel an error wraps
+// decides; context errors keep gRPC's own codes; anything else is
+// INTERNAL on both wires. An error with no reason carries no ErrorInfo.
 var mapping = []struct {
 	err    error
 	code   codes.Code
 	reason string
+	frame  frame.Code
 }{
-	{errBadRequest, codes.InvalidArgument, pb.ReasonInvalidArgument},
-	{namespace.ErrInvalid, codes.InvalidArgument, pb.ReasonInvalidArgument},
-	{namespace.ErrBadID, codes.InvalidArgument, pb.ReasonInvalidArgument},
-	{namespace.ErrBadKey, codes.InvalidArgument, pb.ReasonInvalidArgument},
-	{store.ErrBadSize, codes.InvalidArgument, pb.ReasonInvalidArgument},
-	{errBatchTooLarge, codes.ResourceExhausted, pb.ReasonBatchTooLarge},
-	{store.ErrNamespaceNotFound, codes.NotFound, pb.ReasonNamespaceNotFound},
-	{errDenied, codes.PermissionDenied, pb.ReasonTenantDenied},
-	{errUnauthenticated, codes.Unauthenticated, pb.ReasonUnauthenticated},
-	{errVersion, codes.FailedPrecondition, pb.ReasonVersionMismatch},
-	{store.ErrLeaseExpired, codes.FailedPrecondition, pb.ReasonLeaseExpired},
-	{store.ErrLeaseNotFound, codes.NotFound, pb.ReasonLeaseNotFound},
-	{store.ErrLeaseLimit, codes.ResourceExhausted, pb.ReasonLeaseLimit},
-	{store.ErrNoSpace, codes.ResourceExhausted, pb.ReasonNoSpace},
-	{store.ErrNotAdmitted, codes.ResourceExhausted, pb.ReasonNotAdmitted},
-	{store.ErrUnknownWrite, codes.NotFound, pb.ReasonWriteUnknown},
-	{store.ErrWriteExpired, codes.FailedPrecondition, pb.ReasonWriteExpired},
-	{store.ErrWriteClosed, codes.FailedPrecondition, pb.ReasonWriteClosed},
-	{store.ErrWriteOutOfRange, codes.OutOfRange, pb.ReasonWriteOutOfRange},
-	{errTruncated, codes.Aborted, pb.ReasonTruncated},
-	{errRegistry, codes.Unavailable, pb.ReasonRegistry},
-	{store.ErrClosed, codes.Unavailable, pb.ReasonShuttingDown},
+	{errBadRequest, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{namespace.ErrInvalid, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{namespace.ErrBadID, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{namespace.ErrBadKey, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{store.ErrBadSize, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{errBatchTooLarge, codes.ResourceExhausted, pb.ReasonBatchTooLarge, frame.CodeBatchTooLarge},
+	{store.ErrNamespaceNotFound, codes.NotFound, pb.ReasonNamespaceNotFound, frame.CodeNamespaceNotFound},
+	{errDenied, codes.PermissionDenied, pb.ReasonTenantDenied, frame.CodeDenied},
+	{errUnauthenticated, codes.Unauthenticated, pb.ReasonUnauthenticated, frame.CodeUnauthenticated},
+	{errVersion, codes.FailedPrecondition, pb.ReasonVersionMismatch, frame.CodeVersion},
+	{store.ErrLeaseExpired, codes.FailedPrecondition, pb.ReasonLeaseExpired, frame.CodeLeaseExpired},
+	{store.ErrLeaseNotFound, codes.NotFound, pb.ReasonLeaseNotFound, frame.CodeLeaseNotFound},
+	{store.ErrLeaseLimit, codes.ResourceExhausted, pb.ReasonLeaseLimit, frame.CodeLeaseLimit},
+	{store.ErrNoSpace, codes.ResourceExhausted, pb.ReasonNoSpace, frame.CodeNoSpace},
+	{store.ErrNotAdmitted, codes.ResourceExhausted, pb.ReasonNotAdmitted, frame.CodeNotAdmitted},
+	{store.ErrUnknownWrite, codes.NotFound, pb.ReasonWriteUnknown, frame.CodeWriteUnknown},
+	{store.ErrWriteExpired, codes.FailedPrecondition, pb.ReasonWriteExpired, frame.CodeWriteExpired},
+	{store.ErrWriteClosed, codes.FailedPrecondition, pb.ReasonWriteClosed, frame.CodeWriteClosed},
+	{store.ErrWriteOutOfRange, codes.OutOfRange, pb.ReasonWriteOutOfRange, frame.CodeWriteOutOfRange},
+	// A frame Put carries its page whole: a truncated one is malformed.
+	{errTruncated, codes.Aborted, pb.ReasonTruncated, frame.CodeBadRequest},
+	// The frame protocol has one "try again later" code.
+	{errRegistry, codes.Unavailable, pb.ReasonRegistry, frame.CodeShuttingDown},
+	{store.ErrClosed, codes.Unavailable, pb.ReasonShuttingDown, frame.CodeShuttingDown},
+	// Admin only (no frame op drops namespaces): asking again will not help.
+	{errNoUnregister, codes.Unimplemented, "", frame.CodeBadRequest},
 }
 
 // toStatus converts an error to a gRPC status error with an ErrorInfo
@@ -78,11 +91,8 @@ func toStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code, reason = codes.DeadlineExceeded, ""
 	default:
-		for _, m := range mapping {
-			if errors.Is(err, m.err) {
-				code, reason = m.code, m.reason
-				break
-			}
+		if i := mapped(err); i >= 0 {
+			code, reason = mapping[i].code, mapping[i].reason
 		}
 	}
 	st := status.New(code, err.Error())
@@ -92,6 +102,25 @@ func toStatus(err error) error {
 		}
 	}
 	return st.Err()
+}
+
+// frameError is the Error frame that answers a request refused with err.
+func frameError(err error) *frame.Error {
+	code := frame.CodeInternal
+	if i := mapped(err); i >= 0 {
+		code = mapping[i].frame
+	}
+	return &frame.Error{Code: code, Message: err.Error()}
+}
+
+// mapped is the index in mapping of the first sentinel err wraps, or -1.
+func mapped(err error) int {
+	for i, m := range mapping {
+		if errors.Is(err, m.err) {
+			return i
+		}
+	}
+	return -1
 }
 
 func badRequest(format string, args ...any) error {

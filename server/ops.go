@@ -6,9 +6,6 @@ import (
 	"math"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
@@ -21,7 +18,8 @@ import (
 
 // namespaceDeleter is the part of a Registry that removes registrations.
 // A Registry without it cannot unregister: DropNamespace with unregister
-// then fails with errNoUnregister and drops nothing.
+// then fails with errNoUnregister (codes.Unimplemented: asking again will
+// not help) and drops nothing.
 type namespaceDeleter interface {
 	// DeleteNamespace removes the registration of id so that no node
 	// learns the namespace again. It should return nil when id is not
@@ -30,23 +28,9 @@ type namespaceDeleter interface {
 	DeleteNamespace(ctx context.Context, id namespace.ID) error
 }
 
-// errNoUnregister is returned by DropNamespace asked to unregister when the
-// registry cannot delete registrations (it lacks DeleteNamespace). It is
-// codes.Unimplemented: asking again will not help.
-var errNoUnregister = errors.New("this node's registry cannot delete namespace registrations")
-
 // maxTTLMs is the longest TTL SetNamespaceTTL accepts: what a
 // time.Duration holds.
 const maxTTLMs = math.MaxInt64 / int64(time.Millisecond)
-
-// opsStatus is toStatus, plus the one error of this file that the shared
-// table does not map.
-func opsStatus(err error) error {
-	if errors.Is(err, errNoUnregister) {
-		return status.Error(codes.Unimplemented, err.Error())
-	}
-	return toStatus(err)
-}
 
 // DropNamespace removes a namespace's pages from this node and forgets it
 // here; with unregister it first deletes the registration, so that neither
@@ -56,7 +40,7 @@ func opsStatus(err error) error {
 // it afresh.
 func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (*pb.DropNamespaceResponse, error) {
 	resp, err := s.dropNamespace(ctx, req)
-	return resp, opsStatus(err)
+	return resp, toStatus(err)
 }
 
 func (s *Server) dropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (*pb.DropNamespaceResponse, error) {
@@ -152,7 +136,7 @@ func (s *Server) unregister(ctx context.Context, id namespace.ID) error {
 // their leases end. The TTL lives in this node's memory.
 func (s *Server) SetNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (*pb.SetNamespaceTTLResponse, error) {
 	resp, err := s.setNamespaceTTL(ctx, req)
-	return resp, opsStatus(err)
+	return resp, toStatus(err)
 }
 
 func (s *Server) setNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (*pb.SetNamespaceTTLResponse, error) {
@@ -189,7 +173,7 @@ const defaultLeaseLimit = 10000
 func (s *Server) ListLeases(ctx context.Context, req *pb.ListLeasesRequest) (*pb.ListLeasesResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
-		return nil, opsStatus(err)
+		return nil, toStatus(err)
 	}
 	limit := int(req.GetLimit())
 	if limit == 0 {

@@ -1,25 +1,22 @@
-// Package server implements strata's gRPC services (strata.v1.Strata and
-// strata.v1.Admin) over a store: request validation, tenant checks, the
-// namespace handshake, streaming of page bytes, and the mapping of errors to
-// gRPC codes.
+// Package server serves a store to clients: strata's gRPC services
+// (strata.v1.Strata, Admin and Cluster) and the frame protocol's data
+// plane over raw tcp and a same-host Unix socket (shm). One transport-
+// neutral request layer (requests.go, auth.go) authenticates, checks
+// tenants, validates requests and runs the operations; the gRPC handlers
+// (grpc_*.go, admin.go, ops.go, cluster.go) and the frame handlers
+// (frame_*.go) only decode, call it and encode. Errors become gRPC status
+// codes and reasons and frame error codes in one table (errors.go), the
+// store's per-page outcomes wire statuses in another (statuses.go).
 package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/metrics"
@@ -243,7 +240,7 @@ func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest
 	}, nil
 }
 
-// namespaceOf authenticates the caller and resolves a request's namespace.
+// namespaceOf authenticates a gRPC request and resolves its namespace.
 func (s *Server) namespaceOf(ctx context.Context, raw []byte) (store.Namespace, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
@@ -253,13 +250,7 @@ func (s *Server) namespaceOf(ctx context.Context, raw []byte) (store.Namespace, 
 	if err != nil {
 		return store.Namespace{}, err
 	}
-	n, ok := s.cfg.Store.Namespace(id)
-	if !ok {
-		if n, ok = s.adopt(ctx, id); !ok {
-			return store.Namespace{}, errorf(store.ErrNamespaceNotFound, "namespace %s is not registered (open it first)", id.Short())
-		}
-	}
-	return n, c.mayUse(n.Tenant)
+	return s.resolve(ctx, c, id)
 }
 
 // adopt makes known a namespace that another node registered after this
@@ -299,7 +290,6 @@ const unknownTTL = time.Second
 // at once.
 const maxUnknown = 4096
 
-// keysOf validates a batch of wire keys.
 // namespaceKeys is namespaceOf and keysOf, for the calls that take a
 // namespace and keys.
 func (s *Server) namespaceKeys(ctx context.Context, rawNS []byte, rawKeys [][]byte) (store.Namespace, []namespace.Key, error) {
@@ -311,12 +301,10 @@ func (s *Server) namespaceKeys(ctx context.Context, rawNS []byte, rawKeys [][]by
 	return n, keys, err
 }
 
+// keysOf decodes a batch of wire keys.
 func (s *Server) keysOf(raw [][]byte) ([]namespace.Key, error) {
-	if len(raw) == 0 {
-		return nil, badRequest("no keys")
-	}
-	if len(raw) > s.cfg.MaxBatch {
-		return nil, errorf(errBatchTooLarge, "%d keys, the limit is %d", len(raw), s.cfg.MaxBatch)
+	if err := s.checkBatch(len(raw), "keys"); err != nil {
+		return nil, err
 	}
 	keys := make([]namespace.Key, len(raw))
 	for i, b := range raw {
@@ -327,169 +315,4 @@ func (s *Server) keysOf(raw [][]byte) ([]namespace.Key, error) {
 		keys[i] = k
 	}
 	return keys, nil
-}
-
-// GRPCOptions are the options of the gRPC server s is registered on: a
-// codec that sends Get pages straight from the store's memory (no protobuf
-// copy, no pooled message buffer) and hands Put and Write data to the store
-// from gRPC's receive buffers (no protobuf copy). The codec speaks standard
-// protobuf, so any client works; every other message goes through the
-// protobuf codec. Calling GRPCOptions turns the zero-copy data path on: pass
-// the options to the grpc.NewServer that s registers on, or do not call it.
-func (s *Server) GRPCOptions() []grpc.ServerOption {
-	s.rawData.Store(true)
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(dataCodec{})}
-}
-
-// dataCodec is protobuf, with fast paths for the data messages: it
-// marshals *pageOut (a GetResponse whose data is sent by reference) and
-// unmarshals into *dataIn (a PutRequest or WriteRequest whose data stays in
-// the receive buffers).
-type dataCodec struct{}
-
-func protoCodec() encoding.CodecV2 { return encoding.GetCodecV2(grpcproto.Name) }
-
-func (dataCodec) Name() string { return grpcproto.Name }
-
-func (dataCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if p, ok := v.(*pageOut); ok {
-		return p.marshal()
-	}
-	return protoCodec().Marshal(v)
-}
-
-func (dataCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if d, ok := v.(*dataIn); ok {
-		return d.unmarshal(data)
-	}
-	return protoCodec().Unmarshal(data, v)
-}
-
-// pageOut is one GetResponse: an optional header and a chunk of page bytes
-// that the transport reads in place. A chunk of more than a kilobyte is
-// referenced, not copied: released receives once the transport is done
-// with it, and the sender must keep the bytes unchanged (the page pinned)
-// until then.
-type pageOut struct {
-	header   *pb.PageHeader
-	data     []byte
-	released chan struct{}
-	// referenced is set by marshal when data is referenced: one value will
-	// arrive on released.
-	referenced bool
-}
-
-func (p *pageOut) marshal() (mem.BufferSlice, error) {
-	var prefix []byte
-	if p.header != nil {
-		h, err := proto.Marshal(p.header)
-		if err != nil {
-			return nil, err
-		}
-		prefix = protowire.AppendTag(prefix, 1, protowire.BytesType)
-		prefix = protowire.AppendBytes(prefix, h)
-	}
-	b, referenced := pb.AppendData(prefix, 2, p.data, p.released)
-	p.referenced = p.referenced || referenced
-	return b, nil
-}
-
-// dataIn is a PutRequest or WriteRequest whose data field is left in gRPC's
-// receive buffers: msg receives every other field, data the pieces of the
-// data field (views into bufs, which holds a reference until free).
-type dataIn struct {
-	msg       proto.Message
-	dataField protowire.Number
-	bufs      mem.BufferSlice
-	data      [][]byte
-	size      int
-}
-
-func (d *dataIn) unmarshal(b mem.BufferSlice) error {
-	d.data, d.size = d.data[:0], 0
-	rest, err := splitField(b, d.dataField, func(piece []byte, first bool) {
-		if first { // a bytes field named twice: the last one wins
-			d.data, d.size = d.data[:0], 0
-			return
-		}
-		d.data = append(d.data, piece)
-		d.size += len(piece)
-	})
-	if err != nil {
-		return err
-	}
-	if err := proto.Unmarshal(rest, d.msg); err != nil {
-		return err
-	}
-	if d.size > 0 {
-		b.Ref()
-		d.bufs = b
-	}
-	return nil
-}
-
-// free drops the reference to the receive buffers.
-func (d *dataIn) free() {
-	if d.bufs != nil {
-		d.bufs.Free()
-		d.bufs = nil
-	}
-	d.data, d.size = d.data[:0], 0
-}
-
-// splitField walks a protobuf message held in pieces: the bytes of field
-// num (a bytes field) go to piece in order, as views of b, first set on the
-// first piece of each occurrence (protobuf keeps the last); every other
-// field is copied into rest, a message of its own.
-func splitField(b mem.BufferSlice, num protowire.Number, piece func(p []byte, first bool)) (rest []byte, err error) {
-	r := pb.NewPieceReader(b)
-	for !r.Done() {
-		tag, err := r.Varint()
-		if err != nil {
-			return nil, err
-		}
-		n, typ := protowire.DecodeTag(tag)
-		if n <= 0 {
-			return nil, errors.New("bad field number")
-		}
-		switch typ {
-		case protowire.VarintType:
-			v, err := r.Varint()
-			if err != nil {
-				return nil, err
-			}
-			rest = protowire.AppendVarint(protowire.AppendTag(rest, n, typ), v)
-		case protowire.Fixed32Type, protowire.Fixed64Type:
-			size := 4
-			if typ == protowire.Fixed64Type {
-				size = 8
-			}
-			rest = protowire.AppendTag(rest, n, typ)
-			if err := r.Take(size, func(p []byte) { rest = append(rest, p...) }); err != nil {
-				return nil, err
-			}
-		case protowire.BytesType:
-			size, err := r.Varint()
-			if err != nil {
-				return nil, err
-			}
-			if size > uint64(r.Left()) {
-				return nil, io.ErrUnexpectedEOF
-			}
-			if n == num {
-				piece(nil, true)
-				if err := r.Take(int(size), func(p []byte) { piece(p, false) }); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			rest = protowire.AppendVarint(protowire.AppendTag(rest, n, typ), size)
-			if err := r.Take(int(size), func(p []byte) { rest = append(rest, p...) }); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("field %d: unsupported wire type %d", n, typ)
-		}
-	}
-	return rest, nil
 }

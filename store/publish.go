@@ -28,7 +28,8 @@ type PageSpec struct {
 	ChainDepth uint32
 }
 
-// ReserveStatus is the answer to one page of a Reserve.
+// ReserveStatus is the answer to one page of a Reserve. The values are the
+// store's own; the server maps them to its wire enums (server/statuses.go).
 type ReserveStatus uint8
 
 // Reserve outcomes.
@@ -50,7 +51,9 @@ type Reservation struct {
 type CommitStatus uint8
 
 // Commit outcomes. Every outcome but CommitCommitted leaves the page
-// unpublished by this writer and its reserved space returned.
+// unpublished by this writer and its reserved space returned. The values
+// are the store's own; the server maps them to its wire enums
+// (server/statuses.go).
 const (
 	CommitCommitted        CommitStatus = iota + 1 // published (also for a repeated commit)
 	CommitExists                                   // another writer published the key first
@@ -60,7 +63,6 @@ const (
 	CommitUnknownWrite                             // the write id was never issued or is forgotten
 	CommitExpired                                  // the reservation's deadline passed
 	CommitAborted                                  // the reservation was aborted
-	_                                              // (rejected: a one-call put's reserve outcome)
 	CommitFailed                                   // the tier failed to make the page durable
 	numCommitStatus
 )
@@ -260,6 +262,60 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	s.writeOutcomes.add(writeID, st)
 	close(r.done)
 	return st, nil
+}
+
+// PutResult is the outcome of a one-call Put.
+type PutResult struct {
+	// Reserve is the page's reserve outcome; the page was written and
+	// committed only when it is Reserved.
+	Reserve ReserveStatus
+	// Commit is the commit outcome when Reserve is Reserved: CommitAborted
+	// when fill failed.
+	Commit CommitStatus
+	// Err says why, for a rejected page (Reservation.Err) or a failed fill.
+	Err error
+}
+
+// Committed reports whether the put published the page.
+func (r PutResult) Committed() bool { return r.Reserve == Reserved && r.Commit == CommitCommitted }
+
+// Put publishes one page in one call: it reserves the page (ttl as for
+// Reserve), lets fill write its bytes in order through write (each call
+// appends to what was written), then verifies size and checksum and
+// commits, with the checks and outcomes of Reserve, Write and Commit. A
+// page that is already published or refused is answered so (Reserve
+// Exists or Rejected) without calling fill. When fill returns an error
+// (its own, or the first of write's), the reservation is aborted and the
+// error returned with the result (Commit CommitAborted); a fill that
+// returns early writes fewer bytes than the page's, which commits as
+// CommitIncomplete. The other errors are Reserve's (unknown namespace,
+// closed store), with a zero result.
+func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(write func(p []byte) error) error) (PutResult, error) {
+	res, err := s.Reserve(id, []PageSpec{spec}, ttl)
+	if err != nil {
+		return PutResult{}, err
+	}
+	r := res[0]
+	if r.Status != Reserved {
+		return PutResult{Reserve: r.Status, Err: r.Err}, nil
+	}
+	var off int64
+	write := func(p []byte) error {
+		if err := s.Write(id, r.WriteID, off, p); err != nil {
+			return err
+		}
+		off += int64(len(p))
+		return nil
+	}
+	if err := fill(write); err != nil {
+		_, _ = s.Abort(id, []uint64{r.WriteID})
+		return PutResult{Reserve: Reserved, Commit: CommitAborted, Err: err}, err
+	}
+	st, err := s.Commit(id, r.WriteID, spec.Size, sum)
+	if err != nil {
+		return PutResult{}, err
+	}
+	return PutResult{Reserve: Reserved, Commit: st}, nil
 }
 
 // verify closes the reservation to writes and checks size, completeness and

@@ -9,24 +9,25 @@ import (
 	"github.com/stratakv/strata/store"
 )
 
+// The gRPC handlers of the read side: decode, call the request layer
+// (requests.go), encode.
+
 // Lookup answers the hit prefix and presence of keys, optionally leasing
 // the hit prefix.
 func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
-	resp, err := s.lookup(ctx, req)
+	resp, err := s.lookupRPC(ctx, req)
 	return resp, toStatus(err)
 }
 
-func (s *Server) lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
+func (s *Server) lookupRPC(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, err
 	}
-	ttl := time.Duration(req.GetLeaseTtlMs()) * time.Millisecond
-	res, err := s.cfg.Store.Lookup(n.ID, keys, req.GetLease(), ttl)
+	res, err := s.lookup(n, keys, req.GetLease(), time.Duration(req.GetLeaseTtlMs())*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
-	s.recordHits(n.ID, res)
 	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,
 		Sizes: make([]uint64, len(res.Sizes))}
 	for i, sz := range res.Sizes {
@@ -45,10 +46,10 @@ func leaseProto(l store.Lease) *pb.Lease {
 // Get streams pages in request order: a header per page, then its bytes in
 // chunks. Each page stays pinned while its bytes are sent.
 func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
-	return toStatus(s.get(req, stream))
+	return toStatus(s.getRPC(req, stream))
 }
 
-func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
+func (s *Server) getRPC(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	ctx := stream.Context()
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
@@ -63,21 +64,12 @@ func (s *Server) get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	if s.rawData.Load() {
 		send = sendByReference(ctx, stream, chunk)
 	}
-	return s.cfg.Store.Read(n.ID, req.GetLeaseId(), keys, func(i int, p store.PageView) error {
+	return s.read(n, req.GetLeaseId(), keys, func(i int, p store.PageView) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h := &pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
-			Checksum: p.Checksum, ChecksumAlgorithm: alg}
-		start := time.Now()
-		if err := send(h, p.Data); err != nil {
-			return err
-		}
-		if p.Found {
-			s.metrics.Transfer(n.ID, "out", len(p.Data))
-			s.metrics.PageTime("out", time.Since(start))
-		}
-		return nil
+		return send(&pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
+			Checksum: p.Checksum, ChecksumAlgorithm: alg}, p.Data)
 	})
 }
 
@@ -194,7 +186,7 @@ func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	deleted, err := s.cfg.Store.Delete(n.ID, keys)
+	deleted, err := s.remove(n, keys)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+)
+
+// sentinels names every sentinel error a request can fail with. The test
+// below reads the errors.go files, so a sentinel added there and missing
+// here (and so, likely, from the table) fails it.
+var sentinels = map[string]error{
+	"store.ErrClosed": store.ErrClosed, "store.ErrNamespaceNotFound": store.ErrNamespaceNotFound,
+	"store.ErrBadSize": store.ErrBadSize, "store.ErrNoSpace": store.ErrNoSpace,
+	"store.ErrUnknownWrite": store.ErrUnknownWrite, "store.ErrWriteExpired": store.ErrWriteExpired,
+	"store.ErrWriteClosed": store.ErrWriteClosed, "store.ErrWriteOutOfRange": store.ErrWriteOutOfRange,
+	"store.ErrLeaseExpired": store.ErrLeaseExpired, "store.ErrLeaseNotFound": store.ErrLeaseNotFound,
+	"store.ErrLeaseLimit": store.ErrLeaseLimit, "store.ErrNotAdmitted": store.ErrNotAdmitted,
+	"namespace.ErrBadID": namespace.ErrBadID, "namespace.ErrBadKey": namespace.ErrBadKey,
+	"namespace.ErrInvalid": namespace.ErrInvalid,
+	"server.errBadRequest": errBadRequest, "server.errBatchTooLarge": errBatchTooLarge,
+	"server.errDenied": errDenied, "server.errUnauthenticated": errUnauthenticated,
+	"server.errVersion": errVersion, "server.errRegistry": errRegistry, "server.errTruncated": errTruncated,
+	"server.errNoUnregister": errNoUnregister,
+}
+
+// frameMeaning is what each frame error code means on gRPC: the codes and
+// reasons an error of that frame code may carry there.
+var frameMeaning = map[frame.Code]struct {
+	codes   []codes.Code
+	reasons []string
+}{
+	frame.CodeBadRequest: {[]codes.Code{codes.InvalidArgument, codes.Aborted, codes.Unimplemented},
+		[]string{pb.ReasonInvalidArgument, pb.ReasonTruncated, ""}},
+	frame.CodeUnauthenticated:   {[]codes.Code{codes.Unauthenticated}, []string{pb.ReasonUnauthenticated}},
+	frame.CodeDenied:            {[]codes.Code{codes.PermissionDenied}, []string{pb.ReasonTenantDenied}},
+	frame.CodeNamespaceNotFound: {[]codes.Code{codes.NotFound}, []string{pb.ReasonNamespaceNotFound}},
+	frame.CodeLeaseExpired:      {[]codes.Code{codes.FailedPrecondition}, []string{pb.ReasonLeaseExpired}},
+	frame.CodeLeaseNotFound:     {[]codes.Code{codes.NotFound}, []string{pb.ReasonLeaseNotFound}},
+	frame.CodeLeaseLimit:        {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonLeaseLimit}},
+	frame.CodeBatchTooLarge:     {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonBatchTooLarge}},
+	frame.CodeNoSpace:           {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonNoSpace}},
+	frame.CodeVersion:           {[]codes.Code{codes.FailedPrecondition}, []string{pb.ReasonVersionMismatch}},
+	frame.CodeShuttingDown:      {[]codes.Code{codes.Unavailable}, []string{pb.ReasonShuttingDown, pb.ReasonRegistry}},
+	frame.CodeWriteUnknown:      {[]codes.Code{codes.NotFound}, []string{pb.ReasonWriteUnknown}},
+	frame.CodeWriteExpired:      {[]codes.Code{codes.FailedPrecondition}, []string{pb.ReasonWriteExpired}},
+	frame.CodeWriteClosed:       {[]codes.Code{codes.FailedPrecondition}, []string{pb.ReasonWriteClosed}},
+	frame.CodeNotAdmitted:       {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonNotAdmitted}},
+	frame.CodeWriteOutOfRange:   {[]codes.Code{codes.OutOfRange}, []string{pb.ReasonWriteOutOfRange}},
+}
+
+// declaredErrors lists the package-level error variables of a Go file, as
+// pkg.Name.
+func declaredErrors(t *testing.T, pkg, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.VAR {
+			continue
+		}
+		for _, sp := range g.Specs {
+			for _, n := range sp.(*ast.ValueSpec).Names {
+				if strings.HasPrefix(strings.ToLower(n.Name), "err") {
+					names = append(names, pkg+"."+n.Name)
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no errors declared in %s", path)
+	}
+	return names
+}
+
+// TestEveryErrorMapsOnBothWires: every sentinel of the store, the
+// namespace package and the server has a row in the one table, with a
+// gRPC code and a frame code that mean the same, neither INTERNAL, and
+// toStatus and frameError answer them.
+func TestEveryErrorMapsOnBothWires(t *testing.T) {
+	var names []string
+	for _, f := range []struct{ pkg, path string }{
+		{"store", "../store/errors.go"}, {"namespace", "../namespace/errors.go"}, {"server", "errors.go"},
+	} {
+		names = append(names, declaredErrors(t, f.pkg, f.path)...)
+	}
+	for _, name := range names {
+		sentinel, ok := sentinels[name]
+		if !ok {
+			t.Errorf("%s: not in this test's list of sentinels; add it, and a row to the table in errors.go", name)
+			continue
+		}
+		err := fmt.Errorf("doing something: %w", sentinel)
+		i := mapped(err)
+		if i < 0 || mapping[i].err != sentinel {
+			t.Errorf("%s: no row of its own in the table", name)
+			continue
+		}
+		m := mapping[i]
+		meaning, ok := frameMeaning[m.frame]
+		switch {
+		case m.code == codes.Internal || m.code == codes.OK:
+			t.Errorf("%s: gRPC code %v", name, m.code)
+		case !ok:
+			t.Errorf("%s: frame code %d (INTERNAL or unknown)", name, m.frame)
+		case !slices.Contains(meaning.codes, m.code) || !slices.Contains(meaning.reasons, m.reason):
+			t.Errorf("%s: gRPC %v %q and frame code %d disagree", name, m.code, m.reason, m.frame)
+		}
+		if got := frameError(err); got.Code != m.frame || got.Message != err.Error() {
+			t.Errorf("%s: frame error %+v", name, got)
+		}
+		st, _ := status.FromError(toStatus(err))
+		if st.Code() != m.code || pb.ReasonOf(st.Err()) != m.reason {
+			t.Errorf("%s: status %v %q, want %v %q", name, st.Code(), pb.ReasonOf(st.Err()), m.code, m.reason)
+		}
+	}
+}
+
+// TestAdmissionAndRangeErrorsReachFrameClients: the two errors the frame
+// table once lacked reach a frame client as their own codes.
+func TestAdmissionAndRangeErrorsReachFrameClients(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want frame.Code
+	}{
+		{fmt.Errorf("page 01: %w", store.ErrNotAdmitted), frame.CodeNotAdmitted},
+		{fmt.Errorf("write 7: %w", store.ErrWriteOutOfRange), frame.CodeWriteOutOfRange},
+	} {
+		if got := frameError(c.err).Code; got != c.want {
+			t.Errorf("%v: frame code %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+// TestUnmappedErrors: context errors keep gRPC's codes; anything else is
+// INTERNAL on both wires.
+func TestUnmappedErrors(t *testing.T) {
+	if c := status.Code(toStatus(context.Canceled)); c != codes.Canceled {
+		t.Errorf("canceled: %v", c)
+	}
+	if c := status.Code(toStatus(fmt.Errorf("x: %w", context.DeadlineExceeded))); c != codes.DeadlineExceeded {
+		t.Errorf("deadline: %v", c)
+	}
+	other := errors.New("disk on fire")
+	if c := status.Code(toStatus(other)); c != codes.Internal || pb.ReasonOf(toStatus(other)) != pb.ReasonInternal {
+		t.Errorf("other: %v", c)
+	}
+	if c := frameError(other).Code; c != frame.CodeInternal {
+		t.Errorf("other, frame: %d", c)
+	}
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transport"
+)
+
+// shmConn serves one connection of the framed protocol: an shm connection
+// (host set: the arena is shared) or a raw tcp one (host nil: page bytes
+// travel inline, server/raw.go). Its goroutine owns every field. It reads
+// frames, hands each request to its handler (frame_ops.go), which calls
+// the request layer (requests.go), and answers.
+type shmConn struct {
+	s      *Server
+	c      *transport.Conn
+	host   *tiers.Host // the shared arena; nil on tcp
+	cfg    connConfig
+	caller caller
+	// writes are the reservations this connection was given and has not
+	// committed or aborted: aborted when it ends.
+	writes map[uint64]shmWrite
+	// writeBy is the write deadline set on the connection (raw_conn.go).
+	writeBy time.Time
+	// version is the protocol version the client said hello with.
+	version uint16
+}
+
+// connConfig is what a listener tells its connections.
+type connConfig struct {
+	arenaID      uint64
+	helloTimeout time.Duration
+	// writeTimeout bounds writing one answer (the pages of a Read stay
+	// pinned until it is written); 0: none.
+	writeTimeout time.Duration
+}
+
+// shmWrite is an open reservation of a connection.
+type shmWrite struct {
+	ns    namespace.ID
+	start time.Time // when the extent was handed out
+	// mapped: the client writes the bytes into the arena itself, so they
+	// are counted in at the commit; bytes in Write frames are counted as
+	// they come (write).
+	mapped bool
+}
+
+func (sc *shmConn) serve() {
+	defer sc.cleanup()
+	defer sc.c.Close()
+	log := sc.s.log
+	if err := sc.handshake(); err != nil {
+		log.Info("shm: handshake refused", "err", err)
+		return
+	}
+	for {
+		id, m, err := sc.c.Recv()
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			return
+		case errors.Is(err, frame.ErrMalformed) && m == nil && id != 0:
+			// The body did not decode but the stream is in step: answer.
+			if sc.reply(id, frameError(badRequest("%v", err))) != nil {
+				return
+			}
+			continue
+		case err != nil:
+			// A frame too large or a broken header: the stream is lost.
+			_ = sc.c.Send(id, frameError(badRequest("%v", err)))
+			log.Info("shm: closing connection", "err", err)
+			return
+		}
+		if r, ok := m.(*frame.Read); ok {
+			if err := sc.read(id, r); err != nil {
+				log.Info("shm: closing connection", "err", err)
+				return
+			}
+			continue
+		}
+		resp := sc.handle(m)
+		if resp == nil {
+			continue // one-way
+		}
+		if sc.reply(id, resp) != nil {
+			return
+		}
+	}
+}
+
+func (sc *shmConn) reply(id uint64, m frame.Message) error { return sc.c.Send(id, m) }
+
+// handshake checks the token (and, on the Unix socket, the peer's user),
+// then sends the Welcome, with the arena's and generations' fds on the
+// Unix socket.
+func (sc *shmConn) handshake() error {
+	if uc := sc.c.Unix(); uc != nil && sc.host != nil {
+		if err := checkPeer(uc); err != nil {
+			_ = sc.c.Send(0, &frame.Error{Code: frame.CodeDenied, Message: err.Error()})
+			return err
+		}
+	}
+	nc := sc.c.Net()
+	_ = nc.SetDeadline(time.Now().Add(sc.cfg.helloTimeout))
+	defer nc.SetDeadline(time.Time{})
+	id, m, err := sc.c.Recv()
+	if err != nil {
+		return err
+	}
+	hello, ok := m.(*frame.Hello)
+	if !ok {
+		err := badRequest("first frame is op %d, not hello", m.Op())
+		_ = sc.c.Send(id, frameError(err))
+		return err
+	}
+	if hello.Version < frame.MinProtocolVersion || hello.Version > frame.ProtocolVersion {
+		err := errorf(errVersion, "shm protocol %d: this node speaks %d to %d", hello.Version, frame.MinProtocolVersion, frame.ProtocolVersion)
+		_ = sc.c.Send(id, frameError(err))
+		return err
+	}
+	sc.version = hello.Version
+	if sc.caller, err = sc.s.authenticate(hello.Token); err != nil {
+		_ = sc.c.Send(id, frameError(err))
+		return err
+	}
+	w := &frame.Welcome{Version: sc.version, NodeID: sc.s.cfg.NodeID, MaxBatch: uint32(sc.s.cfg.MaxBatch)}
+	h := sc.host
+	if h == nil {
+		return sc.c.Send(id, w)
+	}
+	w.ArenaID, w.ArenaSize, w.GenWords = sc.cfg.arenaID, h.Size(), h.GenWords()
+	return sc.c.SendFDs(id, w, h.FD(), h.GenFD())
+}
+
+// cleanup aborts the reservations left.
+func (sc *shmConn) cleanup() {
+	st := sc.s.cfg.Store
+	for wid, w := range sc.writes {
+		_, _ = st.Abort(w.ns, []uint64{wid})
+	}
+}
+
+func (sc *shmConn) handle(m frame.Message) frame.Message {
+	var (
+		resp frame.Message
+		err  error
+	)
+	switch m := m.(type) {
+	case *frame.Get:
+		resp, err = sc.get(m)
+	case *frame.Write:
+		sc.write(m)
+		return nil
+	case *frame.Reserve:
+		resp, err = sc.reserve(m)
+	case *frame.Commit:
+		resp, err = sc.commit(m)
+	case *frame.Abort:
+		resp, err = sc.abort(m)
+	case *frame.Put:
+		if sc.version < 3 {
+			err = badRequest("put needs protocol 3, the connection said hello with %d", sc.version)
+			break
+		}
+		resp, err = sc.put(m)
+	case *frame.Lookup:
+		if sc.version < 3 {
+			err = badRequest("lookup needs protocol 3, the connection said hello with %d", sc.version)
+			break
+		}
+		resp, err = sc.lookup(m)
+	case *frame.Served:
+		if n, err := sc.namespace(m.NS); err == nil {
+			sc.s.served(n, int(min(m.Bytes, 1<<40)))
+		}
+		return nil
+	default:
+		err = badRequest("op %d is not a request", m.Op())
+	}
+	if err != nil {
+		return frameError(err)
+	}
+	return resp
+}
+
+// namespace resolves a request's namespace for the connection's caller.
+func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
+	return sc.s.resolve(context.Background(), sc.caller, id)
+}

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/transport"
+)
+
+// The frame handlers: each decodes nothing more (the frame codec did),
+// calls the request layer (requests.go) and encodes the answer. What is
+// frame-only stays here: page bytes written straight from the store's
+// pinned view (Read), the shared arena's extents (Get, Reserve over shm)
+// and the reservations a connection holds.
+
+// read answers a Read with the pages' bytes inline: per key a Page frame,
+// its bytes written straight from the store's view of the page (the arena
+// for the host tier, a copy for the others) with one writev, while the
+// store keeps the page pinned. A request the node refuses is answered with
+// one Error frame. The error returned is the connection's: it cannot
+// continue.
+func (sc *shmConn) read(id uint64, m *frame.Read) error {
+	n, err := sc.namespace(m.NS)
+	if err == nil {
+		err = sc.s.checkBatch(len(m.Keys), "keys")
+	}
+	if err != nil {
+		return sc.reply(id, frameError(err))
+	}
+	sc.armWrite()
+	var (
+		sent  int
+		ioErr error
+		page  frame.Page
+	)
+	err = sc.s.read(n, m.Lease, m.Keys, func(i int, p store.PageView) error {
+		page = frame.Page{Index: uint32(i), Found: p.Found}
+		if p.Found {
+			page.Checksum, page.Data = p.Checksum, p.Data
+		}
+		if ioErr = sc.c.SendFrames(transport.Frame{ID: id, Msg: &page}); ioErr != nil {
+			return ioErr
+		}
+		sent++
+		return nil
+	})
+	switch {
+	case ioErr != nil:
+		return ioErr
+	case err != nil && sent > 0:
+		return fmt.Errorf("read failed after %d of %d pages: %w", sent, len(m.Keys), err)
+	case err != nil:
+		return sc.reply(id, frameError(err))
+	}
+	return nil
+}
+
+// armWrite makes sure an answer's writing has at least half the write
+// timeout left: the deadline is moved (a runtime timer update) only when
+// less is left, not per Read.
+func (sc *shmConn) armWrite() {
+	d := sc.cfg.writeTimeout
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if sc.writeBy.Sub(now) >= d/2 {
+		return
+	}
+	sc.writeBy = now.Add(d)
+	_ = sc.c.Net().SetWriteDeadline(sc.writeBy)
+}
+
+// write takes a one-way Write: its bytes go into the reservation through
+// the store, which checks the reservation is open and the range leaves no
+// gap. A write that fails is only logged: the reservation then lacks bytes
+// and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
+func (sc *shmConn) write(m *frame.Write) {
+	n, err := sc.namespace(m.NS)
+	if err == nil {
+		err = sc.s.write(n, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
+	}
+	if err != nil && !errors.Is(err, store.ErrWriteExpired) {
+		sc.s.log.Debug("raw: write refused", "write", m.WriteID, "err", err)
+	}
+}
+
+// put takes a one-frame Put: the page is published by the request layer's
+// one-call put (store.Put) from the frame's bytes. A page the store has,
+// or refuses, is answered so with its bytes dropped.
+func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	p := m.Page
+	spec := store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+		ChainDepth: p.ChainDepth}
+	res, err := sc.s.put(n, spec, m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
+		func(write func([]byte) error) error { return write(m.Data) })
+	if err != nil && res.Reserve == 0 {
+		return nil, err
+	}
+	resp := &frame.PutOK{Reserve: reserveFrame(res.Reserve)}
+	if res.Reserve == store.Reserved {
+		resp.Commit = commitFrame(res.Commit)
+		if res.Commit != store.CommitCommitted {
+			resp.Reason = res.Commit.String()
+		}
+	}
+	if res.Err != nil {
+		resp.Reason = res.Err.Error()
+	}
+	return resp, nil
+}
+
+// lookup answers a Lookup as the gRPC Lookup does.
+func (sc *shmConn) lookup(m *frame.Lookup) (frame.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sc.s.lookup(n, m.Keys, m.Lease, time.Duration(m.LeaseTTLms)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	resp := &frame.LookupOK{HitPrefix: uint32(res.HitPrefix), Present: res.Present}
+	if l := res.Lease; l != nil {
+		resp.LeaseID, resp.ExpiresMs, resp.LeasePages = l.ID, l.Expires.UnixMilli(), uint32(l.Pages)
+	}
+	return resp, nil
+}
+
+// get locates pages in the shared arena; the client copies them.
+func (sc *shmConn) get(m *frame.Get) (frame.Message, error) {
+	if sc.host == nil {
+		return nil, badRequest("get locates pages in a shared arena; over tcp, read")
+	}
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.s.checkBatch(len(m.Keys), "keys"); err != nil {
+		return nil, err
+	}
+	h, start := sc.host, time.Now()
+	pages, err := sc.s.cfg.Store.Extents(n.ID, m.Lease, m.Keys, h)
+	if err != nil {
+		return nil, err
+	}
+	resp := &frame.GetOK{Pages: make([]frame.PageLoc, len(pages))}
+	var bytes int
+	for i, p := range pages {
+		switch {
+		case !p.Found:
+		case p.Mapped:
+			if idx := h.GenIndex(p.Ext); idx >= 0 {
+				resp.Pages[i] = frame.PageLoc{Status: frame.PageMapped, Checksum: p.Checksum,
+					Ext: frame.Extent{Off: p.Ext.Off, Len: p.Ext.Len, Gen: p.Ext.Gen, GenIndex: idx}}
+				bytes += int(p.Ext.Len)
+				break
+			}
+			fallthrough
+		default:
+			resp.Pages[i] = frame.PageLoc{Status: frame.PageElse, Checksum: p.Checksum}
+		}
+	}
+	if bytes > 0 {
+		sc.s.served(n, bytes)
+		sc.s.metrics.PageTime("out", time.Since(start)) // locating, not copying: the client copies
+	}
+	return resp, nil
+}
+
+// reserve reserves pages; over shm it hands out each reservation's extent
+// in the arena, for the client to write into.
+func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]store.PageSpec, len(m.Pages))
+	for i, p := range m.Pages {
+		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+			ChainDepth: p.ChainDepth}
+	}
+	res, err := sc.s.reserve(n, specs, time.Duration(m.TTLms)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	st, h := sc.s.cfg.Store, sc.host
+	resp := &frame.ReserveOK{Slots: make([]frame.Slot, len(res))}
+	for i, r := range res {
+		slot := &resp.Slots[i]
+		slot.Status = reserveFrame(r.Status)
+		if r.Err != nil {
+			slot.Reason = r.Err.Error()
+		}
+		if r.Status != store.Reserved {
+			continue
+		}
+		slot.WriteID, slot.DeadlineMs = r.WriteID, r.Deadline.UnixMilli()
+		sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now()}
+		if h == nil {
+			continue // tcp: the bytes come in Write frames
+		}
+		ext, mapped, err := st.DirectWrite(n.ID, r.WriteID, h)
+		if err != nil {
+			slot.Status, slot.Reason = reserveFrame(store.Rejected), err.Error()
+			delete(sc.writes, r.WriteID)
+			_, _ = st.Abort(n.ID, []uint64{r.WriteID})
+			continue
+		}
+		if idx := h.GenIndex(ext); mapped && idx >= 0 {
+			slot.Mapped = true
+			sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now(), mapped: true}
+			slot.Ext = frame.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
+		}
+	}
+	return resp, nil
+}
+
+// commit commits reservations; the bytes a client wrote into the arena
+// itself are counted in here.
+func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]commitItem, len(m.Items))
+	for i, it := range m.Items {
+		items[i] = commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum}
+	}
+	sts, err := sc.s.commit(n, items)
+	if err != nil {
+		return nil, err
+	}
+	resp := &frame.CommitOK{Statuses: make([]uint8, len(sts))}
+	var bytes int
+	for i, st := range sts {
+		it := m.Items[i]
+		w, mine := sc.writes[it.WriteID]
+		delete(sc.writes, it.WriteID)
+		resp.Statuses[i] = commitFrame(st)
+		if st == store.CommitCommitted && mine {
+			if w.mapped {
+				bytes += int(it.Size)
+			}
+			sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+		}
+	}
+	sc.s.received(n, bytes)
+	return resp, nil
+}
+
+// abort drops reservations.
+func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
+	n, err := sc.namespace(m.NS)
+	if err != nil {
+		return nil, err
+	}
+	k, err := sc.s.abort(n, m.WriteIDs)
+	if err != nil {
+		return nil, err
+	}
+	for _, wid := range m.WriteIDs {
+		delete(sc.writes, wid)
+	}
+	return &frame.AbortOK{Aborted: uint32(k)}, nil
+}
