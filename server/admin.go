@@ -16,7 +16,7 @@ import (
 func (s *Server) ListNamespaces(ctx context.Context, req *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &pb.ListNamespacesResponse{NodeId: s.cfg.NodeID}
 	for _, st := range s.cfg.Store.Namespaces() {
@@ -32,7 +32,7 @@ func (s *Server) ListNamespaces(ctx context.Context, req *pb.ListNamespacesReque
 func (s *Server) GetNamespace(ctx context.Context, req *pb.GetNamespaceRequest) (*pb.GetNamespaceResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	var match []store.NamespaceStats
 	prefix := strings.ToLower(req.GetIdPrefix())
@@ -47,11 +47,11 @@ func (s *Server) GetNamespace(ctx context.Context, req *pb.GetNamespaceRequest) 
 	}
 	switch {
 	case len(req.GetNamespaceId()) == 0 && prefix == "":
-		return nil, toStatus(badRequest("no namespace id or prefix"))
+		return nil, badRequest("no namespace id or prefix")
 	case len(match) == 0:
-		return nil, toStatus(errorf(store.ErrNamespaceNotFound, "no namespace matches %q%x", prefix, req.GetNamespaceId()))
+		return nil, errorf(store.ErrNamespaceNotFound, "no namespace matches %q%x", prefix, req.GetNamespaceId())
 	case len(match) > 1:
-		return nil, toStatus(badRequest("prefix %q matches %d namespaces", prefix, len(match)))
+		return nil, badRequest("prefix %q matches %d namespaces", prefix, len(match))
 	}
 	return &pb.GetNamespaceResponse{Namespace: s.namespaceInfo(match[0]), NodeId: s.cfg.NodeID}, nil
 }
@@ -76,13 +76,13 @@ func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	var after *namespace.Key
 	if a := req.GetAfterKey(); len(a) > 0 {
 		k, err := namespace.KeyFromBytes(a)
 		if err != nil {
-			return nil, toStatus(badRequest("after key: %v", err))
+			return nil, badRequest("after key: %v", err)
 		}
 		after = &k
 	}
@@ -92,7 +92,7 @@ func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.Lis
 	}
 	infos, next, err := s.cfg.Store.ListKeys(n.ID, after, limit)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &pb.ListKeysResponse{NodeId: s.cfg.NodeID}
 	for _, ki := range infos {
@@ -108,11 +108,11 @@ func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.Lis
 func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.StatKeysResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	infos, ok, err := s.cfg.Store.Stat(n.ID, keys)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &pb.StatKeysResponse{NodeId: s.cfg.NodeID, Keys: make([]*pb.KeyInfo, len(keys))}
 	for i := range infos {
@@ -136,22 +136,15 @@ func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
 }
 
 // TierProto is the wire name of a kind of tier.
-func TierProto(k tiers.Kind) pb.Tier {
-	switch k {
-	case tiers.KindGPU:
-		return pb.Tier_TIER_GPU
-	case tiers.KindHost:
-		return pb.Tier_TIER_HOST
-	case tiers.KindSSD:
-		return pb.Tier_TIER_SSD
-	}
-	return pb.Tier_TIER_UNSPECIFIED
-}
+func TierProto(k tiers.Kind) pb.Tier { return tierWire[k] }
+
+var tierWire = map[tiers.Kind]pb.Tier{tiers.KindGPU: pb.Tier_TIER_GPU, tiers.KindHost: pb.Tier_TIER_HOST,
+	tiers.KindSSD: pb.Tier_TIER_SSD}
 
 // NodeInfo describes this node and its tiers.
 func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeInfoResponse, error) {
 	if _, err := s.callerOf(ctx); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	st := s.cfg.Store.Stats()
 	resp := &pb.NodeInfoResponse{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, Pages: uint64(st.Pages),

@@ -33,7 +33,7 @@ type Coordination interface {
 // Members answers the membership view clients route by.
 func (s *Server) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.MembersResponse, error) {
 	if _, err := s.callerOf(ctx); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return s.view(), nil
 }
@@ -43,7 +43,7 @@ func (s *Server) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.Members
 func (s *Server) WatchMembers(_ *pb.MembersRequest, stream pb.Cluster_WatchMembersServer) error {
 	ctx := stream.Context()
 	if _, err := s.callerOf(ctx); err != nil {
-		return toStatus(err)
+		return err
 	}
 	var changed <-chan struct{}
 	if m := s.cfg.Membership; m != nil {
@@ -93,19 +93,11 @@ func (s *Server) view() *pb.MembersResponse {
 	return resp
 }
 
-func memberState(s membership.State) pb.MemberState {
-	switch s {
-	case membership.Alive:
-		return pb.MemberState_MEMBER_STATE_ALIVE
-	case membership.Suspect:
-		return pb.MemberState_MEMBER_STATE_SUSPECT
-	case membership.Dead:
-		return pb.MemberState_MEMBER_STATE_DEAD
-	case membership.Left:
-		return pb.MemberState_MEMBER_STATE_LEFT
-	}
-	return pb.MemberState_MEMBER_STATE_UNSPECIFIED
-}
+func memberState(s membership.State) pb.MemberState { return memberWire[s] }
+
+var memberWire = map[membership.State]pb.MemberState{membership.Alive: pb.MemberState_MEMBER_STATE_ALIVE,
+	membership.Suspect: pb.MemberState_MEMBER_STATE_SUSPECT, membership.Dead: pb.MemberState_MEMBER_STATE_DEAD,
+	membership.Left: pb.MemberState_MEMBER_STATE_LEFT}
 
 // tierByName is the wire name of a tier named as in gossip metadata.
 func tierByName(name string) pb.Tier {
@@ -144,19 +136,19 @@ func (s *Server) addCutoffs(resp *pb.MembersResponse) {
 func (s *Server) Hints(ctx context.Context, req *pb.HintsRequest) (*pb.HintsResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if !c.admin {
-		return nil, toStatus(fmt.Errorf("child hints are for nodes: %w", errDenied))
+		return nil, fmt.Errorf("child hints are for nodes: %w", errDenied)
 	}
 	if len(req.GetHints()) > s.cfg.MaxBatch {
-		return nil, toStatus(errorf(errBatchTooLarge, "%d hints, the limit is %d", len(req.GetHints()), s.cfg.MaxBatch))
+		return nil, errorf(errBatchTooLarge, "%d hints, the limit is %d", len(req.GetHints()), s.cfg.MaxBatch)
 	}
 	hints := make([]store.ChildHint, len(req.GetHints()))
 	for i, h := range req.GetHints() {
 		if len(h.GetNamespaceId()) != namespace.IDSize || len(h.GetParentKey()) != namespace.KeySize {
-			return nil, toStatus(badRequest("hint %d: namespace id of %d bytes, parent key of %d", i,
-				len(h.GetNamespaceId()), len(h.GetParentKey())))
+			return nil, badRequest("hint %d: namespace id of %d bytes, parent key of %d", i,
+				len(h.GetNamespaceId()), len(h.GetParentKey()))
 		}
 		hints[i] = store.ChildHint{NS: namespace.ID(h.GetNamespaceId()), Parent: namespace.Key(h.GetParentKey()),
 			Added: h.GetAdded(), Worth: h.GetWorth(), Gone: h.GetGone()}

@@ -30,7 +30,7 @@ func TestDataInMatchesProtobuf(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := &dataIn{msg: &pb.PutRequest{}, dataField: 3}
-		if err := in.unmarshal(splitbuf.Split(r, raw)); err != nil {
+		if err := in.UnmarshalBuffers(splitbuf.Split(r, raw)); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		var got []byte
@@ -54,7 +54,7 @@ func TestPageOutMarshalsGetResponse(t *testing.T) {
 		data := bytes.Repeat([]byte{0xA5}, n)
 		out := &pageOut{header: &pb.PageHeader{Index: 3, Found: true, Size: uint64(n), Checksum: []byte{9}},
 			data: data, released: make(chan struct{}, 1)}
-		b, err := dataCodec{}.Marshal(out)
+		b, err := pb.Codec{}.Marshal(out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestPageOutMarshalsGetResponse(t *testing.T) {
 	}
 }
 
-// FuzzSplitField: whatever the bytes, splitField either fails or agrees
+// FuzzSplitField: whatever the bytes, pb.SplitField (through dataIn) either fails or agrees
 // with protobuf on a WriteRequest.
 func FuzzSplitField(f *testing.F) {
 	seed, _ := proto.Marshal(&pb.WriteRequest{NamespaceId: []byte("ns"), WriteId: 7, Offset: 4096, Data: []byte("page bytes")})
@@ -88,7 +88,7 @@ func FuzzSplitField(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, cut uint8) {
 		r := rand.New(rand.NewPCG(uint64(cut), 1))
 		in := &dataIn{msg: &pb.WriteRequest{}, dataField: 4}
-		err := in.unmarshal(splitbuf.Split(r, raw))
+		err := in.UnmarshalBuffers(splitbuf.Split(r, raw))
 		var want pb.WriteRequest
 		werr := proto.Unmarshal(raw, &want)
 		if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -84,17 +86,7 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	code, reason := codes.Internal, pb.ReasonInternal
-	switch {
-	case errors.Is(err, context.Canceled):
-		code, reason = codes.Canceled, ""
-	case errors.Is(err, context.DeadlineExceeded):
-		code, reason = codes.DeadlineExceeded, ""
-	default:
-		if i := mapped(err); i >= 0 {
-			code, reason = mapping[i].code, mapping[i].reason
-		}
-	}
+	code, reason := grpcCode(err)
 	st := status.New(code, err.Error())
 	if reason != "" {
 		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: pb.ErrorDomain}); derr == nil {
@@ -102,6 +94,49 @@ func toStatus(err error) error {
 		}
 	}
 	return st.Err()
+}
+
+// grpcCode is the gRPC code and reason of err.
+func grpcCode(err error) (codes.Code, string) {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled, ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded, ""
+	}
+	if i := mapped(err); i >= 0 {
+		return mapping[i].code, mapping[i].reason
+	}
+	return codes.Internal, pb.ReasonInternal
+}
+
+// withStatus is a copy of d whose handlers return their errors as
+// toStatus makes them: the gRPC handlers return plain errors, mapped here
+// once. An interceptor sees the status.
+func withStatus(d *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *d
+	out.Methods = slices.Clone(d.Methods)
+	for i := range out.Methods {
+		h := d.Methods[i].Handler
+		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			if icpt == nil {
+				resp, err := h(srv, ctx, dec, nil)
+				return resp, toStatus(err)
+			}
+			return h(srv, ctx, dec, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+				return icpt(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+					resp, err := next(ctx, req)
+					return resp, toStatus(err)
+				})
+			})
+		}
+	}
+	out.Streams = slices.Clone(d.Streams)
+	for i := range out.Streams {
+		h := d.Streams[i].Handler
+		out.Streams[i].Handler = func(srv any, stream grpc.ServerStream) error { return toStatus(h(srv, stream)) }
+	}
+	return &out
 }
 
 // frameError is the Error frame that answers a request refused with err.

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
@@ -127,9 +126,8 @@ func TestEveryErrorMapsOnBothWires(t *testing.T) {
 		if got := frameError(err); got.Code != m.frame || got.Message != err.Error() {
 			t.Errorf("%s: frame error %+v", name, got)
 		}
-		st, _ := status.FromError(toStatus(err))
-		if st.Code() != m.code || pb.ReasonOf(st.Err()) != m.reason {
-			t.Errorf("%s: status %v %q, want %v %q", name, st.Code(), pb.ReasonOf(st.Err()), m.code, m.reason)
+		if code, reason := grpcCode(err); code != m.code || reason != m.reason {
+			t.Errorf("%s: gRPC %v %q, want %v %q", name, code, reason, m.code, m.reason)
 		}
 	}
 }
@@ -153,15 +151,15 @@ func TestAdmissionAndRangeErrorsReachFrameClients(t *testing.T) {
 // TestUnmappedErrors: context errors keep gRPC's codes; anything else is
 // INTERNAL on both wires.
 func TestUnmappedErrors(t *testing.T) {
-	if c := status.Code(toStatus(context.Canceled)); c != codes.Canceled {
+	if c, _ := grpcCode(context.Canceled); c != codes.Canceled {
 		t.Errorf("canceled: %v", c)
 	}
-	if c := status.Code(toStatus(fmt.Errorf("x: %w", context.DeadlineExceeded))); c != codes.DeadlineExceeded {
+	if c, _ := grpcCode(fmt.Errorf("x: %w", context.DeadlineExceeded)); c != codes.DeadlineExceeded {
 		t.Errorf("deadline: %v", c)
 	}
 	other := errors.New("disk on fire")
-	if c := status.Code(toStatus(other)); c != codes.Internal || pb.ReasonOf(toStatus(other)) != pb.ReasonInternal {
-		t.Errorf("other: %v", c)
+	if c, r := grpcCode(other); c != codes.Internal || r != pb.ReasonInternal {
+		t.Errorf("other: %v %q", c, r)
 	}
 	if c := frameError(other).Code; c != frame.CodeInternal {
 		t.Errorf("other, frame: %d", c)

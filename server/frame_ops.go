@@ -16,6 +16,13 @@ import (
 // pinned view (Read), the shared arena's extents (Get, Reserve over shm)
 // and the reservations a connection holds.
 
+// frameSpec is a frame's page spec as the store's; the request layer
+// validates it.
+func frameSpec(p frame.PageSpec) store.PageSpec {
+	return store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+		ChainDepth: p.ChainDepth}
+}
+
 // read answers a Read with the pages' bytes inline: per key a Page frame,
 // its bytes written straight from the store's view of the page (the arena
 // for the host tier, a copy for the others) with one writev, while the
@@ -96,10 +103,7 @@ func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := m.Page
-	spec := store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
-		ChainDepth: p.ChainDepth}
-	res, err := sc.s.put(n, spec, m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
+	res, err := sc.s.put(n, frameSpec(m.Page), m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
 		func(write func([]byte) error) error { return write(m.Data) })
 	if err != nil && res.Reserve == 0 {
 		return nil, err
@@ -184,8 +188,7 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 	}
 	specs := make([]store.PageSpec, len(m.Pages))
 	for i, p := range m.Pages {
-		specs[i] = store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
-			ChainDepth: p.ChainDepth}
+		specs[i] = frameSpec(p)
 	}
 	res, err := sc.s.reserve(n, specs, time.Duration(m.TTLms)*time.Millisecond)
 	if err != nil {

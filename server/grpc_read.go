@@ -15,11 +15,6 @@ import (
 // Lookup answers the hit prefix and presence of keys, optionally leasing
 // the hit prefix.
 func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
-	resp, err := s.lookupRPC(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) lookupRPC(ctx context.Context, req *pb.LookupRequest) (*pb.LookupResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, err
@@ -46,10 +41,6 @@ func leaseProto(l store.Lease) *pb.Lease {
 // Get streams pages in request order: a header per page, then its bytes in
 // chunks. Each page stays pinned while its bytes are sent.
 func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
-	return toStatus(s.getRPC(req, stream))
-}
-
-func (s *Server) getRPC(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	ctx := stream.Context()
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
@@ -135,11 +126,11 @@ func sendByReference(ctx context.Context, stream pb.Strata_GetServer, chunk int)
 func (s *Server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb.RenewLeaseResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	l, err := s.cfg.Store.RenewLease(n.ID, req.GetLeaseId(), time.Duration(req.GetTtlMs())*time.Millisecond)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &pb.RenewLeaseResponse{Lease: leaseProto(l)}, nil
 }
@@ -148,10 +139,10 @@ func (s *Server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb
 func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) (*pb.ReleaseLeaseResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if err := s.cfg.Store.ReleaseLease(n.ID, req.GetLeaseId()); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &pb.ReleaseLeaseResponse{}, nil
 }
@@ -162,20 +153,20 @@ func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) 
 func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.OrphansResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if c := req.GetCounted(); int64(c) > int64(len(keys)) {
-		return nil, toStatus(badRequest("counted %d of %d keys", c, len(keys)))
+		return nil, badRequest("counted %d of %d keys", c, len(keys))
 	} else if c > 0 {
 		tokens, flops, err := s.cfg.Store.Uncount(n.ID, keys[:c])
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 		s.recordRetracted(n.ID, tokens, flops)
 	}
 	marked, err := s.cfg.Store.MarkOrphans(n.ID, keys)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &pb.OrphansResponse{Marked: uint32(marked)}, nil
 }
@@ -184,11 +175,11 @@ func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.Orpha
 func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	deleted, err := s.remove(n, keys)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &pb.DeleteResponse{Deleted: uint32(deleted)}, nil
 }

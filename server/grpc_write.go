@@ -33,16 +33,8 @@ func pageSpec(p *pb.PageSpec) (store.PageSpec, error) {
 
 // Reserve sets aside space for pages.
 func (s *Server) Reserve(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {
-	resp, err := s.reserveRPC(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) reserveRPC(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, err
-	}
-	if err := s.checkBatch(len(req.GetPages()), "pages"); err != nil {
 		return nil, err
 	}
 	specs := make([]store.PageSpec, len(req.GetPages()))
@@ -72,10 +64,6 @@ func (s *Server) reserveRPC(ctx context.Context, req *pb.ReserveRequest) (*pb.Re
 // Write receives bytes for reservations. The first message names the
 // namespace; later ones may omit it.
 func (s *Server) Write(stream pb.Strata_WriteServer) error {
-	return toStatus(s.writeRPC(stream))
-}
-
-func (s *Server) writeRPC(stream pb.Strata_WriteServer) error {
 	var (
 		n     store.Namespace
 		open  bool
@@ -118,16 +106,8 @@ func (s *Server) checkChunk(size int) error {
 
 // Commit verifies and publishes reservations.
 func (s *Server) Commit(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
-	resp, err := s.commitRPC(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) commitRPC(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, err
-	}
-	if err := s.checkBatch(len(req.GetItems()), "items"); err != nil {
 		return nil, err
 	}
 	items := make([]commitItem, len(req.GetItems()))
@@ -157,11 +137,11 @@ func commitResult(st store.CommitStatus) *pb.CommitResult {
 func (s *Server) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	k, err := s.abort(n, req.GetWriteIds())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &pb.AbortResponse{Aborted: uint32(k)}, nil
 }
@@ -175,7 +155,7 @@ func (s *Server) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResp
 func (s *Server) Put(stream pb.Strata_PutServer) error {
 	p := &putStream{s: s, stream: stream, in: &dataIn{msg: &pb.PutRequest{}, dataField: 3}}
 	defer p.in.free()
-	return toStatus(p.run())
+	return p.run()
 }
 
 // putStream is one Put call, its messages received one at a time into in.

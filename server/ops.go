@@ -39,11 +39,6 @@ const maxTTLMs = math.MaxInt64 / int64(time.Millisecond)
 // leases end. Engines that still use the namespace open it again and start
 // it afresh.
 func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (*pb.DropNamespaceResponse, error) {
-	resp, err := s.dropNamespace(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) dropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (*pb.DropNamespaceResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
 		return nil, err
@@ -135,11 +130,6 @@ func (s *Server) unregister(ctx context.Context, id namespace.ID) error {
 // lookup before this node removes it (0: forever). Leased pages stay until
 // their leases end. The TTL lives in this node's memory.
 func (s *Server) SetNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (*pb.SetNamespaceTTLResponse, error) {
-	resp, err := s.setNamespaceTTL(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) setNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (*pb.SetNamespaceTTLResponse, error) {
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
 		return nil, err
@@ -173,7 +163,7 @@ const defaultLeaseLimit = 10000
 func (s *Server) ListLeases(ctx context.Context, req *pb.ListLeasesRequest) (*pb.ListLeasesResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	limit := int(req.GetLimit())
 	if limit == 0 {

@@ -137,11 +137,13 @@ func New(cfg Config) (*Server, error) {
 // before serving.
 func (s *Server) SetRecovery(r []*pb.TierRecovery) { s.cfg.Recovery = r }
 
-// Register adds the services to g.
-func (s *Server) Register(g *grpc.Server) {
-	pb.RegisterStrataServer(g, s)
-	pb.RegisterAdminServer(g, s)
-	pb.RegisterClusterServer(g, s)
+// Register adds the services to g (a *grpc.Server).
+// Their handlers' errors become gRPC statuses (toStatus) on the way out,
+// before any interceptor sees them.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	for _, d := range []*grpc.ServiceDesc{&pb.Strata_ServiceDesc, &pb.Admin_ServiceDesc, &pb.Cluster_ServiceDesc} {
+		g.RegisterService(withStatus(d), s)
+	}
 }
 
 // Stop ends long-lived streams (membership watches) so that a graceful
@@ -183,11 +185,6 @@ func (s *Server) descriptor(id namespace.ID) (namespace.Descriptor, bool) {
 
 // OpenNamespace is the handshake: validate, authorise, register, answer.
 func (s *Server) OpenNamespace(ctx context.Context, req *pb.OpenNamespaceRequest) (*pb.OpenNamespaceResponse, error) {
-	resp, err := s.openNamespace(ctx, req)
-	return resp, toStatus(err)
-}
-
-func (s *Server) openNamespace(ctx context.Context, req *pb.OpenNamespaceRequest) (*pb.OpenNamespaceResponse, error) {
 	c, err := s.callerOf(ctx)
 	if err != nil {
 		return nil, err
