@@ -28,7 +28,7 @@ type shmConn struct {
 	// writes are the reservations this connection was given and has not
 	// committed or aborted: aborted when it ends.
 	writes map[uint64]shmWrite
-	// writeBy is the write deadline set on the connection (raw_conn.go).
+	// writeBy is the write deadline set on the connection (armWrite).
 	writeBy time.Time
 	// version is the protocol version the client said hello with.
 	version uint16

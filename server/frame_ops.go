@@ -259,10 +259,14 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	return resp, nil
 }
 
-// abort drops reservations.
+// abort drops reservations; an empty batch is malformed here (SPEC.md
+// §6), where gRPC's Abort answers it with 0.
 func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
+		return nil, err
+	}
+	if err := sc.s.checkBatch(len(m.WriteIDs), "write ids"); err != nil {
 		return nil, err
 	}
 	k, err := sc.s.abort(n, m.WriteIDs)

@@ -15,14 +15,15 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// The raw listener is the data plane for clients on other hosts: the shm
-// framing (package rdma, stream.go) over TCP, with page bytes inline. A
+// The raw listener is the data plane for clients on other hosts: the frame
+// protocol (proto/frame, SPEC.md) over TCP, with page bytes inline. A
 // connection authenticates with a tenant token exactly as gRPC calls do
-// (no peer check: it sees only what the token allows, never the arena).
-// Read answers each page with a frame whose bytes are written straight
-// from the store's pinned view of the page; Reserve, Write (bytes inline)
-// and Commit publish pages through the store's normal API, which verifies
-// size and checksum at commit. gRPC stays the control and compatibility
+// (the same authenticate; no peer check: it sees only what the token
+// allows, never the arena). Its requests go through the same request layer
+// as gRPC's (requests.go, frame_ops.go): Read answers each page with a
+// frame whose bytes are written straight from the store's pinned view of
+// the page; Reserve, Write (bytes inline) and Commit, or one Put, publish
+// pages through the store, which verifies size and checksum at commit. gRPC stays the control and compatibility
 // path; the node advertises this listener's address in a header of its
 // OpenNamespace answers (Advertise).
 

@@ -15,11 +15,11 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// The shm listener serves same-host clients over a Unix socket (package
-// rdma documents the framing and the trust model). A connection
-// authenticates with a tenant token, receives the host arena's memfd and
-// its generations' memfd, then sends control requests that go through the
-// store's normal API: Get locates pages (Extents; under the caller's lease,
+// The shm listener serves same-host clients over a Unix socket (proto/frame
+// SPEC.md specifies the framing and the trust model). A
+// connection authenticates with a tenant token, receives the host arena's
+// memfd and its generations' memfd, then sends control requests that go
+// through the request layer (requests.go, frame_ops.go) to the store: Get locates pages (Extents; under the caller's lease,
 // if any, which must be live) and the client re-checks each extent's
 // generation after copying, so a page reclaimed meanwhile is a miss;
 // Reserve hands out extents of open reservations (DirectWrite); Commit
