@@ -36,16 +36,7 @@ func startHintServer(t *testing.T, st *store.Store) pb.ClusterClient {
 // the gone key; a malformed hint fails the batch before anything is
 // applied; notices for namespaces the node does not know are skipped.
 func TestHintsParentGone(t *testing.T) {
-	host, err := tiers.NewHost(tiers.HostConfig{Capacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.Close() })
-	st, err := store.New(store.Config{Tiers: []tiers.Tier{host}, OrphanGrace: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := hostStore(t, 1<<20, store.Config{OrphanGrace: -1})
 	ns := store.Namespace{ID: namespace.ID{1, 2, 3}, Tenant: "acme", PageBytes: 4096, Checksum: namespace.CRC32C}
 	if err := st.AddNamespace(ns); err != nil {
 		t.Fatal(err)
@@ -91,6 +82,24 @@ func TestHintsParentGone(t *testing.T) {
 	if s, _ := st.NamespaceStats(ns.ID); s.Orphaned != 1 {
 		t.Fatalf("orphaned %d, want 1", s.Orphaned)
 	}
+}
+
+// hostStore is a store of cfg over a host tier of capacity bytes, closed
+// (tier too) when the test ends.
+func hostStore(t *testing.T, capacity int64, cfg store.Config) *store.Store {
+	t.Helper()
+	host, err := tiers.NewHost(tiers.HostConfig{Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	cfg.Tiers = []tiers.Tier{host}
+	st, err := store.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // serveLoopback serves srv's gRPC services on a free loopback port and

@@ -13,7 +13,6 @@ import (
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
-	"github.com/stratakv/strata/tiers"
 )
 
 // TestDataPathWithGRPCOptions runs puts (one-call and two-phase) and gets
@@ -21,16 +20,7 @@ import (
 // Server.GRPCOptions, so page bytes go out by reference and come in without
 // the protobuf copy.
 func TestDataPathWithGRPCOptions(t *testing.T) {
-	host, err := tiers.NewHost(tiers.HostConfig{Capacity: 64 << 20, Name: "datapath-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(store.Config{Tiers: []tiers.Tier{host}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv, err := server.New(server.Config{NodeID: "n1", Store: st, MaxChunk: 64 << 10})
+	srv, err := server.New(server.Config{NodeID: "n1", Store: hostStore(t, 64<<20, store.Config{}), MaxChunk: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
-	"github.com/stratakv/strata/tiers"
 )
 
 // The operator RPCs (DropNamespace, SetNamespaceTTL, ListLeases) over real
@@ -326,14 +325,7 @@ func (r deletingRegistry) DeleteNamespace(_ context.Context, id namespace.ID) er
 // its registry and the tenants' and admin's tokens.
 func startServer(t *testing.T, reg server.Registry) opsConn {
 	t.Helper()
-	host, err := tiers.NewHost(tiers.HostConfig{Capacity: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(store.Config{Tiers: []tiers.Tier{host}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := hostStore(t, 16<<20, store.Config{})
 	hashes := map[string]string{}
 	for tok, tenant := range opsTokens {
 		hashes[server.HashToken(tok)] = tenant
@@ -343,11 +335,7 @@ func startServer(t *testing.T, reg server.Registry) opsConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveLoopback(t, srv, func() {
-		st.Close()
-		host.Close()
-	})
-	return dialOps(t, addr)
+	return dialOps(t, serveLoopback(t, srv, nil))
 }
 
 func TestDropNamespaceUnregisters(t *testing.T) {

@@ -13,23 +13,13 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
-	"github.com/stratakv/strata/tiers"
 )
 
 // TestErrorsAreStatusesBeforeInterceptors: a handler's error reaches the
 // client, and every interceptor on the way, as its gRPC status and reason,
 // for calls and streams, with and without interceptors.
 func TestErrorsAreStatusesBeforeInterceptors(t *testing.T) {
-	host, err := tiers.NewHost(tiers.HostConfig{Capacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(store.Config{Tiers: []tiers.Tier{host}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv, err := server.New(server.Config{NodeID: "n", Store: st})
+	srv, err := server.New(server.Config{NodeID: "n", Store: hostStore(t, 1<<20, store.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,19 +10,20 @@ import (
 // store status its strata.v1 enum value and its frame value (proto/frame
 // SPEC.md §3, which carries the same numbers).
 
-var reserveWire = [...]struct {
-	proto pb.ReserveStatus
+// wire is a store status's values on the two wires; a status not in a
+// table is UNSPECIFIED (0) on both.
+type wire[P ~int32] struct {
+	proto P
 	frame uint8
-}{
+}
+
+var reserveWire = map[store.ReserveStatus]wire[pb.ReserveStatus]{
 	store.Reserved: {pb.ReserveStatus_RESERVE_STATUS_RESERVED, frame.SlotReserved},
 	store.Exists:   {pb.ReserveStatus_RESERVE_STATUS_EXISTS, frame.SlotExists},
 	store.Rejected: {pb.ReserveStatus_RESERVE_STATUS_REJECTED, frame.SlotRejected},
 }
 
-var commitWire = [...]struct {
-	proto pb.CommitStatus
-	frame uint8
-}{
+var commitWire = map[store.CommitStatus]wire[pb.CommitStatus]{
 	store.CommitCommitted:        {pb.CommitStatus_COMMIT_STATUS_COMMITTED, frame.CommitCommitted},
 	store.CommitExists:           {pb.CommitStatus_COMMIT_STATUS_EXISTS, frame.CommitExists},
 	store.CommitChecksumMismatch: {pb.CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH, frame.CommitChecksumMismatch},
@@ -35,36 +36,16 @@ var commitWire = [...]struct {
 }
 
 // reserveProto is the strata.v1 value of a reserve outcome.
-func reserveProto(st store.ReserveStatus) pb.ReserveStatus {
-	if int(st) < len(reserveWire) {
-		return reserveWire[st].proto
-	}
-	return pb.ReserveStatus_RESERVE_STATUS_UNSPECIFIED
-}
+func reserveProto(st store.ReserveStatus) pb.ReserveStatus { return reserveWire[st].proto }
 
-// reserveFrame is the frame value of a reserve outcome (0 for none).
-func reserveFrame(st store.ReserveStatus) uint8 {
-	if int(st) < len(reserveWire) {
-		return reserveWire[st].frame
-	}
-	return 0
-}
+// reserveFrame is the frame value of a reserve outcome.
+func reserveFrame(st store.ReserveStatus) uint8 { return reserveWire[st].frame }
 
 // commitProto is the strata.v1 value of a commit outcome.
-func commitProto(st store.CommitStatus) pb.CommitStatus {
-	if int(st) < len(commitWire) {
-		return commitWire[st].proto
-	}
-	return pb.CommitStatus_COMMIT_STATUS_UNSPECIFIED
-}
+func commitProto(st store.CommitStatus) pb.CommitStatus { return commitWire[st].proto }
 
-// commitFrame is the frame value of a commit outcome (0 for none).
-func commitFrame(st store.CommitStatus) uint8 {
-	if int(st) < len(commitWire) {
-		return commitWire[st].frame
-	}
-	return 0
-}
+// commitFrame is the frame value of a commit outcome.
+func commitFrame(st store.CommitStatus) uint8 { return commitWire[st].frame }
 
 // putProto is the strata.v1 value of a one-call put's outcome: EXISTS or
 // REJECTED when the page was not reserved, the commit outcome when it was.
