@@ -15,7 +15,10 @@
 // check drops the reservation and frees its extent, so a failed put returns
 // every byte it took. Outcomes of finished reservations are remembered for a
 // while (bounded) so a repeated commit gets the same answer and a late write
-// can be told "expired" rather than "unknown".
+// can be told "expired" rather than "unknown". Put does the three in one
+// call for a page whose bytes the caller has at hand or streams in order.
+// The outcomes (ReserveStatus, CommitStatus, PutResult) are the store's own;
+// the server maps them to its wire values.
 //
 // # Leases and pins (DESIGN 4.4)
 //
