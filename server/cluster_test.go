@@ -23,7 +23,7 @@ func startHintServer(t *testing.T, st *store.Store) pb.ClusterClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveLoopback(t, srv, nil)
+	addr := serveLoopback(t, srv)
 	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -102,15 +102,16 @@ func hostStore(t *testing.T, capacity int64, cfg store.Config) *store.Store {
 	return st
 }
 
-// serveLoopback serves srv's gRPC services on a free loopback port and
-// returns its address. On cleanup it stops the server, then runs after.
-func serveLoopback(t *testing.T, srv *server.Server, after func()) string {
+// serveLoopback serves srv's gRPC services on a free loopback port, on a
+// gRPC server built with opts, and returns its address. On cleanup it
+// stops the server.
+func serveLoopback(t *testing.T, srv *server.Server, opts ...grpc.ServerOption) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(l) }()
@@ -118,9 +119,6 @@ func serveLoopback(t *testing.T, srv *server.Server, after func()) string {
 		srv.Stop()
 		g.Stop()
 		<-served
-		if after != nil {
-			after()
-		}
 	})
 	return l.Addr().String()
 }

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -24,19 +23,8 @@ func TestDataPathWithGRPCOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(append(srv.GRPCOptions(), grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()))...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-	})
-	c, err := client.Dial(lis.Addr().String(), client.Options{NoShm: true})
+	addr := serveLoopback(t, srv, append(srv.GRPCOptions(), grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()))...)
+	c, err := client.Dial(addr, client.Options{NoShm: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -335,7 +335,7 @@ func startServer(t *testing.T, reg server.Registry) opsConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dialOps(t, serveLoopback(t, srv, nil))
+	return dialOps(t, serveLoopback(t, srv))
 }
 
 func TestDropNamespaceUnregisters(t *testing.T) {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -36,14 +35,7 @@ func TestErrorsAreStatusesBeforeInterceptors(t *testing.T) {
 	}
 	for _, opts := range [][]grpc.ServerOption{nil, {grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, unary),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor, stream)}} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := grpc.NewServer(opts...)
-		srv.Register(g)
-		go g.Serve(l)
-		cc, err := grpc.NewClient("passthrough:///"+l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient("passthrough:///"+serveLoopback(t, srv, opts...), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +49,6 @@ func TestErrorsAreStatusesBeforeInterceptors(t *testing.T) {
 		}
 		wantErr(t, "get", err, codes.InvalidArgument, pb.ReasonInvalidArgument)
 		cc.Close()
-		g.Stop()
 		if opts != nil {
 			for _, want := range []codes.Code{codes.NotFound, codes.InvalidArgument} {
 				select {
