@@ -16,13 +16,6 @@ import (
 // pinned view (Read), the shared arena's extents (Get, Reserve over shm)
 // and the reservations a connection holds.
 
-// frameSpec is a frame's page spec as the store's; the request layer
-// validates it.
-func frameSpec(p frame.PageSpec) store.PageSpec {
-	return store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
-		ChainDepth: p.ChainDepth}
-}
-
 // read answers a Read with the pages' bytes inline: per key a Page frame,
 // its bytes written straight from the store's view of the page (the arena
 // for the host tier, a copy for the others) with one writev, while the

@@ -6,30 +6,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 )
 
 // The gRPC handlers of the write side: decode, call the request layer
 // (requests.go), encode.
-
-// pageSpec decodes one wire page spec; the request layer validates it.
-func pageSpec(p *pb.PageSpec) (store.PageSpec, error) {
-	k, err := namespace.KeyFromBytes(p.GetKey())
-	if err != nil {
-		return store.PageSpec{}, err
-	}
-	spec := store.PageSpec{Key: k, Depth: p.GetDepth(), Size: int64(min(p.GetSize(), maxPageSize+1)),
-		CostHint: p.GetCostHint(), ChainDepth: p.GetChainDepth()}
-	if par := p.GetParentKey(); len(par) > 0 {
-		if spec.Parent, err = namespace.KeyFromBytes(par); err != nil {
-			return store.PageSpec{}, badRequest("parent key: %v", err)
-		}
-		spec.HasParent = true
-	}
-	return spec, nil
-}
 
 // Reserve sets aside space for pages.
 func (s *Server) Reserve(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {

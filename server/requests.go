@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/stratakv/strata/namespace"
@@ -42,37 +41,6 @@ func (s *Server) checkBatch(n int, what string) error {
 func (s *Server) checkLimit(n int, what string) error {
 	if n > s.cfg.MaxBatch {
 		return errorf(errBatchTooLarge, "%d %s, the limit is %d", n, what, s.cfg.MaxBatch)
-	}
-	return nil
-}
-
-// maxPageSize bounds a page's declared size.
-const maxPageSize = 1 << 40
-
-// maxChainAhead bounds how much deeper than a page its chain depth may
-// say the sequence put with it goes: a chain depth prices the page as its
-// deepest descendant, so an absurd one would make a page all but
-// unevictable.
-const maxChainAhead = 1 << 20
-
-// checkSpec validates a page spec, whichever wire it came from: a size in
-// (0, maxPageSize] (the store then checks it is the namespace's), a page
-// that is not its own parent (the store would treat it as parentless, but
-// a writer that sends one has its chain wrong), a chain depth at most
-// maxChainAhead past the page's depth, and a cost hint that is a finite
-// number of FLOPs >= 0.
-func checkSpec(spec store.PageSpec) error {
-	k := spec.Key
-	switch {
-	case spec.Size <= 0 || spec.Size > maxPageSize:
-		return badRequest("page %x: size %d", k[:6], spec.Size)
-	case spec.HasParent && spec.Parent == k:
-		return badRequest("page %x is its own parent", k[:6])
-	case spec.ChainDepth > spec.Depth && spec.ChainDepth-spec.Depth > maxChainAhead:
-		return badRequest("page %x: chain depth %d is more than %d past its depth %d",
-			k[:6], spec.ChainDepth, maxChainAhead, spec.Depth)
-	case spec.CostHint < 0 || math.IsNaN(spec.CostHint) || math.IsInf(spec.CostHint, 0):
-		return badRequest("page %x: cost hint %g is not a finite number of FLOPs >= 0", k[:6], spec.CostHint)
 	}
 	return nil
 }

@@ -4,7 +4,8 @@
 // neutral request layer (requests.go, auth.go) authenticates, checks
 // tenants, validates requests and runs the operations; the gRPC handlers
 // (grpc_*.go, admin.go, ops.go, cluster.go) and the frame handlers
-// (frame_*.go) only decode, call it and encode. Errors become gRPC status
+// (frame_*.go) only decode, call it and encode; page specs are decoded from
+// either wire and validated in specs.go. Errors become gRPC status
 // codes and reasons and frame error codes in one table (errors.go), the
 // store's per-page outcomes wire statuses in another (statuses.go).
 package server
