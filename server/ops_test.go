@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -119,14 +120,7 @@ var opsTokens = map[string]string{"acme-token": "acme", "beta-token": "beta"}
 // token, each tenant with a namespace of three pages, one leased.
 func startOpsNode(t *testing.T) (c opsConn, acme, beta []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 16 << 20, TenantTokens: opsTokens, AdminToken: "admin-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := testnode.Start(t, node.Config{HostBytes: 16 << 20, TenantTokens: opsTokens, AdminToken: "admin-token"})
 	c = dialOps(t, n.Addr())
 	for _, tenant := range []string{"acme", "beta"} {
 		ctx := as(t, tenant+"-token")

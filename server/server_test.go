@@ -16,6 +16,7 @@ import (
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -33,17 +34,13 @@ type fixture struct {
 
 func setup(t *testing.T, mod func(*node.Config)) *fixture {
 	t.Helper()
-	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 16 << 20}
+	cfg := node.Config{HostBytes: 16 << 20}
 	if mod != nil {
 		mod(&cfg)
 	}
+	n := testnode.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
 	conn, err := grpc.NewClient("passthrough:///"+n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -314,13 +311,8 @@ func TestMalformedRequests(t *testing.T) {
 }
 
 func TestHealthAndReflection(t *testing.T) {
-	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 16 << 20}
 	ctx := ctxT(t)
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := testnode.Start(t, node.Config{HostBytes: 16 << 20})
 	conn, err := grpc.NewClient("passthrough:///"+n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
