@@ -45,7 +45,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"eviction/hints": {"internal/dial membership namespace placement proto/strata/v1 store", ""},
 	"metrics":        {"namespace", "client internal/testnode node"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
-		"client internal/leaktest internal/splitbuf node"},
+		"client internal/leaktest internal/splitbuf internal/testnode node"},
 	"node": {"eviction/coord eviction/hints internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
 		"client internal/leaktest internal/poll internal/testnode"},
 
