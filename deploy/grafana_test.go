@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -107,12 +108,7 @@ func scrape(t *testing.T) exported {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
-		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := testnode.Start(t, node.Config{HostBytes: 16 << 20})
 	c, err := client.Dial(n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)

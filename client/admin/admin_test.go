@@ -11,6 +11,7 @@ import (
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -47,7 +48,7 @@ func ids(ns []*admintest.Node) []string {
 // answer is the sum or the merge of a's and b's.
 func TestCluster(t *testing.T) {
 	f := start(t)
-	c := dial(t, admintest.ClosedAddr(t), f.C.Addr)
+	c := dial(t, testnode.ClosedAddr(t), f.C.Addr)
 	if c.NodeID() != f.C.ID() || !c.Multi() || len(c.Members()) != 3 {
 		t.Fatalf("dialled %s, %d members; want %s of 3", c.NodeID(), len(c.Members()), f.C.ID())
 	}
@@ -152,7 +153,7 @@ func TestCluster(t *testing.T) {
 // next; none answering is an EndpointsError naming each; a refusal ends
 // the search.
 func TestDialEndpoints(t *testing.T) {
-	closed, closed2 := admintest.ClosedAddr(t), admintest.ClosedAddr(t)
+	closed, closed2 := testnode.ClosedAddr(t), testnode.ClosedAddr(t)
 	_, err := admin.Dial(t.Context(), []string{closed, closed2}, admin.Options{})
 	ee, ok := errors.AsType[*admin.EndpointsError](err)
 	if !ok || len(ee.Tried) != 2 || ee.Tried[0].Addr != closed || !admin.Unreachable(ee.Tried[1]) {
@@ -188,7 +189,7 @@ func TestDialEndpoints(t *testing.T) {
 // with what the others did.
 func TestUnreachableMember(t *testing.T) {
 	f := start(t)
-	_, deadAddr := admintest.StartGhost(t, f.A)
+	_, deadAddr := testnode.StartGhost(t, f.A.GossipAddress())
 	f.A.AwaitMembers(t, map[string]string{f.A.ID(): "alive", f.B.ID(): "alive", f.C.ID(): "alive", "node-ghost": "alive"})
 
 	c := dial(t, f.A.Addr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -109,10 +110,10 @@ func TestClusterStatus(t *testing.T) {
 	f := startThreeNodes(t)
 	// Wait for the elected coordinator's cutoffs to reach a.
 	var doc clusterStatusDoc
-	deadline := time.Now().Add(admintest.AwaitViewTimeout)
+	deadline := time.Now().Add(testnode.AwaitViewTimeout)
 	for doc.Coordinator == "" {
 		if time.Now().After(deadline) {
-			t.Fatalf("no coordinator within %v", admintest.AwaitViewTimeout)
+			t.Fatalf("no coordinator within %v", testnode.AwaitViewTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 		out := f.a.run(t, "cluster", "status", "-o", "json")
@@ -382,7 +383,7 @@ func TestClusterKeysStat(t *testing.T) {
 // with the nodes that answer and exits 0.
 func TestClusterFailures(t *testing.T) {
 	f := startThreeNodes(t)
-	ghost, deadAddr := admintest.StartGhost(t, f.a.Node)
+	ghost, deadAddr := testnode.StartGhost(t, f.a.GossipAddress())
 	states := f.states("alive", "alive", "alive")
 	states["node-ghost"] = "alive"
 	f.awaitMembers(t, f.nodes, states)
@@ -428,7 +429,7 @@ func TestClusterFailures(t *testing.T) {
 	}
 
 	// c leaves, then the ghost crashes: neither is asked any more.
-	if err := f.c.Stop(); err != nil {
+	if err := f.c.Close(); err != nil {
 		t.Fatalf("stopping c: %v", err)
 	}
 	// A node that closes leaves the cluster, but its peers may take the

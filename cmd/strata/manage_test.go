@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testnode"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -253,7 +253,7 @@ func TestNSForks(t *testing.T) {
 func TestEndpoints(t *testing.T) {
 	n := startNode(t, nil)
 	n.Open(t, admintest.Descriptor("acme"))
-	closed, closed2 := admintest.ClosedAddr(t), admintest.ClosedAddr(t)
+	closed, closed2 := testnode.ClosedAddr(t), testnode.ClosedAddr(t)
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -292,7 +292,7 @@ func TestEndpointRefusalEndsSearch(t *testing.T) {
 }
 
 func TestManageBadArguments(t *testing.T) {
-	env := map[string]string{"STRATA_ENDPOINT": admintest.ClosedAddr(t)}
+	env := map[string]string{"STRATA_ENDPOINT": testnode.ClosedAddr(t)}
 	key := strings.Repeat("ab", 32)
 	checkBadArguments(t, env, []badArgument{
 		{[]string{"ns", "ls", "--endpoints", " , "}, "--endpoints is empty"},
@@ -421,20 +421,8 @@ func (n noUnregisterNode) DropNamespace(_ context.Context, req *pb.DropNamespace
 // TestNSRmCannotUnregister: a node that cannot delete the registration
 // still drops the pages; ns rm says the registration stays.
 func TestNSRmCannotUnregister(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
 	fake := noUnregisterNode{dropped: make(chan *pb.DropNamespaceRequest, 1)}
-	pb.RegisterAdminServer(s, fake)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	addr := l.Addr().String()
+	addr := testnode.Serve(t, func(s *grpc.Server) { pb.RegisterAdminServer(s, fake) })
 	out, stderr, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, "ns", "rm", "abcd", "--yes")
 	if err != nil {
 		t.Fatalf("ns rm: %v", err)

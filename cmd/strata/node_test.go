@@ -21,13 +21,6 @@ func startNode(t *testing.T, tokens map[string]string) *testNode {
 	return &testNode{admintest.StartOne(t, tokens)}
 }
 
-// startNodeConfig starts a node from cfg; it closes when the test ends,
-// unless Stop closed it before.
-func startNodeConfig(t *testing.T, cfg node.Config) *testNode {
-	t.Helper()
-	return &testNode{admintest.Start(t, cfg)}
-}
-
 // startNodes starts count nodes from cfg sharing one embedded etcd, joined
 // in one gossip cluster (see admintest.StartCluster), sorted by node ID.
 func startNodes(t *testing.T, count int, cfg node.Config) (etcd []string, nodes []*testNode) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -11,11 +10,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testnode"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 func TestUnreachable(t *testing.T) {
-	addr := admintest.ClosedAddr(t)
+	addr := testnode.ClosedAddr(t)
 	start := time.Now()
 	_, _, err := strata(t, nil, "ns", "ls", "--endpoint", addr, "--timeout", "3s")
 	if err == nil {
@@ -35,7 +35,7 @@ func TestUnreachable(t *testing.T) {
 // TestUnreachableCluster: the cluster commands fail as the others do when
 // the node asked does not answer, before any member is asked.
 func TestUnreachableCluster(t *testing.T) {
-	addr := admintest.ClosedAddr(t)
+	addr := testnode.ClosedAddr(t)
 	for _, args := range [][]string{{"node", "ls"}, {"cluster", "status"}} {
 		_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, args...)
 		if err == nil || !strings.Contains(err.Error(), "cannot reach a strata node at "+addr) {
@@ -45,7 +45,7 @@ func TestUnreachableCluster(t *testing.T) {
 }
 
 func TestEndpointFromEnv(t *testing.T) {
-	addr := admintest.ClosedAddr(t)
+	addr := testnode.ClosedAddr(t)
 	_, _, err := strata(t, map[string]string{"STRATA_ENDPOINT": addr}, "ns", "ls")
 	if err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("err = %v, want one naming %s", err, addr)
@@ -102,7 +102,7 @@ func TestTokenNotInHelp(t *testing.T) {
 // TestBadArguments covers mistakes caught before any call; the endpoint is
 // closed, so reaching the node would be a different error.
 func TestBadArguments(t *testing.T) {
-	env := map[string]string{"STRATA_ENDPOINT": admintest.ClosedAddr(t)}
+	env := map[string]string{"STRATA_ENDPOINT": testnode.ClosedAddr(t)}
 	key := strings.Repeat("ab", 32)
 	checkBadArguments(t, env, []badArgument{
 		{[]string{"ns", "ls", "-o", "yaml"}, `unknown output format "yaml"`},
@@ -148,19 +148,8 @@ func (oldNode) ListNamespaces(context.Context, *pb.ListNamespacesRequest) (*pb.L
 // TestNodeWithoutCluster: a node that does not serve Members is a cluster
 // of one.
 func TestNodeWithoutCluster(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pb.RegisterAdminServer(s, oldNode{})
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	n := &testNode{&admintest.Node{Addr: l.Addr().String()}}
+	addr := testnode.Serve(t, func(s *grpc.Server) { pb.RegisterAdminServer(s, oldNode{}) })
+	n := &testNode{&admintest.Node{Addr: addr}}
 
 	rows := table(n.run(t, "ns", "ls"))
 	if len(rows) != 2 || len(rows[0]) != 13 || rows[1][0] != "abcd" || rows[1][9] != "2" {

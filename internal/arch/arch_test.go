@@ -52,17 +52,17 @@ var layers = map[string]struct{ imports, tests string }{
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
 		"internal/leaktest internal/scrape internal/splitbuf membership node"},
-	"client/admin":           {"internal/dial proto/strata/v1", "client/admin/admintest internal/leaktest namespace node proto/pbconv"},
-	"client/admin/admintest": {"membership node proto/strata/v1 registry", ""},
+	"client/admin":           {"internal/dial proto/strata/v1", "client/admin/admintest internal/leaktest internal/testnode namespace node proto/pbconv"},
+	"client/admin/admintest": {"internal/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
 	"cmd/stratad":           {"node", "client internal/corrupt internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
-	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1", "client client/admin/admintest node"},
+	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1", "client client/admin/admintest internal/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord eviction/hints membership namespace placement store tiers", ""},
 	"benchmarks":            {"", "benchmarks/load client internal/testnode namespace node proto/strata/v1"},
 	"benchmarks/load":       {"client namespace node transport", ""},
-	"deploy":                {"", "client namespace node"},
+	"deploy":                {"", "client internal/testnode namespace node"},
 	"python/tests/gowriter": {"client namespace", ""},
 
 	// Test helpers (imported by tests only) and this test.
@@ -73,7 +73,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/poll":     {"", ""},
 	"internal/scrape":   {"", ""},
 	"internal/testlog":  {"", ""},
-	"internal/testnode": {"node registry", ""},
+	"internal/testnode": {"membership node proto/strata/v1 registry", ""},
 	"internal/testseed": {"", ""},
 }
 
@@ -101,7 +101,7 @@ var owners = []struct{ prefix, pkg string }{
 // wire-facing ones. tests: packages whose tests may besides.
 var wire = struct{ imports, tests string }{
 	imports: "proto/strata/v1 proto/pbconv server client client/admin client/admin/admintest node registry cmd/strata eviction/hints " +
-		"internal/dial internal/grpcbuf internal/splitbuf",
+		"internal/dial internal/grpcbuf internal/splitbuf internal/testnode",
 	tests: "benchmarks cmd/stratad",
 }
 

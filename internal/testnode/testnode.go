@@ -2,14 +2,22 @@
 // kernel picks, and stops them with the test: in-process nodes (Start),
 // in-process clusters sharing an embedded etcd of their own (StartCluster),
 // and stratad processes (Run, and Spawn for any child process that says
-// when it is ready). internal/poll waits for what the nodes do next. Start and StartCluster return once every node serves;
+// when it is ready). Start and StartCluster return once every node serves;
 // Run once the process logged its serving line.
+//
+// Around the nodes: loopback addresses free or closed (FreePort,
+// ClosedAddr), a gRPC connection to a node (Dial), a fake gRPC server
+// (Serve), a wait for a node's membership view (AwaitMembers), and a
+// gossip member whose gRPC address answers nothing (StartGhost).
+// internal/poll waits for anything else the nodes do next;
+// client/admin/admintest fills nodes with namespaces and pages.
 package testnode
 
 import (
 	"cmp"
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -114,4 +122,11 @@ func FreePort(tb testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ClosedAddr is a loopback address nothing listens on (a port that was
+// free a moment ago).
+func ClosedAddr(tb testing.TB) string {
+	tb.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
 }

@@ -1,8 +1,8 @@
-// Package admintest starts real strata nodes in-process on loopback and
-// fills them, for the tests of package admin and of the strata CLI: a node
-// with its own embedded etcd, or several sharing one etcd and joined in one
-// gossip cluster; namespaces opened, chains of pages put and looked up
-// over the nodes' gRPC API. Everything it starts closes when the test ends.
+// Package admintest fills real strata nodes for the tests of package admin
+// and of the strata CLI: nodes started by internal/testnode, each with a
+// gRPC connection, namespaces opened, chains of pages put and looked up
+// over the nodes' gRPC API, and ThreeNodes, a filled three-node cluster.
+// Everything it starts closes when the test ends.
 package admintest
 
 import (
@@ -11,37 +11,25 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
-	"maps"
-	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
-	"github.com/stratakv/strata/registry"
 )
-
-// AwaitViewTimeout bounds each wait for a membership view to settle.
-const AwaitViewTimeout = 20 * time.Second
 
 // Node is a real node serving on loopback, with a connection to fill it.
 type Node struct {
-	Node  *node.Node
+	*testnode.Node
 	Addr  string
 	CC    *grpc.ClientConn
 	Data  pb.StrataClient
 	Token string // sent on the calls of Open, Put and Lookup when set
-
-	stopOnce sync.Once
-	stopErr  error
 }
 
 // StartOne starts a node with its own embedded etcd and the tenants'
@@ -51,52 +39,29 @@ type Node struct {
 // small tiers), and memory is only committed as pages arrive.
 func StartOne(t testing.TB, tokens map[string]string) *Node {
 	t.Helper()
-	return Start(t, node.Config{EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: 256 << 20, TenantTokens: tokens})
+	return connect(t, testnode.Start(t, node.Config{HostBytes: 256 << 20, TenantTokens: tokens}))
 }
 
-// Start starts a node from cfg, listening on a free loopback port in a
-// fresh data directory unless cfg says otherwise; it closes when the test
-// ends, unless Stop closed it before.
-func Start(t testing.TB, cfg node.Config) *Node {
+// connect dials n.
+func connect(t testing.TB, n *testnode.Node) *Node {
 	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	n, err := node.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("starting node: %v", err)
-	}
-	tn := &Node{Node: n, Addr: n.Addr()}
-	t.Cleanup(func() {
-		if err := tn.Stop(); err != nil {
-			t.Errorf("closing node: %v", err)
-		}
-	})
-	if tn.CC, err = grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tn.CC.Close() })
-	tn.Data = pb.NewStrataClient(tn.CC)
-	return tn
+	cc := testnode.Dial(t, n.Addr())
+	return &Node{Node: n, Addr: n.Addr(), CC: cc, Data: pb.NewStrataClient(cc)}
 }
 
-// StartCluster starts an embedded etcd and count nodes from cfg sharing
-// it, joined in one gossip cluster, and waits until each sees all alive.
-// It returns etcd's endpoints and the nodes sorted by node ID, as Members
-// lists them.
+// StartCluster starts count nodes from cfg sharing one embedded etcd
+// (testnode.StartCluster), joined in one gossip cluster, and waits until
+// each sees all alive. It returns etcd's endpoints and the nodes sorted by
+// node ID, as Members lists them.
 func StartCluster(t testing.TB, count int, cfg node.Config) (etcd []string, nodes []*Node) {
 	t.Helper()
-	e, err := registry.StartEmbedded(t.Context(), registry.EmbeddedConfig{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatalf("starting etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	cfg.EtcdEndpoints = e.Endpoints()
-	for range count {
-		nodes = append(nodes, Start(t, cfg))
+	c := testnode.StartCluster(t, count, func(_ int, c *node.Config) {
+		endpoints := c.EtcdEndpoints
+		*c = cfg
+		c.EtcdEndpoints = endpoints
+	})
+	for _, n := range c.Nodes {
+		nodes = append(nodes, connect(t, n))
 	}
 	slices.SortFunc(nodes, func(x, y *Node) int { return strings.Compare(x.ID(), y.ID()) })
 	alive := map[string]string{}
@@ -106,16 +71,14 @@ func StartCluster(t testing.TB, count int, cfg node.Config) (etcd []string, node
 	for _, n := range nodes {
 		n.AwaitMembers(t, alive)
 	}
-	return e.Endpoints(), nodes
+	return c.Etcd.Endpoints(), nodes
 }
 
-// ID is the node's ID.
-func (n *Node) ID() string { return n.Node.ID() }
-
-// Stop closes the node, once.
-func (n *Node) Stop() error {
-	n.stopOnce.Do(func() { n.stopErr = n.Node.Close() })
-	return n.stopErr
+// AwaitMembers waits until n's membership view is want (see
+// testnode.AwaitMembers).
+func (n *Node) AwaitMembers(t testing.TB, want map[string]string) {
+	t.Helper()
+	testnode.AwaitMembers(t, n.CC, want)
 }
 
 // Ctx is the test's context, with n's token when it has one.
@@ -124,36 +87,6 @@ func (n *Node) Ctx(t testing.TB) context.Context {
 		return t.Context()
 	}
 	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+n.Token)
-}
-
-// AwaitMembers waits, up to AwaitViewTimeout, until n's membership view
-// is want: node ID → state ("alive", "suspect", "dead", "left"), or
-// states as "dead|left". It follows WatchMembers, which sends the view
-// after every change.
-func (n *Node) AwaitMembers(t testing.TB, want map[string]string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), AwaitViewTimeout)
-	defer cancel()
-	stream, err := pb.NewClusterClient(n.CC).WatchMembers(ctx, &pb.MembersRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]string
-	for {
-		view, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("node %s sees %v, want %v: %v", n.ID(), got, want, err)
-		}
-		got = map[string]string{}
-		for _, m := range view.GetMembers() {
-			got[m.GetNodeId()] = strings.ToLower(strings.TrimPrefix(m.GetState().String(), "MEMBER_STATE_"))
-		}
-		if maps.EqualFunc(got, want, func(state, states string) bool {
-			return slices.Contains(strings.Split(states, "|"), state)
-		}) {
-			return
-		}
-	}
 }
 
 // Descriptor is a small model's namespace: 2 layers × 2 KV heads × 64
@@ -255,18 +188,6 @@ func (n *Node) Lookup(t testing.TB, nsID []byte, lease bool, keys ...[]byte) *pb
 	return resp
 }
 
-// ClosedAddr is a loopback address nothing listens on.
-func ClosedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // ThreeNodes is three nodes sharing one embedded etcd, joined in one
 // gossip cluster, and one namespace (acme's llama, Descriptor) written to
 // two of them; A, B and C are in node ID order:
@@ -307,24 +228,4 @@ func StartThreeNodes(t testing.TB, cfg node.Config) *ThreeNodes {
 		t.Fatalf("hit prefix on B = %d, want 1", got.GetHitPrefix())
 	}
 	return f
-}
-
-// StartGhost starts a member named "node-ghost" that joins seed's gossip
-// cluster but whose gRPC address, deadAddr, answers nothing; it closes
-// when the test ends, unless the test shut it down before.
-func StartGhost(t testing.TB, seed *Node) (ghost *membership.Membership, deadAddr string) {
-	t.Helper()
-	info, err := pb.NewAdminClient(seed.CC).NodeInfo(t.Context(), &pb.NodeInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr = ClosedAddr(t)
-	ghost, err = membership.Start(t.Context(), membership.Config{NodeID: "node-ghost",
-		Seeds: []string{info.GetGossipAddress()},
-		Meta:  func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
-	if err != nil {
-		t.Fatalf("starting the ghost member: %v", err)
-	}
-	t.Cleanup(func() { ghost.Close() })
-	return ghost, deadAddr
 }

@@ -1,0 +1,98 @@
+package testnode
+
+import (
+	"context"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/stratakv/strata/membership"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// AwaitViewTimeout bounds each wait for a membership view to settle.
+const AwaitViewTimeout = 20 * time.Second
+
+// Dial connects to the gRPC address addr without TLS; the test's cleanup
+// closes the connection.
+func Dial(tb testing.TB, addr string) *grpc.ClientConn {
+	tb.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// Serve serves a gRPC server on a free loopback port, with the services
+// register adds (fakes of a node that behaves in a way a real one does
+// not), and returns its address; the test's cleanup stops it.
+func Serve(tb testing.TB, register func(*grpc.Server)) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := grpc.NewServer()
+	register(s)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	tb.Cleanup(func() {
+		s.Stop()
+		<-served
+	})
+	return l.Addr().String()
+}
+
+// AwaitMembers waits, up to AwaitViewTimeout, until the membership view
+// of the node at cc is want: node ID → state ("alive", "suspect", "dead",
+// "left"), or states as "dead|left". It follows WatchMembers, which sends
+// the view after every change.
+func AwaitMembers(tb testing.TB, cc *grpc.ClientConn, want map[string]string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), AwaitViewTimeout)
+	defer cancel()
+	stream, err := pb.NewClusterClient(cc).WatchMembers(ctx, &pb.MembersRequest{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var got map[string]string
+	for {
+		view, err := stream.Recv()
+		if err != nil {
+			tb.Fatalf("node at %s sees %v, want %v: %v", strings.TrimPrefix(cc.Target(), "passthrough:///"), got, want, err)
+		}
+		got = map[string]string{}
+		for _, m := range view.GetMembers() {
+			got[m.GetNodeId()] = strings.ToLower(strings.TrimPrefix(m.GetState().String(), "MEMBER_STATE_"))
+		}
+		if maps.EqualFunc(got, want, func(state, states string) bool {
+			return slices.Contains(strings.Split(states, "|"), state)
+		}) {
+			return
+		}
+	}
+}
+
+// StartGhost starts a member named "node-ghost" that joins the gossip
+// cluster of the member at seed (a gossip address) but whose gRPC address,
+// deadAddr, answers nothing; the test's cleanup closes it, unless the test
+// shut it down before.
+func StartGhost(tb testing.TB, seed string) (ghost *membership.Membership, deadAddr string) {
+	tb.Helper()
+	deadAddr = ClosedAddr(tb)
+	ghost, err := membership.Start(tb.Context(), membership.Config{NodeID: "node-ghost", Seeds: []string{seed},
+		Meta: func() membership.Meta { return membership.Meta{GRPCAddress: deadAddr} }})
+	if err != nil {
+		tb.Fatalf("starting the ghost member: %v", err)
+	}
+	tb.Cleanup(func() { ghost.Close() })
+	return ghost, deadAddr
+}
