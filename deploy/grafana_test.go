@@ -106,14 +106,14 @@ var (
 // (a put, a leased lookup that hits, a get), and reads its /metrics.
 func scrape(t *testing.T) exported {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
 	n := testnode.Start(t, node.Config{HostBytes: 16 << 20})
 	c, err := client.Dial(n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	ns, err := c.Open(ctx, namespace.Descriptor{Tenant: "acme", Model: "llama-3-8b", ModelRevision: "r1", Engine: "vllm",
 		DType: "bf16", PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64,
 		Compute: namespace.ComputeProfile{Params: 8e9, AttentionHeads: 32, AttentionHeadDim: 128}})

@@ -19,11 +19,12 @@ import (
 // AwaitViewTimeout bounds each wait for a membership view to settle.
 const AwaitViewTimeout = 20 * time.Second
 
-// Dial connects to the gRPC address addr without TLS; the test's cleanup
-// closes the connection.
-func Dial(tb testing.TB, addr string) *grpc.ClientConn {
+// Dial connects to the gRPC address addr without TLS, with opts besides;
+// the test's cleanup closes the connection.
+func Dial(tb testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	tb.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
