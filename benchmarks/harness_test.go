@@ -97,7 +97,7 @@ func dialClientsWith(tb testing.TB, addr string, k int, opts client.Options) []*
 	tb.Helper()
 	cs := make([]*client.Client, k)
 	for i := range cs {
-		c, err := client.Dial(addr, opts)
+		c, err := client.Dial(tb.Context(), addr, opts)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func BenchmarkShmGet(b *testing.B) {
 			ctx := b.Context()
 			cs := make([]*client.Client, maxClients)
 			for i := range cs {
-				c, err := client.Dial(n.Addr(), client.Options{ShmVerifyChecksums: verify})
+				c, err := client.Dial(ctx, n.Addr(), client.Options{ShmVerifyChecksums: verify})
 				if err != nil {
 					b.Fatal(err)
 				}

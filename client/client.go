@@ -1,213 +1,455 @@
-// Package client is the Go client of strata: it opens namespaces, computes
-// page keys, looks up hit prefixes with optional read leases, reads pages
-// into caller buffers verifying their checksums, and publishes pages with the
-// two-phase protocol.
+// Package client is the Go client of strata. One Dial, given the address
+// of any node (and optionally more, Options.Seeds), learns the cluster's
+// membership view and returns a Client for the whole cluster; a single
+// node is a cluster of one. A Client opens namespaces, computes page keys,
+// looks up hit prefixes with optional read leases, reads pages into caller
+// buffers verifying their checksums, publishes pages and deletes them,
+// routing every key to the node that owns it.
 //
 // Every call takes a context; its deadline bounds the call.
+//
+// Routing (DESIGN 6, 8).
+//
+// A Client learns the membership view from any node (Client.Members) and
+// keeps it current with a WatchMembers stream. Keys are placed by
+// capacity-weighted rendezvous hashing (package placement) over the ALIVE
+// members, weighted by Member.Weight; every client and node that sees the
+// same view computes the same owners. A call groups its keys by node and
+// fans out in parallel, one request (or one per batch) per node, each
+// under min(the caller's deadline, NodeTimeout).
+//
+// Planes. Each node is reached over one of three planes (plane.go): shared
+// memory when the node is on this host and its session works, the raw tcp
+// data plane when the node advertises it, gRPC otherwise (and for the
+// control calls). Options.NoShm and Options.NoRaw turn the first two off.
+//
+// Failure model. A node that fails a call (unreachable, reset, past
+// NodeTimeout, shutting down) is quarantined locally for Quarantine: calls
+// route its keys to their next placement candidate instead (where a Put
+// during the quarantine will have written them), without waiting for
+// gossip to declare it dead. Quarantine is local and does not change
+// placement, so clients need not agree on it. Its keys are misses in the
+// meantime; a miss is always safe, because the engine recomputes.
+//
+// Partial failure. Calls return complete per-key results even when some
+// nodes failed: a failed node's keys are absent (Lookup), not found (Get)
+// or carry a failed PutResult (Put). The error is non-nil only for what
+// the caller must know: its own context ended, every node the call needed
+// failed (ErrUnavailable: with one node, whenever it fails), a lease
+// expired (ErrLeaseExpired), bytes failed their checksum (ErrChecksum), or
+// the request itself was refused (ErrInvalid, ErrTenantDenied, ...). The
+// results are valid alongside such an error.
+//
+// Location cache. See cache.go: with more than one node in the view, it
+// remembers on which node a page was last seen and is only ever used to
+// ask that node too; a stale entry costs a miss, never an error or wrong
+// bytes (Get verifies every page against its checksum).
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
-	"github.com/stratakv/strata/internal/dial"
 	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
-	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/proto/frame"
-	"github.com/stratakv/strata/proto/pbconv"
+	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // Options configures a Client. Zero fields take their defaults.
 type Options struct {
-	// Token is the tenant token sent with every call. Default none.
+	// Token is the tenant token sent with every call, on every plane.
+	// Default none.
 	Token string
-	// MaxMessageBytes bounds a received message. Default 8 MiB.
+	// MaxMessageBytes bounds a received gRPC message. Default 8 MiB.
 	MaxMessageBytes int
-	// DialOptions are appended to the client's own.
+	// DialOptions are appended to the client's own gRPC dial options.
 	DialOptions []grpc.DialOption
 
-	// Same-host shared memory (client/shm.go). ShmSocket is the node's shm
+	// Seeds are more node addresses to learn the view from, tried after
+	// the address given to Dial, and again whenever the watch stream
+	// fails. Default none.
+	Seeds []string
+	// NodeTimeout bounds each node's part of a call (and each attempt to
+	// learn the view): a dead or hung node costs a call at most this, as it
+	// is quarantined before any second round. It must cover the largest
+	// transfer a call makes to one node. Default 2s.
+	NodeTimeout time.Duration
+	// Quarantine is how long a node that failed a call is routed around.
+	// Default 3s.
+	Quarantine time.Duration
+	// CacheEntries sizes the location cache, in pages. Default 1<<16;
+	// negative disables the cache.
+	CacheEntries int64
+	// CacheTTL is how long a cached location is trusted. Default 10s.
+	CacheTTL time.Duration
+	// Logger receives the client's logs. Default: discard.
+	Logger *slog.Logger
+
+	// Same-host shared memory (shm.go). ShmSocket is the node's shm
 	// socket; default: for a node on this host, transport.SocketLink of its
-	// port. NoShm keeps every call on tcp; default off (shm is used when
-	// it works, tcp silently otherwise). ShmVerifyChecksums verifies pages
-	// read through shm against their checksums too; default off (the
-	// generation re-check already rejects a copy that raced a reclaim).
+	// port. NoShm keeps every call off shared memory; default off (shm is
+	// used when it works, the other planes silently otherwise).
+	// ShmVerifyChecksums verifies pages read through shm against their
+	// checksums too; default off (the generation re-check already rejects
+	// a copy that raced a reclaim).
 	ShmSocket          string
 	NoShm              bool
 	ShmVerifyChecksums bool
 
-	// NoRaw keeps page bytes on gRPC, off the node's raw tcp data plane
-	// (client/raw.go); default off: Get and Put use the raw plane when the
-	// node advertises it, gRPC otherwise. NoShm and NoRaw together force
-	// gRPC for everything. RawAddr is the node's raw data-plane address
-	// (host:port); default: the address the node advertises.
-	// RawSkipVerify skips checking pages read over the raw plane against
-	// their checksums (the node sends them from the pinned page; TCP's own
-	// checksums remain); default off: every page is verified, as over gRPC.
+	// NoRaw keeps page bytes on gRPC, off the nodes' raw tcp data plane
+	// (raw.go); default off: calls use the raw plane of a node that
+	// advertises it, gRPC otherwise. NoShm and NoRaw together force gRPC
+	// for everything. RawAddr is the raw data-plane address (host:port)
+	// to use instead of the one a node advertises (tests, proxies);
+	// default: the advertised one. RawSkipVerify skips checking pages read
+	// over the raw plane against their checksums (the node sends them from
+	// the pinned page; TCP's own checksums remain); default off: every page
+	// is verified, as over gRPC.
 	NoRaw         bool
 	RawAddr       string
 	RawSkipVerify bool
 }
 
-// Client talks to one strata node. It is safe for concurrent use.
+func (o *Options) setDefaults() {
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 2 * time.Second
+	}
+	if o.Quarantine <= 0 {
+		o.Quarantine = 3 * time.Second
+	}
+	if o.CacheEntries == 0 {
+		o.CacheEntries = 1 << 16
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// MemberState is a member's liveness as the cluster's gossip sees it.
+type MemberState int
+
+// Member states, as nodes report them.
+const (
+	MemberAlive   MemberState = MemberState(pb.MemberState_MEMBER_STATE_ALIVE)
+	MemberSuspect MemberState = MemberState(pb.MemberState_MEMBER_STATE_SUSPECT)
+	MemberDead    MemberState = MemberState(pb.MemberState_MEMBER_STATE_DEAD)
+	MemberLeft    MemberState = MemberState(pb.MemberState_MEMBER_STATE_LEFT)
+)
+
+// String names the state.
+func (s MemberState) String() string { return pb.MemberState(s).String() }
+
+// Member is one node of the view.
+type Member struct {
+	ID            string
+	Address       string // gRPC host:port
+	GossipAddress string
+	State         MemberState
+	// Weight is the node's placement weight (its capacity in bytes). A
+	// member that reports no valid weight (<= 0, NaN, Inf) is placed with
+	// weight 1: next to nothing beside members that report capacities.
+	Weight float64
+}
+
+// Client is a client of a strata cluster (of one node or many): it routes
+// each key to its node. It is safe for concurrent use.
 type Client struct {
-	conn  *grpc.ClientConn
-	rpc   pb.StrataClient
-	admin pb.AdminClient
-	bg    sync.WaitGroup // background aborts; Close waits for them
+	opts  Options
+	log   *slog.Logger
+	cache *locations // nil when disabled
+	// sources are the addresses to learn the view from: the dialed one,
+	// then the seeds. Set once by Dial.
+	sources []string
 
-	// shm (client/shm.go): shmMu serialises starting and replacing shm,
-	// and guards shmTried.
-	shmPath, token string
-	verifyShm      bool
-	shmMu          sync.Mutex
-	shm            atomic.Pointer[shmSession]
-	shmTried       time.Time
+	view atomic.Pointer[clusterView]
 
-	// raw tcp data plane (client/raw.go): rawMu serialises replacing raw.
-	addr, rawOverride    string
-	noRaw, rawSkipVerify bool
-	rawMu                sync.Mutex
-	raw                  atomic.Pointer[rawSession]
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the watcher and background lease releases
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	closed     bool
+	calls      sync.WaitGroup         // calls in flight; Add under mu while !closed
+	conns      map[string]*nodeClient // by node ID, created lazily
+	quarantine map[string]time.Time   // node ID → end of its quarantine
+	watchNode  string                 // node the watch stream is on
+	watchKick  context.CancelFunc     // ends the current watch stream
 }
 
-// Dial connects to the node at addr (host:port). The connection is made
-// lazily; the first call's context bounds it.
-func Dial(addr string, opts Options) (*Client, error) {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 8 << 20
-	}
-	conn, err := dial.GRPC(addr, dial.Options{Token: opts.Token, MaxMessageBytes: opts.MaxMessageBytes, Bulk: true,
-		Extra: opts.DialOptions})
-	if err != nil {
-		return nil, err
-	}
-	return &Client{conn: conn, rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn),
-		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
-		addr: addr, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify}, nil
+// clusterView is an immutable membership snapshot with its placement.
+type clusterView struct {
+	members []Member        // as reported, sorted by ID
+	place   *placement.View // the alive members
+	ids     []string        // ids[i] is place.Node(i).ID
+	addrs   []string        // addrs[i] is that node's gRPC address
+	index   map[string]int  // node ID → placement index
+	from    string          // the node that reported it
+	changed chan struct{}   // closed when a newer view replaces this one
 }
 
-// Close closes the connection.
+// Dial learns the membership view from the node at addr (host:port), or
+// failing that from opts.Seeds, and keeps it current until Close: addr may
+// be a lone node (a cluster of one) or any member of a cluster.
+// Connections to the members are made lazily. ctx bounds the initial
+// attempts.
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	opts.setDefaults()
+	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{}}
+	c.sources = dedupe(append([]string{addr}, opts.Seeds...))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if opts.CacheEntries > 0 {
+		var err error
+		if c.cache, err = newLocations(opts.CacheEntries, opts.CacheTTL); err != nil {
+			c.cancel()
+			return nil, fmt.Errorf("dial: %w", err)
+		}
+	}
+	var errs []error
+	for _, a := range c.sources {
+		cl, err := dialNode(a, opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resp, err := c.fetchView(ctx, cl)
+		if err == nil {
+			err = c.apply(resp)
+		}
+		if err == nil {
+			c.bg.Add(1)
+			go c.watch(a, cl)
+			return c, nil
+		}
+		cl.Close()
+		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	c.cancel()
+	c.cache.close()
+	return nil, fmt.Errorf("dial: no node gave a view: %w", errors.Join(append([]error{ErrUnavailable}, errs...)...))
+}
+
+// fetchView asks one node for the view.
+func (c *Client) fetchView(ctx context.Context, cl *nodeClient) (*pb.MembersResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+	defer cancel()
+	resp, err := pb.NewClusterClient(cl.conn).Members(ctx, &pb.MembersRequest{})
+	return resp, fromRPC("members", err)
+}
+
+// Close stops the watcher, cuts calls in flight short and waits for them,
+// waits for background releases of unneeded leases (each bounded by
+// NodeTimeout), and closes every connection. Calls after Close fail with
+// ErrClosed.
 func (c *Client) Close() error {
-	shmErr := c.closeShm()
-	c.closeRaw()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.calls.Wait()
 	c.bg.Wait()
-	return errors.Join(shmErr, c.conn.Close())
+	c.mu.Lock()
+	var errs []error
+	for id, nc := range c.conns {
+		errs = append(errs, nc.Close())
+		delete(c.conns, id)
+	}
+	c.mu.Unlock()
+	c.cache.close()
+	return errors.Join(errs...)
 }
 
-// Open performs the namespace handshake: the node validates and registers
-// the descriptor and both sides agree on its ID and page size.
-func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, error) {
-	d = d.Normalize()
-	if err := d.Validate(); err != nil {
-		return nil, fmt.Errorf("open namespace: %w: %w", ErrInvalid, err)
+// begin registers a call, so Close waits for it; the returned func ends it.
+func (c *Client) begin() (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
 	}
-	id := d.ID()
-	var md metadata.MD // the node advertises its raw data plane here
-	resp, err := c.rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{
-		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: pbconv.DescriptorProto(d), ExpectedId: id[:]}, grpc.Header(&md))
+	c.calls.Add(1)
+	return c.calls.Done, nil
+}
+
+// RawActive reports whether the client has connections to nodes and each
+// one's raw tcp data plane is in use: advertised, and the last attempt to
+// connect to it did not fail (calls use it unless shared memory serves
+// them).
+func (c *Client) RawActive() bool { return c.everyNode((*nodeClient).rawActive) }
+
+// ShmActive reports whether the client has connections to nodes and reads
+// and writes each one's pages through shared memory (a node's session
+// starts with the first Open on it).
+func (c *Client) ShmActive() bool { return c.everyNode((*nodeClient).usingShm) }
+
+// everyNode reports whether the client has node connections and f holds
+// for each.
+func (c *Client) everyNode(f func(*nodeClient) bool) bool {
+	c.mu.Lock()
+	conns := slices.Collect(maps.Values(c.conns))
+	c.mu.Unlock()
+	for _, nc := range conns {
+		if !f(nc) {
+			return false
+		}
+	}
+	return len(conns) > 0
+}
+
+// Members returns the current view, sorted by node ID.
+func (c *Client) Members() []Member { return slices.Clone(c.view.Load().members) }
+
+// apply installs a view reported by a node.
+func (c *Client) apply(resp *pb.MembersResponse) error {
+	v, err := newClusterView(resp)
 	if err != nil {
-		return nil, fromRPC("open namespace", err)
+		return err
 	}
-	if string(resp.GetNamespaceId()) != string(id[:]) || resp.GetPageBytes() != d.PageSize() {
-		return nil, fmt.Errorf("open namespace: node answered id %x, %d-byte pages; client has %s, %d: %w",
-			resp.GetNamespaceId(), resp.GetPageBytes(), id, d.PageSize(), ErrVersion)
+	old := c.view.Swap(v)
+	if old != nil {
+		close(old.changed)
 	}
-	c.shmSession(resp.GetNodeId()) // start shared memory if the node is on this host
-	c.startRaw(md.Get(frame.AddrHeader), resp.GetNodeId())
-	return &Namespace{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
-		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
-		leaseTTL: time.Duration(resp.GetDefaultLeaseTtlMs()) * time.Millisecond,
-		nodeID:   resp.GetNodeId()}, nil
-}
-
-// Namespace is an opened namespace on one node.
-type Namespace struct {
-	c         *Client
-	desc      namespace.Descriptor
-	id        namespace.ID
-	pageBytes int
-	maxBatch  int
-	maxChunk  int
-	leaseTTL  time.Duration
-	nodeID    string
-	tcpOnly   bool // never shm (the tcp backend of a shm call)
-}
-
-// ID is the namespace ID.
-func (n *Namespace) ID() namespace.ID { return n.id }
-
-// Descriptor is the normalized descriptor the namespace was opened with.
-func (n *Namespace) Descriptor() namespace.Descriptor { return n.desc }
-
-// PageBytes is the size of every page of the namespace.
-func (n *Namespace) PageBytes() int { return n.pageBytes }
-
-// PageTokens is how many tokens one page holds.
-func (n *Namespace) PageTokens() int { return int(n.desc.PageTokens) }
-
-// PageKeys returns the keys of the full pages of a token sequence, from its
-// start. A trailing partial page has no key.
-func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
-	return namespace.PageKeys(n.id, tokens, int(n.desc.PageTokens))
-}
-
-// Delete removes pages and returns how many the node removed.
-func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (int, error) {
-	n.forgetShm(keys) // shared memory: no cached location outlives this client's delete
-	deleted := 0
-	err := n.eachBatch(keys, func(batch []namespace.Key) error {
-		resp, err := n.c.rpc.Delete(ctx, &pb.DeleteRequest{NamespaceId: n.id[:], Keys: wireKeys(batch)})
-		if err != nil {
-			return fromRPC("delete", err)
-		}
-		deleted += int(resp.GetDeleted())
-		return nil
-	})
-	return deleted, err
-}
-
-// markOrphans tells the node that its pages of keys lie past a missing
-// page of their sequence (pb.OrphansRequest), the first counted of which
-// its lookup counted as hits, and returns how many it newly marked.
-func (n *Namespace) markOrphans(ctx context.Context, keys []namespace.Key, counted int) (int, error) {
-	marked, start := 0, 0
-	err := n.eachBatch(keys, func(batch []namespace.Key) error {
-		c := min(max(counted-start, 0), len(batch))
-		start += len(batch)
-		resp, err := n.c.rpc.Orphans(ctx, &pb.OrphansRequest{NamespaceId: n.id[:], Keys: wireKeys(batch), Counted: uint32(c)})
-		if err != nil {
-			return fromRPC("orphans", err)
-		}
-		marked += int(resp.GetMarked())
-		return nil
-	})
-	return marked, err
-}
-
-// eachBatch calls fn with keys in batches of the node's limit, up to the
-// first error.
-func (n *Namespace) eachBatch(keys []namespace.Key, fn func([]namespace.Key) error) error {
-	for start := 0; start < len(keys); start += n.maxBatch {
-		if err := fn(keys[start:min(len(keys), start+n.maxBatch)]); err != nil {
-			return err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, nc := range c.conns {
+		if i, ok := v.index[id]; !ok || v.addrs[i] != nc.addr {
+			delete(c.conns, id) // left the view, or moved: calls in flight on it fail as misses
+			if err := nc.Close(); err != nil {
+				c.log.Debug("closing connection", "node", id, "err", err)
+			}
 		}
 	}
+	c.log.Debug("cluster view", "from", v.from, "members", len(v.members), "alive", len(v.ids))
 	return nil
 }
 
-func wireKeys(keys []namespace.Key) [][]byte {
-	out := make([][]byte, len(keys))
-	for i := range keys {
-		out[i] = keys[i][:]
+func newClusterView(resp *pb.MembersResponse) (*clusterView, error) {
+	v := &clusterView{index: map[string]int{}, from: resp.GetNodeId(), changed: make(chan struct{})}
+	var nodes []placement.Node
+	addr := map[string]string{}
+	for _, m := range resp.GetMembers() {
+		mem := Member{ID: m.GetNodeId(), Address: m.GetGrpcAddress(), GossipAddress: m.GetGossipAddress(),
+			State: MemberState(m.GetState()), Weight: m.GetWeight()}
+		v.members = append(v.members, mem)
+		if mem.State != MemberAlive {
+			continue
+		}
+		w := mem.Weight
+		if !(w > 0) || math.IsInf(w, 1) {
+			w = 1
+		}
+		nodes = append(nodes, placement.Node{ID: mem.ID, Weight: w})
+		addr[mem.ID] = mem.Address
+	}
+	slices.SortFunc(v.members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("view from %q has no alive member: %w", v.from, ErrUnavailable)
+	}
+	var err error
+	if v.place, err = placement.NewView(nodes); err != nil {
+		return nil, fmt.Errorf("view from %q: %w: %w", v.from, ErrProtocol, err)
+	}
+	for i, n := range v.place.Nodes() {
+		v.ids = append(v.ids, n.ID)
+		v.addrs = append(v.addrs, addr[n.ID])
+		v.index[n.ID] = i
+	}
+	return v, nil
+}
+
+// client returns the connection to the node with placement index i in v,
+// dialing it if needed.
+func (c *Client) client(v *clusterView, i int) (*nodeClient, error) {
+	id, addr := v.ids[i], v.addrs[i]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if nc := c.conns[id]; nc != nil {
+		if nc.addr == addr {
+			return nc, nil
+		}
+		nc.Close() // the node moved
+		delete(c.conns, id)
+	}
+	// apply swaps the view before it takes mu to close connections: a node
+	// that left or moved since v was taken must not get a connection that
+	// apply will never close.
+	if cur := c.view.Load(); cur != v {
+		if j, ok := cur.index[id]; !ok || cur.addrs[j] != addr {
+			return nil, fmt.Errorf("node %s left the view or moved: %w", id, ErrUnavailable)
+		}
+	}
+	cl, err := dialNode(addr, c.opts)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w: %w", id, ErrUnavailable, err)
+	}
+	c.conns[id] = cl
+	return cl, nil
+}
+
+// suspect quarantines a node after a failed call, and moves the watch
+// stream off it if it is the node being watched.
+func (c *Client) suspect(id string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quarantine[id] = time.Now().Add(c.opts.Quarantine)
+	if c.watchNode == id && c.watchKick != nil {
+		c.watchKick()
+	}
+	c.log.Debug("node quarantined", "node", id, "for", c.opts.Quarantine, "err", err)
+}
+
+// routing snapshots the view and the nodes in quarantine for one call.
+func (c *Client) routing() *routing {
+	v := c.view.Load()
+	r := &routing{view: v, down: make([]bool, len(v.ids))}
+	if len(v.ids) > 1 { // one node owns every key: nothing to remember
+		r.cache = c.cache
+	}
+	now := time.Now()
+	c.mu.Lock()
+	for id, until := range c.quarantine {
+		if now.After(until) {
+			delete(c.quarantine, id)
+			continue
+		}
+		if i, ok := v.index[id]; ok {
+			r.down[i] = true
+			r.ndown++
+		}
+	}
+	c.mu.Unlock()
+	return r
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, a := range s {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
 	}
 	return out
 }

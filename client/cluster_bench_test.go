@@ -16,10 +16,10 @@ import (
 var benchDescriptor = namespace.Descriptor{Tenant: "bench", Model: "m", ModelRevision: "r", Engine: "bench",
 	DType: "bf16", PageTokens: 16, PageBytes: 256 << 10}
 
-func openBench(b *testing.B, nodes []*clusterNode, d namespace.Descriptor, pages int) (*client.ClusterNamespace, []namespace.Key) {
+func openBench(b *testing.B, nodes []*clusterNode, d namespace.Descriptor, pages int) (*client.Namespace, []namespace.Key) {
 	b.Helper()
 	ctx := context.Background()
-	c, err := client.DialCluster(ctx, nodes[0].Addr(), client.ClusterOptions{})
+	c, err := client.Dial(ctx, nodes[0].Addr(), client.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

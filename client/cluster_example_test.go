@@ -71,13 +71,13 @@ func exampleCluster(n int) (addr string, stop func()) {
 // An engine talks to a whole cluster through any one node's address: the
 // client learns the members, places each page on its node, and merges the
 // nodes' answers into one hit prefix.
-func ExampleDialCluster() {
+func Example_cluster() {
 	addr, stop := exampleCluster(3)
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	c, err := client.DialCluster(ctx, addr, client.ClusterOptions{NodeTimeout: 2 * time.Second})
+	c, err := client.Dial(ctx, addr, client.Options{NodeTimeout: 2 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,13 +5,13 @@ import "github.com/stratakv/strata/namespace"
 // Test-only views into a Cluster, for the external tests.
 
 // ViewChanged is closed when the view the Cluster routes by is replaced.
-func (c *Cluster) ViewChanged() <-chan struct{} { return c.view.Load().changed }
+func (c *Client) ViewChanged() <-chan struct{} { return c.view.Load().changed }
 
 // WaitCache applies the location cache's buffered writes.
-func (c *Cluster) WaitCache() { c.cache.wait() }
+func (c *Client) WaitCache() { c.cache.wait() }
 
 // Owner names the node that owns k in the current view.
-func (c *Cluster) Owner(k namespace.Key) string {
+func (c *Client) Owner(k namespace.Key) string {
 	v := c.view.Load()
 	return v.ids[v.place.Owner(k)]
 }

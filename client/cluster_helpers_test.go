@@ -122,9 +122,9 @@ func nodePages(t testing.TB, addr string) int {
 	return int(info.GetPages())
 }
 
-func dialCluster(t testing.TB, addr string, opts client.ClusterOptions) *client.Cluster {
+func dialCluster(t testing.TB, addr string, opts client.Options) *client.Client {
 	t.Helper()
-	c, err := client.DialCluster(ctxT(t), addr, opts)
+	c, err := client.Dial(ctxT(t), addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func dialCluster(t testing.TB, addr string, opts client.ClusterOptions) *client.
 }
 
 // waitMembers waits until the client's view satisfies ok.
-func waitMembers(t testing.TB, c *client.Cluster, what string, ok func([]client.Member) bool) {
+func waitMembers(t testing.TB, c *client.Client, what string, ok func([]client.Member) bool) {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
 	for {
@@ -165,7 +165,7 @@ func alive(n int) func([]client.Member) bool {
 	}
 }
 
-func openCluster(t testing.TB, c *client.Cluster) *client.ClusterNamespace {
+func openCluster(t testing.TB, c *client.Client) *client.Namespace {
 	t.Helper()
 	ns, err := c.Open(ctxT(t), llama())
 	if err != nil {
@@ -178,7 +178,7 @@ func openCluster(t testing.TB, c *client.Cluster) *client.ClusterNamespace {
 // page read for the wrong key is caught.
 func pageData(k namespace.Key, size int) []byte { return bytes.Repeat(k[:8], size/8) }
 
-func putAll(t testing.TB, ns *client.ClusterNamespace, keys []namespace.Key) {
+func putAll(t testing.TB, ns *client.Namespace, keys []namespace.Key) {
 	t.Helper()
 	data := make([][]byte, len(keys))
 	for i, k := range keys {
@@ -205,7 +205,7 @@ func buffers(n, size int) [][]byte {
 
 // checkBytes fails the test if a page reported found holds other bytes
 // than its own.
-func checkBytes(t testing.TB, ns *client.ClusterNamespace, keys []namespace.Key, bufs [][]byte, found []bool) int {
+func checkBytes(t testing.TB, ns *client.Namespace, keys []namespace.Key, bufs [][]byte, found []bool) int {
 	t.Helper()
 	n := 0
 	for i, ok := range found {

@@ -42,7 +42,7 @@ func startSmallCluster(t testing.TB, n int, hostBytes int64) []*clusterNode {
 }
 
 // keysOwnedBy returns n random root keys whose owner is node id.
-func keysOwnedBy(c *client.Cluster, id string, n int, r *rand.Rand) []namespace.Key {
+func keysOwnedBy(c *client.Client, id string, n int, r *rand.Rand) []namespace.Key {
 	var out []namespace.Key
 	for len(out) < n {
 		var k namespace.Key
@@ -58,7 +58,7 @@ func keysOwnedBy(c *client.Cluster, id string, n int, r *rand.Rand) []namespace.
 
 // rootPages are pages without parents (each its own sequence), so that
 // leaf-first ordering plays no part.
-func rootPages(ns *client.ClusterNamespace, keys []namespace.Key) []client.Page {
+func rootPages(ns *client.Namespace, keys []namespace.Key) []client.Page {
 	pages := make([]client.Page, len(keys))
 	for i, k := range keys {
 		pages[i] = client.Page{Key: k, Data: pageData(k, ns.PageBytes())}
@@ -68,7 +68,7 @@ func rootPages(ns *client.ClusterNamespace, keys []namespace.Key) []client.Page 
 
 // lookupAll looks each key up alone (each is its own sequence) times
 // times, and returns the keys found.
-func lookupAll(t testing.TB, ns *client.ClusterNamespace, keys []namespace.Key, times int) []namespace.Key {
+func lookupAll(t testing.TB, ns *client.Namespace, keys []namespace.Key, times int) []namespace.Key {
 	t.Helper()
 	var found []namespace.Key
 	for range times {
@@ -127,7 +127,7 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed>>1))
 	nodes := startSmallCluster(t, 2, 1<<20)
-	c := dialCluster(t, nodes[0].Addr(), client.ClusterOptions{})
+	c := dialCluster(t, nodes[0].Addr(), client.Options{})
 	waitMembers(t, c, "2 alive", alive(2))
 	ctx := ctxT(t)
 	d := llama()

@@ -21,7 +21,7 @@ import (
 // and no cache, finds them too.
 func TestClusterSpreadsPages(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := dialCluster(t, nodes[0].Addr(), client.ClusterOptions{})
+	c := dialCluster(t, nodes[0].Addr(), client.Options{})
 	waitMembers(t, c, "3 alive", alive(3))
 	ns := openCluster(t, c)
 	ctx := ctxT(t)
@@ -75,7 +75,7 @@ func TestClusterSpreadsPages(t *testing.T) {
 	// Node leases that cover nothing of the hit prefix are released: a
 	// lookup whose first key is missing keeps none. Close waits for the
 	// background releases.
-	c3 := dialCluster(t, nodes[1].Addr(), client.ClusterOptions{})
+	c3 := dialCluster(t, nodes[1].Addr(), client.Options{})
 	waitMembers(t, c3, "3 alive", alive(3))
 	missFirst := append([]namespace.Key{keys[150]}, keys[151:]...)
 	if lr, err := openCluster(t, c3).Lookup(ctx, missFirst, true, time.Minute); err != nil || lr.HitPrefix != 0 || lr.Lease != nil {
@@ -91,7 +91,7 @@ func TestClusterSpreadsPages(t *testing.T) {
 		}
 	}
 
-	c2 := dialCluster(t, nodes[2].Addr(), client.ClusterOptions{CacheEntries: -1})
+	c2 := dialCluster(t, nodes[2].Addr(), client.Options{CacheEntries: -1})
 	waitMembers(t, c2, "3 alive", alive(3))
 	lr2, err := openCluster(t, c2).Lookup(ctx, keys, false, 0)
 	if err != nil || lr2.HitPrefix != 150 {
@@ -116,7 +116,7 @@ func TestClusterNodeStops(t *testing.T) {
 	victim := nodes[2]
 	// Given only the victim's address, the client must move its membership
 	// watch to another node when the victim goes.
-	c := dialCluster(t, victim.Addr(), client.ClusterOptions{NodeTimeout: nodeTimeout})
+	c := dialCluster(t, victim.Addr(), client.Options{NodeTimeout: nodeTimeout})
 	waitMembers(t, c, "3 alive", alive(3))
 	ns := openCluster(t, c)
 	keys := ns.PageKeys(tokens(16*96, 11))
@@ -142,7 +142,7 @@ func TestClusterNodeStops(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var lr client.ClusterLookup
+				var lr client.LookupResult
 				var err error
 				within(t, nodeTimeout+time.Second, "lookup", func() { lr, err = ns.Lookup(ctx, keys, true, 0) })
 				if err != nil {
@@ -216,8 +216,8 @@ func TestClusterHungNode(t *testing.T) {
 	t.Run("dial", func(t *testing.T) {
 		var err error
 		within(t, nodeTimeout+slack, "dial past a hung seed", func() {
-			var c *client.Cluster
-			c, err = client.DialCluster(ctxT(t), hung, client.ClusterOptions{NodeTimeout: nodeTimeout, Seeds: []string{fakeAddr}})
+			var c *client.Client
+			c, err = client.Dial(ctxT(t), hung, client.Options{NodeTimeout: nodeTimeout, Seeds: []string{fakeAddr}})
 			if err == nil {
 				c.Close()
 			}
@@ -228,7 +228,7 @@ func TestClusterHungNode(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		within(t, 100*time.Millisecond+slack, "dial of a hung node alone", func() {
-			_, err = client.DialCluster(ctx, hung, client.ClusterOptions{})
+			_, err = client.Dial(ctx, hung, client.Options{})
 		})
 		if !errors.Is(err, client.ErrUnavailable) {
 			t.Fatalf("dialing a hung node: %v", err)
@@ -238,9 +238,9 @@ func TestClusterHungNode(t *testing.T) {
 	t.Run("every call meets it", func(t *testing.T) {
 		// No quarantine to speak of, no location cache: every call asks the
 		// hung node about its keys.
-		c := dialCluster(t, fakeAddr, client.ClusterOptions{NodeTimeout: nodeTimeout, Quarantine: time.Nanosecond,
+		c := dialCluster(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Nanosecond,
 			CacheEntries: -1})
-		var ns *client.ClusterNamespace
+		var ns *client.Namespace
 		within(t, nodeTimeout+slack, "open", func() { ns = openCluster(t, c) })
 		keys := ns.PageKeys(tokens(16*60, 3))
 		var res []client.PutResult
@@ -256,7 +256,7 @@ func TestClusterHungNode(t *testing.T) {
 				t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
 			}
 		}
-		var lr client.ClusterLookup
+		var lr client.LookupResult
 		within(t, nodeTimeout+slack, "lookup", func() { lr, err = ns.Lookup(ctxT(t), keys, true, 0) })
 		if err != nil {
 			t.Fatal(err)
@@ -284,10 +284,10 @@ func TestClusterHungNode(t *testing.T) {
 		}
 
 		// The caller's deadline, shorter than NodeTimeout, wins.
-		slow := dialCluster(t, fakeAddr, client.ClusterOptions{NodeTimeout: time.Minute, Quarantine: time.Nanosecond, CacheEntries: -1})
+		slow := dialCluster(t, fakeAddr, client.Options{NodeTimeout: time.Minute, Quarantine: time.Nanosecond, CacheEntries: -1})
 		octx, ocancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer ocancel()
-		var sns *client.ClusterNamespace
+		var sns *client.Namespace
 		within(t, 200*time.Millisecond+slack, "open under a short deadline", func() { sns, err = slow.Open(octx, llama()) })
 		if err != nil {
 			t.Fatal(err)
@@ -316,11 +316,11 @@ func TestClusterHungNode(t *testing.T) {
 	})
 
 	t.Run("quarantine", func(t *testing.T) {
-		c := dialCluster(t, fakeAddr, client.ClusterOptions{NodeTimeout: nodeTimeout, Quarantine: time.Minute})
+		c := dialCluster(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Minute})
 		ns := openCluster(t, c) // the handshake with the hung node fails: quarantined
 		keys := ns.PageKeys(tokens(16*60, 4))
 		within(t, slack, "put around the hung node", func() { putAll(t, ns, keys) })
-		var lr client.ClusterLookup
+		var lr client.LookupResult
 		var err error
 		within(t, slack, "lookup around the hung node", func() { lr, err = ns.Lookup(ctxT(t), keys, true, 0) })
 		if err != nil || lr.HitPrefix != len(keys) {
@@ -337,7 +337,7 @@ func TestClusterHungNode(t *testing.T) {
 	})
 }
 
-func dataFor(ns *client.ClusterNamespace, keys []namespace.Key) [][]byte {
+func dataFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
 	data := make([][]byte, len(keys))
 	for i, k := range keys {
 		data[i] = pageData(k, ns.PageBytes())
@@ -352,8 +352,8 @@ func dataFor(ns *client.ClusterNamespace, keys []namespace.Key) [][]byte {
 func TestClusterFourthNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	// Generous NodeTimeouts: the race detector slows the large puts down.
-	writer := dialCluster(t, nodes[0].Addr(), client.ClusterOptions{NodeTimeout: 10 * time.Second})
-	plain := dialCluster(t, nodes[1].Addr(), client.ClusterOptions{NodeTimeout: 10 * time.Second, CacheEntries: -1})
+	writer := dialCluster(t, nodes[0].Addr(), client.Options{NodeTimeout: 10 * time.Second})
+	plain := dialCluster(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1})
 	waitMembers(t, writer, "3 alive", alive(3))
 	waitMembers(t, plain, "3 alive", alive(3))
 	wns, pns := openCluster(t, writer), openCluster(t, plain)
@@ -420,7 +420,7 @@ func TestClusterFourthNode(t *testing.T) {
 // wrong bytes, and heal.
 func TestClusterStaleCache(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := dialCluster(t, nodes[0].Addr(), client.ClusterOptions{NodeTimeout: time.Second})
+	c := dialCluster(t, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
 	waitMembers(t, c, "3 alive", alive(3))
 	ns := openCluster(t, c)
 	ctx := ctxT(t)
@@ -522,7 +522,7 @@ func TestClusterWatchFailover(t *testing.T) {
 			member("b", addrB, pb.MemberState_MEMBER_STATE_ALIVE)}
 		fa.set(view...)
 		fb.set(view...)
-		c, err := client.DialCluster(ctxT(t), addrA, client.ClusterOptions{NodeTimeout: 500 * time.Millisecond})
+		c, err := client.Dial(ctxT(t), addrA, client.Options{NodeTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,16 +550,16 @@ func TestClusterTenants(t *testing.T) {
 		c.TenantTokens = map[string]string{"token-a": "tenant-a", "token-b": "tenant-b"}
 	})
 	ctx := ctxT(t)
-	if _, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{Options: client.Options{Token: "wrong"}}); !errors.Is(err, client.ErrUnauthenticated) {
+	if _, err := client.Dial(ctx, n.Addr(), client.Options{Token: "wrong"}); !errors.Is(err, client.ErrUnauthenticated) {
 		t.Fatalf("dial with a wrong token: %v, want ErrUnauthenticated", err)
 	}
 	d := llama()
 	d.Tenant = "tenant-a"
-	b := dialCluster(t, n.Addr(), client.ClusterOptions{Options: client.Options{Token: "token-b"}})
+	b := dialCluster(t, n.Addr(), client.Options{Token: "token-b"})
 	if _, err := b.Open(ctx, d); !errors.Is(err, client.ErrTenantDenied) {
 		t.Fatalf("tenant b opening tenant a's namespace: %v, want ErrTenantDenied", err)
 	}
-	a := dialCluster(t, n.Addr(), client.ClusterOptions{Options: client.Options{Token: "token-a"}})
+	a := dialCluster(t, n.Addr(), client.Options{Token: "token-a"})
 	ns, err := a.Open(ctx, d)
 	if err != nil {
 		t.Fatal(err)

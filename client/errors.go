@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -43,20 +44,36 @@ var (
 	// ErrUnavailable is returned when no node could answer: every node a
 	// call needed failed or timed out, or the view has no alive member.
 	ErrUnavailable = errors.New("no node available")
-	// ErrClosed is returned by calls on a closed Cluster.
-	ErrClosed = errors.New("cluster client closed")
+	// ErrClosed is returned by calls on a closed Client.
+	ErrClosed = errors.New("client closed")
 )
 
-var reasons = map[string]error{
-	pb.ReasonLeaseExpired:      ErrLeaseExpired,
-	pb.ReasonLeaseNotFound:     ErrLeaseNotFound,
-	pb.ReasonNamespaceNotFound: ErrNamespaceNotFound,
-	pb.ReasonTenantDenied:      ErrTenantDenied,
-	pb.ReasonUnauthenticated:   ErrUnauthenticated,
-	pb.ReasonVersionMismatch:   ErrVersion,
-	pb.ReasonInvalidArgument:   ErrInvalid,
-	pb.ReasonBatchTooLarge:     ErrBatchTooLarge,
-	pb.ReasonNoSpace:           ErrNoSpace,
+// errNotAdmitted marks a node's refusal of pages it values below what it
+// holds (DESIGN 5): the node is healthy and the pages spill to their next
+// placement candidate, as for ErrNoSpace.
+var errNotAdmitted = errors.New("not admitted")
+
+// refusals is the client's one error table: each row maps a node's refusal,
+// as a gRPC status reason and as a frame error code (the raw and shm
+// planes), to the client sentinel callers test with errors.Is. A refusal
+// without a row (INTERNAL, LEASE_LIMIT, the write errors) keeps its status
+// or frame error, unwrapped by a sentinel, on either plane.
+var refusals = []struct {
+	reason string
+	code   frame.Code // 0: no frame code
+	err    error
+}{
+	{pb.ReasonLeaseExpired, frame.CodeLeaseExpired, ErrLeaseExpired},
+	{pb.ReasonLeaseNotFound, frame.CodeLeaseNotFound, ErrLeaseNotFound},
+	{pb.ReasonNamespaceNotFound, frame.CodeNamespaceNotFound, ErrNamespaceNotFound},
+	{pb.ReasonTenantDenied, frame.CodeDenied, ErrTenantDenied},
+	{pb.ReasonUnauthenticated, frame.CodeUnauthenticated, ErrUnauthenticated},
+	{pb.ReasonVersionMismatch, frame.CodeVersion, ErrVersion},
+	{pb.ReasonInvalidArgument, frame.CodeBadRequest, ErrInvalid},
+	{pb.ReasonBatchTooLarge, frame.CodeBatchTooLarge, ErrBatchTooLarge},
+	{pb.ReasonNoSpace, frame.CodeNoSpace, ErrNoSpace},
+	{pb.ReasonShuttingDown, frame.CodeShuttingDown, ErrUnavailable},
+	{pb.ReasonNotAdmitted, 0, errNotAdmitted},
 }
 
 // fromRPC wraps a gRPC error with the client sentinel for its reason, so
@@ -65,8 +82,27 @@ func fromRPC(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s, ok := reasons[pb.ReasonOf(err)]; ok {
-		return fmt.Errorf("%s: %w: %w", op, s, err)
+	reason := pb.ReasonOf(err)
+	for _, r := range refusals {
+		if reason != "" && r.reason == reason {
+			return fmt.Errorf("%s: %w: %w", op, r.err, err)
+		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// fromFrame converts a frame-plane answer that is not the one expected: an
+// Error frame is wrapped with the sentinel for its code, anything else
+// breaks the protocol.
+func fromFrame(op string, m frame.Message) error {
+	e, ok := m.(*frame.Error)
+	if !ok {
+		return fmt.Errorf("%s: unexpected answer op %d: %w", op, m.Op(), ErrProtocol)
+	}
+	for _, r := range refusals {
+		if r.code != 0 && r.code == e.Code {
+			return fmt.Errorf("%s: %w: %w", op, r.err, e)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, e)
 }

@@ -37,7 +37,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	c, err := client.Dial(addr, client.Options{})
+	c, err := client.Dial(ctx, addr, client.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestPartitionHeals(t *testing.T) {
 	waitFor(t, 20*time.Second, "three alive", alive(nodes[0].Addr(), 3))
 
 	ctx := ctxT(t)
-	c, err := client.DialCluster(ctx, nodes[0].Addr(), client.ClusterOptions{NodeTimeout: time.Second})
+	c, err := client.Dial(ctx, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestPartitionHeals(t *testing.T) {
 	}
 }
 
-func checkPartitionBytes(t *testing.T, ns *client.ClusterNamespace, keys []namespace.Key, want [][]byte) {
+func checkPartitionBytes(t *testing.T, ns *client.Namespace, keys []namespace.Key, want [][]byte) {
 	t.Helper()
 	bufs := make([][]byte, len(keys))
 	for i := range bufs {

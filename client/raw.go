@@ -76,7 +76,7 @@ func rawAddr(advertised, grpcAddr string) string {
 
 // startRaw records the node's advertised raw address after an Open.
 // Nothing is dialed until a call needs a connection.
-func (c *Client) startRaw(advertised []string, nodeID string) {
+func (c *nodeClient) startRaw(advertised []string, nodeID string) {
 	if c.rawOverride != "" {
 		advertised = []string{c.rawOverride}
 	}
@@ -98,7 +98,7 @@ func (c *Client) startRaw(advertised []string, nodeID string) {
 }
 
 // closeRaw closes the session, if any.
-func (c *Client) closeRaw() {
+func (c *nodeClient) closeRaw() {
 	c.rawMu.Lock()
 	s := c.raw.Swap(nil)
 	c.rawMu.Unlock()
@@ -107,10 +107,9 @@ func (c *Client) closeRaw() {
 	}
 }
 
-// RawActive reports whether the node advertised the raw tcp data plane and
-// the last attempt to connect to it did not fail: Get and Put then use it
-// (unless shared memory serves them).
-func (c *Client) RawActive() bool {
+// rawActive reports whether the node advertised the raw tcp data plane and
+// the last attempt to connect to it did not fail (it tries one now).
+func (c *nodeClient) rawActive() bool {
 	s := c.raw.Load()
 	if s == nil {
 		return false
@@ -174,7 +173,7 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 	w, ok := m.(*frame.Welcome)
 	if !ok {
 		c.Close()
-		return nil, shmErr("raw handshake", m)
+		return nil, fromFrame("raw handshake", m)
 	}
 	if w.NodeID != s.nodeID {
 		c.Close()
@@ -224,7 +223,7 @@ func (s *rawSession) close() {
 }
 
 // rawFor is the raw session for this namespace's node, or nil.
-func (n *Namespace) rawFor() *rawSession {
+func (n *nodeNS) rawFor() *rawSession {
 	s := n.c.raw.Load()
 	if s == nil || s.nodeID != n.nodeID || !s.usable() {
 		return nil

@@ -1,19 +1,29 @@
 package client
 
-// RawPuts counts the put batches that went over the raw data plane: in one
-// round trip (Put frames) and in two (Reserve, then Writes and Commit).
+// RawPuts counts the put batches that went over the raw data plane, on
+// every node: in one round trip (Put frames) and in two (Reserve, then
+// Writes and Commit).
 func (c *Client) RawPuts() (oneCall, twoPhase int64) {
-	s := c.raw.Load()
-	if s == nil {
-		return 0, 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nc := range c.conns {
+		if s := nc.raw.Load(); s != nil {
+			oneCall += s.oneCall.Load()
+			twoPhase += s.twoPhase.Load()
+		}
 	}
-	return s.oneCall.Load(), s.twoPhase.Load()
+	return oneCall, twoPhase
 }
 
-// RawLookups counts the lookups answered on the raw data plane.
-func (c *Client) RawLookups() int64 {
-	if s := c.raw.Load(); s != nil {
-		return s.lookups.Load()
+// RawLookups counts the lookups answered on the raw data plane, on every
+// node.
+func (c *Client) RawLookups() (n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nc := range c.conns {
+		if s := nc.raw.Load(); s != nil {
+			n += s.lookups.Load()
+		}
 	}
-	return 0
+	return n
 }

@@ -14,15 +14,10 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// getRaw is Get over the raw tcp data plane: one Read, answered by a Page
+// get is Get over the raw tcp data plane: one Read, answered by a Page
 // frame per key whose bytes land straight in bufs[i], each verified
-// against its checksum. ok false: the plane is not usable (no connection
-// could be had); the caller uses gRPC.
-func (n *Namespace) getRaw(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *Lease) (found []bool, ok bool, err error) {
-	s := n.rawFor()
-	if s == nil {
-		return nil, false, nil
-	}
+// against its checksum. ok false: no connection could be had.
+func (s *rawSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, bufs [][]byte, lease *nodeLease) (found []bool, ok bool, err error) {
 	c, err := s.acquire()
 	if err != nil {
 		return nil, false, nil
@@ -38,7 +33,7 @@ func (n *Namespace) getRaw(ctx context.Context, keys []namespace.Key, bufs [][]b
 
 // readRaw sends req on c and reads its answer. broke reports that c cannot
 // be used again.
-func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, req *frame.Read, bufs [][]byte) (found []bool, broke bool, err error) {
+func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, req *frame.Read, bufs [][]byte) (found []bool, broke bool, err error) {
 	done := bound(ctx, c)
 	defer func() {
 		if !done() {
@@ -97,7 +92,7 @@ func (n *Namespace) readRaw(ctx context.Context, s *rawSession, c *transport.Con
 			if next > 0 {
 				return nil, true, fmt.Errorf("get: op %d after %d pages: %w", m.Op(), next, ErrProtocol)
 			}
-			return nil, false, shmErr("get", m)
+			return nil, false, fromFrame("get", m)
 		}
 		if p.Found && (skip || verified(n.desc.Checksum, each != nil, crc, p)) {
 			found[next] = true
@@ -120,37 +115,11 @@ func verified(alg namespace.Checksum, incremental bool, crc uint32, p *frame.Pag
 	return bytes.Equal(alg.Sum(p.Data), p.Checksum)
 }
 
-// putRaw is a put batch over the raw tcp data plane: Reserve; the bytes of
-// the reserved pages (Write frames) and the Commit in one writev; the
-// commit's answer. ok false: the plane is not usable, or its connection
-// failed before the commit was answered; the caller redoes the put over
-// gRPC (pages already published answer Exists; the node aborts the
-// reservations of a connection that closes).
-func (n *Namespace) putRaw(ctx context.Context, pages []Page) (results []PutResult, ok bool, err error) {
-	if n.rawFor() == nil {
-		return nil, false, nil
-	}
-	for i, p := range pages {
-		if len(p.Data) != n.pageBytes {
-			return nil, true, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
-		}
-	}
-	out := make([]PutResult, 0, len(pages))
-	for start := 0; start < len(pages); start += n.maxBatch {
-		res, ok, err := n.putRawBatch(ctx, pages[start:min(len(pages), start+n.maxBatch)])
-		if !ok || err != nil {
-			return nil, ok, err
-		}
-		out = append(out, res...)
-	}
-	return out, true, nil
-}
-
-func (n *Namespace) putRawBatch(ctx context.Context, pages []Page) ([]PutResult, bool, error) {
-	s := n.rawFor()
-	if s == nil {
-		return nil, false, nil
-	}
+// put is a put batch over the raw tcp data plane (putRawCalls). ok false:
+// no connection could be had, or it failed before the node answered; the
+// next plane redoes the batch (pages already published answer Exists; the
+// node aborts the reservations of a connection that closes).
+func (s *rawSession) put(ctx context.Context, n *nodeNS, pages []Page) ([]PutResult, bool, error) {
 	c, err := s.acquire()
 	if err != nil {
 		return nil, false, nil
@@ -172,7 +141,7 @@ func (n *Namespace) putRawBatch(ctx context.Context, pages []Page) ([]PutResult,
 
 // putRawCalls runs a put batch on c: one round trip where it can, else
 // two.
-func (n *Namespace) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
 	if len(pages) <= oneCallMaxPages && s.version.Load() >= 3 && len(pages[0].Data) <= frame.MaxWriteChunk {
 		s.oneCall.Add(1)
 		return n.putRawOneCall(s, c, pages)
@@ -193,7 +162,7 @@ func (n *Namespace) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) 
 	}
 	r, isOK := m.(*frame.ReserveOK)
 	if !isOK {
-		return nil, false, shmErr("reserve", m)
+		return nil, false, fromFrame("reserve", m)
 	}
 	if len(r.Slots) != len(pages) {
 		return nil, true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
@@ -233,7 +202,7 @@ func (n *Namespace) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) 
 	}
 	co, isOK := m.(*frame.CommitOK)
 	if !isOK {
-		return nil, false, shmErr("commit", m)
+		return nil, false, fromFrame("commit", m)
 	}
 	if len(co.Statuses) != len(open) {
 		return nil, true, fmt.Errorf("commit: %d answers for %d pages: %w", len(co.Statuses), len(open), ErrProtocol)
@@ -252,7 +221,7 @@ func (n *Namespace) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) 
 // then reads their answers in order: one round trip. The node refuses a
 // page with an Error frame as that page's answer (an unknown namespace,
 // say), which fails the call but leaves the connection in step.
-func (n *Namespace) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
 	frames := make([]transport.Frame, len(pages))
 	puts := make([]frame.Put, len(pages))
 	first := s.ids.Add(uint64(len(pages))) - uint64(len(pages)) + 1
@@ -274,7 +243,7 @@ func (n *Namespace) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page
 		ok, isOK := m.(*frame.PutOK)
 		if !isOK {
 			if refused == nil {
-				refused = shmErr("put", m)
+				refused = fromFrame("put", m)
 			}
 			continue
 		}
@@ -296,18 +265,17 @@ func (n *Namespace) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page
 	return results, false, nil
 }
 
-// lookupRaw is Lookup over the raw tcp data plane: one frame each way.
-// ok false: the plane is not usable (no connection, a node of protocol 2),
-// or the connection failed before the answer; the caller asks over gRPC.
-// A lease taken for an answer that was lost ends at its expiry.
-func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (res LookupResult, ok bool, err error) {
-	s := n.rawFor()
-	if s == nil || s.version.Load() < 3 {
-		return LookupResult{}, false, nil
+// lookup is Lookup over the raw tcp data plane: one frame each way.
+// ok false: no connection, a node of protocol 2, or the connection failed
+// before the answer. A lease taken for an answer that was lost ends at
+// its expiry.
+func (s *rawSession) lookup(ctx context.Context, n *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (res lookupAnswer, ok bool, err error) {
+	if s.version.Load() < 3 {
+		return lookupAnswer{}, false, nil
 	}
 	c, err := s.acquire()
 	if err != nil {
-		return LookupResult{}, false, nil
+		return lookupAnswer{}, false, nil
 	}
 	done := bound(ctx, c)
 	id := s.ids.Add(1)
@@ -318,23 +286,23 @@ func (n *Namespace) lookupRaw(ctx context.Context, keys []namespace.Key, lease b
 	}
 	if !done() {
 		s.finish(c, true)
-		return LookupResult{}, true, fmt.Errorf("lookup: %w", ctx.Err())
+		return lookupAnswer{}, true, fmt.Errorf("lookup: %w", ctx.Err())
 	}
 	s.finish(c, err != nil)
 	if err != nil {
-		return LookupResult{}, false, nil
+		return lookupAnswer{}, false, nil
 	}
 	s.lookups.Add(1)
 	r, isOK := m.(*frame.LookupOK)
 	switch {
 	case !isOK:
-		return LookupResult{}, true, shmErr("lookup", m)
+		return lookupAnswer{}, true, fromFrame("lookup", m)
 	case len(r.Present) != len(keys) || int(r.HitPrefix) > len(keys):
-		return LookupResult{}, true, fmt.Errorf("lookup: %d answers for %d keys: %w", len(r.Present), len(keys), ErrProtocol)
+		return lookupAnswer{}, true, fmt.Errorf("lookup: %d answers for %d keys: %w", len(r.Present), len(keys), ErrProtocol)
 	}
-	res = LookupResult{HitPrefix: int(r.HitPrefix), Present: r.Present}
+	res = lookupAnswer{HitPrefix: int(r.HitPrefix), Present: r.Present}
 	if r.LeaseID != 0 {
-		res.Lease = &Lease{ns: n, ID: r.LeaseID, Expires: time.UnixMilli(r.ExpiresMs), Pages: int(r.LeasePages)}
+		res.Lease = &nodeLease{ns: n, ID: r.LeaseID, Expires: time.UnixMilli(r.ExpiresMs), Pages: int(r.LeasePages)}
 	}
 	return res, true, nil
 }

@@ -156,7 +156,7 @@ func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, e
 	if !ok {
 		closeFDs(fds)
 		c.Close()
-		return nil, nil, nil, shmErr("shm handshake", m)
+		return nil, nil, nil, fromFrame("shm handshake", m)
 	}
 	if !first && w.ArenaID != s.arenaID {
 		closeFDs(fds)
@@ -276,34 +276,9 @@ func (s *shmSession) close() error {
 	return s.shm.Close()
 }
 
-// shmErr converts an answer that is not the one expected.
-func shmErr(op string, m frame.Message) error {
-	e, ok := m.(*frame.Error)
-	if !ok {
-		return fmt.Errorf("%s: unexpected answer op %d: %w", op, m.Op(), ErrProtocol)
-	}
-	if s, ok := shmReasons[e.Code]; ok {
-		return fmt.Errorf("%s: %w: %w", op, s, e)
-	}
-	return fmt.Errorf("%s: %w", op, e)
-}
-
-var shmReasons = map[frame.Code]error{
-	frame.CodeLeaseExpired:      ErrLeaseExpired,
-	frame.CodeLeaseNotFound:     ErrLeaseNotFound,
-	frame.CodeNamespaceNotFound: ErrNamespaceNotFound,
-	frame.CodeDenied:            ErrTenantDenied,
-	frame.CodeUnauthenticated:   ErrUnauthenticated,
-	frame.CodeVersion:           ErrVersion,
-	frame.CodeBadRequest:        ErrInvalid,
-	frame.CodeBatchTooLarge:     ErrBatchTooLarge,
-	frame.CodeNoSpace:           ErrNoSpace,
-	frame.CodeShuttingDown:      ErrUnavailable,
-}
-
 // shmSession returns the client's session, starting one for node nodeID
 // if none runs and the last attempt is old enough; nil means tcp.
-func (c *Client) shmSession(nodeID string) *shmSession {
+func (c *nodeClient) shmSession(nodeID string) *shmSession {
 	if c.shmPath == "" {
 		return nil
 	}
@@ -332,7 +307,7 @@ func (c *Client) shmSession(nodeID string) *shmSession {
 }
 
 // closeShm closes the session, if any.
-func (c *Client) closeShm() error {
+func (c *nodeClient) closeShm() error {
 	c.shmMu.Lock()
 	s := c.shm.Swap(nil)
 	c.shmMu.Unlock()
@@ -343,40 +318,24 @@ func (c *Client) closeShm() error {
 }
 
 // usingShm reports whether calls currently go through shared memory.
-func (c *Client) usingShm() bool {
+func (c *nodeClient) usingShm() bool {
 	s := c.shm.Load()
 	return s != nil && !s.broken.Load()
 }
 
-// withShm runs fn with the namespace's node's session and a connection.
-// ok is false when shm is not usable (fn did not run) or fn reports the
-// connection broke (the caller falls back to tcp; the node releases and
-// aborts what the connection held when it sees it close).
-func (n *Namespace) withShm(fn func(s *shmSession, c *transport.Conn) (broke bool, err error)) (ok bool, err error) {
-	s := n.shmFor()
-	if s == nil {
-		return false, nil
-	}
+// with runs fn with a connection of the session. ok is false when the
+// session is not usable (fn did not run) or fn reports the connection broke
+// (the caller falls back to the next plane; the node releases and aborts
+// what the connection held when it sees it close).
+func (s *shmSession) with(fn func(c *transport.Conn) (broke bool, err error)) (ok bool, err error) {
 	c, ok := s.acquire()
 	if !ok {
 		return false, nil
 	}
-	broke, err := fn(s, c)
+	broke, err := fn(c)
 	s.finish(c, broke)
 	if broke {
 		return false, nil
 	}
 	return true, err
 }
-
-// shmFor is the session for this namespace's node, or nil.
-func (n *Namespace) shmFor() *shmSession {
-	if n.tcpOnly {
-		return nil
-	}
-	return n.c.shmSession(n.nodeID)
-}
-
-// ShmActive reports whether the client reads and writes the node's pages
-// through shared memory (it starts at the first Open).
-func (c *Client) ShmActive() bool { return c.usingShm() }

@@ -84,7 +84,7 @@ func (c *locCache) forget(ns namespace.ID, k namespace.Key) {
 }
 
 // forgetShm drops the cached locations of keys.
-func (n *Namespace) forgetShm(keys []namespace.Key) {
+func (n *nodeNS) forgetShm(keys []namespace.Key) {
 	s := n.c.shm.Load()
 	if s == nil {
 		return

@@ -12,13 +12,20 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// getShm is Get through shared memory: one round trip locates the pages
-// (under the caller's lease, if any), then each mapped page is one memcpy checked against its
-// generation (a raced copy is a miss). Pages the node holds outside its
-// host arena are read over tcp. ok false: shm is unusable, use tcp.
-func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *Lease) (found []bool, ok bool, err error) {
+// lookup is not served through shared memory: a lookup moves no page
+// bytes, and the raw plane or gRPC answer it in one round trip.
+func (s *shmSession) lookup(context.Context, *nodeNS, []namespace.Key, bool, time.Duration) (lookupAnswer, bool, error) {
+	return lookupAnswer{}, false, nil
+}
+
+// get is Get through shared memory: one round trip locates the pages
+// (under the caller's lease, if any), then each mapped page is one memcpy
+// checked against its generation (a raced copy is a miss). Pages the node
+// holds outside its host arena are read on the next plane. ok false: the
+// session is unusable.
+func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, bufs [][]byte, lease *nodeLease) (found []bool, ok bool, err error) {
 	if lease == nil {
-		if s := n.shmFor(); s != nil && s.pin() {
+		if s.pin() {
 			found, err := n.getCached(ctx, s, keys, bufs)
 			s.unpin()
 			if found != nil || err != nil {
@@ -31,7 +38,7 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 		req.Lease = lease.ID
 	}
 	var others []int
-	ok, err = n.withShm(func(s *shmSession, c *transport.Conn) (bool, error) {
+	ok, err = s.with(func(c *transport.Conn) (bool, error) {
 		others = others[:0]
 		m, err := s.call(ctx, c, req)
 		if err != nil {
@@ -39,7 +46,7 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 		}
 		g, isOK := m.(*frame.GetOK)
 		if !isOK {
-			return false, shmErr("get", m)
+			return false, fromFrame("get", m)
 		}
 		if len(g.Pages) != len(keys) {
 			return true, fmt.Errorf("get: %d pages for %d keys: %w", len(g.Pages), len(keys), ErrProtocol)
@@ -88,59 +95,41 @@ func (n *Namespace) getShm(ctx context.Context, keys []namespace.Key, bufs [][]b
 		return found, ok, err
 	}
 	// Pages in other tiers (gpu, ssd), and pages whose copy raced a move,
-	// come over tcp, under the caller's lease.
-	okeys, obufs := make([]namespace.Key, len(others)), make([][]byte, len(others))
+	// come on the next plane, under the caller's lease.
+	sub, subBufs := make([]namespace.Key, len(others)), make([][]byte, len(others))
 	for j, i := range others {
-		okeys[j], obufs[j] = keys[i], bufs[i]
+		sub[j], subBufs[j] = keys[i], bufs[i]
 	}
-	t := *n
-	t.tcpOnly = true
-	got, err := t.Get(ctx, okeys, obufs, lease)
+	got, err := n.get(ctx, sub, subBufs, lease, false)
 	for j, i := range others {
 		found[i] = j < len(got) && got[j] // results stand beside an error that has them
 	}
 	if err != nil {
-		return found, true, fmt.Errorf("tcp read: %w", err)
+		err = fmt.Errorf("get pages outside the arena: %w", err)
 	}
-	return found, true, nil
+	return found, true, err
 }
 
-// putShm is a put batch through shared memory: reserve (extents in the
+// put is a put batch through shared memory: reserve (extents in the
 // arena), copy each page in place, commit (the node verifies size and
 // checksum). Reservations outside the arena, or too close to their
-// deadline, get their bytes over tcp. ok false: shm is unusable, use tcp.
-func (n *Namespace) putShm(ctx context.Context, pages []Page) (results []PutResult, ok bool, err error) {
-	if n.tcpOnly || n.c.shmPath == "" {
-		return nil, false, nil
-	}
-	out := make([]PutResult, 0, len(pages))
-	for start := 0; start < len(pages); start += n.maxBatch {
-		res, ok, err := n.putShmBatch(ctx, pages[start:min(len(pages), start+n.maxBatch)])
-		if !ok || err != nil {
-			return nil, ok, err // not ok: tcp redoes the put (published pages answer Exists)
-		}
-		out = append(out, res...)
-	}
-	return out, true, nil
-}
-
-func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []PutResult, ok bool, err error) {
+// deadline, get their bytes over gRPC. ok false: the session is unusable
+// or broke; the next plane redoes the batch (published pages answer
+// Exists).
+func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
 	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
 	for i, p := range pages {
-		if len(p.Data) != n.pageBytes {
-			return nil, true, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
-		}
 		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
 			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
 	}
-	ok, err = n.withShm(func(s *shmSession, c *transport.Conn) (bool, error) {
+	ok, err = s.with(func(c *transport.Conn) (bool, error) {
 		m, err := s.call(ctx, c, req)
 		if err != nil {
 			return true, err
 		}
 		r, isOK := m.(*frame.ReserveOK)
 		if !isOK {
-			return false, shmErr("reserve", m)
+			return false, fromFrame("reserve", m)
 		}
 		if len(r.Slots) != len(pages) {
 			return true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
@@ -185,7 +174,7 @@ func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []Pu
 		}
 		co, isOK := m.(*frame.CommitOK)
 		if !isOK || len(co.Statuses) != len(open) {
-			return true, shmErr("commit", m)
+			return true, fromFrame("commit", m)
 		}
 		for j, i := range open {
 			results[i] = PutResult{Status: PutStatus(co.Statuses[j])}
@@ -205,7 +194,7 @@ func (n *Namespace) putShmBatch(ctx context.Context, pages []Page) (results []Pu
 // generation re-check (and checksum, with ShmVerifyChecksums). Otherwise
 // it forgets the stale locations and returns nil, nil: the caller asks the
 // node.
-func (n *Namespace) getCached(ctx context.Context, s *shmSession, keys []namespace.Key, bufs [][]byte) ([]bool, error) {
+func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.Key, bufs [][]byte) ([]bool, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}

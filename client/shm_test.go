@@ -66,7 +66,7 @@ func TestShmRoundTrip(t *testing.T) {
 	if err != nil || lr.HitPrefix != 10 {
 		t.Fatalf("lookup: %+v %v", lr, err)
 	}
-	tcp, err := client.Dial(n.Addr(), client.Options{NoShm: true})
+	tcp, err := client.Dial(ctx, n.Addr(), client.Options{NoShm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestShmFallback(t *testing.T) {
 	n := startNode(t, func(c *node.Config) { c.ShmSocket = "off" })
 	ctx := ctxT(t)
 	for _, opts := range []client.Options{{}, {ShmSocket: filepath.Join(t.TempDir(), "none.sock")}} {
-		c, err := client.Dial(n.Addr(), opts)
+		c, err := client.Dial(ctx, n.Addr(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestShmFallback(t *testing.T) {
 func TestShmOtherNodeSocket(t *testing.T) {
 	_, sockA := shmNode(t, nil)
 	b := startNode(t, func(c *node.Config) { c.ShmSocket = "off" })
-	c, err := client.Dial(b.Addr(), client.Options{ShmSocket: sockA})
+	c, err := client.Dial(ctxT(t), b.Addr(), client.Options{ShmSocket: sockA})
 	if err != nil {
 		t.Fatal(err)
 	}

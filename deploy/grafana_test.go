@@ -107,7 +107,7 @@ var (
 func scrape(t *testing.T) exported {
 	t.Helper()
 	n := testnode.Start(t, node.Config{HostBytes: 16 << 20})
-	c, err := client.Dial(n.Addr(), client.Options{})
+	c, err := client.Dial(t.Context(), n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := testnode.Start(t, node.Config{HostBytes: 32 << 20})
-	c, err := client.Dial(n.Addr(), client.Options{})
+	c, err := client.Dial(ctx, n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

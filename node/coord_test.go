@@ -53,7 +53,7 @@ func viewOf(t *testing.T, nodes ...*testnode.Node) *placement.View {
 func seesMembers(t *testing.T, ctx context.Context, n *testnode.Node, want int) {
 	t.Helper()
 	poll.Until(t, 20*time.Second, 20*time.Millisecond, fmt.Sprintf("%s sees %d members", n.ID(), want), func() bool {
-		c, err := client.DialCluster(ctx, n.Addr(), client.ClusterOptions{})
+		c, err := client.Dial(ctx, n.Addr(), client.Options{})
 		if err != nil {
 			return false
 		}
@@ -140,7 +140,7 @@ func TestRemoteChildHints(t *testing.T) {
 	}
 	put := func(addr string, p client.Page) {
 		t.Helper()
-		c, err := client.Dial(addr, client.Options{})
+		c, err := client.Dial(ctx, addr, client.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,13 @@ func TestRemoteChildHints(t *testing.T) {
 		}
 	}
 	put(a.Addr(), client.Page{Key: parent})
-	child := namespace.Key{9, 9, 9}
+	var child namespace.Key // owned by b: the client puts it there
+	for i := 0; ; i++ {
+		child = namespace.Key{9, byte(i), byte(i >> 8)}
+		if view.Node(view.Owner(child)).ID == b.ID() {
+			break
+		}
+	}
 	put(b.Addr(), client.Page{Key: child, Parent: parent, HasParent: true, Depth: 1})
 	poll.Until(t, 10*time.Second, 20*time.Millisecond, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
 	if st := b.HintStats(); st.Dropped != 0 {

@@ -33,7 +33,7 @@ func start(t *testing.T, dir string, host, ssd int64) (*testnode.Node, *client.N
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := testnode.Start(t, node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd})
-	c, err := client.Dial(n.Addr(), client.Options{})
+	c, err := client.Dial(ctx, n.Addr(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func parentGone(t *testing.T) {
 	}()
 	open := func(n *testnode.Node) *client.Namespace {
 		t.Helper()
-		c, err := client.Dial(n.Addr(), client.Options{})
+		c, err := client.Dial(ctx, n.Addr(), client.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func TestDataPathWithGRPCOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveLoopback(t, srv, append(srv.GRPCOptions(), grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()))...)
-	c, err := client.Dial(addr, client.Options{NoShm: true})
+	c, err := client.Dial(t.Context(), addr, client.Options{NoShm: true})
 	if err != nil {
 		t.Fatal(err)
 	}

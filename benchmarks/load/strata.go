@@ -151,7 +151,7 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		return nil, err
 	}
 	for len(s.clients) < p.Workers {
-		c, err := client.Dial(s.cfg.Addr, opts)
+		c, err := client.Dial(ctx, s.cfg.Addr, opts)
 		if err != nil {
 			return nil, err
 		}

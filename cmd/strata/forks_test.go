@@ -20,7 +20,7 @@ import (
 // replica is the ranks of one engine replica, each its own namespace, as
 // its engine processes open them through one cluster client.
 type replica struct {
-	ranks []*client.ClusterNamespace
+	ranks []*client.Namespace
 }
 
 // layout is the model every replica of the silent-fork test serves; only
@@ -32,7 +32,7 @@ func layout(tp, rank uint32) namespace.Descriptor {
 
 func openReplica(t *testing.T, addr string, tp uint32) *replica {
 	t.Helper()
-	c, err := client.DialCluster(t.Context(), addr, client.ClusterOptions{})
+	c, err := client.Dial(t.Context(), addr, client.Options{})
 	if err != nil {
 		t.Fatalf("dialing the cluster: %v", err)
 	}

@@ -64,7 +64,7 @@ func clusterNodeArgs(etcd string) []string {
 	return []string{"--etcd", etcd, "--tiers", "ssd", "--ssd-bytes", "128MiB", "--ssd-sync", "none"}
 }
 
-func waitAlive(t *testing.T, c *client.Cluster, want int, limit time.Duration) {
+func waitAlive(t *testing.T, c *client.Client, want int, limit time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
 		n := 0
@@ -82,7 +82,7 @@ func waitAlive(t *testing.T, c *client.Cluster, want int, limit time.Duration) {
 	}
 }
 
-func clusterPages(ns *client.ClusterNamespace, seed uint32, pages int) ([]namespace.Key, [][]byte) {
+func clusterPages(ns *client.Namespace, seed uint32, pages int) ([]namespace.Key, [][]byte) {
 	toks := make([]uint32, 16*pages)
 	for i := range toks {
 		toks[i] = seed<<20 | uint32(i)
@@ -97,7 +97,7 @@ func clusterPages(ns *client.ClusterNamespace, seed uint32, pages int) ([]namesp
 
 // readAll gets keys and checks that whatever is found is byte-exact; it
 // returns how many were found.
-func readAll(t *testing.T, ctx context.Context, ns *client.ClusterNamespace, keys []namespace.Key) int {
+func readAll(t *testing.T, ctx context.Context, ns *client.Namespace, keys []namespace.Key) int {
 	t.Helper()
 	bufs := make([][]byte, len(keys))
 	for i := range bufs {
@@ -137,7 +137,7 @@ func TestClusterProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const nodeTimeout = 2 * time.Second
-	c, err := client.DialCluster(ctx, addrs[0], client.ClusterOptions{NodeTimeout: nodeTimeout})
+	c, err := client.Dial(ctx, addrs[0], client.Options{NodeTimeout: nodeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestClusterProcesses(t *testing.T) {
 		}
 	}
 	// A second client that knows only node 3 finds every page.
-	c3, err := client.DialCluster(ctx, addrs[2], client.ClusterOptions{NodeTimeout: nodeTimeout, CacheEntries: -1})
+	c3, err := client.Dial(ctx, addrs[2], client.Options{NodeTimeout: nodeTimeout, CacheEntries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.DialCluster(ctx, a1, client.ClusterOptions{NodeTimeout: 2 * time.Second})
+	c, err := client.Dial(ctx, a1, client.Options{NodeTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestKillDuringPuts(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Go(func() {
-			c, err := client.Dial(addr, client.Options{})
+			c, err := client.Dial(ctx, addr, client.Options{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -140,7 +140,7 @@ func TestKillDuringPuts(t *testing.T) {
 	if info.GetReservations() != 0 {
 		t.Fatalf("%d reservations after restart", info.GetReservations())
 	}
-	c, err := client.Dial(addr, client.Options{})
+	c, err := client.Dial(ctx, addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestCorruptSSD(t *testing.T) {
 	cmd, addr := startSSDNode(t, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.Dial(addr, client.Options{})
+	c, err := client.Dial(ctx, addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestCorruptSSD(t *testing.T) {
 	if rec := info.GetRecovery(); len(rec) != 1 || rec[0].GetDropped() < 2 {
 		t.Fatalf("recovery report %v: want the corrupt slots counted as dropped", rec)
 	}
-	c, err = client.Dial(addr, client.Options{})
+	c, err = client.Dial(ctx, addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestRunNodeThenList(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(addr, client.Options{})
+	c, err := client.Dial(ctx, addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c, err := client.DialCluster(ctx, addrs[0], client.ClusterOptions{NodeTimeout: 10 * time.Second})
+	c, err := client.Dial(ctx, addrs[0], client.Options{NodeTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func run() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.DialCluster(ctx, *addr, client.ClusterOptions{})
+	cl, err := client.Dial(ctx, *addr, client.Options{})
 	if err != nil {
 		return err
 	}

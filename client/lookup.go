@@ -36,41 +36,41 @@ import (
 // per-node lease on a node that reported it present, and Get reads it from
 // that node.
 
-// ClusterLookup answers a cluster Lookup.
-type ClusterLookup struct {
+// LookupResult answers a cluster Lookup.
+type LookupResult struct {
 	// HitPrefix is how many keys from the start are present: the pages an
 	// engine can load instead of recomputing.
 	HitPrefix int
 	// Present says, per key, whether a node reported the page published.
 	Present []bool
 	// Lease covers the hit prefix when one was asked for and HitPrefix > 0.
-	Lease *ClusterLease
+	Lease *Lease
 }
 
-// ClusterLease keeps the pages of a hit prefix readable on their nodes. It
+// Lease keeps the pages of a hit prefix readable on their nodes. It
 // wraps one lease per node (per batch) taken by Lookup.
-type ClusterLease struct {
+type Lease struct {
 	// Pages is the hit prefix the lease covers.
 	Pages int
 	// Expires is the earliest expiry of its node leases.
 	Expires time.Time
 
-	ns     *ClusterNamespace
+	ns     *Namespace
 	r      *routing              // the view the lease was taken in
-	leases []nodeLease           // kept ones
+	leases []heldLease           // kept ones
 	except map[namespace.Key]int // keys leased on another node than routing.primary
 }
 
-type nodeLease struct {
+type heldLease struct {
 	node int // placement index in r.view
-	l    *Lease
+	l    *nodeLease
 }
 
 // leaseSpan is a lease a node granted, with the positions (in the keys of
 // the call) it covers.
 type leaseSpan struct {
 	node int
-	l    *Lease
+	l    *nodeLease
 	pos  []int
 }
 
@@ -87,13 +87,13 @@ type nodeLookup struct {
 // A node that fails or passes NodeTimeout counts as having none of its keys
 // (and is quarantined); the error is then nil unless no node answered
 // (ErrUnavailable). The result is valid even when the error is not.
-func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (ClusterLookup, error) {
+func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (LookupResult, error) {
 	done, err := n.c.begin()
 	if err != nil {
-		return ClusterLookup{}, err
+		return LookupResult{}, err
 	}
 	defer done()
-	res := ClusterLookup{Present: make([]bool, len(keys))}
+	res := LookupResult{Present: make([]bool, len(keys))}
 	if len(keys) == 0 {
 		return res, nil
 	}
@@ -108,7 +108,7 @@ func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lea
 		spans = append(spans, more...)
 		res.HitPrefix = prefix(res.Present, coverage(len(keys), spans))
 	}
-	var drop []*Lease
+	var drop []*nodeLease
 	res.Lease, drop = n.keepLeases(r, keys, pl.prim, spans, res.HitPrefix)
 	n.c.releaseLater(drop)
 	if out.failed == 0 && len(out.errs) == 0 { // a miss on a node that did not answer proves nothing
@@ -131,7 +131,7 @@ func (n *ClusterNamespace) Lookup(ctx context.Context, keys []namespace.Key, lea
 // its leading present keys), which were not part of the engine's: its
 // hit-prefix tokens and saved-FLOPs counters then add up to the prefixes
 // engines were given.
-func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, present []bool, holder []int32,
+func (n *Namespace) orphansLater(r *routing, keys []namespace.Key, present []bool, holder []int32,
 	groups [][]int, answers []nodeLookup) {
 	miss := prefix(present, nil)
 	if miss >= len(keys) {
@@ -163,7 +163,7 @@ func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, presen
 			continue
 		}
 		i := holder[p]
-		n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+		r.cache.gone(n.id, keys[p], r.view.ids[i])
 		if countedAt[i] == nil || !countedAt[i][p] {
 			tell[i] = append(tell[i], keys[p])
 		}
@@ -174,7 +174,7 @@ func (n *ClusterNamespace) orphansLater(r *routing, keys []namespace.Key, presen
 		}
 		c := counted[i]
 		n.c.bg.Go(func() {
-			err := n.call(context.Background(), r, i, func(ctx context.Context, h *Namespace) error {
+			err := n.call(context.Background(), r, i, func(ctx context.Context, h *nodeNS) error {
 				_, err := h.markOrphans(ctx, ks, c)
 				return err
 			})
@@ -194,7 +194,7 @@ type plan struct {
 
 // plan groups keys by primary node, and with both true also sends a key to
 // the node the location cache names when that differs.
-func (n *ClusterNamespace) plan(r *routing, keys []namespace.Key, both bool) plan {
+func (n *Namespace) plan(r *routing, keys []namespace.Key, both bool) plan {
 	pl := plan{prim: make([]int32, len(keys)), cachedAt: make([]int32, len(keys)), groups: make([][]int, len(r.view.ids))}
 	for p, k := range keys {
 		pl.prim[p], pl.cachedAt[p] = int32(r.primary(k)), -1
@@ -212,7 +212,7 @@ func (n *ClusterNamespace) plan(r *routing, keys []namespace.Key, both bool) pla
 // merge folds the nodes' answers into present, and returns, per key, a node
 // that has it (its primary when that does, else -1) and the leases granted.
 // It updates the location cache.
-func (n *ClusterNamespace) merge(r *routing, keys []namespace.Key, pl plan, answers []nodeLookup, present []bool) ([]int32, []leaseSpan) {
+func (n *Namespace) merge(r *routing, keys []namespace.Key, pl plan, answers []nodeLookup, present []bool) ([]int32, []leaseSpan) {
 	holder := make([]int32, len(keys))
 	for p := range holder {
 		holder[p] = -1
@@ -230,13 +230,13 @@ func (n *ClusterNamespace) merge(r *routing, keys []namespace.Key, pl plan, answ
 					holder[p] = int32(i)
 				}
 			} else if pl.cachedAt[p] == int32(i) {
-				n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+				r.cache.gone(n.id, keys[p], r.view.ids[i])
 			}
 		}
 	}
 	for p, h := range holder {
 		if h >= 0 && h != pl.cachedAt[p] {
-			n.c.cache.seen(n.id, keys[p], r.view.ids[h])
+			r.cache.seen(n.id, keys[p], r.view.ids[h])
 		}
 	}
 	return holder, spans
@@ -244,7 +244,7 @@ func (n *ClusterNamespace) merge(r *routing, keys []namespace.Key, pl plan, answ
 
 // leaseGaps leases, in a second round, the keys inside the prefix that are
 // present but that no lease covers, on a node that has them.
-func (n *ClusterNamespace) leaseGaps(ctx context.Context, r *routing, keys []namespace.Key, holder []int32,
+func (n *Namespace) leaseGaps(ctx context.Context, r *routing, keys []namespace.Key, holder []int32,
 	spans []leaseSpan, hit int, ttl time.Duration) ([]leaseSpan, outcome) {
 	covered := coverage(len(keys), spans)
 	again := make([][]int, len(r.view.ids))
@@ -262,7 +262,7 @@ func (n *ClusterNamespace) leaseGaps(ctx context.Context, r *routing, keys []nam
 }
 
 // lookupRound asks each node with a non-empty group about its keys.
-func (n *ClusterNamespace) lookupRound(ctx context.Context, r *routing, keys []namespace.Key, groups [][]int,
+func (n *Namespace) lookupRound(ctx context.Context, r *routing, keys []namespace.Key, groups [][]int,
 	lease bool, ttl time.Duration) ([]nodeLookup, outcome) {
 	answers := make([]nodeLookup, len(groups))
 	fanOut(groups, func(i int) { answers[i] = n.lookupNode(ctx, r, i, keys, groups[i], lease, ttl) })
@@ -278,10 +278,10 @@ func (n *ClusterNamespace) lookupRound(ctx context.Context, r *routing, keys []n
 // lookupNode asks node i about the keys at positions group, in batches of
 // the node's limit. A batch asks for a lease only while every earlier
 // batch was a full hit: the node-local prefix cannot extend past a miss.
-func (n *ClusterNamespace) lookupNode(ctx context.Context, r *routing, i int, keys []namespace.Key, group []int,
+func (n *Namespace) lookupNode(ctx context.Context, r *routing, i int, keys []namespace.Key, group []int,
 	lease bool, ttl time.Duration) nodeLookup {
 	a := nodeLookup{present: make([]bool, len(group))}
-	a.err = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) error {
+	a.err = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
 		n.c.releaseLater(spanLeases(a.spans)) // from a first try, if fn runs again
 		a.spans = nil
 		covered := 0
@@ -292,7 +292,7 @@ func (n *ClusterNamespace) lookupNode(ctx context.Context, r *routing, i int, ke
 			for _, p := range batch {
 				sub = append(sub, keys[p])
 			}
-			lr, err := h.Lookup(ctx, sub, lease && covered == start, ttl)
+			lr, err := h.lookup(ctx, sub, lease && covered == start, ttl)
 			if err != nil {
 				return err
 			}
@@ -312,14 +312,14 @@ func (n *ClusterNamespace) lookupNode(ctx context.Context, r *routing, i int, ke
 	return a
 }
 
-// keepLeases builds the ClusterLease from the spans that cover part of the
+// keepLeases builds the Lease from the spans that cover part of the
 // prefix, and returns the others for release.
-func (n *ClusterNamespace) keepLeases(r *routing, keys []namespace.Key, prim []int32, spans []leaseSpan, hit int) (*ClusterLease, []*Lease) {
-	var drop []*Lease
+func (n *Namespace) keepLeases(r *routing, keys []namespace.Key, prim []int32, spans []leaseSpan, hit int) (*Lease, []*nodeLease) {
+	var drop []*nodeLease
 	if hit == 0 {
 		return nil, spanLeases(spans)
 	}
-	cl := &ClusterLease{Pages: hit, ns: n, r: r}
+	cl := &Lease{Pages: hit, ns: n, r: r}
 	by := make([]int32, hit) // the node whose lease covers each prefix position
 	for p := range by {
 		by[p] = -1
@@ -329,7 +329,7 @@ func (n *ClusterNamespace) keepLeases(r *routing, keys []namespace.Key, prim []i
 			drop = append(drop, s.l)
 			continue
 		}
-		cl.leases = append(cl.leases, nodeLease{node: s.node, l: s.l})
+		cl.leases = append(cl.leases, heldLease{node: s.node, l: s.l})
 		if cl.Expires.IsZero() || s.l.Expires.Before(cl.Expires) {
 			cl.Expires = s.l.Expires
 		}
@@ -354,7 +354,7 @@ func (n *ClusterNamespace) keepLeases(r *routing, keys []namespace.Key, prim []i
 }
 
 // on returns the lease held on node i, or nil.
-func (l *ClusterLease) on(i int) *Lease {
+func (l *Lease) on(i int) *nodeLease {
 	if l == nil {
 		return nil
 	}
@@ -369,13 +369,13 @@ func (l *ClusterLease) on(i int) *Lease {
 // Renew extends every node lease to ttl from now (0: the nodes' default),
 // in parallel. The error wraps ErrLeaseExpired if any had expired, and
 // each failure; Expires is updated from the renewed ones.
-func (l *ClusterLease) Renew(ctx context.Context, ttl time.Duration) error {
+func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	done, err := l.ns.c.begin()
 	if err != nil {
 		return err
 	}
 	defer done()
-	errs := l.each(ctx, func(ctx context.Context, nl *Lease) error { return nl.Renew(ctx, ttl) })
+	errs := l.each(ctx, func(ctx context.Context, nl *nodeLease) error { return nl.renew(ctx, ttl) })
 	l.Expires = time.Time{}
 	for _, nl := range l.leases {
 		if l.Expires.IsZero() || nl.l.Expires.Before(l.Expires) {
@@ -390,14 +390,14 @@ func (l *ClusterLease) Renew(ctx context.Context, ttl time.Duration) error {
 
 // Release ends every node lease, in parallel. A node that cannot be reached
 // is not an error: its lease expires on its own.
-func (l *ClusterLease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) error {
 	done, err := l.ns.c.begin()
 	if err != nil {
 		return err
 	}
 	defer done()
 	var errs []error
-	for _, err := range l.each(ctx, func(ctx context.Context, nl *Lease) error { return nl.Release(ctx) }) {
+	for _, err := range l.each(ctx, func(ctx context.Context, nl *nodeLease) error { return nl.release(ctx) }) {
 		if !nodeFailed(err) {
 			errs = append(errs, err)
 		}
@@ -410,7 +410,7 @@ func (l *ClusterLease) Release(ctx context.Context) error {
 
 // each runs fn on every node lease in parallel under NodeTimeout and
 // returns the failures, naming their nodes.
-func (l *ClusterLease) each(ctx context.Context, fn func(context.Context, *Lease) error) []error {
+func (l *Lease) each(ctx context.Context, fn func(context.Context, *nodeLease) error) []error {
 	errs := make([]error, len(l.leases))
 	var wg sync.WaitGroup
 	for j, nl := range l.leases {
@@ -439,20 +439,20 @@ func (l *ClusterLease) each(ctx context.Context, fn func(context.Context, *Lease
 // releaseLater releases leases in the background, owned by the Cluster.
 // Close waits for these releases (up to NodeTimeout) rather than cutting
 // them short, so that it leaves no lease pinning pages behind.
-func (c *Cluster) releaseLater(ls []*Lease) {
+func (c *Client) releaseLater(ls []*nodeLease) {
 	for _, l := range ls {
 		c.bg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), c.opts.NodeTimeout)
 			defer cancel()
-			if err := l.Release(ctx); err != nil {
+			if err := l.release(ctx); err != nil {
 				c.log.Debug("releasing an unneeded lease", "err", err)
 			}
 		})
 	}
 }
 
-func spanLeases(spans []leaseSpan) []*Lease {
-	var out []*Lease
+func spanLeases(spans []leaseSpan) []*nodeLease {
+	var out []*nodeLease
 	for _, s := range spans {
 		out = append(out, s.l)
 	}
@@ -513,7 +513,7 @@ func (o *outcome) merge(b outcome) {
 
 // err is the call's error: the caller's context, Close, every node
 // failing, or the errors of answers.
-func (o *outcome) err(ctx context.Context, c *Cluster, op string) error {
+func (o *outcome) err(ctx context.Context, c *Client, op string) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", op, ctx.Err())

@@ -13,17 +13,17 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// ClusterNamespace is a namespace opened on a cluster. It is safe for
+// Namespace is a namespace opened on a cluster. It is safe for
 // concurrent use.
-type ClusterNamespace struct {
-	c         *Cluster
+type Namespace struct {
+	c         *Client
 	desc      namespace.Descriptor
 	id        namespace.ID
 	pageBytes int
 
 	// mu guards handles and opening.
 	mu      sync.Mutex
-	handles map[string]*Namespace    // by node ID; valid while its Client is the node's connection
+	handles map[string]*nodeNS       // by node ID; valid while its Client is the node's connection
 	opening map[string]chan struct{} // handshakes in flight, closed when done
 }
 
@@ -31,7 +31,7 @@ type ClusterNamespace struct {
 // A node that fails it is skipped and tried again when a call needs it (as
 // is a node that joins later). Open fails only if no node accepts; the
 // error then wraps each node's (ErrTenantDenied, ErrVersion, ...).
-func (c *Cluster) Open(ctx context.Context, d namespace.Descriptor) (*ClusterNamespace, error) {
+func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, error) {
 	done, err := c.begin()
 	if err != nil {
 		return nil, err
@@ -41,13 +41,13 @@ func (c *Cluster) Open(ctx context.Context, d namespace.Descriptor) (*ClusterNam
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("open namespace: %w: %w", ErrInvalid, err)
 	}
-	n := &ClusterNamespace{c: c, desc: d, id: d.ID(), pageBytes: int(d.PageSize()),
-		handles: map[string]*Namespace{}, opening: map[string]chan struct{}{}}
+	n := &Namespace{c: c, desc: d, id: d.ID(), pageBytes: int(d.PageSize()),
+		handles: map[string]*nodeNS{}, opening: map[string]chan struct{}{}}
 	r := c.routing()
 	errs := make([]error, len(r.view.ids))
 	var wg sync.WaitGroup
 	for i := range r.view.ids {
-		wg.Go(func() { errs[i] = n.call(ctx, r, i, func(context.Context, *Namespace) error { return nil }) })
+		wg.Go(func() { errs[i] = n.call(ctx, r, i, func(context.Context, *nodeNS) error { return nil }) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -60,20 +60,20 @@ func (c *Cluster) Open(ctx context.Context, d namespace.Descriptor) (*ClusterNam
 }
 
 // ID is the namespace ID.
-func (n *ClusterNamespace) ID() namespace.ID { return n.id }
+func (n *Namespace) ID() namespace.ID { return n.id }
 
 // Descriptor is the normalized descriptor the namespace was opened with.
-func (n *ClusterNamespace) Descriptor() namespace.Descriptor { return n.desc }
+func (n *Namespace) Descriptor() namespace.Descriptor { return n.desc }
 
 // PageBytes is the size of every page of the namespace.
-func (n *ClusterNamespace) PageBytes() int { return n.pageBytes }
+func (n *Namespace) PageBytes() int { return n.pageBytes }
 
 // PageTokens is how many tokens one page holds.
-func (n *ClusterNamespace) PageTokens() int { return int(n.desc.PageTokens) }
+func (n *Namespace) PageTokens() int { return int(n.desc.PageTokens) }
 
 // PageKeys returns the keys of the full pages of a token sequence, from its
 // start. A trailing partial page has no key.
-func (n *ClusterNamespace) PageKeys(tokens []uint32) []namespace.Key {
+func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
 	return namespace.PageKeys(n.id, tokens, int(n.desc.PageTokens))
 }
 
@@ -81,14 +81,14 @@ func (n *ClusterNamespace) PageKeys(tokens []uint32) []namespace.Key {
 // min(ctx's deadline, NodeTimeout), cut short by Close. A failure of the
 // node itself quarantines it. fn runs again, once, after a fresh handshake
 // if the node does not know the namespace.
-func (n *ClusterNamespace) call(ctx context.Context, r *routing, i int, fn func(context.Context, *Namespace) error) error {
+func (n *Namespace) call(ctx context.Context, r *routing, i int, fn func(context.Context, *nodeNS) error) error {
 	nctx, cancel := context.WithTimeout(ctx, n.c.opts.NodeTimeout)
 	defer cancel()
 	defer context.AfterFunc(n.c.ctx, cancel)()
 	id := r.view.ids[i]
 	var err error
 	for try := 0; try < 2; try++ {
-		var h *Namespace
+		var h *nodeNS
 		if h, err = n.handle(nctx, r, i); err == nil {
 			err = fn(nctx, h)
 		}
@@ -105,7 +105,7 @@ func (n *ClusterNamespace) call(ctx context.Context, r *routing, i int, fn func(
 
 // handle returns the namespace opened on node i, performing the handshake
 // if this connection has not.
-func (n *ClusterNamespace) handle(ctx context.Context, r *routing, i int) (*Namespace, error) {
+func (n *Namespace) handle(ctx context.Context, r *routing, i int) (*nodeNS, error) {
 	id := r.view.ids[i]
 	for {
 		cl, err := n.c.client(r.view, i)
@@ -129,7 +129,7 @@ func (n *ClusterNamespace) handle(ctx context.Context, r *routing, i int) (*Name
 		ch := make(chan struct{})
 		n.opening[id] = ch
 		n.mu.Unlock()
-		h, err := cl.Open(ctx, n.desc)
+		h, err := cl.open(ctx, n.desc)
 		n.mu.Lock()
 		delete(n.opening, id)
 		close(ch)
@@ -141,7 +141,7 @@ func (n *ClusterNamespace) handle(ctx context.Context, r *routing, i int) (*Name
 	}
 }
 
-func (n *ClusterNamespace) forget(id string, h *Namespace) {
+func (n *Namespace) forget(id string, h *nodeNS) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.handles[id] == h {
@@ -175,6 +175,7 @@ type routing struct {
 	view  *clusterView
 	down  []bool // by placement index
 	ndown int
+	cache *locations // the location cache; nil with one node in the view
 }
 
 // primary is the node a key is read from and written to: its owner, or
@@ -222,8 +223,8 @@ func (r *routing) at(id string) (int, bool) {
 
 // cached returns the node the location cache names for key, when it is
 // usable by this call.
-func (n *ClusterNamespace) cached(r *routing, k namespace.Key) (int, bool) {
-	id, ok := n.c.cache.get(n.id, k)
+func (n *Namespace) cached(r *routing, k namespace.Key) (int, bool) {
+	id, ok := r.cache.get(n.id, k)
 	if !ok {
 		return 0, false
 	}
@@ -231,7 +232,19 @@ func (n *ClusterNamespace) cached(r *routing, k namespace.Key) (int, bool) {
 }
 
 // fanOut runs fn for every node with work in parallel and waits for all.
+// A call with work for one node only (always, in a cluster of one) runs
+// it on the caller's goroutine.
 func fanOut(groups [][]int, fn func(node int)) {
+	only, busy := -1, 0
+	for i, g := range groups {
+		if len(g) > 0 {
+			only, busy = i, busy+1
+		}
+	}
+	if busy == 1 {
+		fn(only)
+		return
+	}
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		if len(g) > 0 {

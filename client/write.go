@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/stratakv/strata/namespace"
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // putTries is how many placement candidates a page is offered to: its
@@ -28,7 +27,7 @@ const putTries = 2
 // a node refused the request itself, or every node asked failed
 // (ErrUnavailable); a page that found no node has Status Failed and a
 // Reason naming the failure.
-func (n *ClusterNamespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
+func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	for i, p := range pages {
 		if len(p.Data) != n.pageBytes {
 			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
@@ -75,7 +74,7 @@ func (n *ClusterNamespace) Put(ctx context.Context, pages []Page) (results []Put
 }
 
 // putRound puts each node's group and fills in results.
-func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Page, groups [][]int, results []PutResult) outcome {
+func (n *Namespace) putRound(ctx context.Context, r *routing, pages []Page, groups [][]int, results []PutResult) outcome {
 	got := make([][]PutResult, len(groups))
 	errs := make([]error, len(groups))
 	fanOut(groups, func(i int) {
@@ -83,8 +82,8 @@ func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Pag
 		for j, p := range groups[i] {
 			sub[j] = pages[p]
 		}
-		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) (err error) {
-			got[i], err = h.Put(ctx, sub)
+		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) (err error) {
+			got[i], err = h.put(ctx, sub)
 			return err
 		})
 	})
@@ -111,7 +110,7 @@ func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Pag
 		for j, p := range g {
 			results[p] = got[i][j]
 			if got[i][j].Status.Stored() {
-				n.c.cache.seen(n.id, pages[p].Key, id)
+				r.cache.seen(n.id, pages[p].Key, id)
 			}
 		}
 	}
@@ -123,7 +122,7 @@ func (n *ClusterNamespace) putRound(ctx context.Context, r *routing, pages []Pag
 // (NOT_ADMITTED, DESIGN 5): the node is healthy, and the pages go to their
 // next placement candidate.
 func refused(err error) bool {
-	return errors.Is(err, ErrNoSpace) || pb.ReasonOf(err) == pb.ReasonNotAdmitted
+	return errors.Is(err, ErrNoSpace) || errors.Is(err, errNotAdmitted)
 }
 
 // retry reports whether a page's outcome is worth offering to its next
@@ -134,7 +133,7 @@ func retry(res PutResult) bool { return res.Status == Failed || res.Status == Re
 // spill candidate, and the node the location cache names. deleted counts
 // the copies removed. A node that fails makes the error wrap
 // ErrUnavailable, as its copies may remain.
-func (n *ClusterNamespace) Delete(ctx context.Context, keys []namespace.Key) (deleted int, err error) {
+func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (deleted int, err error) {
 	done, err := n.c.begin()
 	if err != nil {
 		return 0, err
@@ -151,7 +150,7 @@ func (n *ClusterNamespace) Delete(ctx context.Context, keys []namespace.Key) (de
 		for _, i := range at {
 			groups[i] = append(groups[i], p)
 		}
-		n.c.cache.gone(n.id, k, "")
+		r.cache.gone(n.id, k, "")
 	}
 	counts := make([]int, len(groups))
 	errs := make([]error, len(groups))
@@ -160,8 +159,8 @@ func (n *ClusterNamespace) Delete(ctx context.Context, keys []namespace.Key) (de
 		for j, p := range groups[i] {
 			sub[j] = keys[p]
 		}
-		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *Namespace) (err error) {
-			counts[i], err = h.Delete(ctx, sub)
+		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) (err error) {
+			counts[i], err = h.delete(ctx, sub)
 			return err
 		})
 	})

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"slices"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,112 +19,197 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// Page is one page to publish.
-type Page struct {
-	Key       namespace.Key
-	Parent    namespace.Key // meaningful when HasParent
-	HasParent bool
-	Depth     uint32 // page index within its token sequence
-	Data      []byte
-	// ChainDepth is the depth of the deepest page of this page's sequence
-	// published by the same put, on any node. Put fills it in from the
-	// batch's parent links (a caller that splits one sequence over several
-	// puts may set it). Nodes admit and keep a prefix page at least as they
-	// would the deepest page it makes reachable: judged alone, shallow
-	// pages are worth less, and a full cluster would keep the deep pages
-	// of a sequence while refusing the prefix they need.
-	ChainDepth uint32
+// grpcPlane is the gRPC plane: Lookup, a Get stream whose page bytes go
+// from gRPC's receive buffers straight into the caller's (getCodec), and a
+// Put of up to oneCallMaxPages pages as one Put stream that references the
+// caller's bytes (putCodec), else the two-phase Reserve, Write, Commit. It
+// serves every call.
+type grpcPlane struct{}
+
+func (grpcPlane) lookup(ctx context.Context, h *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (lookupAnswer, bool, error) {
+	resp, err := h.c.rpc.Lookup(ctx, &pb.LookupRequest{NamespaceId: h.id[:], Keys: wireKeys(keys),
+		Lease: lease, LeaseTtlMs: uint32(ttl.Milliseconds())})
+	if err != nil {
+		return lookupAnswer{}, true, fromRPC("lookup", err)
+	}
+	if len(resp.GetPresent()) != len(keys) || int(resp.GetHitPrefix()) > len(keys) {
+		return lookupAnswer{}, true, fmt.Errorf("lookup: %d answers for %d keys: %w", len(resp.GetPresent()), len(keys), ErrProtocol)
+	}
+	res := lookupAnswer{HitPrefix: int(resp.GetHitPrefix()), Present: resp.GetPresent()}
+	if l := resp.GetLease(); l != nil {
+		res.Lease = &nodeLease{ns: h, ID: l.GetId(), Expires: time.UnixMilli(l.GetExpiresUnixMs()), Pages: int(l.GetPages())}
+	}
+	return res, true, nil
 }
 
-// chained reports whether every page after the first is the child of the
-// one before it.
-func chained(pages []Page) bool {
-	for i := 1; i < len(pages); i++ {
-		if !pages[i].HasParent || pages[i].Parent != pages[i-1].Key {
-			return false
+func (grpcPlane) get(ctx context.Context, h *nodeNS, keys []namespace.Key, bufs [][]byte, lease *nodeLease) (found []bool, ok bool, err error) {
+	req := &pb.GetRequest{NamespaceId: h.id[:], Keys: wireKeys(keys)}
+	if lease != nil {
+		req.LeaseId = lease.ID
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := h.c.rpc.Get(ctx, req, grpc.ForceCodecV2(getCodec{}))
+	if err != nil {
+		return nil, true, fromRPC("get", err)
+	}
+	found = make([]bool, len(keys))
+	r := &pageReader{bufs: bufs, found: found}
+	in := &getIn{r: r}
+	for {
+		err := stream.RecvMsg(in)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, true, fromRPC("get", err)
+		}
+		if in.err != nil {
+			return nil, true, fmt.Errorf("get: %w", in.err)
 		}
 	}
-	return true
+	if r.cur != nil {
+		return nil, true, fmt.Errorf("get: stream ended inside page %d: %w", r.cur.GetIndex(), ErrProtocol)
+	}
+	return found, true, errors.Join(r.bad...)
 }
 
-// withChainDepths returns pages with each ChainDepth raised to the depth of
-// its deepest descendant in pages (by parent links; a parent must come
-// before its children, as ChainPages orders them), copying pages only if
-// something changes.
-func withChainDepths(pages []Page) []Page {
-	if len(pages) < 2 {
-		return pages
-	}
-	parent := func(i int) (int, bool) { return i - 1, true } // one sequence in order (ChainPages)
-	if !chained(pages) {
-		at := make(map[namespace.Key]int, len(pages))
-		for i, p := range pages {
-			at[p.Key] = i
+// pageReader reassembles the pages of a Get stream.
+type pageReader struct {
+	bufs  [][]byte
+	found []bool
+	cur   *pb.PageHeader // page being received
+	got   int
+	bad   []error
+}
+
+// next takes one GetResponse: its header (nil if none) and the pieces of
+// its data field, copied straight into the page's buffer.
+func (r *pageReader) next(h *pb.PageHeader, data [][]byte, size int) error {
+	if h != nil {
+		if r.cur != nil {
+			return fmt.Errorf("page %d header inside page %d: %w", h.GetIndex(), r.cur.GetIndex(), ErrProtocol)
 		}
-		parent = func(i int) (int, bool) {
-			j, ok := at[pages[i].Parent]
-			return j, ok && pages[i].HasParent && j < i
+		if int(h.GetIndex()) >= len(r.bufs) {
+			return fmt.Errorf("page index %d of %d: %w", h.GetIndex(), len(r.bufs), ErrProtocol)
 		}
+		if !h.GetFound() {
+			return nil
+		}
+		if int(h.GetSize()) > len(r.bufs[h.GetIndex()]) {
+			return fmt.Errorf("page %d is %d bytes, buffer %d: %w", h.GetIndex(), h.GetSize(), len(r.bufs[h.GetIndex()]), ErrBufferTooSmall)
+		}
+		r.cur, r.got = h, 0
 	}
-	out := pages
-	for i := len(pages) - 1; i > 0; i-- {
-		j, ok := parent(i)
-		if !ok {
+	if r.cur == nil {
+		if size > 0 {
+			return fmt.Errorf("data outside a page: %w", ErrProtocol)
+		}
+		return nil
+	}
+	buf := r.bufs[r.cur.GetIndex()][:r.cur.GetSize()]
+	if r.got+size > len(buf) {
+		return fmt.Errorf("page %d: more bytes than its size: %w", r.cur.GetIndex(), ErrProtocol)
+	}
+	for _, d := range data {
+		r.got += copy(buf[r.got:], d)
+	}
+	if r.got < len(buf) {
+		return nil
+	}
+	i := r.cur.GetIndex()
+	alg := namespace.Checksum(r.cur.GetChecksumAlgorithm())
+	if bytes.Equal(alg.Sum(buf), r.cur.GetChecksum()) {
+		r.found[i] = true
+	} else {
+		r.bad = append(r.bad, fmt.Errorf("page %d: %w", i, ErrChecksum))
+	}
+	r.cur = nil
+	return nil
+}
+
+// getCodec is protobuf for the Get call, except that a GetResponse is
+// decoded into a getIn: its data field goes from gRPC's receive buffers
+// straight into the caller's page buffer (no joined message, no protobuf
+// copy). The wire format is unchanged.
+type getCodec struct{}
+
+func (getCodec) Name() string { return grpcproto.Name }
+
+func (getCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
+}
+
+func (getCodec) Unmarshal(b mem.BufferSlice, v any) error {
+	if in, ok := v.(*getIn); ok {
+		return in.unmarshal(b)
+	}
+	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(b, v)
+}
+
+// getIn receives one GetResponse into a pageReader. A malformed message
+// fails the RPC (the returned error); a well-formed one the reader rejects
+// sets err.
+type getIn struct {
+	r      *pageReader
+	header []byte
+	data   [][]byte
+	err    error
+}
+
+func (in *getIn) unmarshal(b mem.BufferSlice) error {
+	in.header, in.data, in.err = in.header[:0], in.data[:0], nil
+	size, sawHeader := 0, false
+	r := pb.NewPieceReader(b)
+	for !r.Done() {
+		tag, err := r.Varint()
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		var n uint64
+		switch typ {
+		case protowire.VarintType:
+			if _, err := r.Varint(); err != nil {
+				return err
+			}
 			continue
+		case protowire.Fixed32Type:
+			n = 4
+		case protowire.Fixed64Type:
+			n = 8
+		case protowire.BytesType:
+			if n, err = r.Varint(); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("get response field %d: wire type %d", num, typ)
 		}
-		d := max(out[i].ChainDepth, out[i].Depth)
-		if d <= max(out[j].ChainDepth, out[j].Depth) {
-			continue
+		if n > uint64(r.Left()) {
+			return io.ErrUnexpectedEOF
 		}
-		if &out[0] == &pages[0] {
-			out = slices.Clone(pages)
+		take := func([]byte) {}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			sawHeader = true
+			take = func(p []byte) { in.header = append(in.header, p...) }
+		case num == 2 && typ == protowire.BytesType:
+			in.data, size = in.data[:0], int(n) // named twice: the last one wins
+			take = func(p []byte) { in.data = append(in.data, p) }
 		}
-		out[j].ChainDepth = d
+		if err := r.Take(int(n), take); err != nil {
+			return err
+		}
 	}
-	return out
-}
-
-// ChainPages pairs the keys of one token sequence, from its first page, with
-// their bytes, filling in parents and depths.
-func ChainPages(keys []namespace.Key, data [][]byte) []Page {
-	pages := make([]Page, min(len(keys), len(data)))
-	for i := range pages {
-		pages[i] = Page{Key: keys[i], Depth: uint32(i), Data: data[i]}
-		if i > 0 {
-			pages[i].Parent, pages[i].HasParent = keys[i-1], true
+	var h *pb.PageHeader
+	if sawHeader {
+		h = &pb.PageHeader{}
+		if err := proto.Unmarshal(in.header, h); err != nil {
+			return err
 		}
 	}
-	return pages
-}
-
-// PutStatus is the outcome of publishing one page.
-type PutStatus int
-
-// Put outcomes, as the node reports them.
-const (
-	Committed        PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_COMMITTED)
-	Exists           PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_EXISTS)
-	ChecksumMismatch PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH)
-	SizeMismatch     PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_SIZE_MISMATCH)
-	Incomplete       PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_INCOMPLETE)
-	UnknownWrite     PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE)
-	Expired          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_EXPIRED)
-	Aborted          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_ABORTED)
-	Rejected         PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_REJECTED)
-	Failed           PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_FAILED)
-)
-
-// String names the outcome.
-func (s PutStatus) String() string { return pb.CommitStatus(s).String() }
-
-// Stored reports whether the page is published after the put (by this
-// writer or an earlier one).
-func (s PutStatus) Stored() bool { return s == Committed || s == Exists }
-
-// PutResult is the outcome of one page.
-type PutResult struct {
-	Status PutStatus
-	Reason string
+	in.err = in.r.next(h, in.data, size)
+	return nil
 }
 
 // oneCallMaxPages is the largest batch Put sends through the one-call Put
@@ -131,46 +218,20 @@ type PutResult struct {
 // are then spread over many pages.
 const oneCallMaxPages = 16
 
-// Put publishes pages. A batch of up to oneCallMaxPages pages goes through
-// the node's one-call Put stream (one RPC: per page a header with its
-// checksum, then its bytes; the node reserves, writes and commits each page
-// as the two-phase calls would). A larger batch uses the two-phase protocol:
-// reserve them all, stream the bytes of the reserved ones, then commit each
-// with its checksum; there pages already published come back Exists without
-// sending their bytes. If the call fails part way, the reservations it holds
-// are aborted.
-func (n *Namespace) Put(ctx context.Context, pages []Page) ([]PutResult, error) {
-	pages = withChainDepths(pages)
-	if res, ok, err := n.putShm(ctx, pages); ok { // same host: shared memory
-		return res, err
-	}
-	if res, ok, err := n.putRaw(ctx, pages); ok { // the raw tcp data plane
-		return res, err
-	}
-	for i, p := range pages {
-		if len(p.Data) != n.pageBytes {
-			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
-		}
-	}
+func (grpcPlane) put(ctx context.Context, h *nodeNS, pages []Page) ([]PutResult, bool, error) {
 	if len(pages) <= oneCallMaxPages {
-		return n.putOneCall(ctx, pages)
+		res, err := h.putOneCall(ctx, pages)
+		return res, true, err
 	}
-	out := make([]PutResult, 0, len(pages))
-	for start := 0; start < len(pages); start += n.maxBatch {
-		res, err := n.putBatch(ctx, pages[start:min(len(pages), start+n.maxBatch)])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res...)
-	}
-	return out, nil
+	res, err := h.putTwoPhase(ctx, pages)
+	return res, true, err
 }
 
 // putOneCall publishes pages through one Put stream. The page's first chunk
 // travels in the message that carries its header. Page bytes are not
 // copied into messages: the transport reads them from the caller's slices
 // (putOut), and putOneCall returns only once it holds no reference to them.
-func (n *Namespace) putOneCall(ctx context.Context, pages []Page) (res []PutResult, err error) {
+func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult, err error) {
 	if len(pages) == 0 {
 		return nil, nil
 	}
@@ -290,7 +351,11 @@ func (o *putOut) wait(d time.Duration) {
 	}
 }
 
-func (n *Namespace) putBatch(ctx context.Context, pages []Page) (results []PutResult, err error) {
+// putTwoPhase reserves pages, streams the bytes of the reserved ones, then
+// commits each with its checksum; pages already published come back Exists
+// without sending their bytes. If the call fails part way, the
+// reservations it holds are aborted.
+func (n *nodeNS) putTwoPhase(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	specs := make([]*pb.PageSpec, len(pages))
 	for i, p := range pages {
 		specs[i] = &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth}
@@ -347,7 +412,7 @@ func (n *Namespace) putBatch(ctx context.Context, pages []Page) (results []PutRe
 }
 
 // write streams the bytes of the reserved pages in chunks.
-func (n *Namespace) write(ctx context.Context, pages []Page, open []int, wid func(int) uint64) error {
+func (n *nodeNS) write(ctx context.Context, pages []Page, open []int, wid func(int) uint64) error {
 	stream, err := n.c.rpc.Write(ctx)
 	if err != nil {
 		return fromRPC("write", err)
@@ -374,7 +439,7 @@ func (n *Namespace) write(ctx context.Context, pages []Page, open []int, wid fun
 // short context of its own (the caller's may be what failed), so a hung node
 // does not hold the caller past its deadline. Reservations also expire on
 // their own; Client.Close waits for the abort.
-func (n *Namespace) abort(open []int, wid func(int) uint64) {
+func (n *nodeNS) abort(open []int, wid func(int) uint64) {
 	ids := make([]uint64, len(open))
 	for j, i := range open {
 		ids[j] = wid(i)

@@ -25,7 +25,7 @@ import (
 // A page is read first from the node the lease or the location cache
 // names, else its owner; a page not found there is tried, in a second round,
 // on the other of the two when they differ.
-func (n *ClusterNamespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *ClusterLease) (found []bool, err error) {
+func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *Lease) (found []bool, err error) {
 	if len(bufs) != len(keys) {
 		return nil, fmt.Errorf("get: %d buffers for %d keys: %w", len(bufs), len(keys), ErrInvalid)
 	}
@@ -88,7 +88,7 @@ func (n *ClusterNamespace) Get(ctx context.Context, keys []namespace.Key, bufs [
 
 // exception returns the node whose lease covers k when it is not k's
 // primary in the lease's view.
-func (l *ClusterLease) exception(k namespace.Key) (int, bool) {
+func (l *Lease) exception(k namespace.Key) (int, bool) {
 	if l == nil || l.except == nil {
 		return 0, false
 	}
@@ -99,8 +99,8 @@ func (l *ClusterLease) exception(k namespace.Key) (int, bool) {
 // getRound reads, from each node with a group, the pages at those
 // positions, and records what arrived, which nodes failed, and what the
 // location cache learns.
-func (n *ClusterNamespace) getRound(ctx context.Context, r *routing, keys []namespace.Key, bufs [][]byte, groups [][]int,
-	lease *ClusterLease, found, failed []bool, cachedAt []int32) outcome {
+func (n *Namespace) getRound(ctx context.Context, r *routing, keys []namespace.Key, bufs [][]byte, groups [][]int,
+	lease *Lease, found, failed []bool, cachedAt []int32) outcome {
 	got := make([][]bool, len(groups))
 	errs := make([]error, len(groups))
 	fanOut(groups, func(i int) { got[i], errs[i] = n.getNode(ctx, r, i, keys, bufs, groups[i], lease.on(i)) })
@@ -118,10 +118,10 @@ func (n *ClusterNamespace) getRound(ctx context.Context, r *routing, keys []name
 			case got[i][j]:
 				found[p] = true
 				if cachedAt[p] != int32(i) {
-					n.c.cache.seen(n.id, keys[p], r.view.ids[i])
+					r.cache.seen(n.id, keys[p], r.view.ids[i])
 				}
 			case cachedAt[p] == int32(i) && !failed[i]:
-				n.c.cache.gone(n.id, keys[p], r.view.ids[i])
+				r.cache.gone(n.id, keys[p], r.view.ids[i])
 			}
 		}
 	}
@@ -131,10 +131,10 @@ func (n *ClusterNamespace) getRound(ctx context.Context, r *routing, keys []name
 // getNode reads the pages at positions group from node i, in batches of
 // its limit, into their buffers. Pages of a batch that failed are not
 // found; pages that failed their checksum are not found and reported.
-func (n *ClusterNamespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte, group []int,
-	lease *Lease) ([]bool, error) {
+func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte, group []int,
+	lease *nodeLease) ([]bool, error) {
 	got := make([]bool, len(group))
-	err := n.call(ctx, r, i, func(ctx context.Context, h *Namespace) error {
+	err := n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
 		var bad []error
 		sub := make([]namespace.Key, 0, min(len(group), h.maxBatch))
 		subBufs := make([][]byte, 0, cap(sub))
@@ -144,7 +144,7 @@ func (n *ClusterNamespace) getNode(ctx context.Context, r *routing, i int, keys 
 			for _, p := range batch {
 				sub, subBufs = append(sub, keys[p]), append(subBufs, bufs[p])
 			}
-			f, err := h.Get(ctx, sub, subBufs, lease)
+			f, err := h.get(ctx, sub, subBufs, lease, true)
 			if f == nil {
 				return errors.Join(append(bad, err)...)
 			}

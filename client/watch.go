@@ -12,7 +12,7 @@ import (
 
 // Watching the view.
 //
-// One goroutine, owned by the Cluster, holds a WatchMembers stream on one
+// One goroutine, owned by the Client, holds a WatchMembers stream on one
 // node and installs every view it sends. When the stream fails (the node
 // went away, or a data call quarantined it, which kicks the stream), the
 // watcher re-subscribes to another known address: the alive members of the
@@ -30,7 +30,7 @@ const (
 )
 
 // watch runs until Close. It owns cl, the connection to addr.
-func (c *Cluster) watch(addr string, cl *Client) {
+func (c *Client) watch(addr string, cl *nodeClient) {
 	defer c.bg.Done()
 	backoff := watchBackoffMin
 	for {
@@ -54,7 +54,7 @@ func (c *Cluster) watch(addr string, cl *Client) {
 			}
 			backoff = min(2*backoff, watchBackoffMax)
 			addr = c.nextSource(addr)
-			if cl, err = Dial(addr, c.opts.Options); err == nil {
+			if cl, err = dialNode(addr, c.opts); err == nil {
 				break
 			}
 			c.log.Debug("dialing for the membership watch", "addr", addr, "err", err)
@@ -63,7 +63,7 @@ func (c *Cluster) watch(addr string, cl *Client) {
 }
 
 // watchOnce holds one WatchMembers stream until it fails or is kicked.
-func (c *Cluster) watchOnce(cl *Client) error {
+func (c *Client) watchOnce(cl *nodeClient) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	stream, err := pb.NewClusterClient(cl.conn).WatchMembers(ctx, &pb.MembersRequest{})
@@ -90,7 +90,7 @@ func (c *Cluster) watchOnce(cl *Client) error {
 
 // setWatch records which node the stream is on, so that quarantining that
 // node moves the stream elsewhere.
-func (c *Cluster) setWatch(id string, kick context.CancelFunc) {
+func (c *Client) setWatch(id string, kick context.CancelFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watchNode, c.watchKick = id, kick
@@ -99,7 +99,7 @@ func (c *Cluster) setWatch(id string, kick context.CancelFunc) {
 // nextSource picks the address to watch after prev failed: the next one
 // in the list of alive members' addresses (not in quarantine) followed by
 // the dialed address and the seeds.
-func (c *Cluster) nextSource(prev string) string {
+func (c *Client) nextSource(prev string) string {
 	r := c.routing()
 	var list []string
 	for i, a := range r.view.addrs {

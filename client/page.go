@@ -1,0 +1,116 @@
+package client
+
+import (
+	"slices"
+
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// Page is one page to publish.
+type Page struct {
+	Key       namespace.Key
+	Parent    namespace.Key // meaningful when HasParent
+	HasParent bool
+	Depth     uint32 // page index within its token sequence
+	Data      []byte
+	// ChainDepth is the depth of the deepest page of this page's sequence
+	// published by the same put, on any node. Put fills it in from the
+	// batch's parent links (a caller that splits one sequence over several
+	// puts may set it). Nodes admit and keep a prefix page at least as they
+	// would the deepest page it makes reachable: judged alone, shallow
+	// pages are worth less, and a full cluster would keep the deep pages
+	// of a sequence while refusing the prefix they need.
+	ChainDepth uint32
+}
+
+// chained reports whether every page after the first is the child of the
+// one before it.
+func chained(pages []Page) bool {
+	for i := 1; i < len(pages); i++ {
+		if !pages[i].HasParent || pages[i].Parent != pages[i-1].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// withChainDepths returns pages with each ChainDepth raised to the depth of
+// its deepest descendant in pages (by parent links; a parent must come
+// before its children, as ChainPages orders them), copying pages only if
+// something changes.
+func withChainDepths(pages []Page) []Page {
+	if len(pages) < 2 {
+		return pages
+	}
+	parent := func(i int) (int, bool) { return i - 1, true } // one sequence in order (ChainPages)
+	if !chained(pages) {
+		at := make(map[namespace.Key]int, len(pages))
+		for i, p := range pages {
+			at[p.Key] = i
+		}
+		parent = func(i int) (int, bool) {
+			j, ok := at[pages[i].Parent]
+			return j, ok && pages[i].HasParent && j < i
+		}
+	}
+	out := pages
+	for i := len(pages) - 1; i > 0; i-- {
+		j, ok := parent(i)
+		if !ok {
+			continue
+		}
+		d := max(out[i].ChainDepth, out[i].Depth)
+		if d <= max(out[j].ChainDepth, out[j].Depth) {
+			continue
+		}
+		if &out[0] == &pages[0] {
+			out = slices.Clone(pages)
+		}
+		out[j].ChainDepth = d
+	}
+	return out
+}
+
+// ChainPages pairs the keys of one token sequence, from its first page, with
+// their bytes, filling in parents and depths.
+func ChainPages(keys []namespace.Key, data [][]byte) []Page {
+	pages := make([]Page, min(len(keys), len(data)))
+	for i := range pages {
+		pages[i] = Page{Key: keys[i], Depth: uint32(i), Data: data[i]}
+		if i > 0 {
+			pages[i].Parent, pages[i].HasParent = keys[i-1], true
+		}
+	}
+	return pages
+}
+
+// PutStatus is the outcome of publishing one page.
+type PutStatus int
+
+// Put outcomes, as the node reports them.
+const (
+	Committed        PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_COMMITTED)
+	Exists           PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_EXISTS)
+	ChecksumMismatch PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH)
+	SizeMismatch     PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_SIZE_MISMATCH)
+	Incomplete       PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_INCOMPLETE)
+	UnknownWrite     PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE)
+	Expired          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_EXPIRED)
+	Aborted          PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_ABORTED)
+	Rejected         PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_REJECTED)
+	Failed           PutStatus = PutStatus(pb.CommitStatus_COMMIT_STATUS_FAILED)
+)
+
+// String names the outcome.
+func (s PutStatus) String() string { return pb.CommitStatus(s).String() }
+
+// Stored reports whether the page is published after the put (by this
+// writer or an earlier one).
+func (s PutStatus) Stored() bool { return s == Committed || s == Exists }
+
+// PutResult is the outcome of one page.
+type PutResult struct {
+	Status PutStatus
+	Reason string
+}
