@@ -228,7 +228,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		}
 		resp, err := c.fetchView(ctx, cl)
 		if err == nil {
-			err = c.apply(resp)
+			err = c.apply(resp, a)
 		}
 		if err == nil {
 			c.bg.Add(1)
@@ -319,9 +319,9 @@ func (c *Client) everyNode(f func(*nodeClient) bool) bool {
 // Members returns the current view, sorted by node ID.
 func (c *Client) Members() []Member { return slices.Clone(c.view.Load().members) }
 
-// apply installs a view reported by a node.
-func (c *Client) apply(resp *pb.MembersResponse) error {
-	v, err := newClusterView(resp)
+// apply installs a view reported by the node at addr.
+func (c *Client) apply(resp *pb.MembersResponse, addr string) error {
+	v, err := newClusterView(resp, addr)
 	if err != nil {
 		return err
 	}
@@ -343,13 +343,19 @@ func (c *Client) apply(resp *pb.MembersResponse) error {
 	return nil
 }
 
-func newClusterView(resp *pb.MembersResponse) (*clusterView, error) {
+// newClusterView builds the view a node at addr reported. A member that
+// reports no gRPC address (a node serving without membership) is reached,
+// when it is the reporting node, at addr.
+func newClusterView(resp *pb.MembersResponse, addr string) (*clusterView, error) {
 	v := &clusterView{index: map[string]int{}, from: resp.GetNodeId(), changed: make(chan struct{})}
 	var nodes []placement.Node
-	addr := map[string]string{}
+	addrs := map[string]string{}
 	for _, m := range resp.GetMembers() {
 		mem := Member{ID: m.GetNodeId(), Address: m.GetGrpcAddress(), GossipAddress: m.GetGossipAddress(),
 			State: MemberState(m.GetState()), Weight: m.GetWeight()}
+		if mem.Address == "" && mem.ID == v.from {
+			mem.Address = addr
+		}
 		v.members = append(v.members, mem)
 		if mem.State != MemberAlive {
 			continue
@@ -359,7 +365,7 @@ func newClusterView(resp *pb.MembersResponse) (*clusterView, error) {
 			w = 1
 		}
 		nodes = append(nodes, placement.Node{ID: mem.ID, Weight: w})
-		addr[mem.ID] = mem.Address
+		addrs[mem.ID] = mem.Address
 	}
 	slices.SortFunc(v.members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	if len(nodes) == 0 {
@@ -371,7 +377,7 @@ func newClusterView(resp *pb.MembersResponse) (*clusterView, error) {
 	}
 	for i, n := range v.place.Nodes() {
 		v.ids = append(v.ids, n.ID)
-		v.addrs = append(v.addrs, addr[n.ID])
+		v.addrs = append(v.addrs, addrs[n.ID])
 		v.index[n.ID] = i
 	}
 	return v, nil

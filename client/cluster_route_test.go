@@ -50,7 +50,7 @@ func TestNewClusterView(t *testing.T) {
 		{NodeId: "b", GrpcAddress: "b:1", State: alive, Weight: 2e9},
 		{NodeId: "a", GrpcAddress: "a:1", State: dead, Weight: 1e9},
 		{NodeId: "d", GrpcAddress: "d:1", State: pb.MemberState_MEMBER_STATE_SUSPECT, Weight: 1e9},
-	}})
+	}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +63,10 @@ func TestNewClusterView(t *testing.T) {
 	if w := v.place.Node(v.index["c"]).Weight; w != 1 {
 		t.Fatalf("a member without a weight is placed with weight %v, want 1", w)
 	}
-	if _, err := newClusterView(&pb.MembersResponse{Members: []*pb.Member{{NodeId: "a", State: dead}}}); !errors.Is(err, ErrUnavailable) {
+	if _, err := newClusterView(&pb.MembersResponse{Members: []*pb.Member{{NodeId: "a", State: dead}}}, ""); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a view without alive members: %v", err)
 	}
-	if _, err := newClusterView(&pb.MembersResponse{Members: []*pb.Member{{NodeId: "a", State: alive}, {NodeId: "a", State: alive}}}); !errors.Is(err, ErrProtocol) {
+	if _, err := newClusterView(&pb.MembersResponse{Members: []*pb.Member{{NodeId: "a", State: alive}, {NodeId: "a", State: alive}}}, ""); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("a view with a duplicate member: %v", err)
 	}
 }
@@ -78,7 +78,7 @@ func TestRoutingAroundQuarantine(t *testing.T) {
 	for _, id := range []string{"n0", "n1", "n2", "n3"} {
 		members = append(members, &pb.Member{NodeId: id, GrpcAddress: id, State: pb.MemberState_MEMBER_STATE_ALIVE, Weight: 1})
 	}
-	v, err := newClusterView(&pb.MembersResponse{Members: members})
+	v, err := newClusterView(&pb.MembersResponse{Members: members}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (c *Client) watchOnce(cl *nodeClient) error {
 			return fmt.Errorf("watch members: no view within %v: %w", c.opts.NodeTimeout, ErrUnavailable)
 		}
 		c.setWatch(resp.GetNodeId(), cancel)
-		if err := c.apply(resp); err != nil {
+		if err := c.apply(resp, cl.addr); err != nil {
 			c.log.Warn("ignoring membership view", "err", err)
 		}
 	}
