@@ -185,6 +185,8 @@ type Client struct {
 	mu         sync.Mutex
 	closed     bool
 	calls      sync.WaitGroup         // calls in flight; Add under mu while !closed
+	cuts       map[uint64]func()      // cancel funcs of node calls in flight, by number
+	cutSeq     uint64                 // the last number given to a cuts entry
 	conns      map[string]*nodeClient // by node ID, created lazily
 	quarantine map[string]time.Time   // node ID → end of its quarantine
 	watchNode  string                 // node the watch stream is on
@@ -200,6 +202,7 @@ type clusterView struct {
 	index   map[string]int  // node ID → placement index
 	from    string          // the node that reported it
 	changed chan struct{}   // closed when a newer view replaces this one
+	clear   *routing        // the routing of a call while no node is in quarantine
 }
 
 // Dial learns the membership view from the node at addr (host:port), or
@@ -209,7 +212,8 @@ type clusterView struct {
 // attempts.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts.setDefaults()
-	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{}}
+	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
+		cuts: map[uint64]func(){}}
 	c.sources = dedupe(append([]string{addr}, opts.Seeds...))
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if opts.CacheEntries > 0 {
@@ -265,6 +269,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	for _, cut := range c.cuts {
+		cut()
+	}
 	c.mu.Unlock()
 	c.cancel()
 	c.calls.Wait()
@@ -280,15 +287,38 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-// begin registers a call, so Close waits for it; the returned func ends it.
-func (c *Client) begin() (func(), error) {
+// begin registers a call, so Close waits for it; end ends it.
+func (c *Client) begin() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	c.calls.Add(1)
-	return c.calls.Done, nil
+	return nil
+}
+
+func (c *Client) end() { c.calls.Done() }
+
+// cutOnClose registers the cancel func of a node call, so that Close cuts
+// the call short (at once if it is closed already); uncut(id) forgets it.
+// (A registry, not context.AfterFunc: it costs a call no allocation.)
+func (c *Client) cutOnClose(cancel func()) (id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cancel()
+		return 0
+	}
+	c.cutSeq++
+	c.cuts[c.cutSeq] = cancel
+	return c.cutSeq
+}
+
+func (c *Client) uncut(id uint64) {
+	c.mu.Lock()
+	delete(c.cuts, id)
+	c.mu.Unlock()
 }
 
 // RawActive reports whether the client has connections to nodes and each
@@ -324,6 +354,9 @@ func (c *Client) apply(resp *pb.MembersResponse, addr string) error {
 	v, err := newClusterView(resp, addr)
 	if err != nil {
 		return err
+	}
+	if len(v.ids) > 1 { // with one node, it owns every key: nothing to remember
+		v.clear.cache = c.cache
 	}
 	old := c.view.Swap(v)
 	if old != nil {
@@ -380,6 +413,7 @@ func newClusterView(resp *pb.MembersResponse, addr string) (*clusterView, error)
 		v.addrs = append(v.addrs, addrs[n.ID])
 		v.index[n.ID] = i
 	}
+	v.clear = &routing{view: v, down: make([]bool, len(v.ids))}
 	return v, nil
 }
 
@@ -430,12 +464,13 @@ func (c *Client) suspect(id string, err error) {
 // routing snapshots the view and the nodes in quarantine for one call.
 func (c *Client) routing() *routing {
 	v := c.view.Load()
-	r := &routing{view: v, down: make([]bool, len(v.ids))}
-	if len(v.ids) > 1 { // one node owns every key: nothing to remember
-		r.cache = c.cache
-	}
-	now := time.Now()
 	c.mu.Lock()
+	if len(c.quarantine) == 0 {
+		c.mu.Unlock()
+		return v.clear // the common case: shared, read-only
+	}
+	r := &routing{view: v, down: make([]bool, len(v.ids)), cache: v.clear.cache}
+	now := time.Now()
 	for id, until := range c.quarantine {
 		if now.After(until) {
 			delete(c.quarantine, id)

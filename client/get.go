@@ -34,22 +34,29 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 			return nil, fmt.Errorf("get: buffer %d is %d bytes, pages are %d: %w", i, len(b), n.pageBytes, ErrBufferTooSmall)
 		}
 	}
-	if lease != nil && (lease.ns.id != n.id || lease.ns.c != n.c) {
+	// A lease from another Client of the namespace serves too: it names
+	// its nodes by ID, and this client's connections carry its node leases.
+	if lease != nil && lease.ns.id != n.id {
 		return nil, fmt.Errorf("get: lease of another namespace: %w", ErrInvalid)
 	}
-	done, err := n.c.begin()
-	if err != nil {
+	if err := n.c.begin(); err != nil {
 		return nil, err
 	}
-	defer done()
-	found = make([]bool, len(keys))
+	defer n.c.end()
 	if len(keys) == 0 {
-		return found, nil
+		return []bool{}, nil
 	}
 	r := n.c.routing()
 	if lease != nil {
 		r = lease.r
 	}
+	if len(r.view.ids) == 1 { // a cluster of one: its node serves every key
+		found, err = n.getNode(ctx, r, 0, keys, bufs, lease.on(0))
+		var out outcome
+		out.add(r.view.ids[0], err)
+		return found, out.err(ctx, n.c, "get")
+	}
+	found = make([]bool, len(keys))
 	first := make([][]int, len(r.view.ids))
 	second := make([]int32, len(keys)) // the other place to try, or -1
 	cachedAt := make([]int32, len(keys))
@@ -103,7 +110,13 @@ func (n *Namespace) getRound(ctx context.Context, r *routing, keys []namespace.K
 	lease *Lease, found, failed []bool, cachedAt []int32) outcome {
 	got := make([][]bool, len(groups))
 	errs := make([]error, len(groups))
-	fanOut(groups, func(i int) { got[i], errs[i] = n.getNode(ctx, r, i, keys, bufs, groups[i], lease.on(i)) })
+	fanOut(groups, func(i int) {
+		sub, subBufs := make([]namespace.Key, len(groups[i])), make([][]byte, len(groups[i]))
+		for j, p := range groups[i] {
+			sub[j], subBufs[j] = keys[p], bufs[p]
+		}
+		got[i], errs[i] = n.getNode(ctx, r, i, sub, subBufs, lease.on(i))
+	})
 	var out outcome
 	for i, g := range groups {
 		if len(g) == 0 {
@@ -128,32 +141,29 @@ func (n *Namespace) getRound(ctx context.Context, r *routing, keys []namespace.K
 	return out
 }
 
-// getNode reads the pages at positions group from node i, in batches of
-// its limit, into their buffers. Pages of a batch that failed are not
-// found; pages that failed their checksum are not found and reported.
-func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte, group []int,
+// getNode reads the pages of keys from node i, in batches of its limit,
+// into bufs. Pages of a batch that failed are not found; pages that failed
+// their checksum are not found and reported.
+func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte,
 	lease *nodeLease) ([]bool, error) {
-	got := make([]bool, len(group))
+	got := make([]bool, len(keys))
 	err := n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
 		var bad []error
-		sub := make([]namespace.Key, 0, min(len(group), h.maxBatch))
-		subBufs := make([][]byte, 0, cap(sub))
-		for start := 0; start < len(group); start += h.maxBatch {
-			batch := group[start:min(len(group), start+h.maxBatch)]
-			sub, subBufs = sub[:0], subBufs[:0]
-			for _, p := range batch {
-				sub, subBufs = append(sub, keys[p]), append(subBufs, bufs[p])
-			}
-			f, err := h.get(ctx, sub, subBufs, lease, true)
+		err := eachBatch(len(keys), h.maxBatch, func(start, end int) error {
+			f, err := h.get(ctx, keys[start:end], bufs[start:end], lease, true)
 			if f == nil {
-				return errors.Join(append(bad, err)...)
+				return err
 			}
 			copy(got[start:], f)
 			if err != nil {
 				bad = append(bad, err) // checksum failures: the batch went through
 			}
+			return nil
+		})
+		if len(bad) == 0 {
+			return err
 		}
-		return errors.Join(bad...)
+		return errors.Join(append(bad, err)...)
 	})
 	return got, err
 }

@@ -88,11 +88,10 @@ type nodeLookup struct {
 // (and is quarantined); the error is then nil unless no node answered
 // (ErrUnavailable). The result is valid even when the error is not.
 func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (LookupResult, error) {
-	done, err := n.c.begin()
-	if err != nil {
+	if err := n.c.begin(); err != nil {
 		return LookupResult{}, err
 	}
-	defer done()
+	defer n.c.end()
 	res := LookupResult{Present: make([]bool, len(keys))}
 	if len(keys) == 0 {
 		return res, nil
@@ -196,6 +195,13 @@ type plan struct {
 // the node the location cache names when that differs.
 func (n *Namespace) plan(r *routing, keys []namespace.Key, both bool) plan {
 	pl := plan{prim: make([]int32, len(keys)), cachedAt: make([]int32, len(keys)), groups: make([][]int, len(r.view.ids))}
+	if len(r.view.ids) == 1 { // a cluster of one: every key goes to its node
+		pl.groups[0] = make([]int, len(keys))
+		for p := range keys {
+			pl.groups[0][p], pl.cachedAt[p] = p, -1
+		}
+		return pl
+	}
 	for p, k := range keys {
 		pl.prim[p], pl.cachedAt[p] = int32(r.primary(k)), -1
 		pl.groups[pl.prim[p]] = append(pl.groups[pl.prim[p]], p)
@@ -285,14 +291,17 @@ func (n *Namespace) lookupNode(ctx context.Context, r *routing, i int, keys []na
 		n.c.releaseLater(spanLeases(a.spans)) // from a first try, if fn runs again
 		a.spans = nil
 		covered := 0
-		sub := make([]namespace.Key, 0, min(len(group), h.maxBatch))
-		for start := 0; start < len(group); start += h.maxBatch {
-			batch := group[start:min(len(group), start+h.maxBatch)]
-			sub = sub[:0]
-			for _, p := range batch {
-				sub = append(sub, keys[p])
+		sub := keys // group is every key, in order (one node has them all)
+		if len(group) != len(keys) {
+			sub = make([]namespace.Key, len(group))
+			for j, p := range group {
+				sub[j] = keys[p]
 			}
-			lr, err := h.lookup(ctx, sub, lease && covered == start, ttl)
+		}
+		for start := 0; start < len(group); start += h.maxBatch {
+			end := min(len(group), start+h.maxBatch)
+			batch := group[start:end]
+			lr, err := h.lookup(ctx, sub[start:end], lease && covered == start, ttl)
 			if err != nil {
 				return err
 			}
@@ -370,11 +379,10 @@ func (l *Lease) on(i int) *nodeLease {
 // in parallel. The error wraps ErrLeaseExpired if any had expired, and
 // each failure; Expires is updated from the renewed ones.
 func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
-	done, err := l.ns.c.begin()
-	if err != nil {
+	if err := l.ns.c.begin(); err != nil {
 		return err
 	}
-	defer done()
+	defer l.ns.c.end()
 	errs := l.each(ctx, func(ctx context.Context, nl *nodeLease) error { return nl.renew(ctx, ttl) })
 	l.Expires = time.Time{}
 	for _, nl := range l.leases {
@@ -391,11 +399,10 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 // Release ends every node lease, in parallel. A node that cannot be reached
 // is not an error: its lease expires on its own.
 func (l *Lease) Release(ctx context.Context) error {
-	done, err := l.ns.c.begin()
-	if err != nil {
+	if err := l.ns.c.begin(); err != nil {
 		return err
 	}
-	defer done()
+	defer l.ns.c.end()
 	var errs []error
 	for _, err := range l.each(ctx, func(ctx context.Context, nl *nodeLease) error { return nl.release(ctx) }) {
 		if !nodeFailed(err) {

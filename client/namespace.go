@@ -32,11 +32,10 @@ type Namespace struct {
 // is a node that joins later). Open fails only if no node accepts; the
 // error then wraps each node's (ErrTenantDenied, ErrVersion, ...).
 func (c *Client) Open(ctx context.Context, d namespace.Descriptor) (*Namespace, error) {
-	done, err := c.begin()
-	if err != nil {
+	if err := c.begin(); err != nil {
 		return nil, err
 	}
-	defer done()
+	defer c.end()
 	d = d.Normalize()
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("open namespace: %w: %w", ErrInvalid, err)
@@ -84,7 +83,7 @@ func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
 func (n *Namespace) call(ctx context.Context, r *routing, i int, fn func(context.Context, *nodeNS) error) error {
 	nctx, cancel := context.WithTimeout(ctx, n.c.opts.NodeTimeout)
 	defer cancel()
-	defer context.AfterFunc(n.c.ctx, cancel)()
+	defer n.c.uncut(n.c.cutOnClose(cancel))
 	id := r.view.ids[i]
 	var err error
 	for try := 0; try < 2; try++ {

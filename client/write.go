@@ -33,11 +33,10 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult,
 			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
 		}
 	}
-	done, err := n.c.begin()
-	if err != nil {
+	if err := n.c.begin(); err != nil {
 		return nil, err
 	}
-	defer done()
+	defer n.c.end()
 	pages = withChainDepths(pages) // before the sequence is split over nodes
 	results = make([]PutResult, len(pages))
 	r := n.c.routing()
@@ -134,11 +133,10 @@ func retry(res PutResult) bool { return res.Status == Failed || res.Status == Re
 // the copies removed. A node that fails makes the error wrap
 // ErrUnavailable, as its copies may remain.
 func (n *Namespace) Delete(ctx context.Context, keys []namespace.Key) (deleted int, err error) {
-	done, err := n.c.begin()
-	if err != nil {
+	if err := n.c.begin(); err != nil {
 		return 0, err
 	}
-	defer done()
+	defer n.c.end()
 	r := n.c.routing()
 	groups := make([][]int, len(r.view.ids))
 	var buf [putTries + 1]int
