@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,10 +52,7 @@ type rawSession struct {
 	// counts the lookups answered on the plane.
 	oneCall, twoPhase, lookups atomic.Int64
 
-	// mu guards the fields below.
-	mu     sync.Mutex
-	idle   []*transport.Conn
-	closed bool
+	pool connPool
 }
 
 // rawAddr resolves an advertised address against the address the client
@@ -130,18 +126,13 @@ func (s *rawSession) usable() bool {
 
 // acquire returns an idle connection or dials one.
 func (s *rawSession) acquire() (*transport.Conn, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	c, open := s.pool.take()
+	if !open {
 		return nil, transport.ErrClosed
 	}
-	if k := len(s.idle); k > 0 {
-		c := s.idle[k-1]
-		s.idle = s.idle[:k-1]
-		s.mu.Unlock()
+	if c != nil {
 		return c, nil
 	}
-	s.mu.Unlock()
 	c, err := s.dial()
 	if err != nil {
 		s.failed.Store(time.Now().UnixNano())
@@ -159,21 +150,12 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 		return nil, err
 	}
 	c := transport.NewStreamConn(nc, 0)
-	_ = nc.SetDeadline(time.Now().Add(rawDial))
-	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: s.token}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	_, m, err := c.Recv()
+	w, _, err := hello(c, nc, s.token, rawDial, func() (frame.Message, []int, error) {
+		_, m, err := c.Recv()
+		return m, nil, err
+	})
 	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	_ = nc.SetDeadline(time.Time{})
-	w, ok := m.(*frame.Welcome)
-	if !ok {
-		c.Close()
-		return nil, fromFrame("raw handshake", m)
+		return nil, fmt.Errorf("raw handshake: %w", err)
 	}
 	if w.NodeID != s.nodeID {
 		c.Close()
@@ -184,18 +166,7 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 }
 
 // finish returns c to the pool, or closes it when it failed.
-func (s *rawSession) finish(c *transport.Conn, failed bool) {
-	if !failed {
-		s.mu.Lock()
-		if !s.closed {
-			s.idle = append(s.idle, c)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-	}
-	c.Close()
-}
+func (s *rawSession) finish(c *transport.Conn, failed bool) { s.pool.give(c, failed) }
 
 // bound applies ctx to c: its deadline, and its cancellation (which
 // interrupts a blocked read or write). The returned func undoes both.
@@ -212,15 +183,7 @@ func bound(ctx context.Context, c *transport.Conn) (done func() bool) {
 
 func alwaysDone() bool { return true }
 
-func (s *rawSession) close() {
-	s.mu.Lock()
-	idle := s.idle
-	s.idle, s.closed = nil, true
-	s.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
-	}
-}
+func (s *rawSession) close() { s.pool.close() }
 
 // rawFor is the raw session for this namespace's node, or nil.
 func (n *nodeNS) rawFor() *rawSession {

@@ -147,71 +147,37 @@ func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (re
 		return n.putRawOneCall(s, c, pages)
 	}
 	s.twoPhase.Add(1)
-	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
-	for i, p := range pages {
-		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
-			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
-	}
 	id := s.ids.Add(1)
-	if err := c.Send(id, req); err != nil {
+	if err := c.Send(id, n.reserveFrame(pages)); err != nil {
 		return nil, true, err
 	}
 	m, err := recvAnswer(c, id)
 	if err != nil {
 		return nil, true, err
 	}
-	r, isOK := m.(*frame.ReserveOK)
-	if !isOK {
-		return nil, false, fromFrame("reserve", m)
+	r, results, open, broke, err := reserved(m, pages)
+	if len(open) == 0 || err != nil {
+		return results, broke, err
 	}
-	if len(r.Slots) != len(pages) {
-		return nil, true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
-	}
-	results = make([]PutResult, len(pages))
-	var open []int
-	for i, sl := range r.Slots {
-		switch sl.Status {
-		case frame.SlotReserved:
-			open = append(open, i)
-		case frame.SlotExists:
-			results[i] = PutResult{Status: Exists}
-		default:
-			results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
-		}
-	}
-	if len(open) == 0 {
-		return results, false, nil
-	}
+	commit := n.commitFrame(r, pages, open)
 	frames := make([]transport.Frame, 0, len(open)+1)
-	items := make([]frame.CommitItem, len(open))
-	for j, i := range open {
+	for _, i := range open {
 		wid, data := r.Slots[i].WriteID, pages[i].Data
 		for off := 0; off < len(data); off += frame.MaxWriteChunk {
 			frames = append(frames, transport.Frame{ID: s.ids.Add(1), Msg: &frame.Write{NS: n.id, WriteID: wid,
 				Offset: uint64(off), Data: data[off:min(len(data), off+frame.MaxWriteChunk)]}})
 		}
-		items[j] = frame.CommitItem{WriteID: wid, Size: int64(len(data)), Checksum: n.desc.Checksum.Sum(data)}
 	}
 	id = s.ids.Add(1)
-	frames = append(frames, transport.Frame{ID: id, Msg: &frame.Commit{NS: n.id, Items: items}})
+	frames = append(frames, transport.Frame{ID: id, Msg: commit})
 	if err := c.SendFrames(frames...); err != nil {
 		return nil, true, err
 	}
 	if m, err = recvAnswer(c, id); err != nil {
 		return nil, true, err
 	}
-	co, isOK := m.(*frame.CommitOK)
-	if !isOK {
-		return nil, false, fromFrame("commit", m)
-	}
-	if len(co.Statuses) != len(open) {
-		return nil, true, fmt.Errorf("commit: %d answers for %d pages: %w", len(co.Statuses), len(open), ErrProtocol)
-	}
-	for j, i := range open {
-		results[i] = PutResult{Status: PutStatus(co.Statuses[j])}
-		if results[i].Status != Committed {
-			results[i].Reason = results[i].Status.String()
-		}
+	if broke, err := committed(m, open, results); broke || err != nil {
+		return nil, broke, err
 	}
 	return results, false, nil
 }
@@ -305,16 +271,4 @@ func (s *rawSession) lookup(ctx context.Context, n *nodeNS, keys []namespace.Key
 		res.Lease = &nodeLease{ns: n, ID: r.LeaseID, Expires: time.UnixMilli(r.ExpiresMs), Pages: int(r.LeasePages)}
 	}
 	return res, true, nil
-}
-
-// recvAnswer reads the answer to request id.
-func recvAnswer(c *transport.Conn, id uint64) (frame.Message, error) {
-	got, m, err := c.Recv()
-	if err != nil {
-		return nil, err
-	}
-	if got != id {
-		return nil, fmt.Errorf("answer for request %d, want %d: %w", got, id, ErrProtocol)
-	}
-	return m, nil
 }

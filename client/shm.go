@@ -60,10 +60,7 @@ type shmSession struct {
 	locs   locCache // where pages were last seen (shm_cache.go)
 	served sync.Map // namespace.ID → *served: cache reads to report
 
-	// mu guards the fields below.
-	mu     sync.Mutex
-	idle   []*transport.Conn
-	closed bool
+	pool connPool
 }
 
 // shmPath is where the client looks for addr's shm socket, "" for none.
@@ -130,7 +127,7 @@ func startShm(path, token, nodeID string) (*shmSession, error) {
 		return nil, err
 	}
 	s.arenaID = w.ArenaID
-	s.idle = append(s.idle, c)
+	s.pool.give(c, false)
 	return s, nil
 }
 
@@ -141,22 +138,12 @@ func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, e
 		return nil, nil, nil, err
 	}
 	c := transport.NewConn(uc.(*net.UnixConn), 0)
-	_ = uc.SetDeadline(time.Now().Add(shmDial))
-	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: s.token}); err != nil {
-		c.Close()
-		return nil, nil, nil, err
-	}
-	_, m, fds, err := c.RecvFDs(2)
+	w, fds, err := hello(c, uc, s.token, shmDial, func() (frame.Message, []int, error) {
+		_, m, fds, err := c.RecvFDs(2)
+		return m, fds, err
+	})
 	if err != nil {
-		c.Close()
-		return nil, nil, nil, err
-	}
-	_ = uc.SetDeadline(time.Time{})
-	w, ok := m.(*frame.Welcome)
-	if !ok {
-		closeFDs(fds)
-		c.Close()
-		return nil, nil, nil, fromFrame("shm handshake", m)
+		return nil, nil, nil, fmt.Errorf("shm handshake: %w", err)
 	}
 	if !first && w.ArenaID != s.arenaID {
 		closeFDs(fds)
@@ -173,17 +160,11 @@ func (s *shmSession) acquire() (c *transport.Conn, ok bool) {
 		return nil, false
 	}
 	s.use.RLock()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	c, open := s.pool.take()
+	if !open {
 		s.use.RUnlock()
 		return nil, false
 	}
-	if k := len(s.idle); k > 0 {
-		c = s.idle[k-1]
-		s.idle = s.idle[:k-1]
-	}
-	s.mu.Unlock()
 	if c == nil {
 		var fds []int
 		var err error
@@ -204,9 +185,9 @@ func (s *shmSession) pin() bool {
 		return false
 	}
 	s.use.RLock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
+	s.pool.mu.Lock()
+	closed := s.pool.closed
+	s.pool.mu.Unlock()
 	if closed {
 		s.use.RUnlock()
 		return false
@@ -220,16 +201,8 @@ func (s *shmSession) unpin() { s.use.RUnlock() }
 func (s *shmSession) finish(c *transport.Conn, failed bool) {
 	if failed {
 		s.broken.Store(true)
-		c.Close()
-	} else {
-		s.mu.Lock()
-		if s.closed {
-			c.Close()
-		} else {
-			s.idle = append(s.idle, c)
-		}
-		s.mu.Unlock()
 	}
+	s.pool.give(c, failed)
 	s.use.RUnlock()
 }
 
@@ -243,14 +216,7 @@ func (s *shmSession) call(ctx context.Context, c *transport.Conn, req frame.Mess
 	if err := c.Send(id, req); err != nil {
 		return nil, err
 	}
-	got, m, err := c.Recv()
-	if err != nil {
-		return nil, err
-	}
-	if got != id {
-		return nil, fmt.Errorf("shm answer for request %d, want %d: %w", got, id, ErrProtocol)
-	}
-	return m, nil
+	return recvAnswer(c, id)
 }
 
 // close reports the last cache reads, closes the connections and unmaps
@@ -261,17 +227,8 @@ func (s *shmSession) close() error {
 	}
 	s.use.Lock() // no call in flight from here on
 	defer s.use.Unlock()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.pool.close() {
 		return nil
-	}
-	s.closed = true
-	idle := s.idle
-	s.idle = nil
-	s.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
 	}
 	return s.shm.Close()
 }

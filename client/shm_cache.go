@@ -7,7 +7,6 @@ import (
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
-	"github.com/stratakv/strata/transport"
 )
 
 // The shmLoc cache: where in the mapped arena a page was last seen, so a
@@ -126,23 +125,12 @@ func (s *shmSession) reportServed(ns namespace.ID, c *served) {
 	if pages == 0 {
 		return
 	}
-	s.mu.Lock()
-	var conn *transport.Conn
-	if k := len(s.idle); k > 0 && !s.closed {
-		conn, s.idle = s.idle[k-1], s.idle[:k-1]
-	}
-	s.mu.Unlock()
+	conn, _ := s.pool.take()
 	if conn == nil {
 		return
 	}
 	err := conn.Send(s.ids.Add(1), &frame.Served{NS: ns, Pages: uint32(min(pages, 1<<31)), Bytes: bytes})
-	s.mu.Lock()
-	if err != nil || s.closed {
-		conn.Close()
-	} else {
-		s.idle = append(s.idle, conn)
-	}
-	s.mu.Unlock()
+	s.pool.give(conn, err != nil)
 }
 
 // flushServed reports every namespace's count (at close).

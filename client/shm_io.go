@@ -117,73 +117,46 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 // or broke; the next plane redoes the batch (published pages answer
 // Exists).
 func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
-	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
-	for i, p := range pages {
-		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
-			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
-	}
 	ok, err = s.with(func(c *transport.Conn) (bool, error) {
-		m, err := s.call(ctx, c, req)
+		m, err := s.call(ctx, c, n.reserveFrame(pages))
 		if err != nil {
 			return true, err
 		}
-		r, isOK := m.(*frame.ReserveOK)
-		if !isOK {
-			return false, fromFrame("reserve", m)
+		r, res, open, broke, err := reserved(m, pages)
+		if len(open) == 0 || err != nil {
+			results = res
+			return broke, err
 		}
-		if len(r.Slots) != len(pages) {
-			return true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
-		}
-		results = make([]PutResult, len(pages))
-		var open, viaTCP []int
+		var viaTCP []int
 		var direct []transport.Op
-		for i, sl := range r.Slots {
-			switch sl.Status {
-			case frame.SlotReserved:
-				open = append(open, i)
-				if sl.Mapped && time.Until(time.UnixMilli(sl.DeadlineMs)) > shmMinDeadline {
-					direct = append(direct, transport.Op{Ext: sl.Ext, Buf: pages[i].Data})
-				} else {
-					viaTCP = append(viaTCP, i)
-				}
-			case frame.SlotExists:
-				results[i] = PutResult{Status: Exists}
-			default:
-				results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
+		for _, i := range open {
+			if sl := r.Slots[i]; sl.Mapped && time.Until(time.UnixMilli(sl.DeadlineMs)) > shmMinDeadline {
+				direct = append(direct, transport.Op{Ext: sl.Ext, Buf: pages[i].Data})
+			} else {
+				viaTCP = append(viaTCP, i)
 			}
 		}
-		if len(open) == 0 {
-			return false, nil
-		}
-		wid := func(i int) uint64 { return r.Slots[i].WriteID }
 		if err := s.shm.Write(ctx, direct); err != nil {
 			return true, fmt.Errorf("put: %w", err) // closing the connection aborts its reservations
 		}
 		if len(viaTCP) > 0 {
-			if err := n.write(ctx, pages, viaTCP, wid); err != nil {
+			if err := n.write(ctx, pages, viaTCP, func(i int) uint64 { return r.Slots[i].WriteID }); err != nil {
 				return true, err
 			}
 		}
-		items := make([]frame.CommitItem, len(open))
-		for j, i := range open {
-			items[j] = frame.CommitItem{WriteID: wid(i), Size: int64(len(pages[i].Data)), Checksum: n.desc.Checksum.Sum(pages[i].Data)}
-		}
-		m, err = s.call(ctx, c, &frame.Commit{NS: n.id, Items: items})
-		if err != nil {
+		commit := n.commitFrame(r, pages, open)
+		if m, err = s.call(ctx, c, commit); err != nil {
 			return true, err
 		}
-		co, isOK := m.(*frame.CommitOK)
-		if !isOK || len(co.Statuses) != len(open) {
-			return true, fromFrame("commit", m)
+		if broke, err := committed(m, open, res); broke || err != nil {
+			return true, err
 		}
 		for j, i := range open {
-			results[i] = PutResult{Status: PutStatus(co.Statuses[j])}
-			if results[i].Status != Committed {
-				results[i].Reason = results[i].Status.String()
-			} else if sl := r.Slots[i]; sl.Mapped {
-				s.locs.put(n.id, pages[i].Key, shmLoc{ext: sl.Ext, sum: items[j].Checksum})
+			if sl := r.Slots[i]; res[i].Status == Committed && sl.Mapped {
+				s.locs.put(n.id, pages[i].Key, shmLoc{ext: sl.Ext, sum: commit.Items[j].Checksum})
 			}
 		}
+		results = res
 		return false, nil
 	})
 	return results, ok, err

@@ -1,0 +1,168 @@
+package client
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
+)
+
+// What the two frame planes (raw tcp and shm) share: a pool of idle
+// connections, reading an answer, and the two halves of a two-phase put
+// (the Reserve frame and its answer, the Commit frame and its answer).
+// Between the halves the raw plane sends the bytes as Write frames and the
+// shm plane copies them into the arena.
+
+// connPool is a session's idle connections; each carries one request at a
+// time.
+type connPool struct {
+	mu     sync.Mutex // guards idle and closed
+	idle   []*transport.Conn
+	closed bool
+}
+
+// take returns an idle connection, nil when there is none; open is false
+// once the pool is closed.
+func (p *connPool) take() (c *transport.Conn, open bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false
+	}
+	if k := len(p.idle); k > 0 {
+		c, p.idle = p.idle[k-1], p.idle[:k-1]
+	}
+	return c, true
+}
+
+// give returns c to the pool, or closes it when it broke or the pool is
+// closed.
+func (p *connPool) give(c *transport.Conn, broke bool) {
+	if !broke {
+		p.mu.Lock()
+		if !p.closed {
+			p.idle = append(p.idle, c)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+	c.Close()
+}
+
+// close closes the idle connections; later gives close theirs. It reports
+// whether the pool was open.
+func (p *connPool) close() bool {
+	p.mu.Lock()
+	idle, was := p.idle, !p.closed
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+	return was
+}
+
+// hello authenticates a new connection c (over nc): a Hello with token,
+// then the Welcome recv reads (with the fds that ride with it, on a Unix
+// socket), both within limit. On failure it closes c and the fds.
+func hello(c *transport.Conn, nc net.Conn, token string, limit time.Duration,
+	recv func() (frame.Message, []int, error)) (*frame.Welcome, []int, error) {
+	_ = nc.SetDeadline(time.Now().Add(limit))
+	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	m, fds, err := recv()
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	w, ok := m.(*frame.Welcome)
+	if !ok {
+		closeFDs(fds)
+		c.Close()
+		return nil, nil, fromFrame("welcome", m)
+	}
+	return w, fds, nil
+}
+
+// recvAnswer reads the answer to request id.
+func recvAnswer(c *transport.Conn, id uint64) (frame.Message, error) {
+	got, m, err := c.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if got != id {
+		return nil, fmt.Errorf("answer for request %d, want %d: %w", got, id, ErrProtocol)
+	}
+	return m, nil
+}
+
+// reserveFrame asks the node to reserve pages.
+func (n *nodeNS) reserveFrame(pages []Page) *frame.Reserve {
+	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
+	for i, p := range pages {
+		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
+			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
+	}
+	return req
+}
+
+// reserved reads the answer to a Reserve of pages: results holds the
+// outcome of every page that was not reserved, open the indexes of those
+// that were. broke reports an answer after which the connection is out of
+// step.
+func reserved(m frame.Message, pages []Page) (r *frame.ReserveOK, results []PutResult, open []int, broke bool, err error) {
+	r, isOK := m.(*frame.ReserveOK)
+	if !isOK {
+		return nil, nil, nil, false, fromFrame("reserve", m)
+	}
+	if len(r.Slots) != len(pages) {
+		return nil, nil, nil, true, fmt.Errorf("reserve: %d answers for %d pages: %w", len(r.Slots), len(pages), ErrProtocol)
+	}
+	results = make([]PutResult, len(pages))
+	for i, sl := range r.Slots {
+		switch sl.Status {
+		case frame.SlotReserved:
+			open = append(open, i)
+		case frame.SlotExists:
+			results[i] = PutResult{Status: Exists}
+		default:
+			results[i] = PutResult{Status: Rejected, Reason: sl.Reason}
+		}
+	}
+	return r, results, open, false, nil
+}
+
+// commitFrame commits the reserved pages at open with their checksums.
+func (n *nodeNS) commitFrame(r *frame.ReserveOK, pages []Page, open []int) *frame.Commit {
+	items := make([]frame.CommitItem, len(open))
+	for j, i := range open {
+		items[j] = frame.CommitItem{WriteID: r.Slots[i].WriteID, Size: int64(len(pages[i].Data)), Checksum: n.desc.Checksum.Sum(pages[i].Data)}
+	}
+	return &frame.Commit{NS: n.id, Items: items}
+}
+
+// committed reads the answer to a Commit of the pages at open into
+// results.
+func committed(m frame.Message, open []int, results []PutResult) (broke bool, err error) {
+	co, isOK := m.(*frame.CommitOK)
+	if !isOK {
+		return false, fromFrame("commit", m)
+	}
+	if len(co.Statuses) != len(open) {
+		return true, fmt.Errorf("commit: %d answers for %d pages: %w", len(co.Statuses), len(open), ErrProtocol)
+	}
+	for j, i := range open {
+		results[i] = PutResult{Status: PutStatus(co.Statuses[j])}
+		if results[i].Status != Committed {
+			results[i].Reason = results[i].Status.String()
+		}
+	}
+	return false, nil
+}
