@@ -41,12 +41,43 @@ func startNode(t testing.TB, mod func(*node.Config)) *node.Node {
 
 func dial(t testing.TB, addr, token string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(ctxT(t), addr, client.Options{Token: token})
+	return dialWith(t, addr, client.Options{Token: token})
+}
+
+// dialWith dials addr with opts; the test's cleanup closes the client.
+func dialWith(t testing.TB, addr string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctxT(t), addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// open opens the llama namespace through c.
+func open(t testing.TB, c *client.Client) *client.Namespace {
+	t.Helper()
+	ns, err := c.Open(ctxT(t), llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// putWant puts pages and checks that every one comes back with status
+// want; what names the put in a failure.
+func putWant(ctx context.Context, t testing.TB, ns *client.Namespace, pages []client.Page, want client.PutStatus, what string) {
+	t.Helper()
+	res, err := ns.Put(ctx, pages)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for i, r := range res {
+		if r.Status != want {
+			t.Fatalf("%s: page %d: %v %s, want %v", what, i, r.Status, r.Reason, want)
+		}
+	}
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -80,31 +111,16 @@ func pagesFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
 
 func TestPutLookupGet(t *testing.T) {
 	n := startNode(t, nil)
-	c := dial(t, n.Addr(), "")
+	ns := open(t, dial(t, n.Addr(), ""))
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := ns.PageKeys(tokens(16*10+5, 1))
 	if len(keys) != 10 {
 		t.Fatalf("%d keys for 10 full pages", len(keys))
 	}
 	data := pagesFor(ns, keys)
-	res, err := ns.Put(ctx, client.ChainPages(keys[:6], data[:6]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if r.Status != client.Committed {
-			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
-		}
-	}
+	putWant(ctx, t, ns, client.ChainPages(keys[:6], data[:6]), client.Committed, "put")
 	// Putting again: Exists, no bytes sent.
-	res, err = ns.Put(ctx, client.ChainPages(keys[:2], data[:2]))
-	if err != nil || res[0].Status != client.Exists {
-		t.Fatalf("second put: %v %v", res, err)
-	}
+	putWant(ctx, t, ns, client.ChainPages(keys[:2], data[:2]), client.Exists, "second put")
 	lr, err := ns.Lookup(ctx, keys, true, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -204,10 +220,7 @@ func TestNamespacesIsolate(t *testing.T) {
 	n := startNode(t, nil)
 	c := dial(t, n.Addr(), "")
 	ctx := ctxT(t)
-	base, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := open(t, c)
 	toks := tokens(16*8, 7)
 	keys := base.PageKeys(toks)
 	if _, err := base.Put(ctx, client.ChainPages(keys, pagesFor(base, keys))); err != nil {
@@ -333,15 +346,7 @@ func TestLeaseSurvivesPressure(t *testing.T) {
 	}
 	for seq := range 8 { // 8 × 128 pages: four times the tier
 		keys := ns.PageKeys(tokens(16*128, uint32(200+seq)))
-		res, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Status != client.Committed {
-				t.Fatalf("sequence %d page %d: %v %s", seq, i, r.Status, r.Reason)
-			}
-		}
+		putWant(ctx, t, ns, client.ChainPages(keys, pagesFor(ns, keys)), client.Committed, fmt.Sprintf("sequence %d", seq))
 	}
 	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
 	found, err := ns.Get(ctx, first[:3], bufs, lr.Lease)

@@ -16,6 +16,14 @@ import (
 // Between the halves the raw plane sends the bytes as Write frames and the
 // shm plane copies them into the arena.
 
+const (
+	// retryAfter is the least time between attempts to reach a plane
+	// (start a shm session, dial a raw connection) after one failed.
+	retryAfter = 5 * time.Second
+	// handshakeLimit bounds connecting to a plane and its handshake.
+	handshakeLimit = 500 * time.Millisecond
+)
+
 // connPool is a session's idle connections; each carries one request at a
 // time.
 type connPool struct {

@@ -72,15 +72,8 @@ func TestPartitionHeals(t *testing.T) {
 	waitFor(t, 20*time.Second, "three alive", alive(nodes[0].Addr(), 3))
 
 	ctx := ctxT(t)
-	c, err := client.Dial(ctx, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialWith(t, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
+	ns := open(t, c)
 
 	// Isolate node 2 from nodes 0 and 1, both ways.
 	iso := nodes[2]

@@ -17,9 +17,9 @@ import (
 // framing instead of gRPC streams. A Get is one round trip whose answer
 // carries each page inline, read from the socket straight into the
 // caller's buffer and verified against its checksum. A Lookup is one
-// frame each way (lookupRaw). A Put of up to
-// oneCallMaxPages pages of up to frame.MaxWriteChunk bytes is one round
-// trip (a Put frame per page, in one write; putRawOneCall); a larger one
+// frame each way. A Put of up to oneCallMaxPages pages of up to
+// frame.MaxWriteChunk bytes is one round trip (a Put frame per page, in one
+// write; putRawOneCall); a larger one
 // is Reserve, then the bytes of the pages reserved and the Commit in one
 // write, then the commit's answer.
 //
@@ -28,15 +28,10 @@ import (
 // the control path (Open, leases, Delete) and the fallback:
 // Options.NoRaw keeps data on it, and a node that does not advertise the
 // plane, a connection that cannot be made or a handshake that fails (then
-// retried at most every rawRetry) leaves calls on gRPC silently. A
+// retried at most every retryAfter) leaves calls on gRPC silently. A
 // connection that fails after a request was sent fails that call (its
 // pages are reported not found, never partial bytes as found; a Lookup is
 // asked again over gRPC) and is closed; the next call dials a new one.
-
-const (
-	rawRetry = 5 * time.Second        // between attempts after a failed dial
-	rawDial  = 500 * time.Millisecond // bounds connecting and the handshake
-)
 
 // rawSession is the connections to one node's raw data plane.
 type rawSession struct {
@@ -121,7 +116,7 @@ func (c *nodeClient) rawActive() bool {
 
 func (s *rawSession) usable() bool {
 	f := s.failed.Load()
-	return f == 0 || time.Since(time.Unix(0, f)) >= rawRetry
+	return f == 0 || time.Since(time.Unix(0, f)) >= retryAfter
 }
 
 // acquire returns an idle connection or dials one.
@@ -145,12 +140,12 @@ func (s *rawSession) acquire() (*transport.Conn, error) {
 // dial connects and authenticates one connection; the Welcome must name
 // the node the namespace was opened on.
 func (s *rawSession) dial() (*transport.Conn, error) {
-	nc, err := net.DialTimeout("tcp", s.addr, rawDial)
+	nc, err := net.DialTimeout("tcp", s.addr, handshakeLimit)
 	if err != nil {
 		return nil, err
 	}
 	c := transport.NewStreamConn(nc, 0)
-	w, _, err := hello(c, nc, s.token, rawDial, func() (frame.Message, []int, error) {
+	w, _, err := hello(c, nc, s.token, handshakeLimit, func() (frame.Message, []int, error) {
 		_, m, err := c.Recv()
 		return m, nil, err
 	})

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -120,30 +121,13 @@ func TestRawRoundTrip(t *testing.T) {
 	for i := range data {
 		data[i][i] ^= 0x77
 	}
-	res, err := ns.Put(ctx, client.ChainPages(keys[:12], data[:12]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if r.Status != client.Committed {
-			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
-		}
-	}
-	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
-		t.Fatalf("second put: %v %v", res, err)
-	}
+	putWant(ctx, t, ns, client.ChainPages(keys[:12], data[:12]), client.Committed, "put")
+	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Exists, "second put")
 	if one, two := c.RawPuts(); one != 2 || two != 0 {
 		t.Fatalf("put batches of 12 and 1 pages: %d in one round trip, %d in two; want 2, 0", one, two)
 	}
-	grpcC, err := client.Dial(ctx, n.Addr(), client.Options{NoShm: true, NoRaw: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grpcC.Close()
-	gns, err := grpcC.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	grpcC := dialWith(t, n.Addr(), client.Options{NoShm: true, NoRaw: true})
+	gns := open(t, grpcC)
 	if grpcC.RawActive() {
 		t.Fatal("NoRaw client uses the raw data plane")
 	}
@@ -213,15 +197,7 @@ func TestRawPutBatches(t *testing.T) {
 	data := pagesFor(ns, keys)
 	chain := client.ChainPages(keys, data)
 	for _, batch := range [][2]int{{0, 16}, {16, 40}} {
-		res, err := ns.Put(ctx, chain[batch[0]:batch[1]])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Status != client.Committed {
-				t.Fatalf("batch %v page %d: %v %s", batch, i, r.Status, r.Reason)
-			}
-		}
+		putWant(ctx, t, ns, chain[batch[0]:batch[1]], client.Committed, fmt.Sprint("batch ", batch))
 	}
 	if one, two := c.RawPuts(); one != 1 || two != 1 {
 		t.Fatalf("batches of 16 and 24 pages: %d in one round trip, %d in two; want 1, 1", one, two)
@@ -580,6 +556,18 @@ func threeRawPages(t *testing.T, seed uint32) (n *node.Node, keys []namespace.Ke
 	return n, keys, data, welcome, pageFrame
 }
 
+// openVia opens the namespace on n through a client whose raw plane goes
+// through p, and checks that the plane is in use.
+func openVia(t *testing.T, n *node.Node, p *cutProxy) *client.Namespace {
+	t.Helper()
+	c := dialWith(t, n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
+	ns := open(t, c)
+	if !c.RawActive() {
+		t.Fatal("raw plane through the proxy not in use")
+	}
+	return ns
+}
+
 // TestRawConnectionLost: a connection that dies in the middle of a page is
 // an error, never a page reported found; the next call works on a new
 // connection.
@@ -588,15 +576,7 @@ func TestRawConnectionLost(t *testing.T) {
 	n, keys, data, welcome, pageFrame := threeRawPages(t, 33)
 	// The handshake's Welcome plus the first page and half of the second.
 	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame/2, false)
-	c, err := client.Dial(ctx, n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.RawActive() {
-		t.Fatalf("open: %v, raw %v", err, c.RawActive())
-	}
+	ns := openVia(t, n, p)
 	bufs := pageBufs(ns, 3)
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err == nil || slices.Contains(found, true) {
@@ -620,15 +600,7 @@ func TestRawCorruptByte(t *testing.T) {
 	ctx := ctxT(t)
 	n, keys, data, welcome, pageFrame := threeRawPages(t, 34)
 	p := startCutProxy(t, n.RawAddr(), welcome+pageFrame+pageFrame-100, true) // inside page 1's bytes
-	c, err := client.Dial(ctx, n.Addr(), client.Options{RawAddr: p.lis.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.RawActive() {
-		t.Fatalf("open: %v, raw %v", err, c.RawActive())
-	}
+	ns := openVia(t, n, p)
 	bufs := pageBufs(ns, 3)
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if !errors.Is(err, client.ErrChecksum) || found == nil || !found[0] || found[1] || !found[2] {

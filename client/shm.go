@@ -28,7 +28,7 @@ import (
 // carries one request at a time). A connection that fails marks the session
 // broken: calls in flight fall back to tcp, the session is closed once
 // they are done (the arena is unmapped only when nobody copies from it),
-// and a later Open may start a new one (at most every shmRetry).
+// and a later Open may start a new one (at most every retryAfter).
 //
 // A Get is one round trip: the node answers where each page lies (checking
 // the caller's lease, if any, is live); the client copies each mapped page
@@ -37,8 +37,6 @@ import (
 // reserve (extents in the arena) → memcpy → commit (the node verifies).
 
 const (
-	shmRetry = 5 * time.Second        // between attempts to start a session
-	shmDial  = 500 * time.Millisecond // bounds connecting and the handshake
 	// shmMinDeadline is the least time left on a reservation for an
 	// in-place write: past its deadline the extent can be reused.
 	shmMinDeadline = time.Second
@@ -133,12 +131,12 @@ func startShm(path, token, nodeID string) (*shmSession, error) {
 
 // dial connects and authenticates one control connection.
 func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, error) {
-	uc, err := net.DialTimeout("unix", s.path, shmDial)
+	uc, err := net.DialTimeout("unix", s.path, handshakeLimit)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	c := transport.NewConn(uc.(*net.UnixConn), 0)
-	w, fds, err := hello(c, uc, s.token, shmDial, func() (frame.Message, []int, error) {
+	w, fds, err := hello(c, uc, s.token, handshakeLimit, func() (frame.Message, []int, error) {
 		_, m, fds, err := c.RecvFDs(2)
 		return m, fds, err
 	})
@@ -251,7 +249,7 @@ func (c *nodeClient) shmSession(nodeID string) *shmSession {
 		c.shm.Store(nil)
 		c.bg.Go(func() { _ = s.close() })
 	}
-	if nodeID == "" || time.Since(c.shmTried) < shmRetry {
+	if nodeID == "" || time.Since(c.shmTried) < retryAfter {
 		return nil
 	}
 	c.shmTried = time.Now()

@@ -49,32 +49,15 @@ func TestShmRoundTrip(t *testing.T) {
 	for i := range data {
 		data[i][i] ^= 0x5a // pages differ beyond their key prefix
 	}
-	res, err := ns.Put(ctx, client.ChainPages(keys[:10], data[:10]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if r.Status != client.Committed {
-			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
-		}
-	}
-	if res, err := ns.Put(ctx, client.ChainPages(keys[:1], data[:1])); err != nil || res[0].Status != client.Exists {
-		t.Fatalf("second put: %v %v", res, err)
-	}
+	putWant(ctx, t, ns, client.ChainPages(keys[:10], data[:10]), client.Committed, "put")
+	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Exists, "second put")
 	wantBytesIn(t, n, 10*ns.PageBytes())
 	lr, err := ns.Lookup(ctx, keys, true, 0)
 	if err != nil || lr.HitPrefix != 10 {
 		t.Fatalf("lookup: %+v %v", lr, err)
 	}
-	tcp, err := client.Dial(ctx, n.Addr(), client.Options{NoShm: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcp.Close()
-	tns, err := tcp.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tcp := dialWith(t, n.Addr(), client.Options{NoShm: true})
+	tns := open(t, tcp)
 	if tcp.ShmActive() {
 		t.Fatal("NoShm client uses shared memory")
 	}
