@@ -20,25 +20,10 @@ import (
 // port chosen by the kernel.
 func startNode(t testing.TB, mod func(*node.Config)) *node.Node {
 	t.Helper()
-	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
-		HostBytes: 64 << 20}
-	if mod != nil {
-		mod(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Errorf("closing node: %v", err)
-		}
-	})
-	return n
+	return addNodeWith(t, nil, mod).Node
 }
 
+// dial dials addr with a tenant token.
 func dial(t testing.TB, addr, token string) *client.Client {
 	t.Helper()
 	return dialWith(t, addr, client.Options{Token: token})

@@ -49,12 +49,18 @@ func startCluster(t testing.TB, n int) []*clusterNode {
 
 // addNode starts one more node of the cluster of nodes (a first one when
 // nodes is empty).
-func addNode(t testing.TB, nodes []*clusterNode) *clusterNode {
+func addNode(t testing.TB, nodes []*clusterNode) *clusterNode { return addNodeWith(t, nodes, nil) }
+
+// addNodeWith is addNode with mod applied to the node's config.
+func addNodeWith(t testing.TB, nodes []*clusterNode, mod func(*node.Config)) *clusterNode {
 	t.Helper()
 	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
 		HostBytes: 64 << 20}
 	if len(nodes) > 0 {
 		cfg.EtcdEndpoints = nodes[0].EtcdEndpoints()
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

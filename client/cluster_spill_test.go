@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -17,25 +16,10 @@ import (
 func startSmallCluster(t testing.TB, n int, hostBytes int64) []*clusterNode {
 	t.Helper()
 	var nodes []*clusterNode
-	for i := range n {
-		cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
-			HostBytes: hostBytes, Tiers: []string{"host"}, ShmSocket: "off", CoordRound: 200 * time.Millisecond}
-		if i > 0 {
-			cfg.EtcdEndpoints = nodes[0].EtcdEndpoints()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		nd, err := node.Start(ctx, cfg)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cn := &clusterNode{Node: nd}
-		t.Cleanup(func() {
-			if err := cn.Stop(); err != nil {
-				t.Errorf("closing node: %v", err)
-			}
-		})
-		nodes = append(nodes, cn)
+	for range n {
+		nodes = append(nodes, addNodeWith(t, nodes, func(c *node.Config) {
+			c.HostBytes, c.Tiers, c.ShmSocket, c.CoordRound = hostBytes, []string{"host"}, "off", 200*time.Millisecond
+		}))
 	}
 	waitNodeView(t, nodes[0], n)
 	return nodes
