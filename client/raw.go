@@ -11,7 +11,8 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// The raw tcp data plane (package rdma, stream.go): for a node that
+// The raw tcp data plane (the frame protocol, proto/frame/SPEC.md, over
+// transport.NewStreamConn): for a node that
 // advertises it (the frame.AddrHeader header of its OpenNamespace answer),
 // Get and Put move page bytes over plain TCP connections in the shm
 // framing instead of gRPC streams. A Get is one round trip whose answer

@@ -13,7 +13,8 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// Same-host shared memory (DESIGN 7; package rdma has the protocol).
+// Same-host shared memory (DESIGN 7; proto/frame/SPEC.md has the protocol,
+// package transport the mapping).
 //
 // Finding the node's socket. Options.ShmSocket names it; when it is empty
 // and the node's address is a loopback or local address, the client tries
