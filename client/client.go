@@ -269,11 +269,11 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.cancel() // before the cuts: a call cut short sees the client closed
 	for _, cut := range c.cuts {
 		cut()
 	}
 	c.mu.Unlock()
-	c.cancel()
 	c.calls.Wait()
 	c.bg.Wait()
 	c.mu.Lock()

@@ -9,20 +9,19 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratakv/strata/internal/pagecodec"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // grpcPlane is the gRPC plane: Lookup, a Get stream whose page bytes go
-// from gRPC's receive buffers straight into the caller's (getCodec), and a
+// from gRPC's receive buffers straight into the caller's (getIn), and a
 // Put of up to oneCallMaxPages pages as one Put stream that references the
-// caller's bytes (putCodec), else the two-phase Reserve, Write, Commit. It
+// caller's bytes (putOut), else the two-phase Reserve, Write, Commit. It
 // serves every call.
 type grpcPlane struct{}
 
@@ -49,7 +48,7 @@ func (grpcPlane) get(ctx context.Context, h *nodeNS, keys []namespace.Key, bufs 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := h.c.rpc.Get(ctx, req, grpc.ForceCodecV2(getCodec{}))
+	stream, err := h.c.rpc.Get(ctx, req, grpc.ForceCodecV2(pagecodec.Codec{}))
 	if err != nil {
 		return nil, true, fromRPC("get", err)
 	}
@@ -128,87 +127,39 @@ func (r *pageReader) next(h *pb.PageHeader, data [][]byte, size int) error {
 	return nil
 }
 
-// getCodec is protobuf for the Get call, except that a GetResponse is
-// decoded into a getIn: its data field goes from gRPC's receive buffers
+// getIn receives one GetResponse into a pageReader: decoded by itself
+// (pagecodec.Unmarshaler), its data field goes from gRPC's receive buffers
 // straight into the caller's page buffer (no joined message, no protobuf
-// copy). The wire format is unchanged.
-type getCodec struct{}
-
-func (getCodec) Name() string { return grpcproto.Name }
-
-func (getCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
-}
-
-func (getCodec) Unmarshal(b mem.BufferSlice, v any) error {
-	if in, ok := v.(*getIn); ok {
-		return in.unmarshal(b)
-	}
-	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(b, v)
-}
-
-// getIn receives one GetResponse into a pageReader. A malformed message
-// fails the RPC (the returned error); a well-formed one the reader rejects
-// sets err.
+// copy). A malformed message fails the RPC (the returned error); a
+// well-formed one the reader rejects sets err.
 type getIn struct {
-	r      *pageReader
-	header []byte
-	data   [][]byte
-	err    error
+	r    *pageReader
+	rest []byte // the fields other than data, reused
+	msg  pb.GetResponse
+	data [][]byte
+	size int
+	err  error
 }
 
-func (in *getIn) unmarshal(b mem.BufferSlice) error {
-	in.header, in.data, in.err = in.header[:0], in.data[:0], nil
-	size, sawHeader := 0, false
-	r := pb.NewPieceReader(b)
-	for !r.Done() {
-		tag, err := r.Varint()
-		if err != nil {
-			return err
+// UnmarshalBuffers implements pagecodec.Unmarshaler.
+func (in *getIn) UnmarshalBuffers(b mem.BufferSlice) error {
+	in.data, in.size, in.err = in.data[:0], 0, nil
+	rest, err := pagecodec.Split(in.rest[:0], b, 2, func(p []byte, first bool) {
+		if first { // named twice: the last one wins
+			in.data, in.size = in.data[:0], 0
+			return
 		}
-		num, typ := protowire.DecodeTag(tag)
-		var n uint64
-		switch typ {
-		case protowire.VarintType:
-			if _, err := r.Varint(); err != nil {
-				return err
-			}
-			continue
-		case protowire.Fixed32Type:
-			n = 4
-		case protowire.Fixed64Type:
-			n = 8
-		case protowire.BytesType:
-			if n, err = r.Varint(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("get response field %d: wire type %d", num, typ)
-		}
-		if n > uint64(r.Left()) {
-			return io.ErrUnexpectedEOF
-		}
-		take := func([]byte) {}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			sawHeader = true
-			take = func(p []byte) { in.header = append(in.header, p...) }
-		case num == 2 && typ == protowire.BytesType:
-			in.data, size = in.data[:0], int(n) // named twice: the last one wins
-			take = func(p []byte) { in.data = append(in.data, p) }
-		}
-		if err := r.Take(int(n), take); err != nil {
-			return err
-		}
+		in.data, in.size = append(in.data, p), in.size+len(p)
+	})
+	if err != nil {
+		return err
 	}
-	var h *pb.PageHeader
-	if sawHeader {
-		h = &pb.PageHeader{}
-		if err := proto.Unmarshal(in.header, h); err != nil {
-			return err
-		}
+	in.rest = rest
+	in.msg.Reset()
+	if err := proto.Unmarshal(rest, &in.msg); err != nil {
+		return err
 	}
-	in.err = in.r.next(h, in.data, size)
+	in.err = in.r.next(in.msg.GetHeader(), in.data, in.size)
 	return nil
 }
 
@@ -246,7 +197,7 @@ func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult,
 		out.wait(releaseWait)
 	}()
 	// No retry buffer: it would hold the page bytes past the call.
-	stream, err := n.c.rpc.Put(ctx, grpc.ForceCodecV2(putCodec{}), grpc.MaxRetryRPCBufferSize(0))
+	stream, err := n.c.rpc.Put(ctx, grpc.ForceCodecV2(pagecodec.Codec{}), grpc.MaxRetryRPCBufferSize(0))
 	if err != nil {
 		return nil, fromRPC("put", err)
 	}
@@ -286,25 +237,9 @@ func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult,
 // only matters if the connection died mid-write; the bytes then go nowhere.
 const releaseWait = 2 * time.Second
 
-// putCodec is protobuf for the Put call, except that a *putOut is marshalled
-// as a PutRequest whose data field references the caller's page bytes.
-type putCodec struct{}
-
-func (putCodec) Name() string { return grpcproto.Name }
-
-func (putCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if out, ok := v.(*putOut); ok {
-		return out.marshal()
-	}
-	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
-}
-
-func (putCodec) Unmarshal(b mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(b, v)
-}
-
-// putOut is one PutRequest: the namespace (first message only), an optional
-// header and a chunk of page bytes. A chunk of more than a kilobyte is
+// putOut is one PutRequest, encoded by itself (pagecodec.Marshaler): the
+// namespace (first message only), an optional header and a chunk of page
+// bytes. A chunk of more than a kilobyte is
 // referenced; released receives one value when the transport drops it.
 type putOut struct {
 	nsID     []byte
@@ -314,7 +249,8 @@ type putOut struct {
 	pending  int // references handed out and not yet released
 }
 
-func (o *putOut) marshal() (mem.BufferSlice, error) {
+// MarshalBuffers implements pagecodec.Marshaler.
+func (o *putOut) MarshalBuffers() (mem.BufferSlice, error) {
 	var prefix []byte
 	if len(o.nsID) > 0 {
 		prefix = protowire.AppendTag(prefix, 1, protowire.BytesType)
