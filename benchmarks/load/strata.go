@@ -96,7 +96,10 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 // (which uses shared memory with a node on this host); Prepare then checks
 // that a "shm" or "tcp" client did take its path.
 func clientOptions(cfg StrataConfig) (client.Options, error) {
-	opts := client.Options{Token: cfg.Token}
+	// A node's part of a call is bounded by the call's own context, as
+	// with one node there is nowhere else to go: warming the working set
+	// moves far more than NodeTimeout's default covers.
+	opts := client.Options{Token: cfg.Token, NodeTimeout: time.Minute}
 	switch cfg.Transport {
 	case "tcp":
 		opts.NoShm = true
