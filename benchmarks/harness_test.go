@@ -144,18 +144,11 @@ func putRange(ctx context.Context, ns *client.Namespace, from, to uint64, data [
 // deleteRange deletes pages numbered [from, to) of ns and fails unless
 // every one was there.
 func deleteRange(ctx context.Context, ns *client.Namespace, from, to uint64) error {
-	keys := make([]namespace.Key, 0, to-from)
-	for n := from; n < to; n++ {
-		keys = append(keys, pageKey(ns.ID(), n))
+	deleted, err := loadgen.DeleteRange(ctx, ns, from, to)
+	if err == nil && deleted != int(to-from) {
+		err = fmt.Errorf("deleted %d of pages %d..%d", deleted, from, to)
 	}
-	deleted, err := ns.Delete(ctx, keys)
-	if err != nil {
-		return fmt.Errorf("deleting pages %d..%d: %w", from, to, err)
-	}
-	if deleted != len(keys) {
-		return fmt.Errorf("deleted %d of pages %d..%d", deleted, from, to)
-	}
-	return nil
+	return err
 }
 
 // load is a closed-loop workload: clients goroutines share b.N operations,

@@ -274,7 +274,6 @@ func (w *strataWorkload) warm(ctx context.Context) error {
 	return w.deleteRange(ctx, from, w.putBase)
 }
 
-// putRange publishes pages numbered [from, to) in batches of at most 64 MiB.
 func (w *strataWorkload) putRange(ctx context.Context, from, to uint64) error {
 	return PutRange(ctx, w.nss[0], from, to, w.data)
 }
@@ -303,12 +302,20 @@ func PutRange(ctx context.Context, ns *client.Namespace, from, to uint64, data [
 }
 
 func (w *strataWorkload) deleteRange(ctx context.Context, from, to uint64) error {
+	_, err := DeleteRange(ctx, w.nss[0], from, to)
+	return err
+}
+
+// DeleteRange deletes pages numbered [from, to) of ns and returns how many
+// were there.
+func DeleteRange(ctx context.Context, ns *client.Namespace, from, to uint64) (int, error) {
 	keys := make([]namespace.Key, 0, to-from)
 	for n := from; n < to; n++ {
-		keys = append(keys, PageKey(w.nss[0].ID(), n))
+		keys = append(keys, PageKey(ns.ID(), n))
 	}
-	if _, err := w.nss[0].Delete(ctx, keys); err != nil {
-		return fmt.Errorf("deleting pages %d..%d: %w", from, to, err)
+	deleted, err := ns.Delete(ctx, keys)
+	if err != nil {
+		return deleted, fmt.Errorf("deleting pages %d..%d: %w", from, to, err)
 	}
-	return nil
+	return deleted, nil
 }
