@@ -36,7 +36,11 @@ func dialWith(t testing.TB, addr string, opts client.Options) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing client: %v", err)
+		}
+	})
 	return c
 }
 
@@ -147,12 +151,8 @@ func TestOtherProcessHits(t *testing.T) {
 		t.Skip("child mode runs in TestChildReader")
 	}
 	n := startNode(t, nil)
-	c := dial(t, n.Addr(), "")
+	ns := open(t, dial(t, n.Addr(), ""))
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := ns.PageKeys(tokens(16*20, 42))
 	if _, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys))); err != nil {
 		t.Fatal(err)
@@ -276,12 +276,8 @@ func TestTenantsCannotCross(t *testing.T) {
 
 func TestLeaseExpires(t *testing.T) {
 	n := startNode(t, func(c *node.Config) { c.LeaseTTL = 300 * time.Millisecond })
-	c := dial(t, n.Addr(), "")
+	ns := open(t, dial(t, n.Addr(), ""))
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := ns.PageKeys(tokens(32, 3))
 	if _, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys))); err != nil {
 		t.Fatal(err)
@@ -314,12 +310,8 @@ func TestLeaseExpires(t *testing.T) {
 // readable while far more pages than fit are written; unleased pages go.
 func TestLeaseSurvivesPressure(t *testing.T) {
 	n := startNode(t, func(c *node.Config) { c.HostBytes = 4 << 20 }) // 256 pages of 16 KiB
-	c := dial(t, n.Addr(), "")
+	ns := open(t, dial(t, n.Addr(), ""))
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := ns.PageKeys(tokens(16*8, 100))
 	firstData := pagesFor(ns, first)
 	if _, err := ns.Put(ctx, client.ChainPages(first, firstData)); err != nil {

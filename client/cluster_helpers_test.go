@@ -128,20 +128,6 @@ func nodePages(t testing.TB, addr string) int {
 	return int(info.GetPages())
 }
 
-func dialCluster(t testing.TB, addr string, opts client.Options) *client.Client {
-	t.Helper()
-	c, err := client.Dial(ctxT(t), addr, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("closing cluster client: %v", err)
-		}
-	})
-	return c
-}
-
 // waitMembers waits until the client's view satisfies ok.
 func waitMembers(t testing.TB, c *client.Client, what string, ok func([]client.Member) bool) {
 	t.Helper()
@@ -171,14 +157,6 @@ func alive(n int) func([]client.Member) bool {
 	}
 }
 
-func openCluster(t testing.TB, c *client.Client) *client.Namespace {
-	t.Helper()
-	ns, err := c.Open(ctxT(t), llama())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
 
 // pageData is the bytes of the page of key k: its key repeated, so that a
 // page read for the wrong key is caught.

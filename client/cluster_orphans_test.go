@@ -16,7 +16,7 @@ import (
 // put of the sequence again clears the marks.
 func TestClusterLookupMarksOrphans(t *testing.T) {
 	nodes := startSmallCluster(t, 2, 8<<20)
-	c := dialCluster(t, nodes[0].Addr(), client.Options{})
+	c := dialWith(t, nodes[0].Addr(), client.Options{})
 	waitMembers(t, c, "2 alive", alive(2))
 	ctx := ctxT(t)
 	ns, err := c.Open(ctx, llama())

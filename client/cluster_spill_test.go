@@ -111,7 +111,7 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed>>1))
 	nodes := startSmallCluster(t, 2, 1<<20)
-	c := dialCluster(t, nodes[0].Addr(), client.Options{})
+	c := dialWith(t, nodes[0].Addr(), client.Options{})
 	waitMembers(t, c, "2 alive", alive(2))
 	ctx := ctxT(t)
 	d := llama()

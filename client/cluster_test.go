@@ -21,9 +21,9 @@ import (
 // and no cache, finds them too.
 func TestClusterSpreadsPages(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := dialCluster(t, nodes[0].Addr(), client.Options{})
+	c := dialWith(t, nodes[0].Addr(), client.Options{})
 	waitMembers(t, c, "3 alive", alive(3))
-	ns := openCluster(t, c)
+	ns := open(t, c)
 	ctx := ctxT(t)
 	keys := ns.PageKeys(tokens(16*300+7, 5))
 	putAll(t, ns, keys)
@@ -75,10 +75,10 @@ func TestClusterSpreadsPages(t *testing.T) {
 	// Node leases that cover nothing of the hit prefix are released: a
 	// lookup whose first key is missing keeps none. Close waits for the
 	// background releases.
-	c3 := dialCluster(t, nodes[1].Addr(), client.Options{})
+	c3 := dialWith(t, nodes[1].Addr(), client.Options{})
 	waitMembers(t, c3, "3 alive", alive(3))
 	missFirst := append([]namespace.Key{keys[150]}, keys[151:]...)
-	if lr, err := openCluster(t, c3).Lookup(ctx, missFirst, true, time.Minute); err != nil || lr.HitPrefix != 0 || lr.Lease != nil {
+	if lr, err := open(t, c3).Lookup(ctx, missFirst, true, time.Minute); err != nil || lr.HitPrefix != 0 || lr.Lease != nil {
 		t.Fatalf("lookup with the first key missing: hit prefix %d, lease %v, %v", lr.HitPrefix, lr.Lease, err)
 	}
 	if err := c3.Close(); err != nil {
@@ -91,9 +91,9 @@ func TestClusterSpreadsPages(t *testing.T) {
 		}
 	}
 
-	c2 := dialCluster(t, nodes[2].Addr(), client.Options{CacheEntries: -1})
+	c2 := dialWith(t, nodes[2].Addr(), client.Options{CacheEntries: -1})
 	waitMembers(t, c2, "3 alive", alive(3))
-	lr2, err := openCluster(t, c2).Lookup(ctx, keys, false, 0)
+	lr2, err := open(t, c2).Lookup(ctx, keys, false, 0)
 	if err != nil || lr2.HitPrefix != 150 {
 		t.Fatalf("second client: hit prefix %d, %v", lr2.HitPrefix, err)
 	}
@@ -116,9 +116,9 @@ func TestClusterNodeStops(t *testing.T) {
 	victim := nodes[2]
 	// Given only the victim's address, the client must move its membership
 	// watch to another node when the victim goes.
-	c := dialCluster(t, victim.Addr(), client.Options{NodeTimeout: nodeTimeout})
+	c := dialWith(t, victim.Addr(), client.Options{NodeTimeout: nodeTimeout})
 	waitMembers(t, c, "3 alive", alive(3))
-	ns := openCluster(t, c)
+	ns := open(t, c)
 	keys := ns.PageKeys(tokens(16*96, 11))
 	putAll(t, ns, keys)
 	c.WaitCache()
@@ -238,10 +238,10 @@ func TestClusterHungNode(t *testing.T) {
 	t.Run("every call meets it", func(t *testing.T) {
 		// No quarantine to speak of, no location cache: every call asks the
 		// hung node about its keys.
-		c := dialCluster(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Nanosecond,
+		c := dialWith(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Nanosecond,
 			CacheEntries: -1})
 		var ns *client.Namespace
-		within(t, nodeTimeout+slack, "open", func() { ns = openCluster(t, c) })
+		within(t, nodeTimeout+slack, "open", func() { ns = open(t, c) })
 		keys := ns.PageKeys(tokens(16*60, 3))
 		var res []client.PutResult
 		var err error
@@ -284,7 +284,7 @@ func TestClusterHungNode(t *testing.T) {
 		}
 
 		// The caller's deadline, shorter than NodeTimeout, wins.
-		slow := dialCluster(t, fakeAddr, client.Options{NodeTimeout: time.Minute, Quarantine: time.Nanosecond, CacheEntries: -1})
+		slow := dialWith(t, fakeAddr, client.Options{NodeTimeout: time.Minute, Quarantine: time.Nanosecond, CacheEntries: -1})
 		octx, ocancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer ocancel()
 		var sns *client.Namespace
@@ -316,8 +316,8 @@ func TestClusterHungNode(t *testing.T) {
 	})
 
 	t.Run("quarantine", func(t *testing.T) {
-		c := dialCluster(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Minute})
-		ns := openCluster(t, c) // the handshake with the hung node fails: quarantined
+		c := dialWith(t, fakeAddr, client.Options{NodeTimeout: nodeTimeout, Quarantine: time.Minute})
+		ns := open(t, c) // the handshake with the hung node fails: quarantined
 		keys := ns.PageKeys(tokens(16*60, 4))
 		within(t, slack, "put around the hung node", func() { putAll(t, ns, keys) })
 		var lr client.LookupResult
@@ -352,11 +352,11 @@ func dataFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
 func TestClusterFourthNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	// Generous NodeTimeouts: the race detector slows the large puts down.
-	writer := dialCluster(t, nodes[0].Addr(), client.Options{NodeTimeout: 10 * time.Second})
-	plain := dialCluster(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1})
+	writer := dialWith(t, nodes[0].Addr(), client.Options{NodeTimeout: 10 * time.Second})
+	plain := dialWith(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1})
 	waitMembers(t, writer, "3 alive", alive(3))
 	waitMembers(t, plain, "3 alive", alive(3))
-	wns, pns := openCluster(t, writer), openCluster(t, plain)
+	wns, pns := open(t, writer), open(t, plain)
 	keys := wns.PageKeys(tokens(16*400, 21))
 	putAll(t, wns, keys)
 	writer.WaitCache()
@@ -420,9 +420,9 @@ func TestClusterFourthNode(t *testing.T) {
 // wrong bytes, and heal.
 func TestClusterStaleCache(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := dialCluster(t, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
+	c := dialWith(t, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
 	waitMembers(t, c, "3 alive", alive(3))
-	ns := openCluster(t, c)
+	ns := open(t, c)
 	ctx := ctxT(t)
 	keys := ns.PageKeys(tokens(16*120, 8))
 	putAll(t, ns, keys)
@@ -555,11 +555,11 @@ func TestClusterTenants(t *testing.T) {
 	}
 	d := llama()
 	d.Tenant = "tenant-a"
-	b := dialCluster(t, n.Addr(), client.Options{Token: "token-b"})
+	b := dialWith(t, n.Addr(), client.Options{Token: "token-b"})
 	if _, err := b.Open(ctx, d); !errors.Is(err, client.ErrTenantDenied) {
 		t.Fatalf("tenant b opening tenant a's namespace: %v, want ErrTenantDenied", err)
 	}
-	a := dialCluster(t, n.Addr(), client.Options{Token: "token-a"})
+	a := dialWith(t, n.Addr(), client.Options{Token: "token-a"})
 	ns, err := a.Open(ctx, d)
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,24 @@ func twoPagesOver(ctx context.Context, t *testing.T, n *node.Node, path string,
 	return c, ns, keys, data
 }
 
+// malformedBody writes to w (rc's socket) the frame of m with a body one
+// byte too long: the node answers BAD_REQUEST and the connection stays in
+// step.
+func malformedBody(t *testing.T, rc *transport.Conn, w io.Writer, m frame.Message) {
+	t.Helper()
+	bad := frame.Append(nil, 9, m)
+	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
+	bad[0]++
+	if _, err := w.Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := rc.Recv(); err != nil {
+		t.Fatal(err)
+	} else {
+		wantCode(t, "malformed body", m, frame.CodeBadRequest)
+	}
+}
+
 // oversizedFrameHangsUp writes to w (rc's socket) a frame header of op
 // whose length is over the node's limit: the node answers with an Error,
 // then hangs up.
@@ -425,19 +443,7 @@ func TestRawBadInput(t *testing.T) {
 	if m := shmCall(t, rc, 8, &frame.Reserve{NS: ns.ID(), Pages: []frame.PageSpec{{Key: namespace.Key{7}, Size: int64(ns.PageBytes())}}}); m.(*frame.ReserveOK).Slots[0].Mapped {
 		t.Fatalf("reserve over tcp maps an extent: %#v", m)
 	}
-	// A frame whose body does not decode: an error, and the connection
-	// stays in step.
-	bad := frame.Append(nil, 9, &frame.Read{NS: ns.ID(), Keys: keys})
-	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
-	bad[0]++
-	if _, err := rc.Net().Write(bad); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := rc.Recv(); err != nil {
-		t.Fatal(err)
-	} else {
-		wantCode(t, "malformed body", m, frame.CodeBadRequest)
-	}
+	malformedBody(t, rc, rc.Net(), &frame.Read{NS: ns.ID(), Keys: keys})
 	if m := rawRead(t, rc, 10, &frame.Read{NS: ns.ID(), Keys: keys[:1]}); !m.(*frame.Page).Found || !bytes.Equal(m.(*frame.Page).Data, data[0]) {
 		t.Fatalf("read after a malformed frame: %#v", m)
 	}

@@ -215,19 +215,7 @@ func TestShmBadInput(t *testing.T) {
 	wantCode(t, "oversized reserve", shmCall(t, rc, 6, &frame.Reserve{NS: ns.ID(), Pages: make([]frame.PageSpec, 9)}), frame.CodeBatchTooLarge)
 	wantCode(t, "bad page size", shmCall(t, rc, 7, &frame.Reserve{NS: ns.ID(), Pages: make([]frame.PageSpec, 1)}), frame.CodeBadRequest)
 	wantCode(t, "unknown lease", shmCall(t, rc, 8, &frame.Get{NS: ns.ID(), Lease: 42, Keys: keys}), frame.CodeLeaseNotFound)
-	// A frame whose body does not decode: an error, and the connection
-	// stays in step.
-	bad := frame.Append(nil, 9, &frame.Get{NS: ns.ID(), Keys: keys})
-	bad = append(bad[:len(bad)-1], 0, 0) // a body 1 byte too long
-	bad[0]++
-	if _, err := rc.Unix().Write(bad); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := rc.Recv(); err != nil {
-		t.Fatal(err)
-	} else {
-		wantCode(t, "malformed body", m, frame.CodeBadRequest)
-	}
+	malformedBody(t, rc, rc.Unix(), &frame.Get{NS: ns.ID(), Keys: keys})
 	// A commit of a write id never issued answers UNKNOWN_WRITE.
 	if m := shmCall(t, rc, 10, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: 77, Size: 1}}}); m.(*frame.CommitOK).Statuses[0] != uint8(client.UnknownWrite) {
 		t.Fatalf("unknown write: %#v", m)
