@@ -157,7 +157,6 @@ func alive(n int) func([]client.Member) bool {
 	}
 }
 
-
 // pageData is the bytes of the page of key k: its key repeated, so that a
 // page read for the wrong key is caught.
 func pageData(k namespace.Key, size int) []byte { return bytes.Repeat(k[:8], size/8) }
