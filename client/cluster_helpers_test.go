@@ -161,6 +161,15 @@ func alive(n int) func([]client.Member) bool {
 // page read for the wrong key is caught.
 func pageData(k namespace.Key, size int) []byte { return bytes.Repeat(k[:8], size/8) }
 
+// owners names the node that owns each key in c's current view.
+func owners(c *client.Client, keys []namespace.Key) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = c.Owner(k)
+	}
+	return out
+}
+
 func putAll(t testing.TB, ns *client.Namespace, keys []namespace.Key) {
 	t.Helper()
 	data := make([][]byte, len(keys))

@@ -122,10 +122,7 @@ func TestClusterNodeStops(t *testing.T) {
 	keys := ns.PageKeys(tokens(16*96, 11))
 	putAll(t, ns, keys)
 	c.WaitCache()
-	owner := make([]string, len(keys))
-	for i, k := range keys {
-		owner[i] = c.Owner(k)
-	}
+	owner := owners(c, keys)
 
 	var (
 		stop  = make(chan struct{})
@@ -360,10 +357,7 @@ func TestClusterFourthNode(t *testing.T) {
 	keys := wns.PageKeys(tokens(16*400, 21))
 	putAll(t, wns, keys)
 	writer.WaitCache()
-	before := make([]string, len(keys))
-	for i, k := range keys {
-		before[i] = writer.Owner(k)
-	}
+	before := owners(writer, keys)
 
 	fourth := addNode(t, []*clusterNode{nodes[0]})
 	waitMembers(t, writer, "4 alive", alive(4))
