@@ -144,10 +144,10 @@ type MemberState int
 
 // Member states, as nodes report them.
 const (
-	MemberAlive   MemberState = MemberState(pb.MemberState_MEMBER_STATE_ALIVE)
-	MemberSuspect MemberState = MemberState(pb.MemberState_MEMBER_STATE_SUSPECT)
-	MemberDead    MemberState = MemberState(pb.MemberState_MEMBER_STATE_DEAD)
-	MemberLeft    MemberState = MemberState(pb.MemberState_MEMBER_STATE_LEFT)
+	MemberAlive   = MemberState(pb.MemberState_MEMBER_STATE_ALIVE)
+	MemberSuspect = MemberState(pb.MemberState_MEMBER_STATE_SUSPECT)
+	MemberDead    = MemberState(pb.MemberState_MEMBER_STATE_DEAD)
+	MemberLeft    = MemberState(pb.MemberState_MEMBER_STATE_LEFT)
 )
 
 // String names the state.
