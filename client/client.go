@@ -61,7 +61,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	_ "github.com/stratakv/strata/internal/grpcbuf" // gRPC's buffer pool
+	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -75,6 +75,14 @@ type Options struct {
 	MaxMessageBytes int
 	// DialOptions are appended to the client's own gRPC dial options.
 	DialOptions []grpc.DialOption
+	// InstallBufferPool makes strata's gRPC buffer pool (internal/grpcbuf:
+	// a tier per power of two, so a received message's buffer is at most
+	// twice its size and costs that much to clear) the process's default,
+	// at Dial, for every gRPC connection of the process. gRPC wants that
+	// done before its first use: set it on the first Dial of a program that
+	// makes no other gRPC connection first. Default off: the client changes
+	// no process-wide state.
+	InstallBufferPool bool
 
 	// Seeds are more node addresses to learn the view from, tried after
 	// the address given to Dial, and again whenever the watch stream
@@ -211,6 +219,9 @@ type clusterView struct {
 // Connections to the members are made lazily. ctx bounds the initial
 // attempts.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	if opts.InstallBufferPool {
+		grpcbuf.Install()
+	}
 	opts.setDefaults()
 	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
 		cuts: map[uint64]func(){}}

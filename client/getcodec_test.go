@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stratakv/strata/internal/pagecodec"
 	"github.com/stratakv/strata/internal/splitbuf"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -44,7 +43,7 @@ func TestGetInReassemblesPages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := (pagecodec.Codec{}).Unmarshal(splitbuf.Split(r, raw), in); err != nil || in.err != nil {
+				if err := (pb.Codec{}).Unmarshal(splitbuf.Split(r, raw), in); err != nil || in.err != nil {
 					t.Fatalf("round %d page %d: %v / %v", round, i, err, in.err)
 				}
 				msg.Header = nil
@@ -68,7 +67,7 @@ func FuzzGetIn(f *testing.F) {
 		buf := make([]byte, 8)
 		pr := &pageReader{bufs: [][]byte{buf}, found: make([]bool, 1)}
 		in := &getIn{r: pr}
-		err := (pagecodec.Codec{}).Unmarshal(splitbuf.Split(rand.New(rand.NewPCG(uint64(cut), 1)), raw), in)
+		err := (pb.Codec{}).Unmarshal(splitbuf.Split(rand.New(rand.NewPCG(uint64(cut), 1)), raw), in)
 		var want pb.GetResponse
 		if err != nil || in.err != nil || proto.Unmarshal(raw, &want) != nil {
 			return

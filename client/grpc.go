@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stratakv/strata/internal/pagecodec"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -48,7 +47,7 @@ func (grpcPlane) get(ctx context.Context, h *nodeNS, keys []namespace.Key, bufs 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := h.c.rpc.Get(ctx, req, grpc.ForceCodecV2(pagecodec.Codec{}))
+	stream, err := h.c.rpc.Get(ctx, req, grpc.ForceCodecV2(pb.Codec{}))
 	if err != nil {
 		return nil, true, fromRPC("get", err)
 	}
@@ -128,23 +127,22 @@ func (r *pageReader) next(h *pb.PageHeader, data [][]byte, size int) error {
 }
 
 // getIn receives one GetResponse into a pageReader: decoded by itself
-// (pagecodec.Unmarshaler), its data field goes from gRPC's receive buffers
+// (pb.BufferUnmarshaler), its data field goes from gRPC's receive buffers
 // straight into the caller's page buffer (no joined message, no protobuf
 // copy). A malformed message fails the RPC (the returned error); a
 // well-formed one the reader rejects sets err.
 type getIn struct {
 	r    *pageReader
-	rest []byte // the fields other than data, reused
-	msg  pb.GetResponse
+	msg  pb.GetResponse // the fields other than data
 	data [][]byte
 	size int
 	err  error
 }
 
-// UnmarshalBuffers implements pagecodec.Unmarshaler.
+// UnmarshalBuffers implements pb.BufferUnmarshaler.
 func (in *getIn) UnmarshalBuffers(b mem.BufferSlice) error {
 	in.data, in.size, in.err = in.data[:0], 0, nil
-	rest, err := pagecodec.Split(in.rest[:0], b, 2, func(p []byte, first bool) {
+	rest, err := pb.SplitField(b, 2, func(p []byte, first bool) {
 		if first { // named twice: the last one wins
 			in.data, in.size = in.data[:0], 0
 			return
@@ -154,7 +152,6 @@ func (in *getIn) UnmarshalBuffers(b mem.BufferSlice) error {
 	if err != nil {
 		return err
 	}
-	in.rest = rest
 	in.msg.Reset()
 	if err := proto.Unmarshal(rest, &in.msg); err != nil {
 		return err
@@ -197,7 +194,7 @@ func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult,
 		out.wait(releaseWait)
 	}()
 	// No retry buffer: it would hold the page bytes past the call.
-	stream, err := n.c.rpc.Put(ctx, grpc.ForceCodecV2(pagecodec.Codec{}), grpc.MaxRetryRPCBufferSize(0))
+	stream, err := n.c.rpc.Put(ctx, grpc.ForceCodecV2(pb.Codec{}), grpc.MaxRetryRPCBufferSize(0))
 	if err != nil {
 		return nil, fromRPC("put", err)
 	}
@@ -237,7 +234,7 @@ func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult,
 // only matters if the connection died mid-write; the bytes then go nowhere.
 const releaseWait = 2 * time.Second
 
-// putOut is one PutRequest, encoded by itself (pagecodec.Marshaler): the
+// putOut is one PutRequest, encoded by itself (pb.BufferMarshaler): the
 // namespace (first message only), an optional header and a chunk of page
 // bytes. A chunk of more than a kilobyte is
 // referenced; released receives one value when the transport drops it.
@@ -249,7 +246,7 @@ type putOut struct {
 	pending  int // references handed out and not yet released
 }
 
-// MarshalBuffers implements pagecodec.Marshaler.
+// MarshalBuffers implements pb.BufferMarshaler.
 func (o *putOut) MarshalBuffers() (mem.BufferSlice, error) {
 	var prefix []byte
 	if len(o.nsID) > 0 {
@@ -257,12 +254,10 @@ func (o *putOut) MarshalBuffers() (mem.BufferSlice, error) {
 		prefix = protowire.AppendBytes(prefix, o.nsID)
 	}
 	if o.header != nil {
-		h, err := proto.Marshal(o.header)
-		if err != nil {
+		var err error
+		if prefix, err = pb.AppendMessage(prefix, 2, o.header); err != nil {
 			return nil, err
 		}
-		prefix = protowire.AppendTag(prefix, 2, protowire.BytesType)
-		prefix = protowire.AppendBytes(prefix, h)
 	}
 	b, referenced := pb.AppendData(prefix, 3, o.data, o.released)
 	if referenced {

@@ -99,7 +99,9 @@ func clientOptions(cfg StrataConfig) (client.Options, error) {
 	// A node's part of a call is bounded by the call's own context, as
 	// with one node there is nowhere else to go: warming the working set
 	// moves far more than NodeTimeout's default covers.
-	opts := client.Options{Token: cfg.Token, NodeTimeout: time.Minute}
+	// The buffer pool is installed as the client did on import before it
+	// became opt-in (a 1,000-key lookup clears a 64 KiB buffer, not 1 MiB).
+	opts := client.Options{Token: cfg.Token, NodeTimeout: time.Minute, InstallBufferPool: true}
 	switch cfg.Transport {
 	case "tcp":
 		opts.NoShm = true
