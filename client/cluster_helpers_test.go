@@ -17,26 +17,18 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// clusterNode is a real node of a test cluster that a test may stop early.
-type clusterNode struct {
-	*node.Node
-	once sync.Once
-	err  error
-}
-
-// Stop closes the node (once; the test's cleanup closes it otherwise).
-func (n *clusterNode) Stop() error {
-	n.once.Do(func() { n.err = n.Close() })
-	return n.err
-}
+// clusterNode is a real node of a test cluster that a test may stop early
+// (Close; the test's cleanup closes it otherwise).
+type clusterNode = testnode.Node
 
 // startCluster runs n real nodes in-process that gossip with each other:
 // the first hosts an embedded etcd, the others register there and find
-// their seeds in it. Stop nodes other than the first: it holds the etcd.
+// their seeds in it. Close nodes other than the first: it holds the etcd.
 func startCluster(t testing.TB, n int) []*clusterNode {
 	t.Helper()
 	var nodes []*clusterNode
@@ -54,27 +46,14 @@ func addNode(t testing.TB, nodes []*clusterNode) *clusterNode { return addNodeWi
 // addNodeWith is addNode with mod applied to the node's config.
 func addNodeWith(t testing.TB, nodes []*clusterNode, mod func(*node.Config)) *clusterNode {
 	t.Helper()
-	cfg := node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
-		HostBytes: 64 << 20}
+	cfg := node.Config{HostBytes: 64 << 20}
 	if len(nodes) > 0 {
 		cfg.EtcdEndpoints = nodes[0].EtcdEndpoints()
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	nd, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cn := &clusterNode{Node: nd}
-	t.Cleanup(func() {
-		if err := cn.Stop(); err != nil {
-			t.Errorf("closing node: %v", err)
-		}
-	})
-	return cn
+	return testnode.Start(t, cfg)
 }
 
 // waitNodeView waits until nd reports want alive members.

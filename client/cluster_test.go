@@ -164,7 +164,7 @@ func TestClusterNodeStops(t *testing.T) {
 	for calls.Load() < 8 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := victim.Stop(); err != nil {
+	if err := victim.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitMembers(t, c, "2 alive", alive(2))
@@ -479,7 +479,7 @@ func TestClusterStaleCache(t *testing.T) {
 		t.Fatalf("before the stop: hit prefix %d, %v", lr.HitPrefix, err)
 	}
 	c.WaitCache()
-	if err := victim.Stop(); err != nil {
+	if err := victim.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitMembers(t, c, "2 alive", alive(2))
