@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -25,16 +26,6 @@ func memberStates(t *testing.T, addr string) map[string]pb.MemberState {
 		out[m.GetNodeId()] = m.GetState()
 	}
 	return out
-}
-
-// waitFor polls cond every 100 ms for at most limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-	}
 }
 
 // TestPartitionHeals cuts one node's gossip off from the other two (both
@@ -69,7 +60,7 @@ func TestPartitionHeals(t *testing.T) {
 			return n == want
 		}
 	}
-	waitFor(t, 20*time.Second, "three alive", alive(nodes[0].Addr(), 3))
+	poll.Until(t, 20*time.Second, 100*time.Millisecond, "three alive", alive(nodes[0].Addr(), 3))
 
 	ctx := ctxT(t)
 	c := dialWith(t, nodes[0].Addr(), client.Options{NodeTimeout: time.Second})
@@ -80,11 +71,11 @@ func TestPartitionHeals(t *testing.T) {
 	cuts[2].Block(nodes[0].GossipAddress(), nodes[1].GossipAddress())
 	cuts[0].Block(iso.GossipAddress())
 	cuts[1].Block(iso.GossipAddress())
-	waitFor(t, 15*time.Second, "majority sees the isolated node gone", func() bool {
+	poll.Until(t, 15*time.Second, 100*time.Millisecond, "majority sees the isolated node gone", func() bool {
 		return memberStates(t, nodes[0].Addr())[iso.ID()] != pb.MemberState_MEMBER_STATE_ALIVE &&
 			memberStates(t, nodes[1].Addr())[iso.ID()] != pb.MemberState_MEMBER_STATE_ALIVE
 	})
-	waitFor(t, 10*time.Second, "client view drops the isolated node", func() bool {
+	poll.Until(t, 10*time.Second, 100*time.Millisecond, "client view drops the isolated node", func() bool {
 		for _, m := range c.Members() {
 			if m.ID == iso.ID() && m.State == client.MemberAlive {
 				return false
@@ -118,7 +109,7 @@ func TestPartitionHeals(t *testing.T) {
 		cut.Heal()
 	}
 	for _, n := range nodes {
-		waitFor(t, 20*time.Second, "view converges after healing on "+n.ID(), alive(n.Addr(), 3))
+		poll.Until(t, 20*time.Second, 100*time.Millisecond, "view converges after healing on "+n.ID(), alive(n.Addr(), 3))
 	}
 }
 

@@ -51,7 +51,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
-		"internal/leaktest internal/scrape internal/splitbuf internal/testnode membership node"},
+		"internal/leaktest internal/poll internal/scrape internal/splitbuf internal/testnode membership node"},
 	"client/admin":           {"internal/dial proto/strata/v1", "client/admin/admintest internal/leaktest internal/testnode namespace node proto/pbconv"},
 	"client/admin/admintest": {"internal/testnode node proto/strata/v1", ""},
 
