@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,6 +98,9 @@ func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool
 		return res, nil
 	}
 	r := n.c.routing()
+	if len(r.view.ids) == 1 {
+		return n.lookupOne(ctx, r, keys, lease, ttl, res)
+	}
 	pl := n.plan(r, keys, true)
 	answers, out := n.lookupRound(ctx, r, keys, pl.groups, lease, ttl)
 	holder, spans := n.merge(r, keys, pl, answers, res.Present)
@@ -112,6 +116,69 @@ func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool
 	n.c.releaseLater(drop)
 	if out.failed == 0 && len(out.errs) == 0 { // a miss on a node that did not answer proves nothing
 		n.orphansLater(r, keys, res.Present, holder, pl.groups, answers)
+	}
+	return res, out.err(ctx, n.c, "lookup")
+}
+
+// lookupOne is Lookup in a cluster of one, without the bookkeeping of
+// several nodes: the node answers for every key, in batches, and its
+// leases cover exactly the hit prefix (a batch is leased only while the
+// ones before it were full hits), so there are no gaps to lease and no
+// lease to place elsewhere. The orphan report is the same as with more
+// nodes.
+func (n *Namespace) lookupOne(ctx context.Context, r *routing, keys []namespace.Key, lease bool, ttl time.Duration,
+	res LookupResult) (LookupResult, error) {
+	var leases []*nodeLease
+	err := n.call(ctx, r, 0, func(ctx context.Context, h *nodeNS) error {
+		n.c.releaseLater(leases) // from a first try, if fn runs again
+		leases = leases[:0]
+		covered := 0
+		return eachBatch(len(keys), h.maxBatch, func(start, end int) error {
+			lr, err := h.lookup(ctx, keys[start:end], lease && covered == start, ttl)
+			if err != nil {
+				return err
+			}
+			copy(res.Present[start:], lr.Present)
+			if lr.Lease != nil {
+				leases = append(leases, lr.Lease)
+				covered = start + lr.HitPrefix
+			}
+			return nil
+		})
+	})
+	var out outcome
+	out.add(r.view.ids[0], err)
+	if err != nil {
+		n.c.releaseLater(leases)
+		clear(res.Present)
+		return res, out.err(ctx, n.c, "lookup")
+	}
+	res.HitPrefix = prefix(res.Present, nil)
+	var drop []*nodeLease
+	for _, l := range leases {
+		if res.HitPrefix == 0 || l.Pages == 0 {
+			drop = append(drop, l) // covers nothing of the prefix
+			continue
+		}
+		if res.Lease == nil {
+			res.Lease = &Lease{Pages: res.HitPrefix, ns: n, r: r, Expires: l.Expires}
+		}
+		res.Lease.leases = append(res.Lease.leases, heldLease{node: 0, l: l})
+		if l.Expires.Before(res.Lease.Expires) {
+			res.Lease.Expires = l.Expires
+		}
+	}
+	n.c.releaseLater(drop)
+	if slices.Contains(res.Present[res.HitPrefix:], true) { // pages past the miss: orphans
+		all := make([]int, len(keys))
+		holder := make([]int32, len(keys))
+		for p := range keys {
+			all[p], holder[p] = p, -1
+			if res.Present[p] {
+				holder[p] = 0
+			}
+		}
+		n.orphansLater(r, keys, res.Present, holder, [][]int{all}, []nodeLookup{{present: res.Present}})
 	}
 	return res, out.err(ctx, n.c, "lookup")
 }

@@ -40,6 +40,17 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult,
 	pages = withChainDepths(pages) // before the sequence is split over nodes
 	results = make([]PutResult, len(pages))
 	r := n.c.routing()
+	if len(r.view.ids) == 1 { // a cluster of one: its node takes every page, or no node does
+		all := make([]int, len(pages))
+		for p := range all {
+			all[p] = p
+		}
+		var out outcome
+		if ctx.Err() == nil {
+			out = n.putRound(ctx, r, pages, [][]int{all}, results)
+		}
+		return results, out.err(ctx, n.c, "put")
+	}
 	cand := make([][]int, len(pages)) // each page's nodes to try, best first
 	var pending []int
 	for p, pg := range pages {
@@ -77,9 +88,12 @@ func (n *Namespace) putRound(ctx context.Context, r *routing, pages []Page, grou
 	got := make([][]PutResult, len(groups))
 	errs := make([]error, len(groups))
 	fanOut(groups, func(i int) {
-		sub := make([]Page, len(groups[i]))
-		for j, p := range groups[i] {
-			sub[j] = pages[p]
+		sub := pages // the group is every page, in order
+		if len(groups[i]) != len(pages) {
+			sub = make([]Page, len(groups[i]))
+			for j, p := range groups[i] {
+				sub[j] = pages[p]
+			}
 		}
 		errs[i] = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) (err error) {
 			got[i], err = h.put(ctx, sub)
