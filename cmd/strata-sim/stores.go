@@ -39,7 +39,8 @@ const maxHintRounds = 64
 //     past it are reported to their nodes (MarkOrphans);
 //   - put: the pages from the first miss on that are not resident, each on
 //     its owner, one Reserve per node; a page the node does not admit goes
-//     to its second placement candidate;
+//     to its second placement candidate; the pages stored past one that no
+//     candidate admitted are deleted (they could never be hit);
 //   - the leases end, and with hints every store's hints reach the nodes
 //     they are for, routed as the node's hint sender routes them
 //     (hints.Route), after the lookups and again after the puts;
@@ -244,12 +245,21 @@ func (c *storeCluster) reportOrphans(req *request, present []bool, hit int) erro
 			past = append(past, i)
 		}
 	}
-	if len(past) == 0 {
+	return c.onHolders(req, past, func(st *store.Store, keys []namespace.Key) error {
+		_, err := st.MarkOrphans(c.ns.ID, keys)
+		return err
+	})
+}
+
+// onHolders calls f on each node holding some of the request's pages idx
+// (indices into req.blocks) with their keys.
+func (c *storeCluster) onHolders(req *request, idx []int, f func(*store.Store, []namespace.Key) error) error {
+	if len(idx) == 0 {
 		return nil
 	}
-	for node, idx := range c.group(req.blocks, c.holder, past) {
-		if len(idx) > 0 {
-			if _, err := c.nodes[node].st.MarkOrphans(c.ns.ID, c.keys(req.blocks, idx)); err != nil {
+	for node, g := range c.group(req.blocks, c.holder, idx) {
+		if len(g) > 0 {
+			if err := f(c.nodes[node].st, c.keys(req.blocks, g)); err != nil {
 				return err
 			}
 		}
@@ -262,7 +272,8 @@ func (c *storeCluster) reportOrphans(req *request, present []bool, hit int) erro
 // without asking): each on its owner, then the pages a node did not admit
 // on their second placement candidate, as client.ClusterNamespace.Put
 // does (in parallel per node: a page refused everywhere does not keep its
-// descendants on other nodes from being stored).
+// descendants on other nodes from being stored, so they are deleted after
+// the put, dropPast).
 func (c *storeCluster) put(req *request, hit int) error {
 	todo := make([]int, 0, len(req.blocks)-hit)
 	for i := hit; i < len(req.blocks); i++ {
@@ -281,19 +292,46 @@ func (c *storeCluster) put(req *request, hit int) error {
 		}
 		return cand[1]
 	}
+	gap := len(req.blocks) // the first page stored nowhere
 	for _, i := range refused {
 		if second(req.blocks[i]) < 0 {
 			c.out.rejected++
+			gap = min(gap, i)
 		}
 	}
 	again, err := c.publish(req, c.group(req.blocks, second, refused))
+	if err != nil {
+		return err
+	}
 	c.out.rejected += int64(len(again))
 	for _, i := range refused {
 		if !slices.Contains(again, i) && c.res.where[req.blocks[i]] >= 0 {
 			c.out.spilled++
 		}
 	}
-	return err
+	for _, i := range again {
+		gap = min(gap, i)
+	}
+	return c.dropPast(req, todo, gap)
+}
+
+// dropPast deletes the pages the put stored past index gap, a page it
+// stored nowhere, as client.ClusterNamespace.Put does: the put stores a
+// sequence in parallel per node, so the descendants of a page every
+// candidate refused are stored all the same, orphans from birth that no
+// parent-gone notice ever names (their parent never was anywhere). todo
+// is the put's pages, in sequence order.
+func (c *storeCluster) dropPast(req *request, todo []int, gap int) error {
+	var past []int
+	for _, i := range slices.Backward(todo) { // leaf first, as the stores drop pages
+		if i > gap && c.res.where[req.blocks[i]] >= 0 {
+			past = append(past, i)
+		}
+	}
+	return c.onHolders(req, past, func(st *store.Store, keys []namespace.Key) error {
+		_, err := st.Delete(c.ns.ID, keys)
+		return err
+	})
 }
 
 // publish reserves, writes and commits the pages groups name (indices into
