@@ -351,7 +351,7 @@ func (s *Store) flushHints() {
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	h := s.policy.hints
-	s.policy.hints = nil
+	s.policy.hints = make([]ChildHint, 0, len(h)) // as many again: no regrowing under the lock
 	s.mu.Unlock()
 	if len(h) > 0 {
 		s.cfg.OnRemoteParent(h)
