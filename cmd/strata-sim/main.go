@@ -33,7 +33,9 @@
 // owner) under a lease; report the pages found past the first miss as
 // orphans (MarkOrphans); put the pages from the miss on that are not
 // resident, one Reserve per node, a refused page on its second placement
-// candidate; end the leases.
+// candidate, and delete the pages stored past one that no candidate took
+// (the put is parallel per node, so they were stored all the same, and no
+// parent-gone notice names them); end the leases.
 // Hints travel as the node's hint sender routes them (hints.Route),
 // delivered after the lookups and after the puts, until none are left;
 // pages whose parent's drop is announced are dropped at once (no
