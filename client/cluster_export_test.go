@@ -15,3 +15,14 @@ func (c *Client) Owner(k namespace.Key) string {
 	v := c.view.Load()
 	return v.ids[v.place.Owner(k)]
 }
+
+// Candidates names k's first n placement candidates in the current view,
+// best first.
+func (c *Client) Candidates(k namespace.Key, n int) []string {
+	v := c.view.Load()
+	var out []string
+	for _, i := range v.place.Candidates(k, make([]int, n)) {
+		out = append(out, v.ids[i])
+	}
+	return out
+}

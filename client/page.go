@@ -35,6 +35,23 @@ func chained(pages []Page) bool {
 	return true
 }
 
+// parents returns a function giving the index in pages of page i's parent,
+// when pages holds it before i (by parent links, as ChainPages orders a
+// sequence).
+func parents(pages []Page) func(i int) (int, bool) {
+	if chained(pages) { // one sequence in order (ChainPages)
+		return func(i int) (int, bool) { return i - 1, i > 0 }
+	}
+	at := make(map[namespace.Key]int, len(pages))
+	for i, p := range pages {
+		at[p.Key] = i
+	}
+	return func(i int) (int, bool) {
+		j, ok := at[pages[i].Parent]
+		return j, ok && pages[i].HasParent && j < i
+	}
+}
+
 // withChainDepths returns pages with each ChainDepth raised to the depth of
 // its deepest descendant in pages (by parent links; a parent must come
 // before its children, as ChainPages orders them), copying pages only if
@@ -43,17 +60,7 @@ func withChainDepths(pages []Page) []Page {
 	if len(pages) < 2 {
 		return pages
 	}
-	parent := func(i int) (int, bool) { return i - 1, true } // one sequence in order (ChainPages)
-	if !chained(pages) {
-		at := make(map[namespace.Key]int, len(pages))
-		for i, p := range pages {
-			at[p.Key] = i
-		}
-		parent = func(i int) (int, bool) {
-			j, ok := at[pages[i].Parent]
-			return j, ok && pages[i].HasParent && j < i
-		}
-	}
+	parent := parents(pages)
 	out := pages
 	for i := len(pages) - 1; i > 0; i-- {
 		j, ok := parent(i)

@@ -46,8 +46,10 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult,
 			all[p] = p
 		}
 		var out outcome
+		at := make([]int, len(pages))
 		if ctx.Err() == nil {
-			out = n.putRound(ctx, r, pages, [][]int{all}, results)
+			out = n.putRound(ctx, r, pages, [][]int{all}, results, at)
+			n.dropPast(ctx, r, pages, results, at)
 		}
 		return results, out.err(ctx, n.c, "put")
 	}
@@ -65,12 +67,13 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult,
 		pending = append(pending, p)
 	}
 	var out outcome
+	at := make([]int, len(pages))
 	for try := 0; try < putTries && len(pending) > 0 && ctx.Err() == nil; try++ {
 		groups := make([][]int, len(r.view.ids))
 		for _, p := range pending {
 			groups[cand[p][try]] = append(groups[cand[p][try]], p)
 		}
-		out.merge(n.putRound(ctx, r, pages, groups, results))
+		out.merge(n.putRound(ctx, r, pages, groups, results, at))
 		pending = pending[:0]
 		for g := range groups {
 			for _, p := range groups[g] {
@@ -80,11 +83,15 @@ func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult,
 			}
 		}
 	}
+	if ctx.Err() == nil {
+		n.dropPast(ctx, r, pages, results, at)
+	}
 	return results, out.err(ctx, n.c, "put")
 }
 
-// putRound puts each node's group and fills in results.
-func (n *Namespace) putRound(ctx context.Context, r *routing, pages []Page, groups [][]int, results []PutResult) outcome {
+// putRound puts each node's group and fills in results, and in at the
+// node that answered each page.
+func (n *Namespace) putRound(ctx context.Context, r *routing, pages []Page, groups [][]int, results []PutResult, at []int) outcome {
 	got := make([][]PutResult, len(groups))
 	errs := make([]error, len(groups))
 	fanOut(groups, func(i int) {
@@ -125,9 +132,63 @@ func (n *Namespace) putRound(ctx context.Context, r *routing, pages []Page, grou
 			if got[i][j].Status.Stored() {
 				r.cache.seen(n.id, pages[p].Key, id)
 			}
+			at[p] = i
 		}
 	}
 	return out
+}
+
+// notStored reports whether a page's outcome says no node holds it after
+// the put: every outcome but a stored one, and Failed (a node that failed
+// or passed NodeTimeout may hold the page, as a lookup's miss may be a
+// node restarting).
+func notStored(s PutStatus) bool { return !s.Stored() && s != Failed }
+
+// dropPast deletes the pages the put committed past a page of their
+// sequence (by parent links) that it stored nowhere, and answers them
+// Rejected. The put stores a sequence in parallel per node, so a page
+// that every candidate refused does not keep its descendants on other
+// nodes from being stored; they are orphans from birth, which no
+// parent-gone notice ever names (their parent never was anywhere), and no
+// lookup can reach until the page is put again. Deleting them frees their
+// room at once, where a mark (as lookups report orphans) would leave them
+// until their node next evicts. Pages answered Exists are left as they
+// are: an earlier put stored them, and a lookup reports them. A failed
+// delete leaves the pages to be found by lookups.
+func (n *Namespace) dropPast(ctx context.Context, r *routing, pages []Page, results []PutResult, at []int) {
+	gap := slices.IndexFunc(results, func(res PutResult) bool { return notStored(res.Status) })
+	if gap < 0 || gap == len(pages)-1 {
+		return
+	}
+	parent := parents(pages)
+	cut := make([]bool, len(pages)) // past a page stored nowhere
+	groups := make([][]int, len(r.view.ids))
+	for p := gap; p < len(pages); p++ {
+		if notStored(results[p].Status) {
+			cut[p] = true
+			continue
+		}
+		j, ok := parent(p)
+		if !ok || !cut[j] {
+			continue
+		}
+		cut[p] = true
+		if results[p].Status == Committed {
+			groups[at[p]] = append(groups[at[p]], p)
+			results[p] = PutResult{Status: Rejected, Reason: "deleted again: a page before it in its sequence is stored nowhere"}
+			r.cache.gone(n.id, pages[p].Key, "")
+		}
+	}
+	fanOut(groups, func(i int) {
+		sub := make([]namespace.Key, 0, len(groups[i]))
+		for _, p := range slices.Backward(groups[i]) { // deepest first, as a node drops pages
+			sub = append(sub, pages[p].Key)
+		}
+		_ = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
+			_, err := h.delete(ctx, sub)
+			return err
+		})
+	})
 }
 
 // refused reports whether a node's whole-call error says it has no room
