@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/scrape"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -15,14 +14,8 @@ import (
 // it is on the other node); the pages before the miss stay unmarked, and a
 // put of the sequence again clears the marks.
 func TestClusterLookupMarksOrphans(t *testing.T) {
-	nodes := startSmallCluster(t, 2, 8<<20)
-	c := dialWith(t, nodes[0].Addr(), client.Options{})
-	waitMembers(t, c, "2 alive", alive(2))
+	nodes, c, ns := openSmallCluster(t, 2, 8<<20, llama())
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := ns.PageKeys(tokens(16*12, 7))
 	putAll(t, ns, keys)
 	const gap = 4

@@ -18,17 +18,9 @@ import (
 // birth: its parent never was anywhere, so no parent-gone notice names
 // it) and answers it Rejected.
 func TestClusterPutDropsPastRefused(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, seed>>1))
-	nodes := startSmallCluster(t, 3, 1<<20)
-	c := dialWith(t, nodes[0].Addr(), client.Options{})
-	waitMembers(t, c, "3 alive", alive(3))
+	r := rand.New(rand.NewPCG(1, 2)) // keys of the owners wanted: any will do
+	nodes, c, ns := openSmallCluster(t, 3, 1<<20, llama())
 	ctx := ctxT(t)
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
 	full, free := []string{nodes[0].ID(), nodes[1].ID()}, nodes[2]
 	perNode := 1 << 20 / ns.PageBytes()
 	for _, id := range full {

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -23,6 +24,20 @@ func startSmallCluster(t testing.TB, n int, hostBytes int64) []*clusterNode {
 	}
 	waitNodeView(t, nodes[0], n)
 	return nodes
+}
+
+// openSmallCluster starts n nodes as startSmallCluster does, dials them
+// and opens namespace d.
+func openSmallCluster(t testing.TB, n int, hostBytes int64, d namespace.Descriptor) ([]*clusterNode, *client.Client, *client.Namespace) {
+	t.Helper()
+	nodes := startSmallCluster(t, n, hostBytes)
+	c := dialWith(t, nodes[0].Addr(), client.Options{})
+	waitMembers(t, c, fmt.Sprintf("%d alive", n), alive(n))
+	ns, err := c.Open(ctxT(t), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, c, ns
 }
 
 // keysOwnedBy returns n random root keys whose owner is node id.
@@ -110,16 +125,10 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed>>1))
-	nodes := startSmallCluster(t, 2, 1<<20)
-	c := dialWith(t, nodes[0].Addr(), client.Options{})
-	waitMembers(t, c, "2 alive", alive(2))
-	ctx := ctxT(t)
 	d := llama()
 	d.Compute = namespace.ComputeProfile{Params: 8e9, AttentionHeads: 32, AttentionHeadDim: 128}
-	ns, err := c.Open(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, c, ns := openSmallCluster(t, 2, 1<<20, d)
+	ctx := ctxT(t)
 	owner, other := nodes[0], nodes[1]
 	perNode := 1 << 20 / ns.PageBytes()
 
