@@ -20,7 +20,9 @@ const putTries = 2
 // admitted) is offered to its next placement candidate, its spill
 // candidate; nodes in quarantine are skipped.
 // Pages the location cache knows present on a node of the view come back
-// Exists without a round trip.
+// Exists without a round trip. Pages committed past a page of their
+// sequence that no node took are deleted again and come back Rejected
+// (dropPast): no lookup could reach them.
 //
 // results is always len(pages) long. The error is nil unless the caller's
 // context ended, a page has the wrong size (ErrInvalid: nothing is sent),
