@@ -18,7 +18,7 @@ func TestJSONSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := parseFlags([]string{"--trace", path, "--slice", "4", "--json", "--nodes", "1",
-		"--sizes", "50,100", "--policies", "lru,ours-node"})
+		"--sizes", "50,200", "--policies", "lru,ours-node"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +45,18 @@ func TestJSONSlice(t *testing.T) {
 			t.Fatalf("lru compared with itself: %v", *r.VsLRU)
 		}
 	}
-	// At 100% nothing is evicted: the second request hits block 1 (512
-	// tokens), the third and fourth blocks 1, 2, 3 (512 + 512 + 76 tokens:
-	// block 3 holds what the first request had of it).
+	// At 200% nothing is evicted (pages are stored whole: the four blocks
+	// take four pages of 512 tokens, where 100% of their 1,188 distinct
+	// tokens holds two): the second request hits block 1 (512 tokens), the
+	// third and fourth blocks 1, 2, 3 (512 + 512 + 76 tokens: block 3 holds
+	// what the first request had of it).
 	for _, r := range rep.Rows[2:] {
-		if r.SizePct != 100 || r.HitTokens != 512+2*1100 {
-			t.Fatalf("at 100%%: %+v, want %d hit tokens", r, 512+2*1100)
+		if r.SizePct != 200 || r.HitTokens != 512+2*1100 {
+			t.Fatalf("at 200%%: %+v, want %d hit tokens", r, 512+2*1100)
 		}
 	}
 	if r := rep.Rows[3]; r.VsLRU == nil || *r.VsLRU != 0 {
-		t.Fatalf("%s at 100%%: vs_lru %v, want 0 (both hit everything)", r.Policy, r.VsLRU)
+		t.Fatalf("%s at 200%%: vs_lru %v, want 0 (both hit everything)", r.Policy, r.VsLRU)
 	}
 	if _, err := parseFlags([]string{"--trace", path, "--slice", "-1"}); err == nil || !strings.Contains(err.Error(), "slice") {
 		t.Fatalf("--slice -1: %v", err)
