@@ -270,7 +270,7 @@ func (c *storeCluster) onHolders(req *request, idx []int, f func(*store.Store, [
 // put publishes the request's pages from the first miss on that are not
 // resident (a cluster client's location cache answers EXISTS for those
 // without asking): each on its owner, then the pages a node did not admit
-// on their second placement candidate, as client.ClusterNamespace.Put
+// on their second placement candidate, as client.Namespace.Put
 // does (in parallel per node: a page refused everywhere does not keep its
 // descendants on other nodes from being stored, so they are deleted after
 // the put, dropPast).
@@ -316,7 +316,7 @@ func (c *storeCluster) put(req *request, hit int) error {
 }
 
 // dropPast deletes the pages the put stored past index gap, a page it
-// stored nowhere, as client.ClusterNamespace.Put does: the put stores a
+// stored nowhere, as client.Namespace.Put does: the put stores a
 // sequence in parallel per node, so the descendants of a page every
 // candidate refused are stored all the same, orphans from birth that no
 // parent-gone notice ever names (their parent never was anywhere). todo
