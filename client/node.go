@@ -142,8 +142,19 @@ func (h *nodeNS) get(ctx context.Context, keys []namespace.Key, bufs [][]byte, l
 // the node's limit. A plane that cannot serve a batch leaves it to the
 // next (pages it published answer Exists there).
 func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
-	out := make([]PutResult, 0, len(pages))
 	var buf [3]plane
+	if len(pages) > 0 && len(pages) <= h.maxBatch { // one batch: its results are the answer
+		for _, p := range h.planes(buf[:0], true) {
+			if res, ok, err := p.put(ctx, h, pages); ok {
+				if err != nil {
+					return nil, err
+				}
+				return res, nil
+			}
+		}
+		panic("client: no plane served a put")
+	}
+	out := make([]PutResult, 0, len(pages))
 	err := eachBatch(len(pages), h.maxBatch, func(start, end int) error {
 		for _, p := range h.planes(buf[:0], true) {
 			if res, ok, err := p.put(ctx, h, pages[start:end]); ok {

@@ -166,12 +166,18 @@ func (s *rawSession) finish(c *transport.Conn, failed bool) { s.pool.give(c, fai
 
 // bound applies ctx to c: its deadline, and its cancellation (which
 // interrupts a blocked read or write). The returned func undoes both.
+//
+// A ctx that can end gets no deadline on c: its deadline ends it, and the
+// cancellation then interrupts c at that moment all the same, so c keeps
+// the zero deadline (Conn.SetDeadline skips an unchanged one) instead of
+// moving it, a runtime timer update, on every call.
 func bound(ctx context.Context, c *transport.Conn) (done func() bool) {
-	dl, _ := ctx.Deadline() // zero: none
-	_ = c.SetDeadline(dl)
 	if ctx.Done() == nil {
+		dl, _ := ctx.Deadline() // zero: none
+		_ = c.SetDeadline(dl)
 		return alwaysDone
 	}
+	_ = c.SetDeadline(time.Time{})
 	nc := c.Net()
 	// A connection whose deadline this spoils is closed, not reused.
 	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })

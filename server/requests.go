@@ -104,12 +104,13 @@ func (s *Server) write(n store.Namespace, writeID uint64, off int64, pieces ...[
 	if len(pieces) == 0 {
 		return s.cfg.Store.Write(n.ID, writeID, off, nil)
 	}
+	start := off
+	defer func() { s.received(n, int(off-start)) }() // once per call, not per piece
 	for _, p := range pieces {
 		if err := s.cfg.Store.Write(n.ID, writeID, off, p); err != nil {
 			return err
 		}
 		off += int64(len(p))
-		s.received(n, len(p))
 	}
 	return nil
 }
@@ -160,15 +161,17 @@ func (s *Server) put(n store.Namespace, spec store.PageSpec, sum []byte, ttl tim
 		return store.PutResult{}, err
 	}
 	start := time.Now()
+	written := 0 // counted once per page, not per piece
 	res, err := s.cfg.Store.Put(n.ID, spec, sum, ttl, func(write func([]byte) error) error {
 		return fill(func(p []byte) error {
 			if err := write(p); err != nil {
 				return err
 			}
-			s.received(n, len(p))
+			written += len(p)
 			return nil
 		})
 	})
+	s.received(n, written)
 	if res.Committed() {
 		s.metrics.PageTime("in", time.Since(start))
 	}
