@@ -115,8 +115,8 @@ func recvAnswer(c *transport.Conn, id uint64) (frame.Message, error) {
 func (n *nodeNS) reserveFrame(pages []Page) *frame.Reserve {
 	req := &frame.Reserve{NS: n.id, Pages: make([]frame.PageSpec, len(pages))}
 	for i, p := range pages {
-		req.Pages[i] = frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth,
-			Size: int64(len(p.Data)), ChainDepth: p.ChainDepth}
+		req.Pages[i] = framePageSpec(p)
+		req.Pages[i].Size = int64(len(p.Data))
 	}
 	return req
 }
@@ -173,4 +173,11 @@ func committed(m frame.Message, open []int, results []PutResult) (broke bool, er
 		}
 	}
 	return false, nil
+}
+
+// framePageSpec is p's spec on the frame wire, the one place the raw and
+// shm planes build it (Size is the caller's: a Put frame's size is its
+// data's length).
+func framePageSpec(p Page) frame.PageSpec {
+	return frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth}
 }

@@ -193,7 +193,7 @@ func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (
 	first := s.ids.Add(uint64(len(pages))) - uint64(len(pages)) + 1
 	for i, p := range pages {
 		puts[i] = frame.Put{NS: n.id, Checksum: n.desc.Checksum.Sum(p.Data), Data: p.Data,
-			Page: frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth}}
+			Page: framePageSpec(p)}
 		frames[i] = transport.Frame{ID: first + uint64(i), Msg: &puts[i]}
 	}
 	if err := c.SendFrames(frames...); err != nil {
