@@ -51,6 +51,11 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 		r = lease.r
 	}
 	if len(r.view.ids) == 1 { // a cluster of one: its node serves every key
+		if lease == nil {
+			if found := n.getLocal(ctx, r, keys, bufs); found != nil {
+				return found, nil
+			}
+		}
 		found, err = n.getNode(ctx, r, 0, keys, bufs, lease.on(0))
 		var out outcome
 		out.add(r.view.ids[0], err)
@@ -166,4 +171,30 @@ func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []names
 		return errors.Join(append(bad, err)...)
 	})
 	return got, err
+}
+
+// getLocal serves a lease-less get of a cluster of one from the shm
+// location cache alone, when that knows every key: the copies the shm plane
+// makes first anyway (shmSession.get), without a node call's NodeTimeout
+// context and Close bookkeeping, which a memcpy from the mapped arena needs
+// neither of (begin holds Close off meanwhile; a copy that raced a reclaim
+// fails its generation check and sends the call the usual way). nil: the
+// usual way.
+func (n *Namespace) getLocal(ctx context.Context, r *routing, keys []namespace.Key, bufs [][]byte) []bool {
+	n.mu.Lock()
+	h := n.handles[r.view.ids[0]]
+	n.mu.Unlock()
+	if h == nil || h.c.addr != r.view.addrs[0] {
+		return nil
+	}
+	s := h.c.shm.Load()
+	if s == nil || !s.pin() {
+		return nil
+	}
+	defer s.unpin()
+	found, err := h.getCached(ctx, s, keys, bufs)
+	if err != nil {
+		return nil
+	}
+	return found
 }
