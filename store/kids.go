@@ -116,16 +116,6 @@ func (s *Store) unlinkLocked(e *entry) {
 	e.sibPrev, e.sibNext = 0, 0
 }
 
-// kidsLocked appends e's resident children here, in any tier, to out.
-func (s *Store) kidsLocked(e *entry, out []*entry) []*entry {
-	for r := e.kidHead; r != 0; {
-		c := s.at(r)
-		out = append(out, c)
-		r = c.sibNext
-	}
-	return out
-}
-
 // waitingLocked appends to out the resident children of k, a key not
 // resident in n.
 func (s *Store) waitingLocked(n *nsState, k namespace.Key, out []*entry) []*entry {

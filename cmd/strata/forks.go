@@ -26,9 +26,6 @@ import (
 // namespace) are one fork, not four: they divide each page between them
 // and lose nothing.
 
-// rankFields are the descriptor fields that name a shard within a layout.
-var rankFields = []string{"tp_rank", "pp_rank", "cp_rank"}
-
 // identityFields are the fields of the fork key: namespaces that differ in
 // one of them are different models, never forks.
 var identityFields = []string{"tenant", "model", "model_revision", "adapter", "adapter_revision", "tokenizer_revision"}
