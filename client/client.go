@@ -284,6 +284,9 @@ func (c *Client) Close() error {
 	for _, cut := range c.cuts {
 		cut()
 	}
+	for _, nc := range c.conns {
+		nc.interruptRaw() // the raw plane's calls hold no cut (nodeCtx)
+	}
 	c.mu.Unlock()
 	c.calls.Wait()
 	c.bg.Wait()

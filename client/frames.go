@@ -24,16 +24,18 @@ const (
 	handshakeLimit = 500 * time.Millisecond
 )
 
-// connPool is a session's idle connections; each carries one request at a
-// time.
+// connPool is a session's connections: the idle ones, and the ones lent
+// to a call (each carries one request at a time), which Close of the
+// client interrupts.
 type connPool struct {
-	mu     sync.Mutex // guards idle and closed
+	mu     sync.Mutex // guards idle, lent and closed
 	idle   []*transport.Conn
+	lent   map[*transport.Conn]struct{}
 	closed bool
 }
 
-// take returns an idle connection, nil when there is none; open is false
-// once the pool is closed.
+// take returns an idle connection, lent until give, nil when there is
+// none; open is false once the pool is closed.
 func (p *connPool) take() (c *transport.Conn, open bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -42,23 +44,53 @@ func (p *connPool) take() (c *transport.Conn, open bool) {
 	}
 	if k := len(p.idle); k > 0 {
 		c, p.idle = p.idle[k-1], p.idle[:k-1]
+		p.lendLocked(c)
 	}
 	return c, true
+}
+
+// lend counts a new connection c as lent until give; false (c closed) when
+// the pool is closed.
+func (p *connPool) lend(c *transport.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.lendLocked(c)
+	return true
+}
+
+func (p *connPool) lendLocked(c *transport.Conn) {
+	if p.lent == nil {
+		p.lent = make(map[*transport.Conn]struct{})
+	}
+	p.lent[c] = struct{}{}
 }
 
 // give returns c to the pool, or closes it when it broke or the pool is
 // closed.
 func (p *connPool) give(c *transport.Conn, broke bool) {
-	if !broke {
-		p.mu.Lock()
-		if !p.closed {
-			p.idle = append(p.idle, c)
-			p.mu.Unlock()
-			return
-		}
+	p.mu.Lock()
+	delete(p.lent, c)
+	if !broke && !p.closed {
+		p.idle = append(p.idle, c)
 		p.mu.Unlock()
+		return
 	}
+	p.mu.Unlock()
 	c.Close()
+}
+
+// interrupt makes the blocked reads and writes of the lent connections
+// fail at once (their calls then close them).
+func (p *connPool) interrupt() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.lent {
+		_ = c.Net().SetDeadline(time.Unix(1, 0))
+	}
 }
 
 // close closes the idle connections; later gives close theirs. It reports

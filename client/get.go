@@ -151,7 +151,7 @@ func (n *Namespace) getRound(ctx context.Context, r *routing, keys []namespace.K
 // their checksum are not found and reported.
 func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []namespace.Key, bufs [][]byte,
 	lease *nodeLease) ([]bool, error) {
-	got := make([]bool, len(keys))
+	var got []bool
 	err := n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
 		var bad []error
 		err := eachBatch(len(keys), h.maxBatch, func(start, end int) error {
@@ -159,7 +159,14 @@ func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []names
 			if f == nil {
 				return err
 			}
-			copy(got[start:], f)
+			if start == 0 && end == len(keys) {
+				got = f // the one batch: its answer is the call's
+			} else {
+				if got == nil {
+					got = make([]bool, len(keys))
+				}
+				copy(got[start:], f)
+			}
 			if err != nil {
 				bad = append(bad, err) // checksum failures: the batch went through
 			}
@@ -170,6 +177,9 @@ func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []names
 		}
 		return errors.Join(append(bad, err)...)
 	})
+	if got == nil {
+		got = make([]bool, len(keys))
+	}
 	return got, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -82,9 +81,8 @@ func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
 // node itself quarantines it. fn runs again, once, after a fresh handshake
 // if the node does not know the namespace.
 func (n *Namespace) call(ctx context.Context, r *routing, i int, fn func(context.Context, *nodeNS) error) error {
-	nctx, cancel := n.c.nodeContext(ctx)
-	defer cancel()
-	defer n.c.uncut(n.c.cutOnClose(cancel))
+	nctx := n.c.nodeContext(ctx)
+	defer nctx.release()
 	id := r.view.ids[i]
 	var err error
 	for try := 0; try < 2; try++ {
@@ -101,16 +99,6 @@ func (n *Namespace) call(ctx context.Context, r *routing, i int, fn func(context
 		n.c.suspect(id, err)
 	}
 	return err
-}
-
-// nodeContext is ctx bounded by NodeTimeout, with its cancel func. When
-// ctx's own deadline comes first, the bound would never fire: ctx is only
-// made cancellable (for Close), which spares a call the timer.
-func (c *Client) nodeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.opts.NodeTimeout {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, c.opts.NodeTimeout)
 }
 
 // handle returns the namespace opened on node i, performing the handshake

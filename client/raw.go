@@ -89,6 +89,14 @@ func (c *nodeClient) startRaw(advertised []string, nodeID string) {
 	}
 }
 
+// interruptRaw interrupts the calls in flight on the raw session, if any
+// (Client.Close).
+func (c *nodeClient) interruptRaw() {
+	if s := c.raw.Load(); s != nil {
+		s.pool.interrupt()
+	}
+}
+
 // closeRaw closes the session, if any.
 func (c *nodeClient) closeRaw() {
 	c.rawMu.Lock()
@@ -135,6 +143,9 @@ func (s *rawSession) acquire() (*transport.Conn, error) {
 		return nil, err
 	}
 	s.failed.Store(0)
+	if !s.pool.lend(c) {
+		return nil, transport.ErrClosed
+	}
 	return c, nil
 }
 
@@ -171,15 +182,39 @@ func (s *rawSession) finish(c *transport.Conn, failed bool) { s.pool.give(c, fai
 // cancellation then interrupts c at that moment all the same, so c keeps
 // the zero deadline (Conn.SetDeadline skips an unchanged one) instead of
 // moving it, a runtime timer update, on every call.
+//
+// A node call's context (nodeCtx) puts its deadline on c and leaves Close
+// to interrupt c itself (connPool.interrupt): only the caller's ctx, when
+// it can be cancelled, costs an AfterFunc.
 func bound(ctx context.Context, c *transport.Conn) (done func() bool) {
+	if x, ok := ctx.(*nodeCtx); ok && x.lazy() {
+		if x.c.ctx.Err() != nil {
+			// Close interrupted the lent connections before c was lent.
+			_ = c.SetDeadline(time.Unix(1, 0))
+			return alwaysDone
+		}
+		if !x.callers {
+			_ = c.SetDeadline(x.deadline)
+			if x.parent.Done() == nil {
+				return alwaysDone
+			}
+			return interruptOn(x.parent, c)
+		}
+		ctx = x.parent // the caller's deadline is the call's: its ctx ends the call
+	}
 	if ctx.Done() == nil {
 		dl, _ := ctx.Deadline() // zero: none
 		_ = c.SetDeadline(dl)
 		return alwaysDone
 	}
 	_ = c.SetDeadline(time.Time{})
+	return interruptOn(ctx, c)
+}
+
+// interruptOn interrupts c's blocked read or write when ctx ends. A
+// connection whose deadline this spoils is closed, not reused.
+func interruptOn(ctx context.Context, c *transport.Conn) (done func() bool) {
 	nc := c.Net()
-	// A connection whose deadline this spoils is closed, not reused.
 	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 }
 
