@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -18,7 +21,20 @@ var units = []struct {
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
 }
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String is the size in the largest binary unit that divides it, so that
+// --print-config writes 8GiB, not 8589934592.
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (b *byteSize) Set(s string) error {
 	num, mult := strings.TrimSpace(s), 1.0
@@ -47,5 +63,67 @@ func (p *pairs) Set(s string) error {
 		return fmt.Errorf("%q: want name=value", s)
 	}
 	*p = append(*p, struct{ k, v string }{k, v})
+	return nil
+}
+
+// Values lists the pairs as given (name=value).
+func (p *pairs) Values() []string {
+	out := make([]string, len(*p))
+	for i, e := range *p {
+		out[i] = e.k + "=" + e.v
+	}
+	return out
+}
+
+// pairsFile reads name=value lines from files into pairs (--tenant-token-file):
+// one pair a line; blank lines and lines starting with # are skipped.
+type pairsFile struct {
+	into  *pairs
+	paths []string
+}
+
+func (f *pairsFile) String() string { return strings.Join(f.paths, ",") }
+
+func (f *pairsFile) Values() []string { return f.paths }
+
+func (f *pairsFile) Set(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		if err := f.into.Set(s); err != nil {
+			return fmt.Errorf("%s:%d: want name=value", path, line) // the line holds a secret: not repeated
+		}
+	}
+	f.paths = append(f.paths, path)
+	return sc.Err()
+}
+
+// secretFile sets a string flag from a file's contents, trimmed of
+// surrounding white space (--admin-token-file), so that the secret is on no
+// command line.
+type secretFile struct {
+	into *string
+	path string
+}
+
+func (f *secretFile) String() string { return f.path }
+
+func (f *secretFile) Set(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := strings.TrimSpace(string(data))
+	if s == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
+	*f.into, f.path = s, path
 	return nil
 }

@@ -3,10 +3,14 @@
 // a working node:
 //
 //	go run ./cmd/stratad
+//
+// Every flag can also come from a YAML file (--config, see config.go and
+// deploy/stratad.yaml); --print-config prints the effective configuration.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -20,6 +24,11 @@ import (
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
+	if pr, ok := errors.AsType[*printRequest](err); ok {
+		if err = pr.print(os.Stdout); err == nil {
+			return
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stratad:", err)
 		os.Exit(2)
@@ -67,6 +76,8 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
 	fs.Var(&tokens, "tenant-token", "tenant=token; repeat for more tenants (none: the node is open)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "token that may see and use every namespace")
+	fs.Var(&pairsFile{into: &tokens}, "tenant-token-file", "file of tenant=token lines (# comments), besides any --tenant-token; repeatable")
+	fs.Var(&secretFile{into: &cfg.AdminToken}, "admin-token-file", "file holding the admin token (instead of --admin-token, which shows on command lines)")
 	fs.BoolVar(&cfg.NoReflection, "no-reflection", false, "turn gRPC server reflection off")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "maximum keys or pages per request (default 16384)")
 	fs.BoolVar(&cfg.NoCutoffFloor, "no-cutoff-floor", false, "do not refuse puts worth less than a quarter of the cluster's eviction cutoff (coordination still runs, for status)")
@@ -75,7 +86,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.StringVar(&cfg.ShmSocket, "shm-socket", "", `Unix socket for same-host clients (shared memory); "off" disables (default <data-dir>/strata.sock)`)
 	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseConfig(fs, args); err != nil {
 		return cfg, err
 	}
 	cfg.HostBytes, cfg.SSDBytes, cfg.GPUBytes = int64(host), int64(ssd), int64(gpu)

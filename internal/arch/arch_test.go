@@ -95,6 +95,7 @@ var owners = []struct{ prefix, pkg string }{
 	{"github.com/spf13/cobra", "cmd/strata"},
 	{"gonum.org/", "benchmarks/load"},
 	{"github.com/schollz/progressbar", "benchmarks/load"},
+	{"go.yaml.in/yaml/", "cmd/stratad"}, // the config file
 }
 
 // wire lists the packages that may import gRPC and protobuf: the
