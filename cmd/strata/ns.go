@@ -17,7 +17,7 @@ import (
 
 func newNSCmd(g *globals) *cobra.Command {
 	return newGroupCmd("ns", "Inspect and manage namespaces", newNSLsCmd(g), newNSShowCmd(g), newNSDiffCmd(g),
-		newNSForksCmd(g), newNSRmCmd(g), newNSTTLCmd(g))
+		newNSForksCmd(g), newNSRmCmd(g), newNSTTLCmd(g), newNSDrainCmd(g))
 }
 
 // nsRef is a namespace as the command line names it: its ID or a prefix.

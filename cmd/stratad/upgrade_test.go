@@ -1,0 +1,238 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/poll"
+	"github.com/stratakv/strata/namespace"
+)
+
+// previousRelease is the commit the rolling-upgrade test upgrades from: the
+// last commit before the restructuring of December 1 (d0bf506 and after),
+// the "old build" benchmarks/README compares against. Move it forward when
+// a release is cut.
+const previousRelease = "4115451"
+
+// upgradeDescriptor is the namespace of the upgrade test at a model
+// revision; testdata/oldclient/main.go opens the same.
+func upgradeDescriptor(rev string) namespace.Descriptor {
+	return namespace.Descriptor{Tenant: "upgrade", Model: "m", ModelRevision: rev, Engine: "test",
+		DType: "bf16", PageTokens: 16, NumLayers: 4, NumKVHeads: 4, HeadDim: 64}
+}
+
+// previous holds the binaries of the previous release.
+type previous struct{ stratad, client string }
+
+// buildPrevious extracts previousRelease from git history (git archive: the
+// repository's worktrees and refs are left alone) and builds its stratad
+// and testdata/oldclient against its own client package. It skips the
+// test, saying why, where the history is absent (a shallow clone).
+func buildPrevious(t *testing.T) previous {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on PATH: cannot build the previous release")
+	}
+	if out, err := exec.Command("git", "-C", "../..", "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
+		t.Skipf("commit %s is not in this clone's history (shallow clone?): %v %s", previousRelease, err, out)
+	}
+	tree := t.TempDir()
+	archive, err := exec.Command("git", "-C", "../..", "archive", "--format=tar", previousRelease).Output()
+	if err != nil {
+		t.Fatalf("git archive %s: %v", previousRelease, err)
+	}
+	if err := untar(tree, bytes.NewReader(archive)); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("testdata/oldclient/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tree, "cmd", "oldclient"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "cmd", "oldclient", "main.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	p := previous{stratad: filepath.Join(bin, "stratad"), client: filepath.Join(bin, "oldclient")}
+	for pkg, out := range map[string]string{"./cmd/stratad": p.stratad, "./cmd/oldclient": p.client} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = tree
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s of %s: %v\n%s", pkg, previousRelease, err, b)
+		}
+	}
+	return p
+}
+
+// untar writes a tar stream's regular files and directories under dir.
+func untar(dir string, r io.Reader) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(path, dir+string(filepath.Separator)) {
+			return fmt.Errorf("archive entry %q leaves the tree", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(path, 0o755)
+		case tar.TypeReg:
+			var f *os.File
+			if f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, h.FileInfo().Mode().Perm()|0o600); err == nil {
+				_, err = io.Copy(f, tr)
+				err = firstErr(err, f.Close())
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// oldClient runs the previous release's client and returns what it printed.
+func oldClient(t *testing.T, p previous, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(p.client, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("old client %q: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRollingUpgrade runs a node of the previous release and one of this
+// build on one etcd, with clients of both versions: each client reads
+// through either node what the other wrote, byte-exact. Then the old node
+// is upgraded in place (SIGTERM, the new binary on its data dir, as a
+// rolling restart does) and both clients still find every page (the SSD
+// tier recovers them). Last, after a rollout to a new model revision, the
+// old revision's namespaces are retired with `strata ns drain`: their
+// pages go, the new revision's stay.
+func TestRollingUpgrade(t *testing.T) {
+	stratad := buildStratad(t)
+	strata := build(t, "./cmd/strata")
+	started := time.Now()
+	old := buildPrevious(t)
+	t.Logf("previous release %s built in %v", previousRelease, time.Since(started).Round(time.Second))
+
+	etcdURL := freeEtcdURL(t)
+	startEtcd(t, t.TempDir(), etcdURL)
+	oldDir := t.TempDir()
+	oldCmd, oldAddr := startStratad(t, old.stratad, oldDir, clusterNodeArgs(etcdURL)...)
+	_, newAddr := startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, newAddr, client.Options{NodeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitAlive(t, c, 2, 30*time.Second)
+	ns, err := c.Open(ctx, upgradeDescriptor("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pages = 200
+	want := fmt.Sprintf("check hit %d found %d", pages, pages)
+
+	// The new client writes prompt 1, the old one prompt 2 (through the old node).
+	keys1, data1 := clusterPages(ns, 1, pages)
+	if _, err := ns.Put(ctx, client.ChainPages(keys1, data1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{oldAddr, newAddr} {
+		if n := nodeInfo(t, a).GetPages(); n == 0 {
+			t.Fatalf("node %s holds none of the %d pages: the mixed cluster does not spread them", a, pages)
+		}
+	}
+	if got := oldClient(t, old, "--addr", oldAddr, "--op", "put", "--seed", "2", "--pages", fmt.Sprint(pages)); got != fmt.Sprintf("put %d stored %d", pages, pages) {
+		t.Fatalf("old client put: %s", got)
+	}
+	keys2, _ := clusterPages(ns, 2, pages)
+	mixed := func(stage string) {
+		t.Helper()
+		for _, a := range []string{oldAddr, newAddr} {
+			if got := oldClient(t, old, "--addr", a, "--op", "check", "--seed", "1", "--pages", fmt.Sprint(pages)); got != want {
+				t.Fatalf("%s: the old client reading the new client's pages through %s: %s, want %s", stage, a, got, want)
+			}
+		}
+		if n := readAll(t, ctx, ns, keys2); n != pages {
+			t.Fatalf("%s: the new client read %d of the old client's %d pages", stage, n, pages)
+		}
+		lr, err := ns.Lookup(ctx, keys1, false, 0)
+		if err != nil || lr.HitPrefix != pages {
+			t.Fatalf("%s: new client lookup: hit prefix %d of %d, %v", stage, lr.HitPrefix, pages, err)
+		}
+	}
+	mixed("mixed cluster")
+
+	// Upgrade the old node in place: drain it, start this build on its data dir.
+	if err := oldCmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldCmd.Wait(); err != nil {
+		t.Fatalf("old node after SIGTERM: %v", err)
+	}
+	_, oldAddr = startStratad(t, stratad, oldDir, clusterNodeArgs(etcdURL)...)
+	waitAlive(t, c, 2, 30*time.Second)
+	poll.Until(t, 30*time.Second, 200*time.Millisecond, "after the upgrade, every page of prompt 1 found again",
+		func() bool { return readAll(t, ctx, ns, keys1) == pages })
+	mixed("after the upgrade")
+
+	// Roll out revision r2; retire r1 with an idle TTL on all its namespaces.
+	ns2, err := c.Open(ctx, upgradeDescriptor("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys3, data3 := clusterPages(ns2, 3, pages)
+	if _, err := ns2.Put(ctx, client.ChainPages(keys3, data3)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(strata, "--endpoint", newAddr, "ns", "drain", "--model", "m", "--keep-revision", "r2",
+		"--ttl", "1s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata ns drain: %v\n%s", err, out)
+	}
+	t.Logf("strata ns drain:\n%s", out)
+	if !strings.Contains(string(out), ns.ID().String()) || strings.Contains(string(out), ns2.ID().String()) {
+		t.Fatalf("ns drain names the wrong namespaces (want %s, not %s):\n%s", ns.ID(), ns2.ID(), out)
+	}
+	// Node page counts, not lookups: a lookup is a use, which the TTL counts
+	// from (in whole seconds).
+	poll.Until(t, 30*time.Second, 200*time.Millisecond, "revision r1's pages gone after ns drain", func() bool {
+		return nodeInfo(t, oldAddr).GetPages()+nodeInfo(t, newAddr).GetPages() == pages
+	})
+	if n := readAll(t, ctx, ns, append(keys1, keys2...)); n != 0 {
+		t.Fatalf("%d pages of revision r1 left after ns drain", n)
+	}
+	if n := readAll(t, ctx, ns2, keys3); n != pages {
+		t.Fatalf("revision r2 kept %d of %d pages after r1 was drained", n, pages)
+	}
+	t.Logf("rolling upgrade from %s took %v", previousRelease, time.Since(started).Round(time.Second))
+}
