@@ -46,7 +46,7 @@ install_go_tool() { # name module version
   local marker="$tools/bin/.$1-$3"
   if [ ! -x "$tools/bin/$1" ] || [ ! -e "$marker" ]; then
     say "installing $1 $3 (go install $2@$3)"
-    GOBIN="$tools/bin" GOFLAGS=-mod=mod go install "$2@$3"
+    GOBIN="$tools/bin" go install "$2@$3"
     touch "$marker"
   fi
 }
