@@ -123,23 +123,23 @@ func TestConfigOverride(t *testing.T) {
 // what is wrong; a bad tenant file does not echo the line (it holds a
 // token).
 func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct{ name, text, want string }{
-		{"unknown key", "listen: x:1\nhost_bytes: 1GiB\n", `c.yaml:2: unknown key "host_bytes": not a stratad flag; did you mean host-bytes?`},
-		{"dashes", "--listen: x:1\n", "write it without dashes: listen"},
-		{"every bad key", "nope: 1\nlisten: x:1\nneither: 2\n", `c.yaml:3: unknown key "neither"`},
-		{"bad value", "host-bytes: lots\n", `c.yaml:1: host-bytes: invalid value "lots": size "lots": want a positive number`},
-		{"bad bool", "pprof: maybe\n", `c.yaml:1: pprof: invalid value "maybe"`},
-		{"no value", "listen:\n", "c.yaml:1: listen has no value"},
-		{"mapping", "listen:\n  host: x\n", "listen: want a value or a list of values, not a mapping"},
-		{"list of maps", "join:\n  - a: 1\n", "join: line 2: a list holds plain values only"},
-		{"twice", "listen: a:1\nlisten: b:2\n", "c.yaml:2: listen is given twice (first on line 1)"},
-		{"reserved", "config: other.yaml\n", "config cannot be set in a config file"},
-		{"not a mapping", "- listen\n", "c.yaml:1: want a mapping of flag names to values"},
-		{"syntax", "listen: [a\n", "config file"},
-		{"tenant file", "tenant-token-file: TENANTS\n", "tenants:2: want name=value"},
-		{"empty admin token", "admin-token-file: EMPTY\n", "is empty"},
+	for name, tc := range map[string]struct{ text, want string }{
+		"unknown key":       {"listen: x:1\nhost_bytes: 1GiB\n", `c.yaml:2: unknown key "host_bytes": not a stratad flag; did you mean host-bytes?`},
+		"dashes":            {"--listen: x:1\n", "write it without dashes: listen"},
+		"every bad key":     {"nope: 1\nlisten: x:1\nneither: 2\n", `c.yaml:3: unknown key "neither"`},
+		"bad value":         {"host-bytes: lots\n", `c.yaml:1: host-bytes: invalid value "lots": size "lots": want a positive number`},
+		"bad bool":          {"pprof: maybe\n", `c.yaml:1: pprof: invalid value "maybe"`},
+		"no value":          {"listen:\n", "c.yaml:1: listen has no value"},
+		"mapping":           {"listen:\n  host: x\n", "listen: want a value or a list of values, not a mapping"},
+		"list of maps":      {"join:\n  - a: 1\n", "join: line 2: a list holds plain values only"},
+		"twice":             {"listen: a:1\nlisten: b:2\n", "c.yaml:2: listen is given twice (first on line 1)"},
+		"reserved":          {"config: other.yaml\n", "config cannot be set in a config file"},
+		"not a mapping":     {"- listen\n", "c.yaml:1: want a mapping of flag names to values"},
+		"syntax":            {"listen: [a\n", "config file"},
+		"tenant file":       {"tenant-token-file: TENANTS\n", "tenants:2: want name=value"},
+		"empty admin token": {"admin-token-file: EMPTY\n", "is empty"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			tenants := writeFile(t, "tenants", "acme=ok\nsecret-without-tenant\n")
 			empty := writeFile(t, "empty", "\n")
 			text := strings.NewReplacer("TENANTS", tenants, "EMPTY", empty).Replace(tc.text)

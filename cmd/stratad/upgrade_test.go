@@ -115,15 +115,67 @@ func firstErr(a, b error) error {
 	return b
 }
 
-// oldClient runs the previous release's client and returns what it printed.
-func oldClient(t *testing.T, p previous, args ...string) string {
+// oldClient runs the previous release's client on the pages of prompt
+// seed of revision r1 (see testdata/oldclient) and returns what it printed.
+func oldClient(t *testing.T, p previous, addr, op string, seed uint32, data string) string {
 	t.Helper()
-	out, err := exec.Command(p.client, args...).CombinedOutput()
+	out, err := exec.Command(p.client, "--addr", addr, "--op", op, "--seed", fmt.Sprint(seed),
+		"--pages", fmt.Sprint(upgradePages), "--data", data).CombinedOutput()
 	if err != nil {
-		t.Fatalf("old client %q: %v\n%s", args, err, out)
+		t.Fatalf("old client %s via %s: %v\n%s", op, addr, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// oldPut has the old client put prompt seed, with the bytes pageOf gives.
+func oldPut(t *testing.T, p previous, ns *client.Namespace, addr string, seed uint32) {
+	t.Helper()
+	keys, data := clusterPages(ns, seed, upgradePages)
+	file := filepath.Join(t.TempDir(), "pages")
+	if err := os.WriteFile(file, bytes.Join(data, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := oldClient(t, p, addr, "put", seed, file), fmt.Sprintf("put %d stored %d", len(keys), len(keys)); got != want {
+		t.Fatalf("old client put via %s: %s, want %s", addr, got, want)
+	}
+}
+
+// oldGet has the old client look up and get prompt seed, and checks that
+// it found every page, byte-exact.
+func oldGet(t *testing.T, p previous, ns *client.Namespace, addr string, seed uint32) {
+	t.Helper()
+	keys, _ := clusterPages(ns, seed, upgradePages)
+	file := filepath.Join(t.TempDir(), "pages")
+	if got, want := oldClient(t, p, addr, "get", seed, file), fmt.Sprintf("get hit %d found %d", len(keys), len(keys)); got != want {
+		t.Fatalf("old client reading prompt %d via %s: %s, want %s", seed, addr, got, want)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := ns.PageBytes()
+	for i, k := range keys {
+		if !bytes.Equal(data[i*size:(i+1)*size], pageOf(k, size)) {
+			t.Fatalf("old client via %s: page %d of prompt %d has wrong bytes", addr, i, seed)
+		}
+	}
+}
+
+// dialAlive dials addr for the test, and waits until the client sees alive
+// nodes.
+func dialAlive(ctx context.Context, t *testing.T, addr string, alive int) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, addr, client.Options{NodeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	waitAlive(t, c, alive, 30*time.Second)
+	return c
+}
+
+// upgradePages is the length of each prompt of the upgrade test, in pages.
+const upgradePages = 200
 
 // TestRollingUpgrade runs a node of the previous release and one of this
 // build on one etcd, with clients of both versions: each client reads
@@ -148,18 +200,12 @@ func TestRollingUpgrade(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, newAddr, client.Options{NodeTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	waitAlive(t, c, 2, 30*time.Second)
+	c := dialAlive(ctx, t, newAddr, 2)
 	ns, err := c.Open(ctx, upgradeDescriptor("r1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const pages = 200
-	want := fmt.Sprintf("check hit %d found %d", pages, pages)
+	const pages = upgradePages
 
 	// The new client writes prompt 1, the old one prompt 2 (through the old node).
 	keys1, data1 := clusterPages(ns, 1, pages)
@@ -171,16 +217,12 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("node %s holds none of the %d pages: the mixed cluster does not spread them", a, pages)
 		}
 	}
-	if got := oldClient(t, old, "--addr", oldAddr, "--op", "put", "--seed", "2", "--pages", fmt.Sprint(pages)); got != fmt.Sprintf("put %d stored %d", pages, pages) {
-		t.Fatalf("old client put: %s", got)
-	}
+	oldPut(t, old, ns, oldAddr, 2)
 	keys2, _ := clusterPages(ns, 2, pages)
 	mixed := func(stage string) {
 		t.Helper()
 		for _, a := range []string{oldAddr, newAddr} {
-			if got := oldClient(t, old, "--addr", a, "--op", "check", "--seed", "1", "--pages", fmt.Sprint(pages)); got != want {
-				t.Fatalf("%s: the old client reading the new client's pages through %s: %s, want %s", stage, a, got, want)
-			}
+			oldGet(t, old, ns, a, 1)
 		}
 		if n := readAll(t, ctx, ns, keys2); n != pages {
 			t.Fatalf("%s: the new client read %d of the old client's %d pages", stage, n, pages)
