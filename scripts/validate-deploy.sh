@@ -9,8 +9,9 @@
 #            itself is built where one is)
 #   compose  deploy/compose/compose.yaml against the Compose specification's
 #            schema (check-jsonschema's vendored copy, PyPI)
-#   helm     helm lint --strict and helm template | kubeconform -strict, for
-#            the default values and each deploy/helm/strata/ci/*-values.yaml
+#   helm     helm lint --strict (values against values.schema.json too) and
+#            helm template | kubeconform -strict, for the default values and
+#            each deploy/helm/strata/ci/*-values.yaml
 #   systemd  systemd-analyze verify of deploy/systemd/stratad.service (any
 #            warning fails) and its offline security exposure
 #
@@ -200,8 +201,9 @@ must_fail "chart with a misspelt pod field" check_chart "$broken/chart"
 cp -r "$chart" "$broken/chart-tpl"
 sed -i 's/{{ .Values.replicas }}/{{ .Values.replicas/' "$broken/chart-tpl/templates/statefulset.yaml"
 must_fail "chart with a template syntax error" check_chart "$broken/chart-tpl"
+must_fail "chart values with a misspelt key" check_chart "$chart" --set replica=3
 chart_config_check_broken() {
-  chart_config --set config.host_bytes=1GiB >"$broken/chart-stratad.yaml" && check_config "$broken/chart-stratad.yaml"
+  chart_config --set config.host-byte=1GiB >"$broken/chart-stratad.yaml" && check_config "$broken/chart-stratad.yaml"
 }
 must_fail "chart config with an unknown stratad key" chart_config_check_broken
 sed 's/^ProtectSystem=strict/ProtectSystem=very/' deploy/systemd/stratad.service >"$broken/stratad.service"
