@@ -33,7 +33,7 @@ func upgradeDescriptor(rev string) namespace.Descriptor {
 }
 
 // previous holds the binaries of the previous release.
-type previous struct{ stratad, client string }
+type previous struct{ stratad, strata, client string }
 
 // buildPrevious extracts previousRelease from git history (git archive: the
 // repository's worktrees and refs are left alone) and builds its stratad
@@ -66,8 +66,8 @@ func buildPrevious(t *testing.T) previous {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	p := previous{stratad: filepath.Join(bin, "stratad"), client: filepath.Join(bin, "oldclient")}
-	for pkg, out := range map[string]string{"./cmd/stratad": p.stratad, "./cmd/oldclient": p.client} {
+	p := previous{stratad: filepath.Join(bin, "stratad"), strata: filepath.Join(bin, "strata"), client: filepath.Join(bin, "oldclient")}
+	for pkg, out := range map[string]string{"./cmd/stratad": p.stratad, "./cmd/strata": p.strata, "./cmd/oldclient": p.client} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = tree
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -179,7 +179,8 @@ const upgradePages = 200
 
 // TestRollingUpgrade runs a node of the previous release and one of this
 // build on one etcd, with clients of both versions: each client reads
-// through either node what the other wrote, byte-exact. Then the old node
+// through either node what the other wrote, byte-exact, and the previous
+// release's CLI lists the namespace through either node. Then the old node
 // is upgraded in place (SIGTERM, the new binary on its data dir, as a
 // rolling restart does) and both clients still find every page (the SSD
 // tier recovers them). Last, after a rollout to a new model revision, the
@@ -233,6 +234,13 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	mixed("mixed cluster")
+	// The previous release's CLI (its admin client) sees the namespace on both nodes.
+	for _, a := range []string{oldAddr, newAddr} {
+		out, err := exec.Command(old.strata, "--endpoint", a, "ns", "ls", "-o", "json").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), ns.ID().String()) {
+			t.Fatalf("the previous release's strata ns ls via %s: %v\n%s", a, err, out)
+		}
+	}
 
 	// Upgrade the old node in place: drain it, start this build on its data dir.
 	if err := oldCmd.Process.Signal(syscall.SIGTERM); err != nil {
