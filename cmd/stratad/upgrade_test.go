@@ -67,12 +67,10 @@ func buildPrevious(t *testing.T) previous {
 	}
 	bin := t.TempDir()
 	p := previous{stratad: filepath.Join(bin, "stratad"), strata: filepath.Join(bin, "strata"), client: filepath.Join(bin, "oldclient")}
-	for pkg, out := range map[string]string{"./cmd/stratad": p.stratad, "./cmd/strata": p.strata, "./cmd/oldclient": p.client} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = tree
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s of %s: %v\n%s", pkg, previousRelease, err, b)
-		}
+	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/stratad", "./cmd/strata", "./cmd/oldclient")
+	cmd.Dir = tree
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", previousRelease, err, b)
 	}
 	return p
 }
