@@ -4,11 +4,29 @@ once per test run, and starts and stops real nodes on loopback.
 Binaries are built with ``go build`` from the main module into a temporary
 directory (or $STRATA_TEST_BIN when set and already holding them). Tests that
 need a node are skipped, saying why, when ``go`` is not installed.
+
+Engine tests (the real ``sglang``, ``lmcache``, ``vllm`` packages) get their
+engine through ``require_engine(modname)``, never with a bare import:
+
+- the engine imports: its module is returned, after checking that it was
+  loaded from an installed distribution (a ``site-packages`` or
+  ``dist-packages`` directory), not from a stand-in in this tree;
+- it does not import and ``STRATA_REQUIRE_ENGINES`` is not ``1``: the test is
+  skipped with the reason ``engine <modname> is not installed: <error>
+  (python/run_tests.sh runs these in the venv scripts/pyvenv.sh builds)``;
+- it does not import and ``STRATA_REQUIRE_ENGINES=1`` (CI, ``.ci/run``): the
+  test fails with that reason. A missing engine can then never pass CI as a
+  skip. ``python/run_tests.sh`` also fails a CI run in which any test was
+  skipped with a reason mentioning "engine", as a second guard.
+
+Call it in ``setUpClass`` or at the top of a test, not at module import time
+(a module-level SkipTest hides every other test of the file).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import re
 import shutil
@@ -77,6 +95,34 @@ def bin_dir():
         sys.stderr.write(f"[strata tests] built stratad and gowriter in {time.time() - t0:.1f}s\n")
         _bin_dir = d
         return _bin_dir
+
+
+def engines_required() -> bool:
+    """True where a missing engine is a failure (CI sets STRATA_REQUIRE_ENGINES=1)."""
+    return os.environ.get("STRATA_REQUIRE_ENGINES", "") == "1"
+
+
+def require_engine(modname: str):
+    """The real engine module ``modname`` (e.g. "sglang.srt.mem_cache.hicache_storage").
+
+    Skips the calling test when it cannot be imported, or fails it under
+    STRATA_REQUIRE_ENGINES=1; fails it in any case when the module imports
+    but not from an installed distribution (a stand-in on sys.path).
+    """
+    try:
+        mod = importlib.import_module(modname)
+    except Exception as e:  # ImportError, or an engine that breaks on import
+        reason = (f"engine {modname} is not installed: {type(e).__name__}: {e} "
+                  "(python/run_tests.sh runs these in the venv scripts/pyvenv.sh builds)")
+        if engines_required():
+            raise AssertionError(reason + " [STRATA_REQUIRE_ENGINES=1: a missing engine fails]") from e
+        raise unittest.SkipTest(reason)
+    path = os.path.realpath(getattr(mod, "__file__", None) or "")
+    parts = path.split(os.sep)
+    if "site-packages" not in parts and "dist-packages" not in parts:
+        raise AssertionError(f"engine {modname} was imported from {path or '(no file)'}, "
+                             "not from an installed distribution: a stand-in is in use")
+    return mod
 
 
 _SERVING = re.compile(r"strata node serving")
