@@ -1,47 +1,141 @@
 """Page checksums: CRC-32C (Castagnoli) as 4 bytes big-endian, or SHA-256.
 
-CRC-32C uses Debian's ``python3-crc32c`` (a C extension: about 1-2 GB/s on
-one core with its software slice-by-8 path, more with SSE4.2) when it is
-installed, and otherwise a pure-Python table-driven fallback. The fallback
-is correct but slow (a few MB/s, i.e. around a second for a 2 MiB page), so
-it is only fit for tests and tiny pages: install python3-crc32c, or use a
-``sha256`` namespace (hashlib, ~1.5 GB/s) where it is missing.
-``HAVE_FAST_CRC32C`` says which one is in use.
+Both run with the GIL released on large buffers, so verifying or summing a
+page in an engine's scheduler process does not stall its other Python
+threads:
+
+- CRC-32C comes from the ``crc32c`` package (PyPI ``crc32c>=2.5``, a
+  dependency of ``strata-client``): a C extension using the SSE 4.2 / ARMv8
+  CRC instructions where the CPU has them (``crc32c.hardware_based``), a
+  slice-by-8 software path otherwise. It is called with
+  ``gil_release_mode=-1``: the GIL is released for buffers of 32 KiB or
+  more. It accepts any buffer (bytes, bytearray, memoryview, numpy, a
+  contiguous CPU torch tensor's memory) without a copy.
+  ``google-crc32c`` was not chosen: its C extension only takes read-only
+  buffers (``bytearray`` and ``memoryview`` of one are refused, so a page in
+  a host pool would have to be copied first) and only releases the GIL for
+  ``bytes`` objects of 1 MiB or more.
+- SHA-256 is ``hashlib`` (OpenSSL), which releases the GIL for inputs over
+  2 KiB.
+
+Debian's ``python3-crc32c`` (2.3) is also accepted; it has no
+``gil_release_mode`` and holds the GIL, which is detected here
+(``CRC32C_RELEASES_GIL``).
+
+Without any ``crc32c`` module a pure-Python table-driven fallback is used.
+It is correct but runs at a few MB/s (around a second for a 2 MiB page) and
+holds the GIL throughout, so it is unfit for serving: importing this module
+then emits a ``RuntimeWarning`` and logs an error on the ``strata_client``
+logger, and the first CRC over 64 KiB or more logs it again with the page
+size. ``require_fast_crc32c()`` raises ``ChecksumUnavailableError`` in that
+case, for callers that would rather refuse to start; ``backend()`` says
+which implementation is in use (for stats and logs).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import struct
+import warnings
 
 
-__all__ = ["crc32c", "crc32c_update", "checksum", "Hasher", "HAVE_FAST_CRC32C"]
+__all__ = [
+    "crc32c", "crc32c_update", "checksum", "Hasher", "backend", "require_fast_crc32c",
+    "ChecksumUnavailableError", "HAVE_FAST_CRC32C", "CRC32C_HARDWARE", "CRC32C_RELEASES_GIL",
+]
 
-try:  # Debian: python3-crc32c
-    import crc32c as _crc32c_mod
+_log = logging.getLogger("strata_client")
 
-    def crc32c_update(crc: int, data) -> int:
-        return _crc32c_mod.crc32c(data, crc)
+# The install hint given wherever the fast CRC is missing.
+_HINT = "pip install 'crc32c>=2.5' (a dependency of strata-client: pip install ./python)"
 
-    HAVE_FAST_CRC32C = True
-except Exception:  # pragma: no cover - exercised only without the package
-    _POLY = 0x82F63B78
-    _TABLE = []
-    for _i in range(256):
-        _c = _i
+
+class ChecksumUnavailableError(RuntimeError):
+    """Raised by require_fast_crc32c() when only the pure-Python CRC-32C is available."""
+
+
+def _pure_table():
+    poly = 0x82F63B78
+    table = []
+    for i in range(256):
+        c = i
         for _ in range(8):
-            _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
-        _TABLE.append(_c)
-    _TABLE = tuple(_TABLE)
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+def _pure_crc32c_update(crc: int, data, _t=_pure_table()) -> int:
+    """CRC-32C in pure Python: the fallback and the reference for tests."""
+    c = crc ^ 0xFFFFFFFF
+    for b in bytes(data):
+        c = _t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+try:
+    import crc32c as _crc32c_mod
+except ImportError as _e:  # no crc32c module at all
+    _crc32c_mod = None
+    _IMPORT_ERROR = _e
+else:
+    _IMPORT_ERROR = None
+
+if _crc32c_mod is not None:
+    HAVE_FAST_CRC32C = True
+    CRC32C_HARDWARE = bool(getattr(_crc32c_mod, "hardware_based", False))
+    _fn = _crc32c_mod.crc32c
+    try:
+        _fn(b"", 0, gil_release_mode=-1)
+        CRC32C_RELEASES_GIL = True
+    except TypeError:  # crc32c < 2.5 (Debian's python3-crc32c 2.3): no gil_release_mode
+        CRC32C_RELEASES_GIL = False
+
+    if CRC32C_RELEASES_GIL:
+        def crc32c_update(crc: int, data) -> int:
+            """CRC-32C of ``data`` continuing from ``crc`` (GIL released for >= 32 KiB)."""
+            return _fn(data, crc, gil_release_mode=-1)
+    else:
+        def crc32c_update(crc: int, data) -> int:
+            """CRC-32C of ``data`` continuing from ``crc`` (old crc32c: the GIL is held)."""
+            return _fn(data, crc)
+else:
+    HAVE_FAST_CRC32C = False
+    CRC32C_HARDWARE = False
+    CRC32C_RELEASES_GIL = False
+    _slow_warned = False
+    _msg = (f"strata_client: the crc32c C extension is not installed ({_IMPORT_ERROR}); "
+            "CRC-32C page checksums fall back to pure Python, a few MB/s with the GIL held "
+            f"(about a second per 2 MiB page): unfit for serving. Fix: {_HINT}, or use "
+            "namespaces with checksum='sha256' (hashlib).")
+    warnings.warn(_msg, RuntimeWarning, stacklevel=2)
+    _log.error("%s", _msg)
 
     def crc32c_update(crc: int, data) -> int:
-        c = crc ^ 0xFFFFFFFF
-        t = _TABLE
-        for b in bytes(data):
-            c = t[(c ^ b) & 0xFF] ^ (c >> 8)
-        return c ^ 0xFFFFFFFF
+        """CRC-32C of ``data`` continuing from ``crc`` (pure-Python fallback: slow)."""
+        global _slow_warned
+        if not _slow_warned and memoryview(data).nbytes >= 64 << 10:
+            _slow_warned = True
+            _log.error("strata_client: pure-Python CRC-32C over a %d-byte page: this is slow. Fix: %s",
+                       memoryview(data).nbytes, _HINT)
+        return _pure_crc32c_update(crc, data)
 
-    HAVE_FAST_CRC32C = False
+
+def backend() -> str:
+    """Which CRC-32C implementation is in use: "crc32c (hardware, GIL released)",
+    "crc32c (software, GIL held)", "pure-python", ..."""
+    if not HAVE_FAST_CRC32C:
+        return "pure-python"
+    return (f"crc32c ({'hardware' if CRC32C_HARDWARE else 'software'}, "
+            f"GIL {'released' if CRC32C_RELEASES_GIL else 'held'})")
+
+
+def require_fast_crc32c() -> None:
+    """Raise ChecksumUnavailableError unless the crc32c C extension is in use."""
+    if not HAVE_FAST_CRC32C:
+        raise ChecksumUnavailableError(
+            f"the crc32c C extension is not installed ({_IMPORT_ERROR}): {_HINT}")
 
 
 def crc32c(data, crc: int = 0) -> int:
