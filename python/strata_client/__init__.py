@@ -1,5 +1,8 @@
 """strata_client: the Python client of strata, a distributed KV-cache store.
 
+Installed with ``pip install ./python`` (the ``strata-client`` package; its
+version is ``__version__`` below, read by python/pyproject.toml).
+
     from strata_client import Client, Descriptor
 
     with Client("127.0.0.1:7070") as c:
