@@ -3,13 +3,14 @@
 # only thing printed on stdout; progress goes to stderr).
 #
 #   scripts/pyvenv.sh            # e.g. /root/.cache/strata/venv/3f9c0a1b2c3d4e5f
+#   scripts/pyvenv.sh --path     # where it is or would be; builds nothing
 #   "$(scripts/pyvenv.sh)/bin/python" -m unittest discover -s python/tests
 #
 # The venv lives outside the checkout, under
 # ${STRATA_VENV_ROOT:-$HOME/.cache/strata/venv}, in a directory named by a
-# key: the SHA-256 of this script, python/pyproject.toml, every
-# python/requirements/*.txt (name and content) and the interpreter's version
-# and machine. Changing any requirement file therefore builds a new venv;
+# key: the SHA-256 of this script's build recipe version (`recipe` below),
+# python/pyproject.toml, every python/requirements/*.txt (name and content)
+# and the interpreter's version and machine. Changing any requirement file therefore builds a new venv;
 # later runs with the same files reuse it at no cost.
 #
 # A build:
@@ -39,6 +40,9 @@ py=${STRATA_VENV_PYTHON:-python3}
 root=${STRATA_VENV_ROOT:-$HOME/.cache/strata/venv}
 keep_days=${STRATA_VENV_KEEP_DAYS:-3}
 reqdir=python/requirements
+# Bump when the build steps below change what a venv contains (editing a
+# comment here must not cost every machine a rebuild).
+recipe=1
 
 command -v "$py" >/dev/null || { echo "pyvenv: $py not found (set STRATA_VENV_PYTHON)" >&2; exit 1; }
 [ -f "$reqdir/base.txt" ] || { echo "pyvenv: $reqdir/base.txt is missing" >&2; exit 1; }
@@ -58,13 +62,18 @@ fi
 
 pyver=$("$py" -c 'import platform, sys; print(sys.version.replace("\n", " "), platform.machine())')
 key=$( {
+  echo "recipe $recipe"
   echo "python $pyver"
-  for f in scripts/pyvenv.sh python/pyproject.toml "$reqdir/base.txt" "${engines[@]}"; do
+  for f in python/pyproject.toml "$reqdir/base.txt" "${engines[@]}"; do
     echo "== $f"
     cat "$f"
   done
 } | sha256sum | cut -c1-16)
 venv=$root/$key
+if [ "${1:-}" = "--path" ]; then
+  echo "$venv"
+  exit 0
+fi
 mkdir -p "$root"
 
 if [ -x "$venv/bin/python" ]; then
