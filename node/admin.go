@@ -19,7 +19,7 @@ func (n *Node) startAdmin() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", n.srv.Metrics().Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, n.healthText()) })
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -4,13 +4,14 @@ import (
 	"github.com/stratakv/strata/eviction/coord"
 	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
 )
 
 // startCoord starts the node's part in globally coordinated eviction: the
 // summaries it gossips, the coordinator election, and applying cutoffs
 // (coord package).
-func (n *Node) startCoord() error {
+func (n *Node) startCoord(reg *registry.Registry) error {
 	var kinds []string
 	var caps []int64
 	for _, t := range n.tiers {
@@ -18,7 +19,7 @@ func (n *Node) startCoord() error {
 		kinds = append(kinds, st.Kind.String())
 		caps = append(caps, st.Capacity)
 	}
-	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: n.reg, Store: n.store, Members: n.members,
+	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: reg, Store: n.store, Members: n.members,
 		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMeta, Round: n.cfg.CoordRound,
 		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, NoFloor: n.cfg.NoCutoffFloor, Logger: n.log})
 	if err != nil {

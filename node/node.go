@@ -134,6 +134,9 @@ type Config struct {
 	// dropped elsewhere is only marked as an orphan instead of dropped
 	// (store.Config.OrphanGrace). Default 1s; negative: none.
 	OrphanGrace time.Duration
+	// EtcdDialTimeout bounds the first round trip to etcd at start (and
+	// each attempt to reach it again while degraded). Default 5s.
+	EtcdDialTimeout time.Duration
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -182,8 +185,12 @@ type Node struct {
 	health   *health.Server
 	store    *store.Store
 	tiers    []tiers.Tier
-	reg      *registry.Registry
+	// reg is nil while the node runs degraded: its etcd was unreachable
+	// at start and rejoinRegistry has not reached it yet (degraded.go).
+	reg      atomic.Pointer[registry.Registry]
 	etcd     *registry.Embedded // nil with external endpoints
+	copy     *localCopy         // what the node needs from etcd, kept in DataDir
+	degraded atomic.Bool        // reg is nil
 	members  *membership.Membership
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
@@ -193,63 +200,83 @@ type Node struct {
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
-	stop     chan struct{} // closed by Close: stops advertise
+	stop     chan struct{} // closed by Close: stops advertise and rejoinRegistry
+	ctx      context.Context // cancelled by Close and a failed Start
+	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
 
 // Start brings a node up and serves until Close. It installs strata's gRPC
-// buffer pool as the process's default (grpcbuf.Install) first.
-func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+// buffer pool as the process's default (grpcbuf.Install) first. On error
+// every part it had started is closed again. When the external etcd
+// (Config.EtcdEndpoints) cannot be reached, the node starts degraded from
+// its local copy of the registry (degraded.go) instead of failing.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
 	grpcbuf.Install() // before the node's first gRPC use (the embedded etcd is the first)
 	cfg.setDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), stop: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			n.closeParts()
+	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), stop: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.start(ctx); err != nil {
+		n.cancel()
+		if cerr := n.closeParts(); cerr != nil {
+			n.log.Warn("closing the parts of a node that failed to start", "err", cerr)
 		}
-	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating data dir: %w", err)
-	}
-	if n.id, err = nodeID(cfg.DataDir); err != nil {
 		return nil, err
+	}
+	return n, nil
+}
+
+// start does Start's work; on error the caller closes what it started.
+func (n *Node) start(ctx context.Context) error {
+	cfg := n.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	var err error
+	if n.id, err = nodeID(cfg.DataDir); err != nil {
+		return err
+	}
+	if n.copy, err = loadLocalCopy(cfg.DataDir); err != nil {
+		n.log.Warn("ignoring the local copy of the registry", "err", err)
 	}
 	if err := n.openTiers(); err != nil {
-		return nil, err
+		return err
 	}
 	n.hints = hints.New(n.id, cfg.AdminToken, n.log)
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
 		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
 		Logger: n.log}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.openRegistry(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if n.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	n.addr = advertised(n.lis.Addr().String(), cfg.Advertise, cfg.GossipAddr)
 	if err := n.startMembership(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	n.hints.Start(n.members)
-	if err := n.startCoord(); err != nil {
-		return nil, err
+	if reg := n.reg.Load(); reg != nil {
+		if err := n.startCoord(reg); err != nil {
+			return err
+		}
 	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
-		Store: n.store, Registry: registryAdapter{n.reg}, Membership: n.members, Coordination: coordView{n},
+		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n},
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.restoreNamespaces(ctx, srv); err != nil {
-		return nil, err
+		return err
 	}
 	rec, err := n.store.Recover()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
 	// The server's options first: its codec sends page bytes by reference
@@ -268,29 +295,56 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.srv = srv
 	srv.Metrics().ReadStore(storeMetrics{n.store})
 	if err := n.startAdmin(); err != nil {
-		return nil, err
+		return err
 	}
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	if !cfg.NoReflection {
 		reflection.Register(n.grpc)
 	}
-	if err := n.reg.RegisterNode(ctx, registry.Node{ID: n.id, GRPCAddress: n.addr,
-		GossipAddress: n.members.GossipAddress(), AdminAddress: n.AdminAddr(),
-		StartedUnixMs: time.Now().UnixMilli(), Version: Version,
-		Tiers: n.tierInfo()}); err != nil {
-		return nil, fmt.Errorf("registering node: %w", err)
+	if reg := n.reg.Load(); reg != nil {
+		if err := n.register(ctx, reg); err != nil {
+			return err
+		}
 	}
 	n.startShm(srv)
 	go func() { n.served <- n.grpc.Serve(n.lis) }()
 	n.wg.Add(1)
 	go n.advertise()
+	if n.degraded.Load() {
+		n.health.SetServingStatus(RegistryHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+		n.wg.Add(1)
+		go n.rejoinRegistry()
+	} else {
+		n.health.SetServingStatus(RegistryHealthService, healthpb.HealthCheckResponse_SERVING)
+	}
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
 		"admin", n.AdminAddr(), "gossip", n.members.GossipAddress(), "etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
-		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "")
-	return n, nil
+		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "", "degraded", n.degraded.Load())
+	return nil
 }
 
+// register records the node in etcd and refreshes the local copy from it.
+func (n *Node) register(ctx context.Context, reg *registry.Registry) error {
+	self := n.registration()
+	if err := reg.RegisterNode(ctx, self); err != nil {
+		return fmt.Errorf("registering node: %w", err)
+	}
+	n.refreshCopy(ctx, reg, self)
+	return nil
+}
+
+// registration is the node's record in etcd.
+func (n *Node) registration() registry.Node {
+	return registry.Node{ID: n.id, GRPCAddress: n.addr,
+		GossipAddress: n.members.GossipAddress(), AdminAddress: n.AdminAddr(),
+		StartedUnixMs: time.Now().UnixMilli(), Version: Version, Tiers: n.tierInfo()}
+}
+
+// openRegistry opens the registry: on the embedded etcd it starts when
+// there are no endpoints (failing to start it is an error), or on the
+// external one. An external etcd that cannot be reached leaves the node
+// degraded (reg nil) rather than failing the start.
 func (n *Node) openRegistry(ctx context.Context) error {
 	endpoints := n.cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
@@ -302,9 +356,22 @@ func (n *Node) openRegistry(ctx context.Context) error {
 		}
 		endpoints = n.etcd.Endpoints()
 	}
-	var err error
-	n.reg, err = registry.Open(ctx, registry.Config{Endpoints: endpoints, Logger: n.log})
-	return err
+	reg, err := registry.Open(ctx, n.registryConfig(endpoints))
+	if err != nil && n.etcd == nil && errors.Is(err, registry.ErrUnavailable) {
+		n.degraded.Store(true)
+		n.log.Warn("etcd unreachable: starting degraded from the local copy of the registry; will register when it answers",
+			"etcd", strings.Join(endpoints, ","), "namespaces", len(n.copy.namespaces()), "peers", len(n.copy.peers()), "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n.reg.Store(reg)
+	return nil
+}
+
+func (n *Node) registryConfig(endpoints []string) registry.Config {
+	return registry.Config{Endpoints: endpoints, DialTimeout: n.cfg.EtcdDialTimeout, Logger: n.log}
 }
 
 func (n *Node) endpoints() []string {
@@ -327,14 +394,12 @@ func (n *Node) startMembership(ctx context.Context) error {
 	}
 	seeds := n.cfg.Join
 	if len(seeds) == 0 {
-		nodes, err := n.reg.Nodes(ctx)
-		if err != nil {
-			return fmt.Errorf("finding cluster members in etcd: %w", err)
-		}
-		for _, r := range nodes {
-			if r.ID != n.id && r.GossipAddress != "" {
-				seeds = append(seeds, r.GossipAddress)
+		if reg := n.reg.Load(); reg != nil {
+			if seeds, err = n.peers(ctx, reg); err != nil {
+				return err
 			}
+		} else {
+			seeds = n.copy.peers()
 		}
 	}
 	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
@@ -343,6 +408,21 @@ func (n *Node) startMembership(ctx context.Context) error {
 		return fmt.Errorf("joining the cluster: %w", err)
 	}
 	return nil
+}
+
+// peers returns the gossip addresses of the other nodes registered in etcd.
+func (n *Node) peers(ctx context.Context, reg *registry.Registry) ([]string, error) {
+	nodes, err := reg.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finding cluster members in etcd: %w", err)
+	}
+	var seeds []string
+	for _, r := range nodes {
+		if r.ID != n.id && r.GossipAddress != "" {
+			seeds = append(seeds, r.GossipAddress)
+		}
+	}
+	return seeds, nil
 }
 
 // meta is what this node advertises in gossip.
@@ -378,13 +458,22 @@ func (n *Node) advertise() {
 // advertiseEvery is how often tier usage is re-gossiped.
 const advertiseEvery = 5 * time.Second
 
-// restoreNamespaces makes the namespaces in the registry known again, so a
-// restarted node answers for them before any client re-opens them.
+// restoreNamespaces makes the namespaces in the registry (or, degraded,
+// in the local copy) known again, so a restarted node answers for them
+// before any client re-opens them.
 func (n *Node) restoreNamespaces(ctx context.Context, srv *server.Server) error {
-	recs, err := n.reg.Namespaces(ctx, "")
-	if err != nil {
-		return fmt.Errorf("loading namespaces: %w", err)
+	recs := n.copy.namespaces()
+	if reg := n.reg.Load(); reg != nil {
+		var err error
+		if recs, err = reg.Namespaces(ctx, ""); err != nil {
+			return fmt.Errorf("loading namespaces: %w", err)
+		}
 	}
+	n.restore(srv, recs)
+	return nil
+}
+
+func (n *Node) restore(srv *server.Server, recs []registry.NamespaceRecord) {
 	for _, r := range recs {
 		d, err := namespace.Decode(r.Canonical)
 		if err == nil {
@@ -394,7 +483,6 @@ func (n *Node) restoreNamespaces(ctx context.Context, srv *server.Server) error 
 			n.log.Warn("skipping registered namespace", "ns", r.ID, "err", err)
 		}
 	}
-	return nil
 }
 
 func (n *Node) tierInfo() []registry.TierInfo {
@@ -457,6 +545,7 @@ func (n *Node) EtcdEndpoints() []string { return n.endpoints() }
 func (n *Node) Close() error {
 	n.health.Shutdown()
 	close(n.stop)
+	n.cancel()
 	if n.admin != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = n.admin.Shutdown(ctx)
@@ -512,8 +601,8 @@ func (n *Node) closeParts() error {
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}
-	if n.reg != nil {
-		errs = append(errs, n.reg.Close())
+	if reg := n.reg.Load(); reg != nil {
+		errs = append(errs, reg.Close())
 	}
 	if n.etcd != nil {
 		n.etcd.Close()
@@ -572,31 +661,70 @@ func hashOptional(tok string) string {
 	return server.HashToken(tok)
 }
 
-// registryAdapter records namespaces in the registry for the server.
-type registryAdapter struct{ r *registry.Registry }
+// registryAdapter records namespaces in the registry for the server, and
+// in the node's local copy; while the node is degraded (no registry) it
+// fails with registry.ErrUnavailable.
+type registryAdapter struct{ n *Node }
 
-func (a registryAdapter) Health(ctx context.Context) error { return a.r.Health(ctx) }
+// errDegraded says why a registry call fails while the node is degraded.
+var errDegraded = fmt.Errorf("degraded: etcd was unreachable at start; serving the namespaces known locally: %w",
+	registry.ErrUnavailable)
+
+func (a registryAdapter) reg() (*registry.Registry, error) {
+	if r := a.n.reg.Load(); r != nil {
+		return r, nil
+	}
+	return nil, errDegraded
+}
+
+func (a registryAdapter) Health(ctx context.Context) error {
+	r, err := a.reg()
+	if err != nil {
+		return err
+	}
+	return r.Health(ctx)
+}
 
 // DeleteNamespace removes a namespace's registration (strata ns rm).
 func (a registryAdapter) DeleteNamespace(ctx context.Context, id namespace.ID) error {
-	if err := a.r.DeleteNamespace(ctx, id.String()); err != nil && !errors.Is(err, registry.ErrNotFound) {
+	r, err := a.reg()
+	if err != nil {
+		return err
+	}
+	if err := r.DeleteNamespace(ctx, id.String()); err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return err
 	}
 	return nil
 }
 
 func (a registryAdapter) Lookup(ctx context.Context, id namespace.ID) (namespace.Descriptor, error) {
-	rec, err := a.r.Namespace(ctx, id.String())
+	r, err := a.reg()
 	if err != nil {
 		return namespace.Descriptor{}, err
 	}
-	return namespace.Decode(rec.Canonical)
+	rec, err := r.Namespace(ctx, id.String())
+	if err != nil {
+		return namespace.Descriptor{}, err
+	}
+	d, err := namespace.Decode(rec.Canonical)
+	if err == nil {
+		a.n.keep(rec)
+	}
+	return d, err
 }
 
-func (a registryAdapter) Endpoints() []string { return a.r.Endpoints() }
+func (a registryAdapter) Endpoints() []string { return a.n.endpoints() }
 
 func (a registryAdapter) RegisterNamespace(ctx context.Context, d namespace.Descriptor) error {
-	_, err := a.r.PutNamespace(ctx, registry.NamespaceRecord{ID: d.ID().String(), Tenant: d.Tenant,
-		Canonical: d.Canonical(), CreatedUnixMs: time.Now().UnixMilli()})
-	return err
+	r, err := a.reg()
+	if err != nil {
+		return err
+	}
+	rec := registry.NamespaceRecord{ID: d.ID().String(), Tenant: d.Tenant,
+		Canonical: d.Canonical(), CreatedUnixMs: time.Now().UnixMilli()}
+	if _, err := r.PutNamespace(ctx, rec); err != nil {
+		return err
+	}
+	a.n.keep(rec)
+	return nil
 }
