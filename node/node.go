@@ -176,15 +176,15 @@ func (c *Config) setDefaults() {
 
 // Node is a running node.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	id       string
-	lis      net.Listener
-	addr     string // the gRPC address others are told (Config.Advertise)
-	grpc     *grpc.Server
-	health   *health.Server
-	store    *store.Store
-	tiers    []tiers.Tier
+	cfg    Config
+	log    *slog.Logger
+	id     string
+	lis    net.Listener
+	addr   string // the gRPC address others are told (Config.Advertise)
+	grpc   *grpc.Server
+	health *health.Server
+	store  *store.Store
+	tiers  []tiers.Tier
 	// reg is nil while the node runs degraded: its etcd was unreachable
 	// at start and rejoinRegistry has not reached it yet (degraded.go).
 	reg      atomic.Pointer[registry.Registry]
@@ -200,7 +200,7 @@ type Node struct {
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
-	stop     chan struct{} // closed by Close: stops advertise and rejoinRegistry
+	stop     chan struct{}   // closed by Close: stops advertise and rejoinRegistry
 	ctx      context.Context // cancelled by Close and a failed Start
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
