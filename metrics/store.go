@@ -30,6 +30,9 @@ type Tier struct {
 	Name     string // the tier label: "host", "ssd", ...
 	Capacity int64  // bytes the tier may hand out
 	Used     int64  // bytes in use, with size-class rounding
+	// Fault is the tier's disk trouble ("disk-full", "read-only",
+	// "io-error"); "" or "ok" when none.
+	Fault string
 }
 
 // Namespace is one namespace's counters.
@@ -93,6 +96,7 @@ var (
 	descExpired   = prometheus.NewDesc("strata_leases_expired_total", "Read leases that ran out before release.", nsLabels, nil)
 	descCapacity  = prometheus.NewDesc("strata_tier_capacity_bytes", "Tier capacity.", []string{"tier"}, nil)
 	descUsed      = prometheus.NewDesc("strata_tier_used_bytes", "Tier bytes in use (pages and reservations, with size-class rounding).", []string{"tier"}, nil)
+	descFault     = prometheus.NewDesc("strata_tier_fault", "1 for the tier's current fault: ok, disk-full, read-only or io-error.", []string{"tier", "fault"}, nil)
 	descReserved  = prometheus.NewDesc("strata_reservations", "Open reservations.", nil, nil)
 	descCutoff    = prometheus.NewDesc("strata_eviction_cutoff_worth", "Admission floor per tier in worth units (reuse x recompute FLOPs per byte); 0 = none.", []string{"tier"}, nil)
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
@@ -102,7 +106,7 @@ var (
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPages, descBytes, descLookups, descKeys, descHits, descMisses,
-		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descReserved,
+		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descFault, descReserved,
 		descCutoff, descCoord, descEpoch, descHintsLost} {
 		ch <- d
 	}
@@ -143,6 +147,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range snap.Tiers {
 		ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(t.Capacity), t.Name)
 		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(t.Used), t.Name)
+		fault := t.Fault
+		if fault == "" {
+			fault = "ok"
+		}
+		ch <- prometheus.MustNewConstMetric(descFault, prometheus.GaugeValue, 1, t.Name, fault)
 	}
 	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(snap.Reservations))
 	for i, w := range snap.Cutoffs {

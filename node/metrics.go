@@ -21,7 +21,8 @@ func (m storeMetrics) Snapshot() metrics.Snapshot {
 	st := m.st.Stats()
 	snap := metrics.Snapshot{Reservations: st.Reservations, HintsDropped: m.st.HintsDropped()}
 	for _, t := range st.Tiers {
-		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used})
+		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used,
+			Fault: t.Fault.String()})
 	}
 	snap.Cutoffs, snap.CutoffEpoch, snap.Coordinated = m.st.CutoffState()
 	for _, ns := range m.st.Namespaces() {

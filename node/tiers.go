@@ -72,7 +72,8 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		if dir == "" {
 			dir = filepath.Join(n.cfg.DataDir, "ssd")
 		}
-		s, err := tiers.NewSSD(tiers.SSDConfig{Dir: dir, Capacity: n.cfg.SSDBytes, Sync: n.cfg.SSDSync, Logger: n.log})
+		s, err := tiers.NewSSD(tiers.SSDConfig{Dir: dir, Capacity: n.cfg.SSDBytes, Sync: n.cfg.SSDSync, Logger: n.log,
+			Background: true}) // no fallocate or fsync under the store's lock
 		if err != nil {
 			return nil, fmt.Errorf("ssd tier: %w", err)
 		}

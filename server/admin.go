@@ -166,7 +166,7 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	}
 	for i, t := range st.Tiers {
 		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
-			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i])})
+			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i]), Fault: t.Fault.String()})
 	}
 	return resp, nil
 }

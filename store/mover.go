@@ -2,8 +2,10 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/stratakv/strata/tiers"
@@ -107,9 +109,18 @@ func (s *Store) demoteOne(tier int) bool {
 	}
 	dst := tier + 1
 	ext, err := s.allocInLocked(dst, e.ext.Len)
+	if errors.Is(err, tiers.ErrPending) {
+		s.mu.Unlock()
+		waitRoom(s.cfg.Tiers[dst:dst+1], e.ext.Len)
+		return true
+	}
 	if err != nil {
 		s.mu.Unlock()
-		s.log.Warn("demotion: no room in the next tier", "from", s.cfg.Tiers[tier].Kind(), "err", err)
+		lvl := slog.LevelWarn
+		if s.cfg.Tiers[dst].Stats().Fault != tiers.FaultNone {
+			lvl = slog.LevelDebug // the tier logged its fault once
+		}
+		s.log.Log(context.Background(), lvl, "demotion: no room in the next tier", "from", s.cfg.Tiers[tier].Kind(), "err", err)
 		return false
 	}
 	s.pinLocked(e)
@@ -143,7 +154,7 @@ func (s *Store) demoteOne(tier int) bool {
 // used unpinned pages while it is full.
 func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 	for {
-		ext, err := s.cfg.Tiers[tier].Alloc(size)
+		ext, err := tryAlloc(s.cfg.Tiers[tier], size)
 		if err == nil || !errors.Is(err, tiers.ErrFull) {
 			return ext, err
 		}

@@ -140,6 +140,14 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			continue
 		}
 		tier, ext, err := s.allocLocked(n, p)
+		for try := 0; err != nil && errors.Is(err, tiers.ErrPending) && try < maxRoomWaits; try++ {
+			// A tier is making room with I/O of its own: wait for it
+			// without the index lock, then try again.
+			s.mu.Unlock()
+			waitRoom(s.cfg.Tiers, p.Size)
+			s.mu.Lock()
+			tier, ext, err = s.allocLocked(n, p)
+		}
 		if err != nil {
 			if errors.Is(err, ErrNotAdmitted) {
 				if refused == nil {
@@ -470,18 +478,24 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 // allocLocked finds room for size bytes in the first tier that has it. A
 // page that lands below the first tier wakes the mover, which demotes the
 // first tiers' least recently used pages to make room there again. When no
-// tier has room, the least recently used unpinned page of the last tier
-// that has one is dropped (pages are demoted before they are dropped), and
-// the allocation is tried again. Before the first drop the policy must
-// admit the page (admitLocked): a page worth less than what it would
-// displace, or under the cutoff, is ErrNotAdmitted.
+// tier has room, the least recently used unpinned page of the last full
+// tier that has one is dropped (pages are demoted before they are
+// dropped), and the allocation is tried again. Before the first drop the
+// policy must admit the page (admitLocked): a page worth less than what it
+// would displace, or under the cutoff, is ErrNotAdmitted. A tier that is
+// making room in the background (tiers.Waiter answering ErrPending) makes
+// the allocation fail with ErrPending before anything is dropped: the
+// caller waits (waitRoom) without s.mu and tries again. No tier I/O that
+// makes room (creating files, syncing) runs here: a Waiter does it in its
+// own goroutine.
 func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error) {
 	size, admitted := spec.Size, false
 	for {
 		var errs []error
-		full := false
+		var full [MaxTiers]bool
+		anyFull, pending := false, false
 		for i, t := range s.cfg.Tiers {
-			ext, err := t.Alloc(size)
+			ext, err := tryAlloc(t, size)
 			if err == nil {
 				if i > 0 {
 					s.wakeMover(i)
@@ -490,11 +504,16 @@ func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error
 			}
 			// A tier that cannot take the page (full, too large, failing)
 			// passes it to the next one.
-			full = full || errors.Is(err, tiers.ErrFull)
+			full[i] = errors.Is(err, tiers.ErrFull)
+			anyFull = anyFull || full[i]
+			pending = pending || errors.Is(err, tiers.ErrPending)
 			errs = append(errs, fmt.Errorf("%s: %w", t.Kind(), err))
 		}
 		lastErr := errors.Join(errs...)
-		if !full {
+		if pending {
+			return 0, tiers.Extent{}, lastErr
+		}
+		if !anyFull {
 			return 0, tiers.Extent{}, lastErr
 		}
 		if !admitted {
@@ -503,11 +522,33 @@ func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error
 			}
 			admitted = true
 		}
-		victim := s.dropCandidateLocked()
+		victim := s.dropCandidateLocked(full)
 		if victim == nil {
 			return 0, tiers.Extent{}, fmt.Errorf("%w: %w", ErrNoSpace, lastErr)
 		}
 		s.evictLocked(victim)
+	}
+}
+
+// maxRoomWaits bounds how often one allocation waits for a tier making
+// room (each wait is bounded by the tier: 100 ms for the SSD tier).
+const maxRoomWaits = 50
+
+// tryAlloc allocates in t without waiting for its background I/O.
+func tryAlloc(t tiers.Tier, size int64) (tiers.Extent, error) {
+	if w, ok := t.(tiers.Waiter); ok {
+		return w.TryAlloc(size)
+	}
+	return t.Alloc(size)
+}
+
+// waitRoom waits for the tiers that make room in the background; it is
+// called without s.mu.
+func waitRoom(ts []tiers.Tier, size int64) {
+	for _, t := range ts {
+		if w, ok := t.(tiers.Waiter); ok {
+			w.WaitRoom(size)
+		}
 	}
 }
 
@@ -521,10 +562,14 @@ func (s *Store) evictLocked(e *entry) {
 	e.ns.evicted.Add(1)
 }
 
-// dropCandidateLocked is the policy's victim in the lowest tier that has
-// one.
-func (s *Store) dropCandidateLocked() *entry {
+// dropCandidateLocked is the policy's victim in the lowest full tier that
+// has one: dropping a page of a tier that is not full (one failing writes)
+// would make no room.
+func (s *Store) dropCandidateLocked(full [MaxTiers]bool) *entry {
 	for i := len(s.policy.pol) - 1; i >= 0; i-- {
+		if !full[i] {
+			continue
+		}
 		if v := s.dropVictimLocked(i); v != nil {
 			return v
 		}

@@ -32,6 +32,13 @@ var (
 	// ErrStale is returned by WriteAt, ReadAt and Seal on an extent that is
 	// no longer live (freed, or freed and reallocated while a read ran).
 	ErrStale = errors.New("extent no longer live")
+	// ErrPending is returned by TryAlloc when the tier is making room in
+	// the background (a slot file being created, freed slots being synced):
+	// wait (WaitRoom) outside the caller's locks and try again.
+	ErrPending = errors.New("tier making room")
+	// ErrFailing is returned by Alloc while the tier cannot write at all
+	// (a read-only file system); the pages it holds stay readable.
+	ErrFailing = errors.New("tier failing writes")
 	// ErrInvalidMeta is returned by Seal when the page metadata does not
 	// fit the extent (length) or itself (checksum algorithm and length).
 	ErrInvalidMeta = errors.New("invalid page metadata")

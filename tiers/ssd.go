@@ -186,6 +186,11 @@ type SSDConfig struct {
 	// FS is the file system the files are in. Default OSFS(); tests inject
 	// faults here.
 	FS FS
+	// Background runs the I/O that makes room (creating slot files,
+	// syncing freed headers) in a goroutine of the tier, so that Alloc and
+	// Free do no fallocate or fsync in the caller's locks (ssd_worker.go).
+	// Default false: inline.
+	Background bool
 }
 
 // withDefaults validates cfg and fills in defaults.
@@ -245,6 +250,14 @@ type ssdClass struct {
 	files     []*ssdFile // sorted by id
 	extents   int64      // live extents
 	requested int64      // sum of their Len
+	// growing says a file for the class is being created (by the worker,
+	// or inline by a grow); growFailed and growErr record the last failure
+	// (ssd_health.go); pendingFrees counts the class's slots whose Free the
+	// worker has queued (ssd_worker.go).
+	growing      bool
+	growFailed   time.Time
+	growErr      error
+	pendingFrees int
 }
 
 // ssdFile is one open slot file.
@@ -299,15 +312,21 @@ type SSD struct {
 	workers  int
 	fs       FS
 	log      *slog.Logger
-	classes  []ssdClass    // by class index
-	batch    *ssdBatcher   // under SyncBatch
-	closed   atomic.Bool   // Close has begun
-	started  atomic.Bool   // Recover has begun
-	ready    atomic.Bool   // Recover has finished: Alloc may run
-	gen      atomic.Uint64 // the last generation handed out
-	extents  atomic.Int64
-	used     atomic.Int64
-	request  atomic.Int64
+	classes  []ssdClass  // by class index
+	batch    *ssdBatcher // under SyncBatch
+	worker   *ssdWorker  // under SSDConfig.Background
+	health   ssdHealth   // disk trouble (ssd_health.go)
+	faulty   atomic.Bool // health is in a fault
+	// shortFile says the last grow made a file smaller than it wanted (a
+	// full file system): the disk-full fault stays. Written under growMu.
+	shortFile atomic.Bool
+	closed    atomic.Bool   // Close has begun
+	started   atomic.Bool   // Recover has begun
+	ready     atomic.Bool   // Recover has finished: Alloc may run
+	gen       atomic.Uint64 // the last generation handed out
+	extents   atomic.Int64
+	used      atomic.Int64
+	request   atomic.Int64
 
 	// growMu serialises creating and removing files.
 	growMu sync.Mutex
@@ -355,6 +374,10 @@ func NewSSD(cfg SSDConfig) (*SSD, error) {
 	if s.mode == SyncBatch {
 		s.batch = newSSDBatcher(s, cfg.BatchInterval)
 	}
+	if cfg.Background {
+		s.worker = newSSDWorker()
+		go s.runWorker()
+	}
 	return s, nil
 }
 
@@ -363,10 +386,18 @@ func (s *SSD) Kind() Kind { return KindSSD }
 
 // Alloc sets aside a slot of the smallest class holding size bytes. It
 // fails with ErrNotRecovered before Recover has run, ErrClosed after Close,
-// ErrTooLarge when size <= 0 or its class does not fit one file, and ErrFull
+// ErrTooLarge when size <= 0 or its class does not fit one file, ErrFull
 // when the class has no free slot and no file can be made for it (wrapping
-// also the file system's error, such as ENOSPC, when creating a file failed).
-func (s *SSD) Alloc(size int64) (Extent, error) {
+// also the file system's error, such as ENOSPC, when creating a file
+// failed; after such a failure the class does not try again for a second:
+// ssd_health.go), and ErrFailing while the file system is read-only. With
+// SSDConfig.Background it waits for the worker to make room (TryAlloc does
+// not).
+func (s *SSD) Alloc(size int64) (Extent, error) { return s.alloc(size, true) }
+
+// alloc is Alloc, waiting for background I/O when wait is set, otherwise
+// answering ErrPending.
+func (s *SSD) alloc(size int64, wait bool) (Extent, error) {
 	switch {
 	case s.closed.Load():
 		return Extent{}, fmt.Errorf("ssd: allocating %d bytes: %w", size, ErrClosed)
@@ -375,14 +406,30 @@ func (s *SSD) Alloc(size int64) (Extent, error) {
 	case size <= 0 || size > s.maxSize:
 		return Extent{}, fmt.Errorf("ssd: allocating %d bytes (largest %d): %w", size, s.maxSize, ErrTooLarge)
 	}
+	if s.faulty.Load() {
+		if st := s.Fault(); st.Fault == FaultReadOnly {
+			return Extent{}, fmt.Errorf("ssd: allocating %d bytes: file system read-only since %s: %w: %w",
+				size, st.Since.Format(time.RFC3339), ErrFailing, st.Err)
+		}
+	}
 	cls := classIndex(size)
 	cl := &s.classes[cls]
 	for {
 		cl.mu.Lock()
 		f, slot, ok := cl.takeLocked()
 		if !ok {
+			err := s.roomLocked(cl, cls)
 			cl.mu.Unlock()
-			if err := s.grow(cls); err != nil {
+			switch {
+			case errors.Is(err, ErrPending) && wait:
+				s.WaitRoom(size)
+				continue
+			case errors.Is(err, ErrPending):
+				return Extent{}, fmt.Errorf("ssd: allocating %d bytes (class %d): %w", size, cl.size, err)
+			case err != nil:
+				return Extent{}, fmt.Errorf("ssd: allocating %d bytes (class %d): %w", size, cl.size, err)
+			}
+			if err := s.growClass(cls); err != nil {
 				return Extent{}, fmt.Errorf("ssd: allocating %d bytes (class %d): %w", size, cl.size, err)
 			}
 			continue
@@ -391,17 +438,56 @@ func (s *SSD) Alloc(size int64) (Extent, error) {
 		f.gens[slot], f.state[slot] = gen, ssdSlotReserved
 		cl.extents++
 		cl.requested += size
+		s.growAheadLocked(cl, cls)
 		cl.mu.Unlock()
 		s.count(1, cl.size, size)
 		ext := Extent{Off: int64(f.id)<<ssdOffShift | f.payloadOff(slot), Len: size, Cap: cl.size, Gen: gen}
 		h := ssdSlotHeader{State: ssdStateReserved, Slot: uint32(slot), SlotSize: f.slotSize, Gen: gen}
 		if err := s.writeHeader(f, slot, &h); err != nil {
+			s.noteFault("reserving a slot", err)
 			s.poison(cl, f, slot, err)
 			s.release(cl, f, slot, size)
 			return Extent{}, fmt.Errorf("ssd: allocating %d bytes: writing slot %d header of %s: %w", size, slot, f.path, err)
 		}
 		return ext, nil
 	}
+}
+
+// roomLocked decides what a class without a free slot does: ErrPending
+// when room is being made (a file being created, slots being freed, or,
+// with a worker, a file it is now asked for), ErrFull when, with a
+// worker, the class's last attempt to grow failed less than ssdGrowRetry
+// ago (inline, every Alloc tries again), nil when the caller should grow
+// the class inline. cl.mu is held.
+func (s *SSD) roomLocked(cl *ssdClass, cls int) error {
+	switch {
+	case cl.pendingFrees > 0:
+		return fmt.Errorf("%d slots being freed: %w", cl.pendingFrees, ErrPending)
+	case cl.growing && s.worker != nil:
+		return fmt.Errorf("a slot file being created: %w", ErrPending)
+	case s.worker != nil && !cl.growFailed.IsZero() && time.Since(cl.growFailed) < ssdGrowRetry:
+		return fmt.Errorf("no free slot; creating a file failed %v ago: %w",
+			time.Since(cl.growFailed).Round(time.Millisecond), cl.growErr)
+	case s.worker != nil:
+		cl.growing = true
+		s.worker.wantGrow(cls)
+		return fmt.Errorf("a slot file being created: %w", ErrPending)
+	}
+	return nil
+}
+
+// growAheadLocked asks the worker for another file for a class running
+// low on free slots, while capacity is left for one. cl.mu is held.
+func (s *SSD) growAheadLocked(cl *ssdClass, cls int) {
+	if s.worker == nil || cl.growing || (!cl.growFailed.IsZero() && time.Since(cl.growFailed) < ssdGrowRetry) {
+		return
+	}
+	perFile := max(1, int(s.fileSize/cl.size)/8)
+	if cl.freeLocked() >= perFile || s.room() < ssdFileLength(cl.size, 1) {
+		return
+	}
+	cl.growing = true
+	s.worker.wantGrow(cls)
 }
 
 // takeLocked pops a free slot of the lowest-numbered file that has one, so
@@ -632,8 +718,10 @@ func (s *SSD) Seal(ext Extent, meta PageMeta) error {
 	f.state[slot] = next
 	cl.mu.Unlock()
 	if err != nil {
+		s.noteFault("sealing a page", err)
 		return fmt.Errorf("ssd: sealing extent %+v in %s slot %d: %w", ext, f.path, slot, err)
 	}
+	s.clearFault("sealing a page", false)
 	return nil
 }
 
@@ -686,6 +774,13 @@ func (s *SSD) Free(ext Extent) {
 	if err != nil {
 		panic(fmt.Sprintf("tiers: SSD.Free of %+v: %v (double free, stale extent, or a Seal still running)", ext, err))
 	}
+	if sealed && s.mode == SyncEveryPage && s.worker != nil {
+		cl.mu.Lock()
+		cl.pendingFrees++
+		cl.mu.Unlock()
+		s.worker.queueFree(ssdFreeReq{cl: cl, f: f, slot: slot, ext: ext})
+		return
+	}
 	h := ssdSlotHeader{State: ssdStateFree, Slot: uint32(slot), SlotSize: f.slotSize, Gen: ext.Gen}
 	err = s.writeHeader(f, slot, &h)
 	if err == nil && sealed {
@@ -697,6 +792,7 @@ func (s *SSD) Free(ext Extent) {
 		}
 	}
 	if err != nil {
+		s.noteFault("clearing a freed page", err)
 		s.log.Error("ssd: clearing the commit marker of a freed page failed; it may reappear after a restart",
 			"file", f.path, "slot", slot, "err", err)
 	}
@@ -704,12 +800,14 @@ func (s *SSD) Free(ext Extent) {
 }
 
 // Stats reports capacity and usage: Capacity is SSDConfig.Capacity (file
-// bytes, headers included), Used the slot sizes of live extents. The
-// figures are read without a common lock and may mix moments.
+// bytes, headers included), or less while the tier is in a fault
+// (ssd_health.go), Used the slot sizes of live extents. The figures are
+// read without a common lock and may mix moments.
 func (s *SSD) Stats() Stats {
 	return Stats{
 		Kind:      KindSSD,
-		Capacity:  s.capacity,
+		Capacity:  s.effectiveCapacity(),
+		Fault:     s.currentFault(),
 		Used:      s.used.Load(),
 		Extents:   s.extents.Load(),
 		Requested: s.request.Load(),
@@ -767,6 +865,10 @@ func (s *SSD) MaxSize() int64 { return s.maxSize }
 func (s *SSD) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("ssd: close: %w", ErrClosed)
+	}
+	if s.worker != nil {
+		close(s.worker.stop)
+		<-s.worker.done
 	}
 	if s.batch != nil {
 		s.batch.close()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -191,13 +192,15 @@ func (s *SSD) room() int64 {
 
 // grow gives class cls a new file, unless another goroutine gave it a free
 // slot meanwhile. When capacity is short it removes empty files of other
-// classes first. Errors wrap ErrFull.
+// classes first. With a worker, a file system too full for a whole file
+// gets a smaller one, and the tier stays in the disk-full fault. Errors
+// wrap ErrFull.
 func (s *SSD) grow(cls int) error {
 	s.growMu.Lock()
 	defer s.growMu.Unlock()
 	cl := &s.classes[cls]
 	cl.mu.Lock()
-	has := slices.ContainsFunc(cl.files, func(f *ssdFile) bool { return len(f.free) > 0 })
+	has := cl.hasFreeLocked()
 	cl.mu.Unlock()
 	if has {
 		return nil
@@ -211,9 +214,23 @@ func (s *SSD) grow(cls int) error {
 			return fmt.Errorf("no free slot, %d bytes of capacity left and no empty file: %w", s.room(), ErrFull)
 		}
 	}
-	f, err := s.createFile(cls, min(s.fileSize, s.room()))
+	budget := min(s.fileSize, s.room())
+	f, err := s.createFile(cls, budget)
+	// A file system with less room than a file takes holds a smaller one:
+	// halve it down to one slot (at most ~20 fallocates that fail fast).
+	short := false
+	for err != nil && errors.Is(err, syscall.ENOSPC) && s.worker != nil && budget/2 >= need {
+		budget /= 2
+		short = true
+		f, err = s.createFile(cls, budget)
+	}
 	if err != nil {
 		return fmt.Errorf("creating a slot file: %w: %w", ErrFull, err)
+	}
+	if short {
+		s.shortFile.Store(true)
+		s.noteFault("creating a slot file", fmt.Errorf("only %d bytes of a %d-byte slot file fit in %s: %w",
+			f.length, min(s.fileSize, s.room()+f.length), s.dir, syscall.ENOSPC))
 	}
 	s.poolMu.Lock()
 	i, _ := slices.BinarySearchFunc(s.files, f.id, ssdByID)

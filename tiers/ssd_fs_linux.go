@@ -52,3 +52,13 @@ type ssdFSError struct {
 
 func (e *ssdFSError) Error() string { return e.op + " " + e.name + ": " + e.err.Error() }
 func (e *ssdFSError) Unwrap() error { return e.err }
+
+// ssdSpace reports the bytes an unprivileged writer may still take in the
+// file system of dir and whether it is mounted read-only (statfs(2)).
+func ssdSpace(dir string) (free int64, readOnly bool, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, false, err
+	}
+	return int64(st.Bavail) * st.Bsize, st.Flags&unix.ST_RDONLY != 0, nil
+}

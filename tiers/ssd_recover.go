@@ -190,6 +190,7 @@ func (s *SSD) Recover(fn func(ext Extent, meta PageMeta) error) (RecoveryStats, 
 		cl.mu.Unlock()
 	}
 	s.gen.Store(r.maxGen)
+	s.checkSpace()
 	s.ready.Store(true)
 	st = r.st
 	s.log.Info("ssd: recovered", "dir", s.dir, "files", len(files), "pages", st.Recovered,

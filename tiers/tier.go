@@ -55,6 +55,9 @@ type Stats struct {
 	// Requested is the sum of Len over live extents; Used-Requested is
 	// internal fragmentation.
 	Requested int64
+	// Fault is the tier's disk trouble now (ssd_health.go); FaultNone for
+	// tiers without any.
+	Fault Fault
 }
 
 // Tier is the seam between the store and a kind of memory. Implementations
@@ -85,3 +88,14 @@ type Tier interface {
 type Mapped interface {
 	Bytes(ext Extent) []byte
 }
+
+// Waiter is implemented by tiers that make room with I/O of their own
+// outside the caller's locks (SSD with SSDConfig.Background). TryAlloc is
+// Alloc that answers ErrPending instead of waiting for that I/O; WaitRoom
+// blocks, for a bounded time, until room for size may be there.
+type Waiter interface {
+	TryAlloc(size int64) (Extent, error)
+	WaitRoom(size int64)
+}
+
+var _ Waiter = (*SSD)(nil)

@@ -58,6 +58,9 @@ func tierCells(r nodeReport, kinds []pb.Tier) []any {
 		for _, t := range r.Info.GetTiers() {
 			if t.GetTier() == k {
 				cells[i] = usage(t.GetUsedBytes(), t.GetCapacityBytes())
+				if f := t.GetFault(); f != "" && f != "ok" {
+					cells[i] = usage(t.GetUsedBytes(), t.GetCapacityBytes()) + " " + strings.ToUpper(f)
+				}
 			}
 		}
 	}

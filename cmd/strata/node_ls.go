@@ -16,7 +16,9 @@ func newNodeLsCmd(g *globals) *cobra.Command {
 --endpoints that answers) sees it, then ask each alive (or suspect) member
 for its own figures, in parallel, each under --timeout.
 
-A tier column (GPU, HOST, SSD) shows used/capacity on that node. Dead and
+A tier column (GPU, HOST, SSD) shows used/capacity on that node, and the
+tier's fault when it has one (DISK-FULL, READ-ONLY, IO-ERROR: the SSD
+tier's capacity is then what its files hold). Dead and
 left members are listed with their state only. A member that does not
 answer is listed with the reason under ERROR; that is not a failure of
 the command, which exits 0 once the node asked has answered.`,

@@ -107,6 +107,7 @@ type tierJSON struct {
 	CapacityBytes uint64 `json:"capacity_bytes"`
 	UsedBytes     uint64 `json:"used_bytes"`
 	Pages         uint64 `json:"pages"`
+	Fault         string `json:"fault,omitempty"` // "ok", "disk-full", "read-only", "io-error"; absent from older nodes
 }
 
 // keyJSON is a KeyInfo.
@@ -161,7 +162,7 @@ func tiersView(ts []*pb.TierStats) []tierJSON {
 
 func tierView(t *pb.TierStats) tierJSON {
 	return tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(), UsedBytes: t.GetUsedBytes(),
-		Pages: t.GetPages()}
+		Pages: t.GetPages(), Fault: t.GetFault()}
 }
 
 func descriptorView(d *pb.Descriptor) descriptorJSON {

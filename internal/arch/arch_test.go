@@ -37,7 +37,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"transport":    {"proto/frame", "internal/leaktest namespace tiers"},
 
 	// The node's parts.
-	"tiers":          {"internal/crc32c", "internal/corrupt internal/leaktest internal/testlog internal/testseed"},
+	"tiers":          {"internal/crc32c", "internal/corrupt internal/leaktest internal/poll internal/testlog internal/testseed"},
 	"store":          {"eviction namespace tiers", "internal/leaktest"},
 	"registry":       {"", "internal/leaktest internal/poll internal/testlog"},
 	"membership":     {"", "internal/leaktest internal/testlog"},
@@ -47,7 +47,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
 		"client internal/leaktest internal/splitbuf internal/testnode node"},
 	"node": {"eviction/coord eviction/hints internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
-		"client internal/leaktest internal/poll internal/testnode"},
+		"client internal/leaktest internal/poll internal/scrape internal/testnode"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",

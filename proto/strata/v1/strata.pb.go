@@ -2521,11 +2521,16 @@ func (x *OrphansResponse) GetMarked() uint32 {
 }
 
 type TierStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
-	CapacityBytes uint64                 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
-	UsedBytes     uint64                 `protobuf:"varint,3,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
-	Pages         uint64                 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tier  Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
+	// The tier's capacity: configured, or less while it is in a fault (a full
+	// file system: what its slot files hold).
+	CapacityBytes uint64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	UsedBytes     uint64 `protobuf:"varint,3,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	Pages         uint64 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
+	// The tier's disk trouble: "ok", "disk-full", "read-only" or "io-error"
+	// (only the SSD tier has any); empty from nodes that predate it.
+	Fault         string `protobuf:"bytes,5,opt,name=fault,proto3" json:"fault,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2586,6 +2591,13 @@ func (x *TierStats) GetPages() uint64 {
 		return x.Pages
 	}
 	return 0
+}
+
+func (x *TierStats) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
 }
 
 type NamespaceInfo struct {
@@ -4665,13 +4677,14 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x18\n" +
 	"\acounted\x18\x03 \x01(\rR\acounted\")\n" +
 	"\x0fOrphansResponse\x12\x16\n" +
-	"\x06marked\x18\x01 \x01(\rR\x06marked\"\x8c\x01\n" +
+	"\x06marked\x18\x01 \x01(\rR\x06marked\"\xa2\x01\n" +
 	"\tTierStats\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\x12\x14\n" +
-	"\x05pages\x18\x04 \x01(\x04R\x05pages\"\xac\x03\n" +
+	"\x05pages\x18\x04 \x01(\x04R\x05pages\x12\x14\n" +
+	"\x05fault\x18\x05 \x01(\tR\x05fault\"\xac\x03\n" +
 	"\rNamespaceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x125\n" +
 	"\n" +
