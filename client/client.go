@@ -171,6 +171,9 @@ type Member struct {
 	// member that reports no valid weight (<= 0, NaN, Inf) is placed with
 	// weight 1: next to nothing beside members that report capacities.
 	Weight float64
+	// RawAddress is the node's raw tcp data plane as it advertises it
+	// ("" when none, or from nodes that predate it).
+	RawAddress string
 }
 
 // Client is a client of a strata cluster (of one node or many): it routes
@@ -384,7 +387,9 @@ func (c *Client) apply(resp *pb.MembersResponse, addr string) error {
 			if err := nc.Close(); err != nil {
 				c.log.Debug("closing connection", "node", id, "err", err)
 			}
+			continue
 		}
+		nc.relearnRaw(v.member(id))
 	}
 	c.log.Debug("cluster view", "from", v.from, "members", len(v.members), "alive", len(v.ids))
 	return nil
@@ -399,7 +404,7 @@ func newClusterView(resp *pb.MembersResponse, addr string) (*clusterView, error)
 	addrs := map[string]string{}
 	for _, m := range resp.GetMembers() {
 		mem := Member{ID: m.GetNodeId(), Address: m.GetGrpcAddress(), GossipAddress: m.GetGossipAddress(),
-			State: MemberState(m.GetState()), Weight: m.GetWeight()}
+			State: MemberState(m.GetState()), Weight: m.GetWeight(), RawAddress: m.GetRawAddress()}
 		if mem.Address == "" && mem.ID == v.from {
 			mem.Address = addr
 		}

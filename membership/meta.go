@@ -31,6 +31,10 @@ type Meta struct {
 	NodeID string
 	// GRPCAddress is where the node serves strata's gRPC API (host:port).
 	GRPCAddress string
+	// RawAddress is where the node serves the raw tcp data plane
+	// (host:port, the host possibly unspecified); "" when it does not.
+	// Clients re-learn it from the view when a node restarts on a new port.
+	RawAddress string
 	// Tiers are the node's storage tiers, in the node's order.
 	Tiers []TierMeta
 	// Summary is opaque bytes (a value summary for placement). It is sent
@@ -51,10 +55,12 @@ func (m Meta) clone() Meta {
 // fields this package adds. Encoding, version 1:
 //
 //	byte     format version (1)
-//	byte     flags: bit 0 = leaving (the member is about to Leave)
+//	byte     flags: bit 0 = leaving (the member is about to Leave),
+//	         bit 1 = RawAddress follows GRPCAddress
 //	4 bytes  meta version (Member.Incarnation), big-endian: fixed, so that
 //	         SummaryBudget is exact whatever the version
 //	uvarint  len, bytes   GRPCAddress
+//	uvarint  len, bytes   RawAddress, only with flag bit 1
 //	uvarint  n tiers, then n × { uvarint len, bytes Kind; varint Capacity; varint Used }
 //	bytes    Summary: the rest
 //
@@ -68,6 +74,7 @@ type wireMeta struct {
 const (
 	metaFormat  = 1
 	flagLeaving = 1 << 0
+	flagRaw     = 1 << 1
 )
 
 // errBadMeta is returned by decodeMeta for bytes that are not metadata
@@ -85,6 +92,10 @@ func encodeMeta(w wireMeta) ([]byte, error) {
 	}
 	b = binary.BigEndian.AppendUint32(b, w.version)
 	b = appendString(b, w.GRPCAddress)
+	if w.RawAddress != "" {
+		b[1] |= flagRaw
+		b = appendString(b, w.RawAddress)
+	}
 	b = binary.AppendUvarint(b, uint64(len(w.Tiers)))
 	for _, t := range w.Tiers {
 		b = appendString(b, t.Kind)
@@ -114,9 +125,13 @@ func decodeMeta(name string, b []byte) (wireMeta, error) {
 		}
 		return wireMeta{}, fmt.Errorf("metadata format %d: %w", format, errBadMeta)
 	}
-	w.leaving = d.byte()&flagLeaving != 0
+	flags := d.byte()
+	w.leaving = flags&flagLeaving != 0
 	w.version = d.uint32()
 	w.GRPCAddress = d.string()
+	if flags&flagRaw != 0 {
+		w.RawAddress = d.string()
+	}
 	n := d.uvarint()
 	// Each tier takes at least three bytes: a bound before allocating.
 	if n > uint64(len(d.b))/3 {

@@ -195,8 +195,9 @@ type Node struct {
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *hints.Sender
-	shm      *server.ShmListener // nil without a host tier or with ShmSocket "off"
-	raw      *server.RawListener // nil with RawListen "off" or when it could not bind
+	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
+	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
+	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
@@ -282,6 +283,13 @@ func (n *Node) start(ctx context.Context) error {
 	// The server's options first: its codec sends page bytes by reference
 	// from the arena and keeps received ones in gRPC's buffers.
 	n.startRaw(srv)
+	if n.raw != nil {
+		a := n.raw.Addr()
+		n.rawAdv.Store(&a)
+		if err := n.members.UpdateMeta(ctx); err != nil {
+			n.log.Warn("gossiping the raw data plane's address", "err", err)
+		}
+	}
 	n.grpc = grpc.NewServer(append(srv.GRPCOptions(),
 		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
@@ -428,6 +436,9 @@ func (n *Node) peers(ctx context.Context, reg *registry.Registry) ([]string, err
 // meta is what this node advertises in gossip.
 func (n *Node) meta() membership.Meta {
 	m := membership.Meta{NodeID: n.id, GRPCAddress: n.addr}
+	if a := n.rawAdv.Load(); a != nil {
+		m.RawAddress = *a
+	}
 	for _, t := range n.tiers {
 		st := t.Stats()
 		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})

@@ -83,7 +83,7 @@ func (s *Server) view() *pb.MembersResponse {
 	}
 	for _, mem := range m.Members() {
 		pm := &pb.Member{NodeId: mem.NodeID, GrpcAddress: mem.GRPCAddress, GossipAddress: mem.GossipAddress,
-			State: memberState(mem.State)}
+			State: memberState(mem.State), RawAddress: mem.Meta.RawAddress}
 		for _, t := range mem.Meta.Tiers {
 			pm.Tiers = append(pm.Tiers, &pb.TierStats{Tier: tierByName(t.Kind), CapacityBytes: uint64(t.Capacity), UsedBytes: uint64(t.Used)})
 			pm.Weight += float64(t.Capacity)

@@ -3583,7 +3583,12 @@ type Member struct {
 	Tiers         []*TierStats           `protobuf:"bytes,5,rep,name=tiers,proto3" json:"tiers,omitempty"`
 	// weight is the node's placement weight (its capacity); clients place
 	// keys with capacity-weighted rendezvous hashing over alive members.
-	Weight        float64 `protobuf:"fixed64,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight float64 `protobuf:"fixed64,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	// raw_address is the node's raw tcp data plane as it advertises it (as
+	// the frame.AddrHeader of OpenNamespace: an unspecified host means the
+	// gRPC host); empty when it serves none. A client that knows the node
+	// from an Open re-learns the address here after the node restarts.
+	RawAddress    string `protobuf:"bytes,7,opt,name=raw_address,json=rawAddress,proto3" json:"raw_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3658,6 +3663,13 @@ func (x *Member) GetWeight() float64 {
 		return x.Weight
 	}
 	return 0
+}
+
+func (x *Member) GetRawAddress() string {
+	if x != nil {
+		return x.RawAddress
+	}
+	return ""
 }
 
 type MembersRequest struct {
@@ -4771,14 +4783,16 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x12\n" +
 	"\x04torn\x18\x04 \x01(\x04R\x04torn\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xdd\x01\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xfe\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12%\n" +
 	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12,\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x16.strata.v1.MemberStateR\x05state\x12*\n" +
 	"\x05tiers\x18\x05 \x03(\v2\x14.strata.v1.TierStatsR\x05tiers\x12\x16\n" +
-	"\x06weight\x18\x06 \x01(\x01R\x06weight\"\x10\n" +
+	"\x06weight\x18\x06 \x01(\x01R\x06weight\x12\x1f\n" +
+	"\vraw_address\x18\a \x01(\tR\n" +
+	"rawAddress\"\x10\n" +
 	"\x0eMembersRequest\"\xab\x01\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.strata.v1.MemberR\amembers\x12\x17\n" +
