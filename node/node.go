@@ -551,9 +551,12 @@ func (n *Node) GossipAddress() string { return n.members.GossipAddress() }
 // EtcdEndpoints are the etcd endpoints the node uses.
 func (n *Node) EtcdEndpoints() []string { return n.endpoints() }
 
-// Close drains in-flight requests (up to DrainTimeout), then releases every
-// reservation and lease, deregisters and stops etcd.
+// Close drains in-flight requests, demotes the pages of the volatile tiers
+// to the SSD tier (most valuable first; both within DrainTimeout of the
+// call), then releases every reservation and lease, deregisters and stops
+// etcd.
 func (n *Node) Close() error {
+	began := time.Now()
 	n.health.Shutdown()
 	close(n.stop)
 	n.cancel()
@@ -584,7 +587,28 @@ func (n *Node) Close() error {
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}
+	n.demoteVolatile(began.Add(n.cfg.DrainTimeout))
 	return errors.Join(err, n.closeParts())
+}
+
+// demoteVolatile moves what the volatile tiers hold to the durable one
+// (store.DemoteAll), most valuable first, until deadline: a planned
+// restart keeps those pages.
+func (n *Node) demoteVolatile(deadline time.Time) {
+	if len(durableTiers(n.tiers)) == 0 || len(durableTiers(n.tiers)) == len(n.tiers) {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	began := time.Now()
+	moved, err := n.store.DemoteAll(ctx)
+	if err != nil {
+		n.log.Warn("shutdown: drain timeout passed before every volatile page was demoted", "moved", moved,
+			"took", time.Since(began).Round(time.Millisecond))
+		return
+	}
+	n.log.Info("shutdown: volatile pages demoted to the durable tier", "moved", moved,
+		"took", time.Since(began).Round(time.Millisecond))
 }
 
 // closeCoord stops coordination and the hint sender; it is idempotent.

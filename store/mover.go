@@ -127,8 +127,16 @@ func (s *Store) demoteOne(tier int) bool {
 	src := e.ext
 	s.mu.Unlock()
 
-	err = s.copyVerified(e, tier, src, dst, ext)
+	err = s.copyVerified(e, tier, src, dst, ext, &s.moveBufs)
+	s.finishMove(e, tier, src, dst, ext, err)
+	return true
+}
 
+// finishMove publishes a copy of e from tier (extent src) to dst (extent
+// ext) that copyVerified made (err its outcome), or frees the copy when it
+// failed or e changed meanwhile (dropped, or pinned by a reader), and
+// unpins e.
+func (s *Store) finishMove(e *entry, tier int, src tiers.Extent, dst int, ext tiers.Extent, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -147,7 +155,6 @@ func (s *Store) demoteOne(tier int) bool {
 		e.ns.demoted.Add(1)
 	}
 	s.unpinLocked(e)
-	return true
 }
 
 // allocInLocked allocates in one tier, dropping that tier's least recently
@@ -168,15 +175,15 @@ func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 
 // copyVerified copies a page between tiers: the source must match the
 // page's checksum, and so must the destination read back.
-func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst tiers.Extent) error {
-	// Copies out of unmapped tiers go through two buffers the mover keeps
-	// (it is one goroutine), not a fresh page-sized one per page.
-	data, err := s.pageBytes(from, src, s.moveBufs[0])
+func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst tiers.Extent, bufs *[2][]byte) error {
+	// Copies out of unmapped tiers go through two buffers the caller keeps
+	// (the mover is one goroutine), not a fresh page-sized one per page.
+	data, err := s.pageBytes(from, src, bufs[0])
 	if err != nil {
 		return fmt.Errorf("reading source: %w", err)
 	}
 	if _, mapped := s.cfg.Tiers[from].(tiers.Mapped); !mapped {
-		s.moveBufs[0] = data
+		bufs[0] = data
 	}
 	want := e.checksum()
 	if !bytes.Equal(e.ns.Checksum.Sum(data), want) {
@@ -186,12 +193,12 @@ func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst t
 	if err := dt.WriteAt(dst, data, 0); err != nil {
 		return fmt.Errorf("writing to %s: %w", dt.Kind(), err)
 	}
-	back, err := s.pageBytes(to, dst, s.moveBufs[1])
+	back, err := s.pageBytes(to, dst, bufs[1])
 	if err != nil {
 		return fmt.Errorf("reading back from %s: %w", dt.Kind(), err)
 	}
 	if _, mapped := dt.(tiers.Mapped); !mapped {
-		s.moveBufs[1] = back
+		bufs[1] = back
 	}
 	if !bytes.Equal(e.ns.Checksum.Sum(back), want) {
 		return fmt.Errorf("copy on %s does not match the page checksum", dt.Kind())
