@@ -186,7 +186,8 @@ type Client struct {
 	// then the seeds. Set once by Dial.
 	sources []string
 
-	view atomic.Pointer[clusterView]
+	view      atomic.Pointer[clusterView]
+	allFailed atomic.Int64 // calls whose every node failed (lookup.go)
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc

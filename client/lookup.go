@@ -585,8 +585,9 @@ func (o *outcome) merge(b outcome) {
 	o.errs = append(o.errs, b.errs...)
 }
 
-// err is the call's error: the caller's context, Close, every node
-// failing, or the errors of answers.
+// err is the call's error: the caller's context, Close, or the errors of
+// answers. Node failures are not errors: the failed nodes' keys are misses
+// (Client.AllFailed counts the calls where every node failed).
 func (o *outcome) err(ctx context.Context, c *Client, op string) error {
 	switch {
 	case ctx.Err() != nil:
@@ -594,12 +595,20 @@ func (o *outcome) err(ctx context.Context, c *Client, op string) error {
 	case c.ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", op, ErrClosed)
 	}
-	errs := o.errs
 	if o.asked > 0 && o.failed == o.asked {
-		errs = append(errs, fmt.Errorf("%w: all %d nodes failed: %w", ErrUnavailable, o.asked, o.failure))
+		// Every node asked failed or timed out: their keys are misses
+		// (DESIGN §6: recompute is always correct), counted, never an
+		// error for the caller.
+		c.allFailed.Add(1)
+		c.log.Debug("every node of a call failed; its keys are misses", "op", op, "nodes", o.asked, "err", o.failure)
 	}
-	if len(errs) == 0 {
+	if len(o.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", op, errors.Join(errs...))
+	return fmt.Errorf("%s: %w", op, errors.Join(o.errs...))
 }
+
+// AllFailed counts the calls (lookups, gets, puts) in which every node
+// asked failed or timed out: their keys were answered as misses (pages not
+// stored, for a put), not as an error.
+func (c *Client) AllFailed() int64 { return c.allFailed.Load() }

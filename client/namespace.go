@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -150,7 +151,8 @@ func (n *Namespace) forget(id string, h *nodeNS) {
 // nodeFailed reports whether err means the node itself is unreachable or
 // broken, rather than refusing the request.
 func nodeFailed(err error) bool {
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrProtocol) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrProtocol) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
 	}
 	if reason := pb.ReasonOf(err); reason != "" {

@@ -42,7 +42,14 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 		if broke && err == nil {
 			err = fmt.Errorf("get: %w", ctx.Err())
 		}
-		if broke && ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
+		switch cerr := ctx.Err(); {
+		case broke && cerr != nil && !errors.Is(err, cerr):
+			// The node call's deadline (NodeTimeout) or cancellation cut the
+			// connection: say so, so that the node counts as failed (its
+			// pages misses, the node quarantined) instead of the read
+			// error ("i/o timeout") reaching the caller.
+			err = fmt.Errorf("%w: %w", cerr, err)
+		case broke && cerr == nil && !errors.Is(err, ErrUnavailable):
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err) // the node or the path failed
 		}
 	}()
