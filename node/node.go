@@ -1,7 +1,10 @@
 // Package node assembles one strata node: tiers, store, gRPC services,
 // health and reflection, and the registry (an embedded etcd when no
-// endpoints are given). cmd/stratad is a thin main over Run; tests start
-// real nodes in-process with Start.
+// endpoints are given, or, when an external etcd is unreachable at start,
+// a degraded mode from the node's local copy of the registry: degraded.go).
+// cmd/stratad is a thin main over Run; tests start real nodes in-process
+// with Start. Close drains requests and demotes the volatile tiers' pages
+// to the SSD tier before it stops.
 package node
 
 import (

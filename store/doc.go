@@ -35,7 +35,16 @@
 // leases and byte accounting. Each index shard has its own RWMutex guarding
 // its map. The order is s.mu before a shard lock. Lookups take only shard read
 // locks for presence and s.mu once per batch; byte copies (Write, Read,
-// checksums) run with no store lock held.
+// checksums) run with no store lock held. Tier I/O that makes room
+// (creating an SSD slot file, syncing freed headers) never runs under
+// s.mu: a tier that does it in the background (tiers.Waiter) answers
+// ErrPending, and Reserve and the mover wait for it with s.mu released
+// (waitRoom), then try again.
+//
+// # Graceful stop
+//
+// DemoteAll (drain.go) copies the volatile tiers' pages into the durable
+// one, most valuable first, so that a planned restart keeps them.
 //
 // # Reclamation
 //
