@@ -19,8 +19,9 @@ import (
 // With a lease from Lookup, each page is read from the node whose lease
 // covers it, under that lease. The error wraps ErrLeaseExpired when a
 // node's lease had expired (its pages are not found), ErrChecksum when
-// bytes did not verify, ErrUnavailable when every node asked failed, or
-// the caller's context error; a node failure alone is a miss, not an error.
+// bytes did not verify, or the caller's context error; a node failure, even
+// of every node asked, is a miss, not an error (Client.AllFailed counts the
+// calls where every node failed).
 //
 // A page is read first from the node the lease or the location cache
 // names, else its owner; a page not found there is tried, in a second round,

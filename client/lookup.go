@@ -86,8 +86,9 @@ type nodeLookup struct {
 // merges their answers into the global hit prefix. With lease true each
 // node also leases its part of the prefix for ttl (0: the nodes' default).
 // A node that fails or passes NodeTimeout counts as having none of its keys
-// (and is quarantined); the error is then nil unless no node answered
-// (ErrUnavailable). The result is valid even when the error is not.
+// (and is quarantined); the error is nil even when no node answered (every
+// key a miss, counted by Client.AllFailed). The result is valid even when
+// the error is not.
 func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (LookupResult, error) {
 	if err := n.c.begin(); err != nil {
 		return LookupResult{}, err

@@ -26,8 +26,8 @@ const putTries = 2
 //
 // results is always len(pages) long. The error is nil unless the caller's
 // context ended, a page has the wrong size (ErrInvalid: nothing is sent),
-// a node refused the request itself, or every node asked failed
-// (ErrUnavailable); a page that found no node has Status Failed and a
+// or a node refused the request itself; a page that found no node (every
+// node asked failed: counted by Client.AllFailed) has Status Failed and a
 // Reason naming the failure.
 func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	for i, p := range pages {

@@ -1,0 +1,352 @@
+//go:build chaos
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// The chaos suite: real stratad processes (three, SSD tier only, sync
+// every-page, on an etcd process of their own) under a load that verifies
+// every byte it reads and records every acknowledgement, through kill -9
+// and restart, SIGSTOP of a node, and an etcd outage with a node restarted
+// during it. Each experiment prints its figures: pages acknowledged, pages
+// served, wrong bytes, calls past their deadline, acknowledged pages not
+// served after the fault healed, and ops/s before, during and after.
+// Wrong bytes and calls past their deadline fail the suite, and so does an
+// acknowledged page that no node holds afterwards (no tier evicts here:
+// the SSD tiers have room for everything the load writes). An
+// acknowledged page a get does not find but a node holds was written to
+// its second placement candidate while its owner was unreachable: it is
+// counted and printed, not a failure (the client reads a page from its
+// owner, or from where its location cache saw it).
+//
+//	go test -tags chaos -run TestChaos -v ./cmd/stratad     (scripts/chaos.sh)
+//
+// Not in it yet (issue 22 lists them): a partition in network
+// namespaces, a tmpfs-backed full disk under load (node/disk_test.go
+// covers a node started on one), stalled readers and writers, and a soak.
+
+// chaosDesc has 16 KiB pages.
+var chaosDesc = namespace.Descriptor{Tenant: "chaos", Model: "m", ModelRevision: "r", Engine: "test",
+	DType: "bf16", PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64}
+
+const (
+	chaosCallTimeout = 2 * time.Second
+	chaosSlack       = time.Second // a call later than its deadline by more is "past its deadline"
+)
+
+// chaosNode is one stratad process the suite may kill and restart on the
+// same data dir and gRPC port.
+type chaosNode struct {
+	bin, dir, listen, etcd string
+	cmd                    *exec.Cmd
+	addr                   string
+}
+
+func (n *chaosNode) start(t *testing.T) {
+	t.Helper()
+	n.cmd, n.addr = startStratad(t, n.bin, n.dir, "--etcd", n.etcd, "--tiers", "ssd", "--ssd-bytes", "512MiB",
+		"--ssd-sync", "every-page", "--listen", n.listen)
+}
+
+func (n *chaosNode) kill() {
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	n.cmd.Wait()
+}
+
+// chaosLoad is the load: one writer putting fresh 4-page chains, one
+// reader getting random acknowledged pages; every answer is checked.
+type chaosLoad struct {
+	ns *client.Namespace
+
+	mu    sync.Mutex
+	acked []namespace.Key // every page acknowledged (Committed)
+
+	ops, served, wrong, late atomic.Int64
+	stop                     chan struct{}
+	wg                       sync.WaitGroup
+}
+
+func (l *chaosLoad) run(seed uint64) {
+	l.stop = make(chan struct{})
+	l.wg.Go(l.write)
+	l.wg.Go(func() { l.read(seed) })
+}
+
+func (l *chaosLoad) halt() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+func (l *chaosLoad) call(fn func(ctx context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), chaosCallTimeout)
+	began := time.Now()
+	fn(ctx)
+	cancel()
+	if time.Since(began) > chaosCallTimeout+chaosSlack {
+		l.late.Add(1)
+	}
+	l.ops.Add(1)
+}
+
+func (l *chaosLoad) write() {
+	for seq := uint32(0); ; seq++ {
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		toks := make([]uint32, 16*4)
+		for i := range toks {
+			toks[i] = seq<<8 | uint32(i)
+		}
+		keys := l.ns.PageKeys(toks)
+		data := make([][]byte, len(keys))
+		for i, k := range keys {
+			data[i] = pageOf(k, l.ns.PageBytes())
+		}
+		l.call(func(ctx context.Context) {
+			res, err := l.ns.Put(ctx, client.ChainPages(keys, data))
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			for i, r := range res {
+				if r.Status == client.Committed {
+					l.acked = append(l.acked, keys[i])
+				}
+			}
+			l.mu.Unlock()
+		})
+	}
+}
+
+func (l *chaosLoad) read(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+		l.mu.Lock()
+		if len(l.acked) == 0 {
+			l.mu.Unlock()
+			continue
+		}
+		keys := make([]namespace.Key, 8)
+		for i := range keys {
+			keys[i] = l.acked[rng.IntN(len(l.acked))]
+		}
+		l.mu.Unlock()
+		bufs := make([][]byte, len(keys))
+		for i := range bufs {
+			bufs[i] = make([]byte, l.ns.PageBytes())
+		}
+		l.call(func(ctx context.Context) {
+			found, err := l.ns.Get(ctx, keys, bufs, nil)
+			if err != nil {
+				return
+			}
+			for i, k := range keys {
+				if !found[i] {
+					continue
+				}
+				if !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())) {
+					l.wrong.Add(1)
+				} else {
+					l.served.Add(1)
+				}
+			}
+		})
+	}
+}
+
+// notServed counts the acknowledged pages a get does not serve exact now
+// (wrong bytes count in l.wrong too), and returns them.
+func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int) {
+	l.mu.Lock()
+	acked := slices.Clone(l.acked)
+	l.mu.Unlock()
+	for start := 0; start < len(acked); start += 256 {
+		batch := acked[start:min(len(acked), start+256)]
+		bufs := make([][]byte, len(batch))
+		for i := range bufs {
+			bufs[i] = make([]byte, l.ns.PageBytes())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		found, err := l.ns.Get(ctx, batch, bufs, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("checking acknowledged pages: %v", err)
+		}
+		for i, k := range batch {
+			switch {
+			case !found[i]:
+				missing = append(missing, k)
+			case !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())):
+				l.wrong.Add(1)
+				missing = append(missing, k)
+			}
+		}
+	}
+	return missing, len(acked)
+}
+
+// heldAnywhere counts the keys some node holds (its StatKeys): a page a
+// get did not find that a node holds was put on a non-owner (a spill,
+// while its owner was unreachable) and is not lost; one no node holds is.
+func heldAnywhere(t *testing.T, nodes []*chaosNode, id namespace.ID, keys []namespace.Key) int {
+	held := make([]bool, len(keys))
+	for _, n := range nodes {
+		cc := testnode.Dial(t, n.addr)
+		for start := 0; start < len(keys); start += 1024 {
+			batch := keys[start:min(len(keys), start+1024)]
+			req := &pb.StatKeysRequest{NamespaceId: id[:]}
+			for _, k := range batch {
+				req.Keys = append(req.Keys, k[:])
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			resp, err := pb.NewAdminClient(cc).StatKeys(ctx, req)
+			cancel()
+			if err != nil {
+				t.Fatalf("stat keys on %s: %v", n.addr, err)
+			}
+			for i, ki := range resp.GetKeys() {
+				if len(ki.GetKey()) > 0 {
+					held[start+i] = true
+				}
+			}
+		}
+	}
+	n := 0
+	for _, h := range held {
+		if h {
+			n++
+		}
+	}
+	return n
+}
+
+func TestChaos(t *testing.T) {
+	bin := buildStratad(t)
+	etcdDir, etcdURL := t.TempDir(), freeEtcdURL(t)
+	etcd := startEtcd(t, etcdDir, etcdURL)
+	nodes := make([]*chaosNode, 3)
+	var seeds []string
+	for i := range nodes {
+		nodes[i] = &chaosNode{bin: bin, dir: t.TempDir(), etcd: etcdURL,
+			listen: fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t))}
+		nodes[i].start(t)
+		seeds = append(seeds, nodes[i].addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitAlive(t, c, 3, 30*time.Second)
+	ns, err := c.Open(ctx, chaosDesc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &chaosLoad{ns: ns}
+	l.run(1)
+	defer func() {
+		if l.stop != nil {
+			l.halt()
+		}
+	}()
+
+	const phase = 4 * time.Second
+	experiments := []struct {
+		name  string
+		fault func(t *testing.T) // runs the fault and heals it; its time is "during"
+	}{
+		{"kill -9 and restart, twice", func(t *testing.T) {
+			for range 2 {
+				nodes[1].kill()
+				time.Sleep(time.Second)
+				nodes[1].start(t)
+				waitAlive(t, c, 3, 30*time.Second)
+			}
+		}},
+		{"SIGSTOP a node for 4s", func(t *testing.T) {
+			nodes[2].cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(phase)
+			nodes[2].cmd.Process.Signal(syscall.SIGCONT)
+			waitAlive(t, c, 3, 30*time.Second)
+		}},
+		{"etcd down, a node restarted during it", func(t *testing.T) {
+			etcd.Process.Signal(syscall.SIGKILL)
+			etcd.Wait()
+			time.Sleep(time.Second)
+			nodes[0].kill()
+			nodes[0].start(t) // comes up degraded from its local copy of the registry
+			time.Sleep(phase)
+			etcd = startEtcd(t, etcdDir, etcdURL)
+			waitAlive(t, c, 3, 30*time.Second)
+		}},
+	}
+	failed := false
+	for _, ex := range experiments {
+		ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
+		l.mu.Lock()
+		acked0 := len(l.acked)
+		l.mu.Unlock()
+		rate := func(d time.Duration, f func()) float64 {
+			before := l.ops.Load()
+			began := time.Now()
+			f()
+			return float64(l.ops.Load()-before) / time.Since(began).Seconds()
+		}
+		before := rate(phase, func() { time.Sleep(phase) })
+		var took time.Duration
+		during := rate(0, func() {
+			began := time.Now()
+			ex.fault(t)
+			took = time.Since(began)
+		})
+		after := rate(phase, func() { time.Sleep(phase) })
+		missing, total := l.notServed(t)
+		elsewhere := heldAnywhere(t, nodes, ns.ID(), missing)
+		l.mu.Lock()
+		acked := len(l.acked) - acked0
+		l.mu.Unlock()
+		wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
+		t.Logf("chaos %q (fault %v): acknowledged %d pages, served %d, wrong bytes %d, calls past deadline %d, "+
+			"acknowledged pages not served after %d of %d (%d of them held by a non-owner: written there while "+
+			"the owner was unreachable; %d lost), ops/s before %.0f during %.0f after %.0f (%d ops)",
+			ex.name, took.Round(time.Millisecond), acked, l.served.Load()-served0, wrong, late, len(missing), total,
+			elsewhere, len(missing)-elsewhere, before, during, after, l.ops.Load()-ops0)
+		if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
+			t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", ex.name, wrong, late, lost)
+			failed = true
+		}
+	}
+	l.halt()
+	l.stop = nil
+	if failed {
+		sort.Strings(seeds)
+		t.Logf("nodes: %v", seeds)
+	}
+}
