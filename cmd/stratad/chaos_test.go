@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -37,11 +39,14 @@ import (
 // counted and printed, not a failure (the client reads a page from its
 // owner, or from where its location cache saw it).
 //
-//	go test -tags chaos -run TestChaos -v ./cmd/stratad     (scripts/chaos.sh)
+//	go test -tags chaos -run '^TestChaos' -v ./cmd/stratad     (scripts/chaos.sh)
+//
+// TestChaosFullDisk runs one node with its SSD directory on a tmpfs, empty
+// and then full, and compares lookup p99 (skipped where a tmpfs cannot be
+// mounted).
 //
 // Not in it yet (issue 22 lists them): a partition in network
-// namespaces, a tmpfs-backed full disk under load (node/disk_test.go
-// covers a node started on one), stalled readers and writers, and a soak.
+// namespaces, stalled readers and writers, and a soak.
 
 // chaosDesc has 16 KiB pages.
 var chaosDesc = namespace.Descriptor{Tenant: "chaos", Model: "m", ModelRevision: "r", Engine: "test",
@@ -349,4 +354,96 @@ func TestChaos(t *testing.T) {
 		sort.Strings(seeds)
 		t.Logf("nodes: %v", seeds)
 	}
+}
+
+// TestChaosFullDisk: one stratad whose SSD directory is a tmpfs (16 MiB)
+// under a writer and a looker-up, once with the file system empty and
+// once full; the full run must keep lookup p99 within twice the empty
+// run's and commit every put (on the host tier). Skipped where a tmpfs
+// cannot be mounted (it needs CAP_SYS_ADMIN).
+func TestChaosFullDisk(t *testing.T) {
+	bin := buildStratad(t)
+	run := func(full bool) (p99 time.Duration, puts, committed int) {
+		dir := t.TempDir()
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16777216"); err != nil {
+			t.Skipf("cannot mount a tmpfs for a full file system: %v", err)
+		}
+		defer syscall.Unmount(dir, syscall.MNT_DETACH)
+		if full {
+			fillDir(t, dir)
+		}
+		cmd, addr := startStratad(t, bin, t.TempDir(), "--tiers", "host,ssd", "--host-bytes", "8MiB",
+			"--ssd-bytes", "12MiB", "--ssd-dir", dir)
+		defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := client.Dial(ctx, addr, client.Options{NoShm: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ns, err := c.Open(ctx, chaosDesc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lat []time.Duration
+		stop := time.Now().Add(6 * time.Second)
+		for seq := uint32(0); time.Now().Before(stop); seq++ {
+			keys, data := clusterPages(ns, seq, 8)
+			res, err := ns.Put(ctx, client.ChainPages(keys, data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			puts += len(res)
+			for _, r := range res {
+				if r.Status == client.Committed {
+					committed++
+				}
+			}
+			began := time.Now()
+			if _, err := ns.Lookup(ctx, keys, false, 0); err != nil {
+				t.Fatal(err)
+			}
+			lat = append(lat, time.Since(began))
+		}
+		slices.Sort(lat)
+		if ssd := nodeInfoTier(t, addr, pb.Tier_TIER_SSD); full && ssd.GetFault() != "disk-full" {
+			t.Errorf("the full run's SSD tier: %v, want fault disk-full", ssd)
+		}
+		return lat[len(lat)*99/100], puts, committed
+	}
+	emptyP99, emptyPuts, emptyOK := run(false)
+	fullP99, fullPuts, fullOK := run(true)
+	t.Logf("chaos \"full SSD file system\": lookup p99 %v without the fault, %v with it; puts committed %d of %d without, %d of %d with",
+		emptyP99, fullP99, emptyOK, emptyPuts, fullOK, fullPuts)
+	if fullOK != fullPuts {
+		t.Errorf("%d of %d puts committed on a full SSD file system, want every one (on the host tier)", fullOK, fullPuts)
+	}
+	if fullP99 > 2*emptyP99+time.Millisecond {
+		t.Errorf("lookup p99 %v on a full SSD file system, more than twice %v", fullP99, emptyP99)
+	}
+}
+
+// fillDir writes a file into dir until its file system is full.
+func fillDir(t *testing.T, dir string) {
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			return
+		}
+	}
+}
+
+func nodeInfoTier(t *testing.T, addr string, tier pb.Tier) *pb.TierStats {
+	for _, ts := range nodeInfo(t, addr).GetTiers() {
+		if ts.GetTier() == tier {
+			return ts
+		}
+	}
+	return nil
 }
