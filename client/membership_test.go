@@ -9,7 +9,6 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testnode"
-	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
 
@@ -29,11 +28,8 @@ func TestRestartedNodeRawAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ns, err := c.Open(ctx, testDesc(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := ns.PageKeys(make([]uint32, 4*ns.Descriptor().PageTokens))
+	ns := open(t, c)
+	keys := ns.PageKeys(tokens(16*4, 1))
 	lookupRaw := func() bool {
 		if !c.RawActive() { // dials the raw plane (a lookup alone uses it once a connection is up)
 			return false
@@ -65,10 +61,4 @@ func TestRestartedNodeRawAgain(t *testing.T) {
 	if raw != n.RawAddr() {
 		t.Fatalf("view says raw address %q, node serves %q", raw, n.RawAddr())
 	}
-}
-
-func testDesc(t *testing.T) namespace.Descriptor {
-	t.Helper()
-	return namespace.Descriptor{Tenant: "t", Model: "m", ModelRevision: "r", Engine: "test", DType: "bf16",
-		PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64}
 }

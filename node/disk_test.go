@@ -103,30 +103,12 @@ func TestFullDisk(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, n.Addr(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, desc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ns := openNS(t, n.Addr(), client.Options{}, desc)
 	put := func(from, count int) int {
-		toks := make([]uint32, 16*(from+count))
-		for i := range toks {
-			toks[i] = uint32(i)
-		}
-		keys := ns.PageKeys(toks)[from:]
+		keys, pages := chain(ns, from, count)
 		committed := 0
-		for i := 0; i < len(keys); i += 64 {
-			batch := keys[i:min(len(keys), i+64)]
-			data := make([][]byte, len(batch))
-			for j, k := range batch {
-				data[j] = pageOf(k, ns.PageBytes())
-			}
-			pages := client.ChainPages(batch, data)
-			res, err := ns.Put(ctx, pages)
+		for i := 0; i < len(pages); i += 64 {
+			res, err := ns.Put(ctx, pages[i:min(len(pages), i+64)])
 			if err != nil {
 				t.Fatalf("put on a full disk: %v", err)
 			}

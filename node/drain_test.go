@@ -14,16 +14,8 @@ import (
 func TestGracefulStopKeepsHostPages(t *testing.T) {
 	dir := t.TempDir()
 	n, ns := start(t, dir, 16<<20, 64<<20)
-	toks := make([]uint32, 16*256) // 256 pages of 16 KiB: 4 MiB, all on the host tier
-	for i := range toks {
-		toks[i] = uint32(i)
-	}
-	keys := ns.PageKeys(toks)
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = pageOf(k, ns.PageBytes())
-	}
-	res, err := ns.Put(context.Background(), client.ChainPages(keys, data))
+	keys, pages := chain(ns, 0, 256) // 256 pages of 16 KiB: 4 MiB, all on the host tier
+	res, err := ns.Put(context.Background(), pages)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,19 +30,42 @@ func pageOf(k namespace.Key, size int) []byte {
 
 func start(t *testing.T, dir string, host, ssd int64) (*testnode.Node, *client.Namespace) {
 	t.Helper()
+	n := testnode.Start(t, node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd})
+	_, ns := openNS(t, n.Addr(), client.Options{}, desc)
+	return n, ns
+}
+
+// openNS dials addr with opts and opens d there; the test's cleanup closes
+// the client.
+func openNS(t *testing.T, addr string, opts client.Options, d namespace.Descriptor) (*client.Client, *client.Namespace) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n := testnode.Start(t, node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: host, SSDBytes: ssd})
-	c, err := client.Dial(ctx, n.Addr(), client.Options{})
+	c, err := client.Dial(ctx, addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	ns, err := c.Open(ctx, desc)
+	ns, err := c.Open(ctx, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n, ns
+	return c, ns
+}
+
+// chain returns the keys of pages [from, from+n) of one token sequence in
+// ns, with their bytes (pageOf), as a chain to put.
+func chain(ns *client.Namespace, from, n int) ([]namespace.Key, []client.Page) {
+	toks := make([]uint32, 16*(from+n))
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	keys := ns.PageKeys(toks)[from:]
+	pages := client.ChainPages(keys, make([][]byte, len(keys)))
+	for i := range pages {
+		pages[i].Data, pages[i].Depth = pageOf(keys[i], ns.PageBytes()), uint32(from+i)
+	}
+	return keys, pages
 }
 
 func tierPages(t *testing.T, addr string) map[pb.Tier]uint64 {

@@ -2,12 +2,12 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +98,7 @@ func TestStartFailures(t *testing.T) {
 // before, and registers once etcd is back.
 func TestStartWithoutEtcd(t *testing.T) {
 	etcdDir, dataDir := t.TempDir(), t.TempDir()
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(testnode.FreePort(t))
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
 	startEtcd := func() *registry.Embedded {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -109,30 +109,14 @@ func TestStartWithoutEtcd(t *testing.T) {
 		return e
 	}
 	e := startEtcd()
-	cfg := node.Config{DataDir: dataDir, Listen: "127.0.0.1:" + strconv.Itoa(testnode.FreePort(t)),
+	cfg := node.Config{DataDir: dataDir, Listen: fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t)),
 		Tiers: []string{"ssd"}, SSDBytes: 64 << 20, EtcdEndpoints: e.Endpoints(), EtcdDialTimeout: 500 * time.Millisecond}
 	n := testnode.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, n.Addr(), client.Options{NodeTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, desc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toks := make([]uint32, 16*32)
-	for i := range toks {
-		toks[i] = uint32(i)
-	}
-	keys := ns.PageKeys(toks)
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = pageOf(k, ns.PageBytes())
-	}
-	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+	_, ns := openNS(t, n.Addr(), client.Options{NodeTimeout: 2 * time.Second}, desc)
+	keys, pages := chain(ns, 0, 32)
+	if _, err := ns.Put(ctx, pages); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Close(); err != nil {
@@ -159,15 +143,7 @@ func TestStartWithoutEtcd(t *testing.T) {
 		t.Fatalf("degraded node served %d of %d recovered pages", got, len(keys))
 	}
 	// A new client opening the known namespace is answered without etcd.
-	c2, err := client.Dial(ctx, n.Addr(), client.Options{NodeTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	ns2, err := c2.Open(ctx, desc)
-	if err != nil {
-		t.Fatalf("opening a namespace the node knew, etcd down: %v", err)
-	}
+	c2, ns2 := openNS(t, n.Addr(), client.Options{NodeTimeout: 2 * time.Second}, desc)
 	if got := readBack(t, ns2, keys); got != len(keys) {
 		t.Fatalf("a new client read %d of %d pages", got, len(keys))
 	}

@@ -5,13 +5,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +17,6 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -161,10 +158,7 @@ func (l *chaosLoad) read(seed uint64) {
 			keys[i] = l.acked[rng.IntN(len(l.acked))]
 		}
 		l.mu.Unlock()
-		bufs := make([][]byte, len(keys))
-		for i := range bufs {
-			bufs[i] = make([]byte, l.ns.PageBytes())
-		}
+		bufs := pageBufs(l.ns, len(keys))
 		l.call(func(ctx context.Context) {
 			found, err := l.ns.Get(ctx, keys, bufs, nil)
 			if err != nil {
@@ -192,10 +186,7 @@ func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int)
 	l.mu.Unlock()
 	for start := 0; start < len(acked); start += 256 {
 		batch := acked[start:min(len(acked), start+256)]
-		bufs := make([][]byte, len(batch))
-		for i := range bufs {
-			bufs[i] = make([]byte, l.ns.PageBytes())
-		}
+		bufs := pageBufs(l.ns, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		found, err := l.ns.Get(ctx, batch, bufs, nil)
 		cancel()
@@ -221,7 +212,7 @@ func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int)
 func heldAnywhere(t *testing.T, nodes []*chaosNode, id namespace.ID, keys []namespace.Key) int {
 	held := make([]bool, len(keys))
 	for _, n := range nodes {
-		cc := testnode.Dial(t, n.addr)
+		admin := adminClient(t, n.addr)
 		for start := 0; start < len(keys); start += 1024 {
 			batch := keys[start:min(len(keys), start+1024)]
 			req := &pb.StatKeysRequest{NamespaceId: id[:]}
@@ -229,7 +220,7 @@ func heldAnywhere(t *testing.T, nodes []*chaosNode, id namespace.ID, keys []name
 				req.Keys = append(req.Keys, k[:])
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			resp, err := pb.NewAdminClient(cc).StatKeys(ctx, req)
+			resp, err := admin.StatKeys(ctx, req)
 			cancel()
 			if err != nil {
 				t.Fatalf("stat keys on %s: %v", n.addr, err)
@@ -258,22 +249,13 @@ func TestChaos(t *testing.T) {
 	var seeds []string
 	for i := range nodes {
 		nodes[i] = &chaosNode{bin: bin, dir: t.TempDir(), etcd: etcdURL,
-			listen: fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t))}
+			listen: freeAddr(t)}
 		nodes[i].start(t)
 		seeds = append(seeds, nodes[i].addr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	waitAlive(t, c, 3, 30*time.Second)
-	ns, err := c.Open(ctx, chaosDesc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := dialOpen(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3, chaosDesc)
 	l := &chaosLoad{ns: ns}
 	l.run(1)
 	defer func() {
@@ -351,7 +333,6 @@ func TestChaos(t *testing.T) {
 	l.halt()
 	l.stop = nil
 	if failed {
-		sort.Strings(seeds)
 		t.Logf("nodes: %v", seeds)
 	}
 }
@@ -377,15 +358,7 @@ func TestChaosFullDisk(t *testing.T) {
 		defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		c, err := client.Dial(ctx, addr, client.Options{NoShm: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		ns, err := c.Open(ctx, chaosDesc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ns := dialOpen(t, ctx, addr, client.Options{NoShm: true}, 0, chaosDesc)
 		var lat []time.Duration
 		stop := time.Now().Add(6 * time.Second)
 		for seq := uint32(0); time.Now().Before(stop); seq++ {
@@ -424,17 +397,18 @@ func TestChaosFullDisk(t *testing.T) {
 	}
 }
 
-// fillDir writes a file into dir until its file system is full.
+// fillDir allocates a file in dir until its file system has no 4 KiB
+// block left (fallocate in steps from 1 MiB down).
 func fillDir(t *testing.T, dir string) {
 	f, err := os.Create(filepath.Join(dir, "filler"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			return
+	off := int64(0)
+	for step := int64(1 << 20); step >= 4096; step /= 2 {
+		for syscall.Fallocate(int(f.Fd()), 0, off, step) == nil {
+			off += step
 		}
 	}
 }

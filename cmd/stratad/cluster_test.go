@@ -54,9 +54,10 @@ func startEtcd(t *testing.T, dir, url string) *exec.Cmd {
 }
 
 // freeEtcdURL is a loopback client URL on a port free a moment ago.
-func freeEtcdURL(t *testing.T) string {
-	return fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
-}
+func freeEtcdURL(t *testing.T) string { return "http://" + freeAddr(t) }
+
+// freeAddr is a loopback address on a port free a moment ago.
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t)) }
 
 // clusterNodeArgs: pages on an SSD tier (kill -9 keeps what was written),
 // one shared etcd.
@@ -99,10 +100,7 @@ func clusterPages(ns *client.Namespace, seed uint32, pages int) ([]namespace.Key
 // returns how many were found.
 func readAll(t *testing.T, ctx context.Context, ns *client.Namespace, keys []namespace.Key) int {
 	t.Helper()
-	bufs := make([][]byte, len(keys))
-	for i := range bufs {
-		bufs[i] = make([]byte, ns.PageBytes())
-	}
+	bufs := pageBufs(ns, len(keys))
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil && !errors.Is(err, client.ErrUnavailable) {
 		t.Fatal(err)
@@ -137,16 +135,7 @@ func TestClusterProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const nodeTimeout = 2 * time.Second
-	c, err := client.Dial(ctx, addrs[0], client.Options{NodeTimeout: nodeTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	waitAlive(t, c, 3, 20*time.Second)
-	ns, err := c.Open(ctx, ssdDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ns := dialOpen(t, ctx, addrs[0], client.Options{NodeTimeout: nodeTimeout}, 3, ssdDescriptor)
 	keys, data := clusterPages(ns, 1, 300)
 	if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
 		t.Fatal(err)

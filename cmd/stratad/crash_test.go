@@ -45,16 +45,23 @@ func startSSDNode(t *testing.T, data string, extra ...string) (*exec.Cmd, string
 	return startStratad(t, buildStratad(t), data, args...)
 }
 
-func nodeInfo(t *testing.T, addr string) *pb.NodeInfoResponse {
+// adminClient is the admin service of the node at addr; the connection
+// closes with the test.
+func adminClient(t *testing.T, addr string) pb.AdminClient {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewAdminClient(conn)
+}
+
+func nodeInfo(t *testing.T, addr string) *pb.NodeInfoResponse {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := pb.NewAdminClient(conn).NodeInfo(ctx, &pb.NodeInfoRequest{})
+	info, err := adminClient(t, addr).NodeInfo(ctx, &pb.NodeInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,23 +147,12 @@ func TestKillDuringPuts(t *testing.T) {
 	if info.GetReservations() != 0 {
 		t.Fatalf("%d reservations after restart", info.GetReservations())
 	}
-	c, err := client.Dial(ctx, addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, ssdDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ns := dialOpen(t, ctx, addr, client.Options{}, 0, ssdDescriptor)
 	check := func(keys []namespace.Key, mustHave bool) int {
 		served := 0
 		for start := 0; start < len(keys); start += 256 {
 			batch := keys[start:min(len(keys), start+256)]
-			bufs := make([][]byte, len(batch))
-			for i := range bufs {
-				bufs[i] = make([]byte, ns.PageBytes())
-			}
+			bufs := pageBufs(ns, len(batch))
 			found, err := ns.Get(ctx, batch, bufs, nil)
 			if err != nil {
 				t.Fatal(err)

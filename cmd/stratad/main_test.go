@@ -72,6 +72,34 @@ func startStratad(t *testing.T, bin, dataDir string, extra ...string) (*exec.Cmd
 	return p.Cmd, p.Addr
 }
 
+// dialOpen dials addr with opts, waits until the client sees alive alive
+// members (0: does not wait), and opens d; the client closes with the test.
+func dialOpen(t *testing.T, ctx context.Context, addr string, opts client.Options, alive int, d namespace.Descriptor) (*client.Client, *client.Namespace) {
+	t.Helper()
+	c, err := client.Dial(ctx, addr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if alive > 0 {
+		waitAlive(t, c, alive, 30*time.Second)
+	}
+	ns, err := c.Open(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
+}
+
+// pageBufs returns n buffers of ns's page size.
+func pageBufs(ns *client.Namespace, n int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	return bufs
+}
+
 // TestRunNodeThenList is README's promise: the run command serves on
 // localhost, a client creates a namespace, and `strata ns ls` shows it;
 // SIGTERM drains and exits 0; a restart on the same data dir still knows it.
