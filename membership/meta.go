@@ -56,13 +56,19 @@ func (m Meta) clone() Meta {
 //
 //	byte     format version (1)
 //	byte     flags: bit 0 = leaving (the member is about to Leave),
-//	         bit 1 = RawAddress follows GRPCAddress
+//	         bit 1 = RawAddress follows the tiers
 //	4 bytes  meta version (Member.Incarnation), big-endian: fixed, so that
 //	         SummaryBudget is exact whatever the version
 //	uvarint  len, bytes   GRPCAddress
-//	uvarint  len, bytes   RawAddress, only with flag bit 1
 //	uvarint  n tiers, then n × { uvarint len, bytes Kind; varint Capacity; varint Used }
+//	uvarint  len, bytes   RawAddress, only with flag bit 1
 //	bytes    Summary: the rest
+//
+// RawAddress comes after the tiers so that a node of an older build, which
+// ignores flag bit 1, still reads the address and tiers right (placement
+// weights agree across a rolling upgrade); it takes the address as the
+// start of the summary, which then does not decode, and goes without that
+// node's summaries until it is upgraded.
 //
 // NodeID is not encoded: it is memberlist's node name.
 type wireMeta struct {
@@ -92,15 +98,15 @@ func encodeMeta(w wireMeta) ([]byte, error) {
 	}
 	b = binary.BigEndian.AppendUint32(b, w.version)
 	b = appendString(b, w.GRPCAddress)
-	if w.RawAddress != "" {
-		b[1] |= flagRaw
-		b = appendString(b, w.RawAddress)
-	}
 	b = binary.AppendUvarint(b, uint64(len(w.Tiers)))
 	for _, t := range w.Tiers {
 		b = appendString(b, t.Kind)
 		b = binary.AppendVarint(b, t.Capacity)
 		b = binary.AppendVarint(b, t.Used)
+	}
+	if w.RawAddress != "" {
+		b[1] |= flagRaw
+		b = appendString(b, w.RawAddress)
 	}
 	b = append(b, w.Summary...)
 	if len(b) > MaxMetaSize {
@@ -129,9 +135,6 @@ func decodeMeta(name string, b []byte) (wireMeta, error) {
 	w.leaving = flags&flagLeaving != 0
 	w.version = d.uint32()
 	w.GRPCAddress = d.string()
-	if flags&flagRaw != 0 {
-		w.RawAddress = d.string()
-	}
 	n := d.uvarint()
 	// Each tier takes at least three bytes: a bound before allocating.
 	if n > uint64(len(d.b))/3 {
@@ -142,6 +145,9 @@ func decodeMeta(name string, b []byte) (wireMeta, error) {
 	}
 	for i := range w.Tiers {
 		w.Tiers[i] = TierMeta{Kind: d.string(), Capacity: d.varint(), Used: d.varint()}
+	}
+	if flags&flagRaw != 0 {
+		w.RawAddress = d.string()
 	}
 	if d.err != nil {
 		return wireMeta{}, d.err
