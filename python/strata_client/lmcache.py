@@ -1,4 +1,5 @@
-"""LMCache remote connector on strata (a remote storage plugin).
+"""LMCache remote connector on strata (a remote storage plugin of
+LMCache's in-process engine mode), for ``lmcache==0.5.6``.
 
 LMCache configuration (YAML)::
 
@@ -6,6 +7,7 @@ LMCache configuration (YAML)::
     local_cpu: true
     max_local_cpu_size: 5
     remote_serde: naive
+    pre_caching_hash_algorithm: sha256_cbor   # not "builtin": see below
     remote_storage_plugins: ["strata"]
     extra_config:
       remote_storage_plugin.strata.module_path: strata_client.lmcache
@@ -15,25 +17,42 @@ LMCache configuration (YAML)::
       remote_storage_plugin.strata.model_revision: 0e9e39f
 
 (or the deprecated ``remote_url: strata://10.0.0.5:7070,10.0.0.6:7070``).
+LMCache loads it as 0.5.6's ``ConnectorManager`` does: it imports
+``module_path``, instantiates ``class_name`` (a ``ConnectorAdapter``) with
+no arguments, and asks it to ``can_parse("plugin://strata")`` for each
+``RemoteBackend(plugin_name="strata")``; the adapter then gets a
+``ConnectorContext`` with the config and the ``LMCacheMetadata``.
 
-Matched against LMCache/LMCache ``lmcache/v1/storage_backend/connector/
-__init__.py`` (ConnectorAdapter, ConnectorContext, the
-``remote_storage_plugin.<name>.module_path``/``class_name`` plugin loader,
-``plugin://<name>`` URLs) and ``connector/base_connector.py`` (RemoteConnector
-with ``__init__(config, metadata)``, ``exists``/``exists_sync``/``get``/
-``put``/``list``/``close``, ``batched_get``/``batched_put``,
-``batched_contains(keys) -> int`` (prefix hits), ``batched_async_contains``
-and ``batched_get_non_blocking``), as in LMCache's dev branch (2025-2026).
+Matched against the installed ``lmcache/v1/storage_backend/connector/
+base_connector.py`` (``RemoteConnector.__init__(config, metadata)`` sets the
+chunk geometry and ``save_chunk_meta``; ``batched_contains(keys) -> int``,
+the prefix hit count), ``remote_backend.py`` (which calls these; the
+``InstrumentedRemoteConnector`` wrapper drops each put's reference after
+``put``/``batched_put`` return) and ``protocol.py`` (``RemoteMetadata``).
 
 Never raises into LMCache: failures are misses (``None``/``False``/0) or
-dropped writes, and are counted in ``StrataConnector.counters()``.
+dropped writes, counted in ``StrataConnector.counters()``.
 
-Storage format: one LMCache chunk is one strata page of a fixed size,
-``16 + [remote metadata] + full chunk bytes``: a 16-byte header (magic
-``SLC1``, u32 reserved, u64 payload length, little-endian), then the
-LMCache RemoteMetadata when ``save_chunk_meta`` is on, then the KV bytes,
-zero-padded (a partial last chunk is shorter). Keys are
-``key_from_engine_hash(namespace, SHA-256(key.to_string()))``.
+Storage format: one LMCache chunk (in layerwise mode one layer of a chunk)
+is one strata page of a fixed size, ``16 + [remote metadata] + chunk
+bytes``: a 16-byte header (magic ``SLC1``, u32 reserved, u64 payload length,
+little-endian), LMCache's ``RemoteMetadata`` when ``save_chunk_meta`` is on
+(always in layerwise mode), then the KV bytes, zero-padded when the chunk is
+a partial last chunk. strata pages have one size per namespace, so the
+padding is stored; the MemoryObj handed back to LMCache has exactly the
+partial chunk's shape. In layerwise mode the page is one layer's chunk, not
+the whole chunk. Keys are ``key_from_engine_hash(namespace,
+SHA-256(key.to_string()))``.
+
+Copies: a put copies each chunk once (into its framed page); a get reads
+each page straight into the MemoryObj LMCache allocated (a partial last
+chunk is copied once more, into an object of its own shape).
+
+Key hash: LMCache's default ``pre_caching_hash_algorithm`` is ``builtin``,
+Python's ``hash()``, which is randomised per process unless
+``PYTHONHASHSEED`` is set to a number; then no two engine processes ever
+compute the same key and every lookup misses. The connector logs a warning
+once and counts ``random_hash`` when it finds that configuration.
 """
 
 from __future__ import annotations
@@ -42,15 +61,25 @@ import asyncio
 import concurrent.futures as cf
 import hashlib
 import logging
+import os
 import struct
 from typing import Any, Dict, List, Optional
 
+try:
+    import torch
+    from lmcache.v1.memory_management import MemoryFormat
+    from lmcache.v1.protocol import RemoteMetadata
+    from lmcache.v1.storage_backend.connector import ConnectorAdapter
+    from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
+except ImportError as _e:  # pragma: no cover - exercised only without LMCache
+    raise ImportError(f"strata_client.lmcache needs LMCache (pip install 'strata-client[lmcache]'): {_e}") from _e
+
 from ._connector import Connected
-from .buffers import readable_bytes
+from .buffers import ScatterBuffer, readable_bytes
 from .client import Lease, Page
-from .namespace import Namespace
 from .descriptor import key_from_engine_hash
 from .engines import lmcache_descriptor
+from .namespace import Namespace
 
 logger = logging.getLogger(__name__)
 
@@ -59,51 +88,32 @@ SCHEME = "strata://"
 HEADER = struct.Struct("<4sIQ")
 MAGIC = b"SLC1"
 
-try:  # the real interfaces when LMCache is installed
-    from lmcache.v1.storage_backend.connector import ConnectorAdapter, ConnectorContext  # type: ignore
-    from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector  # type: ignore
-
-    HAVE_LMCACHE = True
-except Exception:  # stand-ins with the same shape
-    HAVE_LMCACHE = False
-
-    class RemoteConnector:  # type: ignore[no-redef]
-        """Minimal stand-in for LMCache's RemoteConnector base class."""
-
-        def __init__(self, config: Any = None, metadata: Any = None):
-            pass
-
-        def post_init(self):
-            pass
-
-        def _unsupported(self) -> bool:
-            return False
-
-        support_ping = support_batched_get = support_batched_put = _unsupported
-        support_batched_contains = support_batched_async_contains = support_batched_get_non_blocking = _unsupported
-
-    class ConnectorAdapter:  # type: ignore[no-redef]
-        def __init__(self, schema: str = "") -> None:
-            self.schema = schema
-
-        def can_parse(self, url: str) -> bool:
-            return self.schema != "" and url.startswith(self.schema)
-
-    class ConnectorContext:  # type: ignore[no-redef]
-        def __init__(self, url, loop, local_cpu_backend, config, metadata, plugin_name=None):
-            self.url = url
-            self.loop = loop
-            self.local_cpu_backend = local_cpu_backend
-            self.config = config
-            self.metadata = metadata
-            self.plugin_name = plugin_name
-
-
-__all__ = ["StrataConnectorAdapter", "StrataConnector", "HAVE_LMCACHE"]
+__all__ = ["StrataConnectorAdapter", "StrataConnector", "hash_is_random"]
 
 
 def _plugin_type(name: str) -> str:
     return name.split(".", 1)[0]
+
+
+def hash_is_random(config: Any) -> bool:
+    """Whether LMCache's chunk hash, for this engine config, is Python's
+    ``hash()`` with a per-process random seed. LMCache (token_database.py)
+    uses ``hash`` when ``pre_caching_hash_algorithm`` is ``builtin`` (the
+    default) and also when it cannot load the named function from vLLM."""
+    seed = os.environ.get("PYTHONHASHSEED")
+    if seed is not None and seed != "random":
+        return False
+    algo = str(getattr(config, "pre_caching_hash_algorithm", "builtin") or "builtin")
+    if algo == "builtin":
+        return True
+    for mod in ("vllm.utils.hashing", "vllm.utils"):  # where LMCache looks
+        try:
+            m = __import__(mod, fromlist=["get_hash_fn_by_name"])
+        except Exception:
+            continue
+        if hasattr(m, "get_hash_fn_by_name") or hasattr(m, algo):
+            return False
+    return True
 
 
 class StrataConnectorAdapter(ConnectorAdapter):
@@ -125,26 +135,19 @@ class StrataConnectorAdapter(ConnectorAdapter):
             loop=context.loop,
             local_cpu_backend=context.local_cpu_backend,
             config=context.config,
-            metadata=getattr(context, "metadata", None),
-            plugin_name=getattr(context, "plugin_name", None),
+            metadata=context.metadata,
+            plugin_name=context.plugin_name,
         )
 
 
 class StrataConnector(Connected, RemoteConnector):
     """An LMCache RemoteConnector backed by a strata cluster."""
 
-    def __init__(self, url: str = "", loop: Optional[asyncio.AbstractEventLoop] = None, local_cpu_backend: Any = None,
-                 config: Any = None, metadata: Any = None, plugin_name: Optional[str] = None):
-        if metadata is None:
-            metadata = getattr(local_cpu_backend, "metadata", None)
-        if config is None:
-            config = getattr(local_cpu_backend, "config", None)
-        try:
-            super().__init__(config, metadata)  # newer LMCache: chunk geometry
-        except TypeError:
-            super().__init__()  # older LMCache: no constructor arguments
-        except Exception as e:  # the base needs LMCache internals we cannot rely on
-            logger.warning("strata connector: base init: %s", e)
+    def __init__(self, url: str, loop: Optional[asyncio.AbstractEventLoop], local_cpu_backend: Any,
+                 config: Any, metadata: Any, plugin_name: Optional[str] = None):
+        if config is None or metadata is None:
+            raise ValueError("strata connector: LMCache passed no config or no metadata (both are needed to size pages)")
+        super().__init__(config, metadata)  # chunk geometry, save_chunk_meta, remote metadata size
         self.loop = loop
         self.local_cpu_backend = local_cpu_backend
         self.config = config
@@ -154,16 +157,14 @@ class StrataConnector(Connected, RemoteConnector):
         pre = f"remote_storage_plugin.{self.plugin_name}."
 
         def opt(name: str, default: Any = None) -> Any:
-            for k in (pre + name, "strata_" + name):
-                if extra.get(k) not in (None, ""):
-                    return extra[k]
-            return default
+            v = extra.get(pre + name)
+            return default if v in (None, "") else v
 
         addr = opt("addr", "")
         if not addr and url.startswith(SCHEME):
             addr = url[len(SCHEME):].split("/", 1)[0].split("?", 1)[0]
         if not addr:
-            raise ValueError(f"strata connector: set {pre}addr in extra_config (or use a strata://host:port url)")
+            raise ValueError(f"strata connector: set {pre}addr in extra_config (or use a strata://host:port remote_url)")
         self.addresses = str(addr)
         self.tenant = str(opt("tenant", "default"))
         self.token = opt("token", None)
@@ -171,24 +172,22 @@ class StrataConnector(Connected, RemoteConnector):
         self.node_timeout = float(opt("node_timeout", 2.0))
         self.reconnect_interval = float(opt("reconnect_interval", 5.0))
 
-        # Chunk geometry (newer LMCache sets these in the base constructor).
-        if not hasattr(self, "save_chunk_meta") or getattr(self, "full_chunk_size_bytes", None) is None:
-            self._derive_chunk_meta(config, metadata)
-        self.meta_bytes = int(getattr(self, "remote_metadata_bytes", 0) or 28) if self.save_chunk_meta else 0
-        # LMCache's RemoteMetadata (shape/dtype/format of a chunk), needed
-        # only with save_chunk_meta.
-        try:
-            from lmcache.v1.protocol import RemoteMetadata  # type: ignore
-
-            self.remote_metadata_cls: Any = RemoteMetadata
-        except Exception:
-            self.remote_metadata_cls = None
-        self.payload_max = self.meta_bytes + int(self.full_chunk_size_bytes)
-        self.page_bytes = HEADER.size + self.payload_max
+        self.layerwise = bool(getattr(config, "use_layerwise", False))
+        self.num_layers = int(metadata.kv_shape[0])
+        self._setup_geometry()
 
         self._init_connected("strata connector", logger, (
             "exists", "exists_hits", "get", "get_hits", "get_misses", "put", "put_stored", "put_failed", "failures",
-            "bad_pages", "alloc_failures"))
+            "bad_pages", "alloc_failures", "partial_copies", "random_hash"))
+        if hash_is_random(config):
+            self._counters["random_hash"] = 1
+            logger.warning(
+                "strata connector: LMCache's chunk hash is Python's hash() with a random per-process seed "
+                "(pre_caching_hash_algorithm=%r, PYTHONHASHSEED=%r): no two engine processes will ever share "
+                "a key and every strata lookup from another process misses. Set "
+                "pre_caching_hash_algorithm: sha256_cbor (with vLLM installed) or export PYTHONHASHSEED=0 "
+                "in every engine process.",
+                getattr(config, "pre_caching_hash_algorithm", None), os.environ.get("PYTHONHASHSEED"))
         self._pool = cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="strata-lmcache")
         self._pins: Dict[str, Lease] = {}
         try:
@@ -198,34 +197,33 @@ class StrataConnector(Connected, RemoteConnector):
 
     # ---- setup -------------------------------------------------------------------
 
-    def _derive_chunk_meta(self, config: Any, metadata: Any) -> None:
-        extra = dict(getattr(config, "extra_config", None) or {})
-        self.save_chunk_meta = bool(extra.get("save_chunk_meta", True))
-        shapes = None
-        if metadata is not None and hasattr(metadata, "get_shapes"):
-            try:
-                shapes = list(metadata.get_shapes())
-                dtypes = list(metadata.get_dtypes())
-            except Exception:
-                shapes = None
-        if shapes is None:
-            kv_shape = tuple(getattr(metadata, "kv_shape", ()) or ())
-            shapes = [kv_shape]
-            dtypes = [getattr(metadata, "kv_dtype", None)]
-        total = 0
-        for s, dt in zip(shapes, dtypes):
-            n = 1
-            for x in s:
-                n *= int(x)
-            total += n * _dtype_size(dt)
-        self.meta_shapes = shapes
-        self.meta_dtypes = dtypes
-        self.meta_fmt = None
-        self.full_chunk_size_bytes = total
+    def _setup_geometry(self) -> None:
+        """Page size and the shapes a full page is read into."""
+        full = int(self.full_chunk_size_bytes)
+        if self.layerwise:
+            if full % self.num_layers:
+                raise ValueError(f"strata connector: chunk of {full} bytes does not split over {self.num_layers} layers")
+            self.chunk_bytes = full // self.num_layers
+            t, kv = int(self.metadata.chunk_size), int(self.metadata.kv_shape[1])
+            hidden = int(self.metadata.kv_shape[3]) * int(self.metadata.kv_shape[4])
+            if self.metadata.use_mla:  # LocalCPUBackend's layerwise formats
+                self.read_shapes, self.read_fmt = [torch.Size([t, hidden])], MemoryFormat.KV_MLA_FMT
+            elif getattr(self.config, "enable_blending", False):
+                self.read_shapes, self.read_fmt = [torch.Size([kv, t, hidden])], MemoryFormat.KV_2TD
+            else:
+                self.read_shapes, self.read_fmt = [torch.Size([t, kv, hidden])], MemoryFormat.KV_T2D
+            self.read_dtypes = list(self.meta_dtypes[:1])
+        else:
+            self.chunk_bytes = full
+            self.read_shapes, self.read_dtypes, self.read_fmt = list(self.meta_shapes), list(self.meta_dtypes), self.meta_fmt
+        self.meta_bytes = int(self.remote_metadata_bytes) if self.save_chunk_meta else 0
+        self.payload_max = self.meta_bytes + self.chunk_bytes
+        self.page_bytes = HEADER.size + self.payload_max
 
     def descriptor(self):
+        extra = {"lmcache_layerwise": "1"} if self.layerwise else None
         return lmcache_descriptor(self.metadata, tenant=self.tenant, page_bytes=self.page_bytes,
-                                  model_revision=self.model_revision, save_chunk_meta=self.save_chunk_meta)
+                                  model_revision=self.model_revision, save_chunk_meta=self.save_chunk_meta, extra=extra)
 
     def _key(self, ns: Namespace, key: Any) -> bytes:
         s = key.to_string() if hasattr(key, "to_string") else str(key)
@@ -248,9 +246,9 @@ class StrataConnector(Connected, RemoteConnector):
                     old = self._pins.pop(lookup_id, None)
                     self._pins[lookup_id] = r.lease
                 if old is not None:
-                    old.release()
+                    _quiet(old.release)
             elif r.lease is not None:
-                r.lease.release()
+                _quiet(r.lease.release)
             self._count(exists=len(keys), exists_hits=r.hit_prefix)
             return int(r.hit_prefix)
         except Exception as e:
@@ -266,8 +264,9 @@ class StrataConnector(Connected, RemoteConnector):
     def support_batched_contains(self) -> bool:
         return True
 
-    def batched_contains(self, keys: List[Any], *args: Any, **kw: Any) -> int:
-        """Number of consecutive keys present from the start (prefix hit)."""
+    def batched_contains(self, keys: List[Any]) -> int:
+        """Number of consecutive keys present from the start (prefix hit):
+        0.5.6's RemoteBackend.batched_contains returns it as is."""
         return self._contains_prefix(list(keys))
 
     def support_batched_async_contains(self) -> bool:
@@ -281,17 +280,39 @@ class StrataConnector(Connected, RemoteConnector):
 
     # ---- get -------------------------------------------------------------------------
 
+    def _alloc(self, shapes: Any, dtypes: Any, fmt: Any) -> Any:
+        obj = self.local_cpu_backend.allocate(shapes, dtypes, fmt)
+        if obj is None:
+            self._count(alloc_failures=1)
+        return obj
+
     def _get_many(self, keys: List[Any], lease: Optional[Lease] = None) -> List[Any]:
+        """Pages read straight into MemoryObjs of the full chunk (layer)
+        shape, each behind a small header buffer; a page that is a partial
+        chunk or of another shape gets an object of its own shape."""
         n = len(keys)
+        objs: List[Any] = [None] * n
+        heads: List[bytearray] = []
         try:
             if n == 0:
                 return []
             ns = self._ensure()
-            bufs = [bytearray(ns.page_bytes) for _ in range(n)]
-            out = ns.get([self._key(ns, k) for k in keys], bufs, lease=lease)
-            res = []
-            for o in out:
-                res.append(self._decode(o) if o is not None else None)
+            bufs = []
+            for i in range(n):
+                obj = self._alloc(self.read_shapes, self.read_dtypes, self.read_fmt)
+                if obj is None:
+                    break
+                objs[i] = obj
+                head = bytearray(HEADER.size + self.meta_bytes)
+                heads.append(head)
+                bufs.append(ScatterBuffer([head, obj.byte_array]))
+            m = len(bufs)  # keys past an allocation failure are misses
+            out = ns.get([self._key(ns, k) for k in keys[:m]], bufs, lease=lease) if m else []
+            res: List[Any] = [None] * n
+            for i, o in enumerate(out):
+                if o is not None:
+                    res[i] = self._finish(objs[i], heads[i])
+                    objs[i] = None  # handed on (or freed by _finish)
             hits = sum(r is not None for r in res)
             self._count(get=n, get_hits=hits, get_misses=n - hits)
             return res
@@ -299,44 +320,50 @@ class StrataConnector(Connected, RemoteConnector):
             self._fail("get", e)
             self._count(get=n, get_misses=n)
             return [None] * n
+        finally:
+            for o in objs:  # misses and failures give their buffers back
+                if o is not None:
+                    _quiet(o.ref_count_down)
 
-    def _decode(self, page: bytearray) -> Any:
-        """A verified page -> a MemoryObj from the local CPU backend, or None."""
-        mv = memoryview(page)
-        magic, _, length = HEADER.unpack_from(mv, 0)
-        if magic != MAGIC or length > self.payload_max or length < self.meta_bytes:
-            self._count(bad_pages=1)
-            return None
-        body = mv[HEADER.size:HEADER.size + length]
-        backend = self.local_cpu_backend
+    def _finish(self, obj: Any, head: bytearray) -> Any:
+        """A verified page read into obj -> the MemoryObj for LMCache, or
+        None (obj is then released)."""
+        magic, _, length = HEADER.unpack_from(head, 0)
+        data_len = length - self.meta_bytes
+        if magic != MAGIC or length > self.payload_max or data_len <= 0:
+            return self._bad(obj)
         if self.save_chunk_meta:
-            md = self.remote_metadata_cls.deserialize(bytearray(body[: self.meta_bytes]))
-            shapes = getattr(md, "shapes", None) or [md.shape]
-            dtypes = getattr(md, "dtypes", None) or [md.dtype]
-            obj = _allocate(backend, shapes, dtypes, md.fmt)
-            data = body[self.meta_bytes:]
-            if obj is None:
-                self._count(alloc_failures=1)
-                return None
-            dst = memoryview(obj.byte_array).cast("B")
-            n = min(len(dst), len(data))
-            dst[:n] = data[:n]
+            md = RemoteMetadata.deserialize(bytes(head[HEADER.size:]))
+            shapes, dtypes, fmt = list(md.shapes), list(md.dtypes), md.fmt
+            if md.length != data_len or _size(shapes, dtypes) != data_len:
+                return self._bad(obj)
+        elif data_len == self.chunk_bytes:
             return obj
-        obj = _allocate(backend, self.meta_shapes, self.meta_dtypes, self.meta_fmt)
-        if obj is None:
-            self._count(alloc_failures=1)
+        else:
+            if data_len % self.single_token_size:
+                return self._bad(obj)
+            shapes, dtypes, fmt = self.metadata.get_shapes(data_len // self.single_token_size), list(self.meta_dtypes), self.meta_fmt
+        if shapes == list(obj.get_shapes()) and dtypes == list(obj.get_dtypes()) and fmt == obj.get_memory_format():
+            return obj
+        # A partial last chunk (or a layout other than the full chunk's):
+        # an object of exactly its shape, never a padded full chunk.
+        own = self._alloc(shapes, dtypes, fmt)
+        if own is None:
+            _quiet(obj.ref_count_down)
             return None
-        dst = memoryview(obj.byte_array).cast("B")
-        n = min(len(dst), len(body))
-        dst[:n] = body[:n]
-        if n < len(dst) and hasattr(self, "reshape_partial_chunk"):
-            try:
-                obj = self.reshape_partial_chunk(obj, n)
-            except Exception:
-                obj.ref_count_down()
-                self._count(bad_pages=1)
-                return None
-        return obj
+        try:
+            memoryview(own.byte_array).cast("B")[:data_len] = memoryview(obj.byte_array).cast("B")[:data_len]
+        except Exception:
+            _quiet(own.ref_count_down)
+            return self._bad(obj)
+        _quiet(obj.ref_count_down)
+        self._count(partial_copies=1)
+        return own
+
+    def _bad(self, obj: Any) -> None:
+        self._count(bad_pages=1)
+        _quiet(obj.ref_count_down)
+        return None
 
     async def get(self, key: Any) -> Any:
         return (await self._run(self._get_many, [key]))[0]
@@ -367,28 +394,24 @@ class StrataConnector(Connected, RemoteConnector):
             out.append(o)
         for o in objs[len(out):]:
             if o is not None:
-                try:
-                    o.ref_count_down()
-                except Exception:
-                    pass
+                _quiet(o.ref_count_down)
         return out
 
     # ---- put -----------------------------------------------------------------------------
 
-    def _encode(self, memory_obj: Any) -> bytes:
+    def _encode(self, memory_obj: Any) -> bytearray:
+        """The framed page of a chunk: its one copy."""
         data = readable_bytes(memory_obj.byte_array)
-        meta = b""
-        if self.save_chunk_meta:
-            md = self.remote_metadata_cls(len(data), memory_obj.get_shapes(), memory_obj.get_dtypes(), memory_obj.get_memory_format())
-            meta = bytes(md.serialize())[: self.meta_bytes].ljust(self.meta_bytes, b"\0")
-        length = len(meta) + len(data)
-        if length > self.payload_max:
-            raise ValueError(f"chunk of {len(data)} bytes is larger than the namespace's {self.full_chunk_size_bytes}")
+        length = self.meta_bytes + len(data)
+        if len(data) == 0 or length > self.payload_max:
+            raise ValueError(f"chunk of {len(data)} bytes does not fit pages of {self.chunk_bytes} chunk bytes")
         page = bytearray(self.page_bytes)
         HEADER.pack_into(page, 0, MAGIC, 0, length)
-        page[HEADER.size:HEADER.size + len(meta)] = meta
-        page[HEADER.size + len(meta):HEADER.size + length] = data
-        return bytes(page)
+        if self.save_chunk_meta:
+            md = RemoteMetadata(len(data), memory_obj.get_shapes(), memory_obj.get_dtypes(), memory_obj.get_memory_format())
+            md.serialize_into(memoryview(page)[HEADER.size:HEADER.size + self.meta_bytes])
+        page[HEADER.size + self.meta_bytes:HEADER.size + length] = data
+        return page
 
     def _put_many(self, keys: List[Any], objs: List[Any]) -> None:
         n = len(keys)
@@ -477,20 +500,8 @@ def _quiet(fn, *a):
         pass
 
 
-def _allocate(backend: Any, shapes: Any, dtypes: Any, fmt: Any) -> Any:
-    """LocalCPUBackend.allocate across versions (lists of shapes/dtypes in
-    newer LMCache, a single shape/dtype in older)."""
-    try:
-        return backend.allocate(shapes, dtypes, fmt)
-    except TypeError:
-        return backend.allocate(shapes[0], dtypes[0], fmt)
-
-
-def _dtype_size(dt: Any) -> int:
-    if dt is None:
-        return 1
-    if hasattr(dt, "itemsize"):
-        return int(dt.itemsize)
-    from .descriptor import dtype_bytes
-
-    return dtype_bytes(str(dt)) or 1
+def _size(shapes: Any, dtypes: Any) -> int:
+    n = 0
+    for s, d in zip(shapes, dtypes):
+        n += int(torch.Size(s).numel()) * int(d.itemsize)
+    return n
