@@ -1,7 +1,8 @@
-"""What the engine connectors (lmcache.py, sglang.py) share: a namespace
+"""What the engine connectors (lmcache.py, lmcache_mp.py, sglang.py) share: a namespace
 opened on first use and reopened at most every ``reconnect_interval``
 seconds after a failure, cumulative counters, and failures counted and
-logged at most once per operation every 10 seconds."""
+logged at most once per operation every 10 seconds; batches cut into node
+calls of bounded bytes (spans)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,12 @@ class Connected:
         """Cumulative counters: hits, misses, writes, failures."""
         with self._lock:
             return dict(self._counters)
+
+
+def spans(n: int, page_bytes: int, limit: int):
+    """[start, end) runs of n pages of at most limit bytes (one page at
+    least): a batch of big pages is several node calls, each bounded by
+    its own node timeout, not one call that no timeout fits."""
+    step = max(1, limit // max(1, page_bytes))
+    for a in range(0, n, step):
+        yield a, min(n, a + step)

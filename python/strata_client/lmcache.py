@@ -74,7 +74,7 @@ try:
 except ImportError as _e:  # pragma: no cover - exercised only without LMCache
     raise ImportError(f"strata_client.lmcache needs LMCache (pip install 'strata-client[lmcache]'): {_e}") from _e
 
-from ._connector import Connected
+from ._connector import Connected, spans as _spans
 from .buffers import ScatterBuffer, readable_bytes
 from .client import Lease, Page
 from .descriptor import key_from_engine_hash
@@ -171,6 +171,9 @@ class StrataConnector(Connected, RemoteConnector):
         self.model_revision = str(opt("model_revision", ""))
         self.node_timeout = float(opt("node_timeout", 2.0))
         self.reconnect_interval = float(opt("reconnect_interval", 5.0))
+        # A node call moves at most this many bytes, so that a batch of big
+        # chunks is not one call bounded by one node_timeout.
+        self.max_call_bytes = int(opt("max_call_bytes", 64 << 20))
 
         self.layerwise = bool(getattr(config, "use_layerwise", False))
         self.num_layers = int(metadata.kv_shape[0])
@@ -307,7 +310,10 @@ class StrataConnector(Connected, RemoteConnector):
                 heads.append(head)
                 bufs.append(ScatterBuffer([head, obj.byte_array]))
             m = len(bufs)  # keys past an allocation failure are misses
-            out = ns.get([self._key(ns, k) for k in keys[:m]], bufs, lease=lease) if m else []
+            skeys = [self._key(ns, k) for k in keys[:m]]
+            out: List[Any] = []
+            for a, b in _spans(m, ns.page_bytes, self.max_call_bytes):
+                out.extend(ns.get(skeys[a:b], bufs[a:b], lease=lease))
             res: List[Any] = [None] * n
             for i, o in enumerate(out):
                 if o is not None:
@@ -425,7 +431,9 @@ class StrataConnector(Connected, RemoteConnector):
                     pages.append(Page(key=self._key(ns, k), data=self._encode(o)))
                 except Exception as e:
                     self._fail("encode", e)
-            stored = sum(r.stored for r in ns.put(pages)) if pages else 0
+            stored = 0
+            for a, b in _spans(len(pages), ns.page_bytes, self.max_call_bytes):
+                stored += sum(r.stored for r in ns.put(pages[a:b]))
             self._count(put=n, put_stored=stored, put_failed=n - stored)
         except Exception as e:
             self._fail("put", e)

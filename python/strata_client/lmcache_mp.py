@@ -61,6 +61,7 @@ try:
 except ImportError as _e:  # pragma: no cover - exercised only without LMCache
     raise ImportError(f"strata_client.lmcache_mp needs LMCache (pip install 'strata-client[lmcache]'): {_e}") from _e
 
+from ._connector import spans as _spans
 from .buffers import writable_view
 from .client import Client, Lease, Page
 from .descriptor import key_from_engine_hash
@@ -85,12 +86,14 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
       layout does not show it (the daemon's ``--chunk-size``).
     - node_timeout (float s, default 2.0), reconnect_interval (float s,
       default 5.0), lease_ttl_ms (int, default 0: the nodes' default),
-      workers (int, default 4: threads running tasks).
+      workers (int, default 4: threads running tasks), max_call_bytes (int,
+      default 64 MiB: the most bytes one node call moves, so that a batch
+      of big objects is not one call bounded by one node_timeout).
     """
 
     def __init__(self, addr: str, tenant: str = "default", token: Optional[str] = None, model_revision: str = "",
                  chunk_size: int = 256, node_timeout: float = 2.0, reconnect_interval: float = 5.0,
-                 lease_ttl_ms: int = 0, workers: int = 4):
+                 lease_ttl_ms: int = 0, workers: int = 4, max_call_bytes: int = 64 << 20):
         self.addr = addr
         self.tenant = tenant
         self.token = token
@@ -100,6 +103,7 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
         self.reconnect_interval = reconnect_interval
         self.lease_ttl_ms = lease_ttl_ms
         self.workers = workers
+        self.max_call_bytes = max_call_bytes
 
     @classmethod
     def from_dict(cls, d: dict) -> "StrataL2AdapterConfig":
@@ -107,15 +111,16 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
         if not isinstance(addr, str) or not addr.strip():
             raise ValueError("strata L2 adapter: addr must be a non-empty 'host:port[,host:port]' string")
         known = {"addr", "tenant", "token", "model_revision", "chunk_size", "node_timeout", "reconnect_interval",
-                 "lease_ttl_ms", "workers"}
+                 "lease_ttl_ms", "workers", "max_call_bytes"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"strata L2 adapter: unknown adapter_params {unknown} (known: {sorted(known)})")
         c = cls(addr=addr.strip(), tenant=str(d.get("tenant", "default")), token=d.get("token"),
                 model_revision=str(d.get("model_revision", "")), chunk_size=d.get("chunk_size", 256),
                 node_timeout=d.get("node_timeout", 2.0), reconnect_interval=d.get("reconnect_interval", 5.0),
-                lease_ttl_ms=d.get("lease_ttl_ms", 0), workers=d.get("workers", 4))
-        for name, lo in (("chunk_size", 1), ("workers", 1), ("lease_ttl_ms", 0)):
+                lease_ttl_ms=d.get("lease_ttl_ms", 0), workers=d.get("workers", 4),
+                max_call_bytes=d.get("max_call_bytes", 64 << 20))
+        for name, lo in (("chunk_size", 1), ("workers", 1), ("lease_ttl_ms", 0), ("max_call_bytes", 1)):
             v = getattr(c, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"strata L2 adapter: {name} must be an integer >= {lo}, got {v!r}")
@@ -320,7 +325,9 @@ class StrataL2Adapter(L2AdapterInterface):
             stored_keys, sizes = [], []
             for ns, idx in groups.values():
                 pages = [Page(key=self._key(ns, keys[i]), data=objects[i].byte_array) for i in idx]
-                res = ns.put(pages)
+                res = []
+                for a, b in _spans(len(pages), ns.page_bytes, self.cfg.max_call_bytes):
+                    res.extend(ns.put(pages[a:b]))
                 for i, r in zip(idx, res):
                     if r.stored:
                         done_bytes += ns.page_bytes
@@ -447,13 +454,15 @@ class StrataL2Adapter(L2AdapterInterface):
                 skeys = [self._key(ns, keys[i]) for i in idx]
                 if lease is not None:
                     self._renew_if_old(lease, 1 / 2)
-                try:
-                    out = ns.get(skeys, bufs, lease=lease)
-                except Exception as e:
-                    if lease is None or "expired" not in str(e).lower():
-                        raise
-                    self._count(lease_expired=1)  # read unprotected: a page that went is a miss
-                    out = ns.get(skeys, bufs)
+                out = []
+                for a, b in _spans(len(skeys), ns.page_bytes, self.cfg.max_call_bytes):
+                    try:
+                        out.extend(ns.get(skeys[a:b], bufs[a:b], lease=lease))
+                    except Exception as e:
+                        if lease is None or "expired" not in str(e).lower():
+                            raise
+                        self._count(lease_expired=1)  # read unprotected: a page that went is a miss
+                        out.extend(ns.get(skeys[a:b], bufs[a:b]))
                 for i, o in zip(idx, out):
                     if o is not None:
                         bm.set(i)
