@@ -61,7 +61,7 @@ try:
 except ImportError as _e:  # pragma: no cover - exercised only without LMCache
     raise ImportError(f"strata_client.lmcache_mp needs LMCache (pip install 'strata-client[lmcache]'): {_e}") from _e
 
-from ._connector import spans as _spans
+from ._connector import Connected, spans as _spans
 from .buffers import writable_view
 from .client import Client, Lease, Page
 from .descriptor import key_from_engine_hash
@@ -71,10 +71,6 @@ from .namespace import Namespace
 logger = logging.getLogger(__name__)
 
 __all__ = ["StrataL2Adapter", "StrataL2AdapterConfig"]
-
-# _LOG_EVERY is how often one operation's failures are logged, in seconds.
-_LOG_EVERY = 10.0
-
 
 class StrataL2AdapterConfig(L2AdapterConfigBase):
     """``adapter_params`` of the plugin spec.
@@ -187,14 +183,21 @@ class _Locks:
         return out
 
 
-class StrataL2Adapter(L2AdapterInterface):
-    """An L2 adapter of LMCache's multi-process daemon backed by strata."""
+class StrataL2Adapter(Connected, L2AdapterInterface):
+    """An L2 adapter of LMCache's multi-process daemon backed by strata
+    (Connected gives it counters() and rate-limited failure logs; its
+    namespaces, several, are its own)."""
 
     def __init__(self, config: Any, l1_memory_desc: Any = None):
         super().__init__(max_capacity_bytes=0)  # strata evicts by itself
         if isinstance(config, dict):
             config = StrataL2AdapterConfig.from_dict(config)
         self.cfg: StrataL2AdapterConfig = config
+        # first: it also sets _client, _ns and _last_* that are set again below
+        self._init_connected("strata L2 adapter", logger, (
+            "store_pages", "stored_pages", "store_failed", "lookup_keys", "locked_keys", "load_keys", "loaded_keys",
+            "load_misses", "unlocked_keys", "leases", "leases_released", "lease_renewals", "lease_expired",
+            "failures"))
         self._store_efd = create_event_notifier()
         self._lookup_efd = create_event_notifier()
         self._load_efd = create_event_notifier()
@@ -208,11 +211,6 @@ class StrataL2Adapter(L2AdapterInterface):
         self._ns: Dict[Tuple, Namespace] = {}
         self._last_attempt = 0.0
         self._last_error = ""
-        self._logged: Dict[str, float] = {}
-        self._counters: Dict[str, int] = {k: 0 for k in (
-            "store_pages", "stored_pages", "store_failed", "lookup_keys", "locked_keys", "load_keys", "loaded_keys",
-            "load_misses", "unlocked_keys", "leases", "leases_released", "lease_renewals", "lease_expired",
-            "failures")}
         self._locks = _Locks()
         self._pool = cf.ThreadPoolExecutor(max_workers=self.cfg.workers, thread_name_prefix="strata-l2")
         self._stop = threading.Event()
@@ -231,22 +229,6 @@ class StrataL2Adapter(L2AdapterInterface):
         return self._load_efd.fileno()
 
     # ---- connection and namespaces ------------------------------------------------------
-
-    def _count(self, **kv: int) -> None:
-        with self._mu:
-            for k, v in kv.items():
-                self._counters[k] = self._counters.get(k, 0) + v
-
-    def counters(self) -> Dict[str, int]:
-        with self._mu:
-            return dict(self._counters)
-
-    def _fail(self, op: str, e: BaseException) -> None:
-        self._count(failures=1)
-        now = time.monotonic()
-        if now - self._logged.get(op, -1e9) >= _LOG_EVERY:
-            self._logged[op] = now
-            logger.warning("strata L2 adapter: %s failed: %s", op, e)
 
     def _namespace(self, key: Any, shapes: Any, dtypes: Any) -> Namespace:
         """The namespace of key's (model, kv rank, object group) with
