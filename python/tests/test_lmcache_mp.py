@@ -202,5 +202,66 @@ class LMCacheMPNodeKilledTest(_Helpers, unittest.TestCase):
         self.assertGreater(ra.counters()["load_misses"] + ra.counters()["lookup_keys"] - ra.counters()["locked_keys"], 0)
 
 
+class LMCacheServerProcessTest(NodeTest):
+    """The real daemon: `lmcache server` started as a process (on a CPU
+    machine) with strata as its --l2-adapter, as an operator runs it."""
+
+    def test_daemon_loads_strata_and_reports_it(self):
+        import signal
+        import socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        S.require_lmcache()
+
+        def free_port():
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                return s.getsockname()[1]
+
+        exe = os.path.join(os.path.dirname(sys.executable), "lmcache")
+        if not os.access(exe, os.X_OK):
+            self.skipTest(f"no lmcache command beside {sys.executable}")
+        zmq_port, http_port = free_port(), free_port()
+        spec = {"type": "plugin", "module_path": "strata_client.lmcache_mp", "class_name": "StrataL2Adapter",
+                "adapter_params": {"addr": self.node.addr, "tenant": "acme"}}
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([S._support.PYROOT, os.environ.get("PYTHONPATH", "")]))
+        log = open(os.path.join(self.node.dir, "lmcache-server.log"), "wb")
+        self.addCleanup(log.close)
+        p = subprocess.Popen([exe, "server", "--host", "127.0.0.1", "--port", str(zmq_port), "--http-host", "127.0.0.1",
+                              "--http-port", str(http_port), "--l1-size-gb", "0.05", "--eviction-policy", "LRU",
+                              "--l2-adapter", json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
+
+        def stop():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(5)
+
+        self.addCleanup(stop)
+        status, deadline = None, time.monotonic() + 90
+        while status is None and time.monotonic() < deadline and p.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/status", timeout=2) as r:
+                    status = json.loads(r.read())
+            except OSError:
+                time.sleep(0.25)
+        if status is None:
+            log.flush()
+            with open(log.name, "rb") as f:
+                tail = f.read()[-3000:].decode(errors="replace")
+            self.fail(f"lmcache server gave no /status (exit {p.poll()}):\n{tail}")
+        (ad,) = status["storage_manager"]["l2_adapters"]
+        self.assertEqual(ad["type"], "StrataL2Adapter")
+        self.assertEqual(ad["addr"], self.node.addr)
+        self.assertTrue(ad["connected"], ad)
+        self.assertTrue(ad["is_healthy"], ad)
+
+
 if __name__ == "__main__":
     unittest.main()
