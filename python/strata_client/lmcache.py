@@ -16,12 +16,15 @@ LMCache configuration (YAML)::
       remote_storage_plugin.strata.tenant: acme
       remote_storage_plugin.strata.model_revision: 0e9e39f
 
-(or the deprecated ``remote_url: strata://10.0.0.5:7070,10.0.0.6:7070``).
 LMCache loads it as 0.5.6's ``ConnectorManager`` does: it imports
 ``module_path``, instantiates ``class_name`` (a ``ConnectorAdapter``) with
 no arguments, and asks it to ``can_parse("plugin://strata")`` for each
 ``RemoteBackend(plugin_name="strata")``; the adapter then gets a
-``ConnectorContext`` with the config and the ``LMCacheMetadata``.
+``ConnectorContext`` with the config and the ``LMCacheMetadata``. A bare
+``remote_url: strata://...`` does not load in 0.5.6 (third-party adapters
+are imported only for names in ``remote_storage_plugins``); the adapter
+still parses ``strata://host:port`` URLs, for a ``remote_url`` set beside
+the plugin.
 
 Matched against the installed ``lmcache/v1/storage_backend/connector/
 base_connector.py`` (``RemoteConnector.__init__(config, metadata)`` sets the
