@@ -287,7 +287,10 @@ class StrataConnector(Connected, RemoteConnector):
     # ---- get -------------------------------------------------------------------------
 
     def _alloc(self, shapes: Any, dtypes: Any, fmt: Any) -> Any:
-        obj = self.local_cpu_backend.allocate(shapes, dtypes, fmt)
+        """A MemoryObj from LMCache's allocator (evicting its hot cache if
+        need be), or None: never LocalCPUBackend's busy wait, which a batch
+        holding its own earlier objects could wait on for ever."""
+        obj = self.local_cpu_backend.allocate(shapes, dtypes, fmt, busy_loop=False)
         if obj is None:
             self._count(alloc_failures=1)
         return obj

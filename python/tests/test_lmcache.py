@@ -177,6 +177,25 @@ class LMCacheRemoteTest(NodeTest):
             c.ref_count_down()
         self.assertEqual(st.usage(), base)
 
+    def test_batch_larger_than_the_cpu_pool_is_misses_not_a_stall(self):
+        # LocalCPUBackend.allocate busy-waits by default for memory that
+        # only other requests can free; a get batch holding its own earlier
+        # objects must not wait on itself: the rest are misses.
+        st = self.stack(max_local_cpu_size=24 * 1024 / 2**30, blocking_timeout_secs=5)
+        keys = [st.key(0x8000 + i) for i in range(8)]
+        for k in keys:  # one at a time: the pool holds only a few chunks
+            st.put([k], [st.chunk(7)])
+        t0 = time.monotonic()
+        got = st.remote.batched_get_blocking(keys)
+        self.assertLess(time.monotonic() - t0, 4)
+        hits = [g for g in got if g is not None]
+        self.assertGreater(len(hits), 0)
+        self.assertLess(len(hits), len(keys))
+        self.assertEqual(got[:len(hits)], hits)  # the leading ones
+        self.assertGreater(st.strata.counters()["alloc_failures"], 0)
+        for g in hits:
+            g.ref_count_down()
+
     def test_random_hash_is_warned_once_and_counted(self):
         with mock.patch.dict(os.environ):
             os.environ.pop("PYTHONHASHSEED", None)
