@@ -66,6 +66,7 @@ import hashlib
 import logging
 import os
 import struct
+import time
 from typing import Any, Dict, List, Optional
 
 try:
@@ -248,8 +249,13 @@ class StrataConnector(Connected, RemoteConnector):
             ns = self._ensure()
             r = ns.lookup([self._key(ns, k) for k in keys], lease=pin)
             if pin and r.lease is not None and lookup_id is not None:
+                now_ms = time.time() * 1000
                 with self._lock:
                     old = self._pins.pop(lookup_id, None)
+                    # pins of lookups never loaded (aborted requests) go
+                    # once their lease has expired on the nodes
+                    for lid in [i for i, l in self._pins.items() if 0 < l.expires_unix_ms < now_ms]:
+                        del self._pins[lid]
                     self._pins[lookup_id] = r.lease
                 if old is not None:
                     _quiet(old.release)
