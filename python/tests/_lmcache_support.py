@@ -11,7 +11,7 @@ import threading
 import time
 import unittest
 
-import _support  # noqa: F401  (puts python/ on sys.path)
+import _support  # puts python/ on sys.path
 
 try:
     import torch
@@ -21,19 +21,15 @@ try:
     from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
     from lmcache.v1.storage_backend.remote_backend import RemoteBackend
     from lmcache.utils import CacheEngineKey, LayerCacheEngineKey
-
-    HAVE_LMCACHE, WHY = True, ""
-except ImportError as e:  # pragma: no cover - exercised only without LMCache
-    HAVE_LMCACHE, WHY = False, f"lmcache is not installed ({e}): pip install -r python/requirements/lmcache.txt"
+except ImportError:  # pragma: no cover - require_lmcache() says why
+    pass
 
 
 def require_lmcache() -> None:
-    """Skip (or fail under STRATA_REQUIRE_ENGINES=1) without LMCache."""
-    if HAVE_LMCACHE:
-        return
-    if os.environ.get("STRATA_REQUIRE_ENGINES") == "1":
-        raise AssertionError(WHY)
-    raise unittest.SkipTest(WHY)
+    """The installed lmcache (0.5.6): a clear skip without it, a failure
+    under STRATA_REQUIRE_ENGINES=1 or when a stand-in is on sys.path."""
+    _support.require_engine("lmcache.v1.storage_backend.remote_backend")
+    _support.require_engine("lmcache.v1.distributed.storage_manager")
 
 
 def assert_real(tc: unittest.TestCase, *objs) -> None:
