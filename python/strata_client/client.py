@@ -162,6 +162,13 @@ class Lease:
     def node_leases(self) -> Dict[str, List[int]]:
         return {n: [i for i, _ in ls] for n, ls in self._node_leases.items()}
 
+    def export(self) -> Tuple[int, Dict[str, List[Tuple[int, int]]]]:
+        """``(pages, {node id: [(lease id, expires unix ms)]})``: what another
+        process needs to read under this lease (``Namespace.adopt_lease``).
+        Node leases belong to the namespace, not to a connection; whoever
+        adopts them should release them (this copy then need not)."""
+        return self.pages, {n: [(int(i), int(e)) for i, e in ls] for n, ls in self._node_leases.items()}
+
     def renew(self, ttl_ms: int = 0, timeout: Optional[float] = None) -> None:
         """Extend every node lease (0: the nodes' default). Raises
         LeaseExpiredError if one had expired."""

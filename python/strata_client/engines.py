@@ -20,6 +20,7 @@ __all__ = [
     "engine_descriptor",
     "sglang_descriptor",
     "vllm_descriptor",
+    "vllm_connector_descriptor",
     "lmcache_descriptor",
     "load_hf_config",
 ]
@@ -230,11 +231,14 @@ def vllm_descriptor(
     pp_rank: int = 0,
     model_revision: str = "",
     hf_config: Optional[Mapping[str, Any]] = None,
-    layout: str = "nhd",
+    layout: str = "vllm-bhnc",
     **kw: Any,
 ) -> Descriptor:
-    """The namespace of one vLLM KV shard (``cache_config.block_size`` tokens
-    a page; ``kv_cache_dtype`` "auto" means the model dtype)."""
+    """The namespace of one vLLM KV shard (``block_size`` tokens a page:
+    ``cache_config.block_size`` times the decode-context-parallel size;
+    ``kv_cache_dtype`` "auto" means the model dtype). The connector uses
+    ``vllm_connector_descriptor``, which derives all of it from vLLM's own
+    config objects."""
     return engine_descriptor(
         tenant=tenant,
         model=_model_name(model),
@@ -251,6 +255,104 @@ def vllm_descriptor(
         hf_config=hf_config,
         **kw,
     )
+
+
+def vllm_connector_descriptor(
+    vllm_config: Any,
+    kv_cache_config: Any,
+    *,
+    tenant: str,
+    tp_rank: int,
+    pp_rank: int = 0,
+    model: Optional[str] = None,
+    model_revision: Optional[str] = None,
+    kernel_blocks: int = 1,
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Descriptor:
+    """The namespace of one vLLM worker's pages, from ``VllmConfig`` and the
+    ``KVCacheConfig`` vLLM gives the connector (the scheduler and every
+    worker compute the same one for a shard, so they agree on its ID).
+
+    A page is one vLLM KV block of every layer of the worker's single KV
+    cache group: for each layer in ``layer_names`` order, the layer view's
+    block in logical ``[H, N, C]`` order (heads, tokens, per-token bytes of
+    K and V: vLLM 0.33's RFC #42082 views), so the bytes do not depend on
+    the physical ``KVCacheLayout`` (LBHNC, BLHNC, ...). Carried: the model
+    and weight revision, model dtype and KV-cache dtype, tokens per block
+    (block size x DCP), the layer count, per-rank KV heads, head size and
+    the spec's exact page bytes, the attention backend when one is forced,
+    TP/PP sizes and ranks (TP dropped for MLA: its latent is the same on
+    every rank) and the page size, declared as ``page_bytes``. The decode
+    context-parallel size is recorded in ``extra`` (DCP ranks are TP ranks,
+    so ``tp_rank`` already tells their slices apart)."""
+    mc = getattr(vllm_config, "model_config", None)
+    cc = vllm_config.cache_config
+    pc = vllm_config.parallel_config
+    groups = list(kv_cache_config.kv_cache_groups)
+    if len(groups) != 1:
+        raise ValueError(f"strata's vLLM connector handles one KV cache group, this model has {len(groups)}")
+    group = groups[0]
+    spec = group.kv_cache_spec
+    specs = getattr(spec, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs
+    if specs:
+        spec = next(iter(specs.values()))
+    layers = len(group.layer_names)
+    layer_bytes = int(getattr(spec, "unpadded_page_size_bytes", 0) or spec.page_size_bytes)
+    dcp = int(getattr(pc, "decode_context_parallel_size", 1) or 1)
+    tokens = int(spec.block_size) * (dcp if getattr(spec, "dcp_sharded", False) else 1)
+    is_mla = "MLA" in type(spec).__name__
+    ex: Dict[str, Any] = {
+        "vllm_spec": type(spec).__name__,
+        "vllm_block_heads": int(getattr(spec, "num_kv_heads", 0) or 0),
+        "vllm_head_size": int(getattr(spec, "head_size", 0) or 0),
+        "vllm_layer_page_bytes": layer_bytes,
+    }
+    if getattr(spec, "head_size_v", None) not in (None, getattr(spec, "head_size", None)):
+        ex["vllm_head_size_v"] = int(spec.head_size_v)
+    if kernel_blocks > 1:
+        ex["vllm_kernel_blocks"] = int(kernel_blocks)
+    ac = getattr(vllm_config, "attention_config", None)
+    backend = getattr(ac, "backend", None)
+    if backend is not None:
+        ex["vllm_attention_backend"] = str(getattr(backend, "name", backend))
+    if extra:
+        ex.update(extra)
+    if dcp > 1:
+        ex["vllm_dcp"] = dcp
+    hf = None
+    if mc is not None:
+        try:
+            hf = mc.hf_text_config.to_dict()
+        except Exception:  # no Hugging Face config: no compute profile
+            hf = None
+    geo = model_geometry(hf)
+    name = model or _model_name(str(getattr(mc, "model", "") or ""))
+    rev = model_revision if model_revision is not None else str(getattr(mc, "revision", "") or "")
+    kv_dtype = str(cc.cache_dtype)
+    if kv_dtype == "auto":
+        kv_dtype = str(getattr(spec, "dtype", ""))
+    d = engine_descriptor(
+        tenant=tenant,
+        model=name,
+        model_revision=rev,
+        tokenizer_revision=str(getattr(mc, "tokenizer_revision", "") or ""),
+        engine="vllm",
+        page_tokens=tokens,
+        dtype=getattr(mc, "dtype", None) or getattr(spec, "dtype", ""),
+        kv_dtype=kv_dtype,
+        layout="vllm-bhnc",
+        tp_size=1 if is_mla else int(pc.tensor_parallel_size),
+        tp_rank=0 if is_mla else int(tp_rank),
+        pp_size=int(pc.pipeline_parallel_size),
+        pp_rank=int(pp_rank),
+        mla=False,
+        num_layers=layers,
+        page_bytes=layers * layer_bytes,
+        extra=ex,
+    )
+    d.compute = ComputeProfile(params=0, attention_heads=int(geo.get("attention_heads", 0)),
+                               attention_head_dim=int(geo.get("attention_head_dim", 0)))
+    return d.normalize()
 
 
 def lmcache_descriptor(metadata: Any, *, tenant: str, page_bytes: int, model_revision: str = "",

@@ -63,6 +63,13 @@ class Namespace:
     def key_from_engine_hash(self, engine_hash: Union[bytes, str]) -> bytes:
         return key_from_engine_hash(self.id, engine_hash)
 
+    def adopt_lease(self, exported: Tuple[int, Dict[str, List[Tuple[int, int]]]]) -> Lease:
+        """A Lease of this namespace from ``Lease.export()`` of another
+        client (e.g. taken by an engine's scheduler process, used by its
+        workers): gets name it, ``renew``/``release`` end it."""
+        pages, node_leases = exported
+        return Lease(self, int(pages), {str(n): [(int(i), int(e)) for i, e in ls] for n, ls in node_leases.items()})
+
     # ---- handshake ---------------------------------------------------------------
 
     def _handle(self, node: _Node, dl: _Deadline) -> _NSHandle:

@@ -1,0 +1,393 @@
+"""The scheduler half of strata's vLLM connector (``strata_client.vllm``).
+
+It answers vLLM's "how many more tokens can be loaded" for a waiting
+request and plans each step's loads and saves. Invariants:
+
+- ``get_num_new_matched_tokens`` is called again and again for a request
+  that cannot be scheduled yet; it never blocks and never raises. The first
+  call for a (request, computed prefix, known blocks) starts one lookup on
+  the I/O pool, on every TP shard's namespace with a lease, and answers
+  ``None`` (vLLM asks again next step); later calls answer from the result
+  (the same answer each time), and renew the leases on the pool when less
+  than the renew margin is left. A lookup that is not answered within
+  ``strata_lookup_timeout`` is a miss (its leases are released when it
+  ends); a lease that expired, or whose renewal failed, is dropped and the
+  lookup starts again.
+- The hit is the smallest hit prefix over the shards: a block is loadable
+  only if every worker can read its shard. Loads are asynchronous (vLLM
+  holds the request in WAITING_FOR_REMOTE_KVS until every worker reported
+  it in ``get_finished``).
+- Leases pass to the workers with the load (each releases its shard's after
+  reading); leases of a request that will not load (no external tokens
+  allocated, preempted, finished) are released here.
+- A request whose saves went to the workers is held at ``request_finished``
+  (its blocks stay allocated) until every worker reports its saves done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .client import Lease
+from .engines import vllm_connector_descriptor
+from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
+from .vllm_link import Link
+
+log = logging.getLogger("strata_client.vllm")
+
+
+@dataclass
+class _Lookup:
+    start: int  # first block asked (the computed prefix, in blocks)
+    end: int  # one past the last block asked
+    fut: Future  # -> (hit blocks from start, {shard: Lease})
+    began: float
+    given_up: bool = False
+
+
+@dataclass
+class _Req:
+    request: Any
+    lookup: Optional[_Lookup] = None
+    renewing: Optional[Future] = None
+    leases: Dict[str, Lease] = field(default_factory=dict)
+    expires_ms: int = 0
+    hit_end: int = 0  # blocks [start, hit_end) are loadable, from the lookup
+    load: Optional[LoadSpec] = None
+    block_ids: List[int] = field(default_factory=list)
+    saved: int = 0  # blocks below this are stored, loaded or local hits: not saved again
+    sent_saves: bool = False
+
+
+class SchedulerSide:
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, settings: Any):
+        self.s = settings
+        self._cfg = vllm_config
+        self._kvc = kv_cache_config
+        pc = vllm_config.parallel_config
+        cc = vllm_config.cache_config
+        dcp = int(getattr(pc, "decode_context_parallel_size", 1) or 1)
+        spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec if kv_cache_config is not None else None
+        self.block_tokens = int(cc.block_size) * (dcp if getattr(spec, "dcp_sharded", False) else 1)
+        hbs = getattr(kv_cache_config, "hash_block_size", None) or getattr(cc, "hash_block_size", None)
+        hbs = int(hbs or self.block_tokens)
+        if self.block_tokens % hbs:
+            raise ValueError(f"StrataConnector: block of {self.block_tokens} tokens is not a multiple of "
+                             f"vLLM's hash block size {hbs}")
+        self.hashes_per_block = self.block_tokens // hbs
+        self.tp_size = int(pc.tensor_parallel_size)
+        self._lock = threading.Lock()  # guards _reqs, _deferred, _stats (the pool's callbacks touch them)
+        self._reqs: Dict[str, _Req] = {}
+        self._deferred: Set[str] = set()
+        self._stats = dict(lookups=0, lookup_hits=0, hit_blocks=0, lookup_timeouts=0, lookup_errors=0,
+                           renewals=0, renew_failures=0, loads_planned=0, saves_planned=0, not_connected=0)
+        self.link = Link(settings, self._descriptors, "sched")
+        self.link.start()
+
+    def _descriptors(self):
+        # Every TP rank of the first pipeline stage: the scheduler's
+        # KVCacheConfig is the first stage's (vLLM builds it from worker 0's).
+        out = {}
+        for r in range(self.tp_size):
+            d = vllm_connector_descriptor(self._cfg, self._kvc, tenant=self.s.tenant, tp_rank=r, pp_rank=0,
+                                          model=self.s.model, model_revision=self.s.model_revision)
+            out[shard_name(d.tp_rank, 0)] = d
+        return out
+
+    def counters(self) -> Dict[str, int]:
+        with self._lock:
+            return dict(self._stats)
+
+    def _count(self, k: str, n: int = 1) -> None:
+        with self._lock:
+            self._stats[k] += n
+
+    # ---- keys ----
+
+    def block_hash(self, request: Any, i: int) -> bytes:
+        """vLLM's hash that ends block i (the chained hash covers the whole prefix)."""
+        return bytes(request.block_hashes[(i + 1) * self.hashes_per_block - 1])
+
+    def _loadable_blocks(self, request: Any) -> int:
+        # Full blocks with hashes, leaving at least one prompt token to compute.
+        n = len(request.block_hashes) // self.hashes_per_block
+        return max(0, min(n, (request.num_tokens - 1) // self.block_tokens))
+
+    # ---- get_num_new_matched_tokens ----
+
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
+        try:
+            return self._matched(request, int(num_computed_tokens))
+        except Exception:  # never into the engine
+            log.exception("strata: lookup for %s failed", getattr(request, "request_id", "?"))
+            self._count("lookup_errors")
+            return 0, False
+
+    def _matched(self, request: Any, num_computed: int) -> Tuple[Optional[int], bool]:
+        rid = request.request_id
+        with self._lock:
+            st = self._reqs.get(rid)
+            if st is None:
+                st = self._reqs[rid] = _Req(request)
+        start = num_computed // self.block_tokens
+        st.saved = max(st.saved, start)  # local prefix-cache hits were saved by whoever computed them
+        if not self.link.ready():
+            self._count("not_connected")
+            return 0, False
+        end = self._loadable_blocks(request)
+        if end <= start:
+            self._drop_lookup(st)
+            return 0, False
+        lk = st.lookup
+        if lk is None or lk.start != start or lk.end != end:
+            self._drop_lookup(st)
+            self._begin_lookup(st, start, end)
+            return None, False
+        if not lk.fut.done():
+            if time.monotonic() - lk.began > self.s.lookup_timeout:
+                self._count("lookup_timeouts")
+                lk.given_up = True
+                lk.fut.add_done_callback(lambda f: _release_all(_result_leases(f)))
+                st.lookup = _Lookup(start, end, _done((0, {})), time.monotonic())
+                return 0, False
+            return None, False
+        if lk.given_up:
+            return 0, False
+        if not st.leases and st.hit_end <= start:
+            return 0, False
+        now_ms = int(time.time() * 1000)
+        if st.expires_ms and now_ms >= st.expires_ms:
+            # Expired before vLLM could load it: ask again.
+            self._drop_lookup(st)
+            self._begin_lookup(st, start, end)
+            return None, False
+        if st.renewing is not None and st.renewing.done():
+            ok = st.renewing.result()
+            st.renewing = None
+            if not ok:
+                self._drop_lookup(st)
+                self._begin_lookup(st, start, end)
+                return None, False
+        self._maybe_renew(st, now_ms)
+        return (st.hit_end - start) * self.block_tokens, True
+
+    def _begin_lookup(self, st: _Req, start: int, end: int) -> None:
+        hashes = [self.block_hash(st.request, i) for i in range(start, end)]
+        shards = self.link.shards()
+        self._count("lookups")
+        fut = self.link.pool.submit(self._lookup_job, shards, hashes)
+        lk = _Lookup(start, end, fut, time.monotonic())
+        st.lookup = lk
+
+        def done(f: Future, st=st, lk=lk) -> None:
+            hit, leases = _result(f)
+            with self._lock:
+                current = st.lookup is lk and not lk.given_up
+                if current:
+                    st.hit_end = lk.start + hit
+                    st.leases = leases
+                    st.expires_ms = min((ls.expires_unix_ms for ls in leases.values()), default=0)
+                    if hit:
+                        self._stats["lookup_hits"] += 1
+                        self._stats["hit_blocks"] += hit
+            if not current:
+                _release_all(leases)
+
+        fut.add_done_callback(done)
+
+    def _lookup_job(self, shards, hashes: List[bytes]):
+        hit = len(hashes)
+        leases: Dict[str, Lease] = {}
+        try:
+            for shard, ns in shards.items():
+                keys = [ns.key_from_engine_hash(h) for h in hashes]
+                r = ns.lookup(keys, lease=True, ttl_ms=self.s.lease_ttl_ms, timeout=self.s.lookup_timeout)
+                if r.lease is not None:
+                    leases[shard] = r.lease
+                hit = min(hit, r.hit_prefix)
+                if hit == 0:
+                    break
+        except Exception as e:  # a node failure is a miss; anything else too, logged
+            log.warning("strata: lookup failed: %s", e)
+            self._count("lookup_errors")
+            hit = 0
+        if hit == 0 or len(leases) < len(shards):
+            _release_all(leases)
+            return 0, {}
+        return hit, leases
+
+    def _maybe_renew(self, st: _Req, now_ms: int) -> None:
+        if st.renewing is not None or not st.leases:
+            return
+        margin = self.s.renew_margin_ms or max(1, (self.s.lease_ttl_ms or 10_000) // 2)
+        if st.expires_ms - now_ms > margin:
+            return
+        leases = dict(st.leases)
+        self._count("renewals")
+
+        def renew() -> bool:
+            try:
+                for ls in leases.values():
+                    ls.renew(self.s.lease_ttl_ms, timeout=self.s.lookup_timeout)
+            except Exception as e:
+                log.info("strata: lease renewal failed (%s): the lookup starts again", e)
+                self._count("renew_failures")
+                return False
+            with self._lock:
+                st.expires_ms = min(ls.expires_unix_ms for ls in leases.values())
+            return True
+
+        st.renewing = self.link.pool.submit(renew)
+
+    def _drop_lookup(self, st: _Req) -> None:
+        """Forget a lookup and release its leases (on the pool)."""
+        lk, st.lookup = st.lookup, None
+        if lk is not None and not lk.fut.done():
+            lk.given_up = True
+            lk.fut.add_done_callback(lambda f: _release_all(_result_leases(f)))
+        with self._lock:
+            leases, st.leases = st.leases, {}
+            st.hit_end, st.expires_ms = 0, 0
+        if leases:
+            self.link.pool.submit(_release_all, leases)
+
+    # ---- allocation, metadata ----
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        try:
+            self._after_alloc(request, blocks, int(num_external_tokens))
+        except Exception:
+            log.exception("strata: planning the load of %s failed", getattr(request, "request_id", "?"))
+
+    def _after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        st = self._reqs.get(request.request_id)
+        if st is None:
+            return
+        if num_external_tokens <= 0:
+            if st.load is None:
+                self._drop_lookup(st)
+            return
+        lk = st.lookup
+        if lk is None or not st.leases:
+            return
+        start = lk.start
+        count = num_external_tokens // self.block_tokens
+        block_ids = list(blocks.get_block_ids()[0])
+        with self._lock:
+            leases, st.leases = st.leases, {}
+        st.load = LoadSpec(
+            req_id=request.request_id,
+            block_ids=block_ids[start:start + count],
+            hashes=[self.block_hash(request, i) for i in range(start, start + count)],
+            first_depth=start,
+            leases={shard: ls.export() for shard, ls in leases.items()},
+        )
+        st.lookup, st.hit_end, st.expires_ms = None, 0, 0
+        st.saved = max(st.saved, start + count)
+        self._count("loads_planned")
+
+    def build_connector_meta(self, scheduler_output: Any) -> StrataConnectorMetadata:
+        meta = StrataConnectorMetadata()
+        try:
+            self._build(scheduler_output, meta)
+        except Exception:
+            log.exception("strata: building the step's metadata failed; this step saves and loads what was planned")
+        return meta
+
+    def _build(self, so: Any, meta: StrataConnectorMetadata) -> None:
+        from vllm.distributed.kv_transfer.kv_connector.utils import yield_req_data
+
+        with self._lock:
+            meta.deferred, self._deferred = self._deferred, set()
+        for rid in getattr(so, "preempted_req_ids", None) or ():
+            st = self._reqs.get(rid)
+            if st is not None:
+                self._drop_lookup(st)
+                st.load, st.block_ids = None, []
+            meta.preempted.add(rid)
+        for rid, new_ids, full in yield_req_data(so):
+            st = self._reqs.get(rid)
+            if st is None:
+                continue
+            if new_ids is not None:
+                ids = list(new_ids[0])
+                st.block_ids = ids if full else st.block_ids + ids
+            if st.load is not None:
+                meta.loads.append(st.load)
+                st.load = None
+            self._plan_saves(st, so.num_scheduled_tokens.get(rid, 0), meta)
+
+    def _plan_saves(self, st: _Req, scheduled: int, meta: StrataConnectorMetadata) -> None:
+        req = st.request
+        done = req.num_computed_tokens + scheduled  # computed once this step ran
+        limit = req.num_tokens if self.s.save_decode else req.num_prompt_tokens
+        end = min(done, limit) // self.block_tokens
+        end = min(end, len(req.block_hashes) // self.hashes_per_block, len(st.block_ids))
+        if end <= st.saved or not self.link.ready():
+            return
+        first = st.saved
+        meta.saves.append(SaveSpec(
+            req_id=req.request_id,
+            block_ids=st.block_ids[first:end],
+            hashes=[self.block_hash(req, i) for i in range(first, end)],
+            first_depth=first,
+            parent=self.block_hash(req, first - 1) if first > 0 else None,
+        ))
+        st.saved = end
+        st.sent_saves = True
+        self._count("saves_planned", end - first)
+
+    def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        try:
+            with self._lock:
+                st = self._reqs.pop(request.request_id, None)
+            if st is None:
+                return False, None
+            self._drop_lookup(st)
+            if st.sent_saves:
+                with self._lock:
+                    self._deferred.add(request.request_id)
+                return True, None
+        except Exception:
+            log.exception("strata: request_finished failed")
+        return False, None
+
+    def close(self) -> None:
+        with self._lock:
+            reqs, self._reqs = list(self._reqs.values()), {}
+        for st in reqs:
+            try:
+                self._drop_lookup(st)
+            except Exception:
+                pass
+        self.link.close()
+
+
+def _done(v: Any) -> Future:
+    f: Future = Future()
+    f.set_result(v)
+    return f
+
+
+def _result(f: Future):
+    try:
+        return f.result()
+    except Exception:
+        return 0, {}
+
+
+def _result_leases(f: Future) -> Dict[str, Lease]:
+    return _result(f)[1]
+
+
+def _release_all(leases: Dict[str, Lease]) -> None:
+    for ls in leases.values():
+        try:
+            ls.release(timeout=2.0)
+        except Exception:
+            pass

@@ -1,0 +1,338 @@
+"""The worker half of strata's vLLM connector (``strata_client.vllm``).
+
+One per vLLM worker (TP/PP rank); it reads and writes that rank's shard
+namespace. A page is one KV block of every layer of the rank's KV cache
+group: for each layer (``layer_names`` order) the layer view's block in
+logical ``[H, N, C]`` order, as vLLM 0.33 registers its caches
+(``kv_caches[layer]`` is a ``[B, H, N, C]`` view whose physical strides
+follow the resolved ``KVCacheLayout``). A block of a layer is cut into the
+fewest contiguous runs of that view (one for block-compact layouts, one
+per head for head-outer ones), and the page is those runs in order.
+
+- Loads (``start_load_kv``) run on the I/O pool: a verified get under the
+  scheduler's lease, received straight into the runs of the engine's
+  blocks when the cache is in host memory (``ScatterBuffer``: no copy
+  besides the socket's), or into one pinned staging page then copied to
+  the device (one copy). A page that is missing, fails its checksum, or
+  whose get fails (node down, lease expired) marks that block and every
+  later block of the request failed: ``get_block_ids_with_load_errors``
+  reports them, and the request is reported in ``get_finished``'s
+  receiving set either way, so vLLM recomputes (never an exception).
+- Saves (``wait_for_save``) run on the pool too: the block's runs are
+  gathered into one page buffer (the one copy; from the device after an
+  event recorded on the compute stream) and put with the client's
+  checksummed put (a page becomes visible only after the node verified it).
+  A request vLLM holds for its saves (``deferred`` in the metadata) is
+  reported in ``get_finished``'s sending set once its saves ended.
+- ``handle_preemptions`` waits for the saves of preempted requests before
+  vLLM reuses their blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, wait
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .buffers import ScatterBuffer
+from .client import Page
+from .engines import vllm_connector_descriptor
+from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
+from .vllm_link import Link
+
+log = logging.getLogger("strata_client.vllm")
+
+
+class WorkerSide:
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, settings: Any):
+        self.s = settings
+        self._cfg = vllm_config
+        self._kvc = kv_cache_config
+        pc = vllm_config.parallel_config
+        self.tp_rank, self.pp_rank = _ranks(pc)
+        self.shard = ""
+        self._layers: List[Any] = []  # per layer: the [B, H, N, C] view (or [B*r, ...] kernel blocks)
+        self._ratio = 1
+        self._page_bytes = 0
+        self._device = None
+        self._lock = threading.Lock()
+        # guarded by _lock
+        self._recving_done: Set[str] = set()
+        self._failed_blocks: Set[int] = set()
+        self._saves: Dict[str, List[Future]] = {}
+        self._deferred: Set[str] = set()
+        self._stats = dict(loads=0, loaded_pages=0, load_failures=0, failed_pages=0, saves=0, saved_pages=0,
+                           save_failures=0, saves_skipped=0)
+        self.link: Optional[Link] = None
+        self.disabled = ""
+
+    def counters(self) -> Dict[str, int]:
+        with self._lock:
+            return dict(self._stats)
+
+    def _count(self, k: str, n: int = 1) -> None:
+        with self._lock:
+            self._stats[k] += n
+
+    # ---- registration ----
+
+    def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
+        try:
+            self._register(kv_caches)
+        except Exception as e:
+            self.disabled = f"{type(e).__name__}: {e}"
+            log.error("strata: KV caches not usable (%s): the connector is off on this worker", self.disabled)
+            return
+        d = vllm_connector_descriptor(self._cfg, self._kvc, tenant=self.s.tenant, tp_rank=self.tp_rank,
+                                      pp_rank=self.pp_rank, model=self.s.model, model_revision=self.s.model_revision,
+                                      kernel_blocks=self._ratio)
+        if d.page_bytes != self._page_bytes:
+            self.disabled = f"pages of {self._page_bytes} bytes in the caches, {d.page_bytes} from the KV cache spec"
+            log.error("strata: %s: the connector is off on this worker", self.disabled)
+            return
+        self.shard = shard_name(d.tp_rank, d.pp_rank)
+        self.link = Link(self.s, lambda: {self.shard: d}, f"w{self.tp_rank}")
+        self.link.start()
+
+    def _register(self, kv_caches: Dict[str, Any]) -> None:
+        group = self._kvc.kv_cache_groups[0]
+        names = [n for n in group.layer_names if n in kv_caches]
+        if not names:
+            raise ValueError("no KV cache of the group's layers was registered")
+        nb = int(self._kvc.num_blocks)
+        views = []
+        ratio = None
+        for n in names:
+            t = kv_caches[n]
+            if t.dim() < 2 or t.shape[0] % nb:
+                raise ValueError(f"layer {n}: cache of shape {tuple(t.shape)} has no leading block dimension of {nb}")
+            r = t.shape[0] // nb
+            if ratio is None:
+                ratio = r
+            elif r != ratio:
+                raise ValueError(f"layer {n}: {r} kernel blocks a block, other layers {ratio}")
+            views.append(t)
+        self._layers = views
+        self._ratio = ratio or 1
+        self._device = views[0].device
+        self._page_bytes = sum(_nbytes(self._block_view(v, 0)) for v in views)
+
+    def _block_view(self, t: Any, b: int) -> Any:
+        r = self._ratio
+        return t[b] if r == 1 else t[b * r:(b + 1) * r]
+
+    def _runs(self, b: int) -> List[Any]:
+        """The contiguous runs of block b over every layer, as uint8 tensors."""
+        out: List[Any] = []
+        for t in self._layers:
+            _contiguous_runs(self._block_view(t, b), out)
+        return out
+
+    def _ready(self) -> bool:
+        return not self.disabled and self.link is not None and self.link.ready()
+
+    # ---- loads ----
+
+    def start_load_kv(self, meta: StrataConnectorMetadata) -> None:
+        try:
+            with self._lock:
+                self._deferred |= set(meta.deferred)
+            for ld in meta.loads:
+                self._start_load(ld)
+        except Exception:
+            log.exception("strata: starting loads failed")
+
+    def _start_load(self, ld: LoadSpec) -> None:
+        self._count("loads")
+        if not self._ready():
+            self._load_done(ld, 0)
+            return
+        fut = self.link.pool.submit(self._load_job, ld)
+        fut.add_done_callback(lambda f, ld=ld: self._load_done(ld, _int_result(f)))
+
+    def _load_job(self, ld: LoadSpec) -> int:
+        """Reads ld's pages; returns how many from the start arrived verified."""
+        ns = self.link.ns(self.shard)
+        lease = None
+        exported = ld.leases.get(self.shard)
+        if exported is not None:
+            lease = ns.adopt_lease(exported)
+        try:
+            keys = [ns.key_from_engine_hash(h) for h in ld.hashes]
+            if self._device is None or self._device.type == "cpu":
+                bufs = [ScatterBuffer([_mv(r) for r in self._runs(b)]) for b in ld.block_ids]
+                got = ns.get(keys, bufs, lease=lease, timeout=self.s.lookup_timeout + self.s.node_timeout * 2)
+                return _prefix(got)
+            return self._load_via_staging(ns, keys, ld, lease)
+        except Exception as e:  # node down, lease expired, ...: the blocks are recomputed
+            log.warning("strata: load of %s failed: %s", ld.req_id, e)
+            return 0
+        finally:
+            if lease is not None:
+                try:
+                    lease.release(timeout=self.s.node_timeout)
+                except Exception:
+                    pass
+
+    def _load_via_staging(self, ns: Any, keys: List[bytes], ld: LoadSpec, lease: Any) -> int:
+        import torch
+
+        stage = [torch.empty(self._page_bytes, dtype=torch.uint8, pin_memory=True) for _ in keys]
+        got = ns.get(keys, stage, lease=lease, timeout=self.s.lookup_timeout + self.s.node_timeout * 2)
+        n = _prefix(got)
+        stream = torch.cuda.Stream(device=self._device)
+        with torch.cuda.stream(stream):
+            for j in range(n):
+                off = 0
+                for r in self._runs(ld.block_ids[j]):
+                    r.copy_(stage[j][off:off + r.numel()], non_blocking=True)
+                    off += r.numel()
+        stream.synchronize()
+        return n
+
+    def _load_done(self, ld: LoadSpec, n: int) -> None:
+        with self._lock:
+            self._stats["loaded_pages"] += n
+            if n < len(ld.block_ids):
+                self._stats["load_failures"] += 1
+                self._stats["failed_pages"] += len(ld.block_ids) - n
+                self._failed_blocks.update(ld.block_ids[n:])
+            self._recving_done.add(ld.req_id)
+
+    # ---- saves ----
+
+    def wait_for_save(self, meta: StrataConnectorMetadata) -> None:
+        try:
+            if not meta.saves:
+                return
+            if not self._ready():
+                self._count("saves_skipped", sum(len(s.block_ids) for s in meta.saves))
+                return
+            event = None
+            if self._device is not None and self._device.type == "cuda":
+                import torch
+
+                event = torch.cuda.Event()
+                event.record()  # the step's KV writes come before the copy out
+            for sv in meta.saves:
+                fut = self.link.pool.submit(self._save_job, sv, event)
+                with self._lock:
+                    self._saves.setdefault(sv.req_id, []).append(fut)
+        except Exception:
+            log.exception("strata: submitting saves failed")
+
+    def _save_job(self, sv: SaveSpec, event: Any) -> None:
+        try:
+            import torch
+
+            if event is not None:
+                event.synchronize()
+            ns = self.link.ns(self.shard)
+            pin = self._device is not None and self._device.type == "cuda"
+            pages = []
+            parent = ns.key_from_engine_hash(sv.parent) if sv.parent is not None else None
+            for j, b in enumerate(sv.block_ids):
+                buf = torch.empty(self._page_bytes, dtype=torch.uint8, pin_memory=pin)
+                off = 0
+                for r in self._runs(b):
+                    buf[off:off + r.numel()].copy_(r)
+                    off += r.numel()
+                key = ns.key_from_engine_hash(sv.hashes[j])
+                pages.append(Page(key=key, data=buf, parent=parent, depth=sv.first_depth + j))
+                parent = key
+            res = ns.put(pages, timeout=self.s.node_timeout * 4)
+            ok = sum(1 for r in res if r.stored)
+            self._count("saves")
+            self._count("saved_pages", ok)
+            if ok < len(res):
+                self._count("save_failures", len(res) - ok)
+        except Exception as e:  # a dropped save is a future miss
+            log.warning("strata: save of %s failed: %s", sv.req_id, e)
+            self._count("save_failures", len(sv.block_ids))
+
+    def handle_preemptions(self, meta: Any) -> None:
+        try:
+            pre = set(getattr(meta, "preempted", ()) or ())
+            with self._lock:
+                futs = [f for rid in pre for f in self._saves.get(rid, [])]
+            if futs:
+                wait(futs, timeout=self.s.node_timeout * 8)
+        except Exception:
+            log.exception("strata: waiting for the saves of preempted requests failed")
+
+    # ---- completion ----
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        try:
+            with self._lock:
+                sending = set()
+                for rid in list(self._deferred):
+                    futs = self._saves.get(rid, [])
+                    if all(f.done() for f in futs):
+                        sending.add(rid)
+                        self._deferred.discard(rid)
+                        self._saves.pop(rid, None)
+                recving, self._recving_done = self._recving_done, set()
+            return (sending or None), (recving or None)
+        except Exception:
+            log.exception("strata: get_finished failed")
+            return None, None
+
+    def get_block_ids_with_load_errors(self) -> Set[int]:
+        with self._lock:
+            out, self._failed_blocks = self._failed_blocks, set()
+        return out
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+
+
+def _ranks(pc: Any) -> Tuple[int, int]:
+    tp = int(pc.tensor_parallel_size)
+    pp = int(pc.pipeline_parallel_size)
+    if tp == 1 and pp == 1:
+        return 0, 0
+    from vllm.distributed.parallel_state import get_pp_group, get_tensor_model_parallel_rank
+
+    return int(get_tensor_model_parallel_rank()), int(get_pp_group().rank_in_group)
+
+
+def _contiguous_runs(v: Any, out: List[Any]) -> None:
+    """Append the contiguous pieces of view v, in logical order, as flat uint8 views."""
+    if v.is_contiguous():
+        out.append(v.reshape(-1).view(_uint8()))
+        return
+    for i in range(v.shape[0]):
+        _contiguous_runs(v[i], out)
+
+
+def _uint8():
+    import torch
+
+    return torch.uint8
+
+
+def _nbytes(v: Any) -> int:
+    return int(v.numel()) * int(v.element_size())
+
+
+def _mv(t: Any) -> memoryview:
+    return memoryview(t.numpy())
+
+
+def _prefix(got: List[Any]) -> int:
+    n = 0
+    for g in got:
+        if g is None:
+            break
+        n += 1
+    return n
+
+
+def _int_result(f: Future) -> int:
+    try:
+        return int(f.result())
+    except Exception:
+        return 0
