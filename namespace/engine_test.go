@@ -65,6 +65,13 @@ func TestVLLMNoneHash(t *testing.T) {
 	if got := hex.EncodeToString(VLLMNoneHash("0")); got != seed0 {
 		t.Fatalf("VLLMNoneHash(\"0\") = %s, want %s", got, seed0)
 	}
+	// vLLM 0.33's seed when PYTHONHASHSEED is unset; the same digest is
+	// what the installed wheel's init_none_hash(sha256_cbor) gives
+	// (python/tests/test_vllm.py checks the Python helper against it).
+	const unset = "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0"
+	if got := hex.EncodeToString(VLLMNoneHash(VLLMDefaultNoneHashSeed)); got != unset {
+		t.Fatalf("VLLMNoneHash(VLLMDefaultNoneHashSeed) = %s, want %s", got, unset)
+	}
 	long := strings.Repeat("s", 300)
 	want := stdsha256.Sum256(append([]byte{0x79, 0x01, 0x2c}, long...))
 	if got := VLLMNoneHash(long); !bytes.Equal(got, want[:]) {

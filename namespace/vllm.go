@@ -8,30 +8,44 @@ import (
 	"github.com/minio/sha256-simd"
 )
 
-// vLLM's sha256_cbor block hash (prefix caching, V1 engine), matched
-// against vllm-project/vllm vllm/utils/hashing.py sha256_cbor (commit
-// ac621345) and vllm/v1/core/kv_cache_utils.py init_none_hash and
-// hash_block_tokens (commit 001cabc1); the published API docs show the
-// same sha256_cbor in v0.12 and v0.20 and the same raw-bytes BlockHash and
-// NONE_HASH in v0.15 (later versions not checked):
+// vLLM's sha256_cbor block hash (prefix caching, V1 engine), checked
+// against the installed vllm==0.33.0 wheel (vllm/utils/hashing.py
+// sha256_cbor; vllm/v1/core/kv_cache_utils.py init_none_hash,
+// resolve_none_hash_seed, hash_block_tokens, get_request_block_hasher) by
+// python/tests/test_vllm.py:
 //
 //	sha256_cbor(x) = SHA-256(cbor2.dumps(x, canonical=True))
-//	NONE_HASH      = sha256_cbor(os.environ["PYTHONHASHSEED"])  (a str)
-//	block_i        = sha256_cbor((block_{i-1} or NONE_HASH,
-//	                             tuple(tokens of block i), extra_keys))
+//	NONE_HASH      = hash_fn(seed)   (seed a str)
+//	block_i        = hash_fn((block_{i-1} or NONE_HASH,
+//	                          tuple(tokens of block i), extra_keys))
+//
+// The seed is PYTHONHASHSEED when it is set. When it is unset, vLLM 0.33
+// uses the fixed VLLMDefaultNoneHashSeed for its cryptographic hashes
+// (sha256, sha256_cbor), so independent processes share hashes without
+// configuration; only xxhash and xxhash_cbor draw a random per-process seed
+// (their hashes cannot be reproduced anywhere else). vLLM's default
+// prefix_caching_hash_algo is "sha256": SHA-256 of pickle.dumps(x,
+// HIGHEST_PROTOCOL) of the same tuple, which this package does not
+// reproduce (Python's strata_client.descriptor does, with pickle itself);
+// engines that need Go-side keys configure sha256_cbor.
 //
 // The tuple is a CBOR array of three items: the parent as a byte string,
 // the tokens as an array of unsigned integers (shortest form), and the
 // extra keys (None -> null; otherwise a tuple of LoRA name, multimodal
 // (identifier, offset) pairs, cache salt and prompt-embeds digests, in
-// that order). When PYTHONHASHSEED is unset vLLM draws NONE_HASH from
-// os.urandom(32): its hashes are then private to one process and cannot be
-// reproduced here or anywhere else; set PYTHONHASHSEED on every engine
-// that shares a cache. Only full blocks are hashed. blockSize is the
-// engine's hash block size (cache_config.block_size; vLLM multiplies it by
-// the decode-context-parallel size when DCP is on). Older vLLM versions
-// with integer block hashes (BlockHash.hash_value, sha256_cbor_64bit) are
-// not reproduced.
+// that order; with speculative-decoding lookahead, (extra, *lookahead
+// tokens)). Only full blocks are hashed. blockSize is vLLM's hash block
+// size (KVCacheConfig.hash_block_size): with one KV cache group it is
+// cache_config.block_size times the decode-context-parallel size; with
+// several groups it may be smaller than a group's block (their GCD, or
+// cache_config.prefix_match_unit), and a block of such a group is then
+// named by the hash that ends it. Older vLLM versions with integer block
+// hashes (BlockHash.hash_value, sha256_cbor_64bit) are not reproduced.
+
+// VLLMDefaultNoneHashSeed is the seed vLLM 0.33 derives NONE_HASH from
+// when PYTHONHASHSEED is unset and the hash is sha256 or sha256_cbor
+// (DEFAULT_NONE_HASH_SEED in vllm/v1/core/kv_cache_utils.py).
+const VLLMDefaultNoneHashSeed = "vllm-none-hash"
 
 // VLLMNoneHash returns vLLM's NONE_HASH under sha256_cbor for the given
 // PYTHONHASHSEED value: SHA-256 of the seed string encoded as a CBOR text

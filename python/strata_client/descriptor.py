@@ -35,6 +35,7 @@ __all__ = [
     "sglang_page_hash",
     "sglang_page_hashes",
     "vllm_none_hash",
+    "VLLM_DEFAULT_NONE_HASH_SEED",
     "vllm_block_hash",
     "vllm_block_hashes",
     "sha256_cbor",
@@ -542,23 +543,46 @@ def sha256_cbor(x: Any) -> bytes:
     return hashlib.sha256(cbor_encode(x)).digest()
 
 
-def vllm_none_hash(python_hash_seed: str) -> bytes:
-    """vLLM's NONE_HASH for ``PYTHONHASHSEED=python_hash_seed`` (sha256_cbor)."""
-    return sha256_cbor(python_hash_seed)
+#: The seed vLLM 0.33 derives NONE_HASH from when PYTHONHASHSEED is unset
+#: and the hash is cryptographic (sha256, sha256_cbor): fixed, so that
+#: processes share hashes (vllm/v1/core/kv_cache_utils.py
+#: DEFAULT_NONE_HASH_SEED). xxhash/xxhash_cbor draw a random per-process
+#: seed instead: their hashes cannot be reproduced.
+VLLM_DEFAULT_NONE_HASH_SEED = "vllm-none-hash"
+
+_VLLM_ALGOS = ("sha256", "sha256_cbor")
 
 
-def vllm_block_hash(parent: bytes, tokens: Sequence[int], extra_keys: Any = None) -> bytes:
-    """sha256_cbor((parent, tuple(tokens), extra_keys))."""
-    return sha256_cbor((bytes(parent), tuple(int(t) for t in tokens), extra_keys))
+def _vllm_hash(algo: str, x: Any) -> bytes:
+    if algo == "sha256_cbor":
+        return sha256_cbor(x)
+    if algo == "sha256":  # vLLM's default: SHA-256 of pickle.dumps(x, HIGHEST_PROTOCOL)
+        import pickle
+
+        return hashlib.sha256(pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+    raise ValueError(f"vLLM hash {algo!r} is not reproducible here; want one of {_VLLM_ALGOS}")
 
 
-def vllm_block_hashes(none_hash: bytes, tokens: Sequence[int], block_size: int) -> List[bytes]:
-    """Block hashes of every full block, extra keys None, chained from NONE_HASH."""
+def vllm_none_hash(python_hash_seed: Optional[str] = None, algo: str = "sha256_cbor") -> bytes:
+    """vLLM's NONE_HASH for ``PYTHONHASHSEED=python_hash_seed`` (None: unset,
+    vLLM's fixed default seed) under ``algo`` (``prefix_caching_hash_algo``)."""
+    seed = VLLM_DEFAULT_NONE_HASH_SEED if python_hash_seed is None else python_hash_seed
+    return _vllm_hash(algo, seed)
+
+
+def vllm_block_hash(parent: bytes, tokens: Sequence[int], extra_keys: Any = None, algo: str = "sha256_cbor") -> bytes:
+    """hash_fn((parent, tuple(tokens), extra_keys)) (vLLM's hash_block_tokens)."""
+    return _vllm_hash(algo, (bytes(parent), tuple(int(t) for t in tokens), extra_keys))
+
+
+def vllm_block_hashes(none_hash: bytes, tokens: Sequence[int], block_size: int, algo: str = "sha256_cbor") -> List[bytes]:
+    """Block hashes of every full block (vLLM's hash block size), extra keys
+    None, chained from NONE_HASH."""
     if block_size <= 0:
         raise ValueError("block_size must be > 0")
     out: List[bytes] = []
     parent = bytes(none_hash)
     for i in range(len(tokens) // block_size):
-        parent = vllm_block_hash(parent, tokens[i * block_size:(i + 1) * block_size], None)
+        parent = vllm_block_hash(parent, tokens[i * block_size:(i + 1) * block_size], None, algo)
         out.append(parent)
     return out
