@@ -31,6 +31,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The tests' caches are CPU tensors: vLLM's CPU platform (its documented
+# switch; without it a machine with no GPU has no device type to infer).
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import _support  # noqa: E402
 
@@ -223,6 +226,7 @@ def peer_main(addr, tokens_json, layout):
     s, w = connectors(cfg, kvc)
     caches, _ = kv_caches(kvc, layout)
     w.register_kv_caches(caches)
+    wait_for(lambda: s._sched.link.ready() and w._worker.link.ready(), 20, "the peer to connect")
     req = make_request("peer-1", tokens)
     n, async_load = ask(s, req)
     ids = list(range(NUM_BLOCKS - 1, NUM_BLOCKS - 1 - (len(tokens) + BLOCK - 1) // BLOCK, -1))
@@ -317,7 +321,8 @@ class VLLMConnectorTest(unittest.TestCase):
         self.assertEqual(first, (3 * BLOCK, True))
         for _ in range(5):
             self.assertEqual(ask(s, req), first)
-        wait_for(lambda: s.counters()["renewals"] >= 1, 10, "a renewal on a repeated ask")
+        wait_for(lambda: ask(s, req) == first and s.counters()["renewals"] >= 1, 10, "a renewal on a repeated ask")
+        self.assertEqual(ask(s, req), first)
         self.assertEqual(s.counters()["renew_failures"], 0)
         self.assertEqual(s.request_finished(req, []), (False, None))
 
