@@ -231,7 +231,7 @@ def vllm_descriptor(
     pp_rank: int = 0,
     model_revision: str = "",
     hf_config: Optional[Mapping[str, Any]] = None,
-    layout: str = "vllm-bhnc",
+    layout: str = "nhd",
     **kw: Any,
 ) -> Descriptor:
     """The namespace of one vLLM KV shard (``block_size`` tokens a page:
