@@ -15,7 +15,8 @@ version is ``__version__`` below, read by python/pyproject.toml).
         bufs = ns.get(keys[:hit], lease=lease)
 
 Engine adapters: strata_client.sglang (HiCacheStorage backend) and
-strata_client.lmcache (LMCache remote connector); descriptor helpers from
+strata_client.lmcache (LMCache remote connector), strata_client.vllm (vLLM
+KV connector); non-blocking calls: strata_client.futures; descriptor helpers from
 engine settings: strata_client.engines.
 """
 
