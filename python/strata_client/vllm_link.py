@@ -20,6 +20,22 @@ from .namespace import Namespace
 log = logging.getLogger("strata_client.vllm")
 
 
+class Counters:
+    """Named event counts, safe to bump from the I/O pool's threads."""
+
+    def __init__(self, *names: str):
+        self._lock = threading.Lock()
+        self._c: Dict[str, int] = dict.fromkeys(names, 0)  # guarded by _lock
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._c[name] += n
+
+    def snapshot(self) -> Dict[str, int]:
+        with self._lock:
+            return dict(self._c)
+
+
 class Link:
     """Client + namespaces (by shard name) + one I/O pool."""
 

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from .client import Lease
 from .engines import vllm_connector_descriptor
 from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
-from .vllm_link import Link
+from .vllm_link import Counters, Link
 
 log = logging.getLogger("strata_client.vllm")
 
@@ -81,11 +81,11 @@ class SchedulerSide:
                              f"vLLM's hash block size {hbs}")
         self.hashes_per_block = self.block_tokens // hbs
         self.tp_size = int(pc.tensor_parallel_size)
-        self._lock = threading.Lock()  # guards _reqs, _deferred, _stats (the pool's callbacks touch them)
+        self._lock = threading.Lock()  # guards _reqs, _deferred and lookup results (the pool's callbacks set them)
         self._reqs: Dict[str, _Req] = {}
         self._deferred: Set[str] = set()
-        self._stats = dict(lookups=0, lookup_hits=0, hit_blocks=0, lookup_timeouts=0, lookup_errors=0,
-                           renewals=0, renew_failures=0, loads_planned=0, saves_planned=0, not_connected=0)
+        self.stats = Counters("lookups", "lookup_hits", "hit_blocks", "lookup_timeouts", "lookup_errors", "renewals",
+                              "renew_failures", "loads_planned", "saves_planned", "not_connected")
         self.link = Link(settings, self._descriptors, "sched")
         self.link.start()
 
@@ -100,12 +100,7 @@ class SchedulerSide:
         return out
 
     def counters(self) -> Dict[str, int]:
-        with self._lock:
-            return dict(self._stats)
-
-    def _count(self, k: str, n: int = 1) -> None:
-        with self._lock:
-            self._stats[k] += n
+        return self.stats.snapshot()
 
     # ---- keys ----
 
@@ -125,7 +120,7 @@ class SchedulerSide:
             return self._matched(request, int(num_computed_tokens))
         except Exception:  # never into the engine
             log.exception("strata: lookup for %s failed", getattr(request, "request_id", "?"))
-            self._count("lookup_errors")
+            self.stats.add("lookup_errors")
             return 0, False
 
     def _matched(self, request: Any, num_computed: int) -> Tuple[Optional[int], bool]:
@@ -137,7 +132,7 @@ class SchedulerSide:
         start = num_computed // self.block_tokens
         st.saved = max(st.saved, start)  # local prefix-cache hits were saved by whoever computed them
         if not self.link.ready():
-            self._count("not_connected")
+            self.stats.add("not_connected")
             return 0, False
         end = self._loadable_blocks(request)
         if end <= start:
@@ -150,7 +145,7 @@ class SchedulerSide:
             return None, False
         if not lk.fut.done():
             if time.monotonic() - lk.began > self.s.lookup_timeout:
-                self._count("lookup_timeouts")
+                self.stats.add("lookup_timeouts")
                 lk.given_up = True
                 lk.fut.add_done_callback(lambda f: _release_all(_result_leases(f)))
                 st.lookup = _Lookup(start, end, _done((0, {})), time.monotonic())
@@ -179,7 +174,7 @@ class SchedulerSide:
     def _begin_lookup(self, st: _Req, start: int, end: int) -> None:
         hashes = [self.block_hash(st.request, i) for i in range(start, end)]
         shards = self.link.shards()
-        self._count("lookups")
+        self.stats.add("lookups")
         fut = self.link.pool.submit(self._lookup_job, shards, hashes)
         lk = _Lookup(start, end, fut, time.monotonic())
         st.lookup = lk
@@ -192,9 +187,9 @@ class SchedulerSide:
                     st.hit_end = lk.start + hit
                     st.leases = leases
                     st.expires_ms = min((ls.expires_unix_ms for ls in leases.values()), default=0)
-                    if hit:
-                        self._stats["lookup_hits"] += 1
-                        self._stats["hit_blocks"] += hit
+            if current and hit:
+                self.stats.add("lookup_hits")
+                self.stats.add("hit_blocks", hit)
             if not current:
                 _release_all(leases)
 
@@ -214,7 +209,7 @@ class SchedulerSide:
                     break
         except Exception as e:  # a node failure is a miss; anything else too, logged
             log.warning("strata: lookup failed: %s", e)
-            self._count("lookup_errors")
+            self.stats.add("lookup_errors")
             hit = 0
         if hit == 0 or len(leases) < len(shards):
             _release_all(leases)
@@ -228,7 +223,7 @@ class SchedulerSide:
         if st.expires_ms - now_ms > margin:
             return
         leases = dict(st.leases)
-        self._count("renewals")
+        self.stats.add("renewals")
 
         def renew() -> bool:
             try:
@@ -236,7 +231,7 @@ class SchedulerSide:
                     ls.renew(self.s.lease_ttl_ms, timeout=self.s.lookup_timeout)
             except Exception as e:
                 log.info("strata: lease renewal failed (%s): the lookup starts again", e)
-                self._count("renew_failures")
+                self.stats.add("renew_failures")
                 return False
             with self._lock:
                 st.expires_ms = min(ls.expires_unix_ms for ls in leases.values())
@@ -289,7 +284,7 @@ class SchedulerSide:
         )
         st.lookup, st.hit_end, st.expires_ms = None, 0, 0
         st.saved = max(st.saved, start + count)
-        self._count("loads_planned")
+        self.stats.add("loads_planned")
 
     def build_connector_meta(self, scheduler_output: Any) -> StrataConnectorMetadata:
         meta = StrataConnectorMetadata()
@@ -340,7 +335,7 @@ class SchedulerSide:
         ))
         st.saved = end
         st.sent_saves = True
-        self._count("saves_planned", end - first)
+        self.stats.add("saves_planned", end - first)
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
         try:

@@ -39,18 +39,15 @@ from .buffers import ScatterBuffer
 from .client import Page
 from .engines import vllm_connector_descriptor
 from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
-from .vllm_link import Link
+from .vllm_link import Counters, Link
 
 log = logging.getLogger("strata_client.vllm")
 
 
 class WorkerSide:
     def __init__(self, vllm_config: Any, kv_cache_config: Any, settings: Any):
-        self.s = settings
-        self._cfg = vllm_config
-        self._kvc = kv_cache_config
-        pc = vllm_config.parallel_config
-        self.tp_rank, self.pp_rank = _ranks(pc)
+        self.s, self._cfg, self._kvc = settings, vllm_config, kv_cache_config
+        self.tp_rank, self.pp_rank = _ranks(vllm_config.parallel_config)
         self.shard = ""
         self._layers: List[Any] = []  # per layer: the [B, H, N, C] view (or [B*r, ...] kernel blocks)
         self._ratio = 1
@@ -62,18 +59,13 @@ class WorkerSide:
         self._failed_blocks: Set[int] = set()
         self._saves: Dict[str, List[Future]] = {}
         self._deferred: Set[str] = set()
-        self._stats = dict(loads=0, loaded_pages=0, load_failures=0, failed_pages=0, saves=0, saved_pages=0,
-                           save_failures=0, saves_skipped=0)
+        self.stats = Counters("loads", "loaded_pages", "load_failures", "failed_pages", "saves", "saved_pages",
+                              "save_failures", "saves_skipped")
         self.link: Optional[Link] = None
         self.disabled = ""
 
     def counters(self) -> Dict[str, int]:
-        with self._lock:
-            return dict(self._stats)
-
-    def _count(self, k: str, n: int = 1) -> None:
-        with self._lock:
-            self._stats[k] += n
+        return self.stats.snapshot()
 
     # ---- registration ----
 
@@ -144,7 +136,7 @@ class WorkerSide:
             log.exception("strata: starting loads failed")
 
     def _start_load(self, ld: LoadSpec) -> None:
-        self._count("loads")
+        self.stats.add("loads")
         if not self._ready():
             self._load_done(ld, 0)
             return
@@ -192,12 +184,12 @@ class WorkerSide:
         return n
 
     def _load_done(self, ld: LoadSpec, n: int) -> None:
-        with self._lock:
-            self._stats["loaded_pages"] += n
-            if n < len(ld.block_ids):
-                self._stats["load_failures"] += 1
-                self._stats["failed_pages"] += len(ld.block_ids) - n
-                self._failed_blocks.update(ld.block_ids[n:])
+        self.stats.add("loaded_pages", n)
+        if n < len(ld.block_ids):
+            self.stats.add("load_failures")
+            self.stats.add("failed_pages", len(ld.block_ids) - n)
+        with self._lock:  # failed blocks are reported no later than the request
+            self._failed_blocks.update(ld.block_ids[n:])
             self._recving_done.add(ld.req_id)
 
     # ---- saves ----
@@ -207,7 +199,7 @@ class WorkerSide:
             if not meta.saves:
                 return
             if not self._ready():
-                self._count("saves_skipped", sum(len(s.block_ids) for s in meta.saves))
+                self.stats.add("saves_skipped", sum(len(s.block_ids) for s in meta.saves))
                 return
             event = None
             if self._device is not None and self._device.type == "cuda":
@@ -243,13 +235,13 @@ class WorkerSide:
                 parent = key
             res = ns.put(pages, timeout=self.s.node_timeout * 4)
             ok = sum(1 for r in res if r.stored)
-            self._count("saves")
-            self._count("saved_pages", ok)
+            self.stats.add("saves")
+            self.stats.add("saved_pages", ok)
             if ok < len(res):
-                self._count("save_failures", len(res) - ok)
+                self.stats.add("save_failures", len(res) - ok)
         except Exception as e:  # a dropped save is a future miss
             log.warning("strata: save of %s failed: %s", sv.req_id, e)
-            self._count("save_failures", len(sv.block_ids))
+            self.stats.add("save_failures", len(sv.block_ids))
 
     def handle_preemptions(self, meta: Any) -> None:
         try:

@@ -194,6 +194,19 @@ def step(w, meta, finished=()):
     return res
 
 
+def load_until_reported(w, meta, rid, timeout=20.0):
+    """Steps until the worker reports rid's load ended (finished_recving)."""
+    got = set()
+
+    def reported():
+        _, rcv = step(w, meta)
+        meta.loads = []  # a load is in one step's metadata only
+        got.update(rcv or ())
+        return rid in got
+
+    wait_for(reported, timeout, f"finished_recving of {rid}")
+
+
 def save_prompt(s, w, rid, tokens, block_ids):
     """A request computed locally (no hit) and its saves, through to
     finished_sending."""
@@ -232,15 +245,7 @@ def peer_main(addr, tokens_json, layout):
     ids = list(range(NUM_BLOCKS - 1, NUM_BLOCKS - 1 - (len(tokens) + BLOCK - 1) // BLOCK, -1))
     s.update_state_after_alloc(req, blocks_of(ids), n)
     meta = s.build_connector_meta(sched_output([(req, ids)], {req.request_id: 0}))
-    got = set()
-
-    def loaded():
-        _, rcv = step(w, meta)
-        got.update(rcv or ())
-        meta.loads = []
-        return "peer-1" in got
-
-    wait_for(loaded, 20.0, "finished_recving")
+    load_until_reported(w, meta, "peer-1")
     errors = sorted(w.get_block_ids_with_load_errors())
     names = kvc.kv_cache_groups[0].layer_names
     out = {"n": n, "async": async_load, "errors": errors, "ids": ids,
@@ -340,15 +345,7 @@ class VLLMConnectorTest(unittest.TestCase):
             meta = s.build_connector_meta(sched_output([(req, ids)], {"r-3": 0}))
             before = [block_digest(caches, self.names, b) for b in ids[:3]]
             node.kill()
-            got = set()
-
-            def loaded():
-                _, rcv = step(w, meta)
-                meta.loads = []
-                got.update(rcv or ())
-                return "r-3" in got
-
-            wait_for(loaded, 30, "the failed load to be reported")
+            load_until_reported(w, meta, "r-3", 30)
             self.assertEqual(w.get_block_ids_with_load_errors(), {12, 13, 14})
             self.assertEqual([block_digest(caches, self.names, b) for b in ids[:3]], before)
             # Asking again with the node gone: a miss, at once, no exception.
@@ -372,15 +369,7 @@ class VLLMConnectorTest(unittest.TestCase):
                   for _, e in ls)
         time.sleep(max(0.0, exp / 1000.0 - time.time()) + 0.3)  # the lease's own expiry, then a margin
         before = [block_digest(caches, self.names, b) for b in ids[:2]]
-        got = set()
-
-        def loaded():
-            _, rcv = step(w, meta)
-            meta.loads = []
-            got.update(rcv or ())
-            return "r-4" in got
-
-        wait_for(loaded, 20, "the load to end")
+        load_until_reported(w, meta, "r-4")
         self.assertEqual(w.get_block_ids_with_load_errors(), {19, 20})
         self.assertEqual([block_digest(caches, self.names, b) for b in ids[:2]], before, "no bytes under an expired lease")
         self.assertGreaterEqual(w.counters()["load_failures"], 1)
