@@ -16,7 +16,8 @@ own caches laid out differently (block-outermost), and prints the bytes'
 digests.
 
 Skipped, saying why, when vLLM or torch is not installed, unless
-STRATA_REQUIRE_ENGINES=1 (CI), where that is a failure.
+STRATA_REQUIRE_ENGINES=1 (CI), where that is a failure
+(``_support.require_engine``, which also fails on a stand-in).
 """
 
 from __future__ import annotations
@@ -45,15 +46,8 @@ NUM_BLOCKS = 24
 
 
 def _require_vllm():
-    try:
-        import torch  # noqa: F401
-        import vllm  # noqa: F401
-        from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # noqa: F401
-    except Exception as e:  # ImportError or a broken install
-        msg = f"vLLM is not importable here ({type(e).__name__}: {e})"
-        if os.environ.get("STRATA_REQUIRE_ENGINES") == "1":
-            raise AssertionError(msg + " and STRATA_REQUIRE_ENGINES=1")
-        raise unittest.SkipTest(msg)
+    _support.require_engine("torch")
+    _support.require_engine("vllm.distributed.kv_transfer.kv_connector.factory")
 
 
 # ---- vLLM objects ------------------------------------------------------------
