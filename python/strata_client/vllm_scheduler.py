@@ -48,6 +48,7 @@ class _Lookup:
     fut: Future  # -> (hit blocks from start, {shard: Lease})
     began: float
     given_up: bool = False
+    applied: bool = False  # the result is in the _Req (set by the done callback, under the lock)
 
 
 @dataclass
@@ -146,10 +147,13 @@ class SchedulerSide:
         if not lk.fut.done():
             if time.monotonic() - lk.began > self.s.lookup_timeout:
                 self.stats.add("lookup_timeouts")
-                lk.given_up = True
-                lk.fut.add_done_callback(lambda f: _release_all(_result_leases(f)))
-                st.lookup = _Lookup(start, end, _done((0, {})), time.monotonic())
+                lk.given_up = True  # its leases are released when it ends
+                st.lookup = _Lookup(start, end, _done((0, {})), time.monotonic(), given_up=True, applied=True)
                 return 0, False
+            return None, False
+        with self._lock:
+            applied = lk.applied
+        if not applied:  # done, but its callback has not run yet
             return None, False
         if lk.given_up:
             return 0, False
@@ -187,6 +191,7 @@ class SchedulerSide:
                     st.hit_end = lk.start + hit
                     st.leases = leases
                     st.expires_ms = min((ls.expires_unix_ms for ls in leases.values()), default=0)
+                lk.applied = True
             if current and hit:
                 self.stats.add("lookup_hits")
                 self.stats.add("hit_blocks", hit)
@@ -242,9 +247,8 @@ class SchedulerSide:
     def _drop_lookup(self, st: _Req) -> None:
         """Forget a lookup and release its leases (on the pool)."""
         lk, st.lookup = st.lookup, None
-        if lk is not None and not lk.fut.done():
-            lk.given_up = True
-            lk.fut.add_done_callback(lambda f: _release_all(_result_leases(f)))
+        if lk is not None:
+            lk.given_up = True  # a lookup still running releases its leases when it ends
         with self._lock:
             leases, st.leases = st.leases, {}
             st.hit_end, st.expires_ms = 0, 0
@@ -374,10 +378,6 @@ def _result(f: Future):
         return f.result()
     except Exception:
         return 0, {}
-
-
-def _result_leases(f: Future) -> Dict[str, Lease]:
-    return _result(f)[1]
 
 
 def _release_all(leases: Dict[str, Lease]) -> None:
