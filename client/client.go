@@ -71,6 +71,14 @@ type Options struct {
 	// Token is the tenant token sent with every call, on every plane.
 	// Default none.
 	Token string
+	// CA, Cert and Key are PEM files (re-read when they change): with any
+	// of them, gRPC and the raw data plane are TLS, each node's
+	// certificate verified against CA (default the system roots) and
+	// ServerName (default the host dialed), and Cert and Key offered to a
+	// node that verifies client certificates (mTLS). Default none:
+	// plaintext, which a TLS node refuses. Shared memory (same host, a
+	// Unix socket checked for the user) needs none.
+	CA, Cert, Key, ServerName string
 	// MaxMessageBytes bounds a received gRPC message. Default 8 MiB.
 	MaxMessageBytes int
 	// DialOptions are appended to the client's own gRPC dial options.

@@ -37,6 +37,7 @@ type nodeClient struct {
 
 	// raw tcp data plane (raw.go): rawMu serialises replacing raw.
 	addr, rawOverride    string
+	dialOpts             dial.Options // TLS files for the raw plane
 	noRaw, rawSkipVerify bool
 	rawMu                sync.Mutex
 	raw                  atomic.Pointer[rawSession]
@@ -46,14 +47,15 @@ type nodeClient struct {
 // through internal/dial. The connection is made lazily; the first call's
 // context bounds it.
 func dialNode(addr string, opts Options) (*nodeClient, error) {
-	conn, err := dial.GRPC(addr, dial.Options{Token: opts.Token, MaxMessageBytes: opts.MaxMessageBytes, Bulk: true,
-		Extra: opts.DialOptions})
+	do := dial.Options{Token: opts.Token, MaxMessageBytes: opts.MaxMessageBytes, Bulk: true,
+		CA: opts.CA, Cert: opts.Cert, Key: opts.Key, ServerName: opts.ServerName, Extra: opts.DialOptions}
+	conn, err := dial.GRPC(addr, do)
 	if err != nil {
 		return nil, err
 	}
 	return &nodeClient{conn: conn, rpc: pb.NewStrataClient(conn),
 		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
-		addr: addr, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify}, nil
+		addr: addr, dialOpts: do, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify}, nil
 }
 
 // Close closes the planes and the connection, after waiting for

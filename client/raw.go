@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/stratakv/strata/internal/dial"
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/transport"
 )
@@ -39,6 +41,7 @@ type rawSession struct {
 	addr   string
 	token  string
 	nodeID string
+	tls    *tls.Config // nil: plaintext
 	ids    atomic.Uint64
 	// failed is when a dial last failed (unix nanoseconds); 0: never.
 	failed atomic.Int64
@@ -79,12 +82,19 @@ func (c *nodeClient) startRaw(advertised []string, nodeID string) {
 	if addr == "" {
 		return
 	}
+	var tc *tls.Config
+	if c.dialOpts.TLSEnabled() {
+		var err error
+		if tc, err = dial.TLSConfig(addr, c.dialOpts); err != nil {
+			return // the gRPC connection, made with the same files, carries the data
+		}
+	}
 	c.rawMu.Lock()
 	defer c.rawMu.Unlock()
 	if s := c.raw.Load(); s != nil && s.addr == addr && s.nodeID == nodeID {
 		return
 	}
-	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID}); old != nil {
+	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID, tls: tc}); old != nil {
 		old.close()
 	}
 }
@@ -155,6 +165,15 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 	nc, err := net.DialTimeout("tcp", s.addr, handshakeLimit)
 	if err != nil {
 		return nil, err
+	}
+	if s.tls != nil {
+		tc := tls.Client(nc, s.tls)
+		_ = tc.SetDeadline(time.Now().Add(handshakeLimit))
+		if err := tc.Handshake(); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("raw tls handshake with %s: %w", s.addr, err)
+		}
+		nc = tc
 	}
 	c := transport.NewStreamConn(nc, 0)
 	w, _, err := hello(c, nc, s.token, handshakeLimit, func() (frame.Message, []int, error) {

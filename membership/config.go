@@ -71,6 +71,14 @@ type Config struct {
 	// member (and reconnection keeps trying a Dead one). Default 10 min.
 	DeadRetention time.Duration
 
+	// Keys are the gossip encryption keys (AES-GCM; 16, 24 or 32 bytes
+	// each): the first encrypts what this member sends, every one is tried
+	// on what it receives, and a message none of them opens is dropped, so
+	// a member without a key of the cluster's is not heard. Rotate with
+	// SetKeys: add the new key everywhere, make it first everywhere, then
+	// remove the old one. Default none: gossip in clear.
+	Keys [][]byte
+
 	// Partition, if not nil, drops this member's gossip to and from the
 	// peers it blocks: a seam for fault injection. Default nil.
 	Partition *Partition
@@ -103,6 +111,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	for _, s := range cfg.Seeds {
 		if _, _, err := net.SplitHostPort(s); err != nil {
 			return cfg, fmt.Errorf("seed %q: %v: %w", s, err, ErrInvalidConfig)
+		}
+	}
+	for i, k := range cfg.Keys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return cfg, fmt.Errorf("gossip key %d is %d bytes, not 16, 24 or 32: %w", i, l, ErrInvalidConfig)
 		}
 	}
 	if cfg.Meta == nil {

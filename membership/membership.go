@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -78,7 +79,8 @@ type Membership struct {
 	log        *slog.Logger
 	ml         *memberlist.Memberlist
 	gossipAddr string
-	seeds      []string // cfg.Seeds less this member's own address
+	seeds      []string            // cfg.Seeds less this member's own address
+	ring       *memberlist.Keyring // nil without Config.Keys; safe for concurrent use
 
 	leaving atomic.Bool // NodeMeta sets the leaving flag
 	// resyncUntil (unix ns) is when reconnect stops syncing with live
@@ -209,7 +211,46 @@ func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int
 	mc.Events = h
 	mc.Conflict = h
 	mc.Logger = stdlog
+	if len(cfg.Keys) > 0 {
+		ring, err := memberlist.NewKeyring(cfg.Keys[1:], cfg.Keys[0])
+		if err == nil { // the keys were checked by withDefaults
+			mc.Keyring, m.ring = ring, ring
+			mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		}
+	}
 	return mc
+}
+
+// SetKeys replaces the gossip keys of a member started with Config.Keys:
+// keys[0] encrypts from now on, the others still decrypt, the rest are
+// forgotten. A member started without keys gossips in clear and cannot
+// start encrypting (ErrInvalidConfig).
+func (m *Membership) SetKeys(keys [][]byte) error {
+	ring := m.ring
+	if ring == nil || len(keys) == 0 {
+		return fmt.Errorf("setting gossip keys: a member without keys cannot take some, nor one with keys none: %w", ErrInvalidConfig)
+	}
+	for i, k := range keys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return fmt.Errorf("gossip key %d is %d bytes, not 16, 24 or 32: %w", i, l, ErrInvalidConfig)
+		}
+	}
+	for _, k := range keys {
+		if err := ring.AddKey(k); err != nil {
+			return fmt.Errorf("adding a gossip key: %w", err)
+		}
+	}
+	if err := ring.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("using a gossip key: %w", err)
+	}
+	for _, old := range ring.GetKeys() {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, old) }) {
+			if err := ring.RemoveKey(old); err != nil {
+				return fmt.Errorf("removing a gossip key: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // GossipAddress returns this member's gossip endpoint (host:port), the

@@ -10,6 +10,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -83,6 +85,23 @@ type Config struct {
 	TenantTokens map[string]string
 	// AdminToken may see and use every namespace. Default none.
 	AdminToken string
+	// TLSCert and TLSKey are the node's certificate chain and key (PEM,
+	// re-read when they change, internal/certs): with them gRPC and the raw
+	// data plane serve TLS only, refusing plaintext, and the node presents
+	// them to the peers it dials (hints). Default none: plaintext.
+	TLSCert, TLSKey string
+	// TLSCA is the CA bundle (PEM) peers' certificates are checked against
+	// when the node dials them, and clients' with TLSClientAuth. Default:
+	// the system roots for peers.
+	TLSCA string
+	// TLSClientAuth requires every client and peer to present a
+	// certificate signed by TLSCA (mTLS). Default off.
+	TLSClientAuth bool
+	// GossipKeyFile names the gossip keys: base64, one per line (16, 24
+	// or 32 bytes each), the first encrypting, all decrypting; the file is
+	// re-read every few seconds, so keys rotate without a restart
+	// (node/keys.go). Default none: gossip in clear.
+	GossipKeyFile string
 	// NoReflection turns gRPC server reflection off. Default on.
 	NoReflection bool
 	// AdminListen is the admin HTTP address (/metrics, /healthz,
@@ -201,6 +220,8 @@ type Node struct {
 	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
 	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
+	tls      *tls.Config            // the listeners' TLS; nil: plaintext
+	keys     [][]byte               // the gossip keys at start; nil: gossip in clear
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
@@ -246,7 +267,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.openTiers(); err != nil {
 		return err
 	}
-	n.hints = hints.New(n.id, cfg.AdminToken, n.log)
+	n.hints = hints.New(n.id, cfg.peerDial(), n.log)
+	if n.tls, err = n.serverTLS(); err != nil {
+		return err
+	}
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
 		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
 		Logger: n.log}); err != nil {
@@ -283,8 +307,6 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	srv.SetRecovery(recoveryProto(durableTiers(n.tiers), rec))
-	// The server's options first: its codec sends page bytes by reference
-	// from the arena and keeps received ones in gRPC's buffers.
 	n.startRaw(srv)
 	if n.raw != nil {
 		a := n.raw.Addr()
@@ -293,15 +315,7 @@ func (n *Node) start(ctx context.Context) error {
 			n.log.Warn("gossiping the raw data plane's address", "err", err)
 		}
 	}
-	n.grpc = grpc.NewServer(append(srv.GRPCOptions(),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise),
-		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
-		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
-		grpc.InitialWindowSize(8<<20),
-		grpc.InitialConnWindowSize(32<<20),
-		grpc.ReadBufferSize(256<<10),
-		grpc.WriteBufferSize(256<<10),
-	)...)
+	n.grpc = grpc.NewServer(n.grpcOptions(srv)...)
 	srv.Register(n.grpc)
 	n.srv = srv
 	srv.Metrics().ReadStore(storeMetrics{n.store})
@@ -328,6 +342,10 @@ func (n *Node) start(ctx context.Context) error {
 		go n.rejoinRegistry()
 	} else {
 		n.health.SetServingStatus(RegistryHealthService, healthpb.HealthCheckResponse_SERVING)
+	}
+	if len(n.keys) > 0 {
+		n.wg.Add(1)
+		go n.watchGossipKeys(n.keys)
 	}
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
 		"admin", n.AdminAddr(), "gossip", n.members.GossipAddress(), "etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
@@ -413,11 +431,16 @@ func (n *Node) startMembership(ctx context.Context) error {
 			seeds = n.copy.peers()
 		}
 	}
+	keys, err := n.cfg.gossipKeys()
+	if err != nil {
+		return err
+	}
 	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
-		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Partition: n.cfg.Partition, Logger: n.log})
+		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Keys: keys, Partition: n.cfg.Partition, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("joining the cluster: %w", err)
 	}
+	n.keys = keys
 	return nil
 }
 
@@ -516,6 +539,25 @@ func durableTiers(ts []tiers.Tier) []tiers.Tier {
 		}
 	}
 	return out
+}
+
+// grpcOptions are the gRPC server's: the server's options first (its codec
+// sends page bytes by reference from the arena and keeps received ones in
+// gRPC's buffers), TLS when configured, keepalive, windows.
+func (n *Node) grpcOptions(srv *server.Server) []grpc.ServerOption {
+	opts := append(srv.GRPCOptions(),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise),
+		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
+		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
+		grpc.InitialWindowSize(8<<20),
+		grpc.InitialConnWindowSize(32<<20),
+		grpc.ReadBufferSize(256<<10),
+		grpc.WriteBufferSize(256<<10),
+	)
+	if n.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.tls)))
+	}
+	return opts
 }
 
 // Addr is the address the node serves gRPC on.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,6 +45,10 @@ type RawConfig struct {
 	// stops reading loses its connection rather than keep pages pinned.
 	// Default 30s.
 	WriteTimeout time.Duration
+	// TLS, if set, makes every connection TLS (the handshake bounded by
+	// HelloTimeout): a client that speaks plaintext fails it and is
+	// closed. Default nil: plaintext.
+	TLS *tls.Config
 }
 
 // RawListener accepts raw data-plane connections until Close.
@@ -77,6 +82,9 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
+		}
+		if cfg.TLS != nil {
+			nc = tls.Server(nc, cfg.TLS) // the handshake runs at the Hello's read, under its deadline
 		}
 		c := transport.NewStreamConn(nc, cfg.MaxFrame)
 		return c, &shmConn{s: s, c: c, writes: map[uint64]shmWrite{},

@@ -21,6 +21,12 @@ type Options struct {
 	// Token is sent to every node as "authorization: Bearer <token>".
 	// Default none.
 	Token string
+	// CA, Cert and Key are PEM files: with any of them, nodes are dialed
+	// with TLS, their certificates verified against CA (default the
+	// system roots), Cert and Key offered to nodes that verify clients.
+	// ServerName is the name node certificates must carry (default the
+	// host dialed). Default plaintext.
+	CA, Cert, Key, ServerName string
 	// Timeout is the deadline of each call to a node. Default 5s.
 	Timeout time.Duration
 }
@@ -125,7 +131,8 @@ func dialAt(ctx context.Context, endpoint string, o Options) (*Cluster, *NodeErr
 // to become ready, so an unreachable node fails the first call at once
 // (or at the deadline).
 func (c *Cluster) connect(addr string, o Options) (*nodeConn, error) {
-	cc, err := dial.GRPC(addr, dial.Options{Token: o.Token})
+	cc, err := dial.GRPC(addr, dial.Options{Token: o.Token,
+		CA: o.CA, Cert: o.Cert, Key: o.Key, ServerName: o.ServerName})
 	if err != nil {
 		return nil, fmt.Errorf("bad endpoint %q: %w", addr, err)
 	}

@@ -29,8 +29,11 @@ type globals struct {
 	endpointList string   // --endpoints as given: comma-separated
 	endpoints    []string // endpointList split, in the order to try them
 	token        string
-	output       string
-	timeout      time.Duration
+	// ca, cert and key are PEM files for TLS (--ca, --cert, --key; env
+	// STRATA_CA, STRATA_CERT, STRATA_KEY); serverName --server-name.
+	ca, cert, key, serverName string
+	output                    string
+	timeout                   time.Duration
 }
 
 // json reports whether the command prints JSON rather than a table.
@@ -52,7 +55,10 @@ The node asked is the first of --endpoints that answers (a comma-separated
 list of gRPC addresses, tried in order; env STRATA_ENDPOINTS, or the older
 STRATA_ENDPOINT; default ` + defaultEndpoint + `); it names the other members.
 A token (--token, env STRATA_TOKEN) is sent to every node as
-"authorization: Bearer <token>".
+"authorization: Bearer <token>". --ca (env STRATA_CA) makes the
+connections TLS, checking nodes' certificates against that CA bundle;
+--cert and --key (env STRATA_CERT, STRATA_KEY) are the client certificate a
+node with --tls-client-auth requires.
 
 ns, keys and lease ask every alive member and merge the answers; a member
 that fails is reported on stderr and left out, and a listing exits 0 unless
@@ -69,6 +75,10 @@ every member failed.`,
 		"gRPC addresses of nodes to ask, comma-separated, tried in order until one answers (env STRATA_ENDPOINTS)")
 	f.StringVar(&g.endpointList, "endpoint", endpoints, "same as --endpoints (env STRATA_ENDPOINT)")
 	f.StringVar(&g.token, "token", "", "bearer token sent to the node (env STRATA_TOKEN)")
+	f.StringVar(&g.ca, "ca", getenv("STRATA_CA"), "PEM CA bundle: dial nodes with TLS, their certificates checked against it (env STRATA_CA)")
+	f.StringVar(&g.cert, "cert", getenv("STRATA_CERT"), "PEM client certificate for nodes that verify clients (env STRATA_CERT)")
+	f.StringVar(&g.key, "key", getenv("STRATA_KEY"), "PEM key of --cert (env STRATA_KEY)")
+	f.StringVar(&g.serverName, "server-name", "", "name the nodes' certificates must carry (default the host dialed)")
 	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to a node")
 	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g))
@@ -98,7 +108,8 @@ func (g *globals) finish(cmd *cobra.Command, getenv func(string) string) error {
 // dial connects to the cluster through the first of --endpoints that
 // answers, with the token and --timeout; the caller closes it.
 func (g *globals) dial(ctx context.Context) (*admin.Cluster, error) {
-	c, err := admin.Dial(ctx, g.endpoints, admin.Options{Token: g.token, Timeout: g.timeout})
+	c, err := admin.Dial(ctx, g.endpoints, admin.Options{Token: g.token, Timeout: g.timeout,
+		CA: g.ca, Cert: g.cert, Key: g.key, ServerName: g.serverName})
 	return c, g.explain(err)
 }
 

@@ -70,7 +70,7 @@ type Members interface {
 // and stopped by Close.
 type Sender struct {
 	self    string
-	token   string // bearer token for peers (the admin token), or ""
+	dial    dial.Options // how peers are dialed: the admin token, TLS
 	log     *slog.Logger
 	members Members // set by Start, before the loop runs
 
@@ -87,10 +87,10 @@ type Sender struct {
 	conns map[string]*grpc.ClientConn // by address; the flush goroutine's own
 }
 
-// New returns a Sender for the node self; token, if not empty, is the
-// bearer token sent to peers (the admin token).
-func New(self, token string, log *slog.Logger) *Sender {
-	h := &Sender{self: self, token: token, log: log.With("component", "hints"),
+// New returns a Sender for the node self that dials peers with o (the
+// admin token as bearer token, the node's TLS files).
+func New(self string, o dial.Options, log *slog.Logger) *Sender {
+	h := &Sender{self: self, dial: o, log: log.With("component", "hints"),
 		wake: make(chan struct{}, 1), conns: map[string]*grpc.ClientConn{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
@@ -227,7 +227,7 @@ func (h *Sender) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := h.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := dial.GRPC(addr, dial.Options{Token: h.token})
+	conn, err := dial.GRPC(addr, h.dial)
 	if err != nil {
 		return nil, err
 	}

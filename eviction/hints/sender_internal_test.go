@@ -4,13 +4,14 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/stratakv/strata/internal/dial"
 	"github.com/stratakv/strata/store"
 )
 
 // TestHintQueueBounded: hints beyond the queue's bound are dropped and
 // counted, and any queued hint wakes the sender (no timed batching).
 func TestHintQueueBounded(t *testing.T) {
-	h := New("self", "", slog.New(slog.DiscardHandler))
+	h := New("self", dial.Options{}, slog.New(slog.DiscardHandler))
 	defer h.Close()
 	h.Add(nil)
 	select {

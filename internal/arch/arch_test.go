@@ -26,7 +26,8 @@ var layers = map[string]struct{ imports, tests string }{
 	"placement":         {"", "internal/golden"},
 	"namespace":         {"internal/crc32c", "internal/golden"},
 	"internal/crc32c":   {"", ""},
-	"internal/dial":     {"", ""},
+	"internal/certs":    {"", "internal/testcerts"},
+	"internal/dial":     {"internal/certs", ""},
 	"internal/grpcbuf":  {"", ""},
 	"internal/splitbuf": {"", ""},
 	"proto/strata/v1":   {"", ""},
@@ -46,8 +47,8 @@ var layers = map[string]struct{ imports, tests string }{
 	"metrics":        {"namespace", "client internal/testnode node"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
 		"client internal/leaktest internal/splitbuf internal/testnode node"},
-	"node": {"eviction/coord eviction/hints internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
-		"client internal/leaktest internal/poll internal/scrape internal/testnode"},
+	"node": {"eviction/coord eviction/hints internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
+		"client internal/leaktest internal/poll internal/scrape internal/testcerts internal/testnode proto/frame transport"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
@@ -66,15 +67,16 @@ var layers = map[string]struct{ imports, tests string }{
 	"python/tests/gowriter": {"client namespace", ""},
 
 	// Test helpers (imported by tests only) and this test.
-	"internal/arch":     {"", ""},
-	"internal/corrupt":  {"", ""},
-	"internal/golden":   {"", ""},
-	"internal/leaktest": {"", ""},
-	"internal/poll":     {"", ""},
-	"internal/scrape":   {"", ""},
-	"internal/testlog":  {"", ""},
-	"internal/testnode": {"membership node proto/strata/v1 registry", "internal/leaktest"},
-	"internal/testseed": {"", ""},
+	"internal/arch":      {"", ""},
+	"internal/corrupt":   {"", ""},
+	"internal/golden":    {"", ""},
+	"internal/leaktest":  {"", ""},
+	"internal/poll":      {"", ""},
+	"internal/scrape":    {"", ""},
+	"internal/testlog":   {"", ""},
+	"internal/testnode":  {"membership node proto/strata/v1 registry", "internal/leaktest"},
+	"internal/testseed":  {"", ""},
+	"internal/testcerts": {"", ""},
 }
 
 // pending names imports that break a rule today and are being removed,
