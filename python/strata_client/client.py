@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -220,10 +221,11 @@ class _NSHandle:
 
 
 class _Node:
-    def __init__(self, node_id: str, address: str, options: List[Tuple[str, Any]]):
+    def __init__(self, node_id: str, address: str, options: List[Tuple[str, Any]], tls: Optional["_TLS"] = None):
         self.id = node_id
         self.address = address
-        self.channel = grpc.insecure_channel(address, options=options)
+        self.tls = tls
+        self.channel = _channel(address, options, tls)
         self.data = pbg.StrataStub(self.channel)
         self.admin = pbg.AdminStub(self.channel)
         self.cluster = pbg.ClusterStub(self.channel)
@@ -241,7 +243,9 @@ class _Node:
             old = self.raw
             if old is not None and addr is not None and old.addr == addr:
                 return
-            self.raw = RawSession(addr, token, self.id) if addr is not None else None
+            tls = self.tls.raw if self.tls is not None else None
+            name = self.tls.server_name if self.tls is not None else None
+            self.raw = RawSession(addr, token, self.id, tls=tls, server_name=name) if addr is not None else None
         if old is not None:
             old.close()
 
@@ -254,6 +258,38 @@ class _Node:
             self.channel.close()
         except Exception:
             pass
+
+
+class _TLS:
+    """A client's TLS files, loaded once: gRPC channel credentials and the
+    raw plane's SSL context (the node's certificate verified against ca,
+    the system roots without one; cert and key offered to a node that
+    verifies clients)."""
+
+    def __init__(self, ca: Optional[str], cert: Optional[str], key: Optional[str], server_name: Optional[str]):
+        if bool(cert) != bool(key):
+            raise ValueError("strata: a client certificate needs its key, and a key its certificate")
+
+        def read(p: Optional[str]) -> Optional[bytes]:
+            if not p:
+                return None
+            with open(p, "rb") as f:
+                return f.read()
+
+        self.server_name = server_name
+        self.creds = grpc.ssl_channel_credentials(root_certificates=read(ca), private_key=read(key),
+                                                  certificate_chain=read(cert))
+        self.raw = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca or None)
+        if cert:
+            self.raw.load_cert_chain(cert, key)
+
+
+def _channel(address: str, options: List[Tuple[str, Any]], tls: Optional[_TLS]):
+    if tls is None:
+        return grpc.insecure_channel(address, options=options)
+    if tls.server_name:
+        options = options + [("grpc.ssl_target_name_override", tls.server_name)]
+    return grpc.secure_channel(address, tls.creds, options=options)
 
 
 class _View:
@@ -317,6 +353,12 @@ class Client:
     how long a failed node is routed around; ``refresh_interval`` how often
     the view is refreshed in the background (0: never).
 
+    ``ca``, ``cert``, ``key``: PEM files. With any of them, gRPC and the raw
+    plane are TLS: each node's certificate verified against ``ca`` (default
+    the system roots) and ``server_name`` (default the host dialed), and
+    ``cert``/``key`` offered to nodes that verify client certificates
+    (mTLS). Default plaintext, which a TLS node refuses.
+
     ``raw``: move page bytes of Get and Put over a node's raw tcp data plane
     (raw.py) when the node advertises one, gRPC otherwise (default True;
     False keeps everything on gRPC, like the Go client's ``NoRaw``).
@@ -334,6 +376,10 @@ class Client:
         max_workers: int = 32,
         connect_timeout: Optional[float] = None,
         raw: bool = True,
+        ca: Optional[str] = None,
+        cert: Optional[str] = None,
+        key: Optional[str] = None,
+        server_name: Optional[str] = None,
     ):
         if isinstance(addresses, str):
             addresses = [a for a in addresses.split(",") if a.strip()]
@@ -345,6 +391,7 @@ class Client:
         self._md = (("authorization", "Bearer " + token),) if token else None
         self._token = token or ""
         self.raw_enabled = bool(raw)
+        self._tls = _TLS(ca, cert, key, server_name) if (ca or cert or key) else None
         self._options = [
             ("grpc.max_receive_message_length", int(max_message_bytes)),
             ("grpc.max_send_message_length", int(max_message_bytes)),
@@ -464,7 +511,7 @@ class Client:
                 if node is not None:
                     resp = node.cluster.Members(pb.MembersRequest(), timeout=dl.node(self.node_timeout), metadata=self._md)
                 else:
-                    ch = grpc.insecure_channel(addr, options=self._options)
+                    ch = _channel(addr, self._options, self._tls)
                     try:
                         resp = pbg.ClusterStub(ch).Members(pb.MembersRequest(), timeout=dl.node(self.node_timeout), metadata=self._md)
                     finally:
@@ -504,7 +551,7 @@ class Client:
                 return n
             if n is not None:
                 n.close()
-            n = _Node(node_id, address, self._options)
+            n = _Node(node_id, address, self._options, self._tls)
             self._nodes[node_id] = n
             return n
 

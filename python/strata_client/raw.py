@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -219,6 +220,7 @@ class RawConn:
 
     def __init__(self, sock: socket.socket, node: str = "", max_batch: int = 1, version: int = PROTOCOL_VERSION):
         self.sock = sock
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self.node = node
         self.max_batch = max(1, max_batch)
         # The protocol version the Welcome answered: Put and Lookup frames
@@ -242,13 +244,20 @@ class RawConn:
 
     @classmethod
     def dial(cls, addr: Tuple[str, int], token: str, node_id: str, timeout: float = DIAL_S,
-             version: int = PROTOCOL_VERSION) -> "RawConn":
+             version: int = PROTOCOL_VERSION, tls: Optional[ssl.SSLContext] = None,
+             server_name: Optional[str] = None) -> "RawConn":
         """Connect and handshake saying hello with version; the Welcome must
         name node_id (when not empty) and answer a version from
         MIN_PROTOCOL_VERSION to version. Raises on any failure (a node that
         refuses the version: VersionMismatchError); the socket is then
         closed."""
         sock = socket.create_connection(addr, timeout=timeout)
+        if tls is not None:  # a TLS node: the handshake first, under the dial's timeout
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=server_name or addr[0])
+            except BaseException:
+                sock.close()
+                raise
         c = cls(sock, node_id)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -341,7 +350,10 @@ class RawConn:
         try:
             while i < len(views):
                 self._arm()
-                sent = self.sock.sendmsg(views[i:i + _IOV])
+                if self._tls:  # an SSL socket has no sendmsg: one record write per buffer
+                    sent = self.sock.send(views[i])
+                else:
+                    sent = self.sock.sendmsg(views[i:i + _IOV])
                 while sent:
                     if sent >= len(views[i]):
                         sent -= len(views[i])
@@ -599,8 +611,11 @@ class RawSession:
     """The raw data plane of one node: its address and a small pool of
     handshaken connections. Safe for concurrent use."""
 
-    def __init__(self, addr: Tuple[str, int], token: str, node_id: str, max_idle: int = MAX_IDLE):
+    def __init__(self, addr: Tuple[str, int], token: str, node_id: str, max_idle: int = MAX_IDLE,
+                 tls: Optional[ssl.SSLContext] = None, server_name: Optional[str] = None):
         self.addr = addr
+        self.tls = tls  # None: plaintext
+        self.server_name = server_name
         self.token = token
         self.node_id = node_id
         self.max_idle = max_idle
@@ -641,14 +656,16 @@ class RawSession:
         t = max(0.001, min(DIAL_S, timeout))
         try:
             try:
-                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=self.version)
+                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=self.version,
+                                 tls=self.tls, server_name=self.server_name)
             except E.VersionMismatchError as e:
                 # An older node refuses protocol 3 (Error with the VERSION
                 # code, then it hangs up): say hello with 2 on a new
                 # connection, and from then on.
                 if self.version <= MIN_PROTOCOL_VERSION or e.code != E.FRAME_CODES[CODE_VERSION][0]:
                     raise
-                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=MIN_PROTOCOL_VERSION)
+                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=MIN_PROTOCOL_VERSION,
+                                 tls=self.tls, server_name=self.server_name)
                 self.version = MIN_PROTOCOL_VERSION
         except Exception as e:
             self.last_error = e
