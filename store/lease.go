@@ -119,7 +119,7 @@ func (s *Store) grantLeaseLocked(n *nsState, entries []*entry, ttl time.Duration
 		s.pinLocked(e)
 		e.leases++
 	}
-	id := s.newID()
+	id := s.newIDLocked()
 	s.leases[id] = l
 	s.tenantLeases[n.Tenant]++
 	n.leases.Add(1)

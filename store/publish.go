@@ -159,7 +159,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: %w", p.Key[:6], err)}
 			continue
 		}
-		wid := s.newID()
+		wid := s.newIDLocked()
 		s.reservations[wid] = &reservation{ns: n, spec: p, tier: tier, ext: ext, deadline: deadline}
 		out[i] = Reservation{Status: Reserved, WriteID: wid, Deadline: deadline}
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -115,7 +117,6 @@ type Store struct {
 	cfg    Config
 	log    *slog.Logger
 	closed atomic.Bool
-	nextID atomic.Uint64 // write and lease ids
 
 	nsMu sync.RWMutex
 	ns   map[namespace.ID]*nsState // guarded by nsMu
@@ -182,7 +183,6 @@ func New(cfg Config) (*Store, error) {
 	if err := s.initPolicy(); err != nil {
 		return nil, err
 	}
-	s.nextID.Store(uint64(time.Now().UnixNano()))
 	s.wg.Add(3)
 	go s.janitor()
 	go s.mover()
@@ -259,10 +259,20 @@ func (s *Store) namespace(id namespace.ID) (*nsState, error) {
 	return n, nil
 }
 
-// newID returns a fresh write or lease id; ids never repeat within a
-// process and start from the clock so a restarted node does not reuse
-// recent ones.
-func (s *Store) newID() uint64 { return s.nextID.Add(1) }
+// newIDLocked returns a fresh write or lease id: 64 random bits (never 0,
+// never an id in use), so that no client can name a lease or reservation
+// it was not given by guessing near its own, as sequential ids allowed
+// (and a restarted node does not reuse recent ones).
+func (s *Store) newIDLocked() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		id := binary.LittleEndian.Uint64(b[:])
+		if _, used := s.leases[id]; id != 0 && !used && s.reservations[id] == nil {
+			return id
+		}
+	}
+}
 
 // janitor reclaims expired reservations and leases until Close.
 func (s *Store) janitor() {
