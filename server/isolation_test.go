@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -56,5 +60,63 @@ func TestLeaseIDsUnguessable(t *testing.T) {
 	}
 	if _, err := f.rpc.RenewLease(ctxT(t), &pb.RenewLeaseRequest{NamespaceId: f.ns, LeaseId: theirs}); err != nil {
 		t.Fatalf("the other client's lease was touched: %v", err)
+	}
+}
+
+// bigKey is a key made of i's two bytes.
+func bigKey(i int) []byte {
+	k := make([]byte, 32)
+	k[0], k[1], k[31] = byte(i), byte(i>>8), 0x5C
+	return k
+}
+
+// TestStalledGetPinsOnePage: a lease-less Get whose client stops reading
+// keeps at most the page being sent from being reclaimed, not every page
+// it names (they were all pinned up front, so a full tier refused every
+// other put for as long as the stream stalled).
+func TestStalledGetPinsOnePage(t *testing.T) {
+	f := setup(t, func(c *node.Config) { c.HostBytes = 4 << 20; c.NoCutoffFloor = true; c.ShmSocket = "off" })
+	const pages = 200 // of 256 that fit
+	data := make([]byte, f.page)
+	var keys [][]byte
+	for i := range pages {
+		keys = append(keys, bigKey(i))
+		f.put(t, bigKey(i), data)
+	}
+	// A reader with a 64 KiB window (no automatic growth) that reads one
+	// message and then nothing.
+	conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	stream, err := pb.NewStrataClient(conn).Get(ctx, &pb.GetRequest{NamespaceId: f.ns, Keys: keys, MaxChunkBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+
+	specs := make([]*pb.PageSpec, pages)
+	for i := range specs {
+		specs[i] = &pb.PageSpec{Key: bigKey(1000 + i), Size: uint64(f.page)}
+	}
+	r, err := f.rpc.Reserve(ctxT(t), &pb.ReserveRequest{NamespaceId: f.ns, Pages: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := 0
+	for _, res := range r.GetReservations() {
+		if res.GetStatus() == pb.ReserveStatus_RESERVE_STATUS_RESERVED {
+			reserved++
+		}
+	}
+	// All but the few pages the stalled stream is sending fit.
+	if reserved < pages-4 {
+		t.Fatalf("with a stalled get of %d pages, %d of %d new pages found room", pages, reserved, pages)
 	}
 }

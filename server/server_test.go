@@ -30,6 +30,7 @@ type fixture struct {
 	admin pb.AdminClient
 	ns    []byte
 	page  int
+	addr  string
 }
 
 func setup(t *testing.T, mod func(*node.Config)) *fixture {
@@ -46,7 +47,7 @@ func setup(t *testing.T, mod func(*node.Config)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	f := &fixture{rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn)}
+	f := &fixture{rpc: pb.NewStrataClient(conn), admin: pb.NewAdminClient(conn), addr: n.Addr()}
 	resp, err := f.rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1,
 		Descriptor_: &pb.Descriptor{Tenant: "acme", Model: "m", ModelRevision: "r1", Engine: "sglang", Dtype: "bf16",
 			PageTokens: 16, NumLayers: 2, NumKvHeads: 2, HeadDim: 64}})

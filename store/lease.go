@@ -221,10 +221,14 @@ type PageView struct {
 	Data     []byte
 }
 
-// Read hands each key's page to fn in order, pinning it while fn runs. With
-// a lease id (non-zero) the lease must be live: an expired one fails the
-// whole read with ErrLeaseExpired. Pages not present are passed with Found
-// false. fn's error stops the read and is returned.
+// Read hands each key's page to fn in order, pinning each page only while
+// fn runs on it: a reader that stalls (a client that stops reading) keeps
+// one page from being reclaimed, not the whole batch, and a page removed
+// before its turn is passed as not found. With a lease id (non-zero) the
+// lease must be live: an expired one fails the whole read with
+// ErrLeaseExpired (the pages it covers are pinned by the lease itself).
+// Pages not present are passed with Found false. fn's error stops the read
+// and is returned.
 func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn func(i int, p PageView) error) error {
 	n, err := s.namespace(id)
 	if err != nil {
@@ -232,60 +236,65 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 	}
 	found := make([]*entry, len(keys))
 	n.getAll(keys, found)
-	s.mu.Lock()
 	if leaseID != 0 {
-		if _, err := s.liveLeaseLocked(n, leaseID); err != nil {
-			s.mu.Unlock()
+		s.mu.Lock()
+		_, err := s.liveLeaseLocked(n, leaseID)
+		s.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
-	for i, e := range found {
-		if e == nil || e.dead {
-			found[i] = nil
-			continue
-		}
-		s.pinLocked(e)
-	}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		for _, e := range found {
-			if e != nil {
-				s.unpinLocked(e)
-			}
-		}
-		s.mu.Unlock()
-	}()
 	var buf []byte
 	for i, e := range found {
-		if e == nil {
+		ext, ok := s.pinLive(e)
+		if !ok {
 			if err := fn(i, PageView{}); err != nil {
 				return err
 			}
 			continue
 		}
-		data, ok := s.readPage(e, buf)
+		data, good := s.readPage(e, ext, buf)
 		if _, mapped := s.cfg.Tiers[e.tier].(tiers.Mapped); !mapped && data != nil {
 			buf = data // reuse the copy buffer for the next page
 		}
 		view := PageView{}
-		if ok {
-			view = PageView{Found: true, Size: e.ext.Len, Checksum: e.checksum(), Data: data}
+		if good {
+			view = PageView{Found: true, Size: ext.Len, Checksum: e.checksum(), Data: data}
 		}
-		if err := fn(i, view); err != nil {
+		err := fn(i, view)
+		s.mu.Lock()
+		s.unpinLocked(e)
+		s.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// pinLive pins e if it is a live page and returns its extent, read under
+// the lock (a pinned page's extent changes only when it is deleted, which
+// retires its generation: tiers.Retirer).
+func (s *Store) pinLive(e *entry) (tiers.Extent, bool) {
+	if e == nil {
+		return tiers.Extent{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.dead {
+		return tiers.Extent{}, false
+	}
+	s.pinLocked(e)
+	return e.ext, true
+}
+
 // readPage returns a pinned page's bytes. Bytes from a tier outside this
 // process's memory (ssd, gpu) are checked against the page's checksum: a
 // page that fails to read or verify is dropped, logged and counted, and
 // reads as a miss, never as wrong bytes.
-func (s *Store) readPage(e *entry, buf []byte) ([]byte, bool) {
+func (s *Store) readPage(e *entry, ext tiers.Extent, buf []byte) ([]byte, bool) {
 	t := s.cfg.Tiers[e.tier]
-	data, err := s.pageBytes(int(e.tier), e.ext, buf)
+	data, err := s.pageBytes(int(e.tier), ext, buf)
 	if _, mapped := t.(tiers.Mapped); mapped && err == nil {
 		return data, true
 	}

@@ -600,6 +600,10 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	e.dead = true
 	if e.pins == 0 {
 		s.cfg.Tiers[e.tier].Free(e.ext)
+	} else if r, ok := s.cfg.Tiers[e.tier].(tiers.Retirer); ok {
+		// Its memory stays for the pins; every cached location of it
+		// (same-host clients') must fail its generation check now.
+		e.ext = r.Retire(e.ext)
 	}
 }
 

@@ -391,6 +391,39 @@ func (h *Host) Free(ext Extent) {
 	cl.mu.Unlock()
 }
 
+// Retire implements Retirer: ext stays live (its generation odd) under a
+// generation two higher, so that no copy checked against ext.Gen passes.
+// Retiring an extent that is not live panics, as Free does.
+func (h *Host) Retire(ext Extent) Extent {
+	if h.closed.Load() {
+		return ext
+	}
+	if ext.Off < 0 || ext.Off >= h.size {
+		panic(fmt.Sprintf("tiers: Host.Retire of %+v: outside the %d-byte arena", ext, h.size))
+	}
+	s := ext.Off / h.slabSize
+	w := h.owner[s].Load()
+	if w == 0 {
+		panic(fmt.Sprintf("tiers: Host.Retire of %+v: not live (its slab is free)", ext))
+	}
+	cls, start := decodeOwner(w)
+	cl := &h.classes[cls]
+	rel := ext.Off - int64(start)*h.slabSize
+	slot := int32(rel / cl.size)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	sp := &h.spans[start]
+	e := int64(start)*h.slotsPerSlab + int64(slot)
+	if h.owner[s].Load() != w || ext.Cap != cl.size || rel%cl.size != 0 || slot >= sp.bump.Load() ||
+		h.gens[e].Load() != ext.Gen || ext.Gen%2 == 0 {
+		panic(fmt.Sprintf("tiers: Host.Retire of %+v: not live", ext))
+	}
+	ext.Gen += 2
+	h.gens[e].Store(ext.Gen)
+	sp.maxGen = max(sp.maxGen, ext.Gen)
+	return ext
+}
+
 // Generation returns the current generation of ext's slot with one atomic
 // load per step and no lock. It equals ext.Gen exactly while ext is live; a
 // reader that copied ext's bytes re-checks it to discard a copy that raced a

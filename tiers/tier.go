@@ -99,3 +99,13 @@ type Waiter interface {
 }
 
 var _ Waiter = (*SSD)(nil)
+
+// Retirer is a tier whose extents carry generations that other processes
+// check (the host arena's shared memory): Retire changes a live extent's
+// generation without freeing it and returns the extent with the new one,
+// which is what Free then takes. A reader that cached the old location
+// fails its generation check from then on, while the bytes stay for those
+// that pinned them.
+type Retirer interface {
+	Retire(ext Extent) Extent
+}
