@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // TestShmStaleLocationAfterReplace: a same-host client's lease-less Get
@@ -53,5 +55,40 @@ func TestShmStaleLocationAfterReplace(t *testing.T) {
 		if found[0] && !bytes.Equal(buf[0], replaced[0]) {
 			t.Fatalf("get %d after delete and put: bytes that are neither page", i)
 		}
+	}
+}
+
+// TestShmTenantsOwnArena: the host arena holds every tenant's pages, so a
+// tenant the node does not list among its shm tenants is refused at hello
+// (it used to be handed the arena's memfd, and with it every other
+// tenant's bytes) and its client works over the raw plane; a listed
+// tenant maps it.
+func TestShmTenantsOwnArena(t *testing.T) {
+	n, sock := shmNode(t, func(c *node.Config) {
+		c.TenantTokens = map[string]string{"token-a": "acme", "token-b": "other"}
+		c.ShmTenants = []string{"acme"}
+	})
+	ctx := ctxT(t)
+	_, _, keys, data := twoPagesOver(ctx, t, n, "shm", (*client.Client).ShmActive)
+
+	_, m := shmRaw(t, sock, "token-b")
+	wantCode(t, "hello of a tenant not sharing the arena", m, frame.CodeDenied)
+	if _, m := shmRaw(t, sock, "token-a"); m.Op() != frame.OpWelcome {
+		t.Fatalf("hello of a listed tenant: %#v", m)
+	}
+
+	b := dial(t, n.Addr(), "token-b")
+	other := llama()
+	other.Tenant = "other"
+	nsB, err := b.Open(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ShmActive() || !b.RawActive() {
+		t.Fatalf("tenant b: shm %v, raw %v; want the raw plane", b.ShmActive(), b.RawActive())
+	}
+	putWant(ctx, t, nsB, client.ChainPages(keys, data), client.Committed, "b's put")
+	if _, err := b.Open(ctx, llama()); err == nil {
+		t.Fatal("tenant b opened tenant a's namespace")
 	}
 }

@@ -194,6 +194,7 @@ func wantCode(t *testing.T, what string, m frame.Message, code frame.Code) {
 func TestShmBadInput(t *testing.T) {
 	n, sock := shmNode(t, func(c *node.Config) {
 		c.TenantTokens = map[string]string{"token-a": "acme", "token-b": "other"}
+		c.ShmTenants = []string{"acme", "other"}
 		c.MaxBatch = 8
 	})
 	ctx := ctxT(t)

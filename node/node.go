@@ -132,6 +132,11 @@ type Config struct {
 	// ShmSocket is the Unix socket same-host clients map the host arena
 	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
 	ShmSocket string
+	// ShmTenants are the tenants whose same-host clients may map the host
+	// arena over ShmSocket (server.ShmConfig.Tenants: it holds every
+	// tenant's pages). Default none: with tokens, only the admin's
+	// clients use shm, tenants' the raw plane.
+	ShmTenants []string
 	// RawListen is the TCP address of the raw data plane for clients on
 	// other hosts (node/shm.go, server/raw.go), advertised to clients in
 	// the OpenNamespace answer. Default: a free port on the gRPC host (not

@@ -39,7 +39,7 @@ func (n *Node) startShm(srv *server.Server) {
 			link = transport.SocketLink(p)
 		}
 	}
-	l, err := srv.ListenShm(server.ShmConfig{Path: path, Link: link, Host: host})
+	l, err := srv.ListenShm(server.ShmConfig{Path: path, Link: link, Host: host, Tenants: n.cfg.ShmTenants})
 	if err != nil {
 		n.log.Warn("shm: not serving same-host clients", "err", err)
 		return

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/stratakv/strata/namespace"
@@ -38,9 +40,11 @@ type shmConn struct {
 type connConfig struct {
 	arenaID      uint64
 	helloTimeout time.Duration
-	// writeTimeout bounds writing one answer (the pages of a Read stay
+	// writeTimeout bounds writing one answer (the page being sent stays
 	// pinned until it is written); 0: none.
 	writeTimeout time.Duration
+	// shmTenants may map the arena besides the admin (ShmConfig.Tenants).
+	shmTenants []string
 }
 
 // shmWrite is an open reservation of a connection.
@@ -134,6 +138,12 @@ func (sc *shmConn) handshake() error {
 	h := sc.host
 	if h == nil {
 		return sc.c.Send(id, w)
+	}
+	if !sc.caller.admin && !slices.Contains(sc.cfg.shmTenants, sc.caller.tenant) {
+		err := fmt.Errorf("tenant %q may not map the host arena, which holds other tenants' pages (not in the node's shm tenants); use the raw plane: %w",
+			sc.caller.tenant, errDenied)
+		_ = sc.c.Send(id, frameError(err))
+		return err
 	}
 	w.ArenaID, w.ArenaSize, w.GenWords = sc.cfg.arenaID, h.Size(), h.GenWords()
 	return sc.c.SendFDs(id, w, h.FD(), h.GenFD())

@@ -26,6 +26,13 @@ import (
 // verifies size and checksum before publishing. A connection remembers the
 // reservations it was given and aborts those left when it closes (the
 // client died, or the node stops): nothing a client took outlives it.
+//
+// Tenants: the arena is one memfd holding every tenant's pages, so only
+// sessions that may see all of them map it: the admin, anyone on an open
+// node, and the tenants ShmConfig.Tenants names (the operator's statement
+// that they share the host). Other tenants are refused at hello and use
+// the raw plane. Per-tenant arenas (a memfd per tenant in the host tier)
+// would keep zero-copy for every tenant; they are not built.
 
 // ShmConfig configures the shm listener.
 type ShmConfig struct {
@@ -41,6 +48,13 @@ type ShmConfig struct {
 	MaxFrame int
 	// HelloTimeout bounds the handshake. Default 5s.
 	HelloTimeout time.Duration
+	// Tenants are the tenants whose sessions may map the arena. The arena
+	// holds the pages of every tenant of the node, so a session that maps
+	// it can read them all: list only tenants that may see each other's
+	// bytes (the one tenant of a dedicated node). Another tenant's hello
+	// is refused (DENIED) and its client uses the raw plane. The admin,
+	// and everyone on an open node, may always map it. Default none.
+	Tenants []string
 }
 
 // ShmListener accepts shm connections until Close.
@@ -86,7 +100,7 @@ func (s *Server) ListenShm(cfg ShmConfig) (*ShmListener, error) {
 	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
 		c := transport.NewConn(nc.(*net.UnixConn), l.cfg.MaxFrame)
 		return c, &shmConn{s: s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
-			cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout}}
+			cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout, shmTenants: l.cfg.Tenants}}
 	})
 	return l, nil
 }

@@ -89,6 +89,10 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long after its last put a page whose parent another node dropped is only marked an orphan, not dropped at once (default 1s; negative: none)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "how long shutdown waits for in-flight requests (default 10s)")
 	fs.StringVar(&cfg.ShmSocket, "shm-socket", "", `Unix socket for same-host clients (shared memory); "off" disables (default <data-dir>/strata.sock)`)
+	fs.Func("shm-tenants", "comma-separated tenants whose same-host clients may map the host arena, which holds every tenant's pages (default none: only the admin, or everyone on an open node)", func(v string) error {
+		cfg.ShmTenants = append(cfg.ShmTenants, strings.Split(v, ",")...)
+		return nil
+	})
 	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := parseConfig(fs, args); err != nil {
