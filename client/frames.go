@@ -28,10 +28,15 @@ const (
 // to a call (each carries one request at a time), which Close of the
 // client interrupts.
 type connPool struct {
-	mu     sync.Mutex // guards idle, lent and closed
+	mu     sync.Mutex // guards idle, since, lent and closed
 	idle   []*transport.Conn
+	since  []time.Time // when each idle connection was given back
 	lent   map[*transport.Conn]struct{}
 	closed bool
+	// maxIdle, if not 0, is how long a connection may sit in the pool: one
+	// idle longer is closed rather than used (set where the node closes
+	// idle connections: rawPoolIdle).
+	maxIdle time.Duration
 }
 
 // take returns an idle connection, lent until give, nil when there is
@@ -42,8 +47,16 @@ func (p *connPool) take() (c *transport.Conn, open bool) {
 	if p.closed {
 		return nil, false
 	}
-	if k := len(p.idle); k > 0 {
+	for k := len(p.idle); k > 0 && c == nil; k-- {
 		c, p.idle = p.idle[k-1], p.idle[:k-1]
+		since := p.since[k-1]
+		p.since = p.since[:k-1]
+		if p.maxIdle > 0 && time.Since(since) > p.maxIdle {
+			c.Close()
+			c = nil
+		}
+	}
+	if c != nil {
 		p.lendLocked(c)
 	}
 	return c, true
@@ -75,7 +88,7 @@ func (p *connPool) give(c *transport.Conn, broke bool) {
 	p.mu.Lock()
 	delete(p.lent, c)
 	if !broke && !p.closed {
-		p.idle = append(p.idle, c)
+		p.idle, p.since = append(p.idle, c), append(p.since, time.Now())
 		p.mu.Unlock()
 		return
 	}
@@ -98,7 +111,7 @@ func (p *connPool) interrupt() {
 func (p *connPool) close() bool {
 	p.mu.Lock()
 	idle, was := p.idle, !p.closed
-	p.idle, p.closed = nil, true
+	p.idle, p.since, p.closed = nil, nil, true
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.Close()

@@ -54,6 +54,11 @@ type rawSession struct {
 	pool connPool
 }
 
+// rawPoolIdle is how long a raw connection stays pooled: less than the
+// node's idle timeout (2 minutes by default, server.RawConfig), so that a
+// call does not find its connection closed under it.
+const rawPoolIdle = 30 * time.Second
+
 // rawAddr resolves an advertised address against the address the client
 // dialed: an unspecified or missing host means the gRPC host.
 func rawAddr(advertised, grpcAddr string) string {
@@ -94,7 +99,8 @@ func (c *nodeClient) startRaw(advertised []string, nodeID string) {
 	if s := c.raw.Load(); s != nil && s.addr == addr && s.nodeID == nodeID {
 		return
 	}
-	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID, tls: tc}); old != nil {
+	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID, tls: tc,
+		pool: connPool{maxIdle: rawPoolIdle}}); old != nil {
 		old.close()
 	}
 }

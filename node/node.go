@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/stratakv/strata/eviction/coord"
@@ -132,6 +133,14 @@ type Config struct {
 	// ShmSocket is the Unix socket same-host clients map the host arena
 	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
 	ShmSocket string
+	// StallTimeout is how long a gRPC Get may take to send one page before
+	// its client's connection is cut, releasing the page
+	// (server.Config.StallTimeout). Default 30s; negative: never.
+	StallTimeout time.Duration
+	// RawIdleTimeout closes raw data-plane connections that send no
+	// request for that long (server.RawConfig.IdleTimeout). Default 2
+	// minutes; negative: never.
+	RawIdleTimeout time.Duration
 	// ShmTenants are the tenants whose same-host clients may map the host
 	// arena over ShmSocket (server.ShmConfig.Tenants: it holds every
 	// tenant's pages). Default none: with tokens, only the admin's
@@ -300,7 +309,7 @@ func (n *Node) start(ctx context.Context) error {
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n},
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
-		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, Logger: n.log})
+		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Logger: n.log})
 	if err != nil {
 		return err
 	}
@@ -338,7 +347,7 @@ func (n *Node) start(ctx context.Context) error {
 		}
 	}
 	n.startShm(srv)
-	go func() { n.served <- n.grpc.Serve(n.lis) }()
+	go func() { n.served <- n.grpc.Serve(srv.Track(n.lis)) }()
 	n.wg.Add(1)
 	go n.advertise()
 	if n.degraded.Load() {
@@ -562,6 +571,12 @@ func (n *Node) grpcOptions(srv *server.Server) []grpc.ServerOption {
 	if n.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.tls)))
 	}
+	// Dead peers are found by pings (a connection silent for a minute is
+	// pinged, and closed if the ping is not answered in 20s); clients may
+	// ping every 10s.
+	opts = append(opts,
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	return opts
 }
 

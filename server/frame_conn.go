@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -30,8 +31,9 @@ type shmConn struct {
 	// writes are the reservations this connection was given and has not
 	// committed or aborted: aborted when it ends.
 	writes map[uint64]shmWrite
-	// writeBy is the write deadline set on the connection (armWrite).
-	writeBy time.Time
+	// writeBy and readBy are the write and read deadlines set on the
+	// connection (armWrite, armRead).
+	writeBy, readBy time.Time
 	// version is the protocol version the client said hello with.
 	version uint16
 }
@@ -45,6 +47,9 @@ type connConfig struct {
 	writeTimeout time.Duration
 	// shmTenants may map the arena besides the admin (ShmConfig.Tenants).
 	shmTenants []string
+	// idleTimeout closes a connection that sends no request for that long
+	// (between half of it and all of it: armRead); 0: never.
+	idleTimeout time.Duration
 }
 
 // shmWrite is an open reservation of a connection.
@@ -66,9 +71,13 @@ func (sc *shmConn) serve() {
 		return
 	}
 	for {
+		sc.armRead()
 		id, m, err := sc.c.Recv()
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			log.Debug("shm: closing an idle connection", "idle", sc.cfg.idleTimeout)
 			return
 		case errors.Is(err, frame.ErrMalformed) && m == nil && id != 0:
 			// The body did not decode but the stream is in step: answer.
@@ -100,6 +109,23 @@ func (sc *shmConn) serve() {
 }
 
 func (sc *shmConn) reply(id uint64, m frame.Message) error { return sc.c.Send(id, m) }
+
+// armRead gives the next request at most the idle timeout to come: the
+// read deadline is moved (a runtime timer update) only when less than half
+// of it is left, not per request, so a connection idle for between half
+// the timeout and all of it is closed.
+func (sc *shmConn) armRead() {
+	d := sc.cfg.idleTimeout
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if sc.readBy.Sub(now) >= d/2 {
+		return
+	}
+	sc.readBy = now.Add(d)
+	_ = sc.c.Net().SetReadDeadline(sc.readBy)
+}
 
 // handshake checks the token (and, on the Unix socket, the peer's user),
 // then sends the Welcome, with the arena's and generations' fds on the

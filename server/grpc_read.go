@@ -39,7 +39,8 @@ func leaseProto(l store.Lease) *pb.Lease {
 }
 
 // Get streams pages in request order: a header per page, then its bytes in
-// chunks. Each page stays pinned while its bytes are sent.
+// chunks. Each page stays pinned while its bytes are sent; a page not sent
+// within Config.StallTimeout cuts the client's connection (stall.go).
 func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	ctx := stream.Context()
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
@@ -55,10 +56,13 @@ func (s *Server) Get(req *pb.GetRequest, stream pb.Strata_GetServer) error {
 	if s.rawData.Load() {
 		send = sendByReference(ctx, stream, chunk)
 	}
+	arm, done := s.stallGuard(ctx)
+	defer done()
 	return s.read(n, req.GetLeaseId(), keys, func(i int, p store.PageView) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		arm()
 		return send(&pb.PageHeader{Index: uint32(i), Found: p.Found, Size: uint64(p.Size),
 			Checksum: p.Checksum, ChecksumAlgorithm: alg}, p.Data)
 	})

@@ -2,14 +2,22 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/transport"
 )
 
 // Adversarial tests of tenant isolation over real gRPC on loopback: what a
@@ -118,5 +126,61 @@ func TestStalledGetPinsOnePage(t *testing.T) {
 	// All but the few pages the stalled stream is sending fit.
 	if reserved < pages-4 {
 		t.Fatalf("with a stalled get of %d pages, %d of %d new pages found room", pages, reserved, pages)
+	}
+}
+
+// TestStalledGetCut: a Get that cannot send a page for StallTimeout has
+// its client's connection cut, so the stream and its pin end.
+func TestStalledGetCut(t *testing.T) {
+	f := setup(t, func(c *node.Config) { c.StallTimeout = 300 * time.Millisecond; c.ShmSocket = "off" })
+	var keys [][]byte
+	data := make([]byte, f.page)
+	for i := range 64 {
+		keys = append(keys, bigKey(i))
+		f.put(t, bigKey(i), data)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := pb.NewStrataClient(conn).Get(ctxT(t), &pb.GetRequest{NamespaceId: f.ns, Keys: keys, MaxChunkBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	for conn.GetState() == connectivity.Ready {
+		if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+			t.Fatal("the stalled stream's connection was not cut within 10s")
+		}
+	}
+}
+
+// TestRawIdleClosed: a raw connection that finished its handshake and
+// then sends nothing is closed after the idle timeout (it used to stay
+// open for good).
+func TestRawIdleClosed(t *testing.T) {
+	n := testnode.Start(t, node.Config{HostBytes: 16 << 20, ShmSocket: "off", RawIdleTimeout: 200 * time.Millisecond})
+	nc, err := net.DialTimeout("tcp", n.RawAddr(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := transport.NewStreamConn(nc, 0)
+	if err := c.Send(1, &frame.Hello{Version: frame.ProtocolVersion}); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := c.Recv(); err != nil || m.Op() != frame.OpWelcome {
+		t.Fatalf("hello: %v, %v", m, err)
+	}
+	start := time.Now()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle connection: %v after %v, want EOF (closed by the node)", err, time.Since(start))
 	}
 }

@@ -45,6 +45,10 @@ type RawConfig struct {
 	// stops reading loses its connection rather than keep pages pinned.
 	// Default 30s.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a connection that sends no request for that
+	// long (between half of it and all of it); clients dial again. Default
+	// 2 minutes; negative: never.
+	IdleTimeout time.Duration
 	// TLS, if set, makes every connection TLS (the handshake bounded by
 	// HelloTimeout): a client that speaks plaintext fails it and is
 	// closed. Default nil: plaintext.
@@ -71,6 +75,9 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("raw: listening on %s: %w", cfg.Listen, err)
@@ -88,7 +95,7 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 		}
 		c := transport.NewStreamConn(nc, cfg.MaxFrame)
 		return c, &shmConn{s: s, c: c, writes: map[uint64]shmWrite{},
-			cfg: connConfig{helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout}}
+			cfg: connConfig{helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout, idleTimeout: max(cfg.IdleTimeout, 0)}}
 	})
 	return l, nil
 }

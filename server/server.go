@@ -77,6 +77,10 @@ type Config struct {
 	Coordination Coordination
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
+	// StallTimeout is how long a gRPC Get may take to send one page before
+	// the client's connection is cut (stall.go; it needs the listener
+	// wrapped by Track). Default 30s; negative: never.
+	StallTimeout time.Duration
 	// Logger receives request logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -94,6 +98,7 @@ type Server struct {
 	stopOnce sync.Once
 
 	metrics *metrics.Registry
+	conns   connSet // the gRPC connections accepted through Track
 	// rawData is set once GRPCOptions handed out the data codec: the data
 	// handlers then send and receive page bytes by reference.
 	rawData atomic.Bool
@@ -127,6 +132,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
 		descriptors: make(map[namespace.ID]namespace.Descriptor), unknown: make(map[namespace.ID]time.Time)}
