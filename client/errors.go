@@ -39,6 +39,9 @@ var (
 	ErrBatchTooLarge = errors.New("batch too large")
 	// ErrNoSpace is returned when the node has no room for a page.
 	ErrNoSpace = errors.New("no space")
+	// ErrQuota is returned when the tenant is at its quota on a node
+	// (bytes, reservations or leases).
+	ErrQuota = errors.New("over the tenant's quota")
 	// ErrProtocol is returned when a node's answer breaks the protocol.
 	ErrProtocol = errors.New("protocol violation")
 	// ErrUnavailable is returned when no node could answer: every node a
@@ -72,6 +75,7 @@ var refusals = []struct {
 	{pb.ReasonInvalidArgument, frame.CodeBadRequest, ErrInvalid},
 	{pb.ReasonBatchTooLarge, frame.CodeBatchTooLarge, ErrBatchTooLarge},
 	{pb.ReasonNoSpace, frame.CodeNoSpace, ErrNoSpace},
+	{pb.ReasonQuota, frame.CodeQuota, ErrQuota},
 	{pb.ReasonShuttingDown, frame.CodeShuttingDown, ErrUnavailable},
 	{pb.ReasonNotAdmitted, 0, errNotAdmitted},
 }

@@ -133,6 +133,12 @@ type Config struct {
 	// ShmSocket is the Unix socket same-host clients map the host arena
 	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
 	ShmSocket string
+	// TenantPoll is how often tenants (tokens, roles, quotas) are re-read
+	// from etcd (node/tenants.go). Default 1s.
+	TenantPoll time.Duration
+	// MaxReserveTTL caps the deadline a reservation may ask for
+	// (store.Config.MaxReserveTTL). Default 5m.
+	MaxReserveTTL time.Duration
 	// StallTimeout is how long a gRPC Get may take to send one page before
 	// its client's connection is cut, releasing the page
 	// (server.Config.StallTimeout). Default 30s; negative: never.
@@ -183,6 +189,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DataDir == "" {
 		c.DataDir = "strata-data"
+	}
+	if c.TenantPoll <= 0 {
+		c.TenantPoll = time.Second
 	}
 	if c.HostBytes <= 0 {
 		c.HostBytes = 1 << 30
@@ -286,7 +295,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
-		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, MaxReserveTTL: cfg.MaxReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
 		Logger: n.log}); err != nil {
 		return err
 	}
@@ -313,6 +322,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.srv = srv
+	if err := n.loadTenants(ctx); err != nil {
+		return fmt.Errorf("loading tenants: %w", err)
+	}
 	if err := n.restoreNamespaces(ctx, srv); err != nil {
 		return err
 	}
@@ -331,7 +344,6 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.grpc = grpc.NewServer(n.grpcOptions(srv)...)
 	srv.Register(n.grpc)
-	n.srv = srv
 	srv.Metrics().ReadStore(storeMetrics{n.store})
 	if err := n.startAdmin(); err != nil {
 		return err
@@ -361,6 +373,8 @@ func (n *Node) start(ctx context.Context) error {
 		n.wg.Add(1)
 		go n.watchGossipKeys(n.keys)
 	}
+	n.wg.Add(1)
+	go n.watchTenants()
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
 		"admin", n.AdminAddr(), "gossip", n.members.GossipAddress(), "etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
 		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "", "degraded", n.degraded.Load())

@@ -14,6 +14,24 @@ type Tenant struct {
 	// TokenSHA256 is the SHA-256 of the tenant's bearer token in 64
 	// lower-case hex digits.
 	TokenSHA256 string `json:"token_sha256"`
+	// Admin tenants may see and use every namespace and change tenants
+	// (the admin role).
+	Admin bool `json:"admin,omitempty"`
+	// Quota bounds what the tenant holds on each node; zero fields: no
+	// bound.
+	Quota Quota `json:"quota,omitzero"`
+}
+
+// Quota is a tenant's per-node quota, as every node enforces it.
+type Quota struct {
+	// Bytes bounds its published pages plus open reservations, all tiers.
+	Bytes int64 `json:"bytes,omitempty"`
+	// ReserveBytes and Reservations bound its open reservations.
+	ReserveBytes int64 `json:"reserve_bytes,omitempty"`
+	Reservations int   `json:"reservations,omitempty"`
+	// Leases bounds its active leases; MaxLeaseTTLMs caps each one's TTL.
+	Leases        int   `json:"leases,omitempty"`
+	MaxLeaseTTLMs int64 `json:"max_lease_ttl_ms,omitempty"`
 }
 
 // PutTenant creates t or replaces it (rotating its token).
@@ -56,6 +74,24 @@ func (r *Registry) Tenant(ctx context.Context, name string) (Tenant, error) {
 		return Tenant{}, fmt.Errorf("registry: %s: decoding: %w", op, err)
 	}
 	return t, nil
+}
+
+// DeleteTenant removes the tenant called name (revoking its token); an
+// error wrapping ErrNotFound when there is none.
+func (r *Registry) DeleteTenant(ctx context.Context, name string) error {
+	if err := validName("tenant", name); err != nil {
+		return err
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.cli.Delete(ctx, r.tenantKey(name))
+	if err != nil {
+		return r.fail(ctx, "deleting tenant "+name, err)
+	}
+	if resp.Deleted == 0 {
+		return fmt.Errorf("registry: deleting tenant %s: %w", name, ErrNotFound)
+	}
+	return nil
 }
 
 // Tenants returns every tenant, in name order.

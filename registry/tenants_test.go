@@ -32,7 +32,7 @@ func TestTenants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Tenants: %v", err)
 	}
-	want := []Tenant{{"acme", tokenHash("a2")}, {"beta", tokenHash("b1")}}
+	want := []Tenant{{Name: "acme", TokenSHA256: tokenHash("a2")}, {Name: "beta", TokenSHA256: tokenHash("b1")}}
 	if len(ts) != 2 || ts[0] != want[0] || ts[1] != want[1] {
 		t.Fatalf("Tenants = %+v, want %+v", ts, want)
 	}

@@ -63,6 +63,7 @@ var mapping = []struct {
 	{store.ErrLeaseNotFound, codes.NotFound, pb.ReasonLeaseNotFound, frame.CodeLeaseNotFound},
 	{store.ErrLeaseLimit, codes.ResourceExhausted, pb.ReasonLeaseLimit, frame.CodeLeaseLimit},
 	{store.ErrNoSpace, codes.ResourceExhausted, pb.ReasonNoSpace, frame.CodeNoSpace},
+	{store.ErrQuota, codes.ResourceExhausted, pb.ReasonQuota, frame.CodeQuota},
 	{store.ErrNotAdmitted, codes.ResourceExhausted, pb.ReasonNotAdmitted, frame.CodeNotAdmitted},
 	{store.ErrUnknownWrite, codes.NotFound, pb.ReasonWriteUnknown, frame.CodeWriteUnknown},
 	{store.ErrWriteExpired, codes.FailedPrecondition, pb.ReasonWriteExpired, frame.CodeWriteExpired},

@@ -24,7 +24,7 @@ import (
 // here (and so, likely, from the table) fails it.
 var sentinels = map[string]error{
 	"store.ErrClosed": store.ErrClosed, "store.ErrNamespaceNotFound": store.ErrNamespaceNotFound,
-	"store.ErrBadSize": store.ErrBadSize, "store.ErrNoSpace": store.ErrNoSpace,
+	"store.ErrBadSize": store.ErrBadSize, "store.ErrNoSpace": store.ErrNoSpace, "store.ErrQuota": store.ErrQuota,
 	"store.ErrUnknownWrite": store.ErrUnknownWrite, "store.ErrWriteExpired": store.ErrWriteExpired,
 	"store.ErrWriteClosed": store.ErrWriteClosed, "store.ErrWriteOutOfRange": store.ErrWriteOutOfRange,
 	"store.ErrLeaseExpired": store.ErrLeaseExpired, "store.ErrLeaseNotFound": store.ErrLeaseNotFound,
@@ -53,6 +53,7 @@ var frameMeaning = map[frame.Code]struct {
 	frame.CodeLeaseLimit:        {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonLeaseLimit}},
 	frame.CodeBatchTooLarge:     {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonBatchTooLarge}},
 	frame.CodeNoSpace:           {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonNoSpace}},
+	frame.CodeQuota:             {[]codes.Code{codes.ResourceExhausted}, []string{pb.ReasonQuota}},
 	frame.CodeVersion:           {[]codes.Code{codes.FailedPrecondition}, []string{pb.ReasonVersionMismatch}},
 	frame.CodeShuttingDown:      {[]codes.Code{codes.Unavailable}, []string{pb.ReasonShuttingDown, pb.ReasonRegistry}},
 	frame.CodeWriteUnknown:      {[]codes.Code{codes.NotFound}, []string{pb.ReasonWriteUnknown}},

@@ -28,6 +28,9 @@ type shmConn struct {
 	host   *tiers.Host // the shared arena; nil on tcp
 	cfg    connConfig
 	caller caller
+	// tokenHash is the hello's token, hashed: a token revoked since
+	// (SetTokens) fails the connection's next request.
+	tokenHash string
 	// writes are the reservations this connection was given and has not
 	// committed or aborted: aborted when it ends.
 	writes map[uint64]shmWrite
@@ -156,6 +159,9 @@ func (sc *shmConn) handshake() error {
 		return err
 	}
 	sc.version = hello.Version
+	if hello.Token != "" {
+		sc.tokenHash = HashToken(hello.Token)
+	}
 	if sc.caller, err = sc.s.authenticate(hello.Token); err != nil {
 		_ = sc.c.Send(id, frameError(err))
 		return err
@@ -228,5 +234,8 @@ func (sc *shmConn) handle(m frame.Message) frame.Message {
 
 // namespace resolves a request's namespace for the connection's caller.
 func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
+	if err := sc.s.stillValid(sc.caller, sc.tokenHash); err != nil {
+		return store.Namespace{}, err
+	}
 	return sc.s.resolve(context.Background(), sc.caller, id)
 }

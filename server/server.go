@@ -99,6 +99,9 @@ type Server struct {
 
 	metrics *metrics.Registry
 	conns   connSet // the gRPC connections accepted through Track
+	// tokenMap is the tenant tokens in force (Config.Tokens, then
+	// SetTokens).
+	tokenMap atomic.Pointer[tokenSet]
 	// rawData is set once GRPCOptions handed out the data codec: the data
 	// handlers then send and receive page bytes by reference.
 	rawData atomic.Bool
@@ -138,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), stopping: make(chan struct{}),
 		descriptors: make(map[namespace.ID]namespace.Descriptor), unknown: make(map[namespace.ID]time.Time)}
+	s.SetTokens(cfg.Tokens, nil)
 	s.metrics = metrics.New(s.describe)
 	return s, nil
 }

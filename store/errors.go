@@ -41,4 +41,7 @@ var (
 	// later pages of the same sequence in that Reserve. The page is not
 	// stored; a cluster client may put it on its second placement candidate.
 	ErrNotAdmitted = errors.New("page not admitted: the node holds more valuable pages")
+	// ErrQuota is a Reserve's answer (Reservation.Err) for a page past its
+	// tenant's quota (SetQuotas), and Lookup's error for a lease past it.
+	ErrQuota = errors.New("over the tenant's quota (QUOTA)")
 )

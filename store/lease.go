@@ -113,8 +113,12 @@ func (s *Store) grantLeaseLocked(n *nsState, entries []*entry, ttl time.Duration
 	if s.tenantLeases[n.Tenant] >= s.cfg.MaxLeasesPerTenant {
 		return Lease{}, fmt.Errorf("tenant %q holds %d leases: %w", n.Tenant, s.cfg.MaxLeasesPerTenant, ErrLeaseLimit)
 	}
+	longest, err := s.leaseQuotaLocked(n.Tenant)
+	if err != nil {
+		return Lease{}, err
+	}
 	l := &lease{ns: n, entries: append([]*entry(nil), entries...),
-		expires: time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.cfg.MaxLeaseTTL))}
+		expires: time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.maxLeaseTTL(longest)))}
 	for _, e := range l.entries {
 		s.pinLocked(e)
 		e.leases++
@@ -124,6 +128,15 @@ func (s *Store) grantLeaseLocked(n *nsState, entries []*entry, ttl time.Duration
 	s.tenantLeases[n.Tenant]++
 	n.leases.Add(1)
 	return Lease{ID: id, Expires: l.expires, Pages: len(l.entries)}, nil
+}
+
+// maxLeaseTTL is the store's cap, or a tenant's shorter one (quota; 0:
+// none).
+func (s *Store) maxLeaseTTL(quota time.Duration) time.Duration {
+	if quota > 0 {
+		return min(quota, s.cfg.MaxLeaseTTL)
+	}
+	return s.cfg.MaxLeaseTTL
 }
 
 // liveLeaseLocked finds a lease of namespace n that has not expired. A
@@ -155,7 +168,7 @@ func (s *Store) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (
 	if err != nil {
 		return Lease{}, err
 	}
-	l.expires = time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.cfg.MaxLeaseTTL))
+	l.expires = time.Now().Add(clampTTL(ttl, s.cfg.DefaultLeaseTTL, s.maxLeaseTTL(s.quotas[n.Tenant].MaxLeaseTTL)))
 	return Lease{ID: leaseID, Expires: l.expires, Pages: len(l.entries)}, nil
 }
 

@@ -139,6 +139,11 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Exists}
 			continue
 		}
+		if err := s.reserveQuotaLocked(n.Tenant, p.Size); err != nil {
+			n.rejected.Add(1)
+			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: %w", p.Key[:6], err)}
+			continue
+		}
 		tier, ext, err := s.allocLocked(n, p)
 		for try := 0; err != nil && errors.Is(err, tiers.ErrPending) && try < maxRoomWaits; try++ {
 			// A tier is making room with I/O of its own: wait for it
@@ -161,6 +166,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 		}
 		wid := s.newIDLocked()
 		s.reservations[wid] = &reservation{ns: n, spec: p, tier: tier, ext: ext, deadline: deadline}
+		s.reservedLocked(n.Tenant, p.Size, +1)
 		out[i] = Reservation{Status: Reserved, WriteID: wid, Deadline: deadline}
 	}
 	return out, nil
@@ -259,6 +265,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.reservations, writeID)
+	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
 	if st == CommitCommitted && !s.publishLocked(r, sum) {
 		st = CommitExists
 	}
@@ -436,6 +443,7 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	s.passWorthLocked(e)
 	s.pages++
 	s.bytes += e.ext.Len
+	s.usageLocked(n.Tenant).Bytes += e.ext.Len
 	n.pages.Add(1)
 	n.bytes.Add(e.ext.Len)
 	return true
@@ -470,6 +478,7 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 	r.closed = true
 	r.mu.Unlock()
 	delete(s.reservations, wid)
+	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
 	s.cfg.Tiers[r.tier].Free(r.ext)
 	r.ns.outcomes[why].Add(1)
 	s.writeOutcomes.add(wid, why)
@@ -595,6 +604,7 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	size := e.ext.Len
 	s.pages--
 	s.bytes -= size
+	s.usageLocked(e.ns.Tenant).Bytes -= size
 	e.ns.pages.Add(-1)
 	e.ns.bytes.Add(-size)
 	e.dead = true

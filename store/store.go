@@ -128,6 +128,8 @@ type Store struct {
 	reservations  map[uint64]*reservation
 	leases        map[uint64]*lease
 	tenantLeases  map[string]int
+	quotas        map[string]Quota  // guarded by mu; SetQuotas replaces it
+	usage         map[string]*Usage // guarded by mu: pages and reservations per tenant
 	writeOutcomes *recent[CommitStatus]
 	expiredLeases *recent[struct{}]
 	pages         int64
@@ -172,6 +174,7 @@ func New(cfg Config) (*Store, error) {
 		reservations:  make(map[uint64]*reservation),
 		leases:        make(map[uint64]*lease),
 		tenantLeases:  make(map[string]int),
+		usage:         make(map[string]*Usage),
 		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
 		moverWake:     make(chan struct{}, 1),

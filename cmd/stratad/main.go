@@ -70,6 +70,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", 0, "maximum read-lease TTL (default 60s)")
 	fs.DurationVar(&cfg.ReserveTTL, "reserve-ttl", 0, "default reservation deadline (default 30s)")
+	fs.DurationVar(&cfg.MaxReserveTTL, "max-reserve-ttl", 0, "longest reservation deadline a client may ask for (default 5m)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:0", "admin HTTP address for /metrics and /healthz (port 0 = a free port, logged)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")

@@ -78,6 +78,7 @@ const (
 	CodeWriteClosed
 	CodeNotAdmitted
 	CodeWriteOutOfRange
+	CodeQuota
 )
 
 // codeNames are the error codes' names, as SPEC.md §6 spells them.
@@ -87,7 +88,7 @@ var codeNames = [...]string{
 	CodeLeaseNotFound: "LEASE_NOT_FOUND", CodeLeaseLimit: "LEASE_LIMIT", CodeBatchTooLarge: "BATCH_TOO_LARGE",
 	CodeNoSpace: "NO_SPACE", CodeVersion: "VERSION", CodeShuttingDown: "SHUTTING_DOWN",
 	CodeWriteUnknown: "WRITE_UNKNOWN", CodeWriteExpired: "WRITE_EXPIRED", CodeWriteClosed: "WRITE_CLOSED",
-	CodeNotAdmitted: "NOT_ADMITTED", CodeWriteOutOfRange: "WRITE_OUT_OF_RANGE",
+	CodeNotAdmitted: "NOT_ADMITTED", CodeWriteOutOfRange: "WRITE_OUT_OF_RANGE", CodeQuota: "QUOTA",
 }
 
 // String is the code's name in SPEC.md §6, or "code N" for one it does

@@ -107,6 +107,7 @@ REASONS = [
     ("WRITE_CLOSED", None, 15, "WRITE_CLOSED"),
     ("NOT_ADMITTED", None, 16, "NOT_ADMITTED"),
     ("WRITE_OUT_OF_RANGE", None, 17, "WRITE_OUT_OF_RANGE"),
+    ("QUOTA", None, 18, "QUOTA"),
     ("TRUNCATED", None, 0, ""),
     ("REGISTRY_UNAVAILABLE", UnavailableError, 0, ""),
 ]

@@ -23,6 +23,7 @@ const (
 	ReasonLeaseLimit        = "LEASE_LIMIT"
 	ReasonNoSpace           = "NO_SPACE"
 	ReasonNotAdmitted       = "NOT_ADMITTED"
+	ReasonQuota             = "QUOTA"
 	ReasonWriteUnknown      = "WRITE_UNKNOWN"
 	ReasonWriteExpired      = "WRITE_EXPIRED"
 	ReasonWriteClosed       = "WRITE_CLOSED"

@@ -27,6 +27,9 @@
 //     NOT_ADMITTED         ResourceExhausted   the pages are worth less than the node's eviction
 //                                              cutoff and its tiers are full of more valuable
 //                                              pages: offer them to the next placement candidate
+//     QUOTA                ResourceExhausted   the tenant is at its quota on this node (bytes,
+//                                              reservations or leases); per page, a Reservation
+//                                              REJECTED whose reason says so
 //     WRITE_UNKNOWN        NotFound            Write names a write id the node never issued
 //     WRITE_EXPIRED        FailedPrecondition  Write names a reservation whose deadline passed
 //     WRITE_CLOSED         FailedPrecondition  Write names a reservation already committed or aborted
