@@ -133,6 +133,10 @@ type Config struct {
 	// ShmSocket is the Unix socket same-host clients map the host arena
 	// through (node/shm.go). Default DataDir/strata.sock; "off" disables.
 	ShmSocket string
+	// AuditLog names a file the audit log is appended to, as JSON lines
+	// (server/audit.go: who, what, when for admin actions and tenant
+	// changes). Default none: the records go to Logger.
+	AuditLog string
 	// TenantPoll is how often tenants (tokens, roles, quotas) are re-read
 	// from etcd (node/tenants.go). Default 1s.
 	TenantPoll time.Duration
@@ -245,6 +249,9 @@ type Node struct {
 	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
 	tls      *tls.Config            // the listeners' TLS; nil: plaintext
 	keys     [][]byte               // the gossip keys at start; nil: gossip in clear
+	audit    *slog.Logger           // the audit log (Config.AuditLog)
+	auditF   *os.File               // nil without Config.AuditLog
+	tenants  map[string]string      // the etcd tenants last read, name to token hash and role; the poll's own
 	admin    *http.Server
 	adminLis net.Listener
 	served   chan error
@@ -290,6 +297,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.openTiers(); err != nil {
 		return err
 	}
+	if err := n.openAudit(); err != nil {
+		return err
+	}
 	n.hints = hints.New(n.id, cfg.peerDial(), n.log)
 	if n.tls, err = n.serverTLS(); err != nil {
 		return err
@@ -318,7 +328,7 @@ func (n *Node) start(ctx context.Context) error {
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n},
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
-		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Logger: n.log})
+		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Audit: n.audit, Logger: n.log})
 	if err != nil {
 		return err
 	}
@@ -720,6 +730,9 @@ func (n *Node) closeParts() error {
 	}
 	if n.etcd != nil {
 		n.etcd.Close()
+	}
+	if n.auditF != nil {
+		errs = append(errs, n.auditF.Close())
 	}
 	for _, t := range n.tiers {
 		errs = append(errs, t.Close())

@@ -2,6 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/stratakv/strata/registry"
@@ -33,7 +36,9 @@ func (n *Node) loadTenants(ctx context.Context) error {
 	tokens := hashTokens(n.cfg.TenantTokens)
 	var admins []string
 	quotas := map[string]store.Quota{}
+	seen := make(map[string]string, len(ts))
 	for _, t := range ts {
+		seen[t.Name] = fmt.Sprintf("%s admin=%v quota=%+v", t.TokenSHA256, t.Admin, t.Quota)
 		if t.Admin {
 			admins = append(admins, t.TokenSHA256)
 			continue
@@ -45,6 +50,42 @@ func (n *Node) loadTenants(ctx context.Context) error {
 	}
 	n.srv.SetTokens(tokens, admins)
 	n.store.SetQuotas(quotas)
+	n.auditTenants(seen)
+	return nil
+}
+
+// auditTenants writes the tenant changes since the last read to the audit
+// log (the first read is the start, not a change).
+func (n *Node) auditTenants(seen map[string]string) {
+	if n.tenants != nil {
+		for name, v := range seen {
+			if old, ok := n.tenants[name]; !ok {
+				n.audit.Info("audit", "who", "etcd", "op", "tenant added", "tenant", name)
+			} else if old != v {
+				n.audit.Info("audit", "who", "etcd", "op", "tenant changed (token, role or quota)", "tenant", name)
+			}
+		}
+		for name := range n.tenants {
+			if _, ok := seen[name]; !ok {
+				n.audit.Info("audit", "who", "etcd", "op", "tenant removed", "tenant", name)
+			}
+		}
+	}
+	n.tenants = seen
+}
+
+// openAudit opens Config.AuditLog for appending (0600), or uses the logger.
+func (n *Node) openAudit() error {
+	if n.cfg.AuditLog == "" {
+		n.audit = n.log
+		return nil
+	}
+	f, err := os.OpenFile(n.cfg.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the audit log: %w", err)
+	}
+	n.auditF = f
+	n.audit = slog.New(slog.NewJSONHandler(f, nil)).With("node", n.id)
 	return nil
 }
 

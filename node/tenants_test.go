@@ -3,6 +3,9 @@ package node_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +23,9 @@ import (
 // pages out, and a token revoked in etcd is refused, on gRPC and on the
 // raw plane, within 5 s.
 func TestTenantsFromEtcd(t *testing.T) {
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	n := testnode.Start(t, node.Config{HostBytes: 2 << 20, ShmSocket: "off", NoCutoffFloor: true,
-		AdminToken: "root"}) // 128 pages of 16 KiB
+		AdminToken: "root", AuditLog: auditLog}) // 128 pages of 16 KiB
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	reg, err := registry.Open(ctx, registry.Config{Endpoints: n.EtcdEndpoints()})
@@ -120,6 +124,20 @@ func TestTenantsFromEtcd(t *testing.T) {
 	}
 	if _, err := b.Lookup(ctx, keysOf(bPages), false, 0); err != nil {
 		t.Fatalf("beta after acme's revocation: %v", err)
+	}
+
+	// The audit log has the delete (who, what) and the revocation.
+	if d, err := b.Delete(ctx, keysOf(bPages[63:])); err != nil || d != 1 {
+		t.Fatalf("beta's delete: %d, %v", d, err)
+	}
+	log, err := os.ReadFile(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"who":"tenant:beta"`, `"op":"delete keys"`, `"deleted":1`, `"op":"tenant removed","tenant":"acme"`} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the audit log lacks %s:\n%s", want, log)
+		}
 	}
 }
 

@@ -176,12 +176,16 @@ func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.Orpha
 }
 
 // Delete removes pages.
-func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (_ *pb.DeleteResponse, err error) {
+	deleted := 0
+	defer func() {
+		s.audit(ctx, "delete keys", err, "ns", shortHex(req.GetNamespaceId()), "keys", len(req.GetKeys()), "deleted", deleted)
+	}()
 	n, keys, err := s.namespaceKeys(ctx, req.GetNamespaceId(), req.GetKeys())
 	if err != nil {
 		return nil, err
 	}
-	deleted, err := s.remove(n, keys)
+	deleted, err = s.remove(n, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,11 @@ const maxTTLMs = math.MaxInt64 / int64(time.Millisecond)
 // Leased pages vanish from lookups at once; their memory returns when their
 // leases end. Engines that still use the namespace open it again and start
 // it afresh.
-func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (*pb.DropNamespaceResponse, error) {
+func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest) (resp *pb.DropNamespaceResponse, err error) {
+	defer func() {
+		s.audit(ctx, "drop namespace", err, "ns", shortHex(req.GetNamespaceId()), "unregister", req.GetUnregister(),
+			"pages", resp.GetPagesDropped())
+	}()
 	c, err := s.callerOf(ctx)
 	if err != nil {
 		return nil, err
@@ -60,7 +64,7 @@ func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest
 	if err := c.mayUse(tenant); err != nil {
 		return nil, err
 	}
-	resp := &pb.DropNamespaceResponse{NodeId: s.cfg.NodeID, Known: known}
+	resp = &pb.DropNamespaceResponse{NodeId: s.cfg.NodeID, Known: known}
 	if req.GetUnregister() {
 		if err := s.unregister(ctx, id); err != nil {
 			return nil, err
@@ -129,7 +133,10 @@ func (s *Server) unregister(ctx context.Context, id namespace.ID) error {
 // SetNamespaceTTL sets how long a page of the namespace may go without a
 // lookup before this node removes it (0: forever). Leased pages stay until
 // their leases end. The TTL lives in this node's memory.
-func (s *Server) SetNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (*pb.SetNamespaceTTLResponse, error) {
+func (s *Server) SetNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLRequest) (_ *pb.SetNamespaceTTLResponse, err error) {
+	defer func() {
+		s.audit(ctx, "set namespace ttl", err, "ns", shortHex(req.GetNamespaceId()), "ttl_ms", req.GetTtlMs())
+	}()
 	n, err := s.namespaceOf(ctx, req.GetNamespaceId())
 	if err != nil {
 		return nil, err

@@ -81,6 +81,9 @@ type Config struct {
 	// the client's connection is cut (stall.go; it needs the listener
 	// wrapped by Track). Default 30s; negative: never.
 	StallTimeout time.Duration
+	// Audit receives the audit log (audit.go): one record per admin
+	// action. Default: Logger.
+	Audit *slog.Logger
 	// Logger receives request logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -135,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Audit == nil {
+		cfg.Audit = cfg.Logger
 	}
 	if cfg.StallTimeout == 0 {
 		cfg.StallTimeout = 30 * time.Second
