@@ -81,7 +81,7 @@ every member failed.`,
 	f.StringVar(&g.serverName, "server-name", "", "name the nodes' certificates must carry (default the host dialed)")
 	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to a node")
-	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g))
+	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g), newTenantCmd(g, getenv))
 	return root
 }
 
