@@ -37,6 +37,7 @@ const (
 	roleNode      = "node"  // node.Start with a host tier of childBytes
 	childBytesEnv = "STRATA_LOAD_BYTES"
 	childSeedEnv  = "STRATA_LOAD_SEED"
+	childTLSEnv   = "STRATA_LOAD_TLS" // "cert,key": the node serves TLS
 )
 
 // ServeChild, in a process started by startChild, serves its role until
@@ -76,8 +77,11 @@ func serveChild(role string) error {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		nd, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: dir,
-			EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: n})
+		ncfg := node.Config{Listen: "127.0.0.1:0", DataDir: dir, EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: n}
+		if files := os.Getenv(childTLSEnv); files != "" {
+			ncfg.TLSCert, ncfg.TLSKey, _ = strings.Cut(files, ",")
+		}
+		nd, err := node.Start(ctx, ncfg)
 		cancel()
 		if err != nil {
 			os.RemoveAll(dir)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testcerts"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -30,8 +32,38 @@ type StrataConfig struct {
 	// Transport is how the client moves pages: "tcp" (the node's raw tcp
 	// data plane; "tcp-noverify" skips its checksum check,
 	// client.Options.RawSkipVerify), "grpc" (gRPC streams), "shm" (shared memory with a node
-	// on this host) or "auto" (the client's choice). Default "tcp".
+	// on this host) or "auto" (the client's choice); "tcp-tls" and
+	// "grpc-tls" are tcp and grpc with TLS: the node started here serves
+	// TLS only, with a certificate of a CA made at start (testcerts), and
+	// the client verifies it. Default "tcp".
 	Transport string
+
+	tls *tlsFiles // set by StartStrata for a -tls transport
+}
+
+// tlsFiles are a TLS system's CA and node certificate, in a temporary
+// directory.
+type tlsFiles struct {
+	dir, ca, cert, key string
+}
+
+// makeTLS makes a CA and a node certificate for 127.0.0.1.
+func makeTLS() (*tlsFiles, error) {
+	dir, err := os.MkdirTemp("", "strata-load-tls-")
+	if err != nil {
+		return nil, err
+	}
+	ca, err := testcerts.Make(dir, "strata-load")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p, err := ca.IssueErr("node")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &tlsFiles{dir: dir, ca: ca.CAFile, cert: p.Cert, key: p.Key}, nil
 }
 
 // Strata measures a strata node through the Go client, one client (one
@@ -61,12 +93,25 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	if _, err := clientOptions(cfg); err != nil {
 		return nil, err
 	}
+	if strings.HasSuffix(cfg.Transport, "-tls") {
+		if cfg.Addr != "" {
+			return nil, fmt.Errorf("transport %s: only with the node strata-load starts (no --addr)", cfg.Transport)
+		}
+		var err error
+		if cfg.tls, err = makeTLS(); err != nil {
+			return nil, err
+		}
+	}
 	s := &Strata{cfg: cfg}
 	if cfg.Addr != "" {
 		return s, nil
 	}
 	if !cfg.InProcess {
-		c, err := startChild(ctx, roleNode, fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes))
+		env := []string{fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes)}
+		if cfg.tls != nil {
+			env = append(env, childTLSEnv+"="+cfg.tls.cert+","+cfg.tls.key)
+		}
+		c, err := startChild(ctx, roleNode, env...)
 		if err != nil {
 			return nil, err
 		}
@@ -80,8 +125,11 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	s.dir = dir
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	n, err := node.Start(sctx, node.Config{Listen: "127.0.0.1:0", DataDir: dir,
-		EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: cfg.HostBytes})
+	ncfg := node.Config{Listen: "127.0.0.1:0", DataDir: dir, EmbeddedEtcdURL: "http://127.0.0.1:0", HostBytes: cfg.HostBytes}
+	if cfg.tls != nil {
+		ncfg.TLSCert, ncfg.TLSKey = cfg.tls.cert, cfg.tls.key
+	}
+	n, err := node.Start(sctx, ncfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting node: %w", err)
@@ -103,15 +151,18 @@ func clientOptions(cfg StrataConfig) (client.Options, error) {
 	// became opt-in (a 1,000-key lookup clears a 64 KiB buffer, not 1 MiB).
 	opts := client.Options{Token: cfg.Token, NodeTimeout: time.Minute, InstallBufferPool: true}
 	switch cfg.Transport {
-	case "tcp":
+	case "tcp", "tcp-tls":
 		opts.NoShm = true
 	case "tcp-noverify":
 		opts.NoShm, opts.RawSkipVerify = true, true
-	case "grpc":
+	case "grpc", "grpc-tls":
 		opts.NoShm, opts.NoRaw = true, true
 	case "auto", "shm":
 	default:
-		return opts, fmt.Errorf("unknown transport %q (tcp, tcp-noverify, grpc, shm, auto)", cfg.Transport)
+		return opts, fmt.Errorf("unknown transport %q (tcp, tcp-noverify, grpc, shm, auto, tcp-tls, grpc-tls)", cfg.Transport)
+	}
+	if cfg.tls != nil {
+		opts.CA = cfg.tls.ca
 	}
 	return opts, nil
 }
@@ -135,6 +186,9 @@ func (s *Strata) Close() error {
 	}
 	if s.child != nil {
 		err = errors.Join(err, s.child.Close())
+	}
+	if s.cfg.tls != nil {
+		err = errors.Join(err, os.RemoveAll(s.cfg.tls.dir))
 	}
 	return err
 }
@@ -173,7 +227,7 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		if s.cfg.Transport == "shm" && !s.clients[i].ShmActive() {
 			return nil, errors.New("transport shm: the client did not set up shared memory with the node (is it on this host, serving shm?)")
 		}
-		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify") && !s.clients[i].RawActive() {
+		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify" || s.cfg.Transport == "tcp-tls") && !s.clients[i].RawActive() {
 			return nil, errors.New("transport tcp: the node does not serve the raw tcp data plane (started with --raw-listen off?); use --transport grpc")
 		}
 		w.nss = append(w.nss, ns)

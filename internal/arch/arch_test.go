@@ -62,7 +62,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord eviction/hints membership namespace placement store tiers", ""},
 	"benchmarks":            {"", "benchmarks/load client internal/testnode namespace node proto/strata/v1"},
-	"benchmarks/load":       {"client namespace node transport", ""},
+	"benchmarks/load":       {"client internal/testcerts namespace node transport", ""},
 	"deploy":                {"", "client internal/testnode namespace node"},
 	"python/tests/gowriter": {"client namespace", ""},
 
