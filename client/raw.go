@@ -16,8 +16,8 @@ import (
 // The raw tcp data plane (the frame protocol, proto/frame/SPEC.md, over
 // transport.NewStreamConn): for a node that
 // advertises it (the frame.AddrHeader header of its OpenNamespace answer),
-// Get and Put move page bytes over plain TCP connections in the shm
-// framing instead of gRPC streams. A Get is one round trip whose answer
+// Get and Put move page bytes over TCP connections (TLS ones with
+// Options.CA/Cert/Key, as gRPC) in the shm framing instead of gRPC streams. A Get is one round trip whose answer
 // carries each page inline, read from the socket straight into the
 // caller's buffer and verified against its checksum. A Lookup is one
 // frame each way. A Put of up to oneCallMaxPages pages of up to

@@ -17,7 +17,9 @@ import (
 )
 
 // The raw listener is the data plane for clients on other hosts: the frame
-// protocol (proto/frame, SPEC.md) over TCP, with page bytes inline. A
+// protocol (proto/frame, SPEC.md) over TCP, with page bytes inline, inside
+// TLS when the node has a certificate (RawConfig.TLS; plaintext is then
+// refused), and closed when idle (RawConfig.IdleTimeout). A
 // connection authenticates with a tenant token exactly as gRPC calls do
 // (the same authenticate; no peer check: it sees only what the token
 // allows, never the arena). Its requests go through the same request layer
