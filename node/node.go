@@ -513,19 +513,27 @@ func (n *Node) meta() membership.Meta {
 // advertise re-broadcasts the node's metadata (tier usage) every few
 // seconds until Close.
 func (n *Node) advertise() {
+	n.every(advertiseEvery, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), advertiseEvery)
+		if err := n.members.UpdateMeta(ctx); err != nil {
+			n.log.Debug("advertising metadata", "err", err)
+		}
+		cancel()
+	})
+}
+
+// every runs f every d until Close, on a goroutine of n.wg (counted by the
+// caller).
+func (n *Node) every(d time.Duration, f func()) {
 	defer n.wg.Done()
-	t := time.NewTicker(advertiseEvery)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), advertiseEvery)
-			if err := n.members.UpdateMeta(ctx); err != nil {
-				n.log.Debug("advertising metadata", "err", err)
-			}
-			cancel()
+			f()
 		}
 	}
 }

@@ -79,30 +79,19 @@ func (c Config) gossipKeys() ([][]byte, error) {
 // Close and hands the keys to gossip when they changed. A file that does
 // not read keeps the keys in force (logged).
 func (n *Node) watchGossipKeys(keys [][]byte) {
-	defer n.wg.Done()
-	t := time.NewTicker(keyCheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
+	n.every(keyCheckEvery, func() {
 		now, err := ReadGossipKeys(n.cfg.GossipKeyFile)
+		if err == nil && !sameKeys(now, keys) {
+			err = n.members.SetKeys(now)
+			if err == nil {
+				keys = now
+				n.log.Info("gossip keys rotated", "keys", len(keys))
+			}
+		}
 		if err != nil {
 			n.log.Warn("gossip keys: keeping the keys in force", "err", err)
-			continue
 		}
-		if sameKeys(now, keys) {
-			continue
-		}
-		if err := n.members.SetKeys(now); err != nil {
-			n.log.Warn("gossip keys: keeping the keys in force", "err", err)
-			continue
-		}
-		keys = now
-		n.log.Info("gossip keys rotated", "keys", len(keys))
-	}
+	})
 }
 
 // keyCheckEvery is how often the gossip key file is re-read.

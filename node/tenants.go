@@ -96,19 +96,11 @@ func quotaOf(q registry.Quota) store.Quota {
 
 // watchTenants re-reads the tenants every TenantPoll until Close.
 func (n *Node) watchTenants() {
-	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.TenantPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
+	n.every(n.cfg.TenantPoll, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.TenantPoll)
+		defer cancel()
 		if err := n.loadTenants(ctx); err != nil {
 			n.log.Warn("tenants: keeping those in force", "err", err)
 		}
-		cancel()
-	}
+	})
 }

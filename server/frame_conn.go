@@ -117,17 +117,20 @@ func (sc *shmConn) reply(id uint64, m frame.Message) error { return sc.c.Send(id
 // read deadline is moved (a runtime timer update) only when less than half
 // of it is left, not per request, so a connection idle for between half
 // the timeout and all of it is closed.
-func (sc *shmConn) armRead() {
-	d := sc.cfg.idleTimeout
+func (sc *shmConn) armRead() { arm(sc.cfg.idleTimeout, &sc.readBy, sc.c.Net().SetReadDeadline) }
+
+// arm moves a deadline *by to d from now, through set, when less than
+// half of d is left (d 0: no deadline).
+func arm(d time.Duration, by *time.Time, set func(time.Time) error) {
 	if d <= 0 {
 		return
 	}
 	now := time.Now()
-	if sc.readBy.Sub(now) >= d/2 {
+	if by.Sub(now) >= d/2 {
 		return
 	}
-	sc.readBy = now.Add(d)
-	_ = sc.c.Net().SetReadDeadline(sc.readBy)
+	*by = now.Add(d)
+	_ = set(*by)
 }
 
 // handshake checks the token (and, on the Unix socket, the peer's user),

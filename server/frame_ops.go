@@ -61,18 +61,7 @@ func (sc *shmConn) read(id uint64, m *frame.Read) error {
 // armWrite makes sure an answer's writing has at least half the write
 // timeout left: the deadline is moved (a runtime timer update) only when
 // less is left, not per Read.
-func (sc *shmConn) armWrite() {
-	d := sc.cfg.writeTimeout
-	if d <= 0 {
-		return
-	}
-	now := time.Now()
-	if sc.writeBy.Sub(now) >= d/2 {
-		return
-	}
-	sc.writeBy = now.Add(d)
-	_ = sc.c.Net().SetWriteDeadline(sc.writeBy)
-}
+func (sc *shmConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net().SetWriteDeadline) }
 
 // write takes a one-way Write: its bytes go into the reservation through
 // the store, which checks the reservation is open and the range leaves no

@@ -78,6 +78,27 @@ func bigKey(i int) []byte {
 	return k
 }
 
+// stalledGet starts a Get of keys on a connection of its own with a 64
+// KiB window (no automatic growth) that reads one message and then
+// nothing; the test's end closes it.
+func (f *fixture) stalledGet(t *testing.T, keys [][]byte) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	stream, err := pb.NewStrataClient(conn).Get(ctxT(t), &pb.GetRequest{NamespaceId: f.ns, Keys: keys, MaxChunkBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // TestStalledGetPinsOnePage: a lease-less Get whose client stops reading
 // keeps at most the page being sent from being reclaimed, not every page
 // it names (they were all pinned up front, so a full tier refused every
@@ -91,23 +112,7 @@ func TestStalledGetPinsOnePage(t *testing.T) {
 		keys = append(keys, bigKey(i))
 		f.put(t, bigKey(i), data)
 	}
-	// A reader with a 64 KiB window (no automatic growth) that reads one
-	// message and then nothing.
-	conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	stream, err := pb.NewStrataClient(conn).Get(ctx, &pb.GetRequest{NamespaceId: f.ns, Keys: keys, MaxChunkBytes: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	f.stalledGet(t, keys)
 
 	specs := make([]*pb.PageSpec, pages)
 	for i := range specs {
@@ -139,19 +144,7 @@ func TestStalledGetCut(t *testing.T) {
 		keys = append(keys, bigKey(i))
 		f.put(t, bigKey(i), data)
 	}
-	conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stream, err := pb.NewStrataClient(conn).Get(ctxT(t), &pb.GetRequest{NamespaceId: f.ns, Keys: keys, MaxChunkBytes: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	conn := f.stalledGet(t, keys)
 	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
 	defer cancel()
 	for conn.GetState() == connectivity.Ready {

@@ -350,19 +350,53 @@ func (h *Host) Free(ext Extent) {
 	if h.closed.Load() {
 		return
 	}
+	l := h.lockLive(ext, "Free")
+	cl, sp, e := l.cl, l.sp, l.e
+	h.gens[e].Store(ext.Gen + 1)
+	sp.maxGen = max(sp.maxGen, ext.Gen+1)
+	h.next[e] = sp.free
+	sp.free = l.slot
+	sp.live--
+	cl.extents--
+	cl.requested -= ext.Len
+	switch {
+	case sp.live == 0:
+		if sp.inPartial {
+			h.removePartialLocked(cl, l.start)
+		}
+		h.releaseLocked(cl, l.start)
+	case !sp.inPartial:
+		h.pushPartialLocked(cl, l.start)
+	}
+	cl.mu.Unlock()
+}
+
+// liveSlot is a live extent's slot, found by lockLive.
+type liveSlot struct {
+	cl    *class
+	sp    *span
+	start int32 // the span's first slab
+	slot  int32
+	e     int64 // the slot's metadata index
+}
+
+// lockLive finds ext's slot and locks its class, panicking (a programmer
+// error) when ext is not a live extent of this arena; op names the caller
+// in the panic. The caller unlocks l.cl.mu.
+func (h *Host) lockLive(ext Extent, op string) liveSlot {
 	if ext.Off < 0 || ext.Off >= h.size {
-		panic(fmt.Sprintf("tiers: Host.Free of %+v: outside the %d-byte arena", ext, h.size))
+		panic(fmt.Sprintf("tiers: Host.%s of %+v: outside the %d-byte arena", op, ext, h.size))
 	}
 	s := ext.Off / h.slabSize
 	w := h.owner[s].Load()
 	if w == 0 {
-		panic(fmt.Sprintf("tiers: Host.Free of %+v: not live (its slab is free)", ext))
+		panic(fmt.Sprintf("tiers: Host.%s of %+v: not live (its slab is free)", op, ext))
 	}
 	cls, start := decodeOwner(w)
 	cl := &h.classes[cls]
 	rel := ext.Off - int64(start)*h.slabSize
 	if ext.Cap != cl.size || rel%cl.size != 0 {
-		panic(fmt.Sprintf("tiers: Host.Free of %+v: not a slot of the %d-byte class there", ext, cl.size))
+		panic(fmt.Sprintf("tiers: Host.%s of %+v: not a slot of the %d-byte class there", op, ext, cl.size))
 	}
 	slot := int32(rel / cl.size)
 	cl.mu.Lock()
@@ -370,25 +404,9 @@ func (h *Host) Free(ext Extent) {
 	e := int64(start)*h.slotsPerSlab + int64(slot)
 	if h.owner[s].Load() != w || slot >= sp.bump.Load() || h.gens[e].Load() != ext.Gen || ext.Gen%2 == 0 {
 		cl.mu.Unlock()
-		panic(fmt.Sprintf("tiers: Host.Free of %+v: not live (double free or stale generation)", ext))
+		panic(fmt.Sprintf("tiers: Host.%s of %+v: not live (double free or stale generation)", op, ext))
 	}
-	h.gens[e].Store(ext.Gen + 1)
-	sp.maxGen = max(sp.maxGen, ext.Gen+1)
-	h.next[e] = sp.free
-	sp.free = slot
-	sp.live--
-	cl.extents--
-	cl.requested -= ext.Len
-	switch {
-	case sp.live == 0:
-		if sp.inPartial {
-			h.removePartialLocked(cl, start)
-		}
-		h.releaseLocked(cl, start)
-	case !sp.inPartial:
-		h.pushPartialLocked(cl, start)
-	}
-	cl.mu.Unlock()
+	return liveSlot{cl: cl, sp: sp, start: start, slot: slot, e: e}
 }
 
 // Retire implements Retirer: ext stays live (its generation odd) under a
@@ -398,29 +416,11 @@ func (h *Host) Retire(ext Extent) Extent {
 	if h.closed.Load() {
 		return ext
 	}
-	if ext.Off < 0 || ext.Off >= h.size {
-		panic(fmt.Sprintf("tiers: Host.Retire of %+v: outside the %d-byte arena", ext, h.size))
-	}
-	s := ext.Off / h.slabSize
-	w := h.owner[s].Load()
-	if w == 0 {
-		panic(fmt.Sprintf("tiers: Host.Retire of %+v: not live (its slab is free)", ext))
-	}
-	cls, start := decodeOwner(w)
-	cl := &h.classes[cls]
-	rel := ext.Off - int64(start)*h.slabSize
-	slot := int32(rel / cl.size)
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	sp := &h.spans[start]
-	e := int64(start)*h.slotsPerSlab + int64(slot)
-	if h.owner[s].Load() != w || ext.Cap != cl.size || rel%cl.size != 0 || slot >= sp.bump.Load() ||
-		h.gens[e].Load() != ext.Gen || ext.Gen%2 == 0 {
-		panic(fmt.Sprintf("tiers: Host.Retire of %+v: not live", ext))
-	}
+	l := h.lockLive(ext, "Retire")
+	defer l.cl.mu.Unlock()
 	ext.Gen += 2
-	h.gens[e].Store(ext.Gen)
-	sp.maxGen = max(sp.maxGen, ext.Gen)
+	h.gens[l.e].Store(ext.Gen)
+	l.sp.maxGen = max(l.sp.maxGen, ext.Gen)
 	return ext
 }
 

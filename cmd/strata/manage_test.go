@@ -5,23 +5,29 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
-// Tests of the commands that change the cluster (ns rm, ns ttl, keys rm),
-// of lease ls, ns diff and ns forks on one node, and of --endpoints.
+// Tests of the commands that change the cluster (ns rm, ns ttl, keys rm,
+// tenant), of lease ls, ns diff and ns forks on one node, and of
+// --endpoints.
 
 // checkUnregistered checks whether the namespace is still registered: a
 // data-plane call on a namespace the node dropped brings it back from the
@@ -436,5 +442,65 @@ func TestNSRmCannotUnregister(t *testing.T) {
 	}
 	if req := <-fake.dropped; !bytes.Equal(req.GetNamespaceId(), noUnregisterNS.GetId()) {
 		t.Errorf("dropped %x", req.GetNamespaceId())
+	}
+}
+
+// TestTenantCommands: strata tenant add prints a token a node then serves
+// (within seconds, from etcd), ls shows the tenant and its quota without
+// the token, rotate makes the old token refused, rm the new one.
+func TestTenantCommands(t *testing.T) {
+	n := testnode.Start(t, node.Config{HostBytes: 16 << 20, ShmSocket: "off", AdminToken: "root"})
+	env := map[string]string{"STRATA_ENDPOINT": n.Addr(), "STRATA_ETCD": strings.Join(n.EtcdEndpoints(), ",")}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, _, err := strata(t, env, args...)
+		if err != nil {
+			t.Fatalf("strata %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+	var added struct{ Tenant, Token string }
+	if err := json.Unmarshal([]byte(cli("tenant", "add", "acme", "--bytes", "1048576", "-o", "json")), &added); err != nil || len(added.Token) != 64 {
+		t.Fatalf("tenant add: %+v, %v", added, err)
+	}
+	if _, _, err := strata(t, env, "tenant", "add", "acme"); err == nil {
+		t.Fatal("adding a tenant twice succeeded")
+	}
+	ls := cli("tenant", "ls")
+	if !strings.Contains(ls, "acme") || !strings.Contains(ls, "1MiB") || strings.Contains(ls, added.Token) {
+		t.Fatalf("tenant ls:\n%s", ls)
+	}
+	d := namespace.Descriptor{Tenant: "acme", Model: "m", ModelRevision: "r", Engine: "test", DType: "bf16",
+		PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64}
+	served := func(token string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, n.Addr(), client.Options{Token: token})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Open(ctx, d)
+		return err
+	}
+	within := func(what string, ok func() bool) {
+		t.Helper()
+		for start := time.Now(); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("%s: not within 5s", what)
+			}
+		}
+	}
+	within("the added tenant served", func() bool { return served(added.Token) == nil })
+	var rotated struct{ Tenant, Token string }
+	if err := json.Unmarshal([]byte(cli("tenant", "rotate", "acme", "-o", "json")), &rotated); err != nil || rotated.Token == added.Token {
+		t.Fatalf("tenant rotate: %+v, %v", rotated, err)
+	}
+	within("the old token refused", func() bool { return errors.Is(served(added.Token), client.ErrUnauthenticated) })
+	within("the new token served", func() bool { return served(rotated.Token) == nil })
+	cli("tenant", "rm", "acme")
+	within("the removed tenant refused", func() bool { return errors.Is(served(rotated.Token), client.ErrUnauthenticated) })
+	if _, _, err := strata(t, env, "tenant", "rm", "acme"); err == nil {
+		t.Fatal("removing a removed tenant succeeded")
 	}
 }

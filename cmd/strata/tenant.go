@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ type tenantFlags struct {
 func newTenantCmd(g *globals, getenv func(string) string) *cobra.Command {
 	f := &tenantFlags{}
 	cmd := newGroupCmd("tenant", "Manage tenants, their tokens and quotas (in etcd)",
-		newTenantAddCmd(g, f), newTenantLsCmd(g, f), newTenantRotateCmd(g, f), newTenantRmCmd(g, f))
+		newTenantPutCmd(g, f, false), newTenantLsCmd(g, f), newTenantPutCmd(g, f, true), newTenantRmCmd(g, f))
 	def := getenv("STRATA_ETCD")
 	if def == "" {
 		def = "http://127.0.0.1:2379"
@@ -38,15 +39,39 @@ func newTenantCmd(g *globals, getenv func(string) string) *cobra.Command {
 	return cmd
 }
 
-// open connects to etcd; the caller closes the registry.
-func (f *tenantFlags) open(ctx context.Context, g *globals) (*registry.Registry, context.Context, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+// tenantRun is what a tenant subcommand does on the registry: it answers
+// the document -o json prints and the text for people.
+type tenantRun func(ctx context.Context, reg *registry.Registry, args []string) (doc any, text string, err error)
+
+// command is a tenant subcommand that runs run on the registry.
+func (f *tenantFlags) command(g *globals, use, short, long string, args cobra.PositionalArgs, run tenantRun) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Long: long, Args: args,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return f.withRegistry(cmd, g, func(ctx context.Context, reg *registry.Registry) (any, string, error) {
+				return run(ctx, reg, a)
+			})
+		}}
+}
+
+// withRegistry runs fn on the registry in etcd, within --timeout, then
+// prints what fn returned: doc as JSON, or text for people.
+func (f *tenantFlags) withRegistry(cmd *cobra.Command, g *globals,
+	fn func(ctx context.Context, reg *registry.Registry) (doc any, text string, err error)) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
 	reg, err := registry.Open(ctx, registry.Config{Endpoints: strings.Split(f.etcd, ","), DialTimeout: g.timeout})
 	if err != nil {
-		cancel()
-		return nil, nil, nil, err
+		return err
 	}
-	return reg, ctx, cancel, nil
+	defer reg.Close()
+	doc, text, err := fn(ctx, reg)
+	if err != nil {
+		return err
+	}
+	return g.report(cmd, doc, func(w io.Writer) error {
+		_, err := io.WriteString(w, text)
+		return err
+	}, nil)
 }
 
 // newToken is 32 random bytes in hex: a bearer token.

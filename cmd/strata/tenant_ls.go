@@ -1,7 +1,8 @@
 package main
 
 import (
-	"io"
+	"bytes"
+	"context"
 	"strconv"
 	"time"
 
@@ -11,39 +12,30 @@ import (
 )
 
 func newTenantLsCmd(g *globals, f *tenantFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls",
-		Short: "List the tenants in etcd: role, quotas, token hash prefix",
-		Long: `List the tenants in etcd, in name order: whether each is an admin, its
+	return f.command(g, "ls", "List the tenants in etcd: role, quotas, token hash prefix",
+		`List the tenants in etcd, in name order: whether each is an admin, its
 per-node quotas (- for no bound) and the first 12 hex digits of its token's
-SHA-256 (the token itself is not stored).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg, ctx, cancel, err := f.open(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer reg.Close()
-			ts, err := reg.Tenants(ctx)
-			if err != nil {
-				return err
-			}
-			doc := struct {
-				Tenants []registry.Tenant `json:"tenants"`
-			}{append([]registry.Tenant{}, ts...)}
-			return g.report(cmd, doc, func(w io.Writer) error {
-				tw := newTable(w)
-				row(tw, "TENANT", "ADMIN", "BYTES", "RESERVE_BYTES", "RESERVATIONS", "LEASES", "MAX_LEASE_TTL", "TOKEN_SHA256")
-				for _, t := range ts {
-					q := t.Quota
-					row(tw, t.Name, t.Admin, bound(q.Bytes, true), bound(q.ReserveBytes, true), bound(int64(q.Reservations), false),
-						bound(int64(q.Leases), false), boundTTL(q.MaxLeaseTTLMs), t.TokenSHA256[:12])
-				}
-				return tw.Flush()
-			}, nil)
-		},
+SHA-256 (the token itself is not stored).`, cobra.NoArgs, listTenants)
+}
+
+func listTenants(ctx context.Context, reg *registry.Registry, _ []string) (any, string, error) {
+	ts, err := reg.Tenants(ctx)
+	if err != nil {
+		return nil, "", err
 	}
+	doc := struct {
+		Tenants []registry.Tenant `json:"tenants"`
+	}{append([]registry.Tenant{}, ts...)}
+	var out bytes.Buffer
+	tw := newTable(&out)
+	row(tw, "TENANT", "ADMIN", "BYTES", "RESERVE_BYTES", "RESERVATIONS", "LEASES", "MAX_LEASE_TTL", "TOKEN_SHA256")
+	for _, t := range ts {
+		q := t.Quota
+		row(tw, t.Name, t.Admin, bound(q.Bytes, true), bound(q.ReserveBytes, true), bound(int64(q.Reservations), false),
+			bound(int64(q.Leases), false), boundTTL(q.MaxLeaseTTLMs), t.TokenSHA256[:12])
+	}
+	err = tw.Flush()
+	return doc, out.String(), err
 }
 
 func bound(v int64, bytes bool) string {

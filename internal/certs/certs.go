@@ -138,19 +138,16 @@ func Server(f Files, clientAuth bool) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2"},
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			cert, pool := s.current()
-			c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"},
-				Certificates: []tls.Certificate{*cert}}
-			if clientAuth {
-				c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, pool
-			}
-			return c, nil
-		},
-	}, nil
+	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		cert, pool := s.current()
+		now := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, Certificates: []tls.Certificate{*cert}}
+		if clientAuth {
+			now.ClientAuth, now.ClientCAs = tls.RequireAndVerifyClientCert, pool
+		}
+		return now, nil
+	}
+	return c, nil
 }
 
 // Client is the configuration of a TLS dialer of serverName (a host name
@@ -165,22 +162,19 @@ func Client(f Files, serverName string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: serverName,
-		// Verified in VerifyConnection, against the CA bundle of the moment.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, pool := s.current()
-			return verify(cs, pool, serverName)
-		},
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			if cert, _ := s.current(); cert != nil {
-				return cert, nil
-			}
-			return &tls.Certificate{}, nil // none: the server decides
-		},
-	}, nil
+	// Verified in VerifyConnection, against the CA bundle of the moment.
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName, InsecureSkipVerify: true}
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, pool := s.current()
+		return verify(cs, pool, serverName)
+	}
+	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if cert, _ := s.current(); cert != nil {
+			return cert, nil
+		}
+		return &tls.Certificate{}, nil // none: the server decides
+	}
+	return c, nil
 }
 
 // verify checks the server's chain against roots (nil: the system's) and
