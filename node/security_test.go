@@ -13,12 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/testcerts"
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/proto/pbconv"
+	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/transport"
@@ -201,6 +205,26 @@ func mustPool(t *testing.T, caFile string) *x509.CertPool {
 	return pool
 }
 
+// page is the size of desc's pages.
+const page = 16 << 10
+
+// putTenants writes tenants into n's etcd and returns a registry client
+// of it, closed when the test ends.
+func putTenants(ctx context.Context, t *testing.T, n *testnode.Node, tenants ...registry.Tenant) *registry.Registry {
+	t.Helper()
+	reg, err := registry.Open(ctx, registry.Config{Endpoints: n.EtcdEndpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	for _, tn := range tenants {
+		if err := reg.PutTenant(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
 // TestTenantsFromEtcd: tenants recorded in etcd (hashed tokens, quotas)
 // are in force on the node within a poll: a tenant at its byte quota has
 // its further pages REJECTED (QUOTA) and cannot push another tenant's
@@ -212,20 +236,8 @@ func TestTenantsFromEtcd(t *testing.T) {
 		AdminToken: "root", AuditLog: auditLog}) // 128 pages of 16 KiB
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	reg, err := registry.Open(ctx, registry.Config{Endpoints: n.EtcdEndpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	const page = 16 << 10
-	for _, tn := range []registry.Tenant{
-		{Name: "acme", TokenSHA256: server.HashToken("tok-a"), Quota: registry.Quota{Bytes: 32 * page}},
-		{Name: "beta", TokenSHA256: server.HashToken("tok-b")},
-	} {
-		if err := reg.PutTenant(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reg := putTenants(ctx, t, n, registry.Tenant{Name: "acme", TokenSHA256: server.HashToken("tok-a"), Quota: registry.Quota{Bytes: 32 * page}},
+		registry.Tenant{Name: "beta", TokenSHA256: server.HashToken("tok-b")})
 	open := func(token, tenant string, noRaw bool) (*client.Client, *client.Namespace, error) {
 		c, err := client.Dial(ctx, n.Addr(), client.Options{Token: token, NoRaw: noRaw})
 		if err != nil {
@@ -341,4 +353,77 @@ func keysOf(pages []client.Page) []namespace.Key {
 		keys[i] = p.Key
 	}
 	return keys
+}
+
+// TestReserveQuota: one tenant's single Reserve of the whole host tier,
+// with a deadline far past --reserve-ttl, used to keep every other tenant
+// from storing anything until it expired. With a reservation quota it
+// gets only that much room, its deadline is capped at MaxReserveTTL, and
+// another tenant still stores its pages.
+func TestReserveQuota(t *testing.T) {
+	n := testnode.Start(t, node.Config{HostBytes: 2 << 20, ShmSocket: "off", NoCutoffFloor: true,
+		MaxReserveTTL: 2 * time.Second, TenantTokens: map[string]string{"tok-a": "acme", "tok-b": "beta"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	putTenants(ctx, t, n, registry.Tenant{Name: "acme", TokenSHA256: server.HashToken("tok-a2"),
+		Quota: registry.Quota{ReserveBytes: 16 * page, Reservations: 16}})
+	conn := testnode.Dial(t, n.Addr())
+	rpc := pb.NewStrataClient(conn)
+	as := func(tok string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+	}
+	openNS := func(tok, tenant string) ([]byte, error) {
+		d := desc
+		d.Tenant = tenant
+		r, err := rpc.OpenNamespace(as(tok), &pb.OpenNamespaceRequest{Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1,
+			Descriptor_: pbconv.DescriptorProto(d)})
+		return r.GetNamespaceId(), err
+	}
+	var (
+		nsA []byte
+		err error
+	)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if nsA, err = openNS("tok-a2", "acme"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's etcd token not served: %v", err)
+		}
+	}
+	reserve := func(tok string, ns []byte, from, count int, ttl time.Duration) (reserved int, latest int64) {
+		specs := make([]*pb.PageSpec, count)
+		for i := range specs {
+			k := make([]byte, 32)
+			k[0], k[1], k[2] = byte(from+i), byte((from+i)>>8), 0xAB
+			specs[i] = &pb.PageSpec{Key: k, Size: page}
+		}
+		r, err := rpc.Reserve(as(tok), &pb.ReserveRequest{NamespaceId: ns, Pages: specs, DeadlineMs: uint32(ttl.Milliseconds())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range r.GetReservations() {
+			if res.GetStatus() == pb.ReserveStatus_RESERVE_STATUS_RESERVED {
+				reserved++
+				latest = max(latest, res.GetDeadlineUnixMs())
+			}
+		}
+		return reserved, latest
+	}
+	before := time.Now()
+	got, latest := reserve("tok-a2", nsA, 0, 128, time.Hour) // the whole tier, for an hour
+	if got != 16 {
+		t.Fatalf("a tenant with a 16-reservation quota reserved %d of 128 pages", got)
+	}
+	if limit := before.Add(3 * time.Second).UnixMilli(); latest > limit {
+		t.Fatalf("a reservation asked for an hour got a deadline %v from now, past MaxReserveTTL",
+			time.UnixMilli(latest).Sub(before).Round(time.Millisecond))
+	}
+	nsB, err := openNS("tok-b", "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := reserve("tok-b", nsB, 1000, 100, 0); got != 100 {
+		t.Fatalf("beta found room for %d of 100 pages beside acme's reservations", got)
+	}
 }

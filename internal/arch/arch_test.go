@@ -48,7 +48,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
 		"client internal/leaktest internal/splitbuf internal/testnode node"},
 	"node": {"eviction/coord eviction/hints internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
-		"client internal/leaktest internal/poll internal/scrape internal/testcerts internal/testnode proto/frame registry server transport"},
+		"client internal/leaktest internal/poll internal/scrape internal/testcerts internal/testnode proto/frame proto/pbconv registry server transport"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
