@@ -70,10 +70,11 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version }}
 {{- end -}}
 {{- end -}}
 {{- if .Values.tls.enabled -}}
-{{- $_ = set $c .Values.tls.flags.cert "/etc/strata/tls/tls.crt" -}}
-{{- $_ = set $c .Values.tls.flags.key "/etc/strata/tls/tls.key" -}}
+{{- $_ = set $c "tls-cert" "/etc/strata/tls/tls.crt" -}}
+{{- $_ = set $c "tls-key" "/etc/strata/tls/tls.key" -}}
+{{- $_ = set $c "tls-ca" "/etc/strata/tls/ca.crt" -}}
 {{- if .Values.tls.clientAuth -}}
-{{- $_ = set $c .Values.tls.flags.clientCA "/etc/strata/tls/ca.crt" -}}
+{{- $_ = set $c "tls-client-auth" true -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $c -}}
