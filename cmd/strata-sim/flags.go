@@ -30,6 +30,9 @@ type config struct {
 	// default, replays them all. Cache sizes are then shares of the slice's
 	// distinct blocks.
 	Slice int
+	// WriteTrace, when set, is a file the generated trace (--trace gen:...)
+	// is written to before the replay.
+	WriteTrace string
 	// JSON prints the results as one JSON document instead of a table.
 	JSON bool
 	// HalfLife is KindCost's half-life in tier capacities (page operations
@@ -51,7 +54,8 @@ func parseFlags(args []string) (config, error) {
 		policies string
 	)
 	fs := flag.NewFlagSet("strata-sim", flag.ContinueOnError)
-	fs.StringVar(&cfg.Trace, "trace", "", "Mooncake-format JSON-lines trace (timestamp, input_length, output_length, hash_ids)")
+	fs.StringVar(&cfg.Trace, "trace", "", "Mooncake-format JSON-lines trace (timestamp, input_length, output_length, hash_ids), or gen:NAME[:SEED] for a generated workload ("+workloadNames()+")")
+	fs.StringVar(&cfg.WriteTrace, "write-trace", "", "write the trace replayed (after --every and --slice) to this file as JSON lines, e.g. a generated one, and replay it")
 	fs.IntVar(&cfg.Nodes, "nodes", 4, "simulated nodes")
 	fs.StringVar(&ratios, "capacity-ratios", "equal", "per-node capacity ratios, e.g. 1:1:2:4, or equal")
 	fs.StringVar(&sizes, "sizes", "5,10,25,50", "total cache sizes as % of the trace's distinct KV bytes")

@@ -17,8 +17,14 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 	if cfg.EqualPlacement {
 		placement = "equal weights"
 	}
-	fmt.Fprintf(w, "trace: %d requests, %d distinct blocks (%.1f GiB of KV); %d nodes, capacity ratios %s, placement %s, %d placement(s); model %.3g params, %d layers, %d heads × %d, %d KV heads\n\n",
-		len(t.reqs), len(t.blocks), float64(t.bytes)/(1<<30), cfg.Nodes, strings.Join(ratios, ":"), placement, max(cfg.Placements, 1),
+	once := 0
+	for i := range t.blocks {
+		if len(t.blocks[i].uses) == 1 {
+			once++
+		}
+	}
+	fmt.Fprintf(w, "trace %s: %d requests, %d distinct blocks (%.1f GiB of KV), %.0f%% of them used by one request only; %d nodes, capacity ratios %s, placement %s, %d placement(s); model %.3g params, %d layers, %d heads × %d, %d KV heads\n\n",
+		cfg.Trace, len(t.reqs), len(t.blocks), float64(t.bytes)/(1<<30), 100*float64(once)/float64(len(t.blocks)), cfg.Nodes, strings.Join(ratios, ":"), placement, max(cfg.Placements, 1),
 		cfg.Profile.Params, cfg.Profile.Layers, cfg.Profile.Heads, cfg.Profile.HeadDim, cfg.Profile.KVHeads)
 	multi := max(cfg.Placements, 1) > 1
 	head := "| size | policy | prefill FLOPs saved | vs lru |"

@@ -11,6 +11,18 @@ import (
 // run loads the trace, replays every placement × size × policy and prints
 // the table.
 func run(ctx context.Context, cfg config, w io.Writer) error {
+	if cfg.WriteTrace != "" {
+		recs, gen, err := genSource(cfg.Trace)
+		if err != nil {
+			return err
+		}
+		if !gen {
+			return fmt.Errorf("--write-trace: --trace %s is a file already", cfg.Trace)
+		}
+		if err := writeTraceFile(cfg.WriteTrace, recs); err != nil {
+			return err
+		}
+	}
 	t, err := loadTrace(cfg.Trace, cfg.Profile.PageTokens, cfg.Every, cfg.Slice)
 	if err != nil {
 		return err

@@ -43,11 +43,19 @@ type trace struct {
 	bytes  int64 // KV bytes of all distinct blocks
 }
 
-// loadTrace reads a Mooncake-format JSON-lines trace. pageTokens is the
-// block size the hash ids were computed with (512 in Mooncake traces);
-// every is the sampling stride (1 keeps every request); limit, when > 0,
-// keeps only the first limit requests replayed (after sampling).
+// loadTrace reads a Mooncake-format JSON-lines trace, or generates one
+// when path is gen:NAME[:SEED] (workload.go). pageTokens is the block size
+// the hash ids were computed with (512 in Mooncake traces); every is the
+// sampling stride (1 keeps every request); limit, when > 0, keeps only the
+// first limit requests replayed (after sampling).
 func loadTrace(path string, pageTokens, every, limit int) (*trace, error) {
+	recs, gen, err := genSource(path)
+	if err != nil {
+		return nil, err
+	}
+	if gen {
+		return recordsTrace(recs, pageTokens, every, limit)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening trace: %w", err)
@@ -57,59 +65,96 @@ func loadTrace(path string, pageTokens, every, limit int) (*trace, error) {
 }
 
 func parseTrace(r io.Reader, pageTokens, every, limit int) (*trace, error) {
-	if every < 1 {
-		every = 1
-	}
-	t := &trace{}
-	ids := make(map[int64]int32)
+	b := newTraceBuilder(pageTokens, every, limit)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for line := 0; (limit <= 0 || len(t.reqs) < limit) && sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 || line%every != 0 {
+	for line := 0; !b.full() && sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 || line%b.every != 0 {
 			continue
 		}
 		var rec record
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return nil, fmt.Errorf("trace line %d: %w", line+1, err)
 		}
-		if rec.InputLength <= 0 || len(rec.HashIDs) == 0 {
-			continue
+		if err := b.add(&rec, line); err != nil {
+			return nil, err
 		}
-		req := request{tokens: rec.InputLength, blocks: make([]int32, len(rec.HashIDs))}
-		parent := int32(-1)
-		for i, h := range rec.HashIDs {
-			b, ok := ids[h]
-			if !ok {
-				b = int32(len(t.blocks))
-				ids[h] = b
-				tok := min(pageTokens, rec.InputLength-i*pageTokens)
-				if tok <= 0 {
-					tok = pageTokens
-				}
-				nb := block{parent: parent, depth: uint32(i), tokens: int32(tok), key: chainKey(t, parent, h)}
-				t.blocks = append(t.blocks, nb)
-				if parent >= 0 {
-					t.blocks[parent].children = append(t.blocks[parent].children, b)
-				}
-			} else if t.blocks[b].parent != parent {
-				return nil, fmt.Errorf("trace line %d: hash id %d has two parents", line+1, h)
-			}
-			req.blocks[i] = b
-			parent = b
-			u := &t.blocks[b].uses
-			if n := len(*u); n == 0 || (*u)[n-1] != int32(len(t.reqs)) {
-				*u = append(*u, int32(len(t.reqs)))
-			}
-		}
-		t.reqs = append(t.reqs, req)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading trace: %w", err)
 	}
-	if len(t.reqs) == 0 {
+	return b.done()
+}
+
+// recordsTrace is parseTrace over records already decoded.
+func recordsTrace(recs []record, pageTokens, every, limit int) (*trace, error) {
+	b := newTraceBuilder(pageTokens, every, limit)
+	for line := 0; line < len(recs) && !b.full(); line++ {
+		if line%b.every != 0 {
+			continue
+		}
+		if err := b.add(&recs[line], line); err != nil {
+			return nil, err
+		}
+	}
+	return b.done()
+}
+
+// traceBuilder renumbers the blocks of records as they come.
+type traceBuilder struct {
+	t                 *trace
+	ids               map[int64]int32
+	pageTokens, every int
+	limit             int
+}
+
+func newTraceBuilder(pageTokens, every, limit int) *traceBuilder {
+	return &traceBuilder{t: &trace{}, ids: make(map[int64]int32), pageTokens: pageTokens, every: max(every, 1), limit: limit}
+}
+
+func (tb *traceBuilder) full() bool { return tb.limit > 0 && len(tb.t.reqs) >= tb.limit }
+
+// add appends rec, line line of the trace (0-based).
+func (tb *traceBuilder) add(rec *record, line int) error {
+	t, pageTokens := tb.t, tb.pageTokens
+	if rec.InputLength <= 0 || len(rec.HashIDs) == 0 {
+		return nil
+	}
+	req := request{tokens: rec.InputLength, blocks: make([]int32, len(rec.HashIDs))}
+	parent := int32(-1)
+	for i, h := range rec.HashIDs {
+		b, ok := tb.ids[h]
+		if !ok {
+			b = int32(len(t.blocks))
+			tb.ids[h] = b
+			tok := min(pageTokens, rec.InputLength-i*pageTokens)
+			if tok <= 0 {
+				tok = pageTokens
+			}
+			nb := block{parent: parent, depth: uint32(i), tokens: int32(tok), key: chainKey(t, parent, h)}
+			t.blocks = append(t.blocks, nb)
+			if parent >= 0 {
+				t.blocks[parent].children = append(t.blocks[parent].children, b)
+			}
+		} else if t.blocks[b].parent != parent {
+			return fmt.Errorf("trace line %d: hash id %d has two parents", line+1, h)
+		}
+		req.blocks[i] = b
+		parent = b
+		u := &t.blocks[b].uses
+		if n := len(*u); n == 0 || (*u)[n-1] != int32(len(t.reqs)) {
+			*u = append(*u, int32(len(t.reqs)))
+		}
+	}
+	t.reqs = append(t.reqs, req)
+	return nil
+}
+
+func (tb *traceBuilder) done() (*trace, error) {
+	if len(tb.t.reqs) == 0 {
 		return nil, fmt.Errorf("trace has no requests")
 	}
-	return t, nil
+	return tb.t, nil
 }
 
 // chainKey is SHA-256(parent key || LE-uint64 hash id), with 32 zero bytes
