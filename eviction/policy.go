@@ -43,6 +43,10 @@ type Page struct {
 	// ChainCost is that deepest page's recompute cost in FLOPs; 0 means
 	// ComputeProfile.PageFLOPs(ChainDepth, Tokens).
 	ChainCost float64
+	// Group is the namespace (or any other population) the page belongs
+	// to: an adaptive KindCost queue learns the reuse of first-timers per
+	// group. Default 0.
+	Group uint32
 }
 
 // Kind names a policy.
@@ -94,15 +98,19 @@ type Config struct {
 	// unknown, Admit checks the cutoff only.
 	CapacityBytes int64
 	// HalfLife is, for KindCost, how many page operations (inserts, hits
-	// and refusals on this queue) halve a page's reuse count. Default
-	// DefaultHalfLife(Capacity).
+	// and refusals on this queue) halve a page's reuse count, fixed: a
+	// queue given one does not learn its half-life (the rest of its
+	// adaptation goes on unless Static). Default 0: the queue starts at
+	// DefaultHalfLife(Capacity) and learns it.
 	HalfLife int
-	// CapacityAdmission makes a KindCost queue's Admit refuse, when the
-	// tier is full, a page worth less than the victim (the other kinds
-	// always do). Default false: a put is a sequence, and refusing its
-	// first page cuts every page behind it, whose value the first page's
-	// does not include yet; on the synthetic trace the check costs more
-	// hits than it saves (cmd/strata-sim, policy ours-admit).
+	// Static turns KindCost's adaptation off (adapt.go: the ghost list,
+	// the learned half-life, the learned reuse of first-timers and the
+	// comparison with the victim in Admit): the policy with constants,
+	// for comparison. Default false.
+	Static bool
+	// CapacityAdmission makes a Static KindCost queue's Admit refuse, when
+	// the tier is full, a page worth less than the victim (the other kinds,
+	// and an adaptive KindCost queue, always do). Default false.
 	CapacityAdmission bool
 	// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
 	// refuses a page; 0 means DefaultAdmitShare.
@@ -110,16 +118,17 @@ type Config struct {
 }
 
 // HalfLifeCapacities is the default half-life of KindCost's reuse counts
-// in tier capacities: see DefaultHalfLife.
-const HalfLifeCapacities = 3
+// in tier capacities, where an adaptive queue starts: see DefaultHalfLife.
+const HalfLifeCapacities = 1
 
 // unknownCapacity is the page capacity DefaultHalfLife assumes for a tier
 // whose page count is not known yet (its page size is not).
 const unknownCapacity = 4096
 
 // DefaultHalfLife is the default Config.HalfLife of a tier that holds pages
-// pages: HalfLifeCapacities × pages page operations, long enough that a
-// page reused once survives a few turnovers of the tier. A tier whose page
+// pages: HalfLifeCapacities × pages page operations, where a page used
+// once a tier's turnover ago counts half. An adaptive queue moves from
+// there by a factor of up to 32 either way. A tier whose page
 // count is unknown (pages <= 0) counts as 4096 pages. The store and the
 // simulator (cmd/strata-sim, which runs the store) both use it.
 func DefaultHalfLife(pages int64) int {
@@ -166,6 +175,13 @@ func New(cfg Config) (*Queue, error) {
 			}
 		}
 		q.hist = newSketch(h)
+	}
+	if cfg.Kind == KindCost && !cfg.Static {
+		pages := cfg.Capacity
+		if pages <= 0 {
+			pages = unknownCapacity
+		}
+		q.ad = newAdapt(pages, q.halfLife, cfg.HalfLife > 0)
 	}
 	q.pages = make([]state, 1, cfg.Capacity+1) // slot 0 is the zero Handle
 	q.heap = make([]entry, 0, cfg.Capacity)

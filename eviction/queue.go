@@ -22,11 +22,18 @@ type state struct {
 	remote uint16  // resident children on other nodes (hints)
 	pins   uint16
 	flags  uint8
+	// bucket is, for an adaptive KindCost queue, the first-timer class of
+	// a page inserted on its first sighting whose reuse is not known yet
+	// (adapt.go), else noBucket.
+	bucket uint8
+	group  uint32 // Page.Group
+	key    uint64 // Page.Key, for the ghost list
 }
 
 const (
 	flagLive uint8 = 1 << iota
 	flagOrphan
+	flagHit // hit since inserted
 )
 
 // StateBytes is the policy's memory per tracked page: the state record plus
@@ -56,8 +63,10 @@ type Queue struct {
 
 	clock      float64 // KindGDSFBytes' aging clock L
 	tick       uint32
-	now        uint64  // KindCost's time: page operations (inserts, hits, refusals)
-	halfLife   float64 // KindCost: page operations that halve a reuse count
+	now        uint64  // page operations (inserts, hits, refusals)
+	clk        float64 // KindCost's time in half-lives: Σ 1/halfLife over page operations
+	halfLife   float64 // KindCost: page operations that halve a reuse count now
+	ad         *adapt  // KindCost's learned state (adapt.go); nil when Config.Static
 	admitCap   bool    // KindCost: Admit also compares with the victim (Config.CapacityAdmission)
 	admitShare float64 // Admit refuses below this share of cutoff (Config.AdmitShare)
 	cutoff     float64 // admission floor on Worth; 0 none
@@ -88,8 +97,35 @@ func (q *Queue) Clock() float64 {
 	return q.clock
 }
 
-// age is KindCost's time in half-lives.
-func (q *Queue) age() float64 { return float64(q.now) / q.halfLife }
+// age is KindCost's time in half-lives. The half-life may change as the
+// queue adapts; a priority stored at a past age stays comparable, since
+// the time between two ages is measured in the half-lives that passed.
+func (q *Queue) age() float64 { return q.clk }
+
+// step advances the queue's time by one page operation.
+func (q *Queue) step() {
+	q.now++
+	q.clk += 1 / q.halfLife
+}
+
+// HalfLife is KindCost's current half-life in page operations (learned
+// unless Config.Static); 0 for the other kinds.
+func (q *Queue) HalfLife() float64 {
+	if q.kind != KindCost {
+		return 0
+	}
+	return q.halfLife
+}
+
+// ReuseShare is the reuse an adaptive KindCost queue expects of p if it is
+// a first-timer (see "Adaptivity" in the package documentation): the
+// share of pages like it that were asked for again; 1 when not adaptive.
+func (q *Queue) ReuseShare(p Page) float64 {
+	if q.ad == nil {
+		return 1
+	}
+	return q.ad.share(p.Group, reuseBucket(&p))
+}
 
 // Kind is the value model.
 func (q *Queue) Kind() Kind { return q.kind }
@@ -152,9 +188,12 @@ func (q *Queue) Insert(p Page) Handle {
 	if p.Bytes <= 0 {
 		panic(fmt.Sprintf("eviction: Insert of a page of %d bytes", p.Bytes))
 	}
+	if q.ad != nil {
+		q.halfLife = q.ad.comeback(p.Key, q.halfLife)
+	}
 	h := q.alloc()
 	s := &q.pages[h]
-	q.now++
+	q.step()
 	*s = q.newState(p)
 	s.flags = flagLive
 	if p.Orphan {
@@ -173,7 +212,8 @@ func (q *Queue) newState(p Page) state {
 	if q.hist != nil {
 		f = max(f, q.hist.estimate(p.Key))
 	}
-	s := state{pos: -1, sub: math.Inf(-1), freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32))}
+	s := state{pos: -1, sub: math.Inf(-1), freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32)),
+		bucket: noBucket, group: p.Group, key: p.Key}
 	switch q.kind {
 	case KindCost:
 		c := p.Cost
@@ -181,15 +221,23 @@ func (q *Queue) newState(p Page) state {
 			c = q.prof.PageFLOPs(p.Depth, p.Tokens)
 		}
 		s.credit = float32(math.Log2(c / float64(p.Bytes)))
-		// The reuse count starts at f, undecayed.
-		s.prio = q.age() + math.Log2(float64(f)) + float64(s.credit)
+		// The reuse count starts at f, undecayed; a first-timer's at the
+		// reuse learned for pages like it (adapt.go).
+		count, leaf := float64(f), 1.0
+		if q.ad != nil && f <= 1 {
+			s.bucket = reuseBucket(&p)
+			count = q.ad.share(p.Group, s.bucket)
+			lp := Page{Depth: max(p.ChainDepth, p.Depth)}
+			leaf = q.ad.share(p.Group, reuseBucket(&lp))
+		}
+		s.prio = q.age() + math.Log2(count) + float64(s.credit)
 		if p.ChainDepth > p.Depth {
 			chain := p.ChainCost
 			if chain <= 0 {
 				chain = q.prof.PageFLOPs(p.ChainDepth, p.Tokens)
 			}
-			if chain > c { // a fresh descendant: reuse count 1
-				s.sub = q.age() + math.Log2(chain/float64(p.Bytes))
+			if chain > c { // a fresh descendant: reuse count 1, or a first-timer's
+				s.sub = q.age() + math.Log2(leaf*chain/float64(p.Bytes))
 			}
 		}
 		return s
@@ -288,12 +336,18 @@ func (q *Queue) Admit(p Page) bool {
 	if q.plain || q.kind == KindOffline {
 		return true
 	}
+	if q.ad != nil {
+		q.halfLife = q.ad.comeback(p.Key, q.halfLife)
+	}
 	s := q.newState(p)
 	if q.cutoff > 0 && q.worth(&s) < q.admitShare*q.cutoff {
 		q.refuse(&s)
 		return false
 	}
-	if q.kind == KindCost && !q.admitCap {
+	// KindCost compares with the victim when adaptive, and then only a
+	// page that ends its put: refusing one with descendants in the put
+	// would cut them, whose worth it does not hold yet.
+	if q.kind == KindCost && !q.admitCap && (q.ad == nil || p.ChainDepth > p.Depth) {
 		return true
 	}
 	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && q.settle() &&
@@ -309,7 +363,10 @@ func (q *Queue) Admit(p Page) bool {
 // ages of what stays.
 func (q *Queue) refuse(s *state) {
 	q.evicted += int64(s.bytes)
-	q.now++
+	if q.ad != nil {
+		q.ad.depart(ghost{key: s.key, group: s.group, class: ghostRefused, bucket: s.bucket})
+	}
+	q.step()
 	if q.kind == KindGDSFBytes && s.prio > q.clock {
 		q.clock = s.prio
 	}
@@ -321,8 +378,13 @@ func (q *Queue) Hit(h Handle) {
 	if s.freq < math.MaxUint32 {
 		s.freq++
 	}
+	if s.bucket != noBucket { // a first-timer asked for again
+		q.ad.group(s.group).record(s.bucket, true)
+		s.bucket = noBucket
+	}
+	s.flags |= flagHit
 	q.tick++
-	q.now++
+	q.step()
 	s.tick = q.tick
 	s.prio = q.prioOf(s)
 	q.fix(h)
@@ -442,6 +504,13 @@ func (q *Queue) Evict(h Handle) {
 		q.clock = s.prio
 	}
 	q.evicted += int64(s.bytes)
+	if q.ad != nil && s.flags&flagOrphan == 0 {
+		class := ghostOnce
+		if s.flags&flagHit != 0 {
+			class = ghostReused
+		}
+		q.ad.depart(ghost{key: s.key, group: s.group, class: class, bucket: s.bucket})
+	}
 	q.release(h)
 }
 

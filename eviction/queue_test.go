@@ -231,7 +231,9 @@ func TestCostAging(t *testing.T) {
 
 func TestAdmit(t *testing.T) {
 	for _, capAdmit := range []bool{false, true} {
-		q := mustNew(t, Config{Kind: KindCost, History: -1, HalfLife: 4, CapacityAdmission: capAdmit})
+		// The static policy: an adaptive one compares a page that ends its
+		// put with the victim whatever CapacityAdmission (TestAdaptAdmit).
+		q := mustNew(t, Config{Kind: KindCost, History: -1, HalfLife: 4, CapacityAdmission: capAdmit, Static: true})
 		p := page(0)
 		hot := q.Insert(p)
 		for range 5 {

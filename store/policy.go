@@ -151,7 +151,8 @@ func (s *Store) newQueues(pageBytes int64) error {
 		// past them); the half-life follows the tier's real size.
 		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
 			Capacity: int(min(pages, maxPreallocPages)), HalfLife: s.cfg.Tuning.halfLife(pages),
-			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission})
+			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission,
+			Static: s.cfg.Tuning.Static})
 		if err != nil {
 			return err
 		}
@@ -167,21 +168,31 @@ func (s *Store) newQueues(pageBytes int64) error {
 // is the shipped policy.
 type EvictionTuning struct {
 	// HalfLife is the reuse counts' half-life in tier capacities (page
-	// operations per page the tier holds); 0 means
-	// eviction.DefaultHalfLife. Not negative.
+	// operations per page the tier holds), fixed (eviction.Config.HalfLife).
+	// 0 means the policy learns it, from eviction.DefaultHalfLife of the
+	// tier's pages. Not negative.
 	HalfLife float64
+	// Static is eviction.Config.Static: the cost policy with constants
+	// (no ghost list, no learned half-life or first-timer reuse, no
+	// comparison with the victim unless CapacityAdmission). Default false.
+	Static bool
 	// AdmitShare is eviction.Config.AdmitShare: the share of the cutoff
 	// below which a full store refuses a page; 0 means
 	// eviction.DefaultAdmitShare.
 	AdmitShare float64
-	// CapacityAdmission is eviction.Config.CapacityAdmission: a full store
-	// also refuses a page worth less than its victim. Default false.
+	// CapacityAdmission is eviction.Config.CapacityAdmission: a full
+	// Static store also refuses a page worth less than its victim (an
+	// adaptive one always does). Default false.
 	CapacityAdmission bool
 }
 
-// halfLife is the half-life of a tier of pages pages (0: unknown).
+// halfLife is the fixed half-life of a tier of pages pages (0: unknown),
+// or 0 when the policy learns it.
 func (t EvictionTuning) halfLife(pages int64) int {
-	if t.HalfLife == 0 || pages <= 0 {
+	if t.HalfLife == 0 {
+		return 0
+	}
+	if pages <= 0 {
 		return eviction.DefaultHalfLife(pages)
 	}
 	return max(int(t.HalfLife*float64(min(pages, 1<<40))), 1)
@@ -210,6 +221,10 @@ func (s *Store) sizeQueuesLocked(pageBytes int64) {
 // keyHash is the 64-bit key the policies' frequency history uses.
 func keyHash(k namespace.Key) uint64 { return binary.LittleEndian.Uint64(k[:8]) }
 
+// nsGroup is the namespace's eviction.Page.Group: the policies learn the
+// reuse of new pages per namespace.
+func nsGroup(id namespace.ID) uint32 { return binary.LittleEndian.Uint32(id[:4]) }
+
 // pageCost is the prefill FLOPs a page at depth saves given its prefix, or
 // 0 when the namespace has no compute profile.
 func (n *nsState) pageCost(depth uint32) float64 {
@@ -227,7 +242,7 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 		cost = e.ns.pageCost(e.depth)
 	}
 	return eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
-		Tokens: int(e.ns.PageTokens), Cost: cost}
+		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
 }
 
 // trackLocked starts tracking e in its tier's queue. freq is the reuse
@@ -548,7 +563,7 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	last := len(s.policy.pol) - 1
 	page := eviction.Page{Key: keyHash(spec.Key), Bytes: spec.Size, Depth: spec.Depth,
 		Tokens: int(n.PageTokens), Cost: float64(costHint(spec.CostHint)), ChainDepth: spec.ChainDepth,
-		ChainCost: n.pageCost(spec.ChainDepth)}
+		ChainCost: n.pageCost(spec.ChainDepth), Group: nsGroup(n.ID)}
 	if page.Cost <= 0 {
 		page.Cost = n.pageCost(spec.Depth)
 	}
@@ -678,3 +693,4 @@ func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) 
 	p := &s.policy
 	return append([]float64(nil), p.cutoffs...), p.epoch, p.coordinated
 }
+

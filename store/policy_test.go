@@ -737,16 +737,17 @@ func TestFlushHints(t *testing.T) {
 	}
 }
 
-// TestTuningHalfLife: the store's queues take eviction.DefaultHalfLife of
-// their page capacity, or Tuning.HalfLife capacities.
+// TestTuningHalfLife: the store's queues learn their half-life (0: from
+// eviction.DefaultHalfLife of their page capacity), or take Tuning.HalfLife
+// capacities.
 func TestTuningHalfLife(t *testing.T) {
 	for _, tc := range []struct {
 		tuning EvictionTuning
 		pages  int64
 		want   int
 	}{
-		{EvictionTuning{}, 100, eviction.DefaultHalfLife(100)},
-		{EvictionTuning{}, 0, eviction.DefaultHalfLife(0)},
+		{EvictionTuning{}, 100, 0},
+		{EvictionTuning{}, 0, 0},
 		{EvictionTuning{HalfLife: 0.5}, 100, 50},
 		{EvictionTuning{HalfLife: 2}, 0, eviction.DefaultHalfLife(0)},
 	} {
@@ -754,7 +755,7 @@ func TestTuningHalfLife(t *testing.T) {
 			t.Errorf("%+v.halfLife(%d) = %d, want %d", tc.tuning, tc.pages, got, tc.want)
 		}
 	}
-	if got, want := eviction.DefaultHalfLife(100), 300; got != want {
-		t.Errorf("DefaultHalfLife(100) = %d, want %d (3 capacities)", got, want)
+	if got, want := eviction.DefaultHalfLife(100), 100; got != want {
+		t.Errorf("DefaultHalfLife(100) = %d, want %d (1 capacity)", got, want)
 	}
 }

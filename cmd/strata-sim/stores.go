@@ -55,7 +55,6 @@ type storeCluster struct {
 	ns      store.Namespace
 	nodes   []*simNode
 	page    []byte           // the page being written
-	blockOf map[uint64]int32 // block by its key's first 8 bytes (ownerOf)
 	// leased is the current request's hit prefix, leased until its puts
 	// are done; onLeave, when set, sees every page that leaves a node
 	// (tests check invariants there).
@@ -79,10 +78,7 @@ func newStoreCluster(t *trace, cfg simConfig) (*storeCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &storeCluster{layout: l, page: make([]byte, simPageBytes), blockOf: make(map[uint64]int32, len(t.blocks))}
-	for i := range t.blocks {
-		c.blockOf[binary.LittleEndian.Uint64(t.blocks[i].key[:])] = int32(i)
-	}
+	c := &storeCluster{layout: l, page: make([]byte, simPageBytes)}
 	prof := cfg.profile
 	f1, f2 := prof.PrefillFLOPs(1), prof.PrefillFLOPs(2)
 	quad := (f2 - 2*f1) / 2 // F(s) = a·s + b·s²
@@ -451,7 +447,7 @@ func (c *storeCluster) deliver() {
 				continue
 			}
 			moved = true
-			groups, _ := hints.Route(len(c.nodes), n.idx, c.ownerOf, hs)
+			groups, _ := hints.RouteCandidates(len(c.nodes), n.idx, c.candidatesOf, hs)
 			for to, g := range groups {
 				if len(g) > 0 {
 					c.nodes[to].st.ApplyHints(g)
@@ -464,15 +460,10 @@ func (c *storeCluster) deliver() {
 	}
 }
 
-// ownerOf is the placement owner of key, a block's key. The keys are
-// SHA-256 sums: their first 8 bytes find the block (a map of 8-byte keys
-// is several times faster than one of 32, and this runs for every hint),
-// and the whole key is checked.
-func (c *storeCluster) ownerOf(key namespace.Key) int {
-	if b, ok := c.blockOf[binary.LittleEndian.Uint64(key[:])]; ok && c.t.blocks[b].key == key {
-		return int(c.owner[b])
-	}
-	return c.view.Owner(key)
+// candidatesOf is the placement candidates of key (its owner, then the
+// second candidate), as the node's hint sender finds them.
+func (c *storeCluster) candidatesOf(key namespace.Key, dst []int) []int {
+	return c.view.Candidates(key, dst)
 }
 
 // filter drops the hints the variant does without.

@@ -14,25 +14,45 @@ import (
 // key (owner, e.g. a placement view's Owner), parent-gone notices (after
 // them) to every member but self. A child or value hint whose parent self
 // owns would be about a page absent everywhere it is looked for: it is
-// dropped, and counted in dropped. The simulator (cmd/strata-sim) routes
-// its stores' hints with it too.
+// dropped, and counted in dropped.
 func Route(members, self int, owner func(namespace.Key) int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
+	return RouteCandidates(members, self, func(k namespace.Key, dst []int) []int {
+		return append(dst[:0], owner(k))
+	}, hints)
+}
+
+// RouteCandidates is Route with a parent's placement candidates (e.g. a
+// placement view's Candidates, which fills dst): child and value hints go
+// to the first two that are not self, since a parent its owner refused is
+// put on its second candidate (a spill), and the node that holds it must
+// learn of its remote children to send a parent-gone notice when it goes.
+// The candidate that does not hold the parent remembers the hint for a
+// while (store.ApplyHints), harmlessly. A hint whose only candidate is
+// self is dropped, and counted in dropped. The node's sender and the
+// simulator (cmd/strata-sim) route their stores' hints with it.
+func RouteCandidates(members, self int, candidates func(k namespace.Key, dst []int) []int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
 	groups = make([][]store.ChildHint, members)
 	var gone []store.ChildHint
 	for i := range groups {
 		groups[i] = make([]store.ChildHint, 0, len(hints)/max(members-1, 1)+1)
 	}
+	var buf [2]int
 	for _, c := range hints {
 		if c.Gone {
 			gone = append(gone, store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true})
 			continue
 		}
-		o := owner(c.Parent)
-		if o == self {
-			dropped++ // the parent would be here: it is gone
-			continue
+		sent := false
+		for _, o := range candidates(c.Parent, buf[:]) {
+			if o == self || o < 0 || o >= members {
+				continue
+			}
+			groups[o] = append(groups[o], store.ChildHint{NS: c.NS, Parent: c.Parent, Added: c.Added, Worth: c.Worth})
+			sent = true
 		}
-		groups[o] = append(groups[o], store.ChildHint{NS: c.NS, Parent: c.Parent, Added: c.Added, Worth: c.Worth})
+		if !sent {
+			dropped++ // the parent would be here: it is gone
+		}
 	}
 	for i := range groups {
 		if len(gone) > 0 && i != self {
@@ -51,7 +71,7 @@ func routeView(view *placement.View, self string, hints []store.ChildHint) ([][]
 			idx = i
 		}
 	}
-	return Route(view.Len(), idx, func(k namespace.Key) int { return view.Owner(k) }, hints)
+	return RouteCandidates(view.Len(), idx, func(k namespace.Key, dst []int) []int { return view.Candidates(k, dst) }, hints)
 }
 
 // placementOf is the placement view over alive members, weighted by

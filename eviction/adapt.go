@@ -1,0 +1,259 @@
+package eviction
+
+import "math"
+
+// Adaptation: what a KindCost queue learns online (see "Adaptivity" in the
+// package documentation). Two things, both from pages that come back (a
+// key put again after it left the queue, or after Admit turned it away),
+// remembered in a ghost list of recently departed keys:
+//
+//   - the half-life of reuse counts, ARC's way: a page evicted before any
+//     hit that comes back says recency was undervalued (the half-life
+//     shrinks), a page evicted after hits that comes back says frequency
+//     was (it grows); each step is scaled by the ratio of the two ghost
+//     populations, as ARC scales its target;
+//   - the expected reuse of a page seen for the first time, per class of
+//     page (its depth and its distance to the end of the sequence it was
+//     put with, both in powers of two) and per Page.Group (a namespace):
+//     the share of such pages that are asked for again before their ghost
+//     fades, whether they were kept, evicted or refused. A first-timer
+//     starts with that share as its reuse count instead of 1, so where
+//     most first-timers are never used again (documents read once) they
+//     rank below pages with a proven reuse and Admit turns them away when
+//     the tier is full of better pages; where they are (growing agent
+//     contexts) they rank as before. Since the class includes the depth,
+//     this also learns whether deeper pages are reused more or less here:
+//     the recompute cost counts in full, multiplied by the reuse measured
+//     for pages like it.
+
+// ghost is one departed page remembered by key.
+type ghost struct {
+	key   uint64
+	group uint32
+	class uint8 // ghostOnce, ghostReused or ghostRefused
+	// bucket is the reuse class of a first-timer whose outcome is still
+	// open (probation), or noBucket.
+	bucket uint8
+}
+
+const (
+	ghostOnce    uint8 = iota // evicted without a hit since it was inserted
+	ghostReused               // evicted after at least one hit
+	ghostRefused              // turned away by Admit
+)
+
+// noBucket marks a page or ghost with no open first-timer outcome.
+const noBucket = math.MaxUint8
+
+// ghosts is a FIFO of departed keys, at most len(ring), with an index by
+// key. The oldest ghost leaves when a new one arrives on a full ring: the
+// horizon of a come-back is as many departures as the tier holds pages.
+type ghosts struct {
+	ring  []ghost
+	used  []bool
+	next  int
+	index map[uint64]int32
+	count [3]int // live ghosts by class
+}
+
+func newGhosts(n int) *ghosts {
+	n = max(n, 64)
+	return &ghosts{ring: make([]ghost, n), used: make([]bool, n), index: make(map[uint64]int32, n)}
+}
+
+// ghostBytes is a ghost's memory: its ring slot and index entry.
+const ghostBytes = 16 + 1 + 24
+
+// add remembers g; the oldest ghost it pushes out is returned (ok true).
+func (gs *ghosts) add(g ghost) (old ghost, ok bool) {
+	if i, dup := gs.index[g.key]; dup { // a key departs again before it came back
+		old, ok = gs.ring[i], true
+		gs.drop(int(i))
+	}
+	i := gs.next
+	gs.next = (gs.next + 1) % len(gs.ring)
+	if gs.used[i] {
+		old, ok = gs.ring[i], true
+		gs.drop(i)
+	}
+	gs.ring[i], gs.used[i] = g, true
+	gs.index[g.key] = int32(i)
+	gs.count[g.class]++
+	return old, ok
+}
+
+// take removes and returns key's ghost.
+func (gs *ghosts) take(key uint64) (ghost, bool) {
+	i, ok := gs.index[key]
+	if !ok {
+		return ghost{}, false
+	}
+	g := gs.ring[i]
+	gs.drop(int(i))
+	return g, true
+}
+
+func (gs *ghosts) drop(i int) {
+	g := gs.ring[i]
+	gs.used[i] = false
+	delete(gs.index, g.key)
+	gs.count[g.class]--
+}
+
+// reuseBuckets is the number of first-timer classes: depth and distance to
+// the end of the put, each as log2 in 0..7.
+const reuseBuckets = 64
+
+// reuseBucket is the first-timer class of p.
+func reuseBucket(p *Page) uint8 {
+	dist := uint32(0)
+	if p.ChainDepth > p.Depth {
+		dist = p.ChainDepth - p.Depth
+	}
+	return uint8(min(log2Bucket(p.Depth), 7)*8 + min(log2Bucket(dist), 7))
+}
+
+// log2Bucket is 0 for 0, else 1 + floor(log2(v)).
+func log2Bucket(v uint32) int {
+	n := 0
+	for v > 0 {
+		n++
+		v >>= 1
+	}
+	return n
+}
+
+// reuse is one group's (namespace's) record of first-timers' outcomes:
+// how many were asked for again (hit) out of how many were resolved, per
+// bucket, the counts halving whenever window outcomes have been added so
+// that the estimate follows the workload.
+type reuse struct {
+	hit, all     [reuseBuckets]float64
+	sumHit, sum  float64
+	added, limit int
+}
+
+// prior is the weight, in outcomes, of the group-wide share in a bucket's
+// estimate, so that a bucket seen a few times leans on the whole group.
+const reusePrior = 4
+
+func newReuse(window int) *reuse { return &reuse{limit: max(window, 256)} }
+
+// record adds one outcome for bucket b.
+func (r *reuse) record(b uint8, hit bool) {
+	if b >= reuseBuckets {
+		return
+	}
+	v := 0.0
+	if hit {
+		v = 1
+	}
+	r.hit[b] += v
+	r.all[b]++
+	r.sumHit += v
+	r.sum++
+	if r.added++; r.added >= r.limit {
+		for i := range r.all {
+			r.hit[i] /= 2
+			r.all[i] /= 2
+		}
+		r.sumHit /= 2
+		r.sum /= 2
+		r.added /= 2
+	}
+}
+
+// share is the estimated chance that a first-timer of bucket b is asked
+// for again: 1 until outcomes are known (a page with no history counts as
+// used once, as before adaptation), then the bucket's share shrunk toward
+// the group's.
+func (r *reuse) share(b uint8) float64 {
+	if r == nil || b >= reuseBuckets {
+		return 1
+	}
+	group := (r.sumHit + 1) / (r.sum + 1)
+	return max((r.hit[b]+reusePrior*group)/(r.all[b]+reusePrior), minShare)
+}
+
+// minShare bounds a share from below, so a first-timer is never worth
+// nothing (log2 of it is its head start below a page used once).
+const minShare = 1.0 / 64
+
+// adapt is a KindCost queue's learned state.
+type adapt struct {
+	gh     *ghosts
+	groups map[uint32]*reuse
+	window int
+	// lo, hi bound the half-life (page operations); fixed: it does not
+	// move (Config.HalfLife).
+	lo, hi float64
+	fixed  bool
+}
+
+// halfLifeRange is how far the learned half-life may move from where it
+// started, each way, as a factor: from nearly LRU to nearly LFU.
+const halfLifeRange = 32
+
+// newAdapt is the learned state of a queue of capacity pages whose
+// half-life starts at start page operations (and stays there if fixed).
+func newAdapt(capacity int, start float64, fixed bool) *adapt {
+	return &adapt{gh: newGhosts(capacity), groups: map[uint32]*reuse{}, window: max(capacity, 256),
+		lo: max(start/halfLifeRange, 1), hi: start * halfLifeRange, fixed: fixed}
+}
+
+func (a *adapt) group(g uint32) *reuse {
+	r := a.groups[g]
+	if r == nil {
+		r = newReuse(a.window)
+		a.groups[g] = r
+	}
+	return r
+}
+
+// share is the expected reuse of a first-timer of bucket b in group g.
+func (a *adapt) share(g uint32, b uint8) float64 {
+	if a == nil {
+		return 1
+	}
+	return a.groups[g].share(b)
+}
+
+// depart remembers a page that left (evicted or refused); a ghost pushed
+// out by it closes its first-timer outcome as not reused.
+func (a *adapt) depart(g ghost) {
+	if old, ok := a.gh.add(g); ok && old.bucket != noBucket {
+		a.group(old.group).record(old.bucket, false)
+	}
+}
+
+// halfLifeStep is the log2 step of the half-life per come-back when the
+// two ghost populations are equal.
+const halfLifeStep = 1.0 / 16
+
+// comeback handles key put again: its ghost, if any, says what the queue
+// should have done, and the half-life h moves accordingly. It returns the
+// new half-life.
+func (a *adapt) comeback(key uint64, h float64) float64 {
+	g, ok := a.gh.take(key)
+	if !ok {
+		return h
+	}
+	if g.bucket != noBucket {
+		a.group(g.group).record(g.bucket, true)
+	}
+	if a.fixed {
+		return h
+	}
+	// Each class's come-backs count in inverse proportion to its ghosts
+	// (ARC's rule: the half-life settles where a ghost of either class is
+	// as likely to come back), a step at most twice halfLifeStep.
+	once, reused := float64(a.gh.count[ghostOnce]+1), float64(a.gh.count[ghostReused]+1)
+	switch g.class {
+	case ghostOnce: // recency undervalued
+		h *= math.Exp2(-2 * halfLifeStep * reused / (once + reused))
+	case ghostReused: // frequency undervalued
+		h *= math.Exp2(2 * halfLifeStep * once / (once + reused))
+	}
+	return min(max(h, a.lo), a.hi)
+}
+
