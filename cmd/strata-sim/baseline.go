@@ -132,6 +132,9 @@ func (c *baseline) put(b int32, ri int) bool {
 		if !ok {
 			return false
 		}
+		if c.cfg.variant.bypass && n.q.Value(h) >= c.offlinePrio(b, ri) {
+			return false // the victim is used again sooner: b is not kept
+		}
 		c.evict(target, h)
 	}
 	h := n.q.Insert(p)
@@ -146,8 +149,10 @@ func (c *baseline) put(b int32, ri int) bool {
 	c.handle[b] = h
 	c.res.arrive(b, target)
 	c.out.pagesStored++
-	n.q.Pin(h) // the writer's reservation until the request ends
-	c.pinned = append(c.pinned, b)
+	if !c.cfg.variant.bypass {
+		n.q.Pin(h) // the writer's reservation until the request ends
+		c.pinned = append(c.pinned, b)
+	}
 	return true
 }
 

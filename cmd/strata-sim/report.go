@@ -27,7 +27,7 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 		cfg.Trace, len(t.reqs), len(t.blocks), float64(t.bytes)/(1<<30), 100*float64(once)/float64(len(t.blocks)), cfg.Nodes, strings.Join(ratios, ":"), placement, max(cfg.Placements, 1),
 		cfg.Profile.Params, cfg.Profile.Layers, cfg.Profile.Heads, cfg.Profile.HeadDim, cfg.Profile.KVHeads)
 	multi := max(cfg.Placements, 1) > 1
-	head := "| size | policy | prefill FLOPs saved | vs lru |"
+	head := "| size | capacity (KV bytes = blocks) | policy | prefill FLOPs saved | vs lru |"
 	if multi {
 		head += " vs lru (min … max) |"
 	}
@@ -42,7 +42,7 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 		} else {
 			spread = " — |"
 		}
-		line := fmt.Sprintf("| %g%% | %s | %.2f%% | %s |", r.sizePct, r.variant, 100*r.saved, rel)
+		line := fmt.Sprintf("| %g%% | %.1f GiB = %.0f | %s | %.2f%% | %s |", r.sizePct, r.capacity/(1<<30), r.blocks, r.variant, 100*r.saved, rel)
 		if multi {
 			line += spread
 		}
@@ -85,6 +85,7 @@ type jsonRow struct {
 	SizePct       float64  `json:"size_pct"`
 	Policy        string   `json:"policy"`
 	CapacityBytes float64  `json:"capacity_bytes"`
+	CapacityPages float64  `json:"capacity_blocks"`
 	FLOPsSaved    float64  `json:"flops_saved"`
 	FLOPsTotal    float64  `json:"flops_total"`
 	SavedFrac     float64  `json:"flops_saved_frac"`
@@ -110,7 +111,7 @@ func writeJSON(w io.Writer, cfg config, t *trace, rows []row) error {
 			HeadDim: cfg.Profile.HeadDim, KVHeads: cfg.Profile.KVHeads, PageTokens: cfg.Profile.PageTokens},
 		Rows: make([]jsonRow, 0, len(rows))}
 	for _, r := range rows {
-		jr := jsonRow{SizePct: r.sizePct, Policy: r.variant, CapacityBytes: r.capacity,
+		jr := jsonRow{SizePct: r.sizePct, Policy: r.variant, CapacityBytes: r.capacity, CapacityPages: r.blocks,
 			FLOPsSaved: r.flopsSaved, FLOPsTotal: r.flopsTotal, SavedFrac: r.saved,
 			HitTokens: r.hitTokens, Tokens: r.tokens, HitRate: r.hit,
 			OrphanMean: r.orphanMean, OrphanMax: r.orphanMax,

@@ -114,6 +114,7 @@ type row struct {
 	flopsSaved, flopsTotal float64
 	hitTokens, tokens      float64
 	capacity               float64 // bytes, all nodes
+	blocks                 float64 // pages, all nodes
 }
 
 // aggregate folds the results of every placement into one row per size ×
@@ -146,6 +147,7 @@ func aggregate(results []result, cfg config) []row {
 				w.hitTokens += float64(r.hitTokens)
 				w.tokens += float64(r.tokens)
 				w.capacity += float64(r.capacity)
+				w.blocks += float64(r.blocks)
 				if base, ok := lru[[2]float64{float64(r.seed), size}]; ok && base > 0 {
 					rel := r.savedFrac()/base - 1
 					if !w.ok {
@@ -161,7 +163,7 @@ func aggregate(results []result, cfg config) []row {
 				continue
 			}
 			for _, f := range []*float64{&w.saved, &w.hit, &w.orphanMean, &w.evictions, &w.rejected, &w.spilled,
-				&w.flopsSaved, &w.flopsTotal, &w.hitTokens, &w.tokens, &w.capacity, &w.vsLRU} {
+				&w.flopsSaved, &w.flopsTotal, &w.hitTokens, &w.tokens, &w.capacity, &w.blocks, &w.vsLRU} {
 				*f /= float64(w.n) // sums to means
 			}
 			rows = append(rows, w)

@@ -41,6 +41,14 @@ type variant struct {
 	plain bool
 	// belady: offline, evicts the page whose next use is farthest.
 	belady bool
+	// single: one cache of the whole cluster's capacity instead of one
+	// per node (every page has the same owner).
+	single bool
+	// bypass: with belady, a put whose next use is no sooner than the
+	// victim's is not stored (nor the rest of its request's pages, whose
+	// next uses are no sooner), and puts are not pinned: the bound for
+	// policies that may refuse a put.
+	bypass bool
 	// infinite: no capacity limit.
 	infinite bool
 }
@@ -60,6 +68,7 @@ func variants() []variant {
 		{name: "ours-node", kind: eviction.KindCost, store: true, hints: true},
 		{name: "ours-global", kind: eviction.KindCost, store: true, hints: true, global: true},
 		{name: "belady", kind: eviction.KindOffline, plain: true, belady: true},
+		{name: "belady-bypass", kind: eviction.KindOffline, plain: true, belady: true, single: true, bypass: true},
 		{name: "infinite", kind: eviction.KindLRU, plain: true, infinite: true},
 	}
 }
@@ -100,7 +109,8 @@ type result struct {
 	evictions   int64 // pages dropped: to make room, or as orphans
 	rejected    int64 // puts not admitted anywhere
 	spilled     int64 // puts placed on the second candidate
-	capacity    int64
+	capacity    int64 // bytes, all nodes
+	blocks      int64 // pages, all nodes
 	reqs        int
 	pagesStored int64
 }
@@ -110,6 +120,14 @@ func (r result) hitFrac() float64   { return float64(r.hitTokens) / float64(r.to
 
 // replay runs one configuration over the trace.
 func replay(t *trace, cfg simConfig) (result, error) {
+	if cfg.variant.single {
+		var sum int64 // the nodes' whole pages: the same capacity
+		page := cfg.profile.PageBytes(0)
+		for _, c := range cfg.capacities {
+			sum += c / page * page
+		}
+		cfg.capacities = []int64{sum}
+	}
 	if cfg.variant.store {
 		c, err := newStoreCluster(t, cfg)
 		if err != nil {
@@ -171,7 +189,8 @@ func newLayout(t *trace, cfg simConfig) (layout, error) {
 		l.owner[i] = int8(view.Owner(t.blocks[i].key))
 	}
 	l.res = newResidency(t, l.pageSize)
-	l.out = result{variant: cfg.variant.name, seed: cfg.seed, sizePct: cfg.sizePct, capacity: l.capTotal, reqs: len(t.reqs)}
+	l.out = result{variant: cfg.variant.name, seed: cfg.seed, sizePct: cfg.sizePct, capacity: l.capTotal,
+		blocks: l.capTotal / l.pageSize, reqs: len(t.reqs)}
 	return l, nil
 }
 
