@@ -34,6 +34,9 @@ type ghost struct {
 	// bucket is the reuse class of a first-timer whose outcome is still
 	// open (probation), or noBucket.
 	bucket uint8
+	// deep: the page's depth added more to its cost than the average
+	// page's (flagDeep).
+	deep bool
 }
 
 const (
@@ -54,6 +57,7 @@ type ghosts struct {
 	next  int
 	index map[uint64]int32
 	count [3]int // live ghosts by class
+	deep  int    // live ghosts with deep set
 }
 
 func newGhosts(n int) *ghosts {
@@ -79,6 +83,9 @@ func (gs *ghosts) add(g ghost) (old ghost, ok bool) {
 	gs.ring[i], gs.used[i] = g, true
 	gs.index[g.key] = int32(i)
 	gs.count[g.class]++
+	if g.deep {
+		gs.deep++
+	}
 	return old, ok
 }
 
@@ -93,11 +100,17 @@ func (gs *ghosts) take(key uint64) (ghost, bool) {
 	return g, true
 }
 
+// len is the number of live ghosts.
+func (gs *ghosts) len() int { return len(gs.index) }
+
 func (gs *ghosts) drop(i int) {
 	g := gs.ring[i]
 	gs.used[i] = false
 	delete(gs.index, g.key)
 	gs.count[g.class]--
+	if g.deep {
+		gs.deep--
+	}
 }
 
 // reuseBuckets is the number of first-timer classes: depth and distance to
@@ -188,6 +201,45 @@ type adapt struct {
 	// move (Config.HalfLife).
 	lo, hi float64
 	fixed  bool
+	// weight is the learned weight of the depth's share of a page's cost
+	// (log2(cost/flat cost) counts weight times), in [0, 1], from 1;
+	// meanGain the running mean of that log2 over inserted pages.
+	weight, meanGain float64
+	// back and gone count the ghosts of evicted pages that came back and
+	// that faded, halving every window (victimReuse).
+	back, gone float64
+}
+
+// victimReuse is the share of evicted pages that were asked for again
+// before their ghost faded: how much an eviction costs, learned.
+func (a *adapt) victimReuse() float64 { return (a.back + 1) / (a.back + a.gone + 2) }
+
+// evictionOutcome records whether an evicted page came back.
+func (a *adapt) evictionOutcome(came bool) {
+	if came {
+		a.back++
+	} else {
+		a.gone++
+	}
+	if a.back+a.gone > float64(a.window) {
+		a.back /= 2
+		a.gone /= 2
+	}
+}
+
+// depthWeight is the weight of the depth's share of the cost: 1 when not
+// adaptive.
+func (a *adapt) depthWeight() float64 {
+	if a == nil {
+		return 1
+	}
+	return a.weight
+}
+
+// inserted tracks the mean depth gain (log2 of cost over flat cost) of
+// inserted pages, over about a window of inserts.
+func (a *adapt) inserted(gain float64) {
+	a.meanGain += (gain - a.meanGain) / float64(a.window)
 }
 
 // halfLifeRange is how far the learned half-life may move from where it
@@ -198,7 +250,7 @@ const halfLifeRange = 32
 // half-life starts at start page operations (and stays there if fixed).
 func newAdapt(capacity int, start float64, fixed bool) *adapt {
 	return &adapt{gh: newGhosts(capacity), groups: map[uint32]*reuse{}, window: max(capacity, 256),
-		lo: max(start/halfLifeRange, 1), hi: start * halfLifeRange, fixed: fixed}
+		lo: max(start/halfLifeRange, 1), hi: start * halfLifeRange, fixed: fixed, weight: 1}
 }
 
 func (a *adapt) group(g uint32) *reuse {
@@ -221,10 +273,21 @@ func (a *adapt) share(g uint32, b uint8) float64 {
 // depart remembers a page that left (evicted or refused); a ghost pushed
 // out by it closes its first-timer outcome as not reused.
 func (a *adapt) depart(g ghost) {
-	if old, ok := a.gh.add(g); ok && old.bucket != noBucket {
+	old, ok := a.gh.add(g)
+	if !ok {
+		return
+	}
+	if old.bucket != noBucket {
 		a.group(old.group).record(old.bucket, false)
 	}
+	if old.class != ghostRefused {
+		a.evictionOutcome(false)
+	}
 }
+
+// depthStep is the step of the depth weight per come-back when deep and
+// shallow ghosts are as many.
+const depthStep = 1.0 / 64
 
 // halfLifeStep is the log2 step of the half-life per come-back when the
 // two ghost populations are equal.
@@ -241,6 +304,18 @@ func (a *adapt) comeback(key uint64, h float64) float64 {
 	if g.bucket != noBucket {
 		a.group(g.group).record(g.bucket, true)
 	}
+	if g.class != ghostRefused {
+		a.evictionOutcome(true)
+	}
+	// The depth weight, the same way: a deep page coming back says depth
+	// was undervalued, a shallow one that it was overvalued.
+	all := float64(a.gh.len() + 2)
+	if g.deep {
+		a.weight += 2 * depthStep * float64(a.gh.len()-a.gh.deep+1) / all
+	} else {
+		a.weight -= 2 * depthStep * float64(a.gh.deep+1) / all
+	}
+	a.weight = min(max(a.weight, 0), 1)
 	if a.fixed {
 		return h
 	}

@@ -43,6 +43,12 @@ type Page struct {
 	// ChainCost is that deepest page's recompute cost in FLOPs; 0 means
 	// ComputeProfile.PageFLOPs(ChainDepth, Tokens).
 	ChainCost float64
+	// FlatCost is, for KindCost, what the page would cost at depth 0 (its
+	// tokens' weight GEMMs and their own attention): the part of Cost that
+	// does not grow with depth, so that an adaptive queue can weigh the
+	// rest by what it learns. 0 means ComputeProfile.PageFLOPs(0, Tokens)
+	// when Cost is 0, and Cost (nothing to weigh) when Cost is set.
+	FlatCost float64
 	// Group is the namespace (or any other population) the page belongs
 	// to: an adaptive KindCost queue learns the reuse of first-timers per
 	// group. Default 0.

@@ -33,7 +33,8 @@ type state struct {
 const (
 	flagLive uint8 = 1 << iota
 	flagOrphan
-	flagHit // hit since inserted
+	flagHit  // hit since inserted
+	flagDeep // KindCost, adaptive: the depth adds more to its cost than on average
 )
 
 // StateBytes is the policy's memory per tracked page: the state record plus
@@ -195,6 +196,10 @@ func (q *Queue) Insert(p Page) Handle {
 	s := &q.pages[h]
 	q.step()
 	*s = q.newState(p)
+	if q.ad != nil {
+		c, flat := q.costs(&p)
+		q.ad.inserted(math.Log2(c / flat))
+	}
 	s.flags = flagLive
 	if p.Orphan {
 		s.flags |= flagOrphan
@@ -216,11 +221,16 @@ func (q *Queue) newState(p Page) state {
 		bucket: noBucket, group: p.Group, key: p.Key}
 	switch q.kind {
 	case KindCost:
-		c := p.Cost
-		if c <= 0 {
-			c = q.prof.PageFLOPs(p.Depth, p.Tokens)
+		c, flat := q.costs(&p)
+		// The depth's share of the cost counts with the learned weight.
+		gain, w := math.Log2(c/flat), q.ad.depthWeight()
+		if gain == 0 {
+			w = 1 // nothing to weigh (a measured cost): the chain counts in full too
 		}
-		s.credit = float32(math.Log2(c / float64(p.Bytes)))
+		s.credit = float32(math.Log2(flat/float64(p.Bytes)) + w*gain)
+		if q.ad != nil && gain > q.ad.meanGain {
+			s.flags |= flagDeep
+		}
 		// The reuse count starts at f, undecayed; a first-timer's at the
 		// reuse learned for pages like it (adapt.go).
 		count, leaf := float64(f), 1.0
@@ -237,7 +247,7 @@ func (q *Queue) newState(p Page) state {
 				chain = q.prof.PageFLOPs(p.ChainDepth, p.Tokens)
 			}
 			if chain > c { // a fresh descendant: reuse count 1, or a first-timer's
-				s.sub = q.age() + math.Log2(leaf*chain/float64(p.Bytes))
+				s.sub = q.age() + math.Log2(leaf*flat/float64(p.Bytes)) + w*math.Log2(chain/flat)
 			}
 		}
 		return s
@@ -246,6 +256,22 @@ func (q *Queue) newState(p Page) state {
 	}
 	s.prio = q.prioOf(&s)
 	return s
+}
+
+// costs is p's recompute cost and the part of it that does not grow with
+// depth (KindCost).
+func (q *Queue) costs(p *Page) (c, flat float64) {
+	c, flat = p.Cost, p.FlatCost
+	if c <= 0 {
+		c = q.prof.PageFLOPs(p.Depth, p.Tokens)
+		if flat <= 0 {
+			flat = q.prof.PageFLOPs(0, p.Tokens)
+		}
+	}
+	if flat <= 0 || flat > c {
+		flat = c // a measured cost: no depth term to weigh
+	}
+	return c, flat
 }
 
 // prioOf is the priority of s after a use now.
@@ -350,6 +376,11 @@ func (q *Queue) Admit(p Page) bool {
 	if q.kind == KindCost && !q.admitCap && (q.ad == nil || p.ChainDepth > p.Depth) {
 		return true
 	}
+	// An adaptive queue refuses only a first-timer less likely to be
+	// asked for again than an evicted page has been.
+	if q.ad != nil && (s.bucket == noBucket || q.ad.share(p.Group, s.bucket) >= q.ad.victimReuse()) {
+		return true
+	}
 	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && q.settle() &&
 		q.heap[0].ct>>30 != 0 && s.eff() < q.heap[0].prio {
 		q.refuse(&s)
@@ -364,7 +395,7 @@ func (q *Queue) Admit(p Page) bool {
 func (q *Queue) refuse(s *state) {
 	q.evicted += int64(s.bytes)
 	if q.ad != nil {
-		q.ad.depart(ghost{key: s.key, group: s.group, class: ghostRefused, bucket: s.bucket})
+		q.ad.depart(ghost{key: s.key, group: s.group, class: ghostRefused, bucket: s.bucket, deep: s.flags&flagDeep != 0})
 	}
 	q.step()
 	if q.kind == KindGDSFBytes && s.prio > q.clock {
@@ -509,7 +540,7 @@ func (q *Queue) Evict(h Handle) {
 		if s.flags&flagHit != 0 {
 			class = ghostReused
 		}
-		q.ad.depart(ghost{key: s.key, group: s.group, class: class, bucket: s.bucket})
+		q.ad.depart(ghost{key: s.key, group: s.group, class: class, bucket: s.bucket, deep: s.flags&flagDeep != 0})
 	}
 	q.release(h)
 }

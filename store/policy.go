@@ -241,8 +241,12 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 	if cost <= 0 {
 		cost = e.ns.pageCost(e.depth)
 	}
-	return eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
+	page := eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
 		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
+	if e.cost <= 0 {
+		page.FlatCost = e.ns.pageCost(0)
+	}
+	return page
 }
 
 // trackLocked starts tracking e in its tier's queue. freq is the reuse
@@ -565,7 +569,7 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 		Tokens: int(n.PageTokens), Cost: float64(costHint(spec.CostHint)), ChainDepth: spec.ChainDepth,
 		ChainCost: n.pageCost(spec.ChainDepth), Group: nsGroup(n.ID)}
 	if page.Cost <= 0 {
-		page.Cost = n.pageCost(spec.Depth)
+		page.Cost, page.FlatCost = n.pageCost(spec.Depth), n.pageCost(0)
 	}
 	if s.policy.pol[last].Admit(page) {
 		return true
