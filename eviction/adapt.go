@@ -286,7 +286,8 @@ func (a *adapt) depart(g ghost) {
 }
 
 // depthStep is the step of the depth weight per come-back when deep and
-// shallow ghosts are as many.
+// shallow ghosts are as many (ARC's rule again: a come-back of the fewer
+// counts more, up to twice).
 const depthStep = 1.0 / 64
 
 // halfLifeStep is the log2 step of the half-life per come-back when the

@@ -200,7 +200,7 @@ func (q *Queue) Insert(p Page) Handle {
 		c, flat := q.costs(&p)
 		q.ad.inserted(math.Log2(c / flat))
 	}
-	s.flags = flagLive
+	s.flags |= flagLive
 	if p.Orphan {
 		s.flags |= flagOrphan
 	}

@@ -55,7 +55,7 @@ func parseFlags(args []string) (config, error) {
 	)
 	fs := flag.NewFlagSet("strata-sim", flag.ContinueOnError)
 	fs.StringVar(&cfg.Trace, "trace", "", "Mooncake-format JSON-lines trace (timestamp, input_length, output_length, hash_ids), or gen:NAME[:SEED] for a generated workload ("+workloadNames()+")")
-	fs.StringVar(&cfg.WriteTrace, "write-trace", "", "write the trace replayed (after --every and --slice) to this file as JSON lines, e.g. a generated one, and replay it")
+	fs.StringVar(&cfg.WriteTrace, "write-trace", "", "write the generated trace (--trace gen:...) to this file as JSON lines, whole, then replay it")
 	fs.IntVar(&cfg.Nodes, "nodes", 4, "simulated nodes")
 	fs.StringVar(&ratios, "capacity-ratios", "equal", "per-node capacity ratios, e.g. 1:1:2:4, or equal")
 	fs.StringVar(&sizes, "sizes", "5,10,25,50", "total cache sizes as % of the trace's distinct KV bytes")
