@@ -332,4 +332,3 @@ func (a *adapt) comeback(key uint64, h float64) float64 {
 	}
 	return min(max(h, a.lo), a.hi)
 }
-

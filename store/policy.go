@@ -697,4 +697,3 @@ func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) 
 	p := &s.policy
 	return append([]float64(nil), p.cutoffs...), p.epoch, p.coordinated
 }
-

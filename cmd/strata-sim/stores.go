@@ -52,9 +52,9 @@ const maxHintRounds = 64
 // report every page that leaves (simTier).
 type storeCluster struct {
 	layout
-	ns      store.Namespace
-	nodes   []*simNode
-	page    []byte           // the page being written
+	ns    store.Namespace
+	nodes []*simNode
+	page  []byte // the page being written
 	// leased is the current request's hit prefix, leased until its puts
 	// are done; onLeave, when set, sees every page that leaves a node
 	// (tests check invariants there).
