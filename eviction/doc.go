@@ -23,18 +23,58 @@
 //
 // where C is its reuse count decaying with a half-life: a lookup whose hit
 // prefix covers the page (Hit) adds one, so a parent is never counted less
-// than its child, and every Config.HalfLife page operations of the queue
-// (inserts, hits, refusals) halve it: by default DefaultHalfLife, three
-// times the tier's capacity in pages, in the store and the simulator
-// alike. The queue keeps it in log space, prio = t/H + log2(C·cost/bytes)
-// with t the queue's operation count, which moves only when the page is
+// than its child, and every H page operations of the queue (inserts, hits,
+// refusals) halve it. H is learned (see Adaptivity), starting from
+// DefaultHalfLife, one tier capacity in pages, in the store and the
+// simulator alike; Config.HalfLife fixes it. The queue keeps the value in
+// log space, prio = A + log2(C·cost/bytes) with A the half-lives elapsed
+// (Σ 1/H over the queue's operations), which moves only when the page is
 // used, so comparing priorities compares current values and the heap needs
-// no re-sorting as time passes. A page put again after an eviction starts
-// from the count the frequency history (a TinyLFU-style count-min sketch of
-// recent lookups by key, hit or miss: Record) remembers for its key, not
-// from 1. KindGDSFBytes (Greedy-Dual-Size-Frequency, L + freq with the aging
-// clock L), KindLRU and KindLFU are the same machinery with other
-// priorities, for comparison.
+// no re-sorting as time passes, nor when H changes. A page put again after
+// an eviction starts from the count the frequency history (a TinyLFU-style
+// count-min sketch of recent lookups by key, hit or miss: Record)
+// remembers for its key; a page seen for the first time from the reuse
+// learned for pages like it. KindGDSFBytes (Greedy-Dual-Size-Frequency,
+// L + freq with the aging clock L), KindLRU and KindLFU are the same
+// machinery with other priorities, for comparison.
+//
+// # Adaptivity
+//
+// No constant of the policy is tuned to a workload: what depends on one is
+// learned online, per queue (a node's tier) and, for the reuse of new
+// pages, per namespace (Page.Group), from a ghost list of the keys that
+// recently left the queue (evicted, or refused by Admit), as many as the
+// tier holds pages (adapt.go). A key that is put again while its ghost
+// lives "came back", and says what the queue should have done:
+//
+//   - Half-life (ARC's rule): a page evicted before any hit that comes
+//     back says recency was undervalued (H shrinks, towards LRU); one
+//     evicted after hits, that frequency was (H grows, towards LFU). Each
+//     come-back moves log2 H by up to 1/8, the class with fewer ghosts
+//     counting more, so H settles where a ghost of either class is as
+//     likely to come back; within 1/32 to 32 times where it started.
+//   - Reuse of first-timers: a page whose key the frequency history has
+//     seen once (the lookup that missed it) is worth the share of pages
+//     like it (depth and distance to the end of its put, both in powers of
+//     two) that were asked for again before their ghost faded, kept or
+//     not; 1 until outcomes are known. Documents read once and the partial
+//     last page of every prompt (a longer prompt renames it) learn a share
+//     near 0 and rank below pages with a proven reuse; the pages of a
+//     conversation that its next turn extends learn a high one.
+//   - Depth: the part of a page's cost that grows with depth (cost over
+//     the cost of the same tokens at depth 0, Page.FlatCost) counts with a
+//     learned weight in [0, 1], from 1: a deep page coming back raises it,
+//     a shallow one lowers it (again weighted by the ghosts' populations),
+//     so where reuse falls with depth the cost term stops favouring deep
+//     pages.
+//   - Admission: see below.
+//
+// Config.Static turns all of it off (the policy as it was, for
+// comparison). In cmd/strata-sim (4 equal nodes, 5 placements, the
+// figures of the README's eviction section) the adaptive policy is at or
+// above per-node LRU on the synthetic trace and the generated
+// conversation and agent workloads at every size but where LRU already
+// equals the infinite cache, where it is within 0.1 of a point.
 //
 // # What a page saves: its subtree
 //
@@ -95,14 +135,17 @@
 //
 // Admit refuses a page worth less than the cutoff (SetCutoff). With a
 // capacity (SetCapacity) the other kinds also refuse a page worth less than
-// the page it would displace (an orphan victim never keeps a page out);
-// KindCost does so only with Config.CapacityAdmission, because a put is a
-// sequence: refusing its first page cuts every page behind it, and a new
-// page's value does not include them yet. In cmd/strata-sim (policy
-// ours-admit, 4 nodes at 5% capacity, refused pages spilled to their
-// second candidate) that check brings the prefill FLOPs saved from 17.94%
-// down to 16.11%. A refusal counts as
-// inserting and at once evicting the page, so the clock still advances. A
+// the page it would displace (an orphan victim never keeps a page out).
+// An adaptive KindCost queue does so only for a first-timer that ends its
+// put (Page.ChainDepth not past its depth) and whose learned share of
+// reuse is below the share of evicted pages that came back (what an
+// eviction has been costing): a put is a sequence, and refusing a page
+// with descendants in it cuts them, whose worth it does not hold yet (an
+// earlier version of this change that compared every page left orphaned
+// bytes peaking at 2.7% of capacity at 5% on the synthetic trace, one
+// placement, against 0.05% now). A static one does so only with
+// Config.CapacityAdmission. A refusal counts as inserting and at once
+// evicting the page, so the clock still advances, and leaves a ghost. A
 // refused put cuts its sequence: later pages of the same put could never
 // be hit.
 //
@@ -139,11 +182,13 @@
 // # Cost
 //
 // Every method is O(1) or O(log n) in the pages tracked and allocation-free
-// once the slab has grown; per page a Queue keeps StateBytes (64) of state
-// and heap slot, plus 2 to 4 bytes per remembered key of frequency history
-// (HistoryBytes; the default remembers 8 keys per page: 16 to 32 bytes). A
-// Queue is not safe for concurrent use: the store calls it under the lock
-// that guards its index.
+// once the slab has grown (the ghost list's index is a map sized once);
+// per page a Queue keeps StateBytes (72) of state and heap slot, plus 2 to
+// 4 bytes per remembered key of frequency history (HistoryBytes; the
+// default remembers 8 keys per page: 16 to 32 bytes), plus about 41 bytes
+// of ghost per page of capacity when adaptive. A Queue is not safe for
+// concurrent use: the store calls it under the lock that guards its
+// index.
 //
 // # Store integration
 //

@@ -9,6 +9,13 @@
 //
 // # Model
 //
+// --trace gen:conversation[:SEED] and gen:agent[:SEED] generate a workload
+// in the same format instead of reading one (workload.go: multi-turn chat
+// sessions with think times, documents read once and a few hot system
+// prompts; tool-using agents with long system prompts, growing contexts,
+// forks and retries), from the seed (default 1); --write-trace keeps a
+// copy.
+//
 // Each trace block (hash id, 512 tokens; the last block of a prompt may be
 // partial) is a page. Its placement key is SHA-256(parent key || LE-uint64
 // hash id), and its owner the capacity-weighted rendezvous winner (package
@@ -57,7 +64,14 @@
 // blocks, pinned until the request ends; a put evicts the queue's victims
 // until the page fits, and the first refused put ends the request's puts.
 // Belady evicts the page whose next use is farthest (deeper first among
-// equal ones); it is the classic bound, not an optimum for prefix hits.
+// equal ones); it is the classic bound, not an optimum for prefix hits,
+// and comes in two forms: belady, per node, storing every put (the bound
+// for per-node policies that admit everything), and belady-bypass, one
+// cache of the cluster's capacity that does not store a page used again
+// no sooner than its victim (nor the rest of its request) and does not pin
+// puts (the bound for policies that refuse puts or move them between
+// nodes). The table states each size's capacity in KV bytes and in blocks
+// (whole pages, all nodes).
 // Orphaned bytes (resident pages whose parent is resident nowhere) are
 // measured after every request, as a share of the total capacity.
 package main

@@ -31,7 +31,7 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 	if multi {
 		head += " vs lru (min … max) |"
 	}
-	head += " token hit rate | orphaned bytes, % of capacity (mean / max) | evictions | rejected puts | spilled puts |"
+	head += " of its bound (Belady form) | token hit rate | orphaned bytes, % of capacity (mean / max) | evictions | rejected puts | spilled puts |"
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, "|"+strings.Repeat("---:|", strings.Count(head, "|")-1))
 	for _, r := range rows {
@@ -46,8 +46,12 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 		if multi {
 			line += spread
 		}
-		line += fmt.Sprintf(" %.2f%% | %.3f / %.3f | %.0f | %.0f | %.0f |",
-			100*r.hit, 100*r.orphanMean, 100*r.orphanMax, r.evictions, r.rejected, r.spilled)
+		bound := "—"
+		if r.bound != "" {
+			bound = fmt.Sprintf("%.0f%% (%s)", 100*r.ofBound, r.bound)
+		}
+		line += fmt.Sprintf(" %s | %.2f%% | %.3f / %.3f | %.0f | %.0f | %.0f |",
+			bound, 100*r.hit, 100*r.orphanMean, 100*r.orphanMax, r.evictions, r.rejected, r.spilled)
 		fmt.Fprintln(w, line)
 	}
 }
@@ -95,6 +99,8 @@ type jsonRow struct {
 	VsLRU         *float64 `json:"vs_lru,omitempty"` // saved / lru's saved − 1
 	VsLRUMin      *float64 `json:"vs_lru_min,omitempty"`
 	VsLRUMax      *float64 `json:"vs_lru_max,omitempty"`
+	Bound         string   `json:"bound,omitempty"`    // the Belady form it is measured against
+	OfBound       *float64 `json:"of_bound,omitempty"` // saved / the bound's saved
 	OrphanMean    float64  `json:"orphaned_frac_mean"` // of capacity
 	OrphanMax     float64  `json:"orphaned_frac_max"`
 	Evictions     float64  `json:"evictions"`
@@ -118,6 +124,9 @@ func writeJSON(w io.Writer, cfg config, t *trace, rows []row) error {
 			Evictions: r.evictions, Rejected: r.rejected, Spilled: r.spilled}
 		if r.ok && r.variant != "lru" {
 			jr.VsLRU, jr.VsLRUMin, jr.VsLRUMax = &r.vsLRU, &r.vsLRUMin, &r.vsLRUMax
+		}
+		if r.bound != "" {
+			jr.Bound, jr.OfBound = r.bound, &r.ofBound
 		}
 		rep.Rows = append(rep.Rows, jr)
 	}

@@ -105,6 +105,10 @@ type row struct {
 	// minus one: mean, min and max over placements (ok false without lru).
 	vsLRU, vsLRUMin, vsLRUMax float64
 	ok                        bool
+	// ofBound is FLOPs saved over what the variant's Belady form saves on
+	// the same placement (mean over placements; bound "" without it).
+	ofBound float64
+	bound   string
 
 	orphanMean, orphanMax        float64
 	evictions, rejected, spilled float64 // means
@@ -121,20 +125,36 @@ type row struct {
 // policy, in the order of cfg.Sizes and cfg.Policies.
 func aggregate(results []result, cfg config) []row {
 	lru := map[[2]float64]float64{} // (seed, size) → lru's saved fraction
+	type at struct {
+		name string
+		seed int
+		size float64
+	}
+	bounds := map[at]float64{} // the Belady forms' saved fractions
 	for _, r := range results {
 		if r.variant == "lru" {
 			lru[[2]float64{float64(r.seed), r.sizePct}] = r.savedFrac()
 		}
+		if r.variant == "belady" || r.variant == "belady-bypass" {
+			bounds[at{r.variant, r.seed, r.sizePct}] = r.savedFrac()
+		}
 	}
+	nBound := 0
 	var rows []row
 	for _, size := range cfg.Sizes {
 		for _, v := range cfg.Policies {
 			w := row{variant: v.name, sizePct: size}
+			nBound = 0
 			for _, r := range results {
 				if r.variant != v.name || r.sizePct != size {
 					continue
 				}
 				w.n++
+				if b, ok := bounds[at{v.bound(), r.seed, size}]; ok && b > 0 {
+					w.bound = v.bound()
+					w.ofBound += r.savedFrac() / b
+					nBound++
+				}
 				w.saved += r.savedFrac()
 				w.hit += r.hitFrac()
 				w.orphanMean += r.orphanMean
@@ -161,6 +181,9 @@ func aggregate(results []result, cfg config) []row {
 			}
 			if w.n == 0 {
 				continue
+			}
+			if nBound > 0 {
+				w.ofBound /= float64(nBound)
 			}
 			for _, f := range []*float64{&w.saved, &w.hit, &w.orphanMean, &w.evictions, &w.rejected, &w.spilled,
 				&w.flopsSaved, &w.flopsTotal, &w.hitTokens, &w.tokens, &w.capacity, &w.blocks, &w.vsLRU} {

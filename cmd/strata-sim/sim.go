@@ -53,6 +53,20 @@ type variant struct {
 	infinite bool
 }
 
+// bound is the Belady form a variant is measured against: belady-bypass
+// (one cache that may refuse a put) for policies that refuse puts or move
+// them to another node, belady (per node, storing every put) for the
+// others; "" for the bounds themselves.
+func (v variant) bound() string {
+	switch {
+	case v.belady || v.infinite:
+		return ""
+	case v.store && v.kind == eviction.KindCost:
+		return "belady-bypass"
+	}
+	return "belady"
+}
+
 // variants is every policy the simulator knows, in report order.
 func variants() []variant {
 	return []variant{
