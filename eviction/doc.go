@@ -70,11 +70,13 @@
 //   - Admission: see below.
 //
 // Config.Static turns all of it off (the policy as it was, for
-// comparison). In cmd/strata-sim (4 equal nodes, 5 placements, the
-// figures of the README's eviction section) the adaptive policy is at or
-// above per-node LRU on the synthetic trace and the generated
-// conversation and agent workloads at every size but where LRU already
-// equals the infinite cache, where it is within 0.1 of a point.
+// comparison). In cmd/strata-sim (4 equal nodes, 3 placements, the
+// figures and commands of the README's eviction section) the adaptive
+// policy saves more prefill FLOPs than per-node LRU on the synthetic
+// trace and the generated conversation and agent workloads at 5% and
+// 10% of their distinct KV bytes, and ties with it (within a hundredth
+// of a point, or a tenth where LRU already equals the infinite cache) at
+// 25% and 50%.
 //
 // # What a page saves: its subtree
 //
@@ -91,7 +93,8 @@
 // Without value hints, pages of one chain spread over several nodes are
 // ordered on each node by their own value alone: the cheap shallow pages of
 // valuable chains go first and cut them. In cmd/strata-sim, which runs the
-// store, on the synthetic trace (4 equal nodes, averaged over 5
+// store (figures of the policy before it adapted, commit ee60cac, with a
+// fixed half-life of three capacities), on the synthetic trace (4 equal nodes, averaged over 5
 // placements) the policy without value hints between nodes (ours-noworth)
 // saves 17.0% more prefill FLOPs than per-node LRU at 5% capacity, with
 // them (ours-node) 23.7% more, and with them but without the depth term
@@ -120,6 +123,7 @@
 // notice reached (a lost notice, a page put after its parent went) are
 // found by cluster lookups that stop before them, and only marked: a
 // lookup's miss may be a node that is down for a while. In cmd/strata-sim
+// (before the policy adapted, commit ee60cac)
 // on the synthetic trace at 5% capacity (4 equal nodes, 5 placements),
 // dropping on notice keeps orphaned bytes under 0.05% of capacity and
 // saves 17.94% of prefill FLOPs; with orphans found by lookups only and

@@ -64,9 +64,10 @@ import (
 // # Admission and cutoffs
 //
 // When every tier is full, a Reserve asks the last tier's queue to admit the
-// page (eviction.Queue.Admit: worth at least the cutoff; the cost policy
-// compares with the victim only with eviction.Config.CapacityAdmission,
-// which the store leaves off) before dropping anything; a refusal is
+// page (eviction.Queue.Admit: worth at least the cutoff; the adaptive cost
+// policy also refuses a first-time page that ends its put when pages like
+// it have come back less often than evicted pages, eviction/adapt.go)
+// before dropping anything; a refusal is
 // ErrNotAdmitted, which a cluster client answers by putting the page on its
 // second placement candidate. Cutoffs come from the cluster's coordinator
 // (SetCutoffs) or, without one, are local.
