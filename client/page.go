@@ -20,7 +20,12 @@ type Page struct {
 	// puts may set it). Nodes admit and keep a prefix page at least as they
 	// would the deepest page it makes reachable: judged alone, shallow
 	// pages are worth less, and a full cluster would keep the deep pages
-	// of a sequence while refusing the prefix they need.
+	// of a sequence while refusing the prefix they need. It is also the
+	// hint an engine or router gives for a prefix it expects to be
+	// extended (a conversation's next turn): a ChainDepth past the put's
+	// last page keeps that page from being refused as a first-time page
+	// that ends its sequence (eviction/adapt.go), and values it as the
+	// deeper page it will lead to.
 	ChainDepth uint32
 }
 

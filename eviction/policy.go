@@ -38,7 +38,10 @@ type Page struct {
 	// would make it once they are resident), for Admit as for the queue's
 	// order: a prefix page is worth what it makes reachable, and judged
 	// alone a shallow page is refused or evicted while the deeper pages
-	// that need it are kept. Ignored by the other kinds.
+	// that need it are kept. A ChainDepth past the deepest page stored is
+	// an engine's hint that the sequence will be extended: the page is not
+	// the end of its put, so an adaptive queue's Admit does not refuse it
+	// for its worth. Ignored by the other kinds.
 	ChainDepth uint32
 	// ChainCost is that deepest page's recompute cost in FLOPs; 0 means
 	// ComputeProfile.PageFLOPs(ChainDepth, Tokens).
