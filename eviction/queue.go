@@ -212,7 +212,12 @@ func (q *Queue) Insert(p Page) Handle {
 }
 
 // newState is the state p would get if inserted now.
-func (q *Queue) newState(p Page) state {
+func (q *Queue) newState(p Page) state { return q.stateOf(p, true) }
+
+// stateOf is newState, a first-timer counted at its learned reuse when
+// learned, else (the cutoff check of a page with descendants in its put)
+// as used once.
+func (q *Queue) stateOf(p Page, learned bool) state {
 	f := max(p.Freq, 1)
 	if q.hist != nil {
 		f = max(f, q.hist.estimate(p.Key))
@@ -236,9 +241,11 @@ func (q *Queue) newState(p Page) state {
 		count, leaf := float64(f), 1.0
 		if q.ad != nil && f <= 1 {
 			s.bucket = reuseBucket(&p)
-			count = q.ad.share(p.Group, s.bucket)
-			lp := Page{Depth: max(p.ChainDepth, p.Depth)}
-			leaf = q.ad.share(p.Group, reuseBucket(&lp))
+			if learned {
+				count = q.ad.share(p.Group, s.bucket)
+				lp := Page{Depth: max(p.ChainDepth, p.Depth)}
+				leaf = q.ad.share(p.Group, reuseBucket(&lp))
+			}
 		}
 		s.prio = q.age() + math.Log2(count) + float64(s.credit)
 		if p.ChainDepth > p.Depth {
@@ -365,7 +372,10 @@ func (q *Queue) Admit(p Page) bool {
 	if q.ad != nil {
 		q.halfLife = q.ad.comeback(p.Key, q.halfLife)
 	}
-	s := q.newState(p)
+	// The cutoff judges a page with descendants in its put as used once
+	// (as before adaptation): its learned reuse is not its chain's, and
+	// refusing it would cut them.
+	s := q.stateOf(p, p.ChainDepth <= p.Depth)
 	if q.cutoff > 0 && q.worth(&s) < q.admitShare*q.cutoff {
 		q.refuse(&s)
 		return false
