@@ -27,16 +27,7 @@ func TestRoute(t *testing.T) {
 		{{Parent: namespace.Key{1}, Added: true}, {Parent: namespace.Key{2}, Gone: true}},
 		{{Parent: namespace.Key{2}, Worth: 5}, {Parent: namespace.Key{2}, Gone: true}},
 	}
-	for i := range want {
-		if len(groups[i]) != len(want[i]) {
-			t.Fatalf("member %d gets %+v, want %+v", i, groups[i], want[i])
-		}
-		for j := range want[i] {
-			if groups[i][j] != want[i][j] {
-				t.Fatalf("member %d hint %d: %+v, want %+v", i, j, groups[i][j], want[i][j])
-			}
-		}
-	}
+	checkGroups(t, groups, want)
 }
 
 // TestRouteCandidates: child and value hints go to both of their parent's
@@ -64,6 +55,13 @@ func TestRouteCandidates(t *testing.T) {
 		{{Parent: namespace.Key{1, 2}, Added: true}, {Parent: namespace.Key{2, 1}, Gone: true}},
 		{{Parent: namespace.Key{1, 2}, Added: true}, {Parent: namespace.Key{0, 2}, Worth: 4}, {Parent: namespace.Key{2, 1}, Gone: true}},
 	}
+	checkGroups(t, groups, want)
+}
+
+// checkGroups fails t unless every member got exactly its wanted hints, in
+// order.
+func checkGroups(t *testing.T, groups, want [][]store.ChildHint) {
+	t.Helper()
 	for i := range want {
 		if len(groups[i]) != len(want[i]) {
 			t.Fatalf("member %d gets %+v, want %+v", i, groups[i], want[i])
