@@ -240,7 +240,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	}
 
 	out, err := exec.CommandContext(ctx, sim, "--trace", slice, "--nodes", "3", "--policies", "ours-node",
-		"--sizes", strconv.FormatFloat(size, 'f', 4, 64)).CombinedOutput()
+		"--sizes", strconv.FormatFloat(size, 'f', 4, 64), "--json").Output()
 	if err != nil {
 		t.Fatalf("strata-sim: %v\n%s", err, out)
 	}
@@ -289,23 +289,24 @@ func scrapeNode(t *testing.T, admin string) nodeCounters {
 	}
 }
 
-// simRow reads a policy's saved-FLOPs and token-hit-rate percentages from
-// the simulator's markdown table.
+// simRow is a policy's prefill FLOPs saved and token hit rate, in
+// percent, from the simulator's --json output.
 func simRow(t *testing.T, out, policy string) (saved, hit float64) {
 	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 7 || strings.TrimSpace(cells[2]) != policy {
-			continue
+	var rep struct {
+		Rows []struct {
+			Policy    string  `json:"policy"`
+			SavedFrac float64 `json:"flops_saved_frac"`
+			HitRate   float64 `json:"token_hit_rate"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("simulator output: %v\n%s", err, out)
+	}
+	for _, r := range rep.Rows {
+		if r.Policy == policy {
+			return 100 * r.SavedFrac, 100 * r.HitRate
 		}
-		pct := func(s string) float64 {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-			if err != nil {
-				t.Fatalf("simulator cell %q: %v", s, err)
-			}
-			return v
-		}
-		return pct(cells[3]), pct(cells[5])
 	}
 	t.Fatalf("no %s row in the simulator's output:\n%s", policy, out)
 	return 0, 0
