@@ -35,9 +35,10 @@ type config struct {
 	WriteTrace string
 	// JSON prints the results as one JSON document instead of a table.
 	JSON bool
-	// HalfLife is KindCost's half-life in tier capacities (page operations
-	// per page the node holds; store.EvictionTuning.HalfLife); 0, the
-	// default, leaves eviction.DefaultHalfLife (3 capacities).
+	// HalfLife fixes KindCost's half-life in tier capacities (page
+	// operations per page the node holds; store.EvictionTuning.HalfLife);
+	// 0, the default, lets the policy learn it from
+	// eviction.DefaultHalfLife (1 capacity).
 	HalfLife float64
 	// AdmitShare is the share of the cluster-wide cutoff below which the
 	// stores refuse a put (store.EvictionTuning.AdmitShare; only
@@ -72,7 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Every, "every", 1, "replay every n-th request of the trace (sampling)")
 	fs.IntVar(&cfg.Slice, "slice", 0, "replay only the first N requests (after --every); 0: all")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
-	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: the policy's default")
+	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "fixed half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: learned online")
 	fs.Float64Var(&cfg.AdmitShare, "admit-share", 0, "share of the cluster-wide cutoff below which the stores of ours-global refuse a put, in (0, 1]; 0: the policy's default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
