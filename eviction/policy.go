@@ -118,8 +118,10 @@ type Config struct {
 	// for comparison. Default false.
 	Static bool
 	// CapacityAdmission makes a Static KindCost queue's Admit refuse, when
-	// the tier is full, a page worth less than the victim (the other kinds,
-	// and an adaptive KindCost queue, always do). Default false.
+	// the tier is full, a page worth less than the victim (the other kinds
+	// always do), and an adaptive one compare first-timers with
+	// descendants in their put too, not only those that end it. Default
+	// false.
 	CapacityAdmission bool
 	// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
 	// refuses a page; 0 means DefaultAdmitShare.
