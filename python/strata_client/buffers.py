@@ -1,6 +1,12 @@
 """Buffers for page data: caller destinations for reads (bytes-like,
-numpy arrays, CPU torch tensors, scatter lists of segments) and read-only
-views of page data for writes."""
+numpy arrays, CPU torch tensors of any dtype, scatter lists of segments) and
+read-only views of page data for writes.
+
+Torch tensors are viewed as their bytes (``tensor.view(torch.uint8)``) before
+numpy sees them: numpy has no bfloat16 or float8 type, so ``.numpy()`` on a
+bf16 or fp8 tensor (the dtypes of SGLang's host KV pools) raises. A view
+copies nothing; only a non-contiguous tensor given as write data is copied
+(once) into a contiguous one."""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ def writable_view(buf: Any) -> memoryview:
             raise TypeError("destination tensor must be on the CPU")
         if not t.is_contiguous():
             raise TypeError("destination tensor must be contiguous")
-        mv = memoryview(t.detach().numpy())
+        mv = memoryview(_tensor_bytes(t.detach()))
     else:
         mv = memoryview(buf)
     if mv.readonly:
@@ -43,7 +49,7 @@ def readable_bytes(data: Any) -> memoryview:
         t = data.detach()
         if getattr(t.device, "type", "cpu") != "cpu":
             t = t.cpu()
-        mv = memoryview(t.contiguous().numpy())
+        mv = memoryview(_tensor_bytes(t.contiguous()))
     else:
         mv = memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
@@ -52,6 +58,17 @@ def readable_bytes(data: Any) -> memoryview:
         else:
             mv = mv.cast("B")
     return mv
+
+
+def _tensor_bytes(t: Any) -> Any:
+    """The bytes of a contiguous CPU torch tensor as a 1-D uint8 numpy array
+    sharing its memory (any dtype: bf16 and fp8 included)."""
+    import torch  # only reached with a torch tensor in hand
+
+    flat = t.reshape(-1)
+    if flat.dtype != torch.uint8:
+        flat = flat.view(torch.uint8)
+    return flat.numpy()
 
 
 class ScatterBuffer:

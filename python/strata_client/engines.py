@@ -176,19 +176,27 @@ def sglang_descriptor(
     dtype: Any = None,
     layout: Optional[str] = None,
     extra: Optional[Mapping[str, Any]] = None,
+    keep_tp: bool = False,
     **kw: Any,
 ) -> Descriptor:
     """The namespace of one SGLang HiCache storage shard.
 
     From ``HiCacheStorageConfig`` (model name, TP/PP/attention-CP ranks, MLA)
-    and the host KV pool (page size in tokens, KV dtype, memory layout and
-    the exact bytes of one page). The page is the engine's opaque host-pool
+    and the host pool (page size in tokens, KV dtype, memory layout and the
+    exact bytes of one page). The page is the engine's opaque host-pool
     page, so the descriptor declares ``page_bytes`` and records the pool's
     shape in ``extra``.
+
+    ``is_mla_model`` (SGLang's "rank replicated") drops TP: every TP rank
+    holds the same latent, so all ranks share one namespace. ``keep_tp`` is
+    for a pool that is split across TP ranks even then (SGLang 0.5.23's
+    mamba state: its file backend keys it by TP rank and every rank backs
+    it up): TP stays in that pool's namespace, or rank 1 would read rank 0's
+    shard.
     """
     sc = storage_config
     g = lambda o, a, d=None: getattr(o, a, d) if o is not None else d  # noqa: E731
-    is_mla = bool(g(sc, "is_mla_model", False))
+    is_mla = bool(g(sc, "is_mla_model", False)) and not keep_tp
     pool_extra: Dict[str, Any] = {}
     if mem_pool_host is not None:
         for a in ("layer_num", "head_num", "head_dim"):

@@ -3,23 +3,48 @@
 Load it through SGLang's dynamic storage backend (no SGLang patch)::
 
     python -m sglang.launch_server ... --enable-hierarchical-cache \\
+      --hicache-mem-layout page_first \\
       --hicache-storage-backend dynamic \\
       --hicache-storage-backend-extra-config '{
         "backend_name": "strata",
         "module_path": "strata_client.sglang",
         "class_name": "StrataHiCacheStorage",
         "interface_v1": 1,
+        "hicache_storage_pass_prefix_keys": true,
         "strata_addr": "10.0.0.5:7070,10.0.0.6:7070",
         "strata_tenant": "acme",
         "strata_model_revision": "0e9e39f"}'
 
-Matched against sgl-project/sglang ``python/sglang/srt/mem_cache/
-hicache_storage.py`` (HiCacheStorage, HiCacheStorageConfig,
-HiCacheStorageExtraInfo), ``mem_cache/storage/backend_factory.py`` (the
-"dynamic" backend: ``backend_class(storage_config, kwargs)``) and
-``managers/cache_controller.py`` (``interface_v1`` selects the zero-copy
-``batch_get_v1``/``batch_set_v1`` path, which reads and writes the host KV
-pool through ``get_page_buffer_meta``) at commit 001067ff.
+Matched against sglang==0.5.23 as installed (``sglang/srt/mem_cache/
+hicache_storage.py``, ``mem_cache/storage/backend_factory.py``,
+``managers/cache_controller.py``, ``mem_cache/hybrid_cache/
+hybrid_cache_controller.py``, the host pools of ``mem_cache/pool_host`` and
+``memory_pool_host.py``):
+
+- the factory imports ``module_path``, checks the class is a subclass of
+  SGLang's ``HiCacheStorage`` and constructs it as ``cls(storage_config,
+  kwargs)``; the controller then calls ``register_mem_pool_host`` with its
+  storage host pool, a hybrid controller calls ``register_mem_host_pool_v2``
+  once per pool of its group, and ``on_host_pools_registered`` ends the burst;
+- ``interface_v1`` in the extra config selects ``batch_get_v1`` /
+  ``batch_set_v1`` (pages moved straight between strata and the host pool's
+  buffers named by ``get_page_buffer_meta``); without it the controller
+  uses ``batch_get``/``batch_set`` with torch tensors of the pool's dtype;
+- ``batch_exists`` is called per ``STORAGE_BATCH_SIZE`` (128) pages with
+  ``HiCacheStorageExtraInfo(prefix_keys)``: the page hashes before the
+  call's keys from the sequence start, or None unless the operator set
+  ``hicache_storage_pass_prefix_keys`` (SGLang pops it from the extra
+  config; default False);
+- a hybrid model's anchor pool can be logical (DeepSeek V4's
+  ``LogicalHostPool``: no buffer, ``get_page_buffer_meta`` answers None):
+  its KV pages hold no bytes, so, as SGLang's Mooncake backend does, they
+  count as present and transfer nothing while the side pools carry the
+  data; a KV pool with a buffer given through ``register_mem_host_pool_v2``
+  sizes the KV namespace instead;
+- ``batch_exists_v2`` returns ``PoolTransferResult`` with
+  ``restorable_prefix_pages``: a TRAILING_PAGES pool (mamba, SWA) holds only
+  a window ending at a page, so prefix lengths 5 and 3 can be restorable
+  while 4 is not; the controller intersects these sets across ranks.
 
 Contract kept with the engine: no method raises and none returns None where
 a list or count is expected. Any failure (node down, timeout, checksum
@@ -28,7 +53,11 @@ is counted in :meth:`StrataHiCacheStorage.counters`.
 
 Keys: SGLang's page hashes (64 hex digits, chained over the prefix) are
 scoped to the namespace with ``key_from_engine_hash``; other key strings
-(component keys such as ``"<hash>.indexer"``) are hashed first.
+are hashed first. Each page is published with its parent (the page before
+it) and depth (its index in the sequence): from ``prefix_keys`` when SGLang
+passes them; without them a call's first page has no parent and depths
+count from the call's first page, which the backend says once in its log
+and counts (``sets_without_prefix_keys``).
 """
 
 from __future__ import annotations
@@ -42,93 +71,67 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._connector import Connected
-from .buffers import ScatterBuffer, readable_bytes
-from .client import Page
-from .namespace import Namespace
-from .descriptor import key_from_engine_hash
-from .engines import sglang_descriptor
-
-logger = logging.getLogger(__name__)
-
-try:  # the real interface when SGLang is installed
+try:
     from sglang.srt.mem_cache.hicache_storage import (  # type: ignore
         HiCacheStorage,
         HiCacheStorageConfig,
         HiCacheStorageExtraInfo,
+        PoolTransferResult,
     )
+except ImportError as e:  # pragma: no cover - exercised only without SGLang
+    raise ImportError(
+        "strata_client.sglang is SGLang's HiCache storage backend and needs SGLang "
+        f"(pip install './python[sglang]'): {e}") from e
 
-    HAVE_SGLANG = True
-except Exception:  # stand-ins with the same shape, for use without SGLang
-    HAVE_SGLANG = False
+from ._connector import Connected
+from .buffers import ScatterBuffer, readable_bytes
+from .client import Client, Page
+from .descriptor import key_from_engine_hash
+from .engines import sglang_descriptor
+from .namespace import Namespace
 
-    @dataclass
-    class HiCacheStorageConfig:  # type: ignore[no-redef]
-        tp_rank: int = 0
-        tp_size: int = 1
-        pp_rank: int = 0
-        pp_size: int = 1
-        attn_cp_rank: int = 0
-        attn_cp_size: int = 1
-        is_mla_model: bool = False
-        enable_storage_metrics: bool = False
-        is_page_first_layout: bool = True
-        model_name: Optional[str] = None
-        dp_rank: int = 0
-        dp_size: int = 1
-        tp_lcm_size: Optional[int] = None
-        should_split_heads: bool = False
-        extra_config: Optional[dict] = None
+logger = logging.getLogger(__name__)
 
-    @dataclass
-    class HiCacheStorageExtraInfo:  # type: ignore[no-redef]
-        prefix_keys: Optional[List[str]] = None
-        extra_info: Optional[dict] = None
+__all__ = ["StrataHiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo"]
 
-    class HiCacheStorage:  # type: ignore[no-redef]
-        """Minimal stand-in for sglang's HiCacheStorage base class."""
+# _TP_SHARDED_POOLS are the pools split across TP ranks even on a
+# rank-replicated (MLA) model: SGLang 0.5.23 keys "mamba" by TP rank in its
+# file backend and backs it up on every rank. More can be named with the
+# extra-config key strata_tp_sharded_pools.
+_TP_SHARDED_POOLS = ("mamba",)
 
-        def register_mem_pool_host(self, mem_pool_host):
-            self.mem_pool_host = mem_pool_host
-
-        def register_mem_host_pool_v2(self, host_pool, host_pool_name):
-            if not hasattr(self, "registered_pools"):
-                self.registered_pools = {}
-            self.registered_pools[host_pool_name] = host_pool
-
-        def batch_exists(self, keys, extra_info=None) -> int:
-            for i, k in enumerate(keys):
-                if not self.exists(k):
-                    return i
-            return len(keys)
-
-        def clear(self) -> None:
-            pass
-
-        def get_stats(self):
-            return None
+# _STAGING_BYTES bounds the staging buffer batch_set_v1 copies pages into
+# (at least one page): a page_first page is two segments (K and V) in the
+# host pool, sent as one contiguous page.
+_STAGING_BYTES = 64 << 20
 
 
-try:
-    from sglang.srt.metrics.collector import StorageMetrics  # type: ignore
-except Exception:
+@dataclass
+class _StorageMetrics:
+    """Same fields as sglang.srt.observability.metrics_collector.StorageMetrics,
+    used only where that module cannot be imported (SGLang always can)."""
 
-    @dataclass
-    class StorageMetrics:  # type: ignore[no-redef]
-        """Same fields as sglang.srt.metrics.collector.StorageMetrics."""
-
-        prefetch_pgs: List[int] = field(default_factory=list)
-        backup_pgs: List[int] = field(default_factory=list)
-        prefetch_bandwidth: List[float] = field(default_factory=list)
-        backup_bandwidth: List[float] = field(default_factory=list)
+    prefetch_pgs: List[int] = field(default_factory=list)
+    backup_pgs: List[int] = field(default_factory=list)
+    prefetch_bandwidth: List[float] = field(default_factory=list)
+    backup_bandwidth: List[float] = field(default_factory=list)
 
 
-__all__ = ["StrataHiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo", "HAVE_SGLANG"]
+def _storage_metrics_class() -> Any:
+    """SGLang's StorageMetrics: its metrics collector asserts isinstance on
+    what get_stats returns (sglang 0.5.23 moved it from
+    sglang.srt.metrics.collector to sglang.srt.observability)."""
+    try:
+        from sglang.srt.observability.metrics_collector import StorageMetrics  # type: ignore
+
+        return StorageMetrics
+    except Exception:
+        return _StorageMetrics
 
 
 class _Indices(list):
-    """A list that answers ``tolist()`` like the torch index tensors SGLang
-    passes, for asking a host pool about one page without torch."""
+    """A list that answers ``tolist()``/``numel()`` like the torch index
+    tensors SGLang passes, for asking a host pool about one page."""
 
     def tolist(self):
         return list(self)
@@ -142,6 +145,15 @@ def _cfg(extra: Dict[str, Any], key: str, env: str, default: Any = None) -> Any:
     if v is None or v == "":
         v = os.environ.get(env)
     return default if v is None or v == "" else v
+
+
+def _name(n: Any) -> str:
+    """A pool name as a plain string (PoolName is a str Enum)."""
+    return str(getattr(n, "value", n))
+
+
+class _Staging(threading.local):
+    buf: Optional[bytearray] = None
 
 
 class StrataHiCacheStorage(Connected, HiCacheStorage):
@@ -164,13 +176,20 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         self.reconnect_interval = float(_cfg(extra, "strata_reconnect_interval", "STRATA_RECONNECT_INTERVAL", 5.0))
         self.explicit_page_bytes = int(_cfg(extra, "strata_page_bytes", "STRATA_PAGE_BYTES", 0) or 0)
         self.model_override = _cfg(extra, "strata_model", "STRATA_MODEL", None)
+        sharded = str(extra.get("strata_tp_sharded_pools", "") or "")
+        self.tp_sharded_pools = set(_TP_SHARDED_POOLS) | {x.strip() for x in sharded.split(",") if x.strip()}
         self.zero_copy = bool(int(extra.get("interface_v1", 0) or 0))
         self.mem_pool_host = None
+        self.registered_pools: Dict[Any, Any] = {}
         self._init_connected("strata HiCache backend", logger, (
             "exists_calls", "exists_keys", "exists_hits", "get_pages", "get_hits", "get_misses", "set_pages",
-            "set_stored", "set_failed", "set_skipped_existing", "failures", "not_connected"))
+            "set_stored", "set_failed", "set_skipped_existing", "sets_without_prefix_keys", "failures",
+            "not_connected"))
         self._aux: Dict[str, Namespace] = {}
-        self._metrics = StorageMetrics()
+        self._aux_tried: Dict[str, float] = {}
+        self._warned_prefix = False
+        self._staging = _Staging()
+        self._metrics = _storage_metrics_class()()
         self._metrics_lock = threading.Lock()
         if mem_pool_host is not None:
             self.register_mem_pool_host(mem_pool_host)
@@ -178,44 +197,74 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
     # ---- setup ----------------------------------------------------------------
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        """The controller's storage host pool: the KV pool, or a hybrid
+        model's anchor (which may be logical: then the KV namespace waits for
+        a "kv" pool with a buffer from register_mem_host_pool_v2)."""
         self.mem_pool_host = mem_pool_host
+        if _page_bytes_of(mem_pool_host, self.zero_copy):
+            self._connect_early("register_mem_pool_host")
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        self.registered_pools[host_pool_name] = host_pool
+
+    def on_host_pools_registered(self) -> None:
+        """The registration burst is over: open the KV namespace now (a
+        failure is retried on use, never raised into the attach)."""
+        if self._kv_pool() is not None:
+            self._connect_early("on_host_pools_registered")
+
+    def _connect_early(self, op: str) -> None:
         try:
             self._ensure()
         except Exception as e:  # connecting is retried on use
-            self._fail("register_mem_pool_host", e)
+            self._fail(op, e)
+
+    def _pool_of(self, name: Any) -> Any:
+        key = _name(name)
+        for k, v in self.registered_pools.items():
+            if _name(k) == key:
+                return v
+        if key in ("kv", "__default__"):
+            return self.mem_pool_host
+        raise KeyError(f"no host pool registered for {key!r}")
+
+    def _kv_pool(self) -> Any:
+        """The pool holding KV bytes: the registered host pool when it has a
+        buffer, else a "kv" pool with one from register_mem_host_pool_v2,
+        else None (a logical anchor: KV pages hold no bytes)."""
+        pool = self.mem_pool_host
+        if pool is not None and (self.explicit_page_bytes or _page_bytes_of(pool, self.zero_copy)):
+            return pool
+        for k, v in self.registered_pools.items():
+            if _name(k) == "kv" and v is not pool and _page_bytes_of(v, self.zero_copy):
+                return v
+        return None
 
     def _page_bytes(self) -> int:
         if self.explicit_page_bytes:
             return self.explicit_page_bytes
-        pool = self.mem_pool_host
-        if pool is None:
-            return 0
-        if self.zero_copy and hasattr(pool, "get_page_buffer_meta"):
-            try:
-                n = int(getattr(pool, "page_size", 1) or 1)
-                _, sizes = pool.get_page_buffer_meta(_Indices(range(n)))
-                sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [int(sizes)]
-                return int(sum(int(s) for s in sizes))
-            except Exception:
-                pass
-        try:
-            page = pool.get_dummy_flat_data_page()
-            return _nbytes(page)
-        except Exception:
-            return 0
+        return _page_bytes_of(self._kv_pool(), self.zero_copy)
 
     def descriptor(self):
-        """The namespace descriptor this shard uses (see engines.sglang_descriptor)."""
+        """The namespace descriptor of this shard's KV pages (see
+        engines.sglang_descriptor)."""
+        pool = self._kv_pool()
+        if pool is None:
+            raise ValueError("no host pool with a KV buffer is registered (a logical anchor holds no KV bytes)")
         return sglang_descriptor(
             self.storage_config,
-            self.mem_pool_host,
+            pool,
             tenant=self.tenant,
             model=self.model_override,
             model_revision=self.model_revision,
             page_bytes=self._page_bytes(),
-            page_tokens=int(getattr(self.mem_pool_host, "page_size", 0) or self.extra.get("strata_page_tokens", 0) or 0),
-            dtype=None if self.mem_pool_host is not None else self.extra.get("strata_dtype", ""),
+            page_tokens=int(getattr(pool, "page_size", 0) or self.extra.get("strata_page_tokens", 0) or 0),
         )
+
+    def _pool_descriptor(self, name: str, pool: Any):
+        return sglang_descriptor(self.storage_config, pool, tenant=self.tenant, model=self.model_override,
+                                 model_revision=self.model_revision, page_bytes=_page_bytes_of(pool, True),
+                                 extra={"pool": name}, keep_tp=name in self.tp_sharded_pools)
 
     def _keys(self, ns: Namespace, keys: Sequence[str]) -> List[bytes]:
         out = []
@@ -236,9 +285,12 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         return self.batch_exists([key]) == 1
 
     def batch_exists(self, keys: List[str], extra_info: Optional[Any] = None) -> int:
-        """Number of consecutive keys present from the start."""
+        """Number of consecutive keys present from the start (0 for a
+        logical anchor's pages: nothing of them is stored)."""
         try:
             if not keys:
+                return 0
+            if self._kv_pool() is None:
                 return 0
             ns = self._ensure()
             hit = ns.lookup(self._keys(ns, keys)).hit_prefix
@@ -259,11 +311,14 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             return None
 
     def batch_get(self, keys: List[str], target_locations: Optional[Any] = None, target_sizes: Optional[Any] = None) -> List[Any]:
-        """Per key, the filled target (or a new buffer) or None for a miss."""
+        """Per key, the filled target (a flat tensor of the pool's dtype, as
+        the controller's get_dummy_flat_data_page makes) or None for a miss."""
         n = len(keys)
         try:
             if n == 0:
                 return []
+            if self._kv_pool() is None and target_locations is not None:
+                return list(target_locations)  # a logical anchor's pages: nothing to move
             ns = self._ensure()
             t0 = time.perf_counter()
             if target_locations is None:
@@ -296,7 +351,8 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
 
     def batch_set(self, keys: List[str], values: Optional[Any] = None, target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> bool:
-        """True when every page is stored (or was already)."""
+        """True when every page is stored (or was already). Values are the
+        controller's get_data_page tensors (the pool's dtype: bf16, fp8)."""
         try:
             if not keys:
                 return True
@@ -304,6 +360,8 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             if vals is None:
                 self._count(set_pages=len(keys), set_failed=len(keys))
                 return False
+            if self._kv_pool() is None:
+                return True  # a logical anchor's pages: nothing to store
             ok = self._put(keys, [readable_bytes(v) for v in vals], None)
             return all(ok)
         except Exception as e:
@@ -311,43 +369,69 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             self._count(set_pages=len(keys), set_failed=len(keys))
             return False
 
-    def _put(self, keys: Sequence[str], datas: Sequence[Any], extra_info: Optional[Any], ns: Optional[Namespace] = None) -> List[bool]:
-        ns = ns if ns is not None else self._ensure()
-        t0 = time.perf_counter()
+    def _chain(self, ns: Namespace, keys: Sequence[str], extra_info: Any):
+        """Per page its strata key, parent key and depth. prefix_keys (the
+        SGLang hashes before keys from the sequence start) give the first
+        page's parent and depth; without them the call is all we know."""
         skeys = self._keys(ns, keys)
-        ok = [False] * len(keys)
-        # Content addressed: skip what is already there instead of sending it.
+        prefix = getattr(extra_info, "prefix_keys", None)
+        if prefix is None:
+            self._count(sets_without_prefix_keys=1)
+            if not self._warned_prefix:
+                self._warned_prefix = True
+                self._log.warning(
+                    "%s: SGLang passes no prefix_keys: each write's first page is stored without a parent "
+                    "and depths count from it, so strata prices deep pages as shallow ones and cannot "
+                    "evict leaf first across writes; set \"hicache_storage_pass_prefix_keys\": true in "
+                    "--hicache-storage-backend-extra-config", self._what)
+            prefix = []
+        parent0 = self._keys(ns, [prefix[-1]])[0] if prefix else None
+        parents = [skeys[i - 1] if i else parent0 for i in range(len(skeys))]
+        return skeys, parents, len(prefix)
+
+    def _put(self, keys: Sequence[str], datas: Sequence[Any], extra_info: Optional[Any], ns: Optional[Namespace] = None) -> List[bool]:
+        return self._store(ns if ns is not None else self._ensure(), keys, extra_info, lambda i, j: datas[i])
+
+    def _store(self, ns: Namespace, keys: Sequence[str], extra_info: Any, page_at: Any, per_round: int = 0) -> List[bool]:
+        """Publish the pages of keys that strata lacks (content addressed:
+        present ones are not sent, nor read from the pool). page_at(i, j)
+        gives page i's bytes, j its place in the round of at most per_round
+        pages (0: one round); each round is put before the next is asked."""
+        t0 = time.perf_counter()
+        skeys, parents, depth0 = self._chain(ns, keys, extra_info)
+        n = len(keys)
         present = ns.lookup(skeys).present
-        prefix = list(getattr(extra_info, "prefix_keys", None) or [])
-        parent0 = self._keys(ns, prefix[-1:])[0] if prefix else None
-        pages, where = [], []
-        for i, (k, d) in enumerate(zip(skeys, datas)):
-            if present[i]:
-                ok[i] = True
-                continue
-            if len(d) != ns.page_bytes:
-                continue
-            parent = skeys[i - 1] if i else parent0
-            pages.append(Page(key=k, data=d, parent=parent, depth=len(prefix) + i))
-            where.append(i)
-        skipped = sum(present)
+        ok = [bool(x) for x in present]
+        todo = [i for i in range(n) if not ok[i]]
+        per = per_round or len(todo) or 1
+        deepest = depth0 + n - 1  # one chain: its last page is the deepest
         stored = 0
-        if pages:
-            for j, r in enumerate(ns.put(pages)):
-                if r.stored:
-                    ok[where[j]] = True
-                    stored += 1
-        n_ok = sum(ok)
-        self._count(set_pages=len(keys), set_stored=stored, set_skipped_existing=skipped, set_failed=len(keys) - n_ok)
+        for start in range(0, len(todo), per):
+            pages, where = [], []
+            for j, i in enumerate(todo[start:start + per]):
+                d = page_at(i, j)
+                if d is None or len(d) != ns.page_bytes:
+                    continue
+                pages.append(Page(key=skeys[i], data=d, parent=parents[i], depth=depth0 + i, chain_depth=deepest))
+                where.append(i)
+            if pages:
+                for r, i in zip(ns.put(pages), where):
+                    if r.stored:
+                        ok[i] = True
+                        stored += 1
+        skipped = n - len(todo)
+        self._count(set_pages=n, set_stored=stored, set_skipped_existing=skipped, set_failed=n - sum(ok))
         self._record("backup", stored, stored * ns.page_bytes, time.perf_counter() - t0)
         return ok
 
     # ---- zero-copy path (interface_v1) ---------------------------------------------
 
-    def _segments(self, keys: Sequence[str], host_indices: Any, pool: Any = None) -> List[List[Any]]:
+    def _segments(self, keys: Sequence[str], host_indices: Any, pool: Any) -> List[List[Any]]:
         """Per key, (pointer, size) segments of its page in the host pool."""
-        pool = pool if pool is not None else self.mem_pool_host
-        ptrs, sizes = pool.get_page_buffer_meta(host_indices)
+        meta = pool.get_page_buffer_meta(host_indices)
+        if meta is None:
+            raise ValueError("host pool has no page buffers")
+        ptrs, sizes = meta
         ptrs = list(ptrs)
         if not isinstance(sizes, (list, tuple)):
             sizes = [int(sizes)] * len(ptrs)
@@ -359,6 +443,9 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         return [[(int(ptrs[i * per + j]), int(sizes[i * per + j])) for j in range(per)] for i in range(n)]
 
     def _get_pool(self, ns: Namespace, pool: Any, keys: Sequence[str], host_indices: Any) -> List[bool]:
+        """Pages read straight into the pool's buffers: over the raw plane
+        each segment is received into with recv_into and checksummed as it
+        arrives; nothing counts before its checksum verified."""
         n = len(keys)
         t0 = time.perf_counter()
         segs = self._segments(keys, host_indices, pool)
@@ -379,19 +466,44 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         return res
 
     def _set_pool(self, ns: Namespace, pool: Any, keys: Sequence[str], host_indices: Any, extra_info: Any) -> List[bool]:
+        """Pages written from the pool's buffers with at most one copy each:
+        a page of one segment is sent from the pool itself; a page of
+        several (K and V of a page_first pool) is copied once into a reused
+        staging buffer (ctypes.memmove, which releases the GIL), in rounds
+        of at most _STAGING_BYTES."""
         segs = self._segments(keys, host_indices, pool)
-        datas = [b"".join(ctypes.string_at(p, sz) for p, sz in s) for s in segs]
-        return self._put(keys, datas, extra_info, ns)
+        size = ns.page_bytes
+        if all(len(s) == 1 for s in segs):
+            return self._store(ns, keys, extra_info,
+                               lambda i, j: _ptr_view(*segs[i][0]) if segs[i][0][1] == size else None)
+        per_round = max(1, min(len(keys), _STAGING_BYTES // max(1, size)))
+        buf = self._staging.buf
+        if buf is None or len(buf) < per_round * size:
+            buf = self._staging.buf = bytearray(per_round * size)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+        mv = memoryview(buf)
+
+        def page_at(i: int, j: int) -> Optional[memoryview]:
+            if sum(sz for _, sz in segs[i]) != size:
+                return None  # not a page of this namespace: a failed write
+            off = j * size
+            for p, sz in segs[i]:
+                ctypes.memmove(base + off, p, sz)
+                off += sz
+            return mv[j * size:(j + 1) * size]
+
+        return self._store(ns, keys, extra_info, page_at, per_round)
 
     def batch_get_v1(self, keys: List[str], host_indices: Any, extra_info: Optional[Any] = None) -> List[bool]:
-        """Read pages straight into the registered host pool (no staging
-        copy: received chunks are written into the pool's page buffers and
-        verified before the page counts)."""
+        """Read pages straight into the registered host pool."""
         n = len(keys)
         try:
             if n == 0:
                 return []
-            return self._get_pool(self._ensure(), self.mem_pool_host, keys, host_indices)
+            pool = self._kv_pool()
+            if pool is None:  # a logical anchor: nothing to move
+                return [True] * n
+            return self._get_pool(self._ensure(), pool, keys, host_indices)
         except Exception as e:
             self._fail("batch_get_v1", e)
             self._count(get_pages=n, get_misses=n)
@@ -403,103 +515,135 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         try:
             if n == 0:
                 return []
-            return self._set_pool(self._ensure(), self.mem_pool_host, keys, host_indices, extra_info)
+            pool = self._kv_pool()
+            if pool is None:  # a logical anchor: nothing to store
+                return [True] * n
+            return self._set_pool(self._ensure(), pool, keys, host_indices, extra_info)
         except Exception as e:
             self._fail("batch_set_v1", e)
             self._count(set_pages=n, set_failed=n)
             return [False] * n
 
-    # ---- per-pool transfers (v2: KV plus auxiliary pools) ------------------------------
+    # ---- per-pool transfers (v2: KV plus side pools) ------------------------------
 
-    def _pool_ns(self, name: Any) -> Namespace:
-        """KV pages live in the shard's namespace; every auxiliary pool
-        (indexer, mamba, swa, ...) has its own page size and so its own
-        namespace (descriptor extra ``pool``)."""
-        name = str(getattr(name, "value", name))
+    def _pool_ns(self, name: str) -> Namespace:
+        """KV pages live in the shard's namespace; every side pool (indexer,
+        mamba, swa, ...) has its own page size and so its own namespace
+        (descriptor extra ``pool``; TP kept for TP-sharded pools)."""
         if name in ("kv", "__default__"):
             return self._ensure()
         ns = self._aux.get(name)
         if ns is not None:
             return ns
-        self._ensure()
-        pool = self._pool_of(name)
-        n = int(getattr(pool, "page_size", 1) or 1)
-        _, sizes = pool.get_page_buffer_meta(_Indices(range(n)))
-        sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [int(sizes)]
-        d = sglang_descriptor(self.storage_config, pool, tenant=self.tenant, model=self.model_override,
-                              model_revision=self.model_revision, page_bytes=int(sum(int(x) for x in sizes)),
-                              extra={"pool": name})
-        ns = self._client.open(d)
-        self._aux[name] = ns
+        with self._lock:
+            ns = self._aux.get(name)
+            if ns is not None:
+                return ns
+            now = time.monotonic()
+            last = self._aux_tried.get(name, 0.0)
+            if last and now - last < self.reconnect_interval:
+                raise ConnectionError(f"strata not connected (pool {name})")
+            self._aux_tried[name] = now
+            d = self._pool_descriptor(name, self._pool_of(name))
+            if self._client is None:
+                self._client = Client(self.addresses, token=self.token, node_timeout=self.node_timeout)
+            client = self._client
+        ns = client.open(d)
+        with self._lock:
+            self._aux[name] = ns
         return ns
 
-    def _pool_of(self, name: Any) -> Any:
-        key = str(getattr(name, "value", name))
-        pools = getattr(self, "registered_pools", None) or {}
-        for k, v in pools.items():
-            if str(getattr(k, "value", k)) == key:
-                return v
-        if key in ("kv", "__default__"):
-            return self.mem_pool_host
-        raise KeyError(f"no host pool registered for {key!r}")
-
-    def batch_exists_v2(self, keys: List[str], pool_transfers: Optional[List[Any]] = None, extra_info: Optional[Any] = None) -> Any:
-        """Longest usable prefix over the KV pages and every auxiliary pool
-        (ALL_PAGES: each page of the prefix; TRAILING_PAGES: the last
-        len(transfer.keys) pages of it)."""
-        kv = self.batch_exists(keys, extra_info)
-        hits: Dict[str, int] = {"kv": kv} if kv else {}
-        final = kv
-        for t in pool_transfers or []:
-            if final == 0:
-                break
-            name = str(getattr(t.name, "value", t.name))
-            try:
-                ns = self._pool_ns(name)
-                present = ns.lookup(self._keys(ns, keys[:kv])).present
-            except Exception as e:
-                self._fail("batch_exists_v2", e)
-                present = [False] * kv
-            if str(getattr(t.hit_policy, "value", t.hit_policy)) == "trailing_pages":
-                trailing = max(1, len(t.keys) if t.keys else 1)
-                boundary = 0
-                for plen in range(kv, 0, -1):
-                    if all(present[max(0, plen - trailing):plen]):
-                        boundary = plen
-                        break
+    def batch_exists_v2(self, keys: List[str], pool_transfers: Optional[List[Any]] = None,
+                        extra_info: Optional[Any] = None) -> Any:
+        """The usable prefix over the KV pages and every side pool, with the
+        set of restorable prefix lengths (ALL_PAGES: every page of the
+        prefix; TRAILING_PAGES: the last len(transfer.keys) pages of it;
+        BLOCK_GROUPS, declared but used by no controller in 0.5.23: its
+        leading complete groups, never gating the KV hit)."""
+        try:
+            transfers = list(pool_transfers or [])
+            if self._kv_pool() is None:
+                # A logical anchor: the side pools decide (Mooncake's rule).
+                kv = len(keys) if transfers else 0
             else:
-                boundary = present.index(False) if False in present else kv
-            if boundary:
-                hits[name] = boundary
-            final = min(final, boundary)
-        return _pool_result(final, hits)
+                kv = self.batch_exists(keys, extra_info)
+            hits: Dict[str, int] = {"kv": kv} if kv else {}
+            restorable = list(range(1, kv + 1))
+            for t in transfers:
+                if not restorable:
+                    break
+                name = _name(t.name)
+                try:
+                    ns = self._pool_ns(name)
+                    present = list(ns.lookup(self._keys(ns, keys[:kv])).present)
+                except Exception as e:
+                    self._fail("batch_exists_v2", e)
+                    present = [False] * kv
+                policy = _name(getattr(t, "hit_policy", "all_pages"))
+                if policy == "trailing_pages":
+                    window = max(1, len(t.keys) if t.keys else 1)
+                    pool_ok = {p for p in range(1, kv + 1) if all(present[max(0, p - window):p])}
+                    boundary = max(pool_ok, default=0)
+                elif policy == "block_groups":
+                    group = max(1, int(getattr(t, "group_pages", 0) or 1))
+                    whole = 0
+                    while whole + group <= kv and all(present[whole:whole + group]):
+                        whole += group
+                    if whole:
+                        hits[name] = whole
+                    continue
+                else:
+                    boundary = present.index(False) if False in present else kv
+                    pool_ok = set(range(1, boundary + 1))
+                if boundary:
+                    hits[name] = boundary
+                restorable = [p for p in restorable if p in pool_ok]
+            final = restorable[-1] if restorable else 0
+            return PoolTransferResult(final, hits, restorable)
+        except Exception as e:
+            self._fail("batch_exists_v2", e)
+            return PoolTransferResult(0, {}, [])
 
-    def _batch_v2(self, transfers: List[Any], write: bool, extra_info: Any) -> Dict[str, List[bool]]:
-        out: Dict[str, List[bool]] = {}
+    def _batch_v2(self, transfers: List[Any], write: bool, extra_info: Any) -> Dict[Any, List[bool]]:
+        out: Dict[Any, List[bool]] = {}
         for t in transfers or []:
-            name = str(getattr(t.name, "value", t.name))
+            name = _name(t.name)
             keys = list(t.keys or [])
             try:
-                ns, pool = self._pool_ns(name), self._pool_of(name)
-                if write:
-                    out[name] = self._set_pool(ns, pool, keys, t.host_indices, extra_info)
+                if not keys:
+                    out[t.name] = []
+                    continue
+                if name in ("kv", "__default__"):
+                    pool = self._kv_pool()
+                    if pool is None:  # a logical anchor: nothing to move
+                        out[t.name] = [True] * len(keys)
+                        continue
+                    ns = self._ensure()
                 else:
-                    out[name] = self._get_pool(ns, pool, keys, t.host_indices)
+                    pool, ns = self._pool_of(name), self._pool_ns(name)
+                hi = t.host_indices
+                want = len(keys) * int(getattr(pool, "page_size", 1) or 1)
+                if hi is None or int(hi.numel()) != want:
+                    raise ValueError(f"pool {name}: {0 if hi is None else int(hi.numel())} host indices for {len(keys)} pages")
+                if write:
+                    out[t.name] = self._set_pool(ns, pool, keys, hi, extra_info)
+                else:
+                    out[t.name] = self._get_pool(ns, pool, keys, hi)
             except Exception as e:
                 self._fail("batch_set_v2" if write else "batch_get_v2", e)
-                out[name] = [False] * len(keys)
+                out[t.name] = [False] * len(keys)
         return out
 
-    def batch_get_v2(self, transfers: List[Any], extra_info: Optional[Any] = None) -> Dict[str, List[bool]]:
+    def batch_get_v2(self, transfers: List[Any], extra_info: Optional[Any] = None) -> Dict[Any, List[bool]]:
         return self._batch_v2(transfers, False, extra_info)
 
-    def batch_set_v2(self, transfers: List[Any], extra_info: Optional[Any] = None) -> Dict[str, List[bool]]:
+    def batch_set_v2(self, transfers: List[Any], extra_info: Optional[Any] = None) -> Dict[Any, List[bool]]:
         return self._batch_v2(transfers, True, extra_info)
 
     # ---- management -----------------------------------------------------------
 
     def clear(self) -> bool:
-        """Delete every page of this shard's namespace."""
+        """Delete every page of this shard's KV namespace."""
         try:
             ns = self._ensure()
             keys = ns.list_keys()
@@ -524,11 +668,11 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
                 m.backup_bandwidth.append(gbps)
 
     def get_stats(self):
-        """SGLang StorageMetrics since the last call (pages and GB/s per
+        """SGLang's StorageMetrics since the last call (pages and GB/s per
         prefetch/backup batch); the cumulative counters are attached as
         ``.strata_counters``."""
         with self._metrics_lock:
-            m, self._metrics = self._metrics, StorageMetrics()
+            m, self._metrics = self._metrics, _storage_metrics_class()()
         try:
             m.strata_counters = self.counters()
         except Exception:
@@ -544,6 +688,29 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
                 c.close()
             except Exception:
                 pass
+
+
+def _page_bytes_of(pool: Any, zero_copy: bool) -> int:
+    """Bytes of one page of a host pool: the segments get_page_buffer_meta
+    names for one page (zero-copy) or its flat data page; 0 for a pool that
+    holds no bytes (a logical anchor) or cannot say."""
+    if pool is None:
+        return 0
+    n = int(getattr(pool, "page_size", 1) or 1)
+    if zero_copy or not hasattr(pool, "get_dummy_flat_data_page"):
+        try:
+            meta = pool.get_page_buffer_meta(_Indices(range(n)))
+            if meta is None:
+                return 0
+            sizes = meta[1]
+            sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [int(sizes)]
+            return int(sum(int(s) for s in sizes))
+        except Exception:
+            return 0
+    try:
+        return _nbytes(pool.get_dummy_flat_data_page())
+    except Exception:
+        return 0
 
 
 def _nbytes(t: Any) -> int:
@@ -567,20 +734,3 @@ def _as_tensor(buf: bytearray) -> Any:
         return torch.frombuffer(buf, dtype=torch.uint8)
     except Exception:
         return buf
-
-
-def _pool_result(kv_hit_pages: int, extra: Dict[str, int]) -> Any:
-    try:
-        from sglang.srt.mem_cache.hicache_storage import PoolTransferResult  # type: ignore
-
-        return PoolTransferResult(kv_hit_pages, extra)
-    except Exception:
-        return _PoolTransferResult(kv_hit_pages, extra)
-
-
-@dataclass
-class _PoolTransferResult:
-    """Stand-in for sglang's PoolTransferResult."""
-
-    kv_hit_pages: int
-    extra_pool_hit_pages: Dict[str, int]
