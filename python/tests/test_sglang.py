@@ -1,96 +1,109 @@
-"""The SGLang HiCache storage backend against a real stratad, loaded the way
-SGLang's dynamic backend factory loads it, with a host KV pool stand-in
-(numpy buffers laid out like SGLang's page_first MHA host pool)."""
+"""The SGLang HiCache storage backend against the installed sglang (0.5.23)
+and a real stratad: loaded through SGLang's own StorageBackendFactory
+"dynamic" path with a real HiCacheStorageConfig, driven with the cache
+controller's call sequence, on SGLang's own host pool classes built on the
+CPU (MHATokenToKVPoolHost in the page_first layout, LogicalHostPool as a
+hybrid model's anchor), pages in bfloat16 and float8_e4m3fn, keys from
+SGLang's own hash function (get_storage_hash_str, its C++ extension).
 
-import importlib
+Without SGLang installed these tests skip, saying so; with
+STRATA_REQUIRE_ENGINES=1 (CI) a missing engine fails them."""
+
+import os
 import socket
+import tempfile
+import threading
 import time
+import tracemalloc
 import unittest
 
 from _support import Node, NodeTest
 
 try:
-    import numpy as np
-except ImportError:  # pragma: no cover
-    np = None
+    import torch
+    from sglang.srt.managers.cache_controller import STORAGE_BATCH_SIZE
+    from sglang.srt.mem_cache.device_pool_info import KVBufferLayout, KVBuffers, MHABufferInfo
+    from sglang.srt.mem_cache.hicache_storage import (
+        HiCacheFile,
+        HiCacheStorage,
+        HiCacheStorageConfig,
+        HiCacheStorageExtraInfo,
+        PoolHitPolicy,
+        PoolTransfer,
+    )
+    from sglang.srt.mem_cache.memory_pool_host import LogicalHostPool
+    from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
+    from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
+    from sglang.srt.mem_cache.utils import get_storage_hash_str
 
-from strata_client import key_from_engine_hash, sglang_page_hashes
-from strata_client.sglang import HiCacheStorageConfig, HiCacheStorageExtraInfo, StrataHiCacheStorage
+    SGLANG_ERROR = None
+except ImportError as e:  # pragma: no cover - exercised only without the engine
+    SGLANG_ERROR = f"sglang (python/requirements/sglang.txt) is not installed: {e}"
+    if os.environ.get("STRATA_REQUIRE_ENGINES") == "1":
+        raise
 
+if SGLANG_ERROR is None:
+    from strata_client.sglang import StrataHiCacheStorage
 
-class FakeHostPool:
-    """page_first MHA host pool: kv_buffer (2, tokens, layers*heads*dim*2 bytes);
-    get_page_buffer_meta gives [k_ptr, v_ptr] per page."""
-
-    layout = "page_first"
-    dtype = "torch.bfloat16"
-
-    def __init__(self, pages=16, page_size=4, layer_num=2, head_num=2, head_dim=8):
-        self.page_size, self.layer_num, self.head_num, self.head_dim = page_size, layer_num, head_num, head_dim
-        self.size = pages * page_size
-        self.tok = layer_num * head_num * head_dim * 2  # bytes of K (or V) per token
-        self.kv_buffer = np.zeros((2, self.size, self.tok), dtype=np.uint8)
-
-    @property
-    def page_bytes(self):
-        return 2 * self.page_size * self.tok
-
-    def get_page_buffer_meta(self, indices):
-        idx = indices.tolist()
-        assert len(idx) % self.page_size == 0
-        base = self.kv_buffer.ctypes.data
-        v_off = self.size * self.tok
-        ptrs = []
-        for i in range(0, len(idx), self.page_size):
-            k = base + idx[i] * self.tok
-            ptrs += [k, k + v_off]
-        return ptrs, [self.page_size * self.tok] * len(ptrs)
-
-    def get_dummy_flat_data_page(self):
-        return np.zeros(self.page_bytes, dtype=np.uint8)
-
-    def get_data_page(self, index, flat=True):
-        return self.kv_buffer[:, index:index + self.page_size].reshape(-1).copy()
-
-    def set_from_flat_data_page(self, index, data_page):
-        self.kv_buffer[:, index:index + self.page_size] = np.asarray(data_page).reshape(2, self.page_size, self.tok)
-
-    def fill(self, slot, seed):
-        rng = np.random.default_rng(seed)
-        self.kv_buffer[:, slot * self.page_size:(slot + 1) * self.page_size] = rng.integers(0, 256, (2, self.page_size, self.tok), dtype=np.uint8)
-
-    def page(self, slot):
-        return self.kv_buffer[:, slot * self.page_size:(slot + 1) * self.page_size].tobytes()
+SITE = os.sep + "site-packages" + os.sep
 
 
-class Indices(list):
-    def tolist(self):
-        return list(self)
+def mha_pool(dtype, pages=32, page_size=4, layers=2, heads=2, dim=8):
+    """SGLang's MHA host pool on the CPU in the page_first layout
+    (kv_buffer: 2 x tokens x layers x heads x dim; a page is a K and a V
+    segment), sized to about `pages` pages."""
+    dev = torch.device("cpu")
+    k = tuple(torch.zeros(page_size, heads, dim, dtype=dtype) for _ in range(layers))
+    v = tuple(torch.zeros(page_size, heads, dim, dtype=dtype) for _ in range(layers))
+    ptrs = lambda ts: torch.tensor([t.data_ptr() for t in ts], dtype=torch.uint64)  # noqa: E731
+    info = MHABufferInfo(buffers=KVBuffers(k=k, v=v, k_data_ptrs=ptrs(k), v_data_ptrs=ptrs(v), layout=KVBufferLayout.NHD),
+                         page_size=page_size, head_num=heads, head_dim=dim, v_head_dim=dim, dtype=dtype, device=dev)
+    return MHATokenToKVPoolHost(info, host_to_device_ratio=1.0, host_size=0, page_size=page_size, layout="page_first",
+                                pin_memory=False, device="cpu", device_capacity_tokens=pages * page_size,
+                                start_layer=0, end_layer=layers)
 
 
-def host_indices(pool, slots):
-    return Indices(s * pool.page_size + j for s in slots for j in range(pool.page_size))
+def fill(pool, indices, seed):
+    """Random values of the pool's dtype into the pool's tokens `indices`."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (2, len(indices)) + tuple(pool.kv_buffer.shape[2:])
+    vals = torch.randn(shape, generator=g).to(pool.dtype)
+    pool.kv_buffer[:, indices] = vals
 
 
-def config(addr, **extra):
+def page_bytes(pool, indices):
+    """The bytes of the pool's tokens `indices` (K then V)."""
+    return pool.kv_buffer[:, indices].contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def config(addr, mla=False, tp_rank=0, tp_size=1, **extra):
+    """The HiCacheStorageConfig the cache controller makes, with the
+    extra config an operator passes (--hicache-storage-backend-extra-config
+    less the keys SGLang pops for itself)."""
     ec = {"backend_name": "strata", "module_path": "strata_client.sglang", "class_name": "StrataHiCacheStorage",
           "interface_v1": 1, "strata_addr": addr, "strata_tenant": "acme", "strata_model_revision": "r1",
-          "strata_node_timeout": 1.0, "strata_reconnect_interval": 0.2}
+          "strata_node_timeout": 2.0, "strata_reconnect_interval": 0.2}
     ec.update(extra)
-    return HiCacheStorageConfig(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
-                                is_mla_model=False, enable_storage_metrics=True, is_page_first_layout=True,
+    return HiCacheStorageConfig(tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+                                is_mla_model=mla, enable_storage_metrics=True, is_page_first_layout=True,
                                 model_name="Qwen/Qwen3-0.6B", extra_config=ec)
 
 
-def dynamic_backend(storage_config, pool):
-    """What sglang's StorageBackendFactory._create_dynamic_backend and the
-    cache controller do: import module_path, take class_name, construct
-    with (storage_config, kwargs), then register the host pool."""
-    ec = storage_config.extra_config
-    cls = getattr(importlib.import_module(ec["module_path"]), ec["class_name"])
-    backend = cls(storage_config, {})
-    backend.register_mem_pool_host(pool)
-    return backend
+def attach(storage_config, pool, v2_pools=()):
+    """HiCacheController.attach_storage_backend (and the hybrid
+    controller's v2 burst) as installed: create through the factory,
+    register the storage host pool, register each pool of the group, end
+    the burst."""
+    b = StorageBackendFactory.create_backend("dynamic", storage_config, pool)
+    b.register_mem_pool_host(pool)
+    for name, p in v2_pools:
+        b.register_mem_host_pool_v2(p, name)
+    b.on_host_pools_registered()
+    return b
+
+
+def hashes(base, pages, page_size=4):
+    return get_storage_hash_str(list(range(base, base + pages * page_size)), None, page_size=page_size)
 
 
 def dead_addr():
@@ -101,156 +114,368 @@ def dead_addr():
     return f"127.0.0.1:{port}"
 
 
-@unittest.skipIf(np is None, "numpy (python3-numpy) is needed for the host pool stand-in")
+def backup(b, pool, keys, host_indices, prefix_keys):
+    """HiCacheController._page_backup with interface_v1: batch_set_v1 per
+    STORAGE_BATCH_SIZE pages, prefix_keys grown by each batch."""
+    ps = pool.page_size
+    ok = []
+    for i in range(0, len(keys), STORAGE_BATCH_SIZE):
+        batch = keys[i:i + STORAGE_BATCH_SIZE]
+        ok += b.batch_set_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+        if prefix_keys is not None:
+            prefix_keys = prefix_keys + batch
+    return ok
+
+
+def hit_query(b, keys, prefix_keys):
+    """HiCacheController._storage_hit_query: batch_exists per batch, stop at
+    the first short batch."""
+    hit = 0
+    for i in range(0, len(keys), STORAGE_BATCH_SIZE):
+        batch = keys[i:i + STORAGE_BATCH_SIZE]
+        n = b.batch_exists(batch, HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+        hit += n
+        if n < len(batch):
+            break
+        if prefix_keys is not None:
+            prefix_keys = prefix_keys + batch
+    return hit
+
+
+def transfer(b, pool, keys, host_indices, prefix_keys):
+    """HiCacheController._page_transfer with interface_v1: batch_get_v1 per
+    batch, counting the leading successes."""
+    ps = pool.page_size
+    done = 0
+    for i in range(0, len(keys), STORAGE_BATCH_SIZE):
+        batch = keys[i:i + STORAGE_BATCH_SIZE]
+        res = b.batch_get_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+        n = res.index(False) if False in res else len(res)
+        done += n
+        if n < len(batch):
+            break
+        if prefix_keys is not None:
+            prefix_keys = prefix_keys + batch
+    return done
+
+
+def stat(node_addr, ns_id, keys):
+    """The node's page metadata (parent key, depth) through Admin.StatKeys."""
+    import grpc
+    from strata_client._proto import strata_pb2 as pb, strata_pb2_grpc as pbg
+
+    with grpc.insecure_channel(node_addr) as ch:
+        return list(pbg.AdminStub(ch).StatKeys(pb.StatKeysRequest(namespace_id=ns_id, keys=keys), timeout=10).keys)
+
+
+@unittest.skipIf(SGLANG_ERROR is not None, SGLANG_ERROR or "")
 class SGLangBackendTest(NodeTest):
-    def setUp(self):
-        self.pool = FakeHostPool()
-        self.backend = dynamic_backend(config(self.node.addr), self.pool)
+    def test_real_engine_classes(self):
+        import sglang.srt.mem_cache.hicache_storage as hs
 
-    def tearDown(self):
-        self.backend.close()
-
-    def hashes(self, base, pages):
-        toks = list(range(base, base + pages * self.pool.page_size))
-        return sglang_page_hashes(toks, self.pool.page_size)
-
-    def test_zero_copy_round_trip_and_prefix(self):
-        b, pool = self.backend, self.pool
-        keys = self.hashes(1000, 6)
-        for s in range(6):
-            pool.fill(s, s + 1)
-        want = [pool.page(s) for s in range(6)]
-        self.assertEqual(b.batch_set_v1(keys[:3], host_indices(pool, [0, 1, 2]), HiCacheStorageExtraInfo()), [True] * 3)
-        self.assertEqual(b.batch_set_v1(keys[4:6], host_indices(pool, [4, 5])), [True, True])
-        # batch_exists counts consecutive hits from the start: page 3 is missing.
-        self.assertEqual(b.batch_exists(keys), 3)
-        self.assertEqual(b.batch_exists(keys[4:]), 2)
-        self.assertEqual(b.batch_exists([]), 0)
-        self.assertTrue(b.exists(keys[0]))
-        self.assertFalse(b.exists(keys[3]))
-        # Read into other pool slots (zero-copy into the pool's K/V buffers).
-        got = b.batch_get_v1(keys, host_indices(pool, [8, 9, 10, 11, 12, 13]))
-        self.assertEqual(got, [True, True, True, False, True, True])
-        for i, s in enumerate([8, 9, 10]):
-            self.assertEqual(pool.page(s), want[i])
-        # Writing again is a no-op success (content addressed).
-        self.assertEqual(b.batch_set_v1(keys[:3], host_indices(pool, [0, 1, 2])), [True] * 3)
-        c = b.counters()
-        self.assertEqual(c["set_skipped_existing"], 3)
-        self.assertEqual(c["exists_hits"], 3 + 2 + 1)
-        stats = b.get_stats()
-        self.assertTrue(stats.prefetch_pgs and stats.backup_pgs)
-        self.assertEqual(b.get_stats().prefetch_pgs, [])  # drained per call
-
-    def test_generic_path(self):
-        b, pool = self.backend, self.pool
-        keys = self.hashes(5000, 3)
-        pages = []
-        for s in range(3):
-            pool.fill(s, 100 + s)
-            pages.append(pool.get_data_page(s * pool.page_size))
-        self.assertTrue(b.batch_set(keys[:2], pages[:2]))
-        self.assertTrue(b.set(keys[2], pages[2]))
-        targets = [pool.get_dummy_flat_data_page() for _ in range(4)]
-        out = b.batch_get(keys + ["ff" * 32], targets)
-        self.assertIs(out[0], targets[0])
-        self.assertIsNone(out[3])
-        for i in range(3):
-            self.assertEqual(out[i].tobytes(), pages[i].tobytes())
-        self.assertIsNotNone(b.get(keys[1], pool.get_dummy_flat_data_page()))
-        # A target of the wrong size is a miss, not an exception.
-        self.assertEqual(b.batch_get(keys[:1], [np.zeros(3, dtype=np.uint8)]), [None])
-        self.assertTrue(b.clear())
-        self.assertEqual(b.batch_exists(keys), 0)
-
-    def test_keys_match_the_python_client(self):
-        # The backend's keys are key_from_engine_hash(namespace, raw hash):
-        # any client that opens the same descriptor finds the same pages.
-        from strata_client import Client
-
-        keys = self.hashes(9000, 2)
-        self.pool.fill(0, 9)
-        self.pool.fill(1, 10)
-        self.assertEqual(self.backend.batch_set_v1(keys, host_indices(self.pool, [0, 1])), [True, True])
-        d = self.backend.descriptor()
-        self.assertEqual(d.page_bytes, self.pool.page_bytes)
-        self.assertEqual((d.engine, d.layout, d.kv_dtype, d.page_tokens), ("sglang", "page_first", "bf16", 4))
-        with Client(self.node.addr) as c:
-            ns = c.open(d)
-            skeys = [key_from_engine_hash(ns.id, bytes.fromhex(k)) for k in keys]
-            out = ns.get(skeys)
-            self.assertEqual(bytes(out[1]), self.pool.page(1))
-
-    def test_failures_are_misses_and_counted(self):
-        pool = FakeHostPool()
-        t0 = time.monotonic()
-        b = dynamic_backend(config(dead_addr()), pool)  # must not raise
+        b = attach(config(self.node.addr), mha_pool(torch.bfloat16))
         try:
-            keys = self.hashes(1, 3)
+            self.assertIsInstance(b, StrataHiCacheStorage)
+            self.assertIsInstance(b, HiCacheStorage)
+            self.assertIs(StrataHiCacheStorage.__mro__[2], hs.HiCacheStorage)
+            for mod in (hs, MHATokenToKVPoolHost, LogicalHostPool, StorageBackendFactory):
+                f = getattr(mod, "__file__", None) or __import__(mod.__module__, fromlist=["x"]).__file__
+                self.assertIn(SITE + "sglang" + os.sep, f)
+        finally:
+            b.close()
+
+    def test_controller_sequence_bf16_and_fp8(self):
+        for dt in (torch.bfloat16, torch.float8_e4m3fn):
+            with self.subTest(dtype=str(dt)):
+                self.controller_sequence(dt)
+
+    def controller_sequence(self, dt):
+        pool = mha_pool(dt, pages=2 * 300 + 8)
+        b = attach(config(self.node.addr), pool)
+        try:
+            n = 300  # three batches of STORAGE_BATCH_SIZE (128, 128, 44)
+            keys = hashes(hash(str(dt)) % 100000 * 10000, n)
+            src = pool.alloc(n * pool.page_size)
+            fill(pool, src, 7)
+            want = [page_bytes(pool, src[i * 4:(i + 1) * 4]) for i in range(n)]
+            self.assertEqual(backup(b, pool, keys, src, []), [True] * n)
+            self.assertEqual(hit_query(b, keys, []), n)
+            self.assertEqual(hit_query(b, keys + hashes(9_000_000, 2), []), n)
+            dst = pool.alloc(n * pool.page_size)
+            self.assertEqual(transfer(b, pool, keys, dst, []), n)
+            for i in (0, 127, 128, 299):
+                self.assertEqual(page_bytes(pool, dst[i * 4:(i + 1) * 4]), want[i])
+            # Parent and depth carry on across the 128-page batches.
+            ns = b._ensure()
+            skeys = b._keys(ns, keys)
+            info = stat(self.node.addr, ns.id, [skeys[0], skeys[128], skeys[299]])
+            self.assertEqual([k.depth for k in info], [0, 128, 299])
+            self.assertEqual((info[0].parent_key, info[1].parent_key, info[2].parent_key), (b"", skeys[127], skeys[298]))
+            # A child radix node: prefix_keys are its parents' hashes.
+            child = get_storage_hash_str(list(range(5000, 5008)), keys[-1], page_size=4)
+            csrc = pool.alloc(8)
+            fill(pool, csrc, 8)
+            self.assertEqual(backup(b, pool, child, csrc, keys), [True, True])
+            info = stat(self.node.addr, ns.id, b._keys(ns, child))
+            self.assertEqual([k.depth for k in info], [300, 301])
+            self.assertEqual(info[0].parent_key, skeys[299])
+            self.assertEqual(b.counters()["sets_without_prefix_keys"], 0)
+            stats = b.get_stats()
+            self.assertTrue(stats.backup_pgs and stats.prefetch_pgs)
+            self.assertEqual(b.get_stats().backup_pgs, [])  # drained per call
+        finally:
+            b.close()
+
+    def test_without_prefix_keys_is_said(self):
+        pool = mha_pool(torch.bfloat16)
+        b = attach(config(self.node.addr), pool)
+        try:
+            keys = hashes(77_000, 3)
+            src = pool.alloc(12)
+            fill(pool, src, 3)
+            with self.assertLogs("strata_client.sglang", "WARNING") as logs:
+                self.assertEqual(backup(b, pool, keys, src, None), [True] * 3)
+            self.assertIn("hicache_storage_pass_prefix_keys", "\n".join(logs.output))
+            self.assertEqual(b.counters()["sets_without_prefix_keys"], 1)
+        finally:
+            b.close()
+
+    def test_get_stats_is_sglangs_storage_metrics(self):
+        # SGLang's metrics collector asserts isinstance(StorageMetrics).
+        from sglang.srt.observability.metrics_collector import StorageMetrics
+
+        b = attach(config(self.node.addr), mha_pool(torch.bfloat16))
+        try:
+            self.assertIsInstance(b.get_stats(), StorageMetrics)
+        finally:
+            b.close()
+
+    def test_generic_path_bf16_and_fp8(self):
+        # Without interface_v1 the controller moves torch tensors of the
+        # pool's dtype: get_data_page -> batch_set; get_dummy_flat_data_page
+        # -> batch_get -> set_from_flat_data_page.
+        for dt in (torch.bfloat16, torch.float8_e4m3fn):
+            with self.subTest(dtype=str(dt)):
+                pool = mha_pool(dt)
+                b = attach(config(self.node.addr, interface_v1=0), pool)
+                try:
+                    keys = hashes(200_000 + (dt == torch.bfloat16) * 1000, 3)
+                    src = pool.alloc(12)
+                    fill(pool, src, 11)
+                    data = [pool.get_data_page(src[i * 4]) for i in range(3)]
+                    self.assertEqual(data[0].dtype, dt)
+                    self.assertTrue(b.batch_set(keys, data))
+                    dummies = [pool.get_dummy_flat_data_page() for _ in range(4)]
+                    out = b.batch_get(keys + hashes(300_000, 1), dummies)
+                    self.assertIsNone(out[3])
+                    dst = pool.alloc(12)
+                    for i in range(3):
+                        self.assertIs(out[i], dummies[i])
+                        pool.set_from_flat_data_page(dst[i * 4], out[i])
+                        self.assertEqual(page_bytes(pool, dst[i * 4:(i + 1) * 4]), page_bytes(pool, src[i * 4:(i + 1) * 4]))
+                    self.assertEqual(b.counters()["failures"], 0)
+                finally:
+                    b.close()
+
+    def test_sglang_hash_is_strata_helper(self):
+        from strata_client import sglang_page_hashes
+
+        toks = list(range(1000, 1064))
+        self.assertEqual(get_storage_hash_str(toks, None, page_size=16), sglang_page_hashes(toks, 16))
+
+    def test_logical_anchor_side_pools(self):
+        # DeepSeek V4: the anchor (and the "kv" entry) is a LogicalHostPool;
+        # the side pools carry the bytes.
+        anchor = LogicalHostPool(64, 4)
+        swa = mha_pool(torch.bfloat16, layers=1)
+        b = attach(config(self.node.addr), anchor, [("kv", anchor), ("swa", swa)])
+        try:
+            keys = hashes(400_000, 3)
+            src = swa.alloc(12)
+            fill(swa, src, 5)
+            kv_idx = anchor.alloc(12)
+            self.assertEqual(b.batch_set_v1(keys, kv_idx), [True] * 3)  # nothing to store
+            t = PoolTransfer(name="swa", host_indices=src, keys=keys)
+            self.assertEqual(b.batch_set_v2([t]), {"swa": [True] * 3})
+            r = b.batch_exists_v2(keys, [PoolTransfer(name="swa", keys=keys, hit_policy=PoolHitPolicy.ALL_PAGES)])
+            self.assertEqual((r.kv_hit_pages, r.restorable_prefix_pages), (3, [1, 2, 3]))
+            dst = swa.alloc(12)
+            self.assertEqual(b.batch_get_v2([PoolTransfer(name="swa", host_indices=dst, keys=keys)]), {"swa": [True] * 3})
+            self.assertEqual(page_bytes(swa, dst), page_bytes(swa, src))
+            self.assertEqual(b.batch_exists(keys), 0)
+            self.assertEqual(b.counters()["failures"], 0)
+        finally:
+            b.close()
+
+    def test_logical_anchor_real_kv_pool_from_v2(self):
+        anchor = LogicalHostPool(64, 4)
+        kv = mha_pool(torch.bfloat16)
+        b = attach(config(self.node.addr), anchor, [("kv", kv)])
+        try:
+            self.assertEqual(b.descriptor().page_bytes, 2 * 4 * 2 * 2 * 8 * 2)
+            keys = hashes(500_000, 2)
+            src = kv.alloc(8)
+            fill(kv, src, 6)
+            self.assertEqual(b.batch_set_v1(keys, src, HiCacheStorageExtraInfo(prefix_keys=[])), [True, True])
+            self.assertEqual(b.batch_exists(keys), 2)
+            dst = kv.alloc(8)
+            self.assertEqual(b.batch_get_v1(keys, dst), [True, True])
+            self.assertEqual(page_bytes(kv, dst), page_bytes(kv, src))
+        finally:
+            b.close()
+
+    def test_restorable_prefix_pages_match_sglang_file_backend(self):
+        # Six KV pages; a trailing (SWA-like, window 1) pool holding pages
+        # 2 and 5; an all-pages (indexer-like) pool holding pages 1-4. Only
+        # a prefix of 2 pages is restorable: 4 is not (no SWA state there).
+        kv = mha_pool(torch.bfloat16)
+        swa = mha_pool(torch.bfloat16, layers=1)
+        ix = mha_pool(torch.bfloat16, layers=1, heads=1)
+        pools = [("kv", kv), ("swa", swa), ("indexer", ix)]
+        keys = hashes(600_000, 6)
+        d = tempfile.mkdtemp(prefix="strata-hicache-file-")
+        ref = HiCacheFile(config("unused", file_storage_path=d))
+        ours = attach(config(self.node.addr), kv, pools)
+        try:
+            for name, p in pools:
+                ref.register_mem_host_pool_v2(p, name)
+            src = kv.alloc(24)
+            fill(kv, src, 1)
+            s_idx, i_idx = swa.alloc(24), ix.alloc(24)
+            fill(swa, s_idx, 2)
+            fill(ix, i_idx, 3)
+            sel = lambda idx, pages: torch.cat([idx[p * 4:(p + 1) * 4] for p in pages])  # noqa: E731
+            writes = [PoolTransfer(name="kv", host_indices=src, keys=keys),
+                      PoolTransfer(name="swa", host_indices=sel(s_idx, [1, 4]), keys=[keys[1], keys[4]]),
+                      PoolTransfer(name="indexer", host_indices=sel(i_idx, [0, 1, 2, 3]), keys=keys[:4])]
+            self.assertEqual(ours.batch_set_v2(writes), {"kv": [True] * 6, "swa": [True] * 2, "indexer": [True] * 4})
+            ref.batch_set_v2(writes)
+            query = [PoolTransfer(name="swa", keys=keys[-1:], hit_policy=PoolHitPolicy.TRAILING_PAGES),
+                     PoolTransfer(name="indexer", keys=keys, hit_policy=PoolHitPolicy.ALL_PAGES)]
+            want = ref.batch_exists_v2(keys, query)
+            got = ours.batch_exists_v2(keys, query)
+            self.assertEqual(want.restorable_prefix_pages, [2])
+            self.assertEqual((got.kv_hit_pages, got.restorable_prefix_pages), (want.kv_hit_pages, want.restorable_prefix_pages))
+            self.assertEqual({str(k): v for k, v in got.extra_pool_hit_pages.items()},
+                             {str(k): v for k, v in want.extra_pool_hit_pages.items()})
+        finally:
+            ours.close()
+
+    def test_mla_mamba_pool_keeps_tp(self):
+        # is_mla_model: KV is the same on every TP rank (one namespace), but
+        # the mamba state is split across ranks: rank 1 must not read rank 0's.
+        ranks = []
+        try:
+            for r in range(2):
+                kv, mamba = mha_pool(torch.bfloat16), mha_pool(torch.bfloat16, layers=1)
+                ranks.append((attach(config(self.node.addr, mla=True, tp_rank=r, tp_size=2), kv, [("kv", kv), ("mamba", mamba)]), mamba))
+            keys = hashes(700_000, 1)
+            for r, (b, mamba) in enumerate(ranks):
+                idx = mamba.alloc(4)
+                fill(mamba, idx, 100 + r)
+                self.assertEqual(b.batch_set_v2([PoolTransfer(name="mamba", host_indices=idx, keys=keys)],
+                                                HiCacheStorageExtraInfo(prefix_keys=[])), {"mamba": [True]})
+                ranks[r] = (b, mamba, page_bytes(mamba, idx))
+            for b, mamba, want in ranks:
+                dst = mamba.alloc(4)
+                self.assertEqual(b.batch_get_v2([PoolTransfer(name="mamba", host_indices=dst, keys=keys)]), {"mamba": [True]})
+                self.assertEqual(page_bytes(mamba, dst), want)
+            self.assertNotEqual(ranks[0][0]._pool_ns("mamba").id, ranks[1][0]._pool_ns("mamba").id)
+            self.assertEqual(ranks[0][0]._ensure().id, ranks[1][0]._ensure().id)
+        finally:
+            for x in ranks:
+                x[0].close()
+
+    def test_set_v1_stages_in_one_reused_buffer(self):
+        # batch_set_v1 copies a page (two segments in the pool) once into a
+        # staging buffer it keeps: a second batch allocates no page copies.
+        pool = mha_pool(torch.bfloat16, pages=2 * 64 + 8, layers=4, heads=4, dim=64)  # 32 KiB pages
+        b = attach(config(self.node.addr), pool)
+        try:
+            n = 64
+            src = pool.alloc(2 * n * 4)
+            fill(pool, src, 9)
+            keys = hashes(800_000, 2 * n)
+            self.assertEqual(b.batch_set_v1(keys[:n], src[:n * 4], HiCacheStorageExtraInfo(prefix_keys=[])), [True] * n)
+            size = b._ensure().page_bytes
+            tracemalloc.start()
+            try:
+                ok = b.batch_set_v1(keys[n:], src[n * 4:], HiCacheStorageExtraInfo(prefix_keys=keys[:n]))
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            self.assertEqual(ok, [True] * n)
+            self.assertLess(peak, n * size // 4, f"peak {peak} bytes for {n} pages of {size}")
+        finally:
+            b.close()
+
+    def test_unreachable_is_misses_and_counted(self):
+        pool = mha_pool(torch.bfloat16)
+        t0 = time.monotonic()
+        b = attach(config(dead_addr()), pool)  # must not raise
+        try:
+            keys = hashes(1, 3)
+            idx = pool.alloc(12)
             self.assertEqual(b.batch_exists(keys), 0)
             self.assertFalse(b.exists(keys[0]))
-            self.assertEqual(b.batch_get_v1(keys, host_indices(pool, [0, 1, 2])), [False] * 3)
-            self.assertEqual(b.batch_set_v1(keys, host_indices(pool, [0, 1, 2])), [False] * 3)
+            self.assertEqual(b.batch_get_v1(keys, idx), [False] * 3)
+            self.assertEqual(b.batch_set_v1(keys, idx), [False] * 3)
             self.assertEqual(b.batch_get(keys, [pool.get_dummy_flat_data_page()] * 3), [None] * 3)
-            self.assertFalse(b.batch_set(keys, [pool.get_dummy_flat_data_page()] * 3))
+            self.assertFalse(b.batch_set(keys, [pool.get_data_page(idx[0])] * 3))
             self.assertFalse(b.clear())
+            r = b.batch_exists_v2(keys, [PoolTransfer(name="kv", keys=keys)])
+            self.assertEqual(r.kv_hit_pages, 0)
             c = b.counters()
             self.assertGreaterEqual(c["failures"], 6)
             self.assertEqual(c["get_misses"], 6)
             self.assertEqual(c["set_failed"], 6)
             self.assertIsNotNone(b.get_stats())
-            self.assertLess(time.monotonic() - t0, 15)
+            self.assertLess(time.monotonic() - t0, 20)
         finally:
             b.close()
 
-    def test_node_killed_means_misses(self):
-        node = Node()
-        pool = FakeHostPool()
-        b = dynamic_backend(config(node.addr), pool)
+    def test_node_killed_mid_batch(self):
+        # 128 pages of 1 MiB; the node is SIGKILLed while batch_set_v1 sends
+        # them: pages after the kill are failed writes, later calls misses.
+        node = Node(host_bytes="512MiB")
+        pool = mha_pool(torch.bfloat16, pages=2 * 128 + 2, layers=8, heads=8, dim=128, page_size=32)
+        b = attach(config(node.addr), pool)
         try:
-            keys = self.hashes(777, 2)
-            pool.fill(0, 1)
-            pool.fill(1, 2)
-            self.assertEqual(b.batch_set_v1(keys, host_indices(pool, [0, 1])), [True, True])
+            keys = get_storage_hash_str(list(range(130 * 32)), None, page_size=32)
+            src = pool.alloc(128 * 32)
+            fill(pool, src, 4)
+            self.assertEqual(b.batch_set_v1(keys[128:129], pool.alloc(32), HiCacheStorageExtraInfo(prefix_keys=[])), [True])
+            out, errs = [], []
+
+            def run():
+                try:
+                    out.append(b.batch_set_v1(keys[:128], src, HiCacheStorageExtraInfo(prefix_keys=[])))
+                except BaseException as e:  # the test fails on any exception
+                    errs.append(e)
+
+            th = threading.Thread(target=run)
+            th.start()
+            time.sleep(0.05)
             node.kill()
-            t0 = time.monotonic()
-            self.assertEqual(b.batch_exists(keys), 0)
-            self.assertEqual(b.batch_get_v1(keys, host_indices(pool, [2, 3])), [False, False])
-            self.assertEqual(b.batch_set_v1(keys, host_indices(pool, [0, 1])), [False, False])
-            self.assertLess(time.monotonic() - t0, 5)
-            self.assertGreater(b.counters()["get_misses"], 0)
+            th.join(60)
+            self.assertFalse(th.is_alive())
+            self.assertEqual(errs, [])
+            self.assertEqual(len(out[0]), 128)
+            self.assertTrue(all(isinstance(x, bool) for x in out[0]))
+            self.assertFalse(all(out[0]), "the batch ended before the node was killed")
+            dst = pool.alloc(2 * 32)
+            self.assertEqual(b.batch_get_v1(keys[:2], dst), [False, False])
+            self.assertEqual(b.batch_exists(keys[:2]), 0)
+            self.assertEqual(b.batch_set_v1(keys[:2], dst), [False, False])
+            self.assertIsNotNone(b.get_stats())
         finally:
             b.close()
             node.kill()
-
-    def test_v2_auxiliary_pool(self):
-        from types import SimpleNamespace as T
-
-        b, pool = self.backend, self.pool
-        aux = FakeHostPool(layer_num=1, head_num=1, head_dim=4)  # an indexer-like side pool
-        b.register_mem_host_pool_v2(pool, "kv")
-        b.register_mem_host_pool_v2(aux, "indexer")
-        keys = self.hashes(31_000, 3)
-        for s in range(3):
-            pool.fill(s, 50 + s)
-            aux.fill(s, 60 + s)
-        kv_t = T(name="kv", keys=keys, host_indices=host_indices(pool, [0, 1, 2]), hit_policy="all_pages")
-        ix_t = T(name="indexer", keys=keys[:2], host_indices=host_indices(aux, [0, 1]), hit_policy="all_pages")
-        self.assertEqual(b.batch_set_v2([kv_t, ix_t]), {"kv": [True] * 3, "indexer": [True] * 2})
-        r = b.batch_exists_v2(keys, [T(name="indexer", keys=None, hit_policy="all_pages")])
-        self.assertEqual((r.kv_hit_pages, r.extra_pool_hit_pages), (2, {"kv": 3, "indexer": 2}))
-        r = b.batch_exists_v2(keys, [T(name="indexer", keys=keys[:1], hit_policy="trailing_pages")])
-        self.assertEqual(r.kv_hit_pages, 2)
-        got = b.batch_get_v2([T(name="indexer", keys=keys[:2], host_indices=host_indices(aux, [5, 6]), hit_policy="all_pages")])
-        self.assertEqual(got, {"indexer": [True, True]})
-        self.assertEqual(aux.page(6), FakeHostPool.page(aux, 1))
-        # An unknown pool is a miss, not an exception.
-        self.assertEqual(b.batch_get_v2([T(name="swa", keys=keys[:1], host_indices=host_indices(aux, [0]), hit_policy="all_pages")]),
-                         {"swa": [False]})
 
     def test_bad_config_is_loud(self):
+        # A misconfigured backend fails SGLang's attach (at start-up), not later.
         with self.assertRaises(ValueError):
-            StrataHiCacheStorage(HiCacheStorageConfig(extra_config={}), {})
+            StorageBackendFactory.create_backend("dynamic", config(""), None)
 
 
 if __name__ == "__main__":
