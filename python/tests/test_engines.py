@@ -5,7 +5,7 @@ import unittest
 import _support  # noqa: F401
 from strata_client import Descriptor
 from strata_client.engines import engine_descriptor, model_geometry, sglang_descriptor, vllm_descriptor
-from strata_client.sglang import HiCacheStorageConfig
+from types import SimpleNamespace as HiCacheStorageConfig  # the attributes sglang_descriptor reads (SGLang itself is not needed here)
 
 LLAMA3_8B = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
 DEEPSEEK_V3 = {"num_hidden_layers": 61, "num_attention_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64,

@@ -7,7 +7,8 @@ hybrid model's anchor), pages in bfloat16 and float8_e4m3fn, keys from
 SGLang's own hash function (get_storage_hash_str, its C++ extension).
 
 Without SGLang installed these tests skip, saying so; with
-STRATA_REQUIRE_ENGINES=1 (CI) a missing engine fails them."""
+STRATA_REQUIRE_ENGINES=1 (CI) a missing engine fails them
+(_support.require_engine)."""
 
 import os
 import socket
@@ -17,33 +18,39 @@ import time
 import tracemalloc
 import unittest
 
-from _support import Node, NodeTest
+from _support import Node, NodeTest, require_engine
 
-try:
-    import torch
-    from sglang.srt.managers.cache_controller import STORAGE_BATCH_SIZE
-    from sglang.srt.mem_cache.device_pool_info import KVBufferLayout, KVBuffers, MHABufferInfo
-    from sglang.srt.mem_cache.hicache_storage import (
-        HiCacheFile,
-        HiCacheStorage,
-        HiCacheStorageConfig,
-        HiCacheStorageExtraInfo,
-        PoolHitPolicy,
-        PoolTransfer,
-    )
-    from sglang.srt.mem_cache.memory_pool_host import LogicalHostPool
-    from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
-    from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
-    from sglang.srt.mem_cache.utils import get_storage_hash_str
+_NAMES = {
+    "STORAGE_BATCH_SIZE": ("sglang.srt.managers.cache_controller", "STORAGE_BATCH_SIZE"),
+    "KVBufferLayout": ("sglang.srt.mem_cache.device_pool_info", "KVBufferLayout"),
+    "KVBuffers": ("sglang.srt.mem_cache.device_pool_info", "KVBuffers"),
+    "MHABufferInfo": ("sglang.srt.mem_cache.device_pool_info", "MHABufferInfo"),
+    "HiCacheFile": ("sglang.srt.mem_cache.hicache_storage", "HiCacheFile"),
+    "HiCacheStorage": ("sglang.srt.mem_cache.hicache_storage", "HiCacheStorage"),
+    "HiCacheStorageConfig": ("sglang.srt.mem_cache.hicache_storage", "HiCacheStorageConfig"),
+    "HiCacheStorageExtraInfo": ("sglang.srt.mem_cache.hicache_storage", "HiCacheStorageExtraInfo"),
+    "PoolHitPolicy": ("sglang.srt.mem_cache.hicache_storage", "PoolHitPolicy"),
+    "PoolTransfer": ("sglang.srt.mem_cache.hicache_storage", "PoolTransfer"),
+    "LogicalHostPool": ("sglang.srt.mem_cache.memory_pool_host", "LogicalHostPool"),
+    "MHATokenToKVPoolHost": ("sglang.srt.mem_cache.pool_host.mha", "MHATokenToKVPoolHost"),
+    "StorageBackendFactory": ("sglang.srt.mem_cache.storage.backend_factory", "StorageBackendFactory"),
+    "get_storage_hash_str": ("sglang.srt.mem_cache.utils", "get_storage_hash_str"),
+    "torch": ("torch", None),
+}
 
-    SGLANG_ERROR = None
-except ImportError as e:  # pragma: no cover - exercised only without the engine
-    SGLANG_ERROR = f"sglang (python/requirements/sglang.txt) is not installed: {e}"
-    if os.environ.get("STRATA_REQUIRE_ENGINES") == "1":
-        raise
 
-if SGLANG_ERROR is None:
+def load_sglang():
+    """The installed SGLang's classes into this module (through
+    require_engine: a missing engine skips, or fails under
+    STRATA_REQUIRE_ENGINES=1), and the backend."""
+    g = globals()
+    for name, (mod, attr) in _NAMES.items():
+        m = require_engine(mod)
+        g[name] = getattr(m, attr) if attr else m
     from strata_client.sglang import StrataHiCacheStorage
+
+    g["StrataHiCacheStorage"] = StrataHiCacheStorage
+
 
 SITE = os.sep + "site-packages" + os.sep
 
@@ -168,8 +175,12 @@ def stat(node_addr, ns_id, keys):
         return list(pbg.AdminStub(ch).StatKeys(pb.StatKeysRequest(namespace_id=ns_id, keys=keys), timeout=10).keys)
 
 
-@unittest.skipIf(SGLANG_ERROR is not None, SGLANG_ERROR or "")
 class SGLangBackendTest(NodeTest):
+    @classmethod
+    def setUpClass(cls):
+        load_sglang()
+        super().setUpClass()
+
     def test_real_engine_classes(self):
         import sglang.srt.mem_cache.hicache_storage as hs
 
@@ -389,7 +400,7 @@ class SGLangBackendTest(NodeTest):
     def test_set_v1_stages_in_one_reused_buffer(self):
         # batch_set_v1 copies a page (two segments in the pool) once into a
         # staging buffer it keeps: a second batch allocates no page copies.
-        pool = mha_pool(torch.bfloat16, pages=2 * 64 + 8, layers=4, heads=4, dim=64)  # 32 KiB pages
+        pool = mha_pool(torch.bfloat16, pages=2 * 64 + 8, layers=4, heads=4, dim=64)  # 16 KiB pages
         b = attach(config(self.node.addr), pool)
         try:
             n = 64
