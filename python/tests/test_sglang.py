@@ -121,16 +121,22 @@ def dead_addr():
     return f"127.0.0.1:{port}"
 
 
-def backup(b, pool, keys, host_indices, prefix_keys):
-    """HiCacheController._page_backup with interface_v1: batch_set_v1 per
-    STORAGE_BATCH_SIZE pages, prefix_keys grown by each batch."""
-    ps = pool.page_size
-    ok = []
+def batches(keys, prefix_keys):
+    """The cache controller's loop: STORAGE_BATCH_SIZE pages a call, with
+    HiCacheStorageExtraInfo(prefix_keys) grown by each batch."""
     for i in range(0, len(keys), STORAGE_BATCH_SIZE):
         batch = keys[i:i + STORAGE_BATCH_SIZE]
-        ok += b.batch_set_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+        yield i, batch, HiCacheStorageExtraInfo(prefix_keys=prefix_keys)
         if prefix_keys is not None:
             prefix_keys = prefix_keys + batch
+
+
+def backup(b, pool, keys, host_indices, prefix_keys):
+    """HiCacheController._page_backup with interface_v1: batch_set_v1 per batch."""
+    ps = pool.page_size
+    ok = []
+    for i, batch, info in batches(keys, prefix_keys):
+        ok += b.batch_set_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], info)
     return ok
 
 
@@ -138,14 +144,11 @@ def hit_query(b, keys, prefix_keys):
     """HiCacheController._storage_hit_query: batch_exists per batch, stop at
     the first short batch."""
     hit = 0
-    for i in range(0, len(keys), STORAGE_BATCH_SIZE):
-        batch = keys[i:i + STORAGE_BATCH_SIZE]
-        n = b.batch_exists(batch, HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+    for _, batch, info in batches(keys, prefix_keys):
+        n = b.batch_exists(batch, info)
         hit += n
         if n < len(batch):
             break
-        if prefix_keys is not None:
-            prefix_keys = prefix_keys + batch
     return hit
 
 
@@ -154,15 +157,12 @@ def transfer(b, pool, keys, host_indices, prefix_keys):
     batch, counting the leading successes."""
     ps = pool.page_size
     done = 0
-    for i in range(0, len(keys), STORAGE_BATCH_SIZE):
-        batch = keys[i:i + STORAGE_BATCH_SIZE]
-        res = b.batch_get_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], HiCacheStorageExtraInfo(prefix_keys=prefix_keys))
+    for i, batch, info in batches(keys, prefix_keys):
+        res = b.batch_get_v1(batch, host_indices[i * ps:(i + len(batch)) * ps], info)
         n = res.index(False) if False in res else len(res)
         done += n
         if n < len(batch):
             break
-        if prefix_keys is not None:
-            prefix_keys = prefix_keys + batch
     return done
 
 
