@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# apt: protobuf-compiler-grpc
+# apt: protobuf-compiler-grpc g++ libssl-dev ninja-build
 # Runs the whole Python suite (python/tests, the engine tests included) with
 # the test venv's interpreter: scripts/pyvenv.sh builds it the first time
 # (torch and the pinned engine wheels from PyPI; python/README.md, "Test
@@ -12,7 +12,9 @@
 # The node tests build stratad and the Go writer with `go build` and run
 # them on 127.0.0.1 (skipped, saying why, where go is missing).
 # protobuf-compiler-grpc (the apt line above; protoc comes with .ci/run's
-# protobuf-compiler) lets test_stubs run `scripts/genpy.sh --check`.
+# protobuf-compiler) lets test_stubs run `scripts/genpy.sh --check`; g++,
+# libssl-dev and ninja-build let SGLang compile its page-hash extension
+# (sglang/srt/mem_cache/cpp_utils, torch cpp_extension, -lcrypto) on first use.
 #
 # With STRATA_REQUIRE_ENGINES=1 (CI) a missing engine fails its tests
 # (tests/_support.py require_engine), and as a second guard every test

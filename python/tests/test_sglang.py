@@ -21,7 +21,7 @@ import unittest
 from _support import Node, NodeTest, require_engine
 
 _NAMES = {
-    "STORAGE_BATCH_SIZE": ("sglang.srt.managers.cache_controller", "STORAGE_BATCH_SIZE"),
+    "STORAGE_BATCH_SIZE": ("sglang.srt.mem_cache.hicache_storage", "STORAGE_BATCH_SIZE"),
     "KVBufferLayout": ("sglang.srt.mem_cache.device_pool_info", "KVBufferLayout"),
     "KVBuffers": ("sglang.srt.mem_cache.device_pool_info", "KVBuffers"),
     "MHABufferInfo": ("sglang.srt.mem_cache.device_pool_info", "MHABufferInfo"),
