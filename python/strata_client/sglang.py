@@ -187,6 +187,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             "not_connected"))
         self._aux: Dict[str, Namespace] = {}
         self._aux_tried: Dict[str, float] = {}
+        self._sizes: Dict[int, int] = {}  # id(pool) -> bytes of one of its pages
         self._warned_prefix = False
         self._staging = _Staging()
         self._metrics = _storage_metrics_class()()
@@ -201,7 +202,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         model's anchor (which may be logical: then the KV namespace waits for
         a "kv" pool with a buffer from register_mem_host_pool_v2)."""
         self.mem_pool_host = mem_pool_host
-        if _page_bytes_of(mem_pool_host, self.zero_copy):
+        if self._bytes(mem_pool_host):
             self._connect_early("register_mem_pool_host")
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
@@ -228,22 +229,32 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             return self.mem_pool_host
         raise KeyError(f"no host pool registered for {key!r}")
 
+    def _bytes(self, pool: Any) -> int:
+        """Bytes of one page of a host pool, asked once per pool (the
+        generic path's answer allocates a page)."""
+        if pool is None:
+            return 0
+        n = self._sizes.get(id(pool))
+        if n is None:
+            n = self._sizes[id(pool)] = _page_bytes_of(pool, self.zero_copy)
+        return n
+
     def _kv_pool(self) -> Any:
         """The pool holding KV bytes: the registered host pool when it has a
         buffer, else a "kv" pool with one from register_mem_host_pool_v2,
         else None (a logical anchor: KV pages hold no bytes)."""
         pool = self.mem_pool_host
-        if pool is not None and (self.explicit_page_bytes or _page_bytes_of(pool, self.zero_copy)):
+        if pool is not None and (self.explicit_page_bytes or self._bytes(pool)):
             return pool
         for k, v in self.registered_pools.items():
-            if _name(k) == "kv" and v is not pool and _page_bytes_of(v, self.zero_copy):
+            if _name(k) == "kv" and v is not pool and self._bytes(v):
                 return v
         return None
 
     def _page_bytes(self) -> int:
         if self.explicit_page_bytes:
             return self.explicit_page_bytes
-        return _page_bytes_of(self._kv_pool(), self.zero_copy)
+        return self._bytes(self._kv_pool())
 
     def descriptor(self):
         """The namespace descriptor of this shard's KV pages (see
