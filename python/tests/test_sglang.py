@@ -446,16 +446,16 @@ class SGLangBackendTest(NodeTest):
             b.close()
 
     def test_node_killed_mid_batch(self):
-        # 128 pages of 1 MiB; the node is SIGKILLed while batch_set_v1 sends
+        # 128 pages of 2 MiB; the node is SIGKILLed while batch_set_v1 sends
         # them: pages after the kill are failed writes, later calls misses.
         node = Node(host_bytes="512MiB")
-        pool = mha_pool(torch.bfloat16, pages=2 * 128 + 2, layers=8, heads=8, dim=128, page_size=32)
+        pool = mha_pool(torch.bfloat16, pages=131, layers=8, heads=8, dim=128, page_size=64)
         b = attach(config(node.addr), pool)
         try:
-            keys = get_storage_hash_str(list(range(130 * 32)), None, page_size=32)
-            src = pool.alloc(128 * 32)
+            keys = get_storage_hash_str(list(range(130 * 64)), None, page_size=64)
+            src = pool.alloc(128 * 64)
             fill(pool, src, 4)
-            self.assertEqual(b.batch_set_v1(keys[128:129], pool.alloc(32), HiCacheStorageExtraInfo(prefix_keys=[])), [True])
+            self.assertEqual(b.batch_set_v1(keys[128:129], pool.alloc(64), HiCacheStorageExtraInfo(prefix_keys=[])), [True])
             out, errs = [], []
 
             def run():
@@ -474,7 +474,7 @@ class SGLangBackendTest(NodeTest):
             self.assertEqual(len(out[0]), 128)
             self.assertTrue(all(isinstance(x, bool) for x in out[0]))
             self.assertFalse(all(out[0]), "the batch ended before the node was killed")
-            dst = pool.alloc(2 * 32)
+            dst = pool.alloc(2 * 64)
             self.assertEqual(b.batch_get_v1(keys[:2], dst), [False, False])
             self.assertEqual(b.batch_exists(keys[:2]), 0)
             self.assertEqual(b.batch_set_v1(keys[:2], dst), [False, False])
