@@ -63,6 +63,8 @@ def main() -> int:
     import test_sglang as T
     from strata_client import checksum
 
+    T.load_sglang()
+
     node = None
     addr = a.addr
     if not addr:
@@ -74,8 +76,8 @@ def main() -> int:
     idx = pool.alloc(n * pt)
     T.fill(pool, idx, 1)
     size = b._ensure().page_bytes
-    print(f"page {size} bytes ({size / 2**20:.0f} MiB), {n} pages a batch; crc32c hardware: "
-          f"{checksum.HAVE_FAST_CRC32C}; raw plane: {b._client.raw_active}")
+    print(f"page {size} bytes ({size / 2**20:.0f} MiB), {n} pages a batch; checksum: "
+          f"{checksum.backend()}; raw plane: {b._client.raw_active}")
     rows = []
     base = 0
     try:
