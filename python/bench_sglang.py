@@ -39,12 +39,17 @@ class Busy(threading.Thread):
 
     def run(self):
         t0 = time.thread_time()
-        n = 0
         while not self.stop.is_set():
-            for _ in range(1000):
-                n += 1
-            self.loops = n
+            self.loops += _spin(1000)
             self.cpu = time.thread_time() - t0
+
+
+def _spin(k: int) -> int:
+    """k iterations of Python bytecode (the GIL held)."""
+    x = 0
+    for _ in range(k):
+        x += 1
+    return x
 
 
 def main() -> int:
