@@ -43,6 +43,14 @@ def load_sglang():
     """The installed SGLang's classes into this module (through
     require_engine: a missing engine skips, or fails under
     STRATA_REQUIRE_ENGINES=1), and the backend."""
+    import sys
+
+    if "distutils" in sys.modules and "setuptools" not in sys.modules:
+        # Something in this process imported the standard library's
+        # distutils: setuptools' own copy would then refuse to load
+        # (_distutils_hack's assertion) when torch.utils.cpp_extension
+        # imports setuptools to load SGLang's page-hash extension.
+        os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
     g = globals()
     for name, (mod, attr) in _NAMES.items():
         m = require_engine(mod)
@@ -179,6 +187,7 @@ class SGLangBackendTest(NodeTest):
     @classmethod
     def setUpClass(cls):
         load_sglang()
+        hashes(0, 1)  # SGLang's C++ page-hash extension: built and loaded now, or the class fails here
         super().setUpClass()
 
     def test_real_engine_classes(self):
