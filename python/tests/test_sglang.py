@@ -45,16 +45,17 @@ def load_sglang():
     STRATA_REQUIRE_ENGINES=1), and the backend."""
     import sys
 
-    if "distutils" in sys.modules and "setuptools" not in sys.modules:
-        # Something in this process imported the standard library's
-        # distutils: setuptools' own copy would then refuse to load
-        # (_distutils_hack's assertion) when torch.utils.cpp_extension
-        # imports setuptools to load SGLang's page-hash extension.
-        os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
     g = globals()
     for name, (mod, attr) in _NAMES.items():
         m = require_engine(mod)
         g[name] = getattr(m, attr) if attr else m
+    if "setuptools" not in sys.modules:
+        # In the whole suite another test's imports leave the standard
+        # library's distutils loaded, and setuptools then refuses to load
+        # its own copy (_distutils_hack's assertion) when
+        # torch.utils.cpp_extension imports it to load SGLang's page-hash
+        # extension: let it use the standard library's.
+        os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
     from strata_client.sglang import StrataHiCacheStorage
 
     g["StrataHiCacheStorage"] = StrataHiCacheStorage
