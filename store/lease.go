@@ -258,14 +258,24 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 		}
 	}
 	var buf []byte
+	var pinned *entry // the page fn last ran on: unpinned with the next pin
+	defer func() {
+		if pinned != nil {
+			s.mu.Lock()
+			s.unpinLocked(pinned)
+			s.mu.Unlock()
+		}
+	}()
 	for i, e := range found {
-		ext, ok := s.pinLive(e)
+		ext, ok := s.repin(pinned, e)
+		pinned = nil
 		if !ok {
 			if err := fn(i, PageView{}); err != nil {
 				return err
 			}
 			continue
 		}
+		pinned = e
 		data, good := s.readPage(e, ext, buf)
 		if _, mapped := s.cfg.Tiers[e.tier].(tiers.Mapped); !mapped && data != nil {
 			buf = data // reuse the copy buffer for the next page
@@ -274,27 +284,28 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 		if good {
 			view = PageView{Found: true, Size: ext.Len, Checksum: e.checksum(), Data: data}
 		}
-		err := fn(i, view)
-		s.mu.Lock()
-		s.unpinLocked(e)
-		s.mu.Unlock()
-		if err != nil {
+		if err := fn(i, view); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// pinLive pins e if it is a live page and returns its extent, read under
-// the lock (a pinned page's extent changes only when it is deleted, which
-// retires its generation: tiers.Retirer).
-func (s *Store) pinLive(e *entry) (tiers.Extent, bool) {
-	if e == nil {
+// repin unpins prev (the page a read last handed out; nil: none) and pins e
+// if it is a live page, returning its extent, in one hold of the lock: a
+// read takes the lock once per page. The extent is read under the lock (a
+// pinned page's extent changes only when it is deleted, which retires its
+// generation: tiers.Retirer).
+func (s *Store) repin(prev, e *entry) (tiers.Extent, bool) {
+	if prev == nil && e == nil {
 		return tiers.Extent{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.dead {
+	if prev != nil {
+		s.unpinLocked(prev)
+	}
+	if e == nil || e.dead {
 		return tiers.Extent{}, false
 	}
 	s.pinLocked(e)
