@@ -158,6 +158,13 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	if got := value(t, fams, "strata_eviction_hints_dropped_total", nil); got != 0 {
 		t.Errorf("hints dropped = %g, want 0", got)
 	}
+	// The tenant's usage: its 7 published pages, no reservation or lease.
+	for name, want := range map[string]float64{"strata_tenant_bytes": 7 * page, "strata_tenant_reserved_bytes": 0,
+		"strata_tenant_reservations": 0, "strata_tenant_leases": 0} {
+		if got := value(t, fams, name, map[string]string{"tenant": "metrics"}); got != want {
+			t.Errorf("%s{tenant=metrics} = %g, want %g", name, got, want)
+		}
+	}
 	// One Lookup RPC histogram sample per lookup call.
 	if got := value(t, fams, "strata_rpc_duration_seconds", map[string]string{"method": "/strata.v1.Strata/Lookup", "code": "OK"}); got != 2 {
 		t.Errorf("lookup rpc samples = %g, want 2", got)

@@ -23,6 +23,16 @@ type Snapshot struct {
 	CutoffEpoch  uint64 // epoch of the coordinator whose cutoffs apply (0: local)
 	Coordinated  bool   // the cutoffs are the cluster coordinator's
 	HintsDropped uint64 // child and value hints dropped (too many pending)
+	Tenants      []TenantUsage
+}
+
+// TenantUsage is what one tenant holds on the node, against its quota.
+type TenantUsage struct {
+	Tenant       string
+	Bytes        int64 // published pages, over every tier
+	ReserveBytes int64 // open reservations
+	Reservations int
+	Leases       int
 }
 
 // Tier is one tier's size.
@@ -102,12 +112,19 @@ var (
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
 	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
 	descHintsLost = prometheus.NewDesc("strata_eviction_hints_dropped_total", "Child and value hints dropped because too many were pending (hints are advisory).", nil, nil)
+
+	tenantLabel        = []string{"tenant"}
+	descTenantBytes    = prometheus.NewDesc("strata_tenant_bytes", "Bytes of the tenant's published pages on this node, over every tier (its byte quota counts these and its open reservations).", tenantLabel, nil)
+	descTenantReserved = prometheus.NewDesc("strata_tenant_reserved_bytes", "Bytes of the tenant's open reservations.", tenantLabel, nil)
+	descTenantRes      = prometheus.NewDesc("strata_tenant_reservations", "The tenant's open reservations.", tenantLabel, nil)
+	descTenantLeases   = prometheus.NewDesc("strata_tenant_leases", "The tenant's active read leases.", tenantLabel, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPages, descBytes, descLookups, descKeys, descHits, descMisses,
 		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descFault, descReserved,
-		descCutoff, descCoord, descEpoch, descHintsLost} {
+		descCutoff, descCoord, descEpoch, descHintsLost, descTenantBytes, descTenantReserved, descTenantRes,
+		descTenantLeases} {
 		ch <- d
 	}
 }
@@ -164,4 +181,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, co)
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(snap.CutoffEpoch))
 	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(snap.HintsDropped))
+	for _, u := range snap.Tenants {
+		ch <- prometheus.MustNewConstMetric(descTenantBytes, prometheus.GaugeValue, float64(u.Bytes), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descTenantReserved, prometheus.GaugeValue, float64(u.ReserveBytes), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descTenantRes, prometheus.GaugeValue, float64(u.Reservations), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descTenantLeases, prometheus.GaugeValue, float64(u.Leases), u.Tenant)
+	}
 }

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/store"
 )
@@ -36,5 +39,17 @@ func (m storeMetrics) Snapshot() metrics.Snapshot {
 			Expired: ns.Expired, Orphaned: ns.Orphaned, Demoted: ns.Demoted, Leases: ns.Leases,
 			LeasesExpired: ns.LeasesExpired})
 	}
+	snap.Tenants = tenantUsage(m.st.Usage())
 	return snap
+}
+
+// tenantUsage is the store's per-tenant usage in tenant order.
+func tenantUsage(u map[string]store.Usage) []metrics.TenantUsage {
+	out := make([]metrics.TenantUsage, 0, len(u))
+	for t, v := range u {
+		out = append(out, metrics.TenantUsage{Tenant: t, Bytes: v.Bytes, ReserveBytes: v.ReserveBytes,
+			Reservations: v.Reservations, Leases: v.Leases})
+	}
+	slices.SortFunc(out, func(a, b metrics.TenantUsage) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,7 +144,8 @@ var tierWire = map[tiers.Kind]pb.Tier{tiers.KindGPU: pb.Tier_TIER_GPU, tiers.Kin
 
 // NodeInfo describes this node and its tiers.
 func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeInfoResponse, error) {
-	if _, err := s.callerOf(ctx); err != nil {
+	who, err := s.callerOf(ctx)
+	if err != nil {
 		return nil, err
 	}
 	st := s.cfg.Store.Stats()
@@ -168,5 +170,22 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
 			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i]), Fault: t.Fault.String()})
 	}
+	resp.Tenants = tenantUsage(s.cfg.Store.Usage(), who)
 	return resp, nil
+}
+
+// tenantUsage is what each tenant holds, in tenant order: every tenant for
+// the admin, the caller's own tenant only for a tenant token (other
+// tenants' names and sizes are theirs).
+func tenantUsage(u map[string]store.Usage, who caller) []*pb.TenantUsage {
+	var out []*pb.TenantUsage
+	for t, v := range u {
+		if who.mayUse(t) != nil {
+			continue
+		}
+		out = append(out, &pb.TenantUsage{Tenant: t, Bytes: uint64(v.Bytes), ReservedBytes: uint64(v.ReserveBytes),
+			Reservations: uint64(v.Reservations), Leases: uint64(v.Leases)})
+	}
+	slices.SortFunc(out, func(a, b *pb.TenantUsage) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out
 }

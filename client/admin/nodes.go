@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"slices"
+	"strings"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -79,4 +80,34 @@ func (c *Cluster) Status(ctx context.Context) Status {
 		}
 	}
 	return s
+}
+
+// Usage sums what each tenant holds over the members that answered
+// NodeInfo, in tenant order (a tenant token sees only its own tenant), and
+// returns the errors of the members asked that did not answer.
+func (c *Cluster) Usage(ctx context.Context) (usage []*pb.TenantUsage, answered int, failed []*NodeError) {
+	sum := map[string]*pb.TenantUsage{}
+	for _, r := range c.Nodes(ctx) {
+		if r.Err != nil {
+			failed = append(failed, r.Err)
+		}
+		if r.Info == nil {
+			continue
+		}
+		answered++
+		for _, u := range r.Info.GetTenants() {
+			s := sum[u.GetTenant()]
+			if s == nil {
+				s = &pb.TenantUsage{Tenant: u.GetTenant()}
+				sum[u.GetTenant()] = s
+				usage = append(usage, s)
+			}
+			s.Bytes += u.GetBytes()
+			s.ReservedBytes += u.GetReservedBytes()
+			s.Reservations += u.GetReservations()
+			s.Leases += u.GetLeases()
+		}
+	}
+	slices.SortFunc(usage, func(a, b *pb.TenantUsage) int { return strings.Compare(a.GetTenant(), b.GetTenant()) })
+	return usage, answered, failed
 }

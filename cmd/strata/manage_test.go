@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
@@ -446,8 +448,8 @@ func TestNSRmCannotUnregister(t *testing.T) {
 }
 
 // TestTenantCommands: strata tenant add prints a token a node then serves
-// (within seconds, from etcd), ls shows the tenant and its quota without
-// the token, rotate makes the old token refused, rm the new one.
+// (within seconds, from etcd), ls shows the tenant, its quota and usage
+// without the token, rotate makes the old token refused, rm the new one.
 func TestTenantCommands(t *testing.T) {
 	n := testnode.Start(t, node.Config{HostBytes: 16 << 20, ShmSocket: "off", AdminToken: "root"})
 	env := map[string]string{"STRATA_ENDPOINT": n.Addr(), "STRATA_ETCD": strings.Join(n.EtcdEndpoints(), ",")}
@@ -492,6 +494,7 @@ func TestTenantCommands(t *testing.T) {
 		}
 	}
 	within("the added tenant served", func() bool { return served(added.Token) == nil })
+	checkTenantUsage(t, n.Addr(), env, added.Token, d)
 	var rotated struct{ Tenant, Token string }
 	if err := json.Unmarshal([]byte(cli("tenant", "rotate", "acme", "-o", "json")), &rotated); err != nil || rotated.Token == added.Token {
 		t.Fatalf("tenant rotate: %+v, %v", rotated, err)
@@ -502,5 +505,103 @@ func TestTenantCommands(t *testing.T) {
 	within("the removed tenant refused", func() bool { return errors.Is(served(rotated.Token), client.ErrUnauthenticated) })
 	if _, _, err := strata(t, env, "tenant", "rm", "acme"); err == nil {
 		t.Fatal("removing a removed tenant succeeded")
+	}
+}
+
+// checkTenantUsage puts 3 pages as the tenant of token (d's) and 1 as the
+// admin into another tenant's namespace, then checks strata tenant ls: the
+// admin token sees both tenants' bytes, the tenant's token its own only,
+// and without a token the usage is ? and the listing still succeeds.
+func checkTenantUsage(t *testing.T, addr string, env map[string]string, token string, d namespace.Descriptor) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	put := func(token string, d namespace.Descriptor, n int) int {
+		c, err := client.Dial(ctx, addr, client.Options{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ns, err := c.Open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := make([]uint32, 16*n)
+		for i := range toks {
+			toks[i] = uint32(i)
+		}
+		keys := ns.PageKeys(toks)
+		data := make([][]byte, n)
+		for i := range data {
+			data[i] = make([]byte, ns.PageBytes())
+		}
+		if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
+			t.Fatal(err)
+		}
+		return ns.PageBytes()
+	}
+	pageBytes := put(token, d, 3)
+	other := d
+	other.Tenant = "other"
+	put("root", other, 1)
+	type lsDoc struct {
+		Tenants []struct {
+			Name  string
+			Usage *struct {
+				Tenant string
+				Bytes  uint64
+			}
+		}
+		NodesAnswered int `json:"nodes_answered"`
+	}
+	ls := func(token string) lsDoc {
+		t.Helper()
+		e := maps.Clone(env)
+		e["STRATA_TOKEN"] = token
+		out, _, err := strata(t, e, "tenant", "ls", "-o", "json")
+		if err != nil {
+			t.Fatalf("tenant ls: %v", err)
+		}
+		var doc lsDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("tenant ls -o json: %v\n%s", err, out)
+		}
+		return doc
+	}
+	usage := func(doc lsDoc) map[string]uint64 {
+		got := map[string]uint64{}
+		for _, r := range doc.Tenants {
+			if r.Usage != nil {
+				got[r.Name] = r.Usage.Bytes
+			}
+		}
+		return got
+	}
+	// "other" is no tenant in etcd, so only acme has a row.
+	if doc := ls("root"); doc.NodesAnswered != 1 || usage(doc)["acme"] != uint64(3*pageBytes) {
+		t.Errorf("tenant ls as admin: %d nodes answered, usage %v; want 1 and acme %d bytes", doc.NodesAnswered, usage(doc), 3*pageBytes)
+	}
+	if doc := ls(token); usage(doc)["acme"] != uint64(3*pageBytes) {
+		t.Errorf("tenant ls as acme: usage %v, want acme %d bytes", usage(doc), 3*pageBytes)
+	}
+	// A tenant's token is told of its own tenant only, the admin's of every one.
+	for tok, want := range map[string][]string{token: {"acme"}, "root": {"acme", "other"}} {
+		c, err := admin.Dial(ctx, []string{addr}, admin.Options{Token: tok, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _, failed := c.Usage(ctx)
+		c.Close()
+		var names []string
+		for _, x := range u {
+			names = append(names, x.GetTenant())
+		}
+		if !slices.Equal(names, want) || len(failed) > 0 {
+			t.Errorf("usage with token %.4s…: tenants %v (failed %v), want %v", tok, names, failed, want)
+		}
+	}
+	out, _, err := strata(t, env, "tenant", "ls")
+	if err != nil || !strings.Contains(out, "usage: no node answered") || !strings.Contains(out, "?") {
+		t.Errorf("tenant ls without a token: %v\n%s", err, out)
 	}
 }

@@ -3355,6 +3355,10 @@ type NodeInfoResponse struct {
 	EtcdHealthy   bool                   `protobuf:"varint,14,opt,name=etcd_healthy,json=etcdHealthy,proto3" json:"etcd_healthy,omitempty"`
 	EtcdError     string                 `protobuf:"bytes,15,opt,name=etcd_error,json=etcdError,proto3" json:"etcd_error,omitempty"` // why etcd is unhealthy, when it is
 	GossipAddress string                 `protobuf:"bytes,16,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	// What each tenant holds on this node against its quota: every tenant
+	// for the admin (or a node without tokens), only the caller's own for a
+	// tenant token.
+	Tenants       []*TenantUsage `protobuf:"bytes,17,rep,name=tenants,proto3" json:"tenants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3501,6 +3505,89 @@ func (x *NodeInfoResponse) GetGossipAddress() string {
 	return ""
 }
 
+func (x *NodeInfoResponse) GetTenants() []*TenantUsage {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+type TenantUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`                                      // published pages, over every tier
+	ReservedBytes uint64                 `protobuf:"varint,3,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"` // open reservations
+	Reservations  uint64                 `protobuf:"varint,4,opt,name=reservations,proto3" json:"reservations,omitempty"`
+	Leases        uint64                 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"` // active read leases
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantUsage) Reset() {
+	*x = TenantUsage{}
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantUsage) ProtoMessage() {}
+
+func (x *TenantUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
+func (*TenantUsage) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *TenantUsage) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *TenantUsage) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetReservedBytes() uint64 {
+	if x != nil {
+		return x.ReservedBytes
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetReservations() uint64 {
+	if x != nil {
+		return x.Reservations
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetLeases() uint64 {
+	if x != nil {
+		return x.Leases
+	}
+	return 0
+}
+
 type TierRecovery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
@@ -3514,7 +3601,7 @@ type TierRecovery struct {
 
 func (x *TierRecovery) Reset() {
 	*x = TierRecovery{}
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3613,7 @@ func (x *TierRecovery) String() string {
 func (*TierRecovery) ProtoMessage() {}
 
 func (x *TierRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3626,7 @@ func (x *TierRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
 func (*TierRecovery) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TierRecovery) GetTier() Tier {
@@ -3598,7 +3685,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3697,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3710,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3683,7 +3770,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3782,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3795,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
 }
 
 type MembersResponse struct {
@@ -3725,7 +3812,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3824,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3837,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -3801,7 +3888,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +3900,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +3913,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -3869,7 +3956,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +3968,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3894,7 +3981,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -3936,7 +4023,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4035,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4048,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -4009,7 +4096,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4108,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4121,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -4060,7 +4147,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4159,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4172,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -4109,7 +4196,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4208,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4221,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -4163,7 +4250,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4262,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4275,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -4229,7 +4316,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4328,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4341,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -4282,7 +4369,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4381,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4394,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -4341,7 +4428,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4440,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4453,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -4396,7 +4483,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4495,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4508,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -4470,7 +4557,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4569,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4582,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -4761,7 +4848,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x10StatKeysResponse\x12&\n" +
 	"\x04keys\x18\x01 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xc1\x04\n" +
+	"\x0fNodeInfoRequest\"\xf3\x04\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12*\n" +
@@ -4780,7 +4867,14 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\fetcd_healthy\x18\x0e \x01(\bR\vetcdHealthy\x12\x1d\n" +
 	"\n" +
 	"etcd_error\x18\x0f \x01(\tR\tetcdError\x12%\n" +
-	"\x0egossip_address\x18\x10 \x01(\tR\rgossipAddress\"\x95\x01\n" +
+	"\x0egossip_address\x18\x10 \x01(\tR\rgossipAddress\x120\n" +
+	"\atenants\x18\x11 \x03(\v2\x16.strata.v1.TenantUsageR\atenants\"\x9e\x01\n" +
+	"\vTenantUsage\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12%\n" +
+	"\x0ereserved_bytes\x18\x03 \x01(\x04R\rreservedBytes\x12\"\n" +
+	"\freservations\x18\x04 \x01(\x04R\freservations\x12\x16\n" +
+	"\x06leases\x18\x05 \x01(\x04R\x06leases\"\x95\x01\n" +
 	"\fTierRecovery\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x1c\n" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
@@ -4931,7 +5025,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -4985,26 +5079,27 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*StatKeysResponse)(nil),        // 49: strata.v1.StatKeysResponse
 	(*NodeInfoRequest)(nil),         // 50: strata.v1.NodeInfoRequest
 	(*NodeInfoResponse)(nil),        // 51: strata.v1.NodeInfoResponse
-	(*TierRecovery)(nil),            // 52: strata.v1.TierRecovery
-	(*Member)(nil),                  // 53: strata.v1.Member
-	(*MembersRequest)(nil),          // 54: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 55: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 56: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 57: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 58: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 59: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 60: strata.v1.HintsResponse
-	(*DropNamespaceRequest)(nil),    // 61: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 62: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 63: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 64: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 65: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 66: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 67: strata.v1.ListLeasesResponse
-	nil,                             // 68: strata.v1.Descriptor.ExtraEntry
+	(*TenantUsage)(nil),             // 52: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 53: strata.v1.TierRecovery
+	(*Member)(nil),                  // 54: strata.v1.Member
+	(*MembersRequest)(nil),          // 55: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 56: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 57: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 58: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 59: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 60: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 61: strata.v1.HintsResponse
+	(*DropNamespaceRequest)(nil),    // 62: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 63: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 64: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 65: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 66: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 67: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 68: strata.v1.ListLeasesResponse
+	nil,                             // 69: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	68, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	69, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
@@ -5033,68 +5128,69 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	45, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	45, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	39, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	52, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	2,  // 30: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	5,  // 31: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	39, // 32: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	53, // 33: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	56, // 34: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	57, // 35: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	2,  // 36: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	58, // 37: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	40, // 38: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	66, // 39: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	8,  // 40: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	10, // 41: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	13, // 42: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	17, // 43: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	20, // 44: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	23, // 45: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	26, // 46: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	28, // 47: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	31, // 48: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	33, // 49: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	35, // 50: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	37, // 51: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	41, // 52: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	43, // 53: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	46, // 54: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	48, // 55: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	50, // 56: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	61, // 57: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	63, // 58: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	65, // 59: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	54, // 60: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	54, // 61: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	59, // 62: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	9,  // 63: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	11, // 64: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	14, // 65: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	19, // 66: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	21, // 67: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	25, // 68: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	27, // 69: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	30, // 70: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	32, // 71: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	34, // 72: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	36, // 73: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	38, // 74: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	42, // 75: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	44, // 76: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	47, // 77: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	49, // 78: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	51, // 79: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	62, // 80: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	64, // 81: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	67, // 82: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	55, // 83: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	55, // 84: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	60, // 85: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	63, // [63:86] is the sub-list for method output_type
-	40, // [40:63] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	53, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	52, // 30: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	2,  // 31: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	5,  // 32: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	39, // 33: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	54, // 34: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	57, // 35: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	58, // 36: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	2,  // 37: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	59, // 38: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	40, // 39: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	67, // 40: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	8,  // 41: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	10, // 42: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	13, // 43: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	17, // 44: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	20, // 45: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	23, // 46: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	26, // 47: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	28, // 48: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	31, // 49: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	33, // 50: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	35, // 51: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	37, // 52: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	41, // 53: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	43, // 54: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	46, // 55: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	48, // 56: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	50, // 57: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	62, // 58: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	64, // 59: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	66, // 60: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	55, // 61: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	55, // 62: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	60, // 63: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	9,  // 64: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	11, // 65: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	14, // 66: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	19, // 67: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	21, // 68: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	25, // 69: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	27, // 70: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	30, // 71: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	32, // 72: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	34, // 73: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	36, // 74: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	38, // 75: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	42, // 76: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	44, // 77: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	47, // 78: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	49, // 79: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	51, // 80: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	63, // 81: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	65, // 82: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	68, // 83: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	56, // 84: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	56, // 85: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	61, // 86: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	64, // [64:87] is the sub-list for method output_type
+	41, // [41:64] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -5108,7 +5204,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
