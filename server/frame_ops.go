@@ -63,9 +63,9 @@ func (sc *shmConn) read(id uint64, m *frame.Read) error {
 // less is left, not per Read.
 func (sc *shmConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net().SetWriteDeadline) }
 
-// write takes a one-way Write: its bytes go into the reservation through
-// the store, which checks the reservation is open and the range leaves no
-// gap. A write that fails is only logged: the reservation then lacks bytes
+// write takes a one-way Write: its bytes go into the reservation, which
+// must be one of this connection's (mine), through the store, which checks
+// the reservation is open and the range leaves no gap. A write that fails is only logged: the reservation then lacks bytes
 // and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
 func (sc *shmConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
