@@ -88,15 +88,21 @@ func TestShmCommitChecks(t *testing.T) {
 		t.Fatalf("abort of another connection's reservation: %#v", ab)
 	}
 
-	// a's one batch: a wrong checksum, a wrong size, two good pages.
+	// a's one batch: a wrong checksum, a wrong size, two good pages, one of
+	// them twice.
 	co = shmCall(t, a, 3, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{
 		{WriteID: r.Slots[0].WriteID, Size: size, Checksum: sum(1)},
 		{WriteID: r.Slots[1].WriteID, Size: size - 1, Checksum: sum(1)},
 		{WriteID: r.Slots[2].WriteID, Size: size, Checksum: sum(2)},
 		{WriteID: r.Slots[3].WriteID, Size: size, Checksum: sum(3)},
+		{WriteID: r.Slots[3].WriteID, Size: size, Checksum: sum(3)}, // repeated: no longer a's
 	}})
-	want := []client.PutStatus{client.ChecksumMismatch, client.SizeMismatch, client.Committed, client.Committed}
-	for i, st := range co.(*frame.CommitOK).Statuses {
+	want := []client.PutStatus{client.ChecksumMismatch, client.SizeMismatch, client.Committed, client.Committed, client.UnknownWrite}
+	sts := co.(*frame.CommitOK).Statuses
+	if len(sts) != len(want) {
+		t.Fatalf("%d statuses for %d items", len(sts), len(want))
+	}
+	for i, st := range sts {
 		if client.PutStatus(st) != want[i] {
 			t.Fatalf("item %d: %v, want %v", i, client.PutStatus(st), want[i])
 		}

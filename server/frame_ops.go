@@ -65,8 +65,9 @@ func (sc *shmConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net()
 
 // write takes a one-way Write: its bytes go into the reservation, which
 // must be one of this connection's (mine), through the store, which checks
-// the reservation is open and the range leaves no gap. A write that fails is only logged: the reservation then lacks bytes
-// and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
+// the reservation is open and the range leaves no gap. A write that fails
+// is only logged: the reservation then lacks bytes and its commit answers
+// INCOMPLETE (or EXPIRED), which the client sees.
 func (sc *shmConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
 	switch {
@@ -226,35 +227,45 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	if err := sc.s.checkBatch(len(m.Items), "items"); err != nil {
 		return nil, err
 	}
+	// Each reservation is taken off the connection's list as its item is
+	// read, so a write id repeated in the batch is no longer the
+	// connection's at its second item.
 	items := make([]commitItem, 0, len(m.Items))
-	for _, it := range m.Items {
-		if sc.mine(n, it.WriteID) {
+	taken := make([]shmWrite, len(m.Items))
+	mine := make([]bool, len(m.Items))
+	for i, it := range m.Items {
+		if mine[i] = sc.mine(n, it.WriteID); mine[i] {
+			taken[i] = sc.writes[it.WriteID]
+			delete(sc.writes, it.WriteID)
 			items = append(items, commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum})
 		}
 	}
 	var sts []store.CommitStatus
 	if len(items) > 0 {
 		if sts, err = sc.s.commit(n, items); err != nil {
+			for i, it := range m.Items {
+				if mine[i] {
+					sc.writes[it.WriteID] = taken[i] // still open: aborted when the connection ends
+				}
+			}
 			return nil, err
 		}
 	}
 	resp := &frame.CommitOK{Statuses: make([]uint8, len(m.Items))}
 	var bytes int
 	for i, it := range m.Items {
-		w, mine := sc.writes[it.WriteID]
-		if !mine || w.ns != n.ID {
+		if !mine[i] {
 			resp.Statuses[i] = commitFrame(store.CommitUnknownWrite)
 			continue
 		}
 		st := sts[0]
 		sts = sts[1:]
-		delete(sc.writes, it.WriteID)
 		resp.Statuses[i] = commitFrame(st)
 		if st == store.CommitCommitted {
-			if w.mapped {
+			if taken[i].mapped {
 				bytes += int(it.Size)
 			}
-			sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+			sc.s.metrics.PageTime("in", time.Since(taken[i].start)) // reservation to verified commit
 		}
 	}
 	sc.s.received(n, bytes)
