@@ -110,58 +110,6 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 	return found, true, err
 }
 
-// put is a put batch through shared memory: reserve (extents in the
-// arena), copy each page in place, commit (the node verifies size and
-// checksum). Reservations outside the arena, or too close to their
-// deadline, get their bytes over gRPC. ok false: the session is unusable
-// or broke; the next plane redoes the batch (published pages answer
-// Exists).
-func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
-	ok, err = s.with(func(c *transport.Conn) (bool, error) {
-		m, err := s.call(ctx, c, n.reserveFrame(pages))
-		if err != nil {
-			return true, err
-		}
-		r, res, open, broke, err := reserved(m, pages)
-		if len(open) == 0 || err != nil {
-			results = res
-			return broke, err
-		}
-		var viaTCP []int
-		var direct []transport.Op
-		for _, i := range open {
-			if sl := r.Slots[i]; sl.Mapped && time.Until(time.UnixMilli(sl.DeadlineMs)) > shmMinDeadline {
-				direct = append(direct, transport.Op{Ext: sl.Ext, Buf: pages[i].Data})
-			} else {
-				viaTCP = append(viaTCP, i)
-			}
-		}
-		if err := s.shm.Write(ctx, direct); err != nil {
-			return true, fmt.Errorf("put: %w", err) // closing the connection aborts its reservations
-		}
-		if len(viaTCP) > 0 {
-			if err := n.write(ctx, pages, viaTCP, func(i int) uint64 { return r.Slots[i].WriteID }); err != nil {
-				return true, err
-			}
-		}
-		commit := n.commitFrame(r, pages, open)
-		if m, err = s.call(ctx, c, commit); err != nil {
-			return true, err
-		}
-		if broke, err := committed(m, open, res); broke || err != nil {
-			return true, err
-		}
-		for j, i := range open {
-			if sl := r.Slots[i]; res[i].Status == Committed && sl.Mapped {
-				s.locs.put(n.id, pages[i].Key, shmLoc{ext: sl.Ext, sum: commit.Items[j].Checksum})
-			}
-		}
-		results = res
-		return false, nil
-	})
-	return results, ok, err
-}
-
 // getCached serves a Get without a lease from the shmLoc cache with no
 // round trip: every key must be cached and every copy must pass its
 // generation re-check (and checksum, with ShmVerifyChecksums). Otherwise

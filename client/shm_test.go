@@ -147,6 +147,15 @@ func TestShmOtherNodeSocket(t *testing.T) {
 // shmRaw opens an shm control connection and says hello with token.
 func shmRaw(t *testing.T, sock, token string) (*transport.Conn, frame.Message) {
 	t.Helper()
+	c, m, fds := shmHello(t, sock, token)
+	closeTestFDs(fds)
+	return c, m
+}
+
+// shmHello dials the shm socket and says hello with token: the connection
+// (closed with the test), the answer and the fds that came with it.
+func shmHello(t *testing.T, sock, token string) (*transport.Conn, frame.Message, []int) {
+	t.Helper()
 	uc, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +169,7 @@ func shmRaw(t *testing.T, sock, token string) (*transport.Conn, frame.Message) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeTestFDs(fds)
-	return c, m
+	return c, m, fds
 }
 
 func shmCall(t *testing.T, c *transport.Conn, id uint64, m frame.Message) frame.Message {

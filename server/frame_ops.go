@@ -63,13 +63,18 @@ func (sc *shmConn) read(id uint64, m *frame.Read) error {
 // less is left, not per Read.
 func (sc *shmConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net().SetWriteDeadline) }
 
-// write takes a one-way Write: its bytes go into the reservation through
-// the store, which checks the reservation is open and the range leaves no
-// gap. A write that fails is only logged: the reservation then lacks bytes
-// and its commit answers INCOMPLETE (or EXPIRED), which the client sees.
+// write takes a one-way Write: its bytes go into the reservation, which
+// must be one of this connection's (mine), through the store, which checks
+// the reservation is open and the range leaves no gap. A write that fails
+// is only logged: the reservation then lacks bytes and its commit answers
+// INCOMPLETE (or EXPIRED), which the client sees.
 func (sc *shmConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
-	if err == nil {
+	switch {
+	case err != nil:
+	case !sc.mine(n, m.WriteID):
+		err = fmt.Errorf("write %d: not a reservation of this connection: %w", m.WriteID, store.ErrUnknownWrite)
+	default:
 		err = sc.s.write(n, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
 	}
 	if err != nil && !errors.Is(err, store.ErrWriteExpired) {
@@ -209,36 +214,69 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 }
 
 // commit commits reservations; the bytes a client wrote into the arena
-// itself are counted in here.
+// itself are counted in here. A connection commits only the reservations
+// it made and has not committed or aborted (mine): any other write id
+// answers UNKNOWN_WRITE without reaching the store, so a client cannot
+// publish, nor spoil, another connection's reservation even when it
+// learns its write id (SPEC.md §2, Commit).
 func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
 	}
-	items := make([]commitItem, len(m.Items))
-	for i, it := range m.Items {
-		items[i] = commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum}
-	}
-	sts, err := sc.s.commit(n, items)
-	if err != nil {
+	if err := sc.s.checkBatch(len(m.Items), "items"); err != nil {
 		return nil, err
 	}
-	resp := &frame.CommitOK{Statuses: make([]uint8, len(sts))}
+	// Each reservation is taken off the connection's list as its item is
+	// read, so a write id repeated in the batch is no longer the
+	// connection's at its second item.
+	items := make([]commitItem, 0, len(m.Items))
+	taken := make([]shmWrite, len(m.Items))
+	mine := make([]bool, len(m.Items))
+	for i, it := range m.Items {
+		if mine[i] = sc.mine(n, it.WriteID); mine[i] {
+			taken[i] = sc.writes[it.WriteID]
+			delete(sc.writes, it.WriteID)
+			items = append(items, commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum})
+		}
+	}
+	var sts []store.CommitStatus
+	if len(items) > 0 {
+		if sts, err = sc.s.commit(n, items); err != nil {
+			for i, it := range m.Items {
+				if mine[i] {
+					sc.writes[it.WriteID] = taken[i] // still open: aborted when the connection ends
+				}
+			}
+			return nil, err
+		}
+	}
+	resp := &frame.CommitOK{Statuses: make([]uint8, len(m.Items))}
 	var bytes int
-	for i, st := range sts {
-		it := m.Items[i]
-		w, mine := sc.writes[it.WriteID]
-		delete(sc.writes, it.WriteID)
+	for i, it := range m.Items {
+		if !mine[i] {
+			resp.Statuses[i] = commitFrame(store.CommitUnknownWrite)
+			continue
+		}
+		st := sts[0]
+		sts = sts[1:]
 		resp.Statuses[i] = commitFrame(st)
-		if st == store.CommitCommitted && mine {
-			if w.mapped {
+		if st == store.CommitCommitted {
+			if taken[i].mapped {
 				bytes += int(it.Size)
 			}
-			sc.s.metrics.PageTime("in", time.Since(w.start)) // reservation to verified commit
+			sc.s.metrics.PageTime("in", time.Since(taken[i].start)) // reservation to verified commit
 		}
 	}
 	sc.s.received(n, bytes)
 	return resp, nil
+}
+
+// mine reports whether writeID is a reservation of namespace n this
+// connection made and has not committed or aborted.
+func (sc *shmConn) mine(n store.Namespace, writeID uint64) bool {
+	w, ok := sc.writes[writeID]
+	return ok && w.ns == n.ID
 }
 
 // abort drops reservations; an empty batch is malformed here (SPEC.md
@@ -251,11 +289,20 @@ func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 	if err := sc.s.checkBatch(len(m.WriteIDs), "write ids"); err != nil {
 		return nil, err
 	}
-	k, err := sc.s.abort(n, m.WriteIDs)
-	if err != nil {
-		return nil, err
-	}
+	// Only the connection's own reservations are aborted (as committed).
+	own := make([]uint64, 0, len(m.WriteIDs))
 	for _, wid := range m.WriteIDs {
+		if sc.mine(n, wid) {
+			own = append(own, wid)
+		}
+	}
+	k := 0
+	if len(own) > 0 {
+		if k, err = sc.s.abort(n, own); err != nil {
+			return nil, err
+		}
+	}
+	for _, wid := range own {
 		delete(sc.writes, wid)
 	}
 	return &frame.AbortOK{Aborted: uint32(k)}, nil

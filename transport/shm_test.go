@@ -77,6 +77,49 @@ func TestShmReadWrite(t *testing.T) {
 	}
 }
 
+// TestShmWriteEach: WriteEach writes what Write does and hands every byte
+// it wrote to its callback once, in order, in chunks of at most WriteChunk
+// bytes; a stale extent gets neither bytes nor callbacks.
+func TestShmWriteEach(t *testing.T) {
+	h, s := newHost(t)
+	ctx := context.Background()
+	sizes := []int64{1, WriteChunk, 3*WriteChunk + 7}
+	ops, exts := make([]Op, len(sizes)), make([]tiers.Extent, len(sizes))
+	for i, n := range sizes {
+		e, err := h.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exts[i] = e
+		buf := make([]byte, n)
+		for j := range buf {
+			buf[j] = byte(j*7 + i)
+		}
+		ops[i] = Op{Ext: extentOf(h, e), Buf: buf}
+	}
+	seen := make([][]byte, len(ops))
+	err := s.WriteEach(ctx, ops, func(i int, p []byte) {
+		if len(p) == 0 || len(p) > WriteChunk {
+			t.Errorf("op %d: a chunk of %d bytes", i, len(p))
+		}
+		seen[i] = append(seen[i], p...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range ops {
+		e := exts[i]
+		if !op.OK || !bytes.Equal(h.Bytes(e), op.Buf) || !bytes.Equal(seen[i], op.Buf) {
+			t.Fatalf("op %d: ok %v, arena equal %v, handed equal %v", i, op.OK, bytes.Equal(h.Bytes(e), op.Buf), bytes.Equal(seen[i], op.Buf))
+		}
+	}
+	h.Free(exts[0])
+	called := false
+	if err := s.WriteEach(ctx, ops[:1], func(int, []byte) { called = true }); !errors.Is(err, ErrStale) || called {
+		t.Fatalf("write to a freed extent: %v, callback called %v", err, called)
+	}
+}
+
 // TestShmReadRacesReuse: one goroutine frees and reallocates the same
 // slots, filling each new extent with its own byte; readers copy extents
 // captured before. A copy reported OK must be all the byte its extent was

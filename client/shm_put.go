@@ -1,0 +1,228 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"time"
+
+	"github.com/stratakv/strata/internal/crc32c"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/transport"
+)
+
+// A put through shared memory (SPEC.md §2, Reserve and Commit; §4, the
+// pipelined commits). One Reserve frame sets space aside for the batch and
+// answers, per page, its extent in the node's arena. The client then
+// copies the pages into their extents group by group (shmCommitGroup
+// bytes), checksumming each chunk it copied while it is still in cache
+// (transport.Shm.WriteEach: one pass over the page, not a copy then a
+// checksum), and sends each group's Commit as soon as the group is
+// copied, without waiting for the answer: the node verifies one group's
+// checksums while the client copies the next, and answers the commits in
+// order. At most shmCommitsInFlight commits are unanswered at a time, so
+// neither side's socket buffer fills while the other is not reading.
+//
+// Invariants kept: the node publishes nothing before it has verified the
+// page's checksum against the bytes in its arena (store.Commit); a commit
+// names only reservations of the connection that made them (the node
+// answers any other write id UNKNOWN_WRITE); closing the connection aborts
+// what it holds, so a put that breaks half way leaves no reservation
+// behind, and the next plane redoes the batch (the pages already
+// published answer Exists).
+
+const (
+	// shmCommitGroup is how many bytes of pages one Commit of a put
+	// through shared memory covers (at least one page).
+	shmCommitGroup = 1 << 20
+	// shmCommitsInFlight is how many Commits of one put may be unanswered.
+	shmCommitsInFlight = 4
+)
+
+// put is a put batch through shared memory. Reservations outside the arena,
+// or too close to their deadline, get their bytes over gRPC and are
+// committed first. ok false: the session is unusable or broke; the next
+// plane redoes the batch (published pages answer Exists).
+func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
+	ok, err = s.with(func(c *transport.Conn) (bool, error) {
+		m, err := s.call(ctx, c, n.reserveFrame(pages))
+		if err != nil {
+			return true, err
+		}
+		r, res, open, broke, err := reserved(m, pages)
+		if len(open) == 0 || err != nil {
+			results = res
+			return broke, err
+		}
+		p := &shmPut{s: s, n: n, c: c, pages: pages, r: r, results: res}
+		if broke, err := p.run(ctx, open); broke || err != nil {
+			return true, err // closing the connection aborts its reservations
+		}
+		results = res
+		return false, nil
+	})
+	return results, ok, err
+}
+
+// shmPut is one put's copying and commits on connection c, after its
+// Reserve was answered by r.
+type shmPut struct {
+	s       *shmSession
+	n       *nodeNS
+	c       *transport.Conn
+	pages   []Page
+	r       *frame.ReserveOK
+	results []PutResult
+	// sent are the commits sent and not yet answered, oldest first.
+	sent []shmCommit
+}
+
+// shmCommit is a Commit sent: its request id, the pages it covers (indexes
+// into pages) and the frame.
+type shmCommit struct {
+	id    uint64
+	pages []int
+	req   *frame.Commit
+}
+
+// run copies and commits the reserved pages at open, then reads every
+// answer. broke: the connection is out of step or failed.
+func (p *shmPut) run(ctx context.Context, open []int) (broke bool, err error) {
+	dl, _ := ctx.Deadline() // zero: none
+	if err := p.c.SetDeadline(dl); err != nil {
+		return true, err
+	}
+	var viaTCP, direct []int
+	for _, i := range open {
+		if sl := p.r.Slots[i]; sl.Mapped && time.Until(time.UnixMilli(sl.DeadlineMs)) > shmMinDeadline {
+			direct = append(direct, i)
+		} else {
+			viaTCP = append(viaTCP, i)
+		}
+	}
+	if len(viaTCP) > 0 {
+		wid := func(i int) uint64 { return p.r.Slots[i].WriteID }
+		if err := p.n.write(ctx, p.pages, viaTCP, wid); err != nil {
+			return true, err
+		}
+		sums := make([][]byte, len(viaTCP))
+		for j, i := range viaTCP {
+			sums[j] = p.n.desc.Checksum.Sum(p.pages[i].Data)
+		}
+		if err := p.commit(viaTCP, sums); err != nil {
+			return true, err
+		}
+	}
+	per := max(1, shmCommitGroup/max(1, len(p.pages[open[0]].Data)))
+	for start := 0; start < len(direct); start += per {
+		group := direct[start:min(len(direct), start+per)]
+		sums, err := p.copy(ctx, group)
+		if err != nil {
+			return true, fmt.Errorf("put: %w", err)
+		}
+		if err := p.commit(group, sums); err != nil {
+			return true, err
+		}
+	}
+	for len(p.sent) > 0 {
+		if err := p.answer(); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// copy writes the pages at group into their extents and returns their
+// checksums, computed from the bytes as they were written.
+func (p *shmPut) copy(ctx context.Context, group []int) ([][]byte, error) {
+	ops := make([]transport.Op, len(group))
+	sums := make([]pageSum, len(group))
+	for j, i := range group {
+		ops[j] = transport.Op{Ext: p.r.Slots[i].Ext, Buf: p.pages[i].Data}
+		sums[j] = newPageSum(p.n.desc.Checksum)
+	}
+	if err := p.s.shm.WriteEach(ctx, ops, func(j int, b []byte) { sums[j].write(b) }); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(group))
+	for j := range sums {
+		out[j] = sums[j].sum()
+	}
+	return out, nil
+}
+
+// commit sends the Commit of the pages at group, whose checksums are sums,
+// after reading the oldest answer if shmCommitsInFlight are unanswered.
+func (p *shmPut) commit(group []int, sums [][]byte) error {
+	if len(p.sent) >= shmCommitsInFlight {
+		if err := p.answer(); err != nil {
+			return err
+		}
+	}
+	items := make([]frame.CommitItem, len(group))
+	for j, i := range group {
+		items[j] = frame.CommitItem{WriteID: p.r.Slots[i].WriteID, Size: int64(len(p.pages[i].Data)), Checksum: sums[j]}
+	}
+	req := &frame.Commit{NS: p.n.id, Items: items}
+	id := p.s.ids.Add(1)
+	if err := p.c.Send(id, req); err != nil {
+		return err
+	}
+	p.sent = append(p.sent, shmCommit{id: id, pages: group, req: req})
+	return nil
+}
+
+// answer reads the answer to the oldest commit unanswered and records its
+// outcomes (and, for the pages in the arena, their locations).
+func (p *shmPut) answer() error {
+	sc := p.sent[0]
+	p.sent = p.sent[1:]
+	m, err := recvAnswer(p.c, sc.id)
+	if err != nil {
+		return err
+	}
+	if broke, err := committed(m, sc.pages, p.results); broke || err != nil {
+		if err == nil {
+			err = fmt.Errorf("commit: %w", ErrProtocol)
+		}
+		return err
+	}
+	for j, i := range sc.pages {
+		if sl := p.r.Slots[i]; p.results[i].Status == Committed && sl.Mapped {
+			p.s.locs.put(p.n.id, p.pages[i].Key, shmLoc{ext: sl.Ext, sum: sc.req.Items[j].Checksum})
+		}
+	}
+	return nil
+}
+
+// pageSum is a page's checksum under its namespace's algorithm, computed
+// piece by piece: namespace.Checksum.Sum of the pieces put together.
+type pageSum struct {
+	crc uint32
+	h   hash.Hash // SHA-256; nil: CRC-32C
+}
+
+func newPageSum(alg namespace.Checksum) pageSum {
+	if alg == namespace.SHA256 {
+		return pageSum{h: sha256.New()}
+	}
+	return pageSum{}
+}
+
+func (s *pageSum) write(p []byte) {
+	if s.h != nil {
+		s.h.Write(p)
+		return
+	}
+	s.crc = crc32c.Update(s.crc, p)
+}
+
+func (s *pageSum) sum() []byte {
+	if s.h != nil {
+		return s.h.Sum(nil)
+	}
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), s.crc)
+}
