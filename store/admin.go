@@ -209,7 +209,8 @@ func smallestKeys(n *nsState, after *namespace.Key, k int) []namespace.Key {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.RLock()
-		for key := range sh.m {
+		for e := range sh.m.all() {
+			key := e.key
 			if after != nil && cmp(key, *after) <= 0 {
 				continue
 			}

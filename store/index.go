@@ -67,7 +67,7 @@ func newNSState(n Namespace) *nsState {
 	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key]waitingKids),
 		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
-		st.shards[i].m = make(map[namespace.Key]*entry)
+		st.shards[i].m = newTable()
 	}
 	return st
 }
@@ -80,7 +80,7 @@ func (n *nsState) shard(k namespace.Key) *shard {
 type shard struct {
 	// mu guards m. Inserting or removing also requires Store.mu (held first).
 	mu sync.RWMutex
-	m  map[namespace.Key]*entry
+	m  table
 }
 
 // getAll looks up every key into found (nil for absent), taking each
@@ -114,7 +114,7 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 		sh := &n.shards[j]
 		sh.mu.RLock()
 		for _, i := range order[start[j]:start[j+1]] {
-			found[i] = sh.m[keys[i]]
+			found[i] = sh.m.get(keys[i])
 		}
 		sh.mu.RUnlock()
 	}
@@ -122,7 +122,7 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 
 func (sh *shard) get(k namespace.Key) *entry {
 	sh.mu.RLock()
-	e := sh.m[k]
+	e := sh.m.get(k)
 	sh.mu.RUnlock()
 	return e
 }

@@ -52,9 +52,12 @@ func (s *Store) checkLineage() error {
 		for i := range n.shards {
 			sh := &n.shards[i]
 			sh.mu.RLock()
-			for k, e := range sh.m {
-				if e.key != k || e.ns != n {
-					bad("page %s: indexed under %s of %s", e.key, k, n.ID.Short())
+			if err := sh.m.check(); err != nil {
+				bad("namespace %s shard %d: %v", n.ID.Short(), i, err)
+			}
+			for e := range sh.m.all() {
+				if e.ns != n {
+					bad("page %s: indexed in %s", e.key, n.ID.Short())
 				}
 				all = append(all, e)
 			}

@@ -423,7 +423,7 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	e.put = e.create
 	sh := n.shard(e.key)
 	sh.mu.Lock()
-	if sh.m[e.key] != nil {
+	if sh.m.get(e.key) != nil {
 		sh.mu.Unlock()
 		return false
 	}
@@ -432,7 +432,7 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	} else {
 		e.crc = binary.BigEndian.Uint32(sum)
 	}
-	sh.m[e.key] = e
+	sh.m.insert(e)
 	sh.mu.Unlock()
 	n.tierPages[e.tier].Add(1)
 	s.parentArrivedLocked(e)
@@ -593,7 +593,7 @@ func (s *Store) dropCandidateLocked(full [MaxTiers]bool) *entry {
 func (s *Store) removeLocked(e *entry, evicted bool) {
 	sh := e.ns.shard(e.key)
 	sh.mu.Lock()
-	delete(sh.m, e.key)
+	sh.m.delete(e.key)
 	sh.mu.Unlock()
 	s.goneLocked(e)
 	s.unlinkLocked(e)
