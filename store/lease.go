@@ -56,6 +56,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	defer putEntries(found)
 	n.getAll(keys, found)
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
+	s.recordKeys(keys)
 	now := s.clock(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()

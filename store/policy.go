@@ -158,7 +158,9 @@ func (s *Store) newQueues(pageBytes int64) error {
 			return err
 		}
 		q.SetCutoff(p.cutoffs[i])
+		s.histMu.Lock()
 		p.pol[i] = q
+		s.histMu.Unlock()
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
@@ -261,7 +263,9 @@ func (s *Store) trackLocked(e *entry, freq, chain uint32, remote int, orphan boo
 	page.Freq, page.Orphan = freq, orphan
 	page.ChainDepth, page.ChainCost = chain, e.ns.pageCost(chain)
 	q := p.pol[e.tier]
+	s.histMu.Lock()
 	e.h = q.Insert(page)
+	s.histMu.Unlock()
 	checkRef(e)
 	own := p.owner[e.tier]
 	for int(e.h) >= len(own) {
@@ -572,24 +576,34 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	if page.Cost <= 0 {
 		page.Cost, page.FlatCost = n.pageCost(spec.Depth), n.pageCost(0)
 	}
-	if s.policy.pol[last].Admit(page) {
+	s.histMu.Lock()
+	ok := s.policy.pol[last].Admit(page)
+	s.histMu.Unlock()
+	if ok {
 		return true
 	}
 	s.policy.out[last] += spec.Size
 	return false
 }
 
-// recordLookupLocked tells the policies about one lookup: every key asked
-// counts in the frequency history, the pages of the hit prefix are hits,
-// and a present page whose parent was asked for and is absent here is an
-// orphan. It returns the prefill FLOPs the hit prefix saves.
-func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
-	for _, k := range keys {
-		kh := keyHash(k)
-		for _, q := range s.policy.pol {
-			q.Record(kh)
+// recordKeys counts every key a lookup asked for in each tier's frequency
+// history. It holds histMu, not mu.
+func (s *Store) recordKeys(keys []namespace.Key) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	for _, q := range s.policy.pol {
+		for _, k := range keys {
+			q.Record(keyHash(k))
 		}
 	}
+}
+
+// recordLookupLocked tells the policies about the rest of one lookup (its
+// keys went to the frequency history already: recordKeys): the pages of
+// the hit prefix are hits, and a present page whose parent was asked for
+// and is absent here is an orphan. It returns the prefill FLOPs the hit
+// prefix saves.
+func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
 	saved := 0.0
 	for _, e := range found[:hitPrefix] {
 		q := s.policy.pol[e.tier]
