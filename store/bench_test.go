@@ -33,11 +33,11 @@ func (n *nullTier) ReadAt(_ tiers.Extent, p []byte, _ int64) error {
 	clear(p)
 	return nil
 }
-func (n *nullTier) Free(tiers.Extent)  {}
+func (n *nullTier) Free(tiers.Extent) {}
 func (n *nullTier) Stats() tiers.Stats {
 	return tiers.Stats{Kind: tiers.KindHost, Capacity: n.capacity}
 }
-func (n *nullTier) Close() error       { return nil }
+func (n *nullTier) Close() error { return nil }
 func heapBytes() uint64 {
 	runtime.GC()
 	var m runtime.MemStats

@@ -587,14 +587,21 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 }
 
 // recordKeys counts every key a lookup asked for in each tier's frequency
-// history. It holds histMu, not mu.
+// history, in runs (eviction.Queue.RecordAll: their cache misses overlap).
+// It holds histMu, not mu.
 func (s *Store) recordKeys(keys []namespace.Key) {
+	var hs [256]uint64
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
-	for _, q := range s.policy.pol {
-		for _, k := range keys {
-			q.Record(keyHash(k))
+	for len(keys) > 0 {
+		run := hs[:min(len(keys), len(hs))]
+		for i := range run {
+			run[i] = keyHash(keys[i])
 		}
+		for _, q := range s.policy.pol {
+			q.RecordAll(run)
+		}
+		keys = keys[len(run):]
 	}
 }
 

@@ -123,7 +123,7 @@ type Store struct {
 
 	// histMu guards the eviction queues' frequency histories apart from
 	// mu (eviction.Queue.Record), so that a lookup records the keys it was
-	// asked for without holding mu: with a real tier's history (2 MiB at
+	// asked for without holding mu: with a real tier's history (16 MiB at
 	// 1M pages) that costs a cache miss a key, and was most of a lookup's
 	// time under mu. Whatever else reads a history (trackLocked's Insert,
 	// admitLocked's Admit) or replaces a queue (newQueues) holds it too,
