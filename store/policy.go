@@ -244,7 +244,7 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 	if cost <= 0 {
 		cost = e.ns.pageCost(e.depth)
 	}
-	page := eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
+	page := eviction.Page{Key: keyHash(e.key), Bytes: e.size(), Depth: e.depth,
 		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
 	if e.cost <= 0 {
 		page.FlatCost = e.ns.pageCost(0)
@@ -497,7 +497,7 @@ func (s *Store) passWorthLocked(e *entry) {
 		return
 	}
 	for range maxWorthHops {
-		if !e.hasPar {
+		if !e.hasParent() {
 			return
 		}
 		par := e.ns.shard(e.parent).get(e.parent)
@@ -538,7 +538,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	_, remote := q.Children(e.h)
 	s.unlinkLocked(e) // its ref changes with its handle
 	s.untrackLocked(e, false)
-	p.out[src] += e.ext.Len
+	p.out[src] += e.size()
 	s.childLocked(e, src, -1)
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
@@ -626,7 +626,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	// or told through a value hint.
 	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
 		e := found[i]
-		if i > 0 && e.hasPar && e.parent == found[i-1].key {
+		if i > 0 && e.hasParent() && e.parent == found[i-1].key {
 			par := found[i-1]
 			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
 			continue
@@ -641,7 +641,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	var absent map[namespace.Key]bool
 	for i := hitPrefix + 1; i < len(found); i++ {
 		e := found[i]
-		if e == nil || e.dead || !e.hasPar {
+		if e == nil || e.dead || !e.hasParent() {
 			continue
 		}
 		if absent == nil {
