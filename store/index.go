@@ -129,8 +129,8 @@ func (sh *shard) get(k namespace.Key) *entry {
 	return e
 }
 
-// entry is one published page. Fields below the line, and the extent, are
-// guarded by Store.mu; the rest are immutable after publication.
+// entry is one published page. Fields marked "mu" are guarded by
+// Store.mu; the rest are immutable after publication.
 //
 // Fields are ordered to pack into 160 bytes (a Go size class): times are
 // seconds on the store's clock (Store.clock), the child links are 4-byte
@@ -139,36 +139,34 @@ func (sh *shard) get(k namespace.Key) *entry {
 // 8-byte size (its capacity is kept as the slack over the length), and a
 // page without a parent has its own key as parent instead of a flag.
 type entry struct {
-	ns  *nsState
-	key namespace.Key
+	ns     *nsState
+	tier   uint8  // mu: index into Config.Tiers
+	dead   bool   // mu: removed from the index; its extent is freed once unpinned
+	leases uint16 // mu: leases among pins
+	access int32  // mu: store clock of the last hit
+	key    namespace.Key
+	hits   uint32          // mu
+	h      eviction.Handle // mu: the page's state in its tier's policy
+	depth  uint32
+	pins   int32 // mu: leases + in-flight reads
 	// parent is the parent page's key, or key for a page without one
 	// (hasParent): a page cannot be its own parent, or its counts would
 	// never drop.
 	parent namespace.Key
-	// The extent (extent, setExtent): Off, Gen, and Cap less Len.
+	// mu: the extent (extent, setExtent): Off and Gen (and slack).
 	off    int64
 	gen    uint64
-	sha    *[32]byte // SHA-256 namespaces only
-	crc    uint32    // CRC-32C namespaces only
-	depth  uint32
-	create int32 // store clock
-	slack  uint32
-	tier   uint8 // index into Config.Tiers
-
-	// Guarded by Store.mu.
-	dead   bool             // removed from the index; its extent is freed once unpinned
-	leases uint16           // leases among pins
-	access int32            // store clock of the last hit
-	kids   [MaxTiers]uint16 // resident children in this namespace, by the tier they are in
-	hits   uint32
-	pins   int32           // leases + in-flight reads
-	h      eviction.Handle // the page's state in its tier's policy
-	cost   float32         // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
-	// The resident children of a page, in any tier, form a list (kids.go):
-	// kidHead is the first of e's own children while e is resident;
-	// sibPrev and sibNext link e among its parent's children.
+	sha    *[32]byte        // SHA-256 namespaces only
+	slack  uint32           // mu: the extent's Cap less Len
+	crc    uint32           // CRC-32C namespaces only
+	create int32            // store clock
+	cost   float32          // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
+	kids   [MaxTiers]uint16 // mu: resident children in this namespace, by the tier they are in
+	// mu: the resident children of a page, in any tier, form a list
+	// (kids.go): kidHead is the first of e's own children while e is
+	// resident; sibPrev and sibNext link e among its parent's children.
 	kidHead, sibPrev, sibNext ref
-	put                       int32 // store clock of the last put: the commit, or a Reserve answered EXISTS
+	put                       int32 // mu: store clock of the last put: the commit, or a Reserve answered EXISTS
 }
 
 // newEntry is the entry of a page of n at ext, with parent if hasParent.
