@@ -37,6 +37,9 @@ type ghost struct {
 	// deep: the page's depth added more to its cost than the average
 	// page's (flagDeep).
 	deep bool
+	// live: the ring slot holds a ghost (set by ghosts.add; in the
+	// struct's padding, not a slice of its own).
+	live bool
 }
 
 const (
@@ -53,7 +56,6 @@ const noBucket = math.MaxUint8
 // horizon of a come-back is as many departures as the tier holds pages.
 type ghosts struct {
 	ring  []ghost
-	used  []bool
 	next  int
 	index ghostIndex // by key, of the live ghosts
 	count [3]int     // live ghosts by class
@@ -62,7 +64,7 @@ type ghosts struct {
 
 func newGhosts(n int) *ghosts {
 	n = max(n, 64)
-	return &ghosts{ring: make([]ghost, n), used: make([]bool, n), index: newGhostIndex(n)}
+	return &ghosts{ring: make([]ghost, n), index: newGhostIndex(n)}
 }
 
 // add remembers g; the oldest ghost it pushes out is returned (ok true).
@@ -73,11 +75,12 @@ func (gs *ghosts) add(g ghost) (old ghost, ok bool) {
 	}
 	i := gs.next
 	gs.next = (gs.next + 1) % len(gs.ring)
-	if gs.used[i] {
+	if gs.ring[i].live {
 		old, ok = gs.ring[i], true
 		gs.drop(i)
 	}
-	gs.ring[i], gs.used[i] = g, true
+	g.live = true
+	gs.ring[i] = g
 	gs.index.put(int32(i), gs.ring)
 	gs.count[g.class]++
 	if g.deep {
@@ -102,7 +105,7 @@ func (gs *ghosts) len() int { return gs.index.n }
 
 func (gs *ghosts) drop(i int) {
 	g := gs.ring[i]
-	gs.used[i] = false
+	gs.ring[i].live = false
 	gs.index.del(g.key, gs.ring)
 	gs.count[g.class]--
 	if g.deep {
