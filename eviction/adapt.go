@@ -37,6 +37,9 @@ type ghost struct {
 	// deep: the page's depth added more to its cost than the average
 	// page's (flagDeep).
 	deep bool
+	// live: the ring slot holds a ghost (set by ghosts.add; in the
+	// struct's padding, not a slice of its own).
+	live bool
 }
 
 const (
@@ -53,35 +56,32 @@ const noBucket = math.MaxUint8
 // horizon of a come-back is as many departures as the tier holds pages.
 type ghosts struct {
 	ring  []ghost
-	used  []bool
 	next  int
-	index map[uint64]int32
-	count [3]int // live ghosts by class
-	deep  int    // live ghosts with deep set
+	index ghostIndex // by key, of the live ghosts
+	count [3]int     // live ghosts by class
+	deep  int        // live ghosts with deep set
 }
 
 func newGhosts(n int) *ghosts {
 	n = max(n, 64)
-	return &ghosts{ring: make([]ghost, n), used: make([]bool, n), index: make(map[uint64]int32, n)}
+	return &ghosts{ring: make([]ghost, n), index: newGhostIndex(n)}
 }
-
-// ghostBytes is a ghost's memory: its ring slot and index entry.
-const ghostBytes = 16 + 1 + 24
 
 // add remembers g; the oldest ghost it pushes out is returned (ok true).
 func (gs *ghosts) add(g ghost) (old ghost, ok bool) {
-	if i, dup := gs.index[g.key]; dup { // a key departs again before it came back
+	if i, dup := gs.index.get(g.key, gs.ring); dup { // a key departs again before it came back
 		old, ok = gs.ring[i], true
 		gs.drop(int(i))
 	}
 	i := gs.next
 	gs.next = (gs.next + 1) % len(gs.ring)
-	if gs.used[i] {
+	if gs.ring[i].live {
 		old, ok = gs.ring[i], true
 		gs.drop(i)
 	}
-	gs.ring[i], gs.used[i] = g, true
-	gs.index[g.key] = int32(i)
+	g.live = true
+	gs.ring[i] = g
+	gs.index.put(int32(i), gs.ring)
 	gs.count[g.class]++
 	if g.deep {
 		gs.deep++
@@ -91,7 +91,7 @@ func (gs *ghosts) add(g ghost) (old ghost, ok bool) {
 
 // take removes and returns key's ghost.
 func (gs *ghosts) take(key uint64) (ghost, bool) {
-	i, ok := gs.index[key]
+	i, ok := gs.index.get(key, gs.ring)
 	if !ok {
 		return ghost{}, false
 	}
@@ -101,12 +101,12 @@ func (gs *ghosts) take(key uint64) (ghost, bool) {
 }
 
 // len is the number of live ghosts.
-func (gs *ghosts) len() int { return len(gs.index) }
+func (gs *ghosts) len() int { return gs.index.n }
 
 func (gs *ghosts) drop(i int) {
 	g := gs.ring[i]
-	gs.used[i] = false
-	delete(gs.index, g.key)
+	gs.ring[i].live = false
+	gs.index.del(g.key, gs.ring)
 	gs.count[g.class]--
 	if g.deep {
 		gs.deep--

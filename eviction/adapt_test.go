@@ -2,7 +2,9 @@ package eviction
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 func TestGhostsFIFO(t *testing.T) {
@@ -191,5 +193,50 @@ func TestAdaptDepthWeight(t *testing.T) {
 	want := DefaultProfile().PageFLOPs(400, 0) / DefaultProfile().PageFLOPs(0, 0)
 	if r := deep / shallow; math.Abs(r/want-1) > 0.1 {
 		t.Errorf("deep/shallow worth %g, want the cost ratio %g", r, want)
+	}
+}
+
+// TestGhostsMatchModel adds and takes random keys, repeats and pushed-out
+// ghosts included, and checks the ring and its index against a plain
+// model: the live keys with the number of the add that put each.
+func TestGhostsMatchModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	gs := newGhosts(100)
+	live := map[uint64]int{} // key: the add that put it
+	adds := 0
+	for step := range 20_000 {
+		k := r.Uint64N(300)
+		if r.IntN(3) == 0 {
+			_, ok := gs.take(k)
+			if _, want := live[k]; ok != want {
+				t.Fatalf("step %d: take(%d) = %v, want %v", step, k, ok, want)
+			}
+			delete(live, k)
+			continue
+		}
+		gs.add(ghost{key: k, class: ghostOnce, bucket: noBucket})
+		delete(live, k)
+		// The ring pushes out the ghost in the slot it wraps onto: the
+		// one put len(ring) adds ago, if still live.
+		for x, a := range live {
+			if a == adds-len(gs.ring) {
+				delete(live, x)
+			}
+		}
+		live[k] = adds
+		adds++
+		if gs.len() != len(live) {
+			t.Fatalf("step %d: %d ghosts, the model %d", step, gs.len(), len(live))
+		}
+		if step%100 == 0 {
+			for k := range uint64(300) {
+				_, ok := gs.index.get(k, gs.ring)
+				if _, want := live[k]; ok != want {
+					t.Fatalf("step %d: key %d indexed %v, want %v", step, k, ok, want)
+				}
+			}
+		}
 	}
 }

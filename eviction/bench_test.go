@@ -183,3 +183,29 @@ func BenchmarkSummaryEncode(b *testing.B) {
 		buf, _ = s.AppendBinary(buf[:0])
 	}
 }
+
+// BenchmarkRecord is the cost of recording a 1,000-key lookup in the
+// frequency history of a tier of 1M pages (a 16 MiB history), key by key
+// and with RecordAll.
+func BenchmarkRecord(b *testing.B) {
+	q := mustNew(b, Config{Kind: KindCost, Capacity: 1_000_000})
+	r := rand.New(rand.NewPCG(5, 6))
+	keys := make([]uint64, 1000)
+	for _, all := range []bool{false, true} {
+		b.Run(fmt.Sprintf("all=%v", all), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range keys {
+					keys[i] = r.Uint64()
+				}
+				if all {
+					q.RecordAll(keys)
+					continue
+				}
+				for _, k := range keys {
+					q.Record(k)
+				}
+			}
+		})
+	}
+}

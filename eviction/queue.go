@@ -140,10 +140,21 @@ func (q *Queue) HistoryBytes() int {
 }
 
 // Record counts one lookup that asked for key, hit or miss, in the frequency
-// history (a no-op for policies without one).
+// history (a no-op for policies without one). Record and RecordAll touch
+// nothing but the history, which only Estimate, Insert, Admit, WorthOf and ValueOf
+// also read: a caller may guard the history with a lock of its own and
+// call Record or RecordAll under that lock alone, concurrently with the other methods,
+// as long as those five also hold it.
 func (q *Queue) Record(key uint64) {
 	if q.hist != nil {
 		q.hist.add(key)
+	}
+}
+
+// RecordAll is Record of each of keys in turn, faster for many keys.
+func (q *Queue) RecordAll(keys []uint64) {
+	if q.hist != nil {
+		q.hist.addAll(keys)
 	}
 }
 

@@ -3,6 +3,8 @@ package eviction
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -377,6 +379,26 @@ func TestSketchAges(t *testing.T) {
 	}
 	if got := s.estimate(42); got > 5 {
 		t.Fatalf("estimate after a reset period = %d, want halved", got)
+	}
+}
+
+// TestSketchAddAll checks that adding keys in runs leaves the sketch as
+// adding them one by one does, repeats, collisions and halvings included.
+func TestSketchAddAll(t *testing.T) {
+	one, all := newSketch(256), newSketch(256)
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		keys := make([]uint64, r.IntN(3*addRun))
+		for i := range keys {
+			keys[i] = r.Uint64N(600) // repeats within a run
+		}
+		for _, k := range keys {
+			one.add(k)
+		}
+		all.addAll(keys)
+	}
+	if !slices.Equal(one.words, all.words) || one.adds != all.adds {
+		t.Fatal("addAll left the sketch unlike add one by one")
 	}
 }
 

@@ -19,6 +19,9 @@ type sketch struct {
 	blocks uint64   // len(words)/8, a power of two
 	adds   int
 	reset  int
+	// touched keeps addAll's first reads (see there) from being optimised
+	// away.
+	touched uint64
 }
 
 const sketchRows = 4
@@ -87,6 +90,29 @@ func (s *sketch) add(key uint64) {
 	}
 	if s.adds++; s.adds >= s.reset {
 		s.halve()
+	}
+}
+
+// addRun is how many keys addAll reads ahead of adding them.
+const addRun = 16
+
+// addAll counts one request for each of keys, exactly as add would one
+// after another. A sketch sized for a real tier is larger than the cache,
+// so each add waits for a miss on its key's block; addAll first reads the
+// blocks of a run of keys, whose misses then overlap instead of following
+// one another, and adds the run's keys in order once they are cached.
+func (s *sketch) addAll(keys []uint64) {
+	for len(keys) > 0 {
+		run := keys[:min(len(keys), addRun)]
+		t := s.touched
+		for _, k := range run {
+			t ^= s.words[int(mix64(k)&(s.blocks-1))*8]
+		}
+		s.touched = t
+		for _, k := range run {
+			s.add(k)
+		}
+		keys = keys[len(run):]
 	}
 }
 

@@ -27,8 +27,8 @@ type KeyInfo struct {
 }
 
 func (s *Store) keyInfoLocked(e *entry) KeyInfo {
-	return KeyInfo{Key: e.key, Parent: e.parent, HasParent: e.hasPar, Depth: e.depth,
-		Size: e.ext.Len, Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
+	return KeyInfo{Key: e.key, Parent: e.parentKey(), HasParent: e.hasParent(), Depth: e.depth,
+		Size: e.size(), Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
 		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
 		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3]),
 		Orphan: s.policy.pol[e.tier].Orphan(e.h)}
@@ -209,7 +209,8 @@ func smallestKeys(n *nsState, after *namespace.Key, k int) []namespace.Key {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.RLock()
-		for key := range sh.m {
+		for e := range sh.m.all() {
+			key := e.key
 			if after != nil && cmp(key, *after) <= 0 {
 				continue
 			}

@@ -89,12 +89,12 @@ func (s *Store) demoteTo(e *entry, tier, dst int, bufs *[2][]byte) (moved, full 
 			s.mu.Unlock()
 			return false, false
 		}
-		ext, err = tryAlloc(s.cfg.Tiers[dst], e.ext.Len)
+		ext, err = tryAlloc(s.cfg.Tiers[dst], e.size())
 		if !errors.Is(err, tiers.ErrPending) || try >= maxRoomWaits {
 			break
 		}
 		s.mu.Unlock()
-		waitRoom(s.cfg.Tiers[dst:dst+1], e.ext.Len)
+		waitRoom(s.cfg.Tiers[dst:dst+1], e.size())
 		s.mu.Lock()
 	}
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Store) demoteTo(e *entry, tier, dst int, bufs *[2][]byte) (moved, full 
 		return false, true
 	}
 	s.pinLocked(e)
-	src := e.ext
+	src := e.extent()
 	s.mu.Unlock()
 	err = s.copyVerified(e, tier, src, dst, ext, bufs)
 	s.finishMove(e, tier, src, dst, ext, err)

@@ -53,7 +53,7 @@ func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Ke
 		if e == nil || e.dead {
 			continue
 		}
-		out[i] = PageExtent{Found: true, Mapped: s.cfg.Tiers[e.tier] == mapped, Ext: e.ext, Checksum: e.checksum()}
+		out[i] = PageExtent{Found: true, Mapped: s.cfg.Tiers[e.tier] == mapped, Ext: e.extent(), Checksum: e.checksum()}
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +69,7 @@ func newNSState(n Namespace) *nsState {
 	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key]waitingKids),
 		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
-		st.shards[i].m = make(map[namespace.Key]*entry)
+		st.shards[i].m = newTable()
 	}
 	return st
 }
@@ -80,7 +82,7 @@ func (n *nsState) shard(k namespace.Key) *shard {
 type shard struct {
 	// mu guards m. Inserting or removing also requires Store.mu (held first).
 	mu sync.RWMutex
-	m  map[namespace.Key]*entry
+	m  table
 }
 
 // getAll looks up every key into found (nil for absent), taking each
@@ -114,7 +116,7 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 		sh := &n.shards[j]
 		sh.mu.RLock()
 		for _, i := range order[start[j]:start[j+1]] {
-			found[i] = sh.m[keys[i]]
+			found[i] = sh.m.get(keys[i])
 		}
 		sh.mu.RUnlock()
 	}
@@ -122,43 +124,87 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 
 func (sh *shard) get(k namespace.Key) *entry {
 	sh.mu.RLock()
-	e := sh.m[k]
+	e := sh.m.get(k)
 	sh.mu.RUnlock()
 	return e
 }
 
-// entry is one published page. Fields below the line are guarded by
+// entry is one published page. Fields marked "mu" are guarded by
 // Store.mu; the rest are immutable after publication.
 //
-// Fields are ordered to pack into 176 bytes (a Go size class); times are
-// seconds on the store's clock (Store.clock) to save 8 bytes a page, and
-// the child links are 4-byte refs rather than pointers (see kids.go).
+// Fields are ordered to pack into 160 bytes (a Go size class): times are
+// seconds on the store's clock (Store.clock), the child links are 4-byte
+// refs rather than pointers (see kids.go), the extent keeps neither its
+// length (every page of a namespace is PageBytes long) nor a second
+// 8-byte size (its capacity is kept as the slack over the length), and a
+// page without a parent has its own key as parent instead of a flag.
 type entry struct {
 	ns     *nsState
+	tier   uint8  // mu: index into Config.Tiers
+	dead   bool   // mu: removed from the index; its extent is freed once unpinned
+	leases uint16 // mu: leases among pins
+	access int32  // mu: store clock of the last hit
 	key    namespace.Key
-	parent namespace.Key
-	ext    tiers.Extent
-	sha    *[32]byte // SHA-256 namespaces only
-	crc    uint32    // CRC-32C namespaces only
+	hits   uint32          // mu
+	h      eviction.Handle // mu: the page's state in its tier's policy
 	depth  uint32
-	create int32 // store clock
-	tier   uint8 // index into Config.Tiers
-	hasPar bool
-
-	// Guarded by Store.mu.
-	dead   bool             // removed from the index; its extent is freed once unpinned
-	leases uint16           // leases among pins
-	kids   [MaxTiers]uint16 // resident children in this namespace, by the tier they are in
-	access int32            // store clock of the last hit
-	hits   uint32
-	pins   int32           // leases + in-flight reads
-	h      eviction.Handle // the page's state in its tier's policy
-	cost   float32         // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
-	// The resident children of a page, in any tier, form a list (kids.go):
-	// kidHead is the first of e's own children while e is resident;
-	// sibPrev and sibNext link e among its parent's children.
+	pins   int32 // mu: leases + in-flight reads
+	// parent is the parent page's key, or key for a page without one
+	// (hasParent): a page cannot be its own parent, or its counts would
+	// never drop.
+	parent namespace.Key
+	// mu: the extent (extent, setExtent): Off and Gen (and slack).
+	off    int64
+	gen    uint64
+	sha    *[32]byte        // SHA-256 namespaces only
+	slack  uint32           // mu: the extent's Cap less Len
+	crc    uint32           // CRC-32C namespaces only
+	create int32            // store clock
+	cost   float32          // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
+	kids   [MaxTiers]uint16 // mu: resident children in this namespace, by the tier they are in
+	// mu: the resident children of a page, in any tier, form a list
+	// (kids.go): kidHead is the first of e's own children while e is
+	// resident; sibPrev and sibNext link e among its parent's children.
 	kidHead, sibPrev, sibNext ref
-	put                       int32 // store clock of the last put: the commit, or a Reserve answered EXISTS
+	put                       int32 // mu: store clock of the last put: the commit, or a Reserve answered EXISTS
+}
+
+// newEntry is the entry of a page of n at ext, with parent if hasParent.
+func newEntry(n *nsState, key, parent namespace.Key, hasParent bool, ext tiers.Extent) *entry {
+	e := &entry{ns: n, key: key, parent: parent}
+	if !hasParent {
+		e.parent = key
+	}
+	e.setExtent(ext)
+	return e
+}
+
+// hasParent reports whether the page has a parent page.
+func (e *entry) hasParent() bool { return e.parent != e.key }
+
+// parentKey is the parent page's key, or the zero key for none.
+func (e *entry) parentKey() namespace.Key {
+	if !e.hasParent() {
+		return namespace.Key{}
+	}
+	return e.parent
+}
+
+// size is the page's length in bytes.
+func (e *entry) size() int64 { return e.ns.PageBytes }
+
+// extent is where the page's bytes lie in its tier.
+func (e *entry) extent() tiers.Extent {
+	n := e.ns.PageBytes
+	return tiers.Extent{Off: e.off, Len: n, Cap: n + int64(e.slack), Gen: e.gen}
+}
+
+// setExtent moves the page to x, which must be a page of its namespace.
+func (e *entry) setExtent(x tiers.Extent) {
+	if x.Len != e.ns.PageBytes || x.Cap < x.Len || x.Cap-x.Len > math.MaxUint32 {
+		panic(fmt.Sprintf("store: extent %+v for page %s of a %d-byte namespace", x, e.key, e.ns.PageBytes))
+	}
+	e.off, e.gen, e.slack = x.Off, x.Gen, uint32(x.Cap-x.Len)
 }
 
 func (e *entry) checksum() []byte {

@@ -52,9 +52,12 @@ func (s *Store) checkLineage() error {
 		for i := range n.shards {
 			sh := &n.shards[i]
 			sh.mu.RLock()
-			for k, e := range sh.m {
-				if e.key != k || e.ns != n {
-					bad("page %s: indexed under %s of %s", e.key, k, n.ID.Short())
+			if err := sh.m.check(); err != nil {
+				bad("namespace %s shard %d: %v", n.ID.Short(), i, err)
+			}
+			for e := range sh.m.all() {
+				if e.ns != n {
+					bad("page %s: indexed in %s", e.key, n.ID.Short())
 				}
 				all = append(all, e)
 			}
@@ -75,7 +78,7 @@ func (s *Store) checkLineage() error {
 				continue
 			}
 			tierPages[e.tier]++
-			nsBytes += e.ext.Len
+			nsBytes += e.size()
 			s.checkTrackedLocked(e, bad)
 			if _, ok := n.waiting[e.key]; ok {
 				bad("page %s: resident with a waiting entry", e.key)
@@ -105,9 +108,9 @@ func (s *Store) checkLineage() error {
 				continue
 			}
 			switch c := listed[e]; {
-			case e.hasPar && c != 1:
+			case e.hasParent() && c != 1:
 				bad("page %s (parent %s): in %d child lists, not 1", e.key, e.parent, c)
-			case !e.hasPar && c != 0:
+			case !e.hasParent() && c != 0:
 				bad("page %s: has no parent but is in %d child lists", e.key, c)
 			}
 		}
@@ -192,8 +195,8 @@ func (s *Store) checkListLocked(what string, parent namespace.Key, head ref, cou
 		if c.sibPrev != prev {
 			bad("%s: page %s has sibPrev %#x, want %#x", what, c.key, c.sibPrev, prev)
 		}
-		if c.dead || c.ns != n || !c.hasPar || c.parent != parent {
-			bad("%s: lists page %s (dead %v, has parent %v, parent %s)", what, c.key, c.dead, c.hasPar, c.parent)
+		if c.dead || c.ns != n || !c.hasParent() || c.parent != parent {
+			bad("%s: lists page %s (dead %v, has parent %v, parent %s)", what, c.key, c.dead, c.hasParent(), c.parent)
 		}
 		listed[c]++
 		got[c.tier]++

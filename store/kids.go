@@ -86,7 +86,7 @@ func (s *Store) headLocked(e *entry) (ref, func(ref)) {
 // linkLocked adds a tracked e to the list of its parent's children; its
 // counts must already include it (childLocked).
 func (s *Store) linkLocked(e *entry) {
-	if !e.hasPar {
+	if !e.hasParent() {
 		return
 	}
 	head, set := s.headLocked(e)
@@ -101,7 +101,7 @@ func (s *Store) linkLocked(e *entry) {
 // unlinkLocked takes e out of the list of its parent's children, before
 // its counts drop (childLocked) and while its neighbours are tracked.
 func (s *Store) unlinkLocked(e *entry) {
-	if !e.hasPar {
+	if !e.hasParent() {
 		return
 	}
 	if e.sibPrev != 0 {
@@ -149,7 +149,7 @@ func (s *Store) parentLeftLocked(e *entry) {
 // being resident there (delta -1), in its parent's counts or in waiting.
 // The list is linkLocked's and unlinkLocked's.
 func (s *Store) childLocked(e *entry, tier int, delta int) {
-	if !e.hasPar {
+	if !e.hasParent() {
 		return
 	}
 	par := e.ns.shard(e.parent).get(e.parent)

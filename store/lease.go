@@ -56,6 +56,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	defer putEntries(found)
 	n.getAll(keys, found)
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
+	s.recordKeys(keys)
 	now := s.clock(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,7 +67,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 			}
 			continue
 		}
-		res.Present[i], res.Sizes[i] = true, e.ext.Len
+		res.Present[i], res.Sizes[i] = true, e.size()
 		e.access = now
 		e.hits++
 	}
@@ -219,7 +220,7 @@ func (s *Store) unpinLocked(e *entry) {
 		return
 	}
 	if e.dead {
-		s.cfg.Tiers[e.tier].Free(e.ext)
+		s.cfg.Tiers[e.tier].Free(e.extent())
 		return
 	}
 	s.policy.pol[e.tier].Unpin(e.h)
@@ -309,7 +310,7 @@ func (s *Store) repin(prev, e *entry) (tiers.Extent, bool) {
 		return tiers.Extent{}, false
 	}
 	s.pinLocked(e)
-	return e.ext, true
+	return e.extent(), true
 }
 
 // readPage returns a pinned page's bytes. Bytes from a tier outside this

@@ -23,8 +23,8 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.RLock()
-		entries := make([]*entry, 0, len(sh.m))
-		for _, e := range sh.m {
+		entries := make([]*entry, 0, sh.m.len())
+		for e := range sh.m.all() {
 			entries = append(entries, e)
 		}
 		sh.mu.RUnlock()
@@ -74,7 +74,7 @@ func (s *Store) sweepIdleLocked(now time.Time) {
 			sh := &n.shards[i]
 			sh.mu.RLock()
 			var idle []*entry
-			for _, e := range sh.m {
+			for e := range sh.m.all() {
 				if e.access < cutoff && e.pins == 0 {
 					idle = append(idle, e)
 				}

@@ -108,10 +108,10 @@ func (s *Store) demoteOne(tier int) bool {
 		return false
 	}
 	dst := tier + 1
-	ext, err := s.allocInLocked(dst, e.ext.Len)
+	ext, err := s.allocInLocked(dst, e.size())
 	if errors.Is(err, tiers.ErrPending) {
 		s.mu.Unlock()
-		waitRoom(s.cfg.Tiers[dst:dst+1], e.ext.Len)
+		waitRoom(s.cfg.Tiers[dst:dst+1], e.size())
 		return true
 	}
 	if err != nil {
@@ -124,7 +124,7 @@ func (s *Store) demoteOne(tier int) bool {
 		return false
 	}
 	s.pinLocked(e)
-	src := e.ext
+	src := e.extent()
 	s.mu.Unlock()
 
 	err = s.copyVerified(e, tier, src, dst, ext, &s.moveBufs)
@@ -146,7 +146,7 @@ func (s *Store) finishMove(e *entry, tier int, src tiers.Extent, dst int, ext ti
 	case e.dead || e.pins > 1:
 		s.cfg.Tiers[dst].Free(ext)
 	default:
-		e.ext = ext
+		e.setExtent(ext)
 		s.moveTierLocked(e, dst)
 		s.cfg.Tiers[tier].Free(src)
 		e.ns.tierPages[tier].Add(-1)
@@ -212,7 +212,7 @@ func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst t
 }
 
 func (s *Store) metaOf(e *entry) tiers.PageMeta {
-	return tiers.PageMeta{Namespace: e.ns.ID, Key: e.key, Parent: e.parent, HasParent: e.hasPar,
-		Depth: e.depth, Len: e.ext.Len, ChecksumAlg: uint8(e.ns.Checksum), Checksum: e.checksum(),
+	return tiers.PageMeta{Namespace: e.ns.ID, Key: e.key, Parent: e.parentKey(), HasParent: e.hasParent(),
+		Depth: e.depth, Len: e.size(), ChecksumAlg: uint8(e.ns.Checksum), Checksum: e.checksum(),
 		Created: s.timeOf(e.create), Cost: e.cost}
 }

@@ -158,7 +158,9 @@ func (s *Store) newQueues(pageBytes int64) error {
 			return err
 		}
 		q.SetCutoff(p.cutoffs[i])
+		s.histMu.Lock()
 		p.pol[i] = q
+		s.histMu.Unlock()
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
@@ -242,7 +244,7 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 	if cost <= 0 {
 		cost = e.ns.pageCost(e.depth)
 	}
-	page := eviction.Page{Key: keyHash(e.key), Bytes: e.ext.Len, Depth: e.depth,
+	page := eviction.Page{Key: keyHash(e.key), Bytes: e.size(), Depth: e.depth,
 		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
 	if e.cost <= 0 {
 		page.FlatCost = e.ns.pageCost(0)
@@ -261,7 +263,9 @@ func (s *Store) trackLocked(e *entry, freq, chain uint32, remote int, orphan boo
 	page.Freq, page.Orphan = freq, orphan
 	page.ChainDepth, page.ChainCost = chain, e.ns.pageCost(chain)
 	q := p.pol[e.tier]
+	s.histMu.Lock()
 	e.h = q.Insert(page)
+	s.histMu.Unlock()
 	checkRef(e)
 	own := p.owner[e.tier]
 	for int(e.h) >= len(own) {
@@ -493,7 +497,7 @@ func (s *Store) passWorthLocked(e *entry) {
 		return
 	}
 	for range maxWorthHops {
-		if !e.hasPar {
+		if !e.hasParent() {
 			return
 		}
 		par := e.ns.shard(e.parent).get(e.parent)
@@ -534,7 +538,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	_, remote := q.Children(e.h)
 	s.unlinkLocked(e) // its ref changes with its handle
 	s.untrackLocked(e, false)
-	p.out[src] += e.ext.Len
+	p.out[src] += e.size()
 	s.childLocked(e, src, -1)
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
@@ -572,24 +576,41 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	if page.Cost <= 0 {
 		page.Cost, page.FlatCost = n.pageCost(spec.Depth), n.pageCost(0)
 	}
-	if s.policy.pol[last].Admit(page) {
+	s.histMu.Lock()
+	ok := s.policy.pol[last].Admit(page)
+	s.histMu.Unlock()
+	if ok {
 		return true
 	}
 	s.policy.out[last] += spec.Size
 	return false
 }
 
-// recordLookupLocked tells the policies about one lookup: every key asked
-// counts in the frequency history, the pages of the hit prefix are hits,
-// and a present page whose parent was asked for and is absent here is an
-// orphan. It returns the prefill FLOPs the hit prefix saves.
-func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
-	for _, k := range keys {
-		kh := keyHash(k)
-		for _, q := range s.policy.pol {
-			q.Record(kh)
+// recordKeys counts every key a lookup asked for in each tier's frequency
+// history, in runs (eviction.Queue.RecordAll: their cache misses overlap).
+// It holds histMu, not mu.
+func (s *Store) recordKeys(keys []namespace.Key) {
+	var hs [256]uint64
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	for len(keys) > 0 {
+		run := hs[:min(len(keys), len(hs))]
+		for i := range run {
+			run[i] = keyHash(keys[i])
 		}
+		for _, q := range s.policy.pol {
+			q.RecordAll(run)
+		}
+		keys = keys[len(run):]
 	}
+}
+
+// recordLookupLocked tells the policies about the rest of one lookup (its
+// keys went to the frequency history already: recordKeys): the pages of
+// the hit prefix are hits, and a present page whose parent was asked for
+// and is absent here is an orphan. It returns the prefill FLOPs the hit
+// prefix saves.
+func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
 	saved := 0.0
 	for _, e := range found[:hitPrefix] {
 		q := s.policy.pol[e.tier]
@@ -605,7 +626,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	// or told through a value hint.
 	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
 		e := found[i]
-		if i > 0 && e.hasPar && e.parent == found[i-1].key {
+		if i > 0 && e.hasParent() && e.parent == found[i-1].key {
 			par := found[i-1]
 			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
 			continue
@@ -620,7 +641,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	var absent map[namespace.Key]bool
 	for i := hitPrefix + 1; i < len(found); i++ {
 		e := found[i]
-		if e == nil || e.dead || !e.hasPar {
+		if e == nil || e.dead || !e.hasParent() {
 			continue
 		}
 		if absent == nil {

@@ -398,8 +398,9 @@ func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error
 // when the key is already published (first commit wins).
 func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	p, now := r.spec, s.clock(time.Now())
-	return s.insertLocked(&entry{ns: r.ns, key: p.Key, parent: p.Parent, hasPar: p.HasParent, ext: r.ext,
-		depth: p.Depth, tier: uint8(r.tier), create: now, access: now, cost: costHint(p.CostHint)}, sum, p.ChainDepth)
+	e := newEntry(r.ns, p.Key, p.Parent, p.HasParent, r.ext)
+	e.depth, e.tier, e.create, e.access, e.cost = p.Depth, uint8(r.tier), now, now, costHint(p.CostHint)
+	return s.insertLocked(e, sum, p.ChainDepth)
 }
 
 // costHint is a writer's cost hint as an entry keeps it: 0 for none or
@@ -417,13 +418,10 @@ func costHint(c float64) float32 {
 // reports false, changing nothing, when the key is already there.
 func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	n := e.ns
-	if e.hasPar && e.parent == e.key {
-		e.hasPar = false // a page cannot be its own parent: its counts would never drop
-	}
 	e.put = e.create
 	sh := n.shard(e.key)
 	sh.mu.Lock()
-	if sh.m[e.key] != nil {
+	if sh.m.get(e.key) != nil {
 		sh.mu.Unlock()
 		return false
 	}
@@ -432,7 +430,7 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	} else {
 		e.crc = binary.BigEndian.Uint32(sum)
 	}
-	sh.m[e.key] = e
+	sh.m.insert(e)
 	sh.mu.Unlock()
 	n.tierPages[e.tier].Add(1)
 	s.parentArrivedLocked(e)
@@ -442,10 +440,10 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 	s.remoteArrivedLocked(e)
 	s.passWorthLocked(e)
 	s.pages++
-	s.bytes += e.ext.Len
-	s.usageLocked(n.Tenant).Bytes += e.ext.Len
+	s.bytes += e.size()
+	s.usageLocked(n.Tenant).Bytes += e.size()
 	n.pages.Add(1)
-	n.bytes.Add(e.ext.Len)
+	n.bytes.Add(e.size())
 	return true
 }
 
@@ -593,7 +591,7 @@ func (s *Store) dropCandidateLocked(full [MaxTiers]bool) *entry {
 func (s *Store) removeLocked(e *entry, evicted bool) {
 	sh := e.ns.shard(e.key)
 	sh.mu.Lock()
-	delete(sh.m, e.key)
+	sh.m.delete(e.key)
 	sh.mu.Unlock()
 	s.goneLocked(e)
 	s.unlinkLocked(e)
@@ -601,7 +599,7 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	e.ns.tierPages[e.tier].Add(-1)
 	s.childLocked(e, int(e.tier), -1)
 	s.parentLeftLocked(e)
-	size := e.ext.Len
+	size := e.size()
 	s.pages--
 	s.bytes -= size
 	s.usageLocked(e.ns.Tenant).Bytes -= size
@@ -609,11 +607,11 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	e.ns.bytes.Add(-size)
 	e.dead = true
 	if e.pins == 0 {
-		s.cfg.Tiers[e.tier].Free(e.ext)
+		s.cfg.Tiers[e.tier].Free(e.extent())
 	} else if r, ok := s.cfg.Tiers[e.tier].(tiers.Retirer); ok {
 		// Its memory stays for the pins; every cached location of it
 		// (same-host clients') must fail its generation check now.
-		e.ext = r.Retire(e.ext)
+		e.setExtent(r.Retire(e.extent()))
 	}
 }
 

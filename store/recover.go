@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
@@ -77,8 +78,11 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 		return fmt.Errorf("page %x: %d-byte checksum", m.Key[:6], len(m.Checksum))
 	}
 	created := s.clock(m.Created)
-	e := &entry{ns: n, key: m.Key, parent: m.Parent, hasPar: m.HasParent, ext: ext, depth: m.Depth,
-		tier: uint8(tier), create: created, access: created, cost: m.Cost}
+	if ext.Len != n.PageBytes || ext.Cap < ext.Len || ext.Cap-ext.Len > math.MaxUint32 {
+		return fmt.Errorf("page %x: extent %+v for %d-byte pages", m.Key[:6], ext, n.PageBytes)
+	}
+	e := newEntry(n, m.Key, m.Parent, m.HasParent, ext)
+	e.depth, e.tier, e.create, e.access, e.cost = m.Depth, uint8(tier), created, created, m.Cost
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.insertLocked(e, m.Checksum, 0) {

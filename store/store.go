@@ -121,6 +121,15 @@ type Store struct {
 	nsMu sync.RWMutex
 	ns   map[namespace.ID]*nsState // guarded by nsMu
 
+	// histMu guards the eviction queues' frequency histories apart from
+	// mu (eviction.Queue.Record), so that a lookup records the keys it was
+	// asked for without holding mu: with a real tier's history (16 MiB at
+	// 1M pages) that costs a cache miss a key, and was most of a lookup's
+	// time under mu. Whatever else reads a history (trackLocked's Insert,
+	// admitLocked's Admit) or replaces a queue (newQueues) holds it too,
+	// after mu.
+	histMu sync.Mutex
+
 	// mu guards everything below it and the lifecycle fields of entries
 	// (pins, leases, dead, recency links) and of reservations (the map).
 	mu            sync.Mutex
