@@ -179,5 +179,15 @@ func run(ctx context.Context, cfg config) (err error) {
 	if len(results) == 0 {
 		return runErr
 	}
-	return errors.Join(runErr, writeReport(cfg, started, results))
+	err = errors.Join(runErr, writeReport(cfg, started, results))
+	if failed := load.Failed(results); len(failed) > 0 {
+		// The report holds every case; the exit status says some failed.
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d of %d cases failed (their rows in results.md say why):", len(failed), len(results))
+		for _, r := range failed {
+			fmt.Fprintf(&b, "\n%s %s %s ×%d: %s", r.System, r.Op, load.SizeLabel(r.PageBytes), r.Workers, r.Err)
+		}
+		err = errors.Join(err, errors.New(b.String()))
+	}
+	return err
 }
