@@ -12,7 +12,7 @@ import (
 
 // Baselines are the systems the strata rows are divided by in the ratio
 // tables, in this order.
-var baselines = []string{"tcp", "redis", "memcpy"}
+var baselines = []string{"tcp", "redis", "memcpy", "mooncake", "redis-py"}
 
 // WriteMarkdown writes the results as markdown tables: one per operation,
 // then, for put and get, the throughput of every strata system divided by
