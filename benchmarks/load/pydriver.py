@@ -19,6 +19,7 @@ roles:
              look I N        ask about N keys of the working set from I*N on
              put-range A B   put keys numbered A..B-1 (Mooncake: warming the segment)
              del A B         remove the keys numbered A..B-1 that put stored
+             flush           drop everything the workload stored (Redis: FLUSHALL)
 
 The Redis worker exists so that Mooncake's figures can be read against
 Redis driven the same way (a Python process behind a pipe): its cost over
@@ -103,6 +104,9 @@ class MooncakeWorker:
                 return "batch_remove: %d of %d failed (%d)" % (len(bad), len(res), bad[0])
         return None
 
+    def flush(self):
+        return None  # the deployment stops with the workload
+
     def close(self):
         self.store.close()
 
@@ -178,6 +182,11 @@ class RedisWorker:
     def delete(self, a, b):
         return None
 
+    def flush(self):
+        self.cmd("FLUSHALL")
+        ln = self.line()
+        return None if ln == b"+OK" else "FLUSHALL: %r" % ln
+
     def close(self):
         self.s.close()
 
@@ -188,7 +197,7 @@ def worker(a):
     out.write(b"ready\n")
     out.flush()
     ops = {"get": w.get, "put": w.put, "prep": w.prep, "del": w.delete, "look": w.look,
-           "put-range": getattr(w, "put_range", None)}
+           "put-range": getattr(w, "put_range", None), "flush": w.flush}
     for raw in sys.stdin.buffer:
         f = raw.split()
         try:

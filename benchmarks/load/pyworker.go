@@ -245,9 +245,14 @@ func (w *pyWorkload) After(_ context.Context, op Op, n int) error {
 	return w.procs[0].call("del %d %d", from, w.putBase)
 }
 
-// Close ends the workers, then the store server and master.
+// Close drops what the workload stored (Redis: the next page size's
+// working set must fit under its maxmemory), ends the workers, then the
+// store server and master.
 func (w *pyWorkload) Close(context.Context) error {
 	var err error
+	if len(w.procs) > 0 {
+		err = w.procs[0].call("flush")
+	}
 	for _, p := range w.procs {
 		err = errors.Join(err, p.close())
 	}
