@@ -439,6 +439,7 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	deadline := time.Now().Add(d)
 	lats := make([][]time.Duration, l.workers)
 	errs := make([]error, l.workers)
+	var cancelled atomic.Pointer[error] // the first error of an operation ended by the cancel
 	var wg sync.WaitGroup
 	for w := range l.workers {
 		wg.Go(func() {
@@ -449,7 +450,14 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 				}
 				t0 := time.Now()
 				if err := l.wl.Do(ctx, l.op, w, int(i)); err != nil {
-					errs[w] = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+					// An operation ended by another's failure (the cancel
+					// below) is not a failure of its own.
+					if ctx.Err() == nil {
+						errs[w] = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+					} else {
+						err = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+						cancelled.CompareAndSwap(nil, &err)
+					}
 					cancel()
 					return
 				}
@@ -465,7 +473,11 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	for _, s := range lats {
 		all = append(all, s...)
 	}
-	return all, errors.Join(errs...)
+	err := errors.Join(errs...)
+	if c := cancelled.Load(); err == nil && c != nil { // the caller's ctx ended the run
+		err = *c
+	}
+	return all, err
 }
 
 // SizeLabel names a byte count: 64KiB, 4MiB.

@@ -130,6 +130,36 @@ func TestRunReportsAFailedCaseInItsRow(t *testing.T) {
 	}
 }
 
+// blocking fails operation 2; every other operation waits for its ctx to
+// end and returns its error, as a client call does when cancelled.
+type blocking struct{ Memcpy }
+
+func (blocking) Name() string                                      { return "blocking" }
+func (blocking) Prepare(context.Context, Params) (Workload, error) { return blockingWorkload{}, nil }
+
+type blockingWorkload struct{ failingWorkload }
+
+func (blockingWorkload) Do(ctx context.Context, _ Op, _, i int) error {
+	if i == 2 {
+		return errors.New("the real failure")
+	}
+	<-ctx.Done()
+	return fmt.Errorf("put: %w", ctx.Err())
+}
+
+// TestRunReportsTheFailureNotItsEcho: the operations that the failing
+// one's cancel ended are not reported beside it.
+func TestRunReportsTheFailureNotItsEcho(t *testing.T) {
+	res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{4}, Duration: 20 * time.Millisecond,
+		Ops: []Op{Get}, WorkingSet: 64 << 10}, []System{blocking{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || !strings.Contains(res[0].Err, "operation 2 on worker") || strings.Contains(res[0].Err, "canceled") {
+		t.Fatalf("results %+v, want operation 2's failure alone", res)
+	}
+}
+
 // freshKeys is a system whose puts write fresh keys numbered as strata's
 // are (the workload's base plus the operation's number, the base moved
 // past a run's numbers by After): a key put twice fails as the node
