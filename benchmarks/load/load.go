@@ -1,6 +1,6 @@
 // Package load is the engine of the strata-load command: it runs closed-loop
 // put, get and lookup workloads of fixed-size pages against several systems
-// (a strata node, Redis, raw loopback TCP, memcpy) over the same page sizes,
+// (a strata node, Redis, raw loopback TCP, memcpy, Mooncake Store) over the same page sizes,
 // concurrencies and working set, and reports throughput, latency
 // percentiles and CPU per operation as a markdown table, a CSV file and PNG
 // plots.

@@ -2,7 +2,8 @@
 // of a strata node for several page sizes and concurrencies, and in the same
 // run the same workload against Redis (a redis-server it starts on
 // loopback, persistence off), the raw loopback TCP limit and the memcpy
-// limit. It writes results.md (markdown tables), results.csv and PNG plots
+// limit, and on request Mooncake Store (--systems mooncake, with Redis
+// through the same Python workers as redis-py). It writes results.md (markdown tables), results.csv and PNG plots
 // into --out. benchmarks/README.md documents the command.
 package main
 
