@@ -152,20 +152,25 @@ func (c *child) CPUTime() time.Duration { return procCPU(c.cmd.Process.Pid, c.ti
 
 // Close closes the child's standard input, which ends it, and waits for
 // it; one that has not exited after 30 s is killed.
-func (c *child) Close() error {
-	c.stdin.Close()
+func (c *child) Close() error { return endProcess(c.cmd, c.stdin, c.errs, "server process") }
+
+// endProcess closes stdin, which ends the process cmd runs (a child, a
+// Python driver), and waits for it; one that has not exited after 30 s
+// is killed. errs is its standard error, quoted when it failed.
+func endProcess(cmd *exec.Cmd, stdin io.Closer, errs *tailBuffer, what string) error {
+	stdin.Close()
 	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
+	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("server process: %w\n%s", err, c.errs.String())
+			return fmt.Errorf("%s: %w\n%s", what, err, errs.String())
 		}
 		return nil
 	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
-		return errors.New("server process did not exit; killed")
+		return fmt.Errorf("%s did not exit; killed", what)
 	}
 }
 

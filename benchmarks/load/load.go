@@ -1,6 +1,6 @@
 // Package load is the engine of the strata-load command: it runs closed-loop
 // put, get and lookup workloads of fixed-size pages against several systems
-// (a strata node, Redis, raw loopback TCP, memcpy) over the same page sizes,
+// (a strata node, Redis, raw loopback TCP, memcpy, Mooncake Store) over the same page sizes,
 // concurrencies and working set, and reports throughput, latency
 // percentiles and CPU per operation as a markdown table, a CSV file and PNG
 // plots.
@@ -185,6 +185,21 @@ type Result struct {
 	// CPU is the CPU time per operation: this process, plus the server
 	// process for systems that implement ServerCPU.
 	CPU time.Duration
+	// Err, when not empty, says why the case failed (an operation
+	// returned an error): the figures are then those of the slices that
+	// completed before it, and reports show the error instead.
+	Err string
+}
+
+// Failed returns the results whose case failed.
+func Failed(results []Result) []Result {
+	var out []Result
+	for _, r := range results {
+		if r.Err != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // GBps is the aggregate throughput in 10^9 bytes per second.
@@ -207,6 +222,10 @@ func (r Result) OpsPerSec() float64 {
 // prepares every system's working set, then runs each op at each
 // concurrency on every system, the systems taking turns (Config.Rounds).
 // Results come system by system, then by page size, op and concurrency.
+// A case whose operation fails on a system is that system's result with
+// Err set (its later slices are skipped) and the run goes on; Run's error
+// is for what stops the whole run: a system that cannot prepare a page
+// size, a working set that cannot be dropped, ctx ending.
 func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
 	cfg.defaults()
 	bar := newBar(cfg, systems)
@@ -272,6 +291,8 @@ func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, 
 					bar.skip()
 				}
 			}
+			// A case that fails on one system is that system's row
+			// (Result.Err); the others, and the later cases, still run.
 			acc := make([]slice, len(systems))
 			for _, i := range run {
 				if cfg.Settle <= 0 || settled[i] {
@@ -280,18 +301,25 @@ func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, 
 				settled[i] = true
 				bar.describe(fmt.Sprintf("%s %s %s ×%d (settling)", systems[i].Name(), op, SizeLabel(p.PageBytes), w))
 				if err := settle(ctx, cfg, wls[i], op, p, w); err != nil {
-					return fmt.Errorf("%s, %s pages: %s ×%d: settling: %w", systems[i].Name(), SizeLabel(p.PageBytes), op, w, err)
+					acc[i].err = fmt.Errorf("settling: %w", err)
 				}
 			}
 			for round := range cfg.Rounds {
 				for _, i := range run {
+					if acc[i].err != nil {
+						continue
+					}
 					bar.describe(fmt.Sprintf("%s %s %s ×%d (round %d/%d)", systems[i].Name(), op, SizeLabel(p.PageBytes), w, round+1, cfg.Rounds))
 					sl, err := runSlice(ctx, cfg, systems[i], wls[i], op, p, w)
 					if err != nil {
-						return fmt.Errorf("%s, %s pages: %s ×%d: %w", systems[i].Name(), SizeLabel(p.PageBytes), op, w, err)
+						acc[i].err = fmt.Errorf("round %d/%d: %w", round+1, cfg.Rounds, err)
+						continue
 					}
 					acc[i].add(sl)
 				}
+			}
+			if err := ctx.Err(); err != nil { // interrupted: no case failed, the run stopped
+				return err
 			}
 			for _, i := range run {
 				out[i] = append(out[i], acc[i].result(systems[i].Name(), op, p, w))
@@ -307,6 +335,7 @@ type slice struct {
 	lat     []time.Duration
 	elapsed time.Duration
 	cpu     time.Duration
+	err     error // the case failed
 }
 
 func (s *slice) add(o slice) {
@@ -318,6 +347,9 @@ func (s *slice) add(o slice) {
 func (s *slice) result(system string, op Op, p Params, workers int) Result {
 	r := Result{System: system, Op: op, PageBytes: p.PageBytes, Workers: workers,
 		Ops: len(s.lat), Elapsed: s.elapsed, KeysPerOp: 1}
+	if s.err != nil {
+		r.Err = s.err.Error()
+	}
 	switch op {
 	case Put, Get:
 		r.BytesPerOp = p.PageBytes
@@ -349,10 +381,10 @@ func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, worke
 	if budget := sliceBudget(cfg, wl, op, p); budget > 0 {
 		l.limit = max(1, budget/8)
 	}
-	if _, err := l.run(ctx, cfg.Settle); err != nil {
-		return err
-	}
-	return wl.After(ctx, op, int(next.Load()))
+	_, err := l.run(ctx, cfg.Settle)
+	// After even when an operation failed: the next run must not reuse
+	// the numbers this one took (a fresh put's key is its number).
+	return errors.Join(err, wl.After(ctx, op, int(next.Load())))
 }
 
 // runSlice runs op closed-loop on workers goroutines: a warm-up of
@@ -368,7 +400,8 @@ func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p
 		warm.limit = max(1, budget/8)
 	}
 	if _, err := warm.run(ctx, warmup); err != nil {
-		return slice{}, fmt.Errorf("warm-up: %w", err)
+		// The numbers the warm-up took are spent (After), as a slice's are.
+		return slice{}, errors.Join(fmt.Errorf("warm-up: %w", err), wl.After(ctx, op, int(next.Load())))
 	}
 	if budget > 0 {
 		meas.limit = next.Load() + budget
@@ -406,6 +439,7 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	deadline := time.Now().Add(d)
 	lats := make([][]time.Duration, l.workers)
 	errs := make([]error, l.workers)
+	var cancelled atomic.Pointer[error] // the first error of an operation ended by the cancel
 	var wg sync.WaitGroup
 	for w := range l.workers {
 		wg.Go(func() {
@@ -416,7 +450,14 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 				}
 				t0 := time.Now()
 				if err := l.wl.Do(ctx, l.op, w, int(i)); err != nil {
-					errs[w] = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+					// An operation ended by another's failure (the cancel
+					// below) is not a failure of its own.
+					if ctx.Err() == nil {
+						errs[w] = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+					} else {
+						err = fmt.Errorf("operation %d on worker %d: %w", i, w, err)
+						cancelled.CompareAndSwap(nil, &err)
+					}
 					cancel()
 					return
 				}
@@ -432,7 +473,11 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	for _, s := range lats {
 		all = append(all, s...)
 	}
-	return all, errors.Join(errs...)
+	err := errors.Join(errs...)
+	if c := cancelled.Load(); err == nil && c != nil { // the caller's ctx ended the run
+		err = *c
+	}
+	return all, err
 }
 
 // SizeLabel names a byte count: 64KiB, 4MiB.

@@ -2,8 +2,11 @@ package load
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -71,6 +74,7 @@ func TestRunMemcpy(t *testing.T) {
 // failing fails its third operation.
 type failing struct{ Memcpy }
 
+func (failing) Name() string                                      { return "failing" }
 func (failing) Prepare(context.Context, Params) (Workload, error) { return failingWorkload{}, nil }
 
 type failingWorkload struct{}
@@ -85,11 +89,147 @@ func (failingWorkload) Do(_ context.Context, _ Op, _, i int) error {
 func (failingWorkload) After(context.Context, Op, int) error { return nil }
 func (failingWorkload) Close(context.Context) error          { return nil }
 
-func TestRunReportsAFailedOperation(t *testing.T) {
-	_, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1}, Duration: 20 * time.Millisecond,
-		Ops: []Op{Get}}, []System{failing{}})
-	if err == nil || !strings.Contains(err.Error(), "operation 2") {
-		t.Fatalf("err %v, want operation 2's failure", err)
+// TestRunReportsAFailedCaseInItsRow: a case that fails on one system is
+// that system's row, error and all; the run goes on to the other systems
+// and the later cases (it used to stop at the first failure, issue 19).
+func TestRunReportsAFailedCaseInItsRow(t *testing.T) {
+	res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1, 2}, Duration: 20 * time.Millisecond,
+		Ops: []Op{Put, Get}, Rounds: 2, WorkingSet: 64 << 10}, []System{failing{}, Memcpy{}})
+	if err != nil {
+		t.Fatalf("a failing case stopped the run: %v", err)
+	}
+	if len(res) != 8 {
+		t.Fatalf("%d results, want 2 systems × 2 ops × 2 concurrencies: %+v", len(res), res)
+	}
+	for _, r := range res {
+		switch {
+		case r.System == "failing" && !strings.Contains(r.Err, "operation 2"):
+			t.Errorf("%s %s ×%d: error %q, want operation 2's failure", r.System, r.Op, r.Workers, r.Err)
+		case r.System == "memcpy" && (r.Err != "" || r.Ops == 0):
+			t.Errorf("memcpy %s ×%d: %d ops, error %q", r.Op, r.Workers, r.Ops, r.Err)
+		}
+	}
+	if got := len(Failed(res)); got != 4 {
+		t.Errorf("Failed: %d results, want failing's 4", got)
+	}
+	var md, csv strings.Builder
+	if err := WriteMarkdown(&md, "# t\n", res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| failing | 4KiB | 2 | failed (below) |", "failing get 4KiB ×2 failed:", "operation 2 on worker",
+		"| memcpy | 4KiB | 2 |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	if err := WriteCSV(&csv, res); err != nil || !strings.Contains(csv.String(), "operation 2") {
+		t.Errorf("results.csv lacks the error (%v):\n%s", err, csv.String())
+	}
+	if _, err := WritePlots(t.TempDir(), res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blocking fails operation 2; every other operation waits for its ctx to
+// end and returns its error, as a client call does when cancelled.
+type blocking struct{ Memcpy }
+
+func (blocking) Name() string                                      { return "blocking" }
+func (blocking) Prepare(context.Context, Params) (Workload, error) { return blockingWorkload{}, nil }
+
+type blockingWorkload struct{ failingWorkload }
+
+func (blockingWorkload) Do(ctx context.Context, _ Op, _, i int) error {
+	if i == 2 {
+		return errors.New("the real failure")
+	}
+	<-ctx.Done()
+	return fmt.Errorf("put: %w", ctx.Err())
+}
+
+// TestRunReportsTheFailureNotItsEcho: the operations that the failing
+// one's cancel ended are not reported beside it.
+func TestRunReportsTheFailureNotItsEcho(t *testing.T) {
+	res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{4}, Duration: 20 * time.Millisecond,
+		Ops: []Op{Get}, WorkingSet: 64 << 10}, []System{blocking{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || !strings.Contains(res[0].Err, "operation 2 on worker") || strings.Contains(res[0].Err, "canceled") {
+		t.Fatalf("results %+v, want operation 2's failure alone", res)
+	}
+}
+
+// freshKeys is a system whose puts write fresh keys numbered as strata's
+// are (the workload's base plus the operation's number, the base moved
+// past a run's numbers by After): a key put twice fails as the node
+// answers it (already published). It fails one operation, the second of
+// the first put run, once.
+type freshKeys struct {
+	Memcpy
+	mu     sync.Mutex
+	seen   map[uint64]int // key: how many times put
+	failed bool
+}
+
+func (s *freshKeys) Name() string { return "fresh" }
+func (s *freshKeys) Prepare(context.Context, Params) (Workload, error) {
+	return &freshKeysWorkload{s: s, base: 1 << 40}, nil
+}
+
+type freshKeysWorkload struct {
+	s    *freshKeys
+	base uint64
+}
+
+func (*freshKeysWorkload) Supports(op Op) bool { return op == Put }
+func (*freshKeysWorkload) FreshPuts() bool     { return true }
+func (w *freshKeysWorkload) Do(_ context.Context, _ Op, _, i int) error {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.failed && i == 1 {
+		s.failed = true
+		return errors.New("injected failure")
+	}
+	k := w.base + uint64(i)
+	s.seen[k]++
+	if s.seen[k] > 1 {
+		return fmt.Errorf("key %d already published", k)
+	}
+	return nil
+}
+func (w *freshKeysWorkload) After(_ context.Context, _ Op, n int) error {
+	w.base += uint64(n)
+	return nil
+}
+func (*freshKeysWorkload) Close(context.Context) error { return nil }
+
+// TestFreshPutsNeverRepeatAKey: over settling, warm-ups, rounds, workers
+// and a failed warm-up, no put writes a key another put wrote (issue 19:
+// numbers a failed warm-up or settle had taken were handed out again).
+func TestFreshPutsNeverRepeatAKey(t *testing.T) {
+	for _, settle := range []time.Duration{0, 15 * time.Millisecond} {
+		sys := &freshKeys{seen: map[uint64]int{}}
+		res, err := Run(t.Context(), Config{PageSizes: []int{4096}, Concurrency: []int{1, 4, 3}, Ops: []Op{Put},
+			Duration: 30 * time.Millisecond, Warmup: 30 * time.Millisecond, Settle: settle, Rounds: 3,
+			PutBudget: 3 * 64 * 4096, WorkingSet: 64 << 10}, []System{sys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if (i == 0) != (r.Err != "") || (i == 0 && !strings.Contains(r.Err, "injected")) {
+				t.Errorf("settle %v: put ×%d: error %q; want the injected failure in the first case only", settle, r.Workers, r.Err)
+			}
+			if i > 0 && r.Ops == 0 {
+				t.Errorf("settle %v: put ×%d measured nothing", settle, r.Workers)
+			}
+		}
+		for k, n := range sys.seen {
+			if n > 1 {
+				t.Errorf("settle %v: key %d put %d times", settle, k, n)
+			}
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 // the files written.
 func WritePlots(dir string, results []Result) ([]string, error) {
 	var files []string
+	results = slices.DeleteFunc(slices.Clone(results), func(r Result) bool { return r.Err != "" }) // no figures
 	for _, op := range opsOf(results) {
 		for _, w := range workersOf(results, op) {
 			tp, lat, err := plotsOf(results, op, w)

@@ -12,7 +12,7 @@ import (
 
 // Baselines are the systems the strata rows are divided by in the ratio
 // tables, in this order.
-var baselines = []string{"tcp", "redis", "memcpy"}
+var baselines = []string{"tcp", "redis", "memcpy", "mooncake", "redis-py"}
 
 // WriteMarkdown writes the results as markdown tables: one per operation,
 // then, for put and get, the throughput of every strata system divided by
@@ -27,12 +27,22 @@ func WriteMarkdown(w io.Writer, header string, results []Result) error {
 			unit = "keys/s (M)"
 		}
 		fmt.Fprintf(&b, "\n## %s\n\n| system | page | workers | ops | %s | ops/s | p50 µs | p99 µs | cpu-µs/op |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n", op, unit)
+		var failed []Result
 		for _, r := range results {
 			if r.Op != op {
 				continue
 			}
+			if r.Err != "" {
+				failed = append(failed, r)
+				fmt.Fprintf(&b, "| %s | %s | %d | failed (below) | – | – | – | – | – |\n", r.System, SizeLabel(r.PageBytes), r.Workers)
+				continue
+			}
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", r.System, SizeLabel(r.PageBytes), r.Workers, r.Ops,
 				f3(throughput(r)), f0(r.OpsPerSec()), us(r.P50), us(r.P99), us(r.CPU))
+		}
+		for _, r := range failed {
+			fmt.Fprintf(&b, "\n%s %s %s ×%d failed:\n\n    %s\n", r.System, op, SizeLabel(r.PageBytes), r.Workers,
+				strings.ReplaceAll(strings.TrimSpace(r.Err), "\n", "\n    "))
 		}
 		writeRatios(&b, op, results)
 	}
@@ -84,7 +94,11 @@ func writeRatios(b *strings.Builder, op Op, results []Result) {
 			fmt.Fprintf(b, "| %s | %d |", SizeLabel(r.PageBytes), r.Workers)
 			for _, base := range present {
 				br, ok := idx[key{base, r.PageBytes, r.Workers}]
-				if !ok || throughput(br) == 0 {
+				if r.Err != "" {
+					b.WriteString(" failed | – |")
+					continue
+				}
+				if !ok || br.Err != "" || throughput(br) == 0 {
 					b.WriteString(" – | – |")
 					continue
 				}
@@ -99,13 +113,13 @@ func writeRatios(b *strings.Builder, op Op, results []Result) {
 func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"system", "op", "page_bytes", "workers", "ops", "elapsed_s", "bytes_per_op", "keys_per_op",
-		"gb_per_s", "ops_per_s", "p50_us", "p99_us", "cpu_us_per_op"})
+		"gb_per_s", "ops_per_s", "p50_us", "p99_us", "cpu_us_per_op", "error"})
 	for _, r := range results {
 		_ = cw.Write([]string{r.System, string(r.Op), strconv.Itoa(r.PageBytes), strconv.Itoa(r.Workers),
 			strconv.Itoa(r.Ops), strconv.FormatFloat(r.Elapsed.Seconds(), 'f', 3, 64),
 			strconv.Itoa(r.BytesPerOp), strconv.Itoa(r.KeysPerOp),
 			strconv.FormatFloat(r.GBps(), 'f', 4, 64), strconv.FormatFloat(r.OpsPerSec(), 'f', 1, 64),
-			usf(r.P50), usf(r.P99), usf(r.CPU)})
+			usf(r.P50), usf(r.P99), usf(r.CPU), r.Err})
 	}
 	cw.Flush()
 	return cw.Error()

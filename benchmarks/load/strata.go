@@ -280,7 +280,13 @@ func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
 		return err
 	case Put:
 		res, err := ns.Put(ctx, []client.Page{{Key: PageKey(ns.ID(), w.putBase+uint64(i)), Data: w.data}})
-		if err == nil && res[0].Status != client.Committed {
+		switch {
+		case err == nil && res[0].Status == client.Exists:
+			// No other put uses this key (TestFreshPutsNeverRepeatAKey):
+			// the client redid the put on its next plane after the first
+			// had published the page and then broken (client.plane).
+			err = fmt.Errorf("put of a fresh page answered %v %s: the client's first plane published it and broke, and the next redid it", res[0].Status, res[0].Reason)
+		case err == nil && res[0].Status != client.Committed:
 			err = fmt.Errorf("put: %v %s", res[0].Status, res[0].Reason)
 		}
 		return err

@@ -2,7 +2,8 @@
 // of a strata node for several page sizes and concurrencies, and in the same
 // run the same workload against Redis (a redis-server it starts on
 // loopback, persistence off), the raw loopback TCP limit and the memcpy
-// limit. It writes results.md (markdown tables), results.csv and PNG plots
+// limit, and on request Mooncake Store (--systems mooncake, with Redis
+// through the same Python workers as redis-py). It writes results.md (markdown tables), results.csv and PNG plots
 // into --out. benchmarks/README.md documents the command.
 package main
 
@@ -39,10 +40,13 @@ type config struct {
 	lookupKeys int
 	hostBytes  int64
 	token      string
-	out        string
-	progress   io.Writer
-	log        io.Writer
-	args       []string
+	// mooncakePython is the interpreter with the mooncake wheel, for the
+	// mooncake and redis-py systems.
+	mooncakePython string
+	out            string
+	progress       io.Writer
+	log            io.Writer
+	args           []string
 }
 
 func main() {
@@ -67,7 +71,7 @@ func parseFlags(args []string) (config, error) {
 		systems, transports, ops, sizes, conc, ws, pb, h string
 	)
 	fs.StringVar(&cfg.addr, "addr", "", "strata node to measure (default: start one in this process)")
-	fs.StringVar(&systems, "systems", "strata,redis,tcp,memcpy", "systems to measure: strata, redis, tcp, memcpy")
+	fs.StringVar(&systems, "systems", "strata,redis,tcp,memcpy", "systems to measure: strata, redis, tcp, memcpy, mooncake (Mooncake Store, Python workers), redis-py (Redis through the same Python workers)")
 	fs.StringVar(&transports, "transport", "tcp", "strata client transports, each a system: tcp (raw tcp data plane), grpc, shm, auto; tcp-tls and grpc-tls with TLS (a CA made at start)")
 	fs.StringVar(&ops, "ops", "put,get,lookup", "operations")
 	fs.StringVar(&sizes, "sizes", "64K,256K,1M,4M", "page sizes")
@@ -81,6 +85,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pb, "put-budget", "512M", "most bytes one put case writes")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
+	fs.StringVar(&cfg.mooncakePython, "mooncake-python", os.Getenv(load.MooncakePythonEnv),
+		"Python interpreter with the mooncake-transfer-engine-non-cuda wheel, for the mooncake and redis-py systems (default $"+load.MooncakePythonEnv+")")
 	fs.StringVar(&cfg.token, "token", os.Getenv("STRATA_TOKEN"), "tenant token (default $STRATA_TOKEN)")
 	fs.StringVar(&cfg.out, "out", "strata-load-out", "directory for results.md, results.csv and the plots")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -179,5 +185,15 @@ func run(ctx context.Context, cfg config) (err error) {
 	if len(results) == 0 {
 		return runErr
 	}
-	return errors.Join(runErr, writeReport(cfg, started, results))
+	err = errors.Join(runErr, writeReport(cfg, started, results))
+	if failed := load.Failed(results); len(failed) > 0 {
+		// The report holds every case; the exit status says some failed.
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d of %d cases failed (their rows in results.md say why):", len(failed), len(results))
+		for _, r := range failed {
+			fmt.Fprintf(&b, "\n%s %s %s ×%d: %s", r.System, r.Op, load.SizeLabel(r.PageBytes), r.Workers, r.Err)
+		}
+		err = errors.Join(err, errors.New(b.String()))
+	}
+	return err
 }

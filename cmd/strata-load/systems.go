@@ -42,12 +42,26 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 				return systems, closeAll, err
 			}
 			systems = append(systems, s)
+		case "mooncake", "redis-py":
+			start := load.StartMooncake
+			if name == "redis-py" {
+				start = load.StartPyRedis
+			}
+			s, err := start(ctx, cfg.mooncakePython)
+			if errors.Is(err, load.ErrNoMooncake) || errors.Is(err, load.ErrNoRedis) {
+				fmt.Fprintf(cfg.log, "strata-load: skipping %s: %v\n", name, err)
+				continue
+			}
+			if err != nil {
+				return systems, closeAll, fmt.Errorf("%s: %w", name, err)
+			}
+			systems = append(systems, s)
 		case "tcp":
 			systems = append(systems, &load.LoopbackTCP{InProcess: cfg.inProcess})
 		case "memcpy":
 			systems = append(systems, load.Memcpy{})
 		default:
-			return systems, closeAll, fmt.Errorf("unknown system %q (strata, redis, tcp, memcpy)", name)
+			return systems, closeAll, fmt.Errorf("unknown system %q (strata, redis, tcp, memcpy, mooncake, redis-py)", name)
 		}
 	}
 	return systems, closeAll, nil
