@@ -574,6 +574,33 @@ func openVia(t *testing.T, n *node.Node, p *cutProxy) *client.Namespace {
 	return ns
 }
 
+// TestRawAnswerAfterQuietSpell: a raw connection that answered a get and
+// then sat quiet for longer than the node's stall timeout still answers
+// the next put. The node used to leave the get's write deadline on the
+// connection: the put was stored, its answer could not be written, the
+// connection closed, and the client's retry over gRPC came back Exists
+// (strata-load's 8-worker put case failed so).
+func TestRawAnswerAfterQuietSpell(t *testing.T) {
+	ctx := ctxT(t)
+	n := rawNode(t, func(c *node.Config) { c.StallTimeout = 200 * time.Millisecond })
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.RawActive() {
+		t.Fatal("raw plane not in use")
+	}
+	keys := ns.PageKeys(tokens(16*2, 35))
+	data := pagesFor(ns, keys)
+	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Committed, "first put")
+	if found, err := ns.Get(ctx, keys[:1], pageBufs(ns, 1), nil); err != nil || !found[0] {
+		t.Fatalf("get: %v, %v", found, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	putWant(ctx, t, ns, []client.Page{{Key: keys[1], Parent: keys[0], HasParent: true, Depth: 1, Data: data[1]}}, client.Committed, "put after a quiet spell")
+}
+
 // TestRawConnectionLost: a connection that dies in the middle of a page is
 // a miss (the node failed: DESIGN §6), never a page reported found, nor an
 // error; the next call works on a new connection.

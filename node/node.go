@@ -145,7 +145,9 @@ type Config struct {
 	MaxReserveTTL time.Duration
 	// StallTimeout is how long a gRPC Get may take to send one page before
 	// its client's connection is cut, releasing the page
-	// (server.Config.StallTimeout). Default 30s; negative: never.
+	// (server.Config.StallTimeout), and how long writing one answer may
+	// take on the raw data plane (server.RawConfig.WriteTimeout). Default
+	// 30s; negative: never on gRPC, the default on the raw plane.
 	StallTimeout time.Duration
 	// RawIdleTimeout closes raw data-plane connections that send no
 	// request for that long (server.RawConfig.IdleTimeout). Default 2

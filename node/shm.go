@@ -64,7 +64,8 @@ func (n *Node) startRaw(srv *server.Server) {
 		}
 		addr = net.JoinHostPort(host, "0")
 	}
-	l, err := srv.ListenRaw(server.RawConfig{Listen: addr, TLS: n.tls, IdleTimeout: n.cfg.RawIdleTimeout})
+	l, err := srv.ListenRaw(server.RawConfig{Listen: addr, TLS: n.tls, IdleTimeout: n.cfg.RawIdleTimeout,
+		WriteTimeout: max(n.cfg.StallTimeout, 0)})
 	if err != nil {
 		n.log.Warn("raw: not serving the tcp data plane; clients use gRPC", "err", err)
 		return

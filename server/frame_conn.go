@@ -111,7 +111,10 @@ func (sc *shmConn) serve() {
 	}
 }
 
-func (sc *shmConn) reply(id uint64, m frame.Message) error { return sc.c.Send(id, m) }
+func (sc *shmConn) reply(id uint64, m frame.Message) error {
+	sc.armWrite() // a Read answer's deadline may have passed since: every answer gets its own
+	return sc.c.Send(id, m)
+}
 
 // armRead gives the next request at most the idle timeout to come: the
 // read deadline is moved (a runtime timer update) only when less than half
