@@ -27,3 +27,15 @@ func (c *Client) RawLookups() (n int64) {
 	}
 	return n
 }
+
+// ShmLookups is how many lookups the client's shm sessions answered.
+func (c *Client) ShmLookups() (n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nc := range c.conns {
+		if s := nc.shm.Load(); s != nil {
+			n += s.lookups.Load()
+		}
+	}
+	return n
+}

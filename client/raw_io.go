@@ -266,16 +266,22 @@ func (s *rawSession) lookup(ctx context.Context, n *nodeNS, keys []namespace.Key
 		return lookupAnswer{}, false, nil
 	}
 	s.lookups.Add(1)
+	res, err = lookupAnswerOf(n, m, len(keys))
+	return res, true, err
+}
+
+// lookupAnswerOf is a frame plane's answer m to a Lookup of keys keys.
+func lookupAnswerOf(n *nodeNS, m frame.Message, keys int) (lookupAnswer, error) {
 	r, isOK := m.(*frame.LookupOK)
 	switch {
 	case !isOK:
-		return lookupAnswer{}, true, fromFrame("lookup", m)
-	case len(r.Present) != len(keys) || int(r.HitPrefix) > len(keys):
-		return lookupAnswer{}, true, fmt.Errorf("lookup: %d answers for %d keys: %w", len(r.Present), len(keys), ErrProtocol)
+		return lookupAnswer{}, fromFrame("lookup", m)
+	case len(r.Present) != keys || int(r.HitPrefix) > keys:
+		return lookupAnswer{}, fmt.Errorf("lookup: %d answers for %d keys: %w", len(r.Present), keys, ErrProtocol)
 	}
-	res = lookupAnswer{HitPrefix: int(r.HitPrefix), Present: r.Present}
+	res := lookupAnswer{HitPrefix: int(r.HitPrefix), Present: r.Present}
 	if r.LeaseID != 0 {
 		res.Lease = &nodeLease{ns: n, ID: r.LeaseID, Expires: time.UnixMilli(r.ExpiresMs), Pages: int(r.LeasePages)}
 	}
-	return res, true, nil
+	return res, nil
 }

@@ -54,6 +54,7 @@ type shmSession struct {
 	shm     *transport.Shm
 	ids     atomic.Uint64
 	broken  atomic.Bool
+	lookups atomic.Int64 // lookups answered through the session
 
 	// use is read-held while a call uses the mapping; close write-locks it.
 	use sync.RWMutex

@@ -12,10 +12,24 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// lookup is not served through shared memory: a lookup moves no page
-// bytes, and the raw plane or gRPC answer it in one round trip.
-func (s *shmSession) lookup(context.Context, *nodeNS, []namespace.Key, bool, time.Duration) (lookupAnswer, bool, error) {
-	return lookupAnswer{}, false, nil
+// lookup is Lookup over the shm session's socket: one frame each way, as
+// on the raw plane (the node answers both with one handler), so a
+// same-host client whose raw plane is off does not fall back to gRPC for
+// it. ok false: the session is unusable (the next plane asks).
+func (s *shmSession) lookup(ctx context.Context, n *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (res lookupAnswer, ok bool, err error) {
+	req := &frame.Lookup{NS: n.id, Lease: lease, LeaseTTLms: uint32(ttl.Milliseconds()), Keys: keys}
+	ok, err = s.with(func(c *transport.Conn) (bool, error) {
+		m, err := s.call(ctx, c, req)
+		if err != nil {
+			return true, err
+		}
+		res, err = lookupAnswerOf(n, m, len(keys))
+		return false, err
+	})
+	if ok && err == nil {
+		s.lookups.Add(1)
+	}
+	return res, ok, err
 }
 
 // get is Get through shared memory: one round trip locates the pages

@@ -53,8 +53,11 @@ func TestShmRoundTrip(t *testing.T) {
 	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Exists, "second put")
 	wantBytesIn(t, n, 10*ns.PageBytes())
 	lr, err := ns.Lookup(ctx, keys, true, 0)
-	if err != nil || lr.HitPrefix != 10 {
+	if err != nil || lr.HitPrefix != 10 || lr.Lease == nil || lr.Lease.Pages != 10 {
 		t.Fatalf("lookup: %+v %v", lr, err)
+	}
+	if got := c.ShmLookups(); got != 1 {
+		t.Fatalf("%d lookups answered through shared memory, want 1", got)
 	}
 	tcp := dialWith(t, n.Addr(), client.Options{NoShm: true})
 	tns := open(t, tcp)
