@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -55,17 +57,30 @@ const (
 )
 
 // chaosNode is one stratad process the suite may kill and restart on the
-// same data dir and gRPC port.
+// same data dir and gRPC port; netns, if set, is the network namespace it
+// runs in (ip netns exec).
 type chaosNode struct {
 	bin, dir, listen, etcd string
+	netns                  string
+	extra                  []string // more flags
 	cmd                    *exec.Cmd
-	addr                   string
+	addr, admin            string // gRPC and admin HTTP addresses
 }
+
+// chaosServing matches stratad's serving line on any address (a node in a
+// network namespace listens on the address of its veth).
+var chaosServing = regexp.MustCompile(`strata node serving.*addr=(\S+).*admin=(\S+)`)
 
 func (n *chaosNode) start(t *testing.T) {
 	t.Helper()
-	n.cmd, n.addr = startStratad(t, n.bin, n.dir, "--etcd", n.etcd, "--tiers", "ssd", "--ssd-bytes", "512MiB",
-		"--ssd-sync", "every-page", "--listen", n.listen)
+	args := append([]string{"--data-dir", n.dir, "--listen", n.listen, "--embedded-etcd-url", "http://127.0.0.1:0",
+		"--etcd", n.etcd, "--tiers", "ssd", "--ssd-bytes", "512MiB", "--ssd-sync", "every-page"}, n.extra...)
+	n.cmd = exec.Command(n.bin, args...)
+	if n.netns != "" {
+		n.cmd = exec.Command("ip", append([]string{"netns", "exec", n.netns, n.bin}, args...)...)
+	}
+	m := testnode.Spawn(t, n.cmd, true, chaosServing, time.Minute)
+	n.addr, n.admin = m[1], m[2]
 }
 
 func (n *chaosNode) kill() {
@@ -82,6 +97,7 @@ type chaosLoad struct {
 	acked []namespace.Key // every page acknowledged (Committed)
 
 	ops, served, wrong, late atomic.Int64
+	missed, uncommitted      atomic.Int64 // get misses, put pages not committed: the fault's visible effect
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
 }
@@ -127,12 +143,15 @@ func (l *chaosLoad) write() {
 		l.call(func(ctx context.Context) {
 			res, err := l.ns.Put(ctx, client.ChainPages(keys, data))
 			if err != nil {
+				l.uncommitted.Add(int64(len(keys)))
 				return
 			}
 			l.mu.Lock()
 			for i, r := range res {
 				if r.Status == client.Committed {
 					l.acked = append(l.acked, keys[i])
+				} else {
+					l.uncommitted.Add(1)
 				}
 			}
 			l.mu.Unlock()
@@ -162,10 +181,12 @@ func (l *chaosLoad) read(seed uint64) {
 		l.call(func(ctx context.Context) {
 			found, err := l.ns.Get(ctx, keys, bufs, nil)
 			if err != nil {
+				l.missed.Add(int64(len(keys)))
 				return
 			}
 			for i, k := range keys {
 				if !found[i] {
+					l.missed.Add(1)
 					continue
 				}
 				if !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())) {
@@ -296,37 +317,7 @@ func TestChaos(t *testing.T) {
 	}
 	failed := false
 	for _, ex := range experiments {
-		ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
-		l.mu.Lock()
-		acked0 := len(l.acked)
-		l.mu.Unlock()
-		rate := func(d time.Duration, f func()) float64 {
-			before := l.ops.Load()
-			began := time.Now()
-			f()
-			return float64(l.ops.Load()-before) / time.Since(began).Seconds()
-		}
-		before := rate(phase, func() { time.Sleep(phase) })
-		var took time.Duration
-		during := rate(0, func() {
-			began := time.Now()
-			ex.fault(t)
-			took = time.Since(began)
-		})
-		after := rate(phase, func() { time.Sleep(phase) })
-		missing, total := l.notServed(t)
-		elsewhere := heldAnywhere(t, nodes, ns.ID(), missing)
-		l.mu.Lock()
-		acked := len(l.acked) - acked0
-		l.mu.Unlock()
-		wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
-		t.Logf("chaos %q (fault %v): acknowledged %d pages, served %d, wrong bytes %d, calls past deadline %d, "+
-			"acknowledged pages not served after %d of %d (%d of them held by a non-owner: written there while "+
-			"the owner was unreachable; %d lost), ops/s before %.0f during %.0f after %.0f (%d ops)",
-			ex.name, took.Round(time.Millisecond), acked, l.served.Load()-served0, wrong, late, len(missing), total,
-			elsewhere, len(missing)-elsewhere, before, during, after, l.ops.Load()-ops0)
-		if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
-			t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", ex.name, wrong, late, lost)
+		if !l.experiment(t, ex.name, nodes, phase, ex.fault) {
 			failed = true
 		}
 	}
@@ -335,6 +326,49 @@ func TestChaos(t *testing.T) {
 	if failed {
 		t.Logf("nodes: %v", seeds)
 	}
+}
+
+// experiment measures the load for phase, runs fault (its time is
+// "during"), measures for phase again, checks that every acknowledged page
+// is served (or held by some node), prints the experiment's figures and
+// reports whether it passed: no wrong bytes, no call past its deadline, no
+// acknowledged page lost.
+func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, phase time.Duration, fault func(t *testing.T)) bool {
+	t.Helper()
+	ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
+	missed0, uncommitted0 := l.missed.Load(), l.uncommitted.Load()
+	l.mu.Lock()
+	acked0 := len(l.acked)
+	l.mu.Unlock()
+	rate := func(f func()) float64 {
+		before := l.ops.Load()
+		began := time.Now()
+		f()
+		return float64(l.ops.Load()-before) / time.Since(began).Seconds()
+	}
+	before := rate(func() { time.Sleep(phase) })
+	var took time.Duration
+	during := rate(func() {
+		began := time.Now()
+		fault(t)
+		took = time.Since(began)
+	})
+	after := rate(func() { time.Sleep(phase) })
+	missing, total := l.notServed(t)
+	elsewhere := heldAnywhere(t, nodes, l.ns.ID(), missing)
+	wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
+	t.Logf("chaos %q (fault %v): acknowledged %d pages (%d put but not committed), served %d (%d get misses), "+
+		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d of them held "+
+		"by a non-owner: written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
+		"after %.0f (%d ops)",
+		name, took.Round(time.Millisecond), total-acked0, l.uncommitted.Load()-uncommitted0, l.served.Load()-served0,
+		l.missed.Load()-missed0, wrong, late, len(missing), total, elsewhere, len(missing)-elsewhere,
+		before, during, after, l.ops.Load()-ops0)
+	if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
+		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", name, wrong, late, lost)
+		return false
+	}
+	return true
 }
 
 // TestChaosFullDisk: one stratad whose SSD directory is a tmpfs (16 MiB)
