@@ -262,18 +262,31 @@ func heldAnywhere(t *testing.T, nodes []*chaosNode, id namespace.ID, keys []name
 	return n
 }
 
-func TestChaos(t *testing.T) {
+// chaosCluster is three nodes on an etcd process of their own.
+type chaosCluster struct {
+	etcd             *exec.Cmd
+	etcdDir, etcdURL string
+	nodes            []*chaosNode
+	seeds            []string // the nodes' gRPC addresses
+}
+
+func startChaosCluster(t *testing.T) *chaosCluster {
+	t.Helper()
 	bin := buildStratad(t)
-	etcdDir, etcdURL := t.TempDir(), freeEtcdURL(t)
-	etcd := startEtcd(t, etcdDir, etcdURL)
-	nodes := make([]*chaosNode, 3)
-	var seeds []string
-	for i := range nodes {
-		nodes[i] = &chaosNode{bin: bin, dir: t.TempDir(), etcd: etcdURL,
-			listen: freeAddr(t)}
-		nodes[i].start(t)
-		seeds = append(seeds, nodes[i].addr)
+	cl := &chaosCluster{etcdDir: t.TempDir(), etcdURL: freeEtcdURL(t)}
+	cl.etcd = startEtcd(t, cl.etcdDir, cl.etcdURL)
+	for range 3 {
+		n := &chaosNode{bin: bin, dir: t.TempDir(), etcd: cl.etcdURL, listen: freeAddr(t)}
+		n.start(t)
+		cl.nodes = append(cl.nodes, n)
+		cl.seeds = append(cl.seeds, n.addr)
 	}
+	return cl
+}
+
+func TestChaos(t *testing.T) {
+	cl := startChaosCluster(t)
+	nodes, seeds := cl.nodes, cl.seeds
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, ns := dialOpen(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3, chaosDesc)
@@ -305,13 +318,13 @@ func TestChaos(t *testing.T) {
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
 		{"etcd down, a node restarted during it", func(t *testing.T) {
-			etcd.Process.Signal(syscall.SIGKILL)
-			etcd.Wait()
+			cl.etcd.Process.Signal(syscall.SIGKILL)
+			cl.etcd.Wait()
 			time.Sleep(time.Second)
 			nodes[0].kill()
 			nodes[0].start(t) // comes up degraded from its local copy of the registry
 			time.Sleep(phase)
-			etcd = startEtcd(t, etcdDir, etcdURL)
+			cl.etcd = startEtcd(t, cl.etcdDir, cl.etcdURL)
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
 	}
