@@ -42,13 +42,13 @@ const (
 )
 
 func TestChaosPartition(t *testing.T) {
-	bin := buildStratad(t)
 	if os.Geteuid() != 0 {
 		t.Skip("a partition needs network namespaces: run as root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("a partition needs network namespaces: no ip (iproute2) on PATH")
 	}
+	bin := buildStratad(t)
 	tag := fmt.Sprint(os.Getpid() % 100000)
 	nsA, nsB := "strata-chaos-a-"+tag, "strata-chaos-b-"+tag
 	linkA, linkB := "sca"+tag, "scb"+tag
@@ -69,8 +69,10 @@ func TestChaosPartition(t *testing.T) {
 	t.Cleanup(func() { ip("netns", "del", nsB) })
 	// The pair is made inside nsA with its peer in nsB: it never exists
 	// in the host's namespace.
+	if err := ip("-n", nsA, "link", "add", linkA, "type", "veth", "peer", "name", linkB, "netns", nsB); err != nil {
+		t.Skipf("cannot make a veth pair (CAP_NET_ADMIN?): %v", err)
+	}
 	for _, args := range [][]string{
-		{"-n", nsA, "link", "add", linkA, "type", "veth", "peer", "name", linkB, "netns", nsB},
 		{"-n", nsA, "addr", "add", partHostA + "/24", "dev", linkA},
 		{"-n", nsB, "addr", "add", partHostB + "/24", "dev", linkB},
 		{"-n", nsA, "link", "set", "lo", "up"},

@@ -42,10 +42,11 @@ import (
 //
 // TestChaosFullDisk runs one node with its SSD directory on a tmpfs, empty
 // and then full, and compares lookup p99 (skipped where a tmpfs cannot be
-// mounted).
-//
-// Not in it yet (issue 22 lists them): a partition in network
-// namespaces, stalled readers and writers, and a soak.
+// mounted). TestChaosPartition (chaos_partition_test.go) cuts a node off
+// in network namespaces the test makes (skipped where it cannot make
+// them), TestChaosStall (chaos_stall_test.go) stalls a reader and two
+// writers halfway, and TestChaosSoak (chaos_soak_test.go) runs the load
+// for 75 s and bounds the growth of the nodes' goroutines, FDs and RSS.
 
 // chaosDesc has 16 KiB pages.
 var chaosDesc = namespace.Descriptor{Tenant: "chaos", Model: "m", ModelRevision: "r", Engine: "test",
