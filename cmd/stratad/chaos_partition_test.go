@@ -143,8 +143,7 @@ func TestChaosPartitionInside(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, ns := dialOpen(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second, NoShm: true}, 3, chaosDesc)
-	l := &chaosLoad{ns: ns}
+	c, l := dialLoad(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second, NoShm: true}, 3)
 	l.run(2)
 	defer l.halt()
 	link := func(state string) {

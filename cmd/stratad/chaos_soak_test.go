@@ -62,8 +62,7 @@ func TestChaosSoak(t *testing.T) {
 	cl := startChaosCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), soak+5*time.Minute)
 	defer cancel()
-	_, ns := dialOpen(t, ctx, cl.seeds[0], client.Options{Seeds: cl.seeds[1:], NodeTimeout: time.Second}, 3, chaosDesc)
-	l := &chaosLoad{ns: ns}
+	_, l := dialLoad(t, ctx, cl.seeds[0], client.Options{Seeds: cl.seeds[1:], NodeTimeout: time.Second}, 3)
 	l.run(4)
 	defer l.halt()
 

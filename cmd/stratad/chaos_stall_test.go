@@ -37,6 +37,13 @@ import (
 // named are deleted and the SSD tier must give back their slots (a page
 // still pinned would keep its slot), no lease or reservation may be left,
 // and the raw plane's half-put page must not be served.
+//
+// The load's own client may miss a get here, with the node quarantined
+// for "connection lost after 0 of 8 pages: EOF": it keeps idle raw
+// connections pooled for 30 s, longer than this node's idle timeout lets
+// them live, and a call on one the node closed fails instead of dialing
+// again (a client bug with any --raw-idle-timeout under a minute; printed,
+// not a failure here).
 
 const (
 	stallTimeout = 2 * time.Second
@@ -58,7 +65,8 @@ func TestChaosStall(t *testing.T) {
 	nodes := []*chaosNode{n}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	_, ns := dialOpen(t, ctx, n.addr, client.Options{NoShm: true, NodeTimeout: time.Second}, 1, chaosDesc)
+	_, l := dialLoad(t, ctx, n.addr, client.Options{NoShm: true, NodeTimeout: time.Second}, 1)
+	ns := l.ns
 
 	// The pages the stalled Get names: a namespace of their own, put now.
 	stallDesc := chaosDesc
@@ -77,7 +85,6 @@ func TestChaosStall(t *testing.T) {
 	// The pages the two stalled puts leave half written.
 	halfKeys, halfData := clusterPages(ns, 1<<11, 2)
 
-	l := &chaosLoad{ns: ns}
 	l.run(3)
 	defer func() {
 		if l.stop != nil {

@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -92,7 +94,8 @@ func (n *chaosNode) kill() {
 // chaosLoad is the load: one writer putting fresh 4-page chains, one
 // reader getting random acknowledged pages; every answer is checked.
 type chaosLoad struct {
-	ns *client.Namespace
+	ns          *client.Namespace
+	quarantined *quarantineLog // the client's quarantines: why gets missed
 
 	mu    sync.Mutex
 	acked []namespace.Key // every page acknowledged (Committed)
@@ -101,6 +104,67 @@ type chaosLoad struct {
 	missed, uncommitted      atomic.Int64 // get misses, put pages not committed: the fault's visible effect
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
+}
+
+// dialLoad dials addr with opts, waits for alive members, opens chaosDesc
+// and returns the load on it, not yet running.
+func dialLoad(t *testing.T, ctx context.Context, addr string, opts client.Options, alive int) (*client.Client, *chaosLoad) {
+	t.Helper()
+	q := &quarantineLog{}
+	opts.Logger = slog.New(q)
+	c, ns := dialOpen(t, ctx, addr, opts, alive, chaosDesc)
+	return c, &chaosLoad{ns: ns, quarantined: q}
+}
+
+// quarantineLog is a slog handler that keeps the client's "node
+// quarantined" lines (a call to the node failed or passed NodeTimeout):
+// the reason a load saw misses, or wrote pages to a non-owner, when no
+// fault was injected (a node slow under the CPU other work takes).
+type quarantineLog struct {
+	mu   sync.Mutex
+	n    int64
+	last string // node and error of the latest; guarded by mu
+}
+
+func (q *quarantineLog) Enabled(context.Context, slog.Level) bool { return true }
+func (q *quarantineLog) WithAttrs([]slog.Attr) slog.Handler       { return q }
+func (q *quarantineLog) WithGroup(string) slog.Handler            { return q }
+
+func (q *quarantineLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "node quarantined" {
+		return nil
+	}
+	var node, err string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "node":
+			node = a.Value.String()
+		case "err":
+			err = a.Value.String()
+		}
+		return true
+	})
+	q.mu.Lock()
+	q.n++
+	q.last = node + ": " + err
+	q.mu.Unlock()
+	return nil
+}
+
+// since says how many quarantines came after the first n0, and the last.
+func (q *quarantineLog) since(n0 int64) string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == n0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (the last: %s)", q.n-n0, q.last)
+}
+
+func (q *quarantineLog) count() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
 }
 
 func (l *chaosLoad) run(seed uint64) {
@@ -290,8 +354,7 @@ func TestChaos(t *testing.T) {
 	nodes, seeds := cl.nodes, cl.seeds
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, ns := dialOpen(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3, chaosDesc)
-	l := &chaosLoad{ns: ns}
+	c, l := dialLoad(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3)
 	l.run(1)
 	defer func() {
 		if l.stop != nil {
@@ -350,7 +413,7 @@ func TestChaos(t *testing.T) {
 func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, phase time.Duration, fault func(t *testing.T)) bool {
 	t.Helper()
 	ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
-	missed0, uncommitted0 := l.missed.Load(), l.uncommitted.Load()
+	missed0, uncommitted0, quarantined0 := l.missed.Load(), l.uncommitted.Load(), l.quarantined.count()
 	l.mu.Lock()
 	acked0 := len(l.acked)
 	l.mu.Unlock()
@@ -374,10 +437,10 @@ func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, ph
 	t.Logf("chaos %q (fault %v): acknowledged %d pages (%d put but not committed), served %d (%d get misses), "+
 		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d of them held "+
 		"by a non-owner: written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
-		"after %.0f (%d ops)",
+		"after %.0f (%d ops); the client quarantined a node %s",
 		name, took.Round(time.Millisecond), total-acked0, l.uncommitted.Load()-uncommitted0, l.served.Load()-served0,
 		l.missed.Load()-missed0, wrong, late, len(missing), total, elsewhere, len(missing)-elsewhere,
-		before, during, after, l.ops.Load()-ops0)
+		before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0))
 	if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
 		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", name, wrong, late, lost)
 		return false
