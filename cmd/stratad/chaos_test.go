@@ -38,7 +38,10 @@ import (
 // acknowledged page a get does not find but a node holds was written to
 // its second placement candidate while its owner was unreachable: it is
 // counted and printed, not a failure (the client reads a page from its
-// owner, or from where its location cache saw it).
+// owner, or from where its location cache saw it). So is one in a check
+// get that failed, the client quarantining the node it asked, if a node
+// holds it; the experiment prints how often the client quarantined a node
+// and the last reason.
 //
 //	go test -tags chaos -run '^TestChaos' -v ./cmd/stratad     (scripts/chaos.sh)
 //
@@ -264,9 +267,11 @@ func (l *chaosLoad) read(seed uint64) {
 	}
 }
 
-// notServed counts the acknowledged pages a get does not serve exact now
-// (wrong bytes count in l.wrong too), and returns them.
-func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int) {
+// notServed gets every acknowledged page now and returns those not served
+// exact (wrong bytes count in l.wrong too): failed, those of the check's
+// gets during which the client quarantined a node (the get failed on it),
+// and missing, the others. total is the pages acknowledged.
+func (l *chaosLoad) notServed(t *testing.T) (failed, missing []namespace.Key, total int) {
 	l.mu.Lock()
 	acked := slices.Clone(l.acked)
 	l.mu.Unlock()
@@ -274,22 +279,27 @@ func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int)
 		batch := acked[start:min(len(acked), start+256)]
 		bufs := pageBufs(l.ns, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		q0 := l.quarantined.count()
 		found, err := l.ns.Get(ctx, batch, bufs, nil)
 		cancel()
 		if err != nil {
 			t.Fatalf("checking acknowledged pages: %v", err)
 		}
+		into := &missing
+		if l.quarantined.count() != q0 {
+			into = &failed
+		}
 		for i, k := range batch {
 			switch {
 			case !found[i]:
-				missing = append(missing, k)
+				*into = append(*into, k)
 			case !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())):
 				l.wrong.Add(1)
 				missing = append(missing, k)
 			}
 		}
 	}
-	return missing, len(acked)
+	return failed, missing, len(acked)
 }
 
 // heldAnywhere counts the keys some node holds (its StatKeys): a page a
@@ -431,17 +441,20 @@ func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, ph
 		took = time.Since(began)
 	})
 	after := rate(func() { time.Sleep(phase) })
-	missing, total := l.notServed(t)
+	failed, missing, total := l.notServed(t)
+	heldFailed := heldAnywhere(t, nodes, l.ns.ID(), failed)
 	elsewhere := heldAnywhere(t, nodes, l.ns.ID(), missing)
+	lost := len(failed) - heldFailed + len(missing) - elsewhere
 	wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
 	t.Logf("chaos %q (fault %v): acknowledged %d pages (%d put but not committed), served %d (%d get misses), "+
-		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d of them held "+
-		"by a non-owner: written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
+		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d in check gets "+
+		"that failed, the client quarantining the node: %d of them held by a node; %d not found: %d of them held "+
+		"by a non-owner, written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
 		"after %.0f (%d ops); the client quarantined a node %s",
 		name, took.Round(time.Millisecond), total-acked0, l.uncommitted.Load()-uncommitted0, l.served.Load()-served0,
-		l.missed.Load()-missed0, wrong, late, len(missing), total, elsewhere, len(missing)-elsewhere,
-		before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0))
-	if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
+		l.missed.Load()-missed0, wrong, late, len(failed)+len(missing), total, len(failed), heldFailed, len(missing),
+		elsewhere, lost, before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0))
+	if wrong != 0 || late != 0 || lost != 0 {
 		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", name, wrong, late, lost)
 		return false
 	}
