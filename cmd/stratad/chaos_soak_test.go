@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,16 +22,17 @@ import (
 // STRATA_CHAOS_SOAK, a Go duration), with each node's goroutines (its
 // go_goroutines metric), open file descriptors (/proc/PID/fd) and resident
 // memory (VmRSS) sampled after a warm-up and every soakEvery until the
-// end. A node fails it when, from the first sample to the last, its
-// goroutines or FDs grow by more than half (plus soakSlack: a handful of
-// connections and their goroutines come and go with each call), or its
-// RSS by more than soakRSS. The nodes keep every page the load writes (no
-// tier evicts), so their indexes and heaps grow with the pages: soakRSS
-// allows for that and for the Go heap's settling. One run on two shared
-// cores: some 5,200 pages a node and 19,000 calls in 75 s; each node's
-// RSS +8 to +9 MiB, goroutines and FDs within 3 and 2 of the start.
-// A leak of a kilobyte a call would pass the RSS bound; one of a
-// goroutine or FD a call would not pass theirs.
+// end, and the client's (this process's) likewise. It fails when, from the
+// first sample to the last, a node's or the client's goroutines or FDs
+// grow by more than half (plus soakSlack: a handful of connections and
+// their goroutines come and go with each call), or a node's RSS by more
+// than soakRSS. The nodes keep every page the load writes (no tier
+// evicts), so their indexes and heaps grow with the pages: soakRSS allows
+// for that and for the Go heap's settling. Runs on two shared cores: 5,000
+// to 10,700 pages a node and 19,000 to 29,000 calls in 75 s; each node's
+// RSS +8 to +9 MiB, goroutines within 3 and FDs within 3 of the start.
+// A leak of a kilobyte a call could pass the RSS bound; one of a
+// goroutine or FD a call could not pass theirs.
 
 const (
 	soakTime  = 75 * time.Second
@@ -66,7 +68,10 @@ func TestChaosSoak(t *testing.T) {
 	l.run(4)
 	defer l.halt()
 
-	samples := make([][]soakSample, len(cl.nodes))
+	// samples[i] are node i's, the last the client's (this process:
+	// the load's goroutines and connections, its RSS not bounded: it keeps
+	// every acknowledged key).
+	samples := make([][]soakSample, len(cl.nodes)+1)
 	sample := func(began time.Time) {
 		for i, n := range cl.nodes {
 			s, err := sampleNode(ctx, n)
@@ -76,6 +81,12 @@ func TestChaosSoak(t *testing.T) {
 			s.at = time.Since(began)
 			samples[i] = append(samples[i], s)
 		}
+		s, err := sampleProc(os.Getpid())
+		if err != nil {
+			t.Fatalf("sampling the client: %v", err)
+		}
+		s.at, s.goroutines = time.Since(began), int64(runtime.NumGoroutine())
+		samples[len(cl.nodes)] = append(samples[len(cl.nodes)], s)
 	}
 	l.experiment(t, fmt.Sprintf("soak for %v", soak), cl.nodes, 10*time.Second, func(t *testing.T) {
 		began := time.Now()
@@ -85,24 +96,28 @@ func TestChaosSoak(t *testing.T) {
 			sample(began)
 		}
 	})
-	for i, n := range cl.nodes {
-		first, last := samples[i][0], samples[i][len(samples[i])-1]
+	for i, ss := range samples {
+		who := "the client"
+		if i < len(cl.nodes) {
+			who = fmt.Sprintf("node %d (%s)", i, cl.nodes[i].addr)
+		}
+		first, last := ss[0], ss[len(ss)-1]
 		var b strings.Builder
-		for j, s := range samples[i] {
+		for j, s := range ss {
 			if j > 0 {
 				b.WriteString("; ")
 			}
 			b.WriteString(s.String())
 		}
-		t.Logf("chaos soak: node %d (%s): %s", i, n.addr, b.String())
+		t.Logf("chaos soak: %s: %s", who, b.String())
 		if last.goroutines > first.goroutines*3/2+soakSlack {
-			t.Errorf("node %d: goroutines %d -> %d, more than half again (+%d)", i, first.goroutines, last.goroutines, soakSlack)
+			t.Errorf("%s: goroutines %d -> %d, more than half again (+%d)", who, first.goroutines, last.goroutines, soakSlack)
 		}
 		if last.fds > first.fds*3/2+soakSlack {
-			t.Errorf("node %d: fds %d -> %d, more than half again (+%d)", i, first.fds, last.fds, soakSlack)
+			t.Errorf("%s: fds %d -> %d, more than half again (+%d)", who, first.fds, last.fds, soakSlack)
 		}
-		if last.rss > first.rss+soakRSS {
-			t.Errorf("node %d: RSS %.1f -> %.1f MiB, more than %d MiB more", i, float64(first.rss)/(1<<20),
+		if i < len(cl.nodes) && last.rss > first.rss+soakRSS {
+			t.Errorf("%s: RSS %.1f -> %.1f MiB, more than %d MiB more", who, float64(first.rss)/(1<<20),
 				float64(last.rss)/(1<<20), soakRSS>>20)
 		}
 	}
@@ -111,8 +126,17 @@ func TestChaosSoak(t *testing.T) {
 // sampleNode reads n's goroutines from its metrics, its open FDs and RSS
 // from /proc.
 func sampleNode(ctx context.Context, n *chaosNode) (soakSample, error) {
+	s, err := sampleProc(n.cmd.Process.Pid)
+	if err != nil {
+		return s, err
+	}
+	s.goroutines, err = metricValue(ctx, "http://"+n.admin+"/metrics", "go_goroutines")
+	return s, err
+}
+
+// sampleProc reads a process's open FDs and RSS from /proc.
+func sampleProc(pid int) (soakSample, error) {
 	var s soakSample
-	pid := n.cmd.Process.Pid
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return s, err
@@ -131,8 +155,7 @@ func sampleNode(ctx context.Context, n *chaosNode) (soakSample, error) {
 			s.rss = kb << 10
 		}
 	}
-	s.goroutines, err = metricValue(ctx, "http://"+n.admin+"/metrics", "go_goroutines")
-	return s, err
+	return s, nil
 }
 
 // metricValue is the value of an unlabelled gauge in a Prometheus text
