@@ -5,10 +5,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -34,16 +38,20 @@ import (
 // acknowledged page a get does not find but a node holds was written to
 // its second placement candidate while its owner was unreachable: it is
 // counted and printed, not a failure (the client reads a page from its
-// owner, or from where its location cache saw it).
+// owner, or from where its location cache saw it). So is one in a check
+// get that failed, the client quarantining the node it asked, if a node
+// holds it; the experiment prints how often the client quarantined a node
+// and the last reason.
 //
 //	go test -tags chaos -run '^TestChaos' -v ./cmd/stratad     (scripts/chaos.sh)
 //
 // TestChaosFullDisk runs one node with its SSD directory on a tmpfs, empty
 // and then full, and compares lookup p99 (skipped where a tmpfs cannot be
-// mounted).
-//
-// Not in it yet (issue 22 lists them): a partition in network
-// namespaces, stalled readers and writers, and a soak.
+// mounted). TestChaosPartition (chaos_partition_test.go) cuts a node off
+// in network namespaces the test makes (skipped where it cannot make
+// them), TestChaosStall (chaos_stall_test.go) stalls a reader and two
+// writers halfway, and TestChaosSoak (chaos_soak_test.go) runs the load
+// for 75 s and bounds the growth of the nodes' goroutines, FDs and RSS.
 
 // chaosDesc has 16 KiB pages.
 var chaosDesc = namespace.Descriptor{Tenant: "chaos", Model: "m", ModelRevision: "r", Engine: "test",
@@ -55,17 +63,30 @@ const (
 )
 
 // chaosNode is one stratad process the suite may kill and restart on the
-// same data dir and gRPC port.
+// same data dir and gRPC port; netns, if set, is the network namespace it
+// runs in (ip netns exec).
 type chaosNode struct {
 	bin, dir, listen, etcd string
+	netns                  string
+	extra                  []string // more flags
 	cmd                    *exec.Cmd
-	addr                   string
+	addr, admin            string // gRPC and admin HTTP addresses
 }
+
+// chaosServing matches stratad's serving line on any address (a node in a
+// network namespace listens on the address of its veth).
+var chaosServing = regexp.MustCompile(`strata node serving.*addr=(\S+).*admin=(\S+)`)
 
 func (n *chaosNode) start(t *testing.T) {
 	t.Helper()
-	n.cmd, n.addr = startStratad(t, n.bin, n.dir, "--etcd", n.etcd, "--tiers", "ssd", "--ssd-bytes", "512MiB",
-		"--ssd-sync", "every-page", "--listen", n.listen)
+	args := append([]string{"--data-dir", n.dir, "--listen", n.listen, "--embedded-etcd-url", "http://127.0.0.1:0",
+		"--etcd", n.etcd, "--tiers", "ssd", "--ssd-bytes", "512MiB", "--ssd-sync", "every-page"}, n.extra...)
+	n.cmd = exec.Command(n.bin, args...)
+	if n.netns != "" {
+		n.cmd = exec.Command("ip", append([]string{"netns", "exec", n.netns, n.bin}, args...)...)
+	}
+	m := testnode.Spawn(t, n.cmd, true, chaosServing, time.Minute)
+	n.addr, n.admin = m[1], m[2]
 }
 
 func (n *chaosNode) kill() {
@@ -76,14 +97,77 @@ func (n *chaosNode) kill() {
 // chaosLoad is the load: one writer putting fresh 4-page chains, one
 // reader getting random acknowledged pages; every answer is checked.
 type chaosLoad struct {
-	ns *client.Namespace
+	ns          *client.Namespace
+	quarantined *quarantineLog // the client's quarantines: why gets missed
 
 	mu    sync.Mutex
 	acked []namespace.Key // every page acknowledged (Committed)
 
 	ops, served, wrong, late atomic.Int64
+	missed, uncommitted      atomic.Int64 // get misses, put pages not committed: the fault's visible effect
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
+}
+
+// dialLoad dials addr with opts, waits for alive members, opens chaosDesc
+// and returns the load on it, not yet running.
+func dialLoad(t *testing.T, ctx context.Context, addr string, opts client.Options, alive int) (*client.Client, *chaosLoad) {
+	t.Helper()
+	q := &quarantineLog{}
+	opts.Logger = slog.New(q)
+	c, ns := dialOpen(t, ctx, addr, opts, alive, chaosDesc)
+	return c, &chaosLoad{ns: ns, quarantined: q}
+}
+
+// quarantineLog is a slog handler that keeps the client's "node
+// quarantined" lines (a call to the node failed or passed NodeTimeout):
+// the reason a load saw misses, or wrote pages to a non-owner, when no
+// fault was injected (a node slow under the CPU other work takes).
+type quarantineLog struct {
+	mu   sync.Mutex
+	n    int64
+	last string // node and error of the latest; guarded by mu
+}
+
+func (q *quarantineLog) Enabled(context.Context, slog.Level) bool { return true }
+func (q *quarantineLog) WithAttrs([]slog.Attr) slog.Handler       { return q }
+func (q *quarantineLog) WithGroup(string) slog.Handler            { return q }
+
+func (q *quarantineLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "node quarantined" {
+		return nil
+	}
+	var node, err string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "node":
+			node = a.Value.String()
+		case "err":
+			err = a.Value.String()
+		}
+		return true
+	})
+	q.mu.Lock()
+	q.n++
+	q.last = node + ": " + err
+	q.mu.Unlock()
+	return nil
+}
+
+// since says how many quarantines came after the first n0, and the last.
+func (q *quarantineLog) since(n0 int64) string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == n0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (the last: %s)", q.n-n0, q.last)
+}
+
+func (q *quarantineLog) count() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
 }
 
 func (l *chaosLoad) run(seed uint64) {
@@ -127,12 +211,15 @@ func (l *chaosLoad) write() {
 		l.call(func(ctx context.Context) {
 			res, err := l.ns.Put(ctx, client.ChainPages(keys, data))
 			if err != nil {
+				l.uncommitted.Add(int64(len(keys)))
 				return
 			}
 			l.mu.Lock()
 			for i, r := range res {
 				if r.Status == client.Committed {
 					l.acked = append(l.acked, keys[i])
+				} else {
+					l.uncommitted.Add(1)
 				}
 			}
 			l.mu.Unlock()
@@ -162,10 +249,12 @@ func (l *chaosLoad) read(seed uint64) {
 		l.call(func(ctx context.Context) {
 			found, err := l.ns.Get(ctx, keys, bufs, nil)
 			if err != nil {
+				l.missed.Add(int64(len(keys)))
 				return
 			}
 			for i, k := range keys {
 				if !found[i] {
+					l.missed.Add(1)
 					continue
 				}
 				if !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())) {
@@ -178,9 +267,11 @@ func (l *chaosLoad) read(seed uint64) {
 	}
 }
 
-// notServed counts the acknowledged pages a get does not serve exact now
-// (wrong bytes count in l.wrong too), and returns them.
-func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int) {
+// notServed gets every acknowledged page now and returns those not served
+// exact (wrong bytes count in l.wrong too): failed, those of the check's
+// gets during which the client quarantined a node (the get failed on it),
+// and missing, the others. total is the pages acknowledged.
+func (l *chaosLoad) notServed(t *testing.T) (failed, missing []namespace.Key, total int) {
 	l.mu.Lock()
 	acked := slices.Clone(l.acked)
 	l.mu.Unlock()
@@ -188,22 +279,27 @@ func (l *chaosLoad) notServed(t *testing.T) (missing []namespace.Key, total int)
 		batch := acked[start:min(len(acked), start+256)]
 		bufs := pageBufs(l.ns, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		q0 := l.quarantined.count()
 		found, err := l.ns.Get(ctx, batch, bufs, nil)
 		cancel()
 		if err != nil {
 			t.Fatalf("checking acknowledged pages: %v", err)
 		}
+		into := &missing
+		if l.quarantined.count() != q0 {
+			into = &failed
+		}
 		for i, k := range batch {
 			switch {
 			case !found[i]:
-				missing = append(missing, k)
+				*into = append(*into, k)
 			case !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())):
 				l.wrong.Add(1)
 				missing = append(missing, k)
 			}
 		}
 	}
-	return missing, len(acked)
+	return failed, missing, len(acked)
 }
 
 // heldAnywhere counts the keys some node holds (its StatKeys): a page a
@@ -241,22 +337,34 @@ func heldAnywhere(t *testing.T, nodes []*chaosNode, id namespace.ID, keys []name
 	return n
 }
 
-func TestChaos(t *testing.T) {
+// chaosCluster is three nodes on an etcd process of their own.
+type chaosCluster struct {
+	etcd             *exec.Cmd
+	etcdDir, etcdURL string
+	nodes            []*chaosNode
+	seeds            []string // the nodes' gRPC addresses
+}
+
+func startChaosCluster(t *testing.T) *chaosCluster {
+	t.Helper()
 	bin := buildStratad(t)
-	etcdDir, etcdURL := t.TempDir(), freeEtcdURL(t)
-	etcd := startEtcd(t, etcdDir, etcdURL)
-	nodes := make([]*chaosNode, 3)
-	var seeds []string
-	for i := range nodes {
-		nodes[i] = &chaosNode{bin: bin, dir: t.TempDir(), etcd: etcdURL,
-			listen: freeAddr(t)}
-		nodes[i].start(t)
-		seeds = append(seeds, nodes[i].addr)
+	cl := &chaosCluster{etcdDir: t.TempDir(), etcdURL: freeEtcdURL(t)}
+	cl.etcd = startEtcd(t, cl.etcdDir, cl.etcdURL)
+	for range 3 {
+		n := &chaosNode{bin: bin, dir: t.TempDir(), etcd: cl.etcdURL, listen: freeAddr(t)}
+		n.start(t)
+		cl.nodes = append(cl.nodes, n)
+		cl.seeds = append(cl.seeds, n.addr)
 	}
+	return cl
+}
+
+func TestChaos(t *testing.T) {
+	cl := startChaosCluster(t)
+	nodes, seeds := cl.nodes, cl.seeds
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, ns := dialOpen(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3, chaosDesc)
-	l := &chaosLoad{ns: ns}
+	c, l := dialLoad(t, ctx, seeds[0], client.Options{Seeds: seeds[1:], NodeTimeout: time.Second}, 3)
 	l.run(1)
 	defer func() {
 		if l.stop != nil {
@@ -284,49 +392,19 @@ func TestChaos(t *testing.T) {
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
 		{"etcd down, a node restarted during it", func(t *testing.T) {
-			etcd.Process.Signal(syscall.SIGKILL)
-			etcd.Wait()
+			cl.etcd.Process.Signal(syscall.SIGKILL)
+			cl.etcd.Wait()
 			time.Sleep(time.Second)
 			nodes[0].kill()
 			nodes[0].start(t) // comes up degraded from its local copy of the registry
 			time.Sleep(phase)
-			etcd = startEtcd(t, etcdDir, etcdURL)
+			cl.etcd = startEtcd(t, cl.etcdDir, cl.etcdURL)
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
 	}
 	failed := false
 	for _, ex := range experiments {
-		ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
-		l.mu.Lock()
-		acked0 := len(l.acked)
-		l.mu.Unlock()
-		rate := func(d time.Duration, f func()) float64 {
-			before := l.ops.Load()
-			began := time.Now()
-			f()
-			return float64(l.ops.Load()-before) / time.Since(began).Seconds()
-		}
-		before := rate(phase, func() { time.Sleep(phase) })
-		var took time.Duration
-		during := rate(0, func() {
-			began := time.Now()
-			ex.fault(t)
-			took = time.Since(began)
-		})
-		after := rate(phase, func() { time.Sleep(phase) })
-		missing, total := l.notServed(t)
-		elsewhere := heldAnywhere(t, nodes, ns.ID(), missing)
-		l.mu.Lock()
-		acked := len(l.acked) - acked0
-		l.mu.Unlock()
-		wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
-		t.Logf("chaos %q (fault %v): acknowledged %d pages, served %d, wrong bytes %d, calls past deadline %d, "+
-			"acknowledged pages not served after %d of %d (%d of them held by a non-owner: written there while "+
-			"the owner was unreachable; %d lost), ops/s before %.0f during %.0f after %.0f (%d ops)",
-			ex.name, took.Round(time.Millisecond), acked, l.served.Load()-served0, wrong, late, len(missing), total,
-			elsewhere, len(missing)-elsewhere, before, during, after, l.ops.Load()-ops0)
-		if lost := len(missing) - elsewhere; wrong != 0 || late != 0 || lost != 0 {
-			t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", ex.name, wrong, late, lost)
+		if !l.experiment(t, ex.name, nodes, phase, ex.fault) {
 			failed = true
 		}
 	}
@@ -335,6 +413,52 @@ func TestChaos(t *testing.T) {
 	if failed {
 		t.Logf("nodes: %v", seeds)
 	}
+}
+
+// experiment measures the load for phase, runs fault (its time is
+// "during"), measures for phase again, checks that every acknowledged page
+// is served (or held by some node), prints the experiment's figures and
+// reports whether it passed: no wrong bytes, no call past its deadline, no
+// acknowledged page lost.
+func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, phase time.Duration, fault func(t *testing.T)) bool {
+	t.Helper()
+	ops0, served0, wrong0, late0 := l.ops.Load(), l.served.Load(), l.wrong.Load(), l.late.Load()
+	missed0, uncommitted0, quarantined0 := l.missed.Load(), l.uncommitted.Load(), l.quarantined.count()
+	l.mu.Lock()
+	acked0 := len(l.acked)
+	l.mu.Unlock()
+	rate := func(f func()) float64 {
+		before := l.ops.Load()
+		began := time.Now()
+		f()
+		return float64(l.ops.Load()-before) / time.Since(began).Seconds()
+	}
+	before := rate(func() { time.Sleep(phase) })
+	var took time.Duration
+	during := rate(func() {
+		began := time.Now()
+		fault(t)
+		took = time.Since(began)
+	})
+	after := rate(func() { time.Sleep(phase) })
+	failed, missing, total := l.notServed(t)
+	heldFailed := heldAnywhere(t, nodes, l.ns.ID(), failed)
+	elsewhere := heldAnywhere(t, nodes, l.ns.ID(), missing)
+	lost := len(failed) - heldFailed + len(missing) - elsewhere
+	wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
+	t.Logf("chaos %q (fault %v): acknowledged %d pages (%d put but not committed), served %d (%d get misses), "+
+		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d in check gets "+
+		"that failed, the client quarantining the node: %d of them held by a node; %d not found: %d of them held "+
+		"by a non-owner, written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
+		"after %.0f (%d ops); the client quarantined a node %s",
+		name, took.Round(time.Millisecond), total-acked0, l.uncommitted.Load()-uncommitted0, l.served.Load()-served0,
+		l.missed.Load()-missed0, wrong, late, len(failed)+len(missing), total, len(failed), heldFailed, len(missing),
+		elsewhere, lost, before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0))
+	if wrong != 0 || late != 0 || lost != 0 {
+		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", name, wrong, late, lost)
+		return false
+	}
+	return true
 }
 
 // TestChaosFullDisk: one stratad whose SSD directory is a tmpfs (16 MiB)
