@@ -27,6 +27,13 @@ const (
 // connPool is a session's connections: the idle ones, and the ones lent
 // to a call (each carries one request at a time), which Close of the
 // client interrupts.
+// peekAfter is how long a pooled connection sits idle before take checks
+// that the node has not closed it meanwhile (one non-blocking peek): a
+// node closes connections idle past its --raw-idle-timeout, and a call on
+// one would fail and quarantine a healthy node. Connections in steady use
+// skip the system call.
+const peekAfter = 100 * time.Millisecond
+
 type connPool struct {
 	mu     sync.Mutex // guards idle, since, lent and closed
 	idle   []*transport.Conn
@@ -51,7 +58,8 @@ func (p *connPool) take() (c *transport.Conn, open bool) {
 		c, p.idle = p.idle[k-1], p.idle[:k-1]
 		since := p.since[k-1]
 		p.since = p.since[:k-1]
-		if p.maxIdle > 0 && time.Since(since) > p.maxIdle {
+		idle := time.Since(since)
+		if (p.maxIdle > 0 && idle > p.maxIdle) || (idle > peekAfter && c.PeerGone()) {
 			c.Close()
 			c = nil
 		}

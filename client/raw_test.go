@@ -601,6 +601,37 @@ func TestRawAnswerAfterQuietSpell(t *testing.T) {
 	putWant(ctx, t, ns, []client.Page{{Key: keys[1], Parent: keys[0], HasParent: true, Depth: 1, Data: data[1]}}, client.Committed, "put after a quiet spell")
 }
 
+// TestRawPooledConnectionClosedByNode: a raw connection the node closed
+// while it sat idle in the client's pool (the node's idle timeout shorter
+// than the pool's) is not used again: the next get dials and finds its
+// pages, where it used to lose the connection, miss every page and
+// quarantine a healthy node.
+func TestRawPooledConnectionClosedByNode(t *testing.T) {
+	ctx := ctxT(t)
+	n := rawNode(t, func(c *node.Config) { c.RawIdleTimeout = 200 * time.Millisecond })
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*4, 36))
+	data := pagesFor(ns, keys)
+	putWant(ctx, t, ns, client.ChainPages(keys, data), client.Committed, "put")
+	for round := range 3 {
+		bufs := pageBufs(ns, len(keys))
+		found, err := ns.Get(ctx, keys, bufs, nil)
+		if err != nil || slices.Contains(found, false) {
+			t.Fatalf("get %d: found %v, %v", round, found, err)
+		}
+		for i := range keys {
+			if !bytes.Equal(bufs[i], data[i]) {
+				t.Fatalf("get %d: page %d differs", round, i)
+			}
+		}
+		time.Sleep(400 * time.Millisecond) // past the node's idle timeout: it closes the pooled connection
+	}
+}
+
 // TestRawConnectionLost: a connection that dies in the middle of a page is
 // a miss (the node failed: DESIGN §6), never a page reported found, nor an
 // error; the next call works on a new connection.

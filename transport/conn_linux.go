@@ -2,8 +2,10 @@ package transport
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,3 +39,34 @@ func closeFDs(fds []int) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// PeerGone reports whether the peer closed c, reset it or sent bytes no
+// request asked for while c sat idle: a non-blocking peek at the socket
+// finds end of file, an error or data. An idle connection in a client's
+// pool has none of these, so a true answer means it must not be used
+// (the node closes connections idle past its timeout). False where c has
+// no socket to peek at.
+func (c *Conn) PeerGone() bool {
+	nc := c.nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	if err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		gone = n > 0 || (err == nil && n == 0) || (err != nil && err != unix.EAGAIN && err != unix.EINTR)
+		return true
+	}); err != nil {
+		return true // closed
+	}
+	return gone
+}
