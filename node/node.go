@@ -143,9 +143,10 @@ type Config struct {
 	// MaxReserveTTL caps the deadline a reservation may ask for
 	// (store.Config.MaxReserveTTL). Default 5m.
 	MaxReserveTTL time.Duration
-	// StallTimeout is how long a gRPC Get may take to send one page before
-	// its client's connection is cut, releasing the page
-	// (server.Config.StallTimeout), and how long writing one answer may
+	// StallTimeout is how long a gRPC Get may take to send one page (a Put
+	// or Write stream to send its next message) before its client's
+	// connection is cut, releasing the page (server.Config.StallTimeout),
+	// and how long writing one answer may
 	// take on the raw data plane (server.RawConfig.WriteTimeout). Default
 	// 30s; negative: never on gRPC, the default on the raw plane.
 	StallTimeout time.Duration

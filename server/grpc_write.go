@@ -53,8 +53,12 @@ func (s *Server) Write(stream pb.Strata_WriteServer) error {
 	)
 	in := &dataIn{msg: &pb.WriteRequest{}, dataField: 4}
 	defer in.free()
+	arm, stop := s.stallGuard(stream.Context())
+	defer stop()
 	for {
+		arm() // a client that stops sending mid-stream is cut (stall.go)
 		err := s.recvData(stream, in)
+		stop()
 		if errors.Is(err, io.EOF) {
 			return stream.SendAndClose(&pb.WriteResponse{Bytes: total})
 		}
@@ -137,6 +141,8 @@ func (s *Server) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResp
 func (s *Server) Put(stream pb.Strata_PutServer) error {
 	p := &putStream{s: s, stream: stream, in: &dataIn{msg: &pb.PutRequest{}, dataField: 3}}
 	defer p.in.free()
+	p.arm, p.stop = s.stallGuard(stream.Context())
+	defer p.stop()
 	return p.run()
 }
 
@@ -150,6 +156,9 @@ type putStream struct {
 	pending bool // in holds a message to handle before receiving again
 	eof     bool // the stream ended
 	results []*pb.CommitResult
+	// arm and stop bound each receive by Config.StallTimeout: a client
+	// that stops sending mid-stream has its connection cut (stall.go).
+	arm, stop func()
 }
 
 func (p *putStream) run() error {
@@ -189,7 +198,9 @@ func (p *putStream) next() (eof bool, err error) {
 	if p.eof {
 		return true, nil
 	}
+	p.arm()
 	err = p.s.recvData(p.stream, p.in)
+	p.stop()
 	if errors.Is(err, io.EOF) {
 		p.eof = true
 		return true, nil

@@ -154,6 +154,52 @@ func TestStalledGetCut(t *testing.T) {
 	}
 }
 
+// TestStalledPutCut: a Put stream (and a Write stream) whose client sends
+// half a page and then nothing more has its connection cut after
+// StallTimeout; it used to hold its handler and connection until the
+// client gave up (only its reservation ended, at its deadline).
+func TestStalledPutCut(t *testing.T) {
+	f := setup(t, func(c *node.Config) { c.StallTimeout = 300 * time.Millisecond; c.ShmSocket = "off" })
+	for _, kind := range []string{"put", "write"} {
+		conn, err := grpc.NewClient("passthrough:///"+f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		rpc := pb.NewStrataClient(conn)
+		half := make([]byte, f.page/2)
+		switch kind {
+		case "put":
+			stream, err := rpc.Put(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&pb.PutRequest{NamespaceId: f.ns, Header: &pb.PutHeader{
+				Page: &pb.PageSpec{Key: bigKey(7), Size: uint64(f.page)}, Checksum: crc(make([]byte, f.page))}, Data: half}); err != nil {
+				t.Fatal(err)
+			}
+		case "write":
+			wid := f.reserve(t, bigKey(8), f.page)
+			stream, err := rpc.Write(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&pb.WriteRequest{NamespaceId: f.ns, WriteId: wid, Data: half}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+		for conn.GetState() != connectivity.Ready && conn.WaitForStateChange(ctx, conn.GetState()) {
+		}
+		for conn.GetState() == connectivity.Ready {
+			if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+				t.Fatalf("%s: the stalled stream's connection was not cut within 10s", kind)
+			}
+		}
+		cancel()
+	}
+}
+
 // TestRawIdleClosed: a raw connection that finished its handshake and
 // then sends nothing is closed after the idle timeout (it used to stay
 // open for good).

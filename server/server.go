@@ -77,9 +77,10 @@ type Config struct {
 	Coordination Coordination
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
-	// StallTimeout is how long a gRPC Get may take to send one page before
-	// the client's connection is cut (stall.go; it needs the listener
-	// wrapped by Track). Default 30s; negative: never.
+	// StallTimeout is how long a gRPC Get may take to send one page, or a
+	// Put or Write stream to send its next message, before the client's
+	// connection is cut (stall.go; it needs the listener wrapped by
+	// Track). Default 30s; negative: never.
 	StallTimeout time.Duration
 	// Audit receives the audit log (audit.go): one record per admin
 	// action. Default: Logger.

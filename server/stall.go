@@ -16,7 +16,9 @@ import (
 // (Track) and a Get that has not finished sending one page within
 // Config.StallTimeout closes its client's connection: the stream ends,
 // the handler returns and the page it held pinned is released. The client
-// (a well-behaved one reads as fast as pages come) dials again.
+// (a well-behaved one reads as fast as pages come) dials again. A Put or
+// Write stream whose client sends nothing for Config.StallTimeout is cut
+// the same way (a receive blocks as a send does).
 
 // Track wraps l so that the server can cut the connections it accepts; the
 // gRPC server should Serve the returned listener.
@@ -83,8 +85,9 @@ func (s *Server) cut(ctx context.Context) {
 	}
 }
 
-// stallGuard arms a timer per page sent: a page not sent within
-// StallTimeout cuts the stream's connection. done stops it.
+// stallGuard arms a timer per page sent (or message received): one not
+// sent (received) within StallTimeout after arm cuts the stream's
+// connection. done stops the timer; arm starts it again.
 func (s *Server) stallGuard(ctx context.Context) (arm func(), done func()) {
 	d := s.cfg.StallTimeout
 	if d <= 0 {

@@ -96,7 +96,7 @@ func parseFlags(args []string) (node.Config, error) {
 	})
 	fs.StringVar(&cfg.AuditLog, "audit-log", "", "append the audit log (admin actions, tenant changes) to this file as JSON lines (default: the node's log)")
 	fs.DurationVar(&cfg.TenantPoll, "tenant-poll", 0, "how often tenants, tokens and quotas are re-read from etcd (default 1s)")
-	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 0, "cut the connection of a gRPC get that has not sent a page in this long, and of a raw-plane client that has not taken an answer in this long (default 30s; negative: never on gRPC)")
+	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 0, "cut the connection of a gRPC get that has not sent a page, a gRPC put or write that has received nothing, or a raw-plane client that has not taken an answer, in this long (default 30s; negative: never on gRPC)")
 	fs.DurationVar(&cfg.RawIdleTimeout, "raw-idle-timeout", 0, "close raw data-plane connections idle this long (default 2m; negative: never)")
 	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
