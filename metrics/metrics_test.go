@@ -69,7 +69,9 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := testnode.Start(t, node.Config{HostBytes: 32 << 20})
-	c, err := client.Dial(ctx, n.Addr(), client.Options{})
+	// Over gRPC only, so that the RPC histograms count every call (the
+	// shm and raw planes answer lookups, gets and puts without gRPC).
+	c, err := client.Dial(ctx, n.Addr(), client.Options{NoShm: true, NoRaw: true})
 	if err != nil {
 		t.Fatal(err)
 	}

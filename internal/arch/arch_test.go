@@ -57,7 +57,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"client/admin/admintest": {"internal/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client internal/corrupt internal/poll internal/scrape internal/testnode namespace placement proto/strata/v1 registry"},
+	"cmd/stratad":           {"node", "client internal/corrupt internal/poll internal/scrape internal/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
 	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client client/admin/admintest internal/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord eviction/hints membership namespace placement store tiers", ""},
