@@ -598,7 +598,51 @@ class Namespace:
                 break
         if request_errors:
             raise request_errors[0]
-        return [x if x is not None else PutResult("UNAVAILABLE", "no node could take the page") for x in results]
+        out = [x if x is not None else PutResult("UNAVAILABLE", "no node could take the page") for x in results]
+        self._drop_past(r, dl, ps, out, [t[-1] if t else -1 for t in tried])
+        return out
+
+    def _drop_past(self, r: _Routing, dl: _Deadline, ps: List[Page], results: List[PutResult], at: List[int]) -> None:
+        """Delete the pages this put committed past a page of their sequence
+        (by parent links) that it stored nowhere, and answer them REJECTED
+        (as the Go client does). Pages are stored in parallel per node, so a
+        page every candidate refused does not keep its descendants on other
+        nodes from being stored: they are orphans from birth, which no
+        parent-gone notice names and no lookup reaches. EXISTS pages are
+        left (an earlier put stored them); UNAVAILABLE and FAILED pages may
+        lie on a node that failed, so they cut nothing. A failed delete
+        leaves the pages for lookups to find."""
+        def nowhere(res: PutResult) -> bool:
+            return not res.stored and res.status not in ("UNAVAILABLE", "FAILED")
+
+        gap = next((i for i, res in enumerate(results) if nowhere(res)), -1)
+        if gap < 0 or gap == len(ps) - 1:
+            return
+        index = {bytes(p.key): i for i, p in enumerate(ps)}
+        cut = [False] * len(ps)
+        groups: Dict[int, List[int]] = {}
+        for i in range(gap, len(ps)):
+            if nowhere(results[i]):
+                cut[i] = True
+                continue
+            j = index.get(bytes(ps[i].parent)) if ps[i].parent else None
+            if j is None or j >= i or not cut[j]:
+                continue
+            cut[i] = True
+            if results[i].status == "COMMITTED" and at[i] >= 0:
+                groups.setdefault(at[i], []).append(i)
+                results[i] = PutResult("REJECTED", "deleted again: a page before it in its sequence is stored nowhere")
+
+        def begin(i: int, group: List[int]):
+            def fn(node: _Node, h: _NSHandle, t: float):
+                keys = [bytes(ps[p].key) for p in reversed(group)]  # deepest first, as a node drops pages
+                for start in range(0, len(keys), h.max_batch):
+                    node.data.Delete(pb.DeleteRequest(namespace_id=self.id, keys=keys[start:start + h.max_batch]),
+                                     timeout=t, metadata=self.client._md)
+            return None, fn
+
+        if groups:
+            self._fan(r, dl, "delete", groups, begin)
 
     def _put_batch(self, node: _Node, h: _NSHandle, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float) -> List[PutResult]:
         chunk = h.max_chunk

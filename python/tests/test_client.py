@@ -29,6 +29,32 @@ class SingleNodeTest(OneNodeTest):
     def tokens(self, n, base):
         return [base + i for i in range(n)]
 
+    def test_put_drops_pages_past_one_stored_nowhere(self):
+        # A page of the sequence is stored nowhere (here: its checksum is
+        # wrong, so the node refuses it): the pages the put committed past
+        # it are orphans from birth, and the put deletes them again and
+        # answers them REJECTED; a page before it stays.
+        import strata_client.namespace as nsmod
+
+        ns = self.ns
+        keys = ns.page_keys(self.tokens(16 * 4, 7000))
+        data = [os.urandom(ns.page_bytes) for _ in keys]
+        real = nsmod.checksum
+
+        def wrong_for_page_1(algo, view):
+            s = real(algo, view)
+            return bytes(b ^ 0xFF for b in s) if bytes(view) == data[1] else s
+
+        nsmod.checksum = wrong_for_page_1
+        try:
+            res = ns.put_chain(keys, data)
+        finally:
+            nsmod.checksum = real
+        self.assertEqual([r.status for r in res], ["COMMITTED", "CHECKSUM_MISMATCH", "REJECTED", "REJECTED"], res)
+        self.assertEqual(ns.lookup(keys).present, [True, False, False, False])
+        # Put whole, the sequence is stored.
+        self.assertEqual([r.status for r in ns.put_chain(keys, data)], ["EXISTS", "COMMITTED", "COMMITTED", "COMMITTED"])
+
     def test_round_trip_and_hit_prefix(self):
         ns = self.ns
         self.assertEqual(ns.page_bytes, 2 * 2 * 2 * 32 * 2 * 16)
