@@ -60,6 +60,7 @@ type Namespace struct {
 	Evicted       uint64 // dropped to make room
 	Corrupt       uint64 // dropped failing to read or verify
 	Deleted       uint64 // removed by Delete
+	Handed        uint64 // given to their owner (hinted handoff)
 	Expired       uint64 // removed idle past the TTL
 	Orphaned      uint64 // dropped as orphans
 	Demoted       uint64 // moved one tier down
@@ -155,6 +156,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descEvictions, float64(ns.Evicted), "capacity")
 		counter(descEvictions, float64(ns.Corrupt), "corrupt")
 		counter(descEvictions, float64(ns.Deleted), "deleted")
+		counter(descEvictions, float64(ns.Handed), "handoff")
 		counter(descEvictions, float64(ns.Expired), "ttl")
 		counter(descEvictions, float64(ns.Orphaned), "orphan")
 		counter(descDemotions, float64(ns.Demoted))

@@ -64,3 +64,11 @@ func (v coordView) CoordState() server.CoordState {
 // HintStats counts the remote child hints this node sent to parent owners
 // and those it dropped (queue full, owner unreachable, parent owned here).
 func (n *Node) HintStats() hints.Stats { return n.hints.Stats() }
+
+// HandoffStats is what the hinted handoff did (zero when it is off).
+func (n *Node) HandoffStats() hints.HandoffStats {
+	if n.handoff == nil {
+		return hints.HandoffStats{}
+	}
+	return n.handoff.Stats()
+}

@@ -49,6 +49,16 @@ func viewOf(t *testing.T, nodes ...*testnode.Node) *placement.View {
 	return v
 }
 
+// ownedBy is a key that view places on node id (salt tells keys apart).
+func ownedBy(view *placement.View, id string, salt byte) namespace.Key {
+	for i := 0; ; i++ {
+		k := namespace.Key{byte(i), byte(i >> 8), salt}
+		if view.Node(view.Owner(k)).ID == id {
+			return k
+		}
+	}
+}
+
 // seesMembers waits until a client of n sees want members.
 func seesMembers(t *testing.T, ctx context.Context, n *testnode.Node, want int) {
 	t.Helper()

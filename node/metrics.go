@@ -35,7 +35,7 @@ func (m storeMetrics) Snapshot() metrics.Snapshot {
 		}
 		snap.Namespaces = append(snap.Namespaces, metrics.Namespace{ID: ns.ID, PageBytes: ns.PageBytes,
 			TierPages: ns.TierPages, Lookups: ns.Lookups, LookupKeys: ns.LookupKeys, HitKeys: ns.HitKeys,
-			Puts: puts, Rejected: ns.Rejected, Evicted: ns.Evicted, Corrupt: ns.Corrupt, Deleted: ns.Deleted,
+			Puts: puts, Rejected: ns.Rejected, Evicted: ns.Evicted, Corrupt: ns.Corrupt, Deleted: ns.Deleted, Handed: ns.Handed,
 			Expired: ns.Expired, Orphaned: ns.Orphaned, Demoted: ns.Demoted, Leases: ns.Leases,
 			LeasesExpired: ns.LeasesExpired})
 	}

@@ -183,6 +183,10 @@ type Config struct {
 	// dropped elsewhere is only marked as an orphan instead of dropped
 	// (store.Config.OrphanGrace). Default 1s; negative: none.
 	OrphanGrace time.Duration
+	// Handoff tunes the hinted handoff (eviction/hints.Handoff): pages
+	// this node holds whose owner is another alive member go back to it.
+	// Handoff.Every negative turns it off.
+	Handoff hints.HandoffConfig
 	// EtcdDialTimeout bounds the first round trip to etcd at start (and
 	// each attempt to reach it again while degraded). Default 5s.
 	EtcdDialTimeout time.Duration
@@ -247,6 +251,7 @@ type Node struct {
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *hints.Sender
+	handoff  *hints.Handoff         // nil when off
 	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
 	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
@@ -323,6 +328,10 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.hints.Start(n.members)
+	if cfg.Handoff.Every >= 0 {
+		n.handoff = hints.NewHandoff(n.id, n.store, cfg.peerDial(), cfg.Handoff, n.log)
+		n.handoff.Start(n.members)
+	}
 	if reg := n.reg.Load(); reg != nil {
 		if err := n.startCoord(reg); err != nil {
 			return err
@@ -718,6 +727,9 @@ func (n *Node) closeCoord() {
 	}
 	if n.hints != nil {
 		n.hints.Close()
+	}
+	if n.handoff != nil {
+		n.handoff.Close()
 	}
 }
 

@@ -34,15 +34,7 @@ func parentGone(t *testing.T) {
 	for _, n := range nodes {
 		seesMembers(t, ctx, n, 2)
 	}
-	owned := func(by string, salt byte) namespace.Key {
-		for i := 0; ; i++ {
-			k := namespace.Key{byte(i), byte(i >> 8), salt}
-			if view.Node(view.Owner(k)).ID == by {
-				return k
-			}
-		}
-	}
-	parent, child := owned(a.ID(), 1), owned(b.ID(), 2)
+	parent, child := ownedBy(view, a.ID(), 1), ownedBy(view, b.ID(), 2)
 
 	var closers []*client.Client // closed before the nodes stop
 	defer func() {

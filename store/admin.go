@@ -105,6 +105,7 @@ type NamespaceStats struct {
 	Demoted       uint64 // pages moved one tier down
 	Corrupt       uint64 // pages dropped failing to read or verify
 	Deleted       uint64 // pages removed by Delete
+	Handed        uint64 // pages removed by Handed: given to their owner
 	LeasesExpired uint64 // leases that ran out
 	Expired       uint64 // pages removed idle past the TTL
 	Orphaned      uint64 // pages dropped as orphans (ParentsGone)
@@ -130,6 +131,7 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	}
 	st.Rejected, st.Evicted, st.Demoted = n.rejected.Load(), n.evicted.Load(), n.demoted.Load()
 	st.Corrupt, st.Deleted, st.LeasesExpired = n.corrupt.Load(), n.deleted.Load(), n.leasesExpired.Load()
+	st.Handed = n.handed.Load()
 	st.Expired, st.TTL, st.Orphaned = n.expired.Load(), time.Duration(n.ttl.Load()), n.orphaned.Load()
 	st.HitTokens = n.hitTokens.Load()
 	s.mu.Lock()

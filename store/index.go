@@ -48,6 +48,7 @@ type nsState struct {
 	demoted       atomic.Uint64                  // pages moved one tier down
 	corrupt       atomic.Uint64                  // pages dropped failing to read or verify
 	deleted       atomic.Uint64                  // pages removed by Delete
+	handed        atomic.Uint64                  // pages removed by Handed (their owner holds them)
 	leasesExpired atomic.Uint64                  // leases that ran out (not released)
 	expired       atomic.Uint64                  // pages removed idle past the TTL
 	orphaned      atomic.Uint64                  // pages dropped as orphans (ParentsGone)

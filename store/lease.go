@@ -345,17 +345,35 @@ func (s *Store) readPage(e *entry, ext tiers.Extent, buf []byte) ([]byte, bool) 
 // ends. Children of a removed page stay (they wait for it to be put again);
 // a removed page with children on other nodes sends a parent-gone notice.
 func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
+	return s.remove(id, keys, false)
+}
+
+// Handed removes pages this node gave to their owner (the hinted handoff
+// of eviction/hints): as Delete, but no parent-gone notice goes out for
+// them, since they are not gone (their owner holds them, and children on
+// other nodes stay reachable), and they are counted apart (Handed).
+func (s *Store) Handed(id namespace.ID, keys []namespace.Key) (int, error) {
+	return s.remove(id, keys, true)
+}
+
+func (s *Store) remove(id namespace.ID, keys []namespace.Key, handed bool) (int, error) {
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.handing = handed
+	defer func() { s.handing = false }()
 	deleted := 0
 	for _, k := range keys {
 		if e := n.shard(k).get(k); e != nil {
 			s.removeLocked(e, false)
-			n.deleted.Add(1)
+			if handed {
+				n.handed.Add(1)
+			} else {
+				n.deleted.Add(1)
+			}
 			deleted++
 		}
 	}

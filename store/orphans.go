@@ -193,7 +193,7 @@ func (s *Store) markOrphanLocked(e *entry, c *orphanCount) {
 // children here wait for it in waiting). No notices while a namespace is
 // dropped: its pages go everywhere.
 func (s *Store) goneLocked(e *entry) {
-	if s.cfg.OnRemoteParent == nil || e.ns.dropping {
+	if s.cfg.OnRemoteParent == nil || e.ns.dropping || s.handing {
 		return
 	}
 	if _, remote := s.policy.pol[e.tier].Children(e.h); remote > 0 {

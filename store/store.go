@@ -144,6 +144,7 @@ type Store struct {
 	pages         int64
 	bytes         int64
 	lastSweep     time.Time
+	handing       bool // Handed is removing pages: no parent-gone notices
 
 	evictions atomic.Uint64 // pages dropped to make room
 	demotions atomic.Uint64 // pages moved one tier down

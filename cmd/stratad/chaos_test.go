@@ -36,12 +36,13 @@ import (
 // acknowledged page that no node holds afterwards (no tier evicts here:
 // the SSD tiers have room for everything the load writes). An
 // acknowledged page a get does not find but a node holds was written to
-// its second placement candidate while its owner was unreachable: it is
-// counted and printed, not a failure (the client reads a page from its
-// owner, or from where its location cache saw it). So is one in a check
-// get that failed, the client quarantining the node it asked, if a node
-// holds it; the experiment prints how often the client quarantined a node
-// and the last reason.
+// its second placement candidate while its owner was unreachable (the
+// client reads a page from its owner, or from where its location cache
+// saw it): it is counted and printed, and must be served again within
+// handoffWait, once its holder has handed it back to its owner (hinted
+// handoff), or the suite fails. So must one in a check get that failed,
+// the client quarantining the node it asked; the experiment prints how
+// often the client quarantined a node and the last reason.
 //
 //	go test -tags chaos -run '^TestChaos' -v ./cmd/stratad     (scripts/chaos.sh)
 //
@@ -275,6 +276,12 @@ func (l *chaosLoad) notServed(t *testing.T) (failed, missing []namespace.Key, to
 	l.mu.Lock()
 	acked := slices.Clone(l.acked)
 	l.mu.Unlock()
+	failed, missing = l.notServedOf(t, acked)
+	return failed, missing, len(acked)
+}
+
+// notServedOf is notServed of the pages acked.
+func (l *chaosLoad) notServedOf(t *testing.T, acked []namespace.Key) (failed, missing []namespace.Key) {
 	for start := 0; start < len(acked); start += 256 {
 		batch := acked[start:min(len(acked), start+256)]
 		bufs := pageBufs(l.ns, len(batch))
@@ -299,8 +306,27 @@ func (l *chaosLoad) notServed(t *testing.T) (failed, missing []namespace.Key, to
 			}
 		}
 	}
-	return failed, missing, len(acked)
+	return failed, missing
 }
+
+// handedBack waits, up to handoffWait, until the acknowledged pages a get
+// did not find but a non-owner holds are served (their holder hands them
+// back to their owner once it has been alive a while: eviction/hints
+// Handoff), and returns those still not served and how long it waited.
+func (l *chaosLoad) handedBack(t *testing.T, missing []namespace.Key) ([]namespace.Key, time.Duration) {
+	began := time.Now()
+	for len(missing) > 0 && time.Since(began) < handoffWait {
+		time.Sleep(500 * time.Millisecond)
+		failed, still := l.notServedOf(t, missing)
+		missing = append(failed, still...)
+	}
+	return missing, time.Since(began)
+}
+
+// handoffWait bounds the wait for pages to go back to their owners: the
+// owner must be alive for 5 s first, and a node hands back 256 pages a
+// second.
+const handoffWait = 60 * time.Second
 
 // heldAnywhere counts the keys some node holds (its StatKeys): a page a
 // get did not find that a node holds was put on a non-owner (a spill,
@@ -445,17 +471,21 @@ func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, ph
 	heldFailed := heldAnywhere(t, nodes, l.ns.ID(), failed)
 	elsewhere := heldAnywhere(t, nodes, l.ns.ID(), missing)
 	lost := len(failed) - heldFailed + len(missing) - elsewhere
+	stillMissing, waited := l.handedBack(t, append(slices.Clone(failed), missing...))
 	wrong, late := l.wrong.Load()-wrong0, l.late.Load()-late0
 	t.Logf("chaos %q (fault %v): acknowledged %d pages (%d put but not committed), served %d (%d get misses), "+
 		"wrong bytes %d, calls past deadline %d, acknowledged pages not served after %d of %d (%d in check gets "+
 		"that failed, the client quarantining the node: %d of them held by a node; %d not found: %d of them held "+
 		"by a non-owner, written there while the owner was unreachable; %d lost), ops/s before %.0f during %.0f "+
-		"after %.0f (%d ops); the client quarantined a node %s",
+		"after %.0f (%d ops); the client quarantined a node %s; not served %v later, once handed back to their "+
+		"owners: %d",
 		name, took.Round(time.Millisecond), total-acked0, l.uncommitted.Load()-uncommitted0, l.served.Load()-served0,
 		l.missed.Load()-missed0, wrong, late, len(failed)+len(missing), total, len(failed), heldFailed, len(missing),
-		elsewhere, lost, before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0))
-	if wrong != 0 || late != 0 || lost != 0 {
-		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost", name, wrong, late, lost)
+		elsewhere, lost, before, during, after, l.ops.Load()-ops0, l.quarantined.since(quarantined0),
+		waited.Round(time.Millisecond), len(stillMissing))
+	if wrong != 0 || late != 0 || lost != 0 || len(stillMissing) != 0 {
+		t.Errorf("chaos %q: %d wrong bytes, %d calls past deadline, %d acknowledged pages lost, %d not served %v after "+
+			"the fault healed", name, wrong, late, lost, len(stillMissing), waited.Round(time.Millisecond))
 		return false
 	}
 	return true

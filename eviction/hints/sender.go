@@ -70,7 +70,6 @@ type Members interface {
 // and stopped by Close.
 type Sender struct {
 	self    string
-	dial    dial.Options // how peers are dialed: the admin token, TLS
 	log     *slog.Logger
 	members Members // set by Start, before the loop runs
 
@@ -84,14 +83,14 @@ type Sender struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	conns map[string]*grpc.ClientConn // by address; the flush goroutine's own
+	peers peers // the flush goroutine's own
 }
 
 // New returns a Sender for the node self that dials peers with o (the
 // admin token as bearer token, the node's TLS files).
 func New(self string, o dial.Options, log *slog.Logger) *Sender {
-	h := &Sender{self: self, dial: o, log: log.With("component", "hints"),
-		wake: make(chan struct{}, 1), conns: map[string]*grpc.ClientConn{}}
+	h := &Sender{self: self, log: log.With("component", "hints"),
+		wake: make(chan struct{}, 1), peers: newPeers(o)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -135,11 +134,7 @@ func (h *Sender) Stats() Stats {
 
 func (h *Sender) loop() {
 	defer h.wg.Done()
-	defer func() {
-		for _, c := range h.conns {
-			c.Close()
-		}
-	}()
+	defer h.peers.close()
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	for {
@@ -185,7 +180,7 @@ func (h *Sender) flush() {
 		if len(g) == 0 {
 			continue
 		}
-		conn, err := h.conn(addrs[i])
+		conn, err := h.peers.conn(addrs[i])
 		if err != nil {
 			h.dropped.Add(int64(len(g)))
 			continue
@@ -204,35 +199,51 @@ func (h *Sender) flush() {
 		})
 	}
 	wg.Wait()
-	h.forget(addrs)
+	h.peers.forget(addrs)
 }
+
+// peers are one goroutine's connections to other members, by address.
+type peers struct {
+	dial  dial.Options // the admin token, TLS
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeers(o dial.Options) peers { return peers{dial: o, conns: map[string]*grpc.ClientConn{}} }
 
 // forget closes the connections to addresses no longer in the view once
 // there are more connections than members: a node that left and came back
 // at a new address does not leave its old connection open for good.
-func (h *Sender) forget(addrs []string) {
-	if len(h.conns) <= len(addrs) {
+func (p *peers) forget(addrs []string) {
+	if len(p.conns) <= len(addrs) {
 		return
 	}
-	for addr, conn := range h.conns {
+	for addr, conn := range p.conns {
 		if !slices.Contains(addrs, addr) {
 			conn.Close()
-			delete(h.conns, addr)
+			delete(p.conns, addr)
 		}
 	}
 }
 
-// conn is the flush goroutine's connection to addr.
-func (h *Sender) conn(addr string) (*grpc.ClientConn, error) {
-	if conn, ok := h.conns[addr]; ok {
+// conn is the connection to addr, dialed on first use.
+func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
+	if conn, ok := p.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := dial.GRPC(addr, h.dial)
+	conn, err := dial.GRPC(addr, p.dial)
 	if err != nil {
 		return nil, err
 	}
-	h.conns[addr] = conn
+	p.conns[addr] = conn
 	return conn, nil
+}
+
+// close closes every connection.
+func (p *peers) close() {
+	for addr, c := range p.conns {
+		c.Close()
+		delete(p.conns, addr)
+	}
 }
 
 func (h *Sender) send(conn *grpc.ClientConn, batch []*pb.ChildHint) error {

@@ -1,0 +1,311 @@
+package hints
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratakv/strata/internal/dial"
+	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/store"
+)
+
+// Hinted handoff. A client puts a page on its owner (the first placement
+// candidate over the alive members) and, when the owner is down or
+// unreachable, on the next candidate. Once the owner is back, clients
+// look the page up on the owner again and miss it: the copy on the
+// candidate is unreachable, though acknowledged, until it is evicted. A
+// Handoff gives such pages back: each round it walks a slice of its
+// store's pages (every namespace, in key order, a cursor carried between
+// rounds), and for every page whose owner in the current view is another
+// member, alive for at least Settle, that holds no lease here, it puts
+// the page on the owner (the one-call Put, checksummed as stored) and, once
+// the owner answers committed or exists, deletes its own copy. A page the
+// owner refuses (full, or worth less than it holds) stays, and is not
+// offered again for RetryRefused. The walk starts over when the view
+// changes, so pages go back within a few rounds of the owner's return.
+
+// HandoffConfig tunes a Handoff; zero fields take the defaults.
+type HandoffConfig struct {
+	Every        time.Duration // between rounds; default 1s
+	Keys         int           // pages examined per round; default 4096
+	Pages        int           // pages moved per round at most; default 256
+	Settle       time.Duration // an owner alive this long gets its pages; default 5s
+	RetryRefused time.Duration // a page its owner refused is not offered again before; default 5m
+}
+
+func (c *HandoffConfig) defaults() {
+	if c.Every <= 0 {
+		c.Every = time.Second
+	}
+	if c.Keys <= 0 {
+		c.Keys = 4096
+	}
+	if c.Pages <= 0 {
+		c.Pages = 256
+	}
+	if c.Settle <= 0 {
+		c.Settle = 5 * time.Second
+	}
+	if c.RetryRefused <= 0 {
+		c.RetryRefused = 5 * time.Minute
+	}
+}
+
+// HandoffStats counts what a Handoff did.
+type HandoffStats struct {
+	Moved   int64 // pages the owner took (committed or exists), deleted here
+	Refused int64 // pages the owner refused, kept here
+	Failed  int64 // pages whose handoff failed (owner unreachable, errors), kept here
+}
+
+// refusedMax bounds the pages remembered as refused.
+const refusedMax = 64 << 10
+
+// Handoff gives pages back to their owners. Start runs it; Close stops it.
+type Handoff struct {
+	self string
+	st   *store.Store
+	log  *slog.Logger
+	cfg  HandoffConfig
+
+	moved, refusedN, failed atomic.Int64
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	// The loop's own state.
+	members Members
+	peers   peers
+	since   map[string]time.Time // when each member was first seen alive (since it last was not)
+	viewKey string               // the members of the view the cursor walks
+	nsAt    int                  // the cursor: namespace index in the namespaces' order
+	after   *namespace.Key       // and the last key examined in it
+	refused map[handoffKey]time.Time
+}
+
+type handoffKey struct {
+	ns  namespace.ID
+	key namespace.Key
+}
+
+// NewHandoff returns a Handoff for node self's store st, dialing owners
+// with o (the admin token, TLS).
+func NewHandoff(self string, st *store.Store, o dial.Options, cfg HandoffConfig, log *slog.Logger) *Handoff {
+	cfg.defaults()
+	h := &Handoff{self: self, st: st, log: log.With("component", "handoff"), cfg: cfg,
+		peers: newPeers(o), since: map[string]time.Time{}, refused: map[handoffKey]time.Time{}}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// Start begins handing pages off through m's view.
+func (h *Handoff) Start(m Members) {
+	h.members = m
+	h.wg.Go(func() {
+		t := time.NewTicker(h.cfg.Every)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-t.C:
+			}
+			h.round(time.Now())
+		}
+	})
+}
+
+// Close stops the handoff and waits for it; it is idempotent.
+func (h *Handoff) Close() {
+	h.closeOnce.Do(func() {
+		h.cancel()
+		h.wg.Wait()
+		h.peers.close()
+	})
+}
+
+// Stats is what the handoff did so far.
+func (h *Handoff) Stats() HandoffStats {
+	return HandoffStats{Moved: h.moved.Load(), Refused: h.refusedN.Load(), Failed: h.failed.Load()}
+}
+
+// round examines the next cfg.Keys pages and gives back those whose owner
+// is another settled member.
+func (h *Handoff) round(now time.Time) {
+	alive := h.members.Alive()
+	view, addrs := placementOf(alive)
+	if view == nil {
+		return
+	}
+	key := ""
+	seen := make(map[string]bool, len(alive))
+	self := -1
+	for i := range view.Len() {
+		id := view.Node(i).ID
+		key += id + "\x00"
+		seen[id] = true
+		if id == h.self {
+			self = i
+		}
+		if _, ok := h.since[id]; !ok {
+			h.since[id] = now
+		}
+	}
+	for id := range h.since {
+		if !seen[id] {
+			delete(h.since, id)
+		}
+	}
+	if self < 0 {
+		return // not in the view (yet): every page's owner is another node
+	}
+	if key != h.viewKey { // owners changed: walk everything again
+		h.viewKey, h.nsAt, h.after = key, 0, nil
+	}
+	nss := h.st.Namespaces()
+	todo := map[int]map[namespace.ID][]store.KeyInfo{} // by owner index, then namespace
+	budget, moving := h.cfg.Keys, 0
+	for budget > 0 && moving < h.cfg.Pages {
+		if h.nsAt >= len(nss) {
+			h.nsAt, h.after = 0, nil
+			break // the walk is done; the next round starts it again
+		}
+		id := nss[h.nsAt].ID
+		infos, next, err := h.st.ListKeys(id, h.after, min(budget, 1024))
+		if err != nil || len(infos) == 0 {
+			h.nsAt, h.after = h.nsAt+1, nil
+			continue
+		}
+		budget -= len(infos)
+		for _, ki := range infos {
+			o := view.Owner(ki.Key)
+			if o == self || ki.Leases > 0 || now.Sub(h.since[view.Node(o).ID]) < h.cfg.Settle {
+				continue
+			}
+			hk := handoffKey{id, ki.Key}
+			if until, ok := h.refused[hk]; ok {
+				if now.Before(until) {
+					continue
+				}
+				delete(h.refused, hk)
+			}
+			if todo[o] == nil {
+				todo[o] = map[namespace.ID][]store.KeyInfo{}
+			}
+			todo[o][id] = append(todo[o][id], ki)
+			if moving++; moving >= h.cfg.Pages {
+				break
+			}
+		}
+		if next == nil {
+			h.nsAt, h.after = h.nsAt+1, nil
+		} else {
+			k := infos[len(infos)-1].Key
+			h.after = &k
+		}
+	}
+	for o, byNS := range todo {
+		for id, infos := range byNS {
+			h.give(addrs[o], view.Node(o).ID, id, infos, now)
+		}
+	}
+	h.peers.forget(addrs)
+}
+
+// give puts infos' pages of namespace id on the owner at addr and deletes
+// those it took.
+func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInfo, now time.Time) {
+	conn, err := h.peers.conn(addr)
+	if err != nil {
+		h.failed.Add(int64(len(infos)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	stream, err := pb.NewStrataClient(conn).Put(ctx)
+	if err != nil {
+		h.failed.Add(int64(len(infos)))
+		return
+	}
+	keys := make([]namespace.Key, len(infos))
+	for i, ki := range infos {
+		keys[i] = ki.Key
+	}
+	var sent []int // positions of infos sent, in order
+	first := true
+	err = h.st.Read(id, 0, keys, func(i int, p store.PageView) error {
+		if !p.Found {
+			return nil // gone meanwhile
+		}
+		ki := infos[i]
+		spec := &pb.PageSpec{Key: ki.Key[:], Depth: ki.Depth, Size: uint64(p.Size)}
+		if ki.HasParent {
+			spec.ParentKey = ki.Parent[:]
+		}
+		for off := 0; off < len(p.Data) || off == 0; off += handoffChunk {
+			msg := &pb.PutRequest{Data: p.Data[off:min(off+handoffChunk, len(p.Data))]}
+			if off == 0 {
+				msg.Header = &pb.PutHeader{Page: spec, Checksum: p.Checksum}
+			}
+			if first {
+				msg.NamespaceId = id[:]
+				first = false
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+		sent = append(sent, i)
+		return nil
+	})
+	if err != nil {
+		h.failed.Add(int64(len(infos)))
+		return
+	}
+	if len(sent) == 0 {
+		return
+	}
+	resp, err := stream.CloseAndRecv()
+	if err == nil && len(resp.GetResults()) != len(sent) {
+		err = errors.New("put answered a different number of pages")
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		h.failed.Add(int64(len(sent)))
+		h.log.Debug("handing pages back", "to", owner, "pages", len(sent), "err", err)
+		return
+	}
+	var done []namespace.Key
+	for j, r := range resp.GetResults() {
+		switch r.GetStatus() {
+		case pb.CommitStatus_COMMIT_STATUS_COMMITTED, pb.CommitStatus_COMMIT_STATUS_EXISTS:
+			done = append(done, keys[sent[j]])
+		default:
+			h.refusedN.Add(1)
+			if len(h.refused) < refusedMax {
+				h.refused[handoffKey{id, keys[sent[j]]}] = now.Add(h.cfg.RetryRefused)
+			}
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	n, err := h.st.Handed(id, done)
+	if err != nil {
+		h.log.Warn("deleting pages handed back", "to", owner, "pages", len(done), "err", err)
+		return
+	}
+	h.moved.Add(int64(n))
+	h.log.Info("handed pages back to their owner", "to", owner, "pages", n)
+}
+
+// handoffChunk is the data of one Put message (under any node's chunk
+// limit).
+const handoffChunk = 1 << 20
