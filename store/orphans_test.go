@@ -353,3 +353,53 @@ func TestUncount(t *testing.T) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
 }
+
+// Handed removes a page with remote children without a parent-gone
+// notice (its owner holds it: its children stay reachable), where Delete
+// sends one; it counts the page as handed, and its local child waits for
+// its parent as for any parent on another node.
+func TestHandedSendsNoNotice(t *testing.T) {
+	hints := make(chan []ChildHint, 64)
+	s, _ := newTestStore(t, 8, func(c *Config) { c.OnRemoteParent = func(h []ChildHint) { hints <- h } })
+	k := chainKeys("h", 4)
+	for i, p := range []PageSpec{{Key: k[0], Size: pageSize}, child(k[1], k[0], 1), {Key: k[2], Size: pageSize}} {
+		putSpec(t, s, p, pageData(i))
+	}
+	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: k[0], Added: true}, {NS: testNS.ID, Parent: k[2], Added: true}})
+	notices := func() []namespace.Key {
+		s.flushHints()
+		var out []namespace.Key
+		for {
+			select {
+			case hs := <-hints:
+				for _, h := range hs {
+					if h.Gone {
+						out = append(out, h.Parent)
+					}
+				}
+			default:
+				return out
+			}
+		}
+	}
+	notices() // what the puts sent
+	if n, err := s.Handed(testNS.ID, k[:1]); err != nil || n != 1 {
+		t.Fatalf("handed: %d, %v", n, err)
+	}
+	if got := notices(); len(got) != 0 {
+		t.Fatalf("handing a page back sent parent-gone notices for %v", got)
+	}
+	if got := present(t, s, k[0], k[1]); got[0] || !got[1] {
+		t.Fatalf("present parent, child after Handed: %v; want the child only", got)
+	}
+	if n, err := s.Delete(testNS.ID, k[2:3]); err != nil || n != 1 {
+		t.Fatalf("delete: %d, %v", n, err)
+	}
+	if got := notices(); len(got) != 1 || got[0] != k[2] {
+		t.Fatalf("deleting a page with a remote child: notices %v, want one for it", got)
+	}
+	if st, _ := s.NamespaceStats(testNS.ID); st.Handed != 1 || st.Deleted != 1 {
+		t.Fatalf("handed %d, deleted %d; want 1 and 1", st.Handed, st.Deleted)
+	}
+	checkChildCounts(t, s)
+}
