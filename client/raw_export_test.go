@@ -17,25 +17,31 @@ func (c *Client) RawPuts() (oneCall, twoPhase int64) {
 
 // RawLookups counts the lookups answered on the raw data plane, on every
 // node.
-func (c *Client) RawLookups() (n int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, nc := range c.conns {
+func (c *Client) RawLookups() int64 {
+	return c.sumSessions(func(nc *nodeClient) int64 {
 		if s := nc.raw.Load(); s != nil {
-			n += s.lookups.Load()
+			return s.lookups.Load()
 		}
-	}
-	return n
+		return 0
+	})
 }
 
 // ShmLookups is how many lookups the client's shm sessions answered.
-func (c *Client) ShmLookups() (n int64) {
+func (c *Client) ShmLookups() int64 {
+	return c.sumSessions(func(nc *nodeClient) int64 {
+		if s := nc.shm.Load(); s != nil {
+			return s.lookups.Load()
+		}
+		return 0
+	})
+}
+
+// sumSessions sums count over the client's node connections.
+func (c *Client) sumSessions(count func(*nodeClient) int64) (n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, nc := range c.conns {
-		if s := nc.shm.Load(); s != nil {
-			n += s.lookups.Load()
-		}
+		n += count(nc)
 	}
 	return n
 }

@@ -109,18 +109,7 @@ func NewHandoff(self string, st *store.Store, o dial.Options, cfg HandoffConfig,
 // Start begins handing pages off through m's view.
 func (h *Handoff) Start(m Members) {
 	h.members = m
-	h.wg.Go(func() {
-		t := time.NewTicker(h.cfg.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.ctx.Done():
-				return
-			case <-t.C:
-			}
-			h.round(time.Now())
-		}
-	})
+	h.wg.Go(func() { every(h.ctx, h.cfg.Every, nil, func() { h.round(time.Now()) }) })
 }
 
 // Close stops the handoff and waits for it; it is idempotent.
@@ -289,9 +278,7 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 			done = append(done, keys[sent[j]])
 		default:
 			h.refusedN.Add(1)
-			if len(h.refused) < refusedMax {
-				h.refused[handoffKey{id, keys[sent[j]]}] = now.Add(h.cfg.RetryRefused)
-			}
+			h.refuse(handoffKey{id, keys[sent[j]]}, now)
 		}
 	}
 	if len(done) == 0 {
@@ -304,6 +291,22 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 	}
 	h.moved.Add(int64(n))
 	h.log.Info("handed pages back to their owner", "to", owner, "pages", n)
+}
+
+// refuse remembers that k's owner refused it until now+RetryRefused; a
+// full memory first drops the refusals that ran out, and past refusedMax
+// live ones a refusal is not remembered (the page is offered again).
+func (h *Handoff) refuse(k handoffKey, now time.Time) {
+	if len(h.refused) >= refusedMax {
+		for k, until := range h.refused {
+			if !now.Before(until) {
+				delete(h.refused, k)
+			}
+		}
+	}
+	if len(h.refused) < refusedMax {
+		h.refused[k] = now.Add(h.cfg.RetryRefused)
+	}
 }
 
 // handoffChunk is the data of one Put message (under any node's chunk

@@ -135,16 +135,22 @@ func (h *Sender) Stats() Stats {
 func (h *Sender) loop() {
 	defer h.wg.Done()
 	defer h.peers.close()
-	t := time.NewTicker(flushEvery)
+	every(h.ctx, flushEvery, h.wake, h.flush)
+}
+
+// every runs fn each period and whenever wake has a value (a nil wake
+// never does), until ctx ends.
+func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-h.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-h.wake:
+		case <-wake:
 		}
-		h.flush()
+		fn()
 	}
 }
 
