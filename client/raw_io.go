@@ -243,11 +243,15 @@ func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (
 // before the answer. A lease taken for an answer that was lost ends at
 // its expiry.
 func (s *rawSession) lookup(ctx context.Context, n *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (res lookupAnswer, ok bool, err error) {
-	if s.version.Load() < 3 {
-		return lookupAnswer{}, false, nil
-	}
 	c, err := s.acquire()
 	if err != nil {
+		return lookupAnswer{}, false, nil
+	}
+	// The version is known once a connection was made: checked before
+	// acquire, a client that only looked keys up never dialed the plane
+	// and sent every lookup over gRPC.
+	if s.version.Load() < 3 {
+		s.finish(c, false)
 		return lookupAnswer{}, false, nil
 	}
 	done := bound(ctx, c)

@@ -159,6 +159,15 @@ func TestRawRoundTrip(t *testing.T) {
 	if got := c.RawLookups(); got != 1 {
 		t.Fatalf("%d lookups answered on the raw plane, want 1", got)
 	}
+	// A client that only looks keys up uses the raw plane from its first
+	// lookup: nothing else has dialed it.
+	lookupOnly := dialWith(t, n.Addr(), client.Options{NoShm: true})
+	if lr, err := open(t, lookupOnly).Lookup(ctx, keys, false, 0); err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup-only client: %+v %v", lr, err)
+	}
+	if got := lookupOnly.RawLookups(); got != 1 {
+		t.Fatalf("a lookup-only client's first lookup: %d answered on the raw plane, want 1", got)
+	}
 	// The raw and the gRPC lookup agree, misses included.
 	mixed := append(slices.Clone(keys[:3]), ns.PageKeys(tokens(16, 98))[0], keys[5])
 	rawLR, err1 := ns.Lookup(ctx, mixed, false, 0)
