@@ -54,21 +54,9 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	}
 	found := getEntries(len(keys))
 	defer putEntries(found)
-	// The keys' frequency history (histMu) and their presence and hits
-	// (shard locks, then mu) touch nothing in common: a lookup of many
-	// keys records the history on a goroutine of its own meanwhile, so
-	// that its latency is the longer of the two, not their sum. It has
-	// ended when Lookup returns (the wait is deferred before mu is taken,
-	// so it runs after mu is released).
-	var hist sync.WaitGroup
-	defer hist.Wait()
-	if len(keys) >= parallelRecordKeys {
-		hist.Go(func() { s.recordKeys(keys) })
-	} else {
-		s.recordKeys(keys)
-	}
 	n.getAll(keys, found)
 	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
+	s.recordKeys(keys)
 	now := s.clock(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,12 +88,6 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	}
 	return res, nil
 }
-
-// parallelRecordKeys is the number of keys from which a lookup records
-// their frequency history beside finding them (Lookup) rather than before:
-// below it the goroutine's start and wake-up cost more than the overlap
-// saves.
-const parallelRecordKeys = 64
 
 // entryLists holds the scratch lists of entries that lookups fill: a
 // 1,000-key lookup would otherwise allocate 8 KB for it, and a node's Go
