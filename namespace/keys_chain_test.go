@@ -1,0 +1,95 @@
+package namespace
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+)
+
+// The key chain has two implementations: the assembly one where the CPU
+// has the SHA extensions and pages are a multiple of 4 tokens
+// (keys_shani_amd64.s), and appendPageKeysGeneric, one sha256.Sum256 a
+// page. These tests hold AppendPageKeys, whichever it runs, to the generic
+// chain and to the standard library.
+
+// chainLengths are the page counts each page size is checked at: short
+// chains, and chains ending just before, at and after the assembly's
+// chunks of shaChunk pages.
+func chainLengths(pageTokens int) []int {
+	short := []int{1, 2, 3, 5, 8}
+	if pageTokens%4 != 0 || pageTokens > 64 && pageTokens != 300 {
+		return short
+	}
+	return append(short, shaChunk-1, shaChunk, shaChunk+1, 2*shaChunk+3)
+}
+
+// TestAppendPageKeysMatchesGeneric: for every page size from 1 to 300
+// tokens, random tokens, chains of many lengths, a parent key that is not
+// a namespace ID and a dst that already holds keys, AppendPageKeys gives
+// the generic chain's keys, and the last key of each chain is the
+// standard library's SHA-256 of its message.
+func TestAppendPageKeysMatchesGeneric(t *testing.T) {
+	r := testRand(t)
+	t.Logf("SHA extensions in use: %v", haveSHANI)
+	for pt := 1; pt <= 300; pt++ {
+		for _, pages := range chainLengths(pt) {
+			toks := randTokens(r, pages*pt+r.IntN(pt)) // and a partial page
+			var prev Key
+			for i := range prev {
+				prev[i] = byte(r.Uint32())
+			}
+			head := []Key{{1}, {2}}
+			got := AppendPageKeys(slices.Clone(head), prev, toks, pt)
+			want := appendPageKeysGeneric(slices.Clone(head), prev, toks, pt, pages)
+			if len(got) != len(want) {
+				t.Fatalf("page_tokens %d, %d pages: %d keys, want %d", pt, pages, len(got), len(want))
+			}
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("page_tokens %d, %d pages: key %d (page %d) = %s, want %s",
+					pt, pages, i, i-len(head), got[i], want[i])
+			}
+			last := len(got) - 1
+			parent := prev
+			if pages > 1 {
+				parent = got[last-1]
+			}
+			if k := refNextKey(parent, toks[(pages-1)*pt:pages*pt]); got[last] != k {
+				t.Fatalf("page_tokens %d, %d pages: last key %s, crypto/sha256 says %s", pt, pages, got[last], k)
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []Key) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
+
+// FuzzChainKeys: AppendPageKeys agrees with the generic chain for any
+// tokens, parent key and page size up to 300 tokens.
+func FuzzChainKeys(f *testing.F) {
+	f.Add([]byte("0123456789abcdef0123456789abcdef"), []byte("parent"), uint16(16))
+	f.Add(make([]byte, 4*16*40), []byte{}, uint16(4))
+	f.Add(make([]byte, 4*300*3), []byte{0xff}, uint16(299))
+	f.Add(make([]byte, 4*12*9+5), []byte{7}, uint16(11))
+	f.Fuzz(func(t *testing.T, raw, parent []byte, pt16 uint16) {
+		pt := int(pt16%300) + 1
+		toks := make([]uint32, len(raw)/4)
+		for i := range toks {
+			toks[i] = binary.LittleEndian.Uint32(raw[4*i:])
+		}
+		prev := Key(sum256(parent))
+		got := AppendPageKeys(nil, prev, toks, pt)
+		want := appendPageKeysGeneric(nil, prev, toks, pt, len(toks)/pt)
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("page_tokens %d, %d tokens: key %d differs from the generic chain", pt, len(toks), i)
+		}
+	})
+}

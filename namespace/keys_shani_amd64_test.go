@@ -1,0 +1,105 @@
+//go:build amd64 && !purego
+
+package namespace
+
+import (
+	"math/big"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestSHAConstants derives the tables keys_shani_amd64.s reads from their
+// definitions (FIPS 180-4 §4.2.2, §5.3.3): the first 32 bits of the
+// fractional parts of the cube roots of the first 64 primes, and of the
+// square roots of the first 8.
+func TestSHAConstants(t *testing.T) {
+	var primes []int64
+	for n := int64(2); len(primes) < 64; n++ {
+		if !slices.ContainsFunc(primes, func(p int64) bool { return n%p == 0 }) {
+			primes = append(primes, n)
+		}
+	}
+	frac := func(root *big.Int) uint32 { return uint32(root.Uint64()) }
+	for i, p := range primes {
+		// floor(cbrt(p) * 2^32) = floor(cbrt(p * 2^96)).
+		if got, want := shaK[i], frac(cubeRoot(new(big.Int).Lsh(big.NewInt(p), 96))); got != want {
+			t.Errorf("shaK[%d] = %#08x, want %#08x", i, got, want)
+		}
+	}
+	for i, p := range primes[:8] {
+		if got, want := shaIV[i], frac(new(big.Int).Sqrt(new(big.Int).Lsh(big.NewInt(p), 64))); got != want {
+			t.Errorf("shaIV[%d] = %#08x, want %#08x", i, got, want)
+		}
+	}
+	for i, b := range shaBswap {
+		if want := byte(i&^3 | (3 - i&3)); b != want {
+			t.Errorf("shaBswap[%d] = %d, want %d", i, b, want)
+		}
+	}
+}
+
+// cubeRoot returns floor(cbrt(n)) for n >= 0.
+func cubeRoot(n *big.Int) *big.Int {
+	lo, hi := big.NewInt(0), new(big.Int).Lsh(big.NewInt(1), uint(n.BitLen()/3+1))
+	for new(big.Int).Sub(hi, lo).Cmp(big.NewInt(1)) > 0 {
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if new(big.Int).Exp(mid, big.NewInt(3), nil).Cmp(n) <= 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// TestDetectSHANI: the CPUID check agrees with the flags Linux reports
+// (sha_ni, ssse3), so the assembly runs wherever it can and nowhere else.
+func TestDetectSHANI(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/cpuinfo")
+	}
+	info, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	var flags []string
+	for line := range strings.Lines(string(info)) {
+		if name, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
+			flags = strings.Fields(value)
+			break
+		}
+	}
+	want := slices.Contains(flags, "sha_ni") && slices.Contains(flags, "ssse3") && slices.Contains(flags, "sse2")
+	if haveSHANI != want {
+		t.Fatalf("haveSHANI = %v, /proc/cpuinfo flags say %v", haveSHANI, want)
+	}
+}
+
+// TestShaPad: the padding of a page's message is 0x80, zeros and the
+// message's length in bits, big-endian, filling its last block.
+func TestShaPad(t *testing.T) {
+	for _, tc := range []struct{ pt, blocks, padLen int }{
+		{4, 1, 16},    // 48-byte message
+		{8, 2, 64},    // 64 bytes: the padding is a block of its own
+		{12, 2, 48},   // 80
+		{16, 2, 32},   // 96
+		{20, 2, 16},   // 112
+		{24, 3, 64},   // 128
+		{256, 17, 32}, // 1056
+	} {
+		pad, blocks := shaPad(tc.pt)
+		if blocks != tc.blocks {
+			t.Errorf("page_tokens %d: %d blocks, want %d", tc.pt, blocks, tc.blocks)
+		}
+		var want [64]byte
+		want[0] = 0x80
+		bits := 8 * (KeySize + 4*tc.pt)
+		want[tc.padLen-2], want[tc.padLen-1] = byte(bits>>8), byte(bits)
+		if pad != want {
+			t.Errorf("page_tokens %d: padding % x, want % x", tc.pt, pad, want)
+		}
+	}
+}
