@@ -13,14 +13,16 @@ import (
 // chain and to the standard library.
 
 // chainLengths are the page counts each page size is checked at: short
-// chains, and chains ending just before, at and after the assembly's
-// chunks of shaChunk pages.
+// chains, and for the page sizes the assembly hashes, chains ending just
+// before, at and after the end of its chunks of shaChunkPages pages.
 func chainLengths(pageTokens int) []int {
 	short := []int{1, 2, 3, 5, 8}
-	if pageTokens%4 != 0 || pageTokens > 64 && pageTokens != 300 {
+	if pageTokens%4 != 0 {
 		return short
 	}
-	return append(short, shaChunk-1, shaChunk, shaChunk+1, 2*shaChunk+3)
+	_, blocks := shaPad(pageTokens)
+	c := shaChunkPages(blocks)
+	return append(short, c-1, c, c+1, 2*c+3)
 }
 
 // TestAppendPageKeysMatchesGeneric: for every page size from 1 to 300
@@ -92,4 +94,30 @@ func FuzzChainKeys(f *testing.F) {
 			t.Fatalf("page_tokens %d, %d tokens: key %d differs from the generic chain", pt, len(toks), i)
 		}
 	})
+}
+
+// TestShaPad: the padding of a page's message is 0x80, zeros and the
+// message's length in bits, big-endian, filling its last block.
+func TestShaPad(t *testing.T) {
+	for _, tc := range []struct{ pt, blocks, padLen int }{
+		{4, 1, 16},    // 48-byte message
+		{8, 2, 64},    // 64 bytes: the padding is a block of its own
+		{12, 2, 48},   // 80
+		{16, 2, 32},   // 96
+		{20, 2, 16},   // 112
+		{24, 3, 64},   // 128
+		{256, 17, 32}, // 1056
+	} {
+		pad, blocks := shaPad(tc.pt)
+		if blocks != tc.blocks {
+			t.Errorf("page_tokens %d: %d blocks, want %d", tc.pt, blocks, tc.blocks)
+		}
+		var want [64]byte
+		want[0] = 0x80
+		bits := 8 * (KeySize + 4*tc.pt)
+		want[tc.padLen-2], want[tc.padLen-1] = byte(bits>>8), byte(bits)
+		if pad != want {
+			t.Errorf("page_tokens %d: padding % x, want % x", tc.pt, pad, want)
+		}
+	}
 }

@@ -2,8 +2,6 @@
 
 package namespace
 
-import "encoding/binary"
-
 // The key chain with the x86 SHA extensions (keys_shani_amd64.s).
 //
 // A page of pageTokens tokens (a multiple of 4) is the SHA-256 message
@@ -15,11 +13,8 @@ import "encoding/binary"
 // loaded straight from the token slice (byte-swapped, as SHA-256 reads
 // big-endian words), and since a multiple of 4 tokens ends on a 16-byte
 // boundary of the message, the padding is whole 16-byte groups that are
-// the same for every page: shaPad builds them once per call.
-
-// shaChunk is the most pages one assembly call hashes (about 30 µs at 16
-// tokens a page): the goroutine cannot be preempted inside it.
-const shaChunk = 512
+// the same for every page: shaPad (keys_shapad.go) builds them once per
+// call.
 
 // haveSHANI says whether the CPU runs keys_shani_amd64.s: it needs the SHA
 // extensions (SHA256RNDS2, SHA256MSG1, SHA256MSG2), SSSE3 (PSHUFB,
@@ -51,17 +46,6 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 //go:noescape
 func chainSHANI(dst *Key, prev *Key, tokens *uint32, pages, groups, blocks int, pad *[64]byte)
 
-// shaPad returns the SHA-256 padding of one page's message, 32+4*pageTokens
-// bytes, and the message's block count.
-func shaPad(pageTokens int) (pad [64]byte, blocks int) {
-	n := KeySize + 4*pageTokens
-	blocks = (n + 9 + 63) / 64
-	padLen := 64*blocks - n
-	pad[0] = 0x80
-	binary.BigEndian.PutUint64(pad[padLen-8:], uint64(n)*8)
-	return pad, blocks
-}
-
 // appendChainSHANI appends the keys of pages pages of tokens to dst, whose
 // capacity holds them; pageTokens is a multiple of 4.
 func appendChainSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
@@ -69,8 +53,9 @@ func appendChainSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages in
 	n := len(dst)
 	dst = dst[:n+pages]
 	out := dst[n:]
+	chunk := shaChunkPages(blocks)
 	for len(out) > 0 {
-		c := min(len(out), shaChunk)
+		c := min(len(out), chunk)
 		chainSHANI(&out[0], &prev, &tokens[0], c, pageTokens/4, blocks, &pad)
 		prev = out[c-1]
 		out = out[c:]

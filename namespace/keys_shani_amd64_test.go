@@ -77,29 +77,3 @@ func TestDetectSHANI(t *testing.T) {
 		t.Fatalf("haveSHANI = %v, /proc/cpuinfo flags say %v", haveSHANI, want)
 	}
 }
-
-// TestShaPad: the padding of a page's message is 0x80, zeros and the
-// message's length in bits, big-endian, filling its last block.
-func TestShaPad(t *testing.T) {
-	for _, tc := range []struct{ pt, blocks, padLen int }{
-		{4, 1, 16},    // 48-byte message
-		{8, 2, 64},    // 64 bytes: the padding is a block of its own
-		{12, 2, 48},   // 80
-		{16, 2, 32},   // 96
-		{20, 2, 16},   // 112
-		{24, 3, 64},   // 128
-		{256, 17, 32}, // 1056
-	} {
-		pad, blocks := shaPad(tc.pt)
-		if blocks != tc.blocks {
-			t.Errorf("page_tokens %d: %d blocks, want %d", tc.pt, blocks, tc.blocks)
-		}
-		var want [64]byte
-		want[0] = 0x80
-		bits := 8 * (KeySize + 4*tc.pt)
-		want[tc.padLen-2], want[tc.padLen-1] = byte(bits>>8), byte(bits)
-		if pad != want {
-			t.Errorf("page_tokens %d: padding % x, want % x", tc.pt, pad, want)
-		}
-	}
-}

@@ -9,7 +9,3 @@ const haveSHANI = false
 func appendChainSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
 	panic("namespace: appendChainSHANI without the SHA extensions")
 }
-
-// shaChunk matches keys_shani_amd64.go so that the tests' chain lengths
-// cross its chunks on every platform.
-const shaChunk = 512
