@@ -49,6 +49,10 @@ func PageKeys(id ID, tokens []uint32, pageTokens int) []Key {
 // slice. A trailing partial page gets no key. It allocates nothing per
 // page: at most one grow of dst and, for pages over 256 tokens, one
 // scratch buffer. It panics if pageTokens <= 0.
+//
+// Where the CPU has the x86 SHA extensions and pages are a multiple of 4
+// tokens, the whole chain is hashed in assembly (keys_shani_amd64.s); the
+// keys are the same either way.
 func AppendPageKeys(dst []Key, prev Key, tokens []uint32, pageTokens int) []Key {
 	if pageTokens <= 0 {
 		panic("namespace: AppendPageKeys with pageTokens <= 0")
@@ -58,6 +62,16 @@ func AppendPageKeys(dst []Key, prev Key, tokens []uint32, pageTokens int) []Key 
 		return dst
 	}
 	dst = slices.Grow(dst, pages)
+	if pageTokens%4 == 0 && haveSHANI {
+		return appendChainSHANI(dst, prev, tokens, pageTokens, pages)
+	}
+	return appendPageKeysGeneric(dst, prev, tokens, pageTokens, pages)
+}
+
+// appendPageKeysGeneric is AppendPageKeys one sha256.Sum256 a page, for
+// any page size and CPU: it appends the keys of the first pages pages of
+// tokens.
+func appendPageKeysGeneric(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
 	var stack [KeySize + 4*stackTokens]byte
 	buf := stack[:]
 	if n := KeySize + 4*pageTokens; n > len(buf) {
