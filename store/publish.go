@@ -95,6 +95,11 @@ type reservation struct {
 	done       chan struct{} // closed when committing ends
 	outcome    CommitStatus
 
+	// slot: a granted slot (slots.go), whose spec holds only its size
+	// until PutGranted binds a page to it; Commit, Write and DirectWrite
+	// do not know it. Guarded by Store.mu.
+	slot bool
+
 	// mu serialises writes and guards closed and written; taken after
 	// Store.mu when both are needed.
 	mu      sync.Mutex
@@ -127,15 +132,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
 			continue
 		}
-		if e := n.shard(p.Key).get(p.Key); e != nil {
-			// Put again, so its sequence was recomputed up to it: the
-			// parent is coming, if it was missing (MarkOrphans), and a
-			// notice about the missing parent still in flight must not
-			// drop it (Config.OrphanGrace).
-			if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
-				q.SetOrphan(e.h, false)
-			}
-			e.put = s.clock(time.Now())
+		if s.putAgainLocked(n, p.Key) {
 			out[i] = Reservation{Status: Exists}
 			continue
 		}
@@ -172,6 +169,22 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 	return out, nil
 }
 
+// putAgainLocked reports whether key is published, and if so records that
+// it was put again: its sequence was recomputed up to it, so the parent is
+// coming, if it was missing (MarkOrphans), and a notice about the missing
+// parent still in flight must not drop it (Config.OrphanGrace).
+func (s *Store) putAgainLocked(n *nsState, key namespace.Key) bool {
+	e := n.shard(key).get(key)
+	if e == nil {
+		return false
+	}
+	if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
+		q.SetOrphan(e.h, false)
+	}
+	e.put = s.clock(time.Now())
+	return true
+}
+
 // Write copies p into the reservation at off. Writes must not leave gaps:
 // off may not exceed the bytes already written (rewriting is allowed).
 func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
@@ -205,7 +218,7 @@ func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) erro
 // openReservationLocked finds a reservation that can still take writes.
 func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation, error) {
 	r := s.reservations[writeID]
-	if r == nil || r.ns != n {
+	if r == nil || r.ns != n || r.slot {
 		switch st, ok := s.writeOutcomes.get(writeID); {
 		case !ok || r != nil:
 			return nil, fmt.Errorf("write %d: %w", writeID, ErrUnknownWrite)
@@ -235,7 +248,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	}
 	s.mu.Lock()
 	r := s.reservations[writeID]
-	if r == nil || r.ns != n {
+	if r == nil || r.ns != n || r.slot {
 		st, ok := s.writeOutcomes.get(writeID)
 		s.mu.Unlock()
 		if !ok || r != nil {
@@ -256,7 +269,12 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	r.committing = true
 	r.done = make(chan struct{})
 	s.mu.Unlock()
+	return s.finishCommit(writeID, r, size, sum), nil
+}
 
+// finishCommit verifies, seals and publishes reservation writeID, which
+// the caller marked committing (without Store.mu), and ends it.
+func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []byte) CommitStatus {
 	st := s.verify(r, size, sum)
 	if st == CommitCommitted {
 		st = s.seal(r, sum)
@@ -276,7 +294,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	r.ns.outcomes[st].Add(1)
 	s.writeOutcomes.add(writeID, st)
 	close(r.done)
-	return st, nil
+	return st
 }
 
 // PutResult is the outcome of a one-call Put.
