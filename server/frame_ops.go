@@ -95,7 +95,14 @@ func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	if err != nil && res.Reserve == 0 {
 		return nil, err
 	}
-	resp := &frame.PutOK{Reserve: reserveFrame(res.Reserve)}
+	resp := putOK(res)
+	return &resp, nil
+}
+
+// putOK is a one-call put's outcome as PutOK (and a SlotPutOK's result)
+// carries it.
+func putOK(res store.PutResult) frame.PutOK {
+	resp := frame.PutOK{Reserve: reserveFrame(res.Reserve)}
 	if res.Reserve == store.Reserved {
 		resp.Commit = commitFrame(res.Commit)
 		if res.Commit != store.CommitCommitted {
@@ -105,7 +112,7 @@ func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	if res.Err != nil {
 		resp.Reason = res.Err.Error()
 	}
-	return resp, nil
+	return resp
 }
 
 // lookup answers a Lookup as the gRPC Lookup does.
@@ -273,10 +280,26 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 }
 
 // mine reports whether writeID is a reservation of namespace n this
-// connection made and has not committed or aborted.
+// connection made and has not committed or aborted (a granted slot is
+// not: only a SlotPut names it).
 func (sc *shmConn) mine(n store.Namespace, writeID uint64) bool {
 	w, ok := sc.writes[writeID]
+	return ok && w.ns == n.ID && !w.slot
+}
+
+// held reports whether writeID is a reservation or a granted slot of
+// namespace n this connection holds.
+func (sc *shmConn) held(n store.Namespace, writeID uint64) bool {
+	w, ok := sc.writes[writeID]
 	return ok && w.ns == n.ID
+}
+
+// drop forgets writeID, which the connection held.
+func (sc *shmConn) drop(writeID uint64) {
+	if sc.writes[writeID].slot {
+		sc.slots--
+	}
+	delete(sc.writes, writeID)
 }
 
 // abort drops reservations; an empty batch is malformed here (SPEC.md
@@ -289,10 +312,11 @@ func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 	if err := sc.s.checkBatch(len(m.WriteIDs), "write ids"); err != nil {
 		return nil, err
 	}
-	// Only the connection's own reservations are aborted (as committed).
+	// Only the connection's own reservations and slots are aborted (as
+	// committed).
 	own := make([]uint64, 0, len(m.WriteIDs))
 	for _, wid := range m.WriteIDs {
-		if sc.mine(n, wid) {
+		if sc.held(n, wid) {
 			own = append(own, wid)
 		}
 	}
@@ -303,7 +327,7 @@ func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 		}
 	}
 	for _, wid := range own {
-		delete(sc.writes, wid)
+		sc.drop(wid)
 	}
 	return &frame.AbortOK{Aborted: uint32(k)}, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
 )
 
 // The request layer: what every transport's handler calls once it has
@@ -174,6 +175,25 @@ func (s *Server) put(n store.Namespace, spec store.PageSpec, sum []byte, ttl tim
 	s.received(n, written)
 	if res.Committed() {
 		s.metrics.PageTime("in", time.Since(start))
+	}
+	return res, err
+}
+
+// grant sets aside up to count slots of n's page size in the shared arena
+// for a same-host writer (store.Grant): fewer, or none, when the arena has
+// no free extent or the tenant is at its quota (err says which).
+// The caller bounded count (checkLimit).
+func (s *Server) grant(n store.Namespace, count int, arena tiers.Tier) ([]store.Granted, error) {
+	return s.cfg.Store.Grant(n.ID, count, 0, arena)
+}
+
+// putGranted publishes a page a same-host writer copied into granted slot
+// writeID (store.PutGranted); spec was checked (checkSpec). The time from
+// the grant (since) to a verified commit is recorded.
+func (s *Server) putGranted(n store.Namespace, writeID uint64, spec store.PageSpec, sum []byte, since time.Time) (store.PutResult, error) {
+	res, err := s.cfg.Store.PutGranted(n.ID, writeID, spec, sum)
+	if res.Committed() {
+		s.metrics.PageTime("in", time.Since(since))
 	}
 	return res, err
 }
