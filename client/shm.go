@@ -36,9 +36,11 @@ import (
 // the caller's lease, if any, is live); the client copies each mapped page
 // and then re-checks its generation word, so a page reclaimed meanwhile
 // (not under the caller's lease) is a miss, never wrong bytes. A Put is
-// reserve (extents in the arena) → memcpy and checksum in one pass →
-// commit (the node verifies), its commits pipelined behind the copies
-// (shm_put.go).
+// memcpy and checksum in one pass into arena slots the node granted the
+// connection ahead → one SlotPut (the node verifies, publishes and grants
+// new slots) on a node of protocol 4 (shm_slots.go); else, or short of
+// slots, reserve (extents in the arena) → memcpy and checksum → commit,
+// its commits pipelined behind the copies (shm_put.go).
 
 const (
 	// shmMinDeadline is the least time left on a reservation for an

@@ -80,8 +80,14 @@ func (sc *shmConn) serve() {
 		return
 	}
 	for {
+		// A Put's data (RecvBulk) that its handler did not read, because
+		// it refused the page, is dropped before the next frame.
+		if err := sc.c.SkipBulk(); err != nil {
+			log.Info("shm: closing connection", "err", err)
+			return
+		}
 		sc.armRead()
-		id, m, err := sc.c.Recv()
+		id, m, err := sc.c.RecvBulk()
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 			return

@@ -83,15 +83,23 @@ func (sc *shmConn) write(m *frame.Write) {
 }
 
 // put takes a one-frame Put: the page is published by the request layer's
-// one-call put (store.Put) from the frame's bytes. A page the store has,
-// or refuses, is answered so with its bytes dropped.
+// one-call put (store.PutInPlace), its bytes read from the connection
+// straight into the reservation (RecvBulk left them there). A page the
+// store has, or refuses, is answered so with its bytes dropped (the serve
+// loop skips them).
 func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
 	}
-	res, err := sc.s.put(n, frameSpec(m.Page), m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
-		func(write func([]byte) error) error { return write(m.Data) })
+	res, err := sc.s.putInPlace(n, frameSpec(m.Page), m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
+		func(dst []byte) error {
+			if m.Data != nil {
+				copy(dst, m.Data)
+				return nil
+			}
+			return sc.c.ReadBulk(dst)
+		})
 	if err != nil && res.Reserve == 0 {
 		return nil, err
 	}

@@ -172,11 +172,36 @@ func (s *Server) put(n store.Namespace, spec store.PageSpec, sum []byte, ttl tim
 			return nil
 		})
 	})
+	s.putDone(n, written, start, res)
+	return res, err
+}
+
+// putInPlace is put whose fill writes the page's bytes into dst
+// (store.PutInPlace: the reservation's memory where its tier is mapped).
+func (s *Server) putInPlace(n store.Namespace, spec store.PageSpec, sum []byte, ttl time.Duration,
+	fill func(dst []byte) error) (store.PutResult, error) {
+	if err := checkSpec(spec); err != nil {
+		return store.PutResult{}, err
+	}
+	start, written := time.Now(), 0
+	res, err := s.cfg.Store.PutInPlace(n.ID, spec, sum, ttl, func(dst []byte) error {
+		err := fill(dst)
+		if err == nil {
+			written = len(dst)
+		}
+		return err
+	})
+	s.putDone(n, written, start, res)
+	return res, err
+}
+
+// putDone counts a one-call put's bytes received and, when it published
+// the page, the time from start.
+func (s *Server) putDone(n store.Namespace, written int, start time.Time, res store.PutResult) {
 	s.received(n, written)
 	if res.Committed() {
 		s.metrics.PageTime("in", time.Since(start))
 	}
-	return res, err
 }
 
 // grant sets aside up to count slots of n's page size in the shared arena

@@ -324,6 +324,67 @@ func (r PutResult) Committed() bool { return r.Reserve == Reserved && r.Commit =
 // CommitIncomplete. The other errors are Reserve's (unknown namespace,
 // closed store), with a zero result.
 func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(write func(p []byte) error) error) (PutResult, error) {
+	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
+		var off int64
+		return fill(func(p []byte) error {
+			if err := s.Write(id, writeID, off, p); err != nil {
+				return err
+			}
+			off += int64(len(p))
+			return nil
+		})
+	})
+}
+
+// PutInPlace is Put whose fill writes the page's bytes into dst (every
+// byte of it: Commit checks them): the reservation's own memory when its
+// tier is mapped, so the bytes are copied once, from the writer's source
+// (a socket) into the tier; else a buffer the store then writes.
+func (s *Store) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(dst []byte) error) (PutResult, error) {
+	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
+		if dst, err := s.inPlace(id, writeID); dst != nil || err != nil {
+			if err != nil {
+				return err
+			}
+			return fill(dst)
+		}
+		buf := make([]byte, spec.Size)
+		if err := fill(buf); err != nil {
+			return err
+		}
+		return s.Write(id, writeID, 0, buf)
+	})
+}
+
+// inPlace is the memory of open reservation writeID when its tier is
+// mapped, the whole page then counted as written (as DirectWrite does);
+// nil when it is not.
+func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	r, err := s.openReservationLocked(n, writeID)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.cfg.Tiers[r.tier].(tiers.Mapped)
+	if !ok {
+		return nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
+	}
+	r.written = r.spec.Size
+	return m.Bytes(r.ext), nil
+}
+
+// put is Put and PutInPlace: fill writes reservation writeID.
+func (s *Store) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(writeID uint64) error) (PutResult, error) {
 	res, err := s.Reserve(id, []PageSpec{spec}, ttl)
 	if err != nil {
 		return PutResult{}, err
@@ -332,15 +393,7 @@ func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duratio
 	if r.Status != Reserved {
 		return PutResult{Reserve: r.Status, Err: r.Err}, nil
 	}
-	var off int64
-	write := func(p []byte) error {
-		if err := s.Write(id, r.WriteID, off, p); err != nil {
-			return err
-		}
-		off += int64(len(p))
-		return nil
-	}
-	if err := fill(write); err != nil {
+	if err := fill(r.WriteID); err != nil {
 		_, _ = s.Abort(id, []uint64{r.WriteID})
 		return PutResult{Reserve: Reserved, Commit: CommitAborted, Err: err}, err
 	}

@@ -159,3 +159,50 @@ func TestGrantLimits(t *testing.T) {
 		t.Fatalf("a slot the janitor took back: %+v", res)
 	}
 }
+
+// TestPutInPlace: a one-call put's fill writes straight into the
+// reservation's memory in a mapped tier, into a buffer the store writes
+// elsewhere, and publishes with Put's checks and outcomes.
+func TestPutInPlace(t *testing.T) {
+	s, h, _ := newHostStore(t, 1)
+	var where []byte
+	fill := func(i int) func([]byte) error {
+		return func(dst []byte) error {
+			where = dst
+			copy(dst, pageData(i))
+			return nil
+		}
+	}
+	sum := func(i int) []byte { return testNS.Checksum.Sum(pageData(i)) }
+	spec := func(i int) PageSpec { return PageSpec{Key: key(i), Size: pageSize} }
+	if res, err := s.PutInPlace(testNS.ID, spec(1), sum(2), 0, fill(1)); err != nil || res.Commit != CommitChecksumMismatch {
+		t.Fatalf("a wrong checksum: %+v %v", res, err)
+	}
+	res, err := s.PutInPlace(testNS.ID, spec(1), sum(1), 0, fill(1))
+	if err != nil || !res.Committed() {
+		t.Fatalf("put: %+v %v", res, err)
+	}
+	locs, err := s.Extents(testNS.ID, 0, []namespace.Key{key(1)}, h)
+	if err != nil || !locs[0].Mapped || &h.Bytes(locs[0].Ext)[0] != &where[0] {
+		t.Fatalf("the page was not filled in place: %+v %v", locs[0], err)
+	}
+	// The host tier is full: the next page lands in the memory tier
+	// (through a buffer), or in the host tier once the mover demoted the
+	// first.
+	if res, err := s.PutInPlace(testNS.ID, spec(2), sum(2), 0, fill(2)); err != nil || !res.Committed() {
+		t.Fatalf("put into the memory tier: %+v %v", res, err)
+	}
+	if got, err := read(t, s, 0, key(1), key(2)); err != nil || !bytes.Equal(got[0], pageData(1)) || !bytes.Equal(got[1], pageData(2)) {
+		t.Fatalf("read back: %v", err)
+	}
+	if res, _ := s.PutInPlace(testNS.ID, spec(1), sum(1), 0, fill(1)); res.Reserve != Exists {
+		t.Fatalf("again: %+v", res)
+	}
+	broken := errors.New("stream broke")
+	if res, err := s.PutInPlace(testNS.ID, spec(3), sum(3), 0, func([]byte) error { return broken }); !errors.Is(err, broken) || res.Commit != CommitAborted {
+		t.Fatalf("a failed fill: %+v %v", res, err)
+	}
+	if st := s.Stats(); st.Reservations != 0 || st.Pages != 2 {
+		t.Fatalf("at the end: %d reservations, %d pages", st.Reservations, st.Pages)
+	}
+}
