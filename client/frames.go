@@ -1,9 +1,12 @@
 package client
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratakv/strata/proto/frame"
@@ -44,6 +47,17 @@ type connPool struct {
 	// idle longer is closed rather than used (set where the node closes
 	// idle connections: rawPoolIdle).
 	maxIdle time.Duration
+	// onClose, if set, is told of each connection the pool closes (what
+	// the session kept for it is gone).
+	onClose func(*transport.Conn)
+}
+
+// shut closes c, which the pool gave up.
+func (p *connPool) shut(c *transport.Conn) {
+	c.Close()
+	if p.onClose != nil {
+		p.onClose(c)
+	}
 }
 
 // take returns an idle connection, lent until give, nil when there is
@@ -60,7 +74,7 @@ func (p *connPool) take() (c *transport.Conn, open bool) {
 		p.since = p.since[:k-1]
 		idle := time.Since(since)
 		if (p.maxIdle > 0 && idle > p.maxIdle) || (idle > peekAfter && c.PeerGone()) {
-			c.Close()
+			p.shut(c)
 			c = nil
 		}
 	}
@@ -76,7 +90,7 @@ func (p *connPool) lend(c *transport.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		c.Close()
+		p.shut(c)
 		return false
 	}
 	p.lendLocked(c)
@@ -101,7 +115,7 @@ func (p *connPool) give(c *transport.Conn, broke bool) {
 		return
 	}
 	p.mu.Unlock()
-	c.Close()
+	p.shut(c)
 }
 
 // interrupt makes the blocked reads and writes of the lent connections
@@ -122,18 +136,19 @@ func (p *connPool) close() bool {
 	p.idle, p.since, p.closed = nil, nil, true
 	p.mu.Unlock()
 	for _, c := range idle {
-		c.Close()
+		p.shut(c)
 	}
 	return was
 }
 
-// hello authenticates a new connection c (over nc): a Hello with token,
-// then the Welcome recv reads (with the fds that ride with it, on a Unix
-// socket), both within limit. On failure it closes c and the fds.
-func hello(c *transport.Conn, nc net.Conn, token string, limit time.Duration,
+// hello authenticates a new connection c (over nc): a Hello of version
+// with token, then the Welcome recv reads (with the fds that ride with it,
+// on a Unix socket), both within limit. On failure it closes c and the
+// fds; a node that does not speak version fails it with ErrVersion.
+func hello(c *transport.Conn, nc net.Conn, token string, version uint16, limit time.Duration,
 	recv func() (frame.Message, []int, error)) (*frame.Welcome, []int, error) {
 	_ = nc.SetDeadline(time.Now().Add(limit))
-	if err := c.Send(0, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); err != nil {
+	if err := c.Send(0, &frame.Hello{Version: version, Token: token}); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
@@ -150,6 +165,26 @@ func hello(c *transport.Conn, nc net.Conn, token string, limit time.Duration,
 		return nil, nil, fromFrame("welcome", m)
 	}
 	return w, fds, nil
+}
+
+// helloVersions runs dial, which connects and says hello with a version,
+// with the version in *v (frame.ProtocolVersion while it is 0) and, while
+// the node refuses it as one it does not speak (an older node, SPEC.md
+// §4), with each older one down to frame.MinProtocolVersion. *v keeps the
+// version the node took, for the next dials.
+func helloVersions(v *atomic.Uint32, dial func(version uint16) error) error {
+	for {
+		was := v.Load()
+		cur := cmp.Or(was, frame.ProtocolVersion)
+		err := dial(uint16(cur))
+		if err == nil {
+			v.Store(cur)
+		}
+		if !errors.Is(err, ErrVersion) || cur <= frame.MinProtocolVersion {
+			return err
+		}
+		v.CompareAndSwap(was, cur-1)
+	}
 }
 
 // recvAnswer reads the answer to request id.

@@ -45,7 +45,8 @@ type rawSession struct {
 	ids    atomic.Uint64
 	// failed is when a dial last failed (unix nanoseconds); 0: never.
 	failed atomic.Int64
-	// version is the protocol version the node last welcomed us with.
+	// version is the protocol version the node last welcomed us with (0:
+	// none yet), the one the next dial says hello with (helloVersions).
 	version atomic.Uint32
 	// oneCall and twoPhase count put batches by how they went; lookups
 	// counts the lookups answered on the plane.
@@ -165,9 +166,19 @@ func (s *rawSession) acquire() (*transport.Conn, error) {
 	return c, nil
 }
 
-// dial connects and authenticates one connection; the Welcome must name
-// the node the namespace was opened on.
-func (s *rawSession) dial() (*transport.Conn, error) {
+// dial connects and authenticates one connection, in the newest version
+// the node speaks; the Welcome must name the node the namespace was opened
+// on.
+func (s *rawSession) dial() (c *transport.Conn, err error) {
+	err = helloVersions(&s.version, func(version uint16) error {
+		c, err = s.dialVersion(version)
+		return err
+	})
+	return c, err
+}
+
+// dialVersion connects and says hello with version.
+func (s *rawSession) dialVersion(version uint16) (*transport.Conn, error) {
 	nc, err := net.DialTimeout("tcp", s.addr, handshakeLimit)
 	if err != nil {
 		return nil, err
@@ -182,7 +193,7 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 		nc = tc
 	}
 	c := transport.NewStreamConn(nc, 0)
-	w, _, err := hello(c, nc, s.token, handshakeLimit, func() (frame.Message, []int, error) {
+	w, _, err := hello(c, nc, s.token, version, handshakeLimit, func() (frame.Message, []int, error) {
 		_, m, err := c.Recv()
 		return m, nil, err
 	})
@@ -193,7 +204,10 @@ func (s *rawSession) dial() (*transport.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("raw address %s serves node %q, not %q", s.addr, w.NodeID, s.nodeID)
 	}
-	s.version.Store(uint32(w.Version))
+	if w.Version != version {
+		c.Close()
+		return nil, fmt.Errorf("raw handshake: welcome of protocol %d to a hello of %d: %w", w.Version, version, ErrProtocol)
+	}
 	return c, nil
 }
 

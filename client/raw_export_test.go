@@ -45,3 +45,21 @@ func (c *Client) sumSessions(count func(*nodeClient) int64) (n int64) {
 	}
 	return n
 }
+
+// ShmRequests is how many requests the client's shm sessions sent, and
+// how many put batches went into granted slots.
+func (c *Client) ShmRequests() (requests, slotPuts int64) {
+	requests = c.sumSessions(func(nc *nodeClient) int64 {
+		if s := nc.shm.Load(); s != nil {
+			return int64(s.ids.Load())
+		}
+		return 0
+	})
+	slotPuts = c.sumSessions(func(nc *nodeClient) int64 {
+		if s := nc.shm.Load(); s != nil {
+			return s.slotPuts.Load()
+		}
+		return 0
+	})
+	return requests, slotPuts
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/transport"
 )
@@ -35,9 +36,11 @@ import (
 // the caller's lease, if any, is live); the client copies each mapped page
 // and then re-checks its generation word, so a page reclaimed meanwhile
 // (not under the caller's lease) is a miss, never wrong bytes. A Put is
-// reserve (extents in the arena) → memcpy and checksum in one pass →
-// commit (the node verifies), its commits pipelined behind the copies
-// (shm_put.go).
+// memcpy and checksum in one pass into arena slots the node granted the
+// connection ahead → one SlotPut (the node verifies, publishes and grants
+// new slots) on a node of protocol 4 (shm_slots.go); else, or short of
+// slots, reserve (extents in the arena) → memcpy and checksum → commit,
+// its commits pipelined behind the copies (shm_put.go).
 
 const (
 	// shmMinDeadline is the least time left on a reservation for an
@@ -51,16 +54,28 @@ type shmSession struct {
 	token   string
 	nodeID  string
 	arenaID uint64
+	// version is the protocol version the node welcomed the session with
+	// (helloVersions): 4 and up, puts go into granted slots (shm_slots.go).
+	version atomic.Uint32
 	shm     *transport.Shm
 	ids     atomic.Uint64
 	broken  atomic.Bool
 	lookups atomic.Int64 // lookups answered through the session
+	// slotPuts counts the put batches that went into granted slots.
+	slotPuts atomic.Int64
 
 	// use is read-held while a call uses the mapping; close write-locks it.
 	use sync.RWMutex
 
 	locs   locCache // where pages were last seen (shm_cache.go)
 	served sync.Map // namespace.ID → *served: cache reads to report
+
+	// slots are the slots the node granted each connection, by namespace
+	// (shm_slots.go); slotsShort is until when (unix ns) puts do not ask
+	// for slots, after the node granted fewer than asked.
+	slotsMu    sync.Mutex
+	slots      map[*transport.Conn]map[namespace.ID][]frame.Grant
+	slotsShort atomic.Int64
 
 	pool connPool
 }
@@ -111,6 +126,7 @@ func isLocal(host string) bool {
 // startShm opens a session to the node at path if it is node nodeID.
 func startShm(path, token, nodeID string) (*shmSession, error) {
 	s := &shmSession{path: path, token: token, nodeID: nodeID}
+	s.pool.onClose = s.forgetSlots
 	c, fds, w, err := s.dial(true)
 	if err != nil {
 		return nil, err
@@ -133,14 +149,25 @@ func startShm(path, token, nodeID string) (*shmSession, error) {
 	return s, nil
 }
 
-// dial connects and authenticates one control connection.
-func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, error) {
+// dial connects and authenticates one control connection, in the newest
+// version the node speaks.
+func (s *shmSession) dial(first bool) (c *transport.Conn, fds []int, w *frame.Welcome, err error) {
+	err = helloVersions(&s.version, func(version uint16) error {
+		c, fds, w, err = s.dialVersion(first, version)
+		return err
+	})
+	return c, fds, w, err
+}
+
+// dialVersion connects one control connection and says hello with
+// version.
+func (s *shmSession) dialVersion(first bool, version uint16) (*transport.Conn, []int, *frame.Welcome, error) {
 	uc, err := net.DialTimeout("unix", s.path, handshakeLimit)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	c := transport.NewConn(uc.(*net.UnixConn), 0)
-	w, fds, err := hello(c, uc, s.token, handshakeLimit, func() (frame.Message, []int, error) {
+	w, fds, err := hello(c, uc, s.token, version, handshakeLimit, func() (frame.Message, []int, error) {
 		_, m, fds, err := c.RecvFDs(2)
 		return m, fds, err
 	})
@@ -151,6 +178,11 @@ func (s *shmSession) dial(first bool) (*transport.Conn, []int, *frame.Welcome, e
 		closeFDs(fds)
 		c.Close()
 		return nil, nil, nil, fmt.Errorf("shm socket %s now serves another arena", s.path)
+	}
+	if w.Version != version {
+		closeFDs(fds)
+		c.Close()
+		return nil, nil, nil, fmt.Errorf("shm handshake: welcome of protocol %d to a hello of %d: %w", w.Version, version, ErrProtocol)
 	}
 	return c, fds, w, nil
 }

@@ -48,6 +48,13 @@ const (
 // plane redoes the batch (published pages answer Exists).
 func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
 	ok, err = s.with(func(c *transport.Conn) (bool, error) {
+		if s.version.Load() >= 4 {
+			res, done, broke, err := s.putSlots(ctx, c, n, pages)
+			if done || broke {
+				results = res
+				return broke, err
+			}
+		}
 		m, err := s.call(ctx, c, n.reserveFrame(pages))
 		if err != nil {
 			return true, err
@@ -57,7 +64,8 @@ func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results 
 			results = res
 			return broke, err
 		}
-		p := &shmPut{s: s, n: n, c: c, pages: pages, r: r, results: res}
+		p := &shmPut{s: s, n: n, c: c, pages: pages, results: res}
+		p.reserved(r)
 		if broke, err := p.run(ctx, open); broke || err != nil {
 			return true, err // closing the connection aborts its reservations
 		}
@@ -67,25 +75,48 @@ func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results 
 	return results, ok, err
 }
 
-// shmPut is one put's copying and commits on connection c, after its
-// Reserve was answered by r.
+// shmPut is one put's copying and publishing requests on connection c:
+// Commits of the reservations of a Reserve (reserved), or SlotPuts of
+// granted slots (shm_slots.go).
 type shmPut struct {
 	s       *shmSession
 	n       *nodeNS
 	c       *transport.Conn
 	pages   []Page
-	r       *frame.ReserveOK
+	r       *frame.ReserveOK // the Reserve's answer, for Commits
 	results []PutResult
-	// sent are the commits sent and not yet answered, oldest first.
+	// ext is the extent page i is copied into.
+	ext func(i int) frame.Extent
+	// request is the frame that publishes the pages at group, whose
+	// checksums are sums.
+	request func(group []int, sums [][]byte) frame.Message
+	// answered records m, the answer to sc, in results.
+	answered func(sc shmCommit, m frame.Message) error
+	// sent are the requests sent and not yet answered, oldest first.
 	sent []shmCommit
 }
 
-// shmCommit is a Commit sent: its request id, the pages it covers (indexes
-// into pages) and the frame.
+// shmCommit is a publishing request sent: its id, the pages it covers
+// (indexes into pages), their checksums and the frame.
 type shmCommit struct {
 	id    uint64
 	pages []int
-	req   *frame.Commit
+	sums  [][]byte
+	req   frame.Message
+}
+
+// reserved makes p commit the reservations of r.
+func (p *shmPut) reserved(r *frame.ReserveOK) {
+	p.r = r
+	p.ext = func(i int) frame.Extent { return r.Slots[i].Ext }
+	p.request = func(group []int, sums [][]byte) frame.Message {
+		items := make([]frame.CommitItem, len(group))
+		for j, i := range group {
+			items[j] = frame.CommitItem{WriteID: r.Slots[i].WriteID, Size: int64(len(p.pages[i].Data)), Checksum: sums[j]}
+		}
+		return &frame.Commit{NS: p.n.id, Items: items}
+	}
+	p.answered = p.commitAnswered
 }
 
 // run copies and commits the reserved pages at open, then reads every
@@ -116,7 +147,17 @@ func (p *shmPut) run(ctx context.Context, open []int) (broke bool, err error) {
 			return true, err
 		}
 	}
-	per := max(1, shmCommitGroup/max(1, len(p.pages[open[0]].Data)))
+	return p.pipeline(ctx, direct)
+}
+
+// pipeline copies the pages at direct into their extents group by group,
+// sending each group's request once it is copied, then reads every
+// answer. broke: the connection is out of step or failed.
+func (p *shmPut) pipeline(ctx context.Context, direct []int) (broke bool, err error) {
+	if len(direct) == 0 {
+		return p.drain()
+	}
+	per := max(1, shmCommitGroup/max(1, len(p.pages[direct[0]].Data)))
 	for start := 0; start < len(direct); start += per {
 		group := direct[start:min(len(direct), start+per)]
 		sums, err := p.copy(ctx, group)
@@ -127,6 +168,11 @@ func (p *shmPut) run(ctx context.Context, open []int) (broke bool, err error) {
 			return true, err
 		}
 	}
+	return p.drain()
+}
+
+// drain reads the answers of the requests sent.
+func (p *shmPut) drain() (broke bool, err error) {
 	for len(p.sent) > 0 {
 		if err := p.answer(); err != nil {
 			return true, err
@@ -141,7 +187,7 @@ func (p *shmPut) copy(ctx context.Context, group []int) ([][]byte, error) {
 	ops := make([]transport.Op, len(group))
 	sums := make([]pageSum, len(group))
 	for j, i := range group {
-		ops[j] = transport.Op{Ext: p.r.Slots[i].Ext, Buf: p.pages[i].Data}
+		ops[j] = transport.Op{Ext: p.ext(i), Buf: p.pages[i].Data}
 		sums[j] = newPageSum(p.n.desc.Checksum)
 	}
 	if err := p.s.shm.WriteEach(ctx, ops, func(j int, b []byte) { sums[j].write(b) }); err != nil {
@@ -154,29 +200,25 @@ func (p *shmPut) copy(ctx context.Context, group []int) ([][]byte, error) {
 	return out, nil
 }
 
-// commit sends the Commit of the pages at group, whose checksums are sums,
-// after reading the oldest answer if shmCommitsInFlight are unanswered.
+// commit sends the request that publishes the pages at group, whose
+// checksums are sums, after reading the oldest answer if
+// shmCommitsInFlight are unanswered.
 func (p *shmPut) commit(group []int, sums [][]byte) error {
 	if len(p.sent) >= shmCommitsInFlight {
 		if err := p.answer(); err != nil {
 			return err
 		}
 	}
-	items := make([]frame.CommitItem, len(group))
-	for j, i := range group {
-		items[j] = frame.CommitItem{WriteID: p.r.Slots[i].WriteID, Size: int64(len(p.pages[i].Data)), Checksum: sums[j]}
-	}
-	req := &frame.Commit{NS: p.n.id, Items: items}
+	req := p.request(group, sums)
 	id := p.s.ids.Add(1)
 	if err := p.c.Send(id, req); err != nil {
 		return err
 	}
-	p.sent = append(p.sent, shmCommit{id: id, pages: group, req: req})
+	p.sent = append(p.sent, shmCommit{id: id, pages: group, sums: sums, req: req})
 	return nil
 }
 
-// answer reads the answer to the oldest commit unanswered and records its
-// outcomes (and, for the pages in the arena, their locations).
+// answer reads the answer to the oldest request unanswered and records it.
 func (p *shmPut) answer() error {
 	sc := p.sent[0]
 	p.sent = p.sent[1:]
@@ -184,6 +226,12 @@ func (p *shmPut) answer() error {
 	if err != nil {
 		return err
 	}
+	return p.answered(sc, m)
+}
+
+// commitAnswered records the outcomes of a Commit (and, for the pages in
+// the arena, their locations).
+func (p *shmPut) commitAnswered(sc shmCommit, m frame.Message) error {
 	if broke, err := committed(m, sc.pages, p.results); broke || err != nil {
 		if err == nil {
 			err = fmt.Errorf("commit: %w", ErrProtocol)
@@ -192,7 +240,7 @@ func (p *shmPut) answer() error {
 	}
 	for j, i := range sc.pages {
 		if sl := p.r.Slots[i]; p.results[i].Status == Committed && sl.Mapped {
-			p.s.locs.put(p.n.id, p.pages[i].Key, shmLoc{ext: sl.Ext, sum: sc.req.Items[j].Checksum})
+			p.s.locs.put(p.n.id, p.pages[i].Key, shmLoc{ext: sl.Ext, sum: sc.sums[j]})
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ package client_test
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -165,7 +167,16 @@ func TestShmPutPipelined(t *testing.T) {
 			t.Fatalf("page %d: %v %s, want %v", i, r.Status, r.Reason, want)
 		}
 	}
-	bufs := pageBufs(ns, pages)
+	readsBack(ctx, t, ns, keys, data)
+	if !c.ShmActive() {
+		t.Fatal("the session broke")
+	}
+}
+
+// readsBack fails t unless ns holds every page of keys with its data.
+func readsBack(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key, data [][]byte) {
+	t.Helper()
+	bufs := pageBufs(ns, len(keys))
 	found, err := ns.Get(ctx, keys, bufs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +186,223 @@ func TestShmPutPipelined(t *testing.T) {
 			t.Fatalf("page %d: found %v, bytes equal %v", i, found[i], bytes.Equal(bufs[i], data[i]))
 		}
 	}
+}
+
+// slotPut sends a SlotPut on c and returns its answer, failing on any
+// other.
+func slotPut(t *testing.T, c *transport.Conn, id uint64, m *frame.SlotPut) *frame.SlotPutOK {
+	t.Helper()
+	ok, isOK := shmCall(t, c, id, m).(*frame.SlotPutOK)
+	if !isOK || len(ok.Results) != len(m.Pages) {
+		t.Fatalf("slot put %d: %#v", id, ok)
+	}
+	return ok
+}
+
+// TestShmSlotPutChecks: over the node's shm socket, a page written into a
+// slot the node granted is published only when the slot is this
+// connection's, unused, of the page's size and the checksum matches its
+// bytes; a published key answers EXISTS and leaves the slot for another
+// page; a slot is no reservation to Commit; and only the pages published
+// are visible to a reader.
+func TestShmSlotPutChecks(t *testing.T) {
+	n, sock := shmNode(t, func(c *node.Config) {
+		c.TenantTokens = map[string]string{"token-a": "acme"}
+		c.ShmTenants = []string{"acme"}
+		c.MaxBatch = 8
+	})
+	ctx := ctxT(t)
+	ns, err := dial(t, n.Addr(), "token-a").Open(ctx, llama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ns.PageKeys(tokens(16*4, 31))
+	data := pagesFor(ns, keys)
+	size := int64(ns.PageBytes())
+	sum := func(i int) []byte { return namespace.CRC32C.Sum(data[i]) }
+	page := func(g frame.Grant, i int, sz int64, s []byte) frame.SlotPage {
+		return frame.SlotPage{WriteID: g.WriteID, Page: frame.PageSpec{Key: keys[i], Size: sz}, Checksum: s}
+	}
+	a, arena := shmMapped(t, sock, "token-a")
+	write := func(g frame.Grant, i int) {
+		t.Helper()
+		if err := arena.Write(ctx, []transport.Op{{Ext: g.Ext, Buf: data[i]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	wantCode(t, "no pages, no slots", shmCall(t, a, 2, &frame.SlotPut{NS: ns.ID()}), frame.CodeBadRequest)
+	wantCode(t, "too many slots", shmCall(t, a, 3, &frame.SlotPut{NS: ns.ID(), Want: 9}), frame.CodeBatchTooLarge)
+	slots := slotPut(t, a, 4, &frame.SlotPut{NS: ns.ID(), Want: 5}).Slots
+	if len(slots) != 5 {
+		t.Fatalf("%d slots granted of 5", len(slots))
+	}
+	for _, g := range slots {
+		if g.Ext.Len != size {
+			t.Fatalf("a slot of %d bytes for %d-byte pages", g.Ext.Len, size)
+		}
+	}
+
+	// Another connection of the same tenant cannot use a's slots; a
+	// Commit of a slot is an unknown write; and neither spends it.
+	b, _ := shmMapped(t, sock, "token-a")
+	write(slots[0], 0)
+	if r := slotPut(t, b, 2, &frame.SlotPut{NS: ns.ID(), Pages: []frame.SlotPage{page(slots[0], 0, size, sum(0))}}).Results[0]; r.Commit != frame.CommitUnknownWrite {
+		t.Fatalf("another connection's slot: %+v", r)
+	}
+	co := shmCall(t, a, 5, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: slots[0].WriteID, Size: size, Checksum: sum(0)}}})
+	if st := co.(*frame.CommitOK).Statuses; st[0] != frame.CommitUnknownWrite {
+		t.Fatalf("commit of a slot: %v", st)
+	}
+	// A malformed page refuses the whole request: nothing is spent.
+	own := frame.SlotPage{WriteID: slots[0].WriteID, Page: frame.PageSpec{Key: keys[0], Parent: keys[0], HasParent: true, Size: size}, Checksum: sum(0)}
+	wantCode(t, "a page its own parent", shmCall(t, a, 6, &frame.SlotPut{NS: ns.ID(), Pages: []frame.SlotPage{own}}), frame.CodeBadRequest)
+
+	// One SlotPut: a good page, a wrong checksum, a wrong size, the good
+	// slot again (spent), and a key just published (EXISTS).
+	write(slots[1], 1)
+	write(slots[2], 2)
+	write(slots[3], 0)
+	ok := slotPut(t, a, 7, &frame.SlotPut{NS: ns.ID(), Want: 2, Pages: []frame.SlotPage{
+		page(slots[0], 0, size, sum(0)),
+		page(slots[1], 1, size, sum(2)),
+		page(slots[2], 2, size-1, sum(2)),
+		page(slots[0], 3, size, sum(0)),
+		page(slots[3], 0, size, sum(0)),
+	}})
+	want := []frame.PutOK{
+		{Reserve: frame.SlotReserved, Commit: frame.CommitCommitted},
+		{Reserve: frame.SlotReserved, Commit: frame.CommitChecksumMismatch, Reason: "checksum mismatch"},
+		{Reserve: frame.SlotReserved, Commit: frame.CommitSizeMismatch, Reason: "size mismatch"},
+		{Reserve: frame.SlotReserved, Commit: frame.CommitUnknownWrite, Reason: "unknown write"},
+		{Reserve: frame.SlotExists},
+	}
+	for i, r := range ok.Results {
+		if r != want[i] {
+			t.Fatalf("page %d: %+v, want %+v", i, r, want[i])
+		}
+	}
+	if len(ok.Slots) != 2 {
+		t.Fatalf("%d slots granted of 2", len(ok.Slots))
+	}
+	// The slot that answered EXISTS is still a's; the refused ones are not.
+	write(slots[3], 3)
+	ok = slotPut(t, a, 8, &frame.SlotPut{NS: ns.ID(), Pages: []frame.SlotPage{page(slots[3], 3, size, sum(3)), page(slots[1], 1, size, sum(1))}})
+	if ok.Results[0].Commit != frame.CommitCommitted || ok.Results[1].Commit != frame.CommitUnknownWrite {
+		t.Fatalf("after the first SlotPut: %+v", ok.Results)
+	}
+
+	bufs := pageBufs(ns, len(keys))
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if want := i == 0 || i == 3; found[i] != want || want && !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: found %v, want %v", i, found[i], want)
+		}
+	}
+
+	// A connection that said hello with protocol 3 may not send a SlotPut.
+	uc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := transport.NewConn(uc.(*net.UnixConn), 0)
+	defer old.Close()
+	if err := old.Send(1, &frame.Hello{Version: 3, Token: "token-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, w, fds, err := old.RecvFDs(2); err != nil || w.(*frame.Welcome).Version != 3 {
+		t.Fatalf("hello with 3: %#v %v", w, err)
+	} else {
+		closeTestFDs(fds)
+	}
+	wantCode(t, "slot put on protocol 3", shmCall(t, old, 2, &frame.SlotPut{NS: ns.ID(), Want: 1}), frame.CodeBadRequest)
+}
+
+// TestShmSlotsTakenBack: the slots a connection holds are the arena's again
+// once it closes, and a connection is granted no slot from an arena with
+// no free extent (nothing is evicted for one).
+func TestShmSlotsTakenBack(t *testing.T) {
+	n, sock := shmNode(t, func(c *node.Config) { c.HostBytes = 1 << 20 }) // 64 pages of 16 KiB
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.ShmActive() {
+		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
+	}
+	pages := int((1 << 20) / ns.PageBytes())
+	a, _ := shmMapped(t, sock, "")
+	if got := slotPut(t, a, 2, &frame.SlotPut{NS: ns.ID(), Want: uint32(pages)}).Slots; len(got) != pages {
+		t.Fatalf("%d slots of a %d-page arena", len(got), pages)
+	}
+	b, _ := shmMapped(t, sock, "")
+	if got := slotPut(t, b, 2, &frame.SlotPut{NS: ns.ID(), Want: 1}).Slots; len(got) != 0 {
+		t.Fatalf("a slot granted from a full arena: %+v", got)
+	}
+	// A put through c reserves instead, and is refused: the arena is all
+	// granted and holds no page to evict; no slot of a's is spent on it.
+	keys := ns.PageKeys(tokens(16, 41))
+	res, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys)))
+	if err != nil || res[0].Status == client.Committed {
+		t.Fatalf("a put into an arena all granted: %+v %v", res, err)
+	}
+	a.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got := slotPut(t, b, 3, &frame.SlotPut{NS: ns.ID(), Want: uint32(pages)}).Slots
+		if len(got) == pages {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots of %d after the holder closed", len(got), pages)
+		}
+		if len(got) > 0 {
+			if ab := shmCall(t, b, 4, &frame.Abort{NS: ns.ID(), WriteIDs: grantIDs(got)}); ab.(*frame.AbortOK).Aborted != uint32(len(got)) {
+				t.Fatalf("abort of own slots: %#v", ab)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the node notices the close on its own
+	}
+}
+
+func grantIDs(gs []frame.Grant) []uint64 {
+	ids := make([]uint64, len(gs))
+	for i, g := range gs {
+		ids[i] = g.WriteID
+	}
+	return ids
+}
+
+// TestShmPutOneRequest: after its first put, which asks for slots, a
+// client's put through shared memory is one request (a SlotPut whose
+// answer replaces the slot it used), every page byte-exact; a put of more
+// pages than it holds slots for asks for the missing ones first.
+func TestShmPutOneRequest(t *testing.T) {
+	n, _ := shmNode(t, nil)
+	ctx := ctxT(t)
+	c := dial(t, n.Addr(), "")
+	ns, err := c.Open(ctx, llama())
+	if err != nil || !c.ShmActive() {
+		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
+	}
+	keys := ns.PageKeys(tokens(16*40, 43))
+	data := pagesFor(ns, keys)
+	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Committed, "first put")
+	req0, slot0 := c.ShmRequests()
+	for i := 1; i < 20; i++ {
+		putWant(ctx, t, ns, []client.Page{{Key: keys[i], Parent: keys[i-1], HasParent: true, Depth: uint32(i), Data: data[i]}}, client.Committed, "put")
+	}
+	if req, slots := c.ShmRequests(); req-req0 != 19 || slots-slot0 != 19 {
+		t.Fatalf("19 one-page puts: %d requests, %d into slots", req-req0, slots-slot0)
+	}
+	// 20 pages with 1 slot held: one request for 19 more slots, then one
+	// SlotPut per commit group (64 pages of 16 KiB: one).
+	putWant(ctx, t, ns, client.ChainPages(keys[20:40], data[20:40]), client.Committed, "20 pages")
+	if req, slots := c.ShmRequests(); req-req0 != 21 || slots-slot0 != 20 {
+		t.Fatalf("then a put of 20: %d requests, %d into slots", req-req0-19, slots-slot0-19)
+	}
+	readsBack(ctx, t, ns, keys, data)
 	if !c.ShmActive() {
 		t.Fatal("the session broke")
 	}

@@ -31,9 +31,11 @@ type shmConn struct {
 	// tokenHash is the hello's token, hashed: a token revoked since
 	// (SetTokens) fails the connection's next request.
 	tokenHash string
-	// writes are the reservations this connection was given and has not
-	// committed or aborted: aborted when it ends.
+	// writes are the reservations and granted slots this connection was
+	// given and has not committed, used or aborted: aborted when it ends.
 	writes map[uint64]shmWrite
+	// slots counts the granted slots among writes.
+	slots int
 	// writeBy and readBy are the write and read deadlines set on the
 	// connection (armWrite, armRead).
 	writeBy, readBy time.Time
@@ -63,6 +65,10 @@ type shmWrite struct {
 	// are counted in at the commit; bytes in Write frames are counted as
 	// they come (write).
 	mapped bool
+	// slot: a granted slot (frame_slots.go), which only a SlotPut names,
+	// until deadline.
+	slot     bool
+	deadline time.Time
 }
 
 func (sc *shmConn) serve() {
@@ -74,8 +80,14 @@ func (sc *shmConn) serve() {
 		return
 	}
 	for {
+		// A Put's data (RecvBulk) that its handler did not read, because
+		// it refused the page, is dropped before the next frame.
+		if err := sc.c.SkipBulk(); err != nil {
+			log.Info("shm: closing connection", "err", err)
+			return
+		}
 		sc.armRead()
-		id, m, err := sc.c.Recv()
+		id, m, err := sc.c.RecvBulk()
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 			return
@@ -218,6 +230,12 @@ func (sc *shmConn) handle(m frame.Message) frame.Message {
 			break
 		}
 		resp, err = sc.put(m)
+	case *frame.SlotPut:
+		if sc.version < 4 {
+			err = badRequest("slot put needs protocol 4, the connection said hello with %d", sc.version)
+			break
+		}
+		resp, err = sc.slotPut(m)
 	case *frame.Lookup:
 		if sc.version < 3 {
 			err = badRequest("lookup needs protocol 3, the connection said hello with %d", sc.version)

@@ -83,19 +83,34 @@ func (sc *shmConn) write(m *frame.Write) {
 }
 
 // put takes a one-frame Put: the page is published by the request layer's
-// one-call put (store.Put) from the frame's bytes. A page the store has,
-// or refuses, is answered so with its bytes dropped.
+// one-call put (store.PutInPlace), its bytes read from the connection
+// straight into the reservation (RecvBulk left them there). A page the
+// store has, or refuses, is answered so with its bytes dropped (the serve
+// loop skips them).
 func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
 	}
-	res, err := sc.s.put(n, frameSpec(m.Page), m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
-		func(write func([]byte) error) error { return write(m.Data) })
+	res, err := sc.s.putInPlace(n, frameSpec(m.Page), m.Checksum, time.Duration(m.TTLms)*time.Millisecond,
+		func(dst []byte) error {
+			if m.Data != nil {
+				copy(dst, m.Data)
+				return nil
+			}
+			return sc.c.ReadBulk(dst)
+		})
 	if err != nil && res.Reserve == 0 {
 		return nil, err
 	}
-	resp := &frame.PutOK{Reserve: reserveFrame(res.Reserve)}
+	resp := putOK(res)
+	return &resp, nil
+}
+
+// putOK is a one-call put's outcome as PutOK (and a SlotPutOK's result)
+// carries it.
+func putOK(res store.PutResult) frame.PutOK {
+	resp := frame.PutOK{Reserve: reserveFrame(res.Reserve)}
 	if res.Reserve == store.Reserved {
 		resp.Commit = commitFrame(res.Commit)
 		if res.Commit != store.CommitCommitted {
@@ -105,7 +120,7 @@ func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 	if res.Err != nil {
 		resp.Reason = res.Err.Error()
 	}
-	return resp, nil
+	return resp
 }
 
 // lookup answers a Lookup as the gRPC Lookup does.
@@ -273,10 +288,26 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 }
 
 // mine reports whether writeID is a reservation of namespace n this
-// connection made and has not committed or aborted.
+// connection made and has not committed or aborted (a granted slot is
+// not: only a SlotPut names it).
 func (sc *shmConn) mine(n store.Namespace, writeID uint64) bool {
 	w, ok := sc.writes[writeID]
+	return ok && w.ns == n.ID && !w.slot
+}
+
+// held reports whether writeID is a reservation or a granted slot of
+// namespace n this connection holds.
+func (sc *shmConn) held(n store.Namespace, writeID uint64) bool {
+	w, ok := sc.writes[writeID]
 	return ok && w.ns == n.ID
+}
+
+// drop forgets writeID, which the connection held.
+func (sc *shmConn) drop(writeID uint64) {
+	if sc.writes[writeID].slot {
+		sc.slots--
+	}
+	delete(sc.writes, writeID)
 }
 
 // abort drops reservations; an empty batch is malformed here (SPEC.md
@@ -289,10 +320,11 @@ func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 	if err := sc.s.checkBatch(len(m.WriteIDs), "write ids"); err != nil {
 		return nil, err
 	}
-	// Only the connection's own reservations are aborted (as committed).
+	// Only the connection's own reservations and slots are aborted (as
+	// committed).
 	own := make([]uint64, 0, len(m.WriteIDs))
 	for _, wid := range m.WriteIDs {
-		if sc.mine(n, wid) {
+		if sc.held(n, wid) {
 			own = append(own, wid)
 		}
 	}
@@ -303,7 +335,7 @@ func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
 		}
 	}
 	for _, wid := range own {
-		delete(sc.writes, wid)
+		sc.drop(wid)
 	}
 	return &frame.AbortOK{Aborted: uint32(k)}, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
 )
 
 // The request layer: what every transport's handler calls once it has
@@ -171,9 +172,53 @@ func (s *Server) put(n store.Namespace, spec store.PageSpec, sum []byte, ttl tim
 			return nil
 		})
 	})
+	s.putDone(n, written, start, res)
+	return res, err
+}
+
+// putInPlace is put whose fill writes the page's bytes into dst
+// (store.PutInPlace: the reservation's memory where its tier is mapped).
+func (s *Server) putInPlace(n store.Namespace, spec store.PageSpec, sum []byte, ttl time.Duration,
+	fill func(dst []byte) error) (store.PutResult, error) {
+	if err := checkSpec(spec); err != nil {
+		return store.PutResult{}, err
+	}
+	start, written := time.Now(), 0
+	res, err := s.cfg.Store.PutInPlace(n.ID, spec, sum, ttl, func(dst []byte) error {
+		err := fill(dst)
+		if err == nil {
+			written = len(dst)
+		}
+		return err
+	})
+	s.putDone(n, written, start, res)
+	return res, err
+}
+
+// putDone counts a one-call put's bytes received and, when it published
+// the page, the time from start.
+func (s *Server) putDone(n store.Namespace, written int, start time.Time, res store.PutResult) {
 	s.received(n, written)
 	if res.Committed() {
 		s.metrics.PageTime("in", time.Since(start))
+	}
+}
+
+// grant sets aside up to count slots of n's page size in the shared arena
+// for a same-host writer (store.Grant): fewer, or none, when the arena has
+// no free extent or the tenant is at its quota (err says which).
+// The caller bounded count (checkLimit).
+func (s *Server) grant(n store.Namespace, count int, arena tiers.Tier) ([]store.Granted, error) {
+	return s.cfg.Store.Grant(n.ID, count, 0, arena)
+}
+
+// putGranted publishes a page a same-host writer copied into granted slot
+// writeID (store.PutGranted); spec was checked (checkSpec). The time from
+// the grant (since) to a verified commit is recorded.
+func (s *Server) putGranted(n store.Namespace, writeID uint64, spec store.PageSpec, sum []byte, since time.Time) (store.PutResult, error) {
+	res, err := s.cfg.Store.PutGranted(n.ID, writeID, spec, sum)
+	if res.Committed() {
+		s.metrics.PageTime("in", time.Since(since))
 	}
 	return res, err
 }

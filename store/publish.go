@@ -95,6 +95,11 @@ type reservation struct {
 	done       chan struct{} // closed when committing ends
 	outcome    CommitStatus
 
+	// slot: a granted slot (slots.go), whose spec holds only its size
+	// until PutGranted binds a page to it; Commit, Write and DirectWrite
+	// do not know it. Guarded by Store.mu.
+	slot bool
+
 	// mu serialises writes and guards closed and written; taken after
 	// Store.mu when both are needed.
 	mu      sync.Mutex
@@ -127,15 +132,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 			out[i] = Reservation{Status: Rejected, Err: fmt.Errorf("page %x: size %d, namespace pages are %d bytes: %w", p.Key[:6], p.Size, n.PageBytes, ErrBadSize)}
 			continue
 		}
-		if e := n.shard(p.Key).get(p.Key); e != nil {
-			// Put again, so its sequence was recomputed up to it: the
-			// parent is coming, if it was missing (MarkOrphans), and a
-			// notice about the missing parent still in flight must not
-			// drop it (Config.OrphanGrace).
-			if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
-				q.SetOrphan(e.h, false)
-			}
-			e.put = s.clock(time.Now())
+		if s.putAgainLocked(n, p.Key) {
 			out[i] = Reservation{Status: Exists}
 			continue
 		}
@@ -172,6 +169,22 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 	return out, nil
 }
 
+// putAgainLocked reports whether key is published, and if so records that
+// it was put again: its sequence was recomputed up to it, so the parent is
+// coming, if it was missing (MarkOrphans), and a notice about the missing
+// parent still in flight must not drop it (Config.OrphanGrace).
+func (s *Store) putAgainLocked(n *nsState, key namespace.Key) bool {
+	e := n.shard(key).get(key)
+	if e == nil {
+		return false
+	}
+	if q := s.policy.pol[e.tier]; !e.dead && q.Orphan(e.h) {
+		q.SetOrphan(e.h, false)
+	}
+	e.put = s.clock(time.Now())
+	return true
+}
+
 // Write copies p into the reservation at off. Writes must not leave gaps:
 // off may not exceed the bytes already written (rewriting is allowed).
 func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
@@ -205,7 +218,7 @@ func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) erro
 // openReservationLocked finds a reservation that can still take writes.
 func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation, error) {
 	r := s.reservations[writeID]
-	if r == nil || r.ns != n {
+	if r == nil || r.ns != n || r.slot {
 		switch st, ok := s.writeOutcomes.get(writeID); {
 		case !ok || r != nil:
 			return nil, fmt.Errorf("write %d: %w", writeID, ErrUnknownWrite)
@@ -235,7 +248,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	}
 	s.mu.Lock()
 	r := s.reservations[writeID]
-	if r == nil || r.ns != n {
+	if r == nil || r.ns != n || r.slot {
 		st, ok := s.writeOutcomes.get(writeID)
 		s.mu.Unlock()
 		if !ok || r != nil {
@@ -256,7 +269,12 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	r.committing = true
 	r.done = make(chan struct{})
 	s.mu.Unlock()
+	return s.finishCommit(writeID, r, size, sum), nil
+}
 
+// finishCommit verifies, seals and publishes reservation writeID, which
+// the caller marked committing (without Store.mu), and ends it.
+func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []byte) CommitStatus {
 	st := s.verify(r, size, sum)
 	if st == CommitCommitted {
 		st = s.seal(r, sum)
@@ -276,7 +294,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	r.ns.outcomes[st].Add(1)
 	s.writeOutcomes.add(writeID, st)
 	close(r.done)
-	return st, nil
+	return st
 }
 
 // PutResult is the outcome of a one-call Put.
@@ -306,6 +324,67 @@ func (r PutResult) Committed() bool { return r.Reserve == Reserved && r.Commit =
 // CommitIncomplete. The other errors are Reserve's (unknown namespace,
 // closed store), with a zero result.
 func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(write func(p []byte) error) error) (PutResult, error) {
+	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
+		var off int64
+		return fill(func(p []byte) error {
+			if err := s.Write(id, writeID, off, p); err != nil {
+				return err
+			}
+			off += int64(len(p))
+			return nil
+		})
+	})
+}
+
+// PutInPlace is Put whose fill writes the page's bytes into dst (every
+// byte of it: Commit checks them): the reservation's own memory when its
+// tier is mapped, so the bytes are copied once, from the writer's source
+// (a socket) into the tier; else a buffer the store then writes.
+func (s *Store) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(dst []byte) error) (PutResult, error) {
+	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
+		if dst, err := s.inPlace(id, writeID); dst != nil || err != nil {
+			if err != nil {
+				return err
+			}
+			return fill(dst)
+		}
+		buf := make([]byte, spec.Size)
+		if err := fill(buf); err != nil {
+			return err
+		}
+		return s.Write(id, writeID, 0, buf)
+	})
+}
+
+// inPlace is the memory of open reservation writeID when its tier is
+// mapped, the whole page then counted as written (as DirectWrite does);
+// nil when it is not.
+func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
+	n, err := s.namespace(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	r, err := s.openReservationLocked(n, writeID)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.cfg.Tiers[r.tier].(tiers.Mapped)
+	if !ok {
+		return nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
+	}
+	r.written = r.spec.Size
+	return m.Bytes(r.ext), nil
+}
+
+// put is Put and PutInPlace: fill writes reservation writeID.
+func (s *Store) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(writeID uint64) error) (PutResult, error) {
 	res, err := s.Reserve(id, []PageSpec{spec}, ttl)
 	if err != nil {
 		return PutResult{}, err
@@ -314,15 +393,7 @@ func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duratio
 	if r.Status != Reserved {
 		return PutResult{Reserve: r.Status, Err: r.Err}, nil
 	}
-	var off int64
-	write := func(p []byte) error {
-		if err := s.Write(id, r.WriteID, off, p); err != nil {
-			return err
-		}
-		off += int64(len(p))
-		return nil
-	}
-	if err := fill(write); err != nil {
+	if err := fill(r.WriteID); err != nil {
 		_, _ = s.Abort(id, []uint64{r.WriteID})
 		return PutResult{Reserve: Reserved, Commit: CommitAborted, Err: err}, err
 	}

@@ -29,13 +29,23 @@ type Conn struct {
 	// into, by op: their key lists are the largest bodies a node decodes
 	// (32 KB for 1,000 keys), so they are not allocated anew per request.
 	reused map[uint8]frame.Message
+	// bulk is how many bytes of the data of the frame RecvBulk read last
+	// are still to read (ReadBulk, SkipBulk).
+	bulk int
 }
 
 // NewConn wraps uc; frames longer than maxFrame (0: frame.DefaultMaxFrame) fail
 // to read with frame.ErrTooLarge.
+// Its reads and writes after the first read (RecvFDs) go through a
+// RawSocket, as a stream connection's do: an shm put or get is one small
+// frame each way, whose system calls would otherwise wake the runtime's
+// monitor thread.
 func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 	c := newConn(uc, maxFrame, 64<<10)
 	c.uc = uc
+	if c.raw = NewRawSocket(uc); c.raw != nil {
+		c.r.Reset(c.raw)
+	}
 	return c
 }
 
@@ -207,7 +217,11 @@ func (c *Conn) RecvFDs(max int) (id uint64, m frame.Message, fds []int, err erro
 		return 0, nil, nil, err
 	}
 	// The rest of the frame (if any) follows through the buffered reader.
-	c.r = bufio.NewReaderSize(io.MultiReader(bytesReader(buf[:n]), c.uc), 64<<10)
+	var rest io.Reader = c.uc
+	if c.raw != nil {
+		rest = c.raw
+	}
+	c.r = bufio.NewReaderSize(io.MultiReader(bytesReader(buf[:n]), rest), 64<<10)
 	id, m, err = c.Recv()
 	if err != nil {
 		closeFDs(fds)

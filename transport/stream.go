@@ -121,3 +121,72 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 	}
 	return id, p, nil
 }
+
+// RecvBulk is Recv that leaves a Put's data in the connection, so that it
+// can be read straight where it goes: the Put returned has no Data (its
+// Page.Size is the data's length), and the data waits for ReadBulk, which
+// reads it into the caller's buffer, or SkipBulk, which drops what is
+// left; SkipBulk must come before the next receive. Other frames are read
+// whole.
+func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
+	var h [frame.HeaderSize + frame.PutHeadSize]byte
+	if _, err := io.ReadFull(c.r, h[:frame.HeaderSize]); err != nil {
+		return 0, nil, err
+	}
+	n, op, id, err := frame.ParseHeader(h[:frame.HeaderSize])
+	if err != nil {
+		return 0, nil, err
+	}
+	if op != frame.OpPut || n < frame.PutHeadSize || n > c.maxFrame {
+		return c.recvBody(n, op, id)
+	}
+	head := h[frame.HeaderSize:]
+	if _, err := io.ReadFull(c.r, head); err != nil {
+		return 0, nil, fmt.Errorf("reading a put's head: %w", err)
+	}
+	sumLen := frame.PutSumLen(head)
+	if n < frame.PutHeadSize+sumLen {
+		return 0, nil, fmt.Errorf("put of %d bytes with a %d-byte checksum: %w", n, sumLen, frame.ErrMalformed)
+	}
+	body := append(c.rbuf[:0], head...)
+	body = append(body, make([]byte, sumLen)...)
+	if _, err := io.ReadFull(c.r, body[frame.PutHeadSize:]); err != nil {
+		return 0, nil, fmt.Errorf("reading a put's checksum: %w", err)
+	}
+	c.rbuf = body
+	p := &frame.Put{}
+	if err := p.Decode(body); err != nil {
+		// The head is bad; the data is skipped so the stream stays in step.
+		c.bulk = n - len(body)
+		return id, nil, fmt.Errorf("op %d: %w", op, err)
+	}
+	c.bulk = n - len(body)
+	p.Page.Size = int64(c.bulk)
+	return id, p, nil
+}
+
+// ReadBulk reads len(dst) bytes of the data RecvBulk left into dst.
+func (c *Conn) ReadBulk(dst []byte) error {
+	if len(dst) > c.bulk {
+		return fmt.Errorf("reading %d bytes of a frame's %d left: %w", len(dst), c.bulk, ErrOutOfRange)
+	}
+	k, err := io.ReadFull(c.r, dst)
+	c.bulk -= k
+	if err != nil {
+		return fmt.Errorf("reading a put's data: %w", err)
+	}
+	return nil
+}
+
+// SkipBulk drops the data RecvBulk left that ReadBulk did not read.
+func (c *Conn) SkipBulk() error {
+	if c.bulk == 0 {
+		return nil
+	}
+	k, err := io.CopyN(io.Discard, c.r, int64(c.bulk))
+	c.bulk -= int(k)
+	if err != nil {
+		return fmt.Errorf("skipping a put's data: %w", err)
+	}
+	return nil
+}

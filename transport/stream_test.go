@@ -171,3 +171,54 @@ func keysOf(m frame.Message) []namespace.Key {
 	}
 	return nil
 }
+
+// TestRecvBulk: a Put's data stays in the connection for ReadBulk (read
+// in pieces) or SkipBulk; a Put whose head does not decode is refused with
+// its data skippable; other frames are read whole; the stream stays in
+// step throughout.
+func TestRecvBulk(t *testing.T) {
+	a, b := streamPair(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<12) // 64 KiB
+	put := &frame.Put{NS: namespace.ID{1}, TTLms: 7, Page: frame.PageSpec{Key: namespace.Key{2}, Depth: 3, ChainDepth: 4},
+		Checksum: []byte{1, 2, 3, 4}, Data: data}
+	bad := frame.Append(nil, 3, put)
+	bad[frame.HeaderSize+32+4+32+32] = 2 // has parent: not a bool
+	if err := a.SendFrames(Frame{ID: 1, Msg: put}, Frame{ID: 2, Msg: put}, Frame{ID: 4, Msg: &frame.AbortOK{Aborted: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = a.writev(bad, frame.Append(nil, 5, &frame.AbortOK{Aborted: 5})) }()
+
+	id, m, err := b.RecvBulk()
+	p, ok := m.(*frame.Put)
+	if err != nil || id != 1 || !ok || p.Data != nil || p.Page.Size != int64(len(data)) || p.TTLms != 7 || p.Page.ChainDepth != 4 {
+		t.Fatalf("first put: %d %#v %v", id, m, err)
+	}
+	got := make([]byte, len(data))
+	if err := b.ReadBulk(got[:100]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReadBulk(got[100:]); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read in place: equal %v, %v", bytes.Equal(got, data), err)
+	}
+	if err := b.ReadBulk(got[:1]); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("a read past the data: %v", err)
+	}
+	if id, _, err := b.RecvBulk(); err != nil || id != 2 {
+		t.Fatalf("second put: %d %v", id, err)
+	}
+	if err := b.SkipBulk(); err != nil {
+		t.Fatal(err)
+	}
+	if id, m, err := b.RecvBulk(); err != nil || id != 4 || m.(*frame.AbortOK).Aborted != 9 {
+		t.Fatalf("after the skipped data: %d %#v %v", id, m, err)
+	}
+	if id, m, err := b.RecvBulk(); !errors.Is(err, frame.ErrMalformed) || id != 3 || m != nil {
+		t.Fatalf("a bad head: %d %#v %v", id, m, err)
+	}
+	if err := b.SkipBulk(); err != nil {
+		t.Fatal(err)
+	}
+	if id, m, err := b.RecvBulk(); err != nil || id != 5 || m.(*frame.AbortOK).Aborted != 5 {
+		t.Fatalf("after the bad put: %d %#v %v", id, m, err)
+	}
+}

@@ -26,6 +26,8 @@ const (
 	OpPutOK     = 17 // since version 3
 	OpLookup    = 18 // since version 3
 	OpLookupOK  = 19 // since version 3
+	OpSlotPut   = 20 // since version 4
+	OpSlotPutOK = 21 // since version 4
 )
 
 // Page statuses in GetOK (SPEC.md §3).

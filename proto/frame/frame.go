@@ -13,7 +13,7 @@ import (
 // carries and a Welcome answers. A node also serves clients of
 // MinProtocolVersion and up, answering their version in the Welcome, and
 // takes from them only the messages their version has.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // MinProtocolVersion is the oldest client version a node serves.
 const MinProtocolVersion = 2
@@ -73,6 +73,10 @@ func NewMessage(op uint8) Message {
 		return &Lookup{}
 	case OpLookupOK:
 		return &LookupOK{}
+	case OpSlotPut:
+		return &SlotPut{}
+	case OpSlotPutOK:
+		return &SlotPutOK{}
 	}
 	return nil
 }

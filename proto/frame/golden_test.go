@@ -81,6 +81,21 @@ func goldenCases() []goldenCase {
 		{"lookup", 14, &Lookup{NS: ns, Keys: []namespace.Key{k1}}},
 		{"lookupok_lease", 13, &LookupOK{HitPrefix: 1, LeaseID: big, ExpiresMs: 1700000000999, LeasePages: 1, Present: []bool{true, false}}},
 		{"lookupok", 14, &LookupOK{Present: []bool{false}}},
+		{"slotput", 15, &SlotPut{NS: ns, Want: 2, Pages: []SlotPage{
+			{WriteID: big, Page: PageSpec{Key: k1, Size: 256 << 10, ChainDepth: 1}, Checksum: sum},
+			{WriteID: 10, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1}, Checksum: sum},
+		}}},
+		{"slotput_grant", 16, &SlotPut{NS: ns, Want: 4, Pages: []SlotPage{}}},
+		{"slotputok", 15, &SlotPutOK{Results: []PutOK{
+			{Reserve: SlotReserved, Commit: CommitCommitted},
+			{Reserve: SlotExists},
+			{Reserve: SlotReserved, Commit: CommitChecksumMismatch, Reason: "checksum mismatch"},
+			{Reserve: SlotReserved, Commit: CommitUnknownWrite, Reason: "unknown write"},
+		}, Slots: []Grant{
+			{WriteID: big, DeadlineMs: 1700000000123, Ext: ext},
+			{WriteID: 11, DeadlineMs: 1700000000124, Ext: Extent{Off: 3 << 18, Len: 256 << 10, Gen: 9, GenIndex: 3}},
+		}}},
+		{"slotputok_none", 16, &SlotPutOK{Results: []PutOK{}, Slots: []Grant{}}},
 	}
 	for c := CodeInternal; int(c) < len(codeNames); c++ {
 		cases = append(cases, goldenCase{"error_" + strings.ToLower(c.String()), 20 + uint64(c),
@@ -316,10 +331,17 @@ func TestSpecTables(t *testing.T) {
 	var ops []string
 	for op := uint8(1); NewMessage(op) != nil; op++ {
 		since := MinProtocolVersion
-		if op >= OpPut {
+		switch {
+		case op >= OpSlotPut:
+			since = 4
+		case op >= OpPut:
 			since = 3
 		}
 		ops = append(ops, fmt.Sprintf("%d %s %d", op, reflect.TypeOf(NewMessage(op)).Elem().Name(), since))
+	}
+	var versions []string
+	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+		versions = append(versions, fmt.Sprint(v))
 	}
 	var codes []string
 	for c := CodeInternal; int(c) < len(codeNames); c++ {
@@ -341,7 +363,7 @@ func TestSpecTables(t *testing.T) {
 			fmt.Sprint(CommitIncomplete, " INCOMPLETE"), fmt.Sprint(CommitUnknownWrite, " UNKNOWN_WRITE"),
 			fmt.Sprint(CommitExpired, " EXPIRED"), fmt.Sprint(CommitAborted, " ABORTED"), fmt.Sprint(CommitFailed, " FAILED")}},
 		{"Error codes", []int{0, 1}, codes},
-		{"Versions", []int{0}, []string{fmt.Sprint(MinProtocolVersion), fmt.Sprint(ProtocolVersion)}},
+		{"Versions", []int{0}, versions},
 	} {
 		var got []string
 		for _, row := range tables[tc.table] {

@@ -160,20 +160,30 @@ type Reserve struct {
 func (*Reserve) Op() uint8 { return OpReserve }
 
 func (m *Reserve) Append(b []byte) []byte {
-	return appendList(appendU32(append(b, m.NS[:]...), m.TTLms), m.Pages, func(b []byte, p *PageSpec) []byte {
-		return appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth)
-	})
+	return appendList(appendU32(append(b, m.NS[:]...), m.TTLms), m.Pages, appendSpec)
 }
 
 func (m *Reserve) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS, m.TTLms = namespace.ID(r.key("namespace")), r.u32("ttl")
-	m.Pages = list(&r, 32+32+1+4+8+4, "pages", func(r *reader) PageSpec {
-		p := r.links()
-		p.Depth, p.Size, p.ChainDepth = r.u32("depth"), r.int64("size"), r.u32("chain depth")
-		return p
-	})
+	m.Pages = list(&r, specSize, "pages", (*reader).spec)
 	return r.done()
+}
+
+// specSize is the length of a page spec on the wire (Reserve, SlotPut).
+const specSize = 32 + 32 + 1 + 4 + 8 + 4
+
+// appendSpec appends a page spec: key, parent, has parent, depth, size,
+// chain depth.
+func appendSpec(b []byte, p *PageSpec) []byte {
+	return appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth)
+}
+
+// spec reads a page spec (appendSpec).
+func (r *reader) spec() PageSpec {
+	p := r.links()
+	p.Depth, p.Size, p.ChainDepth = r.u32("depth"), r.int64("size"), r.u32("chain depth")
+	return p
 }
 
 // Slot is one page of a ReserveOK: for a reserved page (Status

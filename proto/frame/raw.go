@@ -161,6 +161,14 @@ func (m *Put) Decode(body []byte) error {
 	return r.done()
 }
 
+// PutHeadSize is the length of a Put's body up to its checksum's bytes
+// (the checksum's length byte included): the checksum and the data follow.
+const PutHeadSize = 32 + 4 + 32 + 32 + 1 + 4 + 4 + 1
+
+// PutSumLen is the length of the checksum of a Put whose body starts with
+// h (at least PutHeadSize bytes).
+func PutSumLen(h []byte) int { return int(h[PutHeadSize-1]) }
+
 // PutOK answers a Put: the reserve status (Slot*), the commit status
 // when reserved (Commit*), and why, for a rejection or a failed commit.
 type PutOK struct {

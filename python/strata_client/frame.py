@@ -21,10 +21,13 @@ from typing import Any, Dict, List, Tuple
 
 from . import errors as E
 
-# Versions (SPEC.md §7): the newest, which a Hello carries, and the oldest
-# a node serves (and a client falls back to).
+# Versions (SPEC.md §7): the one this client's Hello carries, the oldest
+# a node serves (and a client falls back to), and the newest the codec
+# knows (version 4 adds SlotPut, a put through shared memory, which this
+# client does not make: it speaks 3).
 PROTOCOL_VERSION = 3
 MIN_PROTOCOL_VERSION = 2
+NEWEST_VERSION = 4
 
 # Limits (SPEC.md §8).
 HEADER_SIZE = 16
@@ -41,6 +44,7 @@ OP_RESERVE, OP_RESERVE_OK, OP_COMMIT, OP_COMMIT_OK = 6, 7, 8, 9
 OP_ABORT, OP_ABORT_OK, OP_SERVED = 10, 11, 12
 OP_READ, OP_PAGE, OP_WRITE = 13, 14, 15
 OP_PUT, OP_PUT_OK, OP_LOOKUP, OP_LOOKUP_OK = 16, 17, 18, 19
+OP_SLOT_PUT, OP_SLOT_PUT_OK = 20, 21
 
 # Statuses (SPEC.md §3), by name.
 PAGE_STATUS = {"MISSING": 0, "MAPPED": 1, "ELSE": 2}
@@ -89,6 +93,10 @@ MESSAGES: Dict[int, Tuple[str, List[Tuple[str, Any]]]] = {
     OP_LOOKUP: ("Lookup", [("ns", KEY), ("lease", BOOL), ("lease_ttl_ms", U32), ("keys", _list(KEY))]),
     OP_LOOKUP_OK: ("LookupOK", [("hit_prefix", U32), ("lease_id", U64), ("expires_ms", N64), ("lease_pages", U32),
                                 ("present", _list(BOOL))]),
+    OP_SLOT_PUT: ("SlotPut", [("ns", KEY), ("want", U32), ("pages", _list([("write_id", U64), ("page", _PAGE_SPEC),
+                                                                         ("checksum", BYTES8)]))]),
+    OP_SLOT_PUT_OK: ("SlotPutOK", [("results", _list([("reserve", U8), ("commit", U8), ("reason", STR)])),
+                                   ("slots", _list([("write_id", U64), ("deadline_ms", I64), ("ext", EXTENT)]))]),
 }
 
 _INTS = {U8: struct.Struct("<B"), U16: struct.Struct("<H"), U32: struct.Struct("<I"), U64: struct.Struct("<Q"),

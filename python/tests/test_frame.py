@@ -187,12 +187,13 @@ class GoldenFrameTest(unittest.TestCase):
         for op, (name, fields) in F.MESSAGES.items():
             with self.subTest(name):
                 self.assertEqual(ops[op][0], name)
-                self.assertEqual(ops[op][1], 3 if op >= F.OP_PUT else F.MIN_PROTOCOL_VERSION)
+                since = 4 if op >= F.OP_SLOT_PUT else 3 if op >= F.OP_PUT else F.MIN_PROTOCOL_VERSION
+                self.assertEqual(ops[op][1], since)
                 self.assertEqual(_spec_fields(ops[op][2]), _flat(fields))
         self.assertEqual({r[1]: int(r[0]) for r in t["Page status"]}, F.PAGE_STATUS)
         self.assertEqual({r[1]: int(r[0]) for r in t["Reserve status"]}, F.RESERVE_STATUS)
         self.assertEqual({r[1]: int(r[0]) for r in t["Commit status"]}, F.COMMIT_STATUS)
-        self.assertEqual([int(r[0]) for r in t["Versions"]], [F.MIN_PROTOCOL_VERSION, F.PROTOCOL_VERSION])
+        self.assertEqual([int(r[0]) for r in t["Versions"]], list(range(F.MIN_PROTOCOL_VERSION, F.NEWEST_VERSION + 1)))
 
 
 if __name__ == "__main__":
