@@ -500,15 +500,15 @@ func (s *Store) passWorthLocked(e *entry) {
 		if !e.hasParent() {
 			return
 		}
-		par := e.ns.shard(e.parent).get(e.parent)
-		if par == nil || par.dead {
+		if e.upWaits {
 			if s.cfg.OnRemoteParent != nil {
 				if w := s.policy.pol[e.tier].Worth(e.h); w > 0 {
-					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Worth: w})
+					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.ns.waiters[e.up].key, Worth: w})
 				}
 			}
 			return
 		}
+		par := s.at(e.up)
 		if !s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h) {
 			return
 		}
@@ -543,6 +543,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
 	s.trackLocked(e, freq, 0, remote, orphan)
+	s.adoptLocked(e)
 	s.linkLocked(e)
 	s.raiseChildWorthLocked(e, worth) // its descendants' worth comes along
 }
@@ -626,7 +627,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	// or told through a value hint.
 	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
 		e := found[i]
-		if i > 0 && e.hasParent() && e.parent == found[i-1].key {
+		if i > 0 && e.hasParent() && !e.upWaits && s.at(e.up) == found[i-1] {
 			par := found[i-1]
 			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
 			continue
@@ -652,7 +653,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 				}
 			}
 		}
-		if absent[e.parent] {
+		if k, _ := s.parentKeyLocked(e); absent[k] {
 			s.policy.pol[e.tier].SetOrphan(e.h, true)
 		}
 	}

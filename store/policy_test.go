@@ -405,7 +405,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 	s.policy.observeDrop = func(e *entry) {
 		for i := range e.ns.shards {
 			for c := range e.ns.shards[i].m.all() {
-				if c.hasParent() && c.parent == e.key && !c.dead && violation == nil {
+				if parent, ok := s.parentKeyLocked(c); ok && parent == e.key && !c.dead && violation == nil {
 					violation = fmt.Errorf("dropped %s while its child %s is resident (tier %d)", e.key, c.key, c.tier)
 				}
 			}
