@@ -153,7 +153,7 @@ func (s *Store) newQueues(pageBytes int64) error {
 		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
 			Capacity: int(min(pages, maxPreallocPages)), HalfLife: s.cfg.Tuning.halfLife(pages),
 			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission,
-			Static: s.cfg.Tuning.Static})
+			Static: s.cfg.Tuning.Static, Ident: s.identOf(i)})
 		if err != nil {
 			return err
 		}
@@ -164,6 +164,19 @@ func (s *Store) newQueues(pageBytes int64) error {
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
+}
+
+// identOf answers tier's queue what pageOf told it of a tracked page (its
+// key hash, namespace and size: ident), from the entry that owns the
+// handle, so that the queue keeps no copy (eviction.IdentBytes a page).
+func (s *Store) identOf(tier int) func(eviction.Handle) eviction.Ident {
+	return func(h eviction.Handle) eviction.Ident { return s.policy.owner[tier][h].ident() }
+}
+
+// ident is the page's key hash, namespace and size as its queue knows
+// them (pageOf, identOf).
+func (e *entry) ident() eviction.Ident {
+	return eviction.Ident{Key: keyHash(e.key), Group: nsGroup(e.ns.ID), Bytes: e.size()}
 }
 
 // EvictionTuning departs from the shipped eviction policy, for experiments
@@ -244,8 +257,9 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 	if cost <= 0 {
 		cost = e.ns.pageCost(e.depth)
 	}
-	page := eviction.Page{Key: keyHash(e.key), Bytes: e.size(), Depth: e.depth,
-		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
+	id := e.ident()
+	page := eviction.Page{Key: id.Key, Bytes: id.Bytes, Depth: e.depth,
+		Tokens: int(e.ns.PageTokens), Cost: cost, Group: id.Group}
 	if e.cost <= 0 {
 		page.FlatCost = e.ns.pageCost(0)
 	}
