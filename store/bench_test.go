@@ -47,16 +47,29 @@ func heapBytes() uint64 {
 
 func fill(b *testing.B, s *Store, n int, size int64) []namespace.Key {
 	b.Helper()
+	return fillEvery(b, s, n, size, 1)
+}
+
+// fillEvery publishes n pages of one chain, every every-th page of it (the
+// rest left to other nodes: with every > 1 no page's parent is here), and
+// returns their keys.
+func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace.Key {
+	b.Helper()
 	page := make([]byte, size)
 	zero := testNS.Checksum.Sum(page)
 	keys := make([]namespace.Key, n)
 	prev := namespace.Key(testNS.ID)
 	specs := make([]PageSpec, 0, 1024)
-	for i := range keys {
-		keys[i] = namespace.NextKey(prev, []uint32{uint32(i)})
-		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: i > 0, Depth: uint32(i), Size: size})
+	for i, d := 0, 0; i < n; d++ {
+		k := namespace.NextKey(prev, []uint32{uint32(d)})
+		if d%every != every-1 {
+			prev = k
+			continue
+		}
+		keys[i] = k
+		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: d > 0, Depth: uint32(d), Size: size})
 		prev = keys[i]
-		if len(specs) == cap(specs) || i == n-1 {
+		if i++; len(specs) == cap(specs) || i == n {
 			res, err := s.Reserve(testNS.ID, specs, 0)
 			if err != nil {
 				b.Fatal(err)
@@ -82,7 +95,17 @@ func fill(b *testing.B, s *Store, n int, size int64) []namespace.Key {
 // index tables, the eviction queue's state and heap, the handle-to-entry
 // table, and the queue's frequency history and ghost list, sized (as for
 // a real tier) for a tier that holds exactly these pages.
-func BenchmarkIndexBytesPerPage(b *testing.B) {
+func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
+
+// BenchmarkIndexBytesRemoteParents is BenchmarkIndexBytesPerPage for a
+// node that holds every other page of a chain (a cluster's placement puts
+// the rest elsewhere): no page's parent is resident, so each has a waiter
+// for its parent key (kids.go).
+func BenchmarkIndexBytesRemoteParents(b *testing.B) { indexBytes(b, 2) }
+
+// indexBytes reports the heap per page of a store that holds 1M pages,
+// every every-th of one chain (fillEvery).
+func indexBytes(b *testing.B, every int) {
 	const pages = 1_000_000
 	for range b.N {
 		before := heapBytes()
@@ -90,11 +113,10 @@ func BenchmarkIndexBytesPerPage(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ns := testNS
-		if err := s.AddNamespace(ns); err != nil {
+		if err := s.AddNamespace(testNS); err != nil {
 			b.Fatal(err)
 		}
-		fill(b, s, pages, pageSize)
+		fillEvery(b, s, pages, pageSize, every)
 		after := heapBytes()
 		b.ReportMetric(float64(after-before)/pages, "index-bytes/page")
 		runtime.KeepAlive(s)

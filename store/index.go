@@ -59,21 +59,18 @@ type nsState struct {
 
 	// Guarded by Store.mu.
 	savedFLOPs float64 // prefill FLOPs the hit prefixes of lookups saved
-	// waiting finds, by parent key, the waiter of the resident children
+	// waiting holds, by parent key, the waiters of the resident children
 	// whose parent is not resident here: their counts by tier, which the
-	// parent's start from when it arrives, and their list (see policy.go
-	// and kids.go). waiters holds them by index (0 unused), waitersFree
-	// the indexes free for reuse.
-	waiting     map[namespace.Key]uint32
-	waiters     []waiter
-	waitersFree []uint32
+	// parent's start from when it arrives, and their list (see policy.go,
+	// kids.go and waiters.go).
+	waiting waiters
 	// remoteWaiting holds the child and value hints that arrived for
 	// parents not resident here yet (see policy.go).
 	remoteWaiting map[namespace.Key]remoteKids
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key]uint32), waiters: make([]waiter, 1),
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: newWaiters(),
 		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
 		st.shards[i].m = newTable()

@@ -96,19 +96,21 @@ func (s *Store) checkLineage() error {
 				s.checkListLocked(fmt.Sprintf("children of %s", e.key), e.ref(), false, e.kidHead, e.kids, n, listed, len(all), bad)
 			}
 			switch {
-			case e.upWaits && (int(e.up) >= len(n.waiters) || n.waiting[n.waiters[e.up].key] != uint32(e.up)):
+			case e.upWaits && !n.waiting.live(uint32(e.up)):
 				bad("page %s: names waiter %d, which is not one", e.key, e.up)
 			case e.hasParent() && !e.upWaits && (s.entryAt(e.up) == nil || s.entryAt(e.up).ns != n ||
 				resident(s.entryAt(e.up).key) != s.entryAt(e.up)):
 				bad("page %s: names parent ref %#x, which is no resident page of its namespace", e.key, e.up)
 			}
 		}
-		s.checkWaitersLocked(n, bad)
-		for k, i := range n.waiting {
-			if int(i) >= len(n.waiters) {
-				continue // reported by checkWaitersLocked
+		if err := n.waiting.check(); err != nil {
+			bad("namespace %s waiters: %v", n.ID.Short(), err)
+		}
+		for k, i := range n.waiting.all() {
+			if !n.waiting.live(i) {
+				continue // reported by check
 			}
-			w := &n.waiters[i]
+			w := n.waiting.at(i)
 			if w.n == ([MaxTiers]uint16{}) {
 				bad("waiting entry %s: all counts zero", k)
 			}
@@ -189,26 +191,6 @@ func (s *Store) entryAt(r ref) *entry {
 		return nil
 	}
 	return s.policy.owner[t][h]
-}
-
-// checkWaitersLocked checks n's waiter table: waiting maps each key to
-// the waiter of that key, and every other index (0 aside) is free, once.
-func (s *Store) checkWaitersLocked(n *nsState, bad func(string, ...any)) {
-	for k, i := range n.waiting {
-		if i == 0 || int(i) >= len(n.waiters) || n.waiters[i].key != k {
-			bad("waiting entry %s: index %d of %d names another key", k, i, len(n.waiters))
-		}
-	}
-	free := make(map[uint32]bool, len(n.waitersFree))
-	for _, i := range n.waitersFree {
-		if i == 0 || int(i) >= len(n.waiters) || free[i] || n.waiting[n.waiters[i].key] == i {
-			bad("free waiter index %d (of %d) is in use, twice free or out of range", i, len(n.waiters))
-		}
-		free[i] = true
-	}
-	if len(n.waiters) == 0 || len(n.waiting)+len(free) != len(n.waiters)-1 {
-		bad("%d waiters in use and %d free, of %d indexes", len(n.waiting), len(free), len(n.waiters)-1)
-	}
 }
 
 // checkListLocked walks the child list from head, whose pages must all be

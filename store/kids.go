@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -80,30 +79,10 @@ type waiter struct {
 // waiterLocked is the index of k's waiter in n, made (with no children
 // counted yet) if there is none.
 func (s *Store) waiterLocked(n *nsState, k namespace.Key) uint32 {
-	if i, ok := n.waiting[k]; ok {
+	if i, ok := n.waiting.get(k); ok {
 		return i
 	}
-	var i uint32
-	if f := len(n.waitersFree); f > 0 {
-		i = n.waitersFree[f-1]
-		n.waitersFree = n.waitersFree[:f-1]
-	} else {
-		if len(n.waiters) > math.MaxUint32 {
-			panic("store: more than 2^32 waiting parents")
-		}
-		i = uint32(len(n.waiters))
-		n.waiters = append(n.waiters, waiter{})
-	}
-	n.waiters[i] = waiter{key: k}
-	n.waiting[k] = i
-	return i
-}
-
-// dropWaiterLocked forgets n's waiter i.
-func (s *Store) dropWaiterLocked(n *nsState, i uint32) {
-	delete(n.waiting, n.waiters[i].key)
-	n.waiters[i] = waiter{}
-	n.waitersFree = append(n.waitersFree, i)
+	return n.waiting.add(k)
 }
 
 // attachLocked links a newly inserted e to its parent: the resident page
@@ -123,8 +102,8 @@ func (s *Store) attachLocked(e *entry, parent namespace.Key, hasParent bool) {
 // detachLocked unlinks a removed e from its parent, once its counts no
 // longer include it: a waiter that counts no child any more goes.
 func (s *Store) detachLocked(e *entry) {
-	if e.upWaits && e.ns.waiters[e.up].n == ([MaxTiers]uint16{}) {
-		s.dropWaiterLocked(e.ns, uint32(e.up))
+	if e.upWaits && e.ns.waiting.at(uint32(e.up)).n == ([MaxTiers]uint16{}) {
+		e.ns.waiting.drop(uint32(e.up))
 	}
 	e.up, e.upWaits = 0, false
 }
@@ -136,7 +115,7 @@ func (s *Store) parentKeyLocked(e *entry) (namespace.Key, bool) {
 	case e.up == 0:
 		return namespace.Key{}, false
 	case e.upWaits:
-		return e.ns.waiters[e.up].key, true
+		return e.ns.waiting.at(uint32(e.up)).key, true
 	}
 	return s.at(e.up).key, true
 }
@@ -145,7 +124,7 @@ func (s *Store) parentKeyLocked(e *entry) (namespace.Key, bool) {
 // that sets it. The list is its parent's if resident, else its waiter's.
 func (s *Store) headLocked(e *entry) (ref, func(ref)) {
 	if e.upWaits {
-		w := &e.ns.waiters[e.up]
+		w := e.ns.waiting.at(uint32(e.up))
 		return w.head, func(r ref) { w.head = r }
 	}
 	par := s.at(e.up)
@@ -188,11 +167,11 @@ func (s *Store) unlinkLocked(e *entry) {
 // waitingLocked appends to out the resident children of k, a key not
 // resident in n.
 func (s *Store) waitingLocked(n *nsState, k namespace.Key, out []*entry) []*entry {
-	i, ok := n.waiting[k]
+	i, ok := n.waiting.get(k)
 	if !ok {
 		return out
 	}
-	for r := n.waiters[i].head; r != 0; {
+	for r := n.waiting.at(i).head; r != 0; {
 		c := s.at(r)
 		out = append(out, c)
 		r = c.sibNext
@@ -204,10 +183,10 @@ func (s *Store) waitingLocked(n *nsState, k namespace.Key, out []*entry) []*entr
 // waiting for it: their counts and their list. They name e once it is
 // tracked (adoptLocked).
 func (s *Store) parentArrivedLocked(e *entry) {
-	if i, ok := e.ns.waiting[e.key]; ok {
-		w := &e.ns.waiters[i]
+	if i, ok := e.ns.waiting.get(e.key); ok {
+		w := e.ns.waiting.at(i)
 		e.kids, e.kidHead = w.n, w.head
-		s.dropWaiterLocked(e.ns, i)
+		e.ns.waiting.drop(i)
 	}
 }
 
@@ -227,7 +206,8 @@ func (s *Store) adoptLocked(e *entry) {
 func (s *Store) parentLeftLocked(e *entry) {
 	if e.kids != ([MaxTiers]uint16{}) {
 		i := s.waiterLocked(e.ns, e.key)
-		e.ns.waiters[i].n, e.ns.waiters[i].head = e.kids, e.kidHead
+		w := e.ns.waiting.at(i)
+		w.n, w.head = e.kids, e.kidHead
 		for c := e.kidHead; c != 0; {
 			k := s.at(c)
 			k.up, k.upWaits = ref(i), true
@@ -245,7 +225,7 @@ func (s *Store) childLocked(e *entry, tier int, delta int) {
 		return
 	}
 	if e.upWaits {
-		w := &e.ns.waiters[e.up]
+		w := e.ns.waiting.at(uint32(e.up))
 		w.n[tier] = uint16(int(w.n[tier]) + delta)
 		s.hintLocked(ChildHint{NS: e.ns.ID, Parent: w.key, Added: delta > 0})
 		return

@@ -517,7 +517,7 @@ func (s *Store) passWorthLocked(e *entry) {
 		if e.upWaits {
 			if s.cfg.OnRemoteParent != nil {
 				if w := s.policy.pol[e.tier].Worth(e.h); w > 0 {
-					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.ns.waiters[e.up].key, Worth: w})
+					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.ns.waiting.at(uint32(e.up)).key, Worth: w})
 				}
 			}
 			return

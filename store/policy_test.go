@@ -99,7 +99,7 @@ func TestChildBeforeParent(t *testing.T) {
 	putSpec(t, s, chainSpec(a, 0), pageData(0))
 	s.mu.Lock()
 	par := testNSState(t, s).shard(a[0]).get(a[0])
-	kids, waiting := par.kids[0], len(testNSState(t, s).waiting)
+	kids, waiting := par.kids[0], testNSState(t, s).waiting.len()
 	s.mu.Unlock()
 	if kids != 1 || waiting != 0 {
 		t.Fatalf("parent counts %d children, %d keys waiting; want 1 and 0", kids, waiting)
