@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
@@ -95,6 +96,12 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 // index tables, the eviction queue's state and heap, the handle-to-entry
 // table, and the queue's frequency history and ghost list, sized (as for
 // a real tier) for a tier that holds exactly these pages.
+//
+// It also breaks the figure down, from the structures' sizes: entry-B
+// (an entry's size, a Go size class), table-B (the shards' index tables),
+// waiters-B (kids.go), owner-B (the handle-to-entry tables), history-B
+// (the queues' frequency histories) and queue-B, the rest: the queues'
+// state, heap and ghost list.
 func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
 
 // BenchmarkIndexBytesRemoteParents is BenchmarkIndexBytesPerPage for a
@@ -118,9 +125,71 @@ func indexBytes(b *testing.B, every int) {
 		}
 		fillEvery(b, s, pages, pageSize, every)
 		after := heapBytes()
-		b.ReportMetric(float64(after-before)/pages, "index-bytes/page")
+		total := float64(after - before)
+		b.ReportMetric(total/pages, "index-bytes/page")
+		parts := indexParts(s)
+		for _, p := range parts {
+			b.ReportMetric(p.bytes/pages, p.name)
+			total -= p.bytes
+		}
+		b.ReportMetric(total/pages, "queue-B/page")
 		runtime.KeepAlive(s)
 		s.Close()
+	}
+}
+
+// indexParts is what s's index structures take (indexBytes).
+func indexParts(s *Store) []struct {
+	name  string
+	bytes float64
+} {
+	var entries, tables, waiting, owner, history int
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nsMu.RLock()
+	defer s.nsMu.RUnlock()
+	for _, n := range s.ns {
+		entries += int(n.pages.Load()) * int(unsafe.Sizeof(entry{}))
+		for i := range n.shards {
+			m := &n.shards[i].m
+			tables += cap(m.slots)*int(unsafe.Sizeof(m.slots[0])) + cap(m.tags)
+		}
+		ws := &n.waiting
+		waiting += cap(ws.slab)*int(unsafe.Sizeof(waiter{})) + 4*(cap(ws.slots)+cap(ws.free))
+	}
+	for t, q := range s.policy.pol {
+		owner += cap(s.policy.owner[t]) * int(unsafe.Sizeof(s.policy.owner[t][0]))
+		history += q.HistoryBytes()
+	}
+	return []struct {
+		name  string
+		bytes float64
+	}{{"entry-B/page", float64(entries)}, {"table-B/page", float64(tables)}, {"waiters-B/page", float64(waiting)},
+		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}}
+}
+
+// BenchmarkPublish publishes pages of one chain (Reserve, Write and Commit
+// in batches of 1,024, as fill does) into a store sized for 1M pages: each
+// page's parent resident (parents=here) or, every other page being left to
+// other nodes, none (parents=elsewhere: each page makes a waiter).
+func BenchmarkPublish(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"here", 1}, {"elsewhere", 2}} {
+		b.Run("parents="+c.name, func(b *testing.B) {
+			s, err := New(Config{Tiers: []tiers.Tier{&nullTier{capacity: 1 << 20 * pageSize}}, RecentOutcomes: 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.AddNamespace(testNS); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			fillEvery(b, s, b.N, pageSize, c.every)
+		})
 	}
 }
 
