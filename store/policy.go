@@ -641,7 +641,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	// or told through a value hint.
 	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
 		e := found[i]
-		if i > 0 && e.hasParent() && !e.upWaits && s.at(e.up) == found[i-1] {
+		if i > 0 && e.hasParent() && !e.upWaits && e.up == found[i-1].ref() {
 			par := found[i-1]
 			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
 			continue
