@@ -95,8 +95,10 @@ type Config struct {
 	// children on the same node).
 	Plain bool
 	// Capacity is a hint for how many pages the tier holds: state for that
-	// many is preallocated and the frequency history is sized from it.
-	// Default 0.
+	// many is preallocated and the frequency history is sized from it. The
+	// heap, which holds only the pages that may be evicted now (unpinned,
+	// without resident children), grows as they come: a tier of prefix
+	// chains has few. Default 0.
 	Capacity int
 	// History is how many distinct recent keys the frequency history
 	// remembers (KindCost only; TinyLFU-style count-min sketch of 4-bit
@@ -214,6 +216,5 @@ func New(cfg Config) (*Queue, error) {
 	if q.identFn == nil {
 		q.ids = make([]ident, 1, cfg.Capacity+1)
 	}
-	q.heap = make([]entry, 0, cfg.Capacity)
 	return q, nil
 }

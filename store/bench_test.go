@@ -53,7 +53,7 @@ func fill(b *testing.B, s *Store, n int, size int64) []namespace.Key {
 
 // fillEvery publishes n pages of one chain, every every-th page of it (the
 // rest left to other nodes: with every > 1 no page's parent is here), and
-// returns their keys.
+// returns their keys. With every 0 they are n pages without parents.
 func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace.Key {
 	b.Helper()
 	page := make([]byte, size)
@@ -61,6 +61,8 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 	keys := make([]namespace.Key, n)
 	prev := namespace.Key(testNS.ID)
 	specs := make([]PageSpec, 0, 1024)
+	chain := every > 0
+	every = max(every, 1)
 	for i, d := 0, 0; i < n; d++ {
 		k := namespace.NextKey(prev, []uint32{uint32(d)})
 		if d%every != every-1 {
@@ -68,7 +70,7 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 			continue
 		}
 		keys[i] = k
-		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: d > 0, Depth: uint32(d), Size: size})
+		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: chain && d > 0, Depth: uint32(d), Size: size})
 		prev = keys[i]
 		if i++; len(specs) == cap(specs) || i == n {
 			res, err := s.Reserve(testNS.ID, specs, 0)
@@ -110,8 +112,12 @@ func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
 // for its parent key (kids.go).
 func BenchmarkIndexBytesRemoteParents(b *testing.B) { indexBytes(b, 2) }
 
+// BenchmarkIndexBytesLeaves is BenchmarkIndexBytesPerPage for pages without
+// parents: every page is a leaf, which the queues' heaps hold.
+func BenchmarkIndexBytesLeaves(b *testing.B) { indexBytes(b, 0) }
+
 // indexBytes reports the heap per page of a store that holds 1M pages,
-// every every-th of one chain (fillEvery).
+// every every-th of one chain, or (every 0) without parents (fillEvery).
 func indexBytes(b *testing.B, every int) {
 	const pages = 1_000_000
 	for range b.N {

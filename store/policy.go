@@ -135,7 +135,7 @@ func (s *Store) initPolicy() error {
 }
 
 // maxPreallocPages bounds the policy state a tier's queue sets aside up
-// front (64 bytes a page).
+// front (48 bytes a page: the queue's state and the handle-to-entry table).
 const maxPreallocPages = 1 << 20
 
 // newQueues makes each tier's queue, sized for pages of pageBytes (0:
