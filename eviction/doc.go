@@ -190,13 +190,15 @@
 // # Cost
 //
 // Every method is O(1) or O(log n) in the pages tracked and allocation-free
-// once the slab has grown (the ghost list's index is a map sized once);
-// per page a Queue keeps StateBytes (72) of state and heap slot, plus 2 to
-// 4 bytes per remembered key of frequency history (HistoryBytes; the
-// default remembers 8 keys per page: 16 to 32 bytes), plus about 41 bytes
-// of ghost per page of capacity when adaptive. A Queue is not safe for
-// concurrent use: the store calls it under the lock that guards its
-// index.
+// once the slab has grown (the ghost list and its index are sized once);
+// per page a Queue keeps StateBytes (56) of state and heap slot,
+// IdentBytes (16) more when its caller does not answer the pages' Key,
+// Group and Bytes (Config.Ident: the store does), plus 2 to 4 bytes per
+// remembered key of frequency history (HistoryBytes; the default
+// remembers 8 keys per page: 16 to 32 bytes), plus 21 to 27 bytes of ghost
+// per page of capacity when adaptive (a 16-byte ring slot and its share of
+// the index). A Queue is not safe for concurrent use: the store calls it
+// under the lock that guards its index.
 //
 // # Store integration
 //

@@ -95,8 +95,10 @@ type Config struct {
 	// children on the same node).
 	Plain bool
 	// Capacity is a hint for how many pages the tier holds: state for that
-	// many is preallocated and the frequency history is sized from it.
-	// Default 0.
+	// many is preallocated and the frequency history is sized from it. The
+	// heap, which holds only the pages that may be evicted now (unpinned,
+	// without resident children), grows as they come: a tier of prefix
+	// chains has few. Default 0.
 	Capacity int
 	// History is how many distinct recent keys the frequency history
 	// remembers (KindCost only; TinyLFU-style count-min sketch of 4-bit
@@ -126,6 +128,21 @@ type Config struct {
 	// AdmitShare is the share of the cutoff (SetCutoff) below which Admit
 	// refuses a page; 0 means DefaultAdmitShare.
 	AdmitShare float64
+	// Ident, when set, answers for a tracked page (by its handle) the Key,
+	// Group and Bytes that Insert was given for it, exactly; the queue then
+	// keeps no copy (IdentBytes a page less). A caller that keeps them
+	// anyway (the store's index) sets it. The queue calls it only from its
+	// own methods, while the page is tracked (before Evict or Remove
+	// returns). Default nil: the queue keeps them.
+	Ident func(Handle) Ident
+}
+
+// Ident is what Config.Ident answers: a tracked page's Page.Key, Group and
+// Bytes.
+type Ident struct {
+	Key   uint64
+	Group uint32
+	Bytes int64
 }
 
 // HalfLifeCapacities is the default half-life of KindCost's reuse counts
@@ -173,7 +190,8 @@ func New(cfg Config) (*Queue, error) {
 		cfg.AdmitShare = DefaultAdmitShare
 	}
 	q := &Queue{kind: cfg.Kind, prof: cfg.Profile, plain: cfg.Plain, capacity: cfg.CapacityBytes,
-		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife), admitShare: cfg.AdmitShare}
+		admitCap: cfg.CapacityAdmission, halfLife: float64(cfg.HalfLife), admitShare: cfg.AdmitShare,
+		identFn: cfg.Ident}
 	if q.halfLife == 0 {
 		q.halfLife = float64(DefaultHalfLife(int64(cfg.Capacity)))
 	}
@@ -195,6 +213,8 @@ func New(cfg Config) (*Queue, error) {
 		q.ad = newAdapt(pages, q.halfLife, cfg.HalfLife > 0)
 	}
 	q.pages = make([]state, 1, cfg.Capacity+1) // slot 0 is the zero Handle
-	q.heap = make([]entry, 0, cfg.Capacity)
+	if q.identFn == nil {
+		q.ids = make([]ident, 1, cfg.Capacity+1)
+	}
 	return q, nil
 }

@@ -229,7 +229,7 @@ func TestPinnedNeverEvicted(t *testing.T) {
 				if leased[h] {
 					t.Fatalf("%s: evicted leased page %d at put %d", kind, h, i)
 				}
-				used -= int64(q.pages[h].bytes)
+				used -= int64(q.ident(h).bytes)
 				q.Evict(h)
 			}
 			h := q.Insert(p)

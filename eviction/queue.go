@@ -14,7 +14,6 @@ type state struct {
 	// heap orders by max(prio, sub) (Value).
 	sub    float64
 	credit float32 // KindCost: log2(cost/bytes); KindGDSFBytes: 1; 0 otherwise
-	bytes  uint32  // page size, saturated at 4 GiB − 1
 	freq   uint32  // lookups that covered the page, counting its insertion
 	tick   uint32  // last use, for tie-breaks (wraps harmlessly)
 	pos    int32   // index in Queue.heap, or -1
@@ -26,8 +25,22 @@ type state struct {
 	// a page inserted on its first sighting whose reuse is not known yet
 	// (adapt.go), else noBucket.
 	bucket uint8
-	group  uint32 // Page.Group
-	key    uint64 // Page.Key, for the ghost list
+	// The page's Key, Group and Bytes are the caller's (Config.Ident), or
+	// Queue.ids'.
+}
+
+// ident is what the queue keeps of a page's Page.Key (for the ghost
+// list), Group and Bytes (saturated at 4 GiB − 1) when the caller does not
+// keep them for it (Config.Ident).
+type ident struct {
+	key   uint64
+	group uint32
+	bytes uint32
+}
+
+// identOf is what Insert keeps of p.
+func identOf(p *Page) ident {
+	return ident{key: p.Key, group: p.Group, bytes: uint32(min(p.Bytes, math.MaxUint32))}
 }
 
 const (
@@ -38,8 +51,14 @@ const (
 )
 
 // StateBytes is the policy's memory per tracked page: the state record plus
-// its heap slot (the frequency history comes on top: HistoryBytes).
+// its heap slot (the frequency history comes on top: HistoryBytes), when
+// the caller keeps the pages' Key, Group and Bytes (Config.Ident); IdentBytes
+// more when the queue keeps them.
 const StateBytes = int(unsafe.Sizeof(state{})) + int(unsafe.Sizeof(entry{}))
+
+// IdentBytes is what a queue keeps per page of the pages' Key, Group and
+// Bytes when its caller does not (Config.Ident).
+const IdentBytes = int(unsafe.Sizeof(ident{}))
 
 // Queue is the eviction policy every Kind shares, one per tier: a slab of
 // per-page state indexed by Handle and a binary min-heap of the pages that
@@ -59,6 +78,10 @@ type Queue struct {
 	pages []state // by Handle; pages[0] unused
 	heap  []entry // eligible victims, a binary min-heap
 	free  []Handle
+	// Each tracked page's Key, Group and Bytes as Insert was given them:
+	// the caller's Config.Ident, else ids (by Handle, as pages).
+	identFn func(Handle) Ident
+	ids     []ident
 
 	hist *sketch // frequency history; nil when disabled
 
@@ -207,6 +230,9 @@ func (q *Queue) Insert(p Page) Handle {
 	s := &q.pages[h]
 	q.step()
 	*s = q.newState(p)
+	if q.identFn == nil {
+		q.ids[h] = identOf(&p)
+	}
 	if q.ad != nil {
 		c, flat := q.costs(&p)
 		q.ad.inserted(math.Log2(c / flat))
@@ -217,9 +243,18 @@ func (q *Queue) Insert(p Page) Handle {
 	}
 	q.tick++
 	q.n++
-	q.bytes += int64(s.bytes)
+	q.bytes += int64(identOf(&p).bytes)
 	q.fix(h)
 	return h
+}
+
+// ident is what Insert was given of tracked h's Key, Group and Bytes.
+func (q *Queue) ident(h Handle) ident {
+	if q.identFn == nil {
+		return q.ids[h]
+	}
+	p := q.identFn(h)
+	return identOf(&Page{Key: p.Key, Group: p.Group, Bytes: p.Bytes})
 }
 
 // newState is the state p would get if inserted now.
@@ -233,8 +268,7 @@ func (q *Queue) stateOf(p Page, learned bool) state {
 	if q.hist != nil {
 		f = max(f, q.hist.estimate(p.Key))
 	}
-	s := state{pos: -1, sub: math.Inf(-1), freq: f, tick: q.tick + 1, bytes: uint32(min(p.Bytes, math.MaxUint32)),
-		bucket: noBucket, group: p.Group, key: p.Key}
+	s := state{pos: -1, sub: math.Inf(-1), freq: f, tick: q.tick + 1, bucket: noBucket}
 	switch q.kind {
 	case KindCost:
 		c, flat := q.costs(&p)
@@ -388,7 +422,7 @@ func (q *Queue) Admit(p Page) bool {
 	// refusing it would cut them.
 	s := q.stateOf(p, p.ChainDepth <= p.Depth)
 	if q.cutoff > 0 && q.worth(&s) < q.admitShare*q.cutoff {
-		q.refuse(&s)
+		q.refuse(&s, &p)
 		return false
 	}
 	// KindCost compares with the victim when adaptive, and then only a
@@ -404,19 +438,20 @@ func (q *Queue) Admit(p Page) bool {
 	}
 	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && q.settle() &&
 		q.heap[0].ct>>30 != 0 && s.eff() < q.heap[0].prio {
-		q.refuse(&s)
+		q.refuse(&s, &p)
 		return false
 	}
 	return true
 }
 
-// refuse accounts for a page Admit turned away as if it had been inserted
-// and at once evicted: the clock moves on, so refusals do not freeze the
-// ages of what stays.
-func (q *Queue) refuse(s *state) {
-	q.evicted += int64(s.bytes)
+// refuse accounts for p, which Admit turned away with state s, as if it had
+// been inserted and at once evicted: the clock moves on, so refusals do not
+// freeze the ages of what stays.
+func (q *Queue) refuse(s *state, p *Page) {
+	id := identOf(p)
+	q.evicted += int64(id.bytes)
 	if q.ad != nil {
-		q.ad.depart(ghost{key: s.key, group: s.group, class: ghostRefused, bucket: s.bucket, deep: s.flags&flagDeep != 0})
+		q.ad.depart(ghost{key: id.key, group: id.group, class: ghostRefused, bucket: s.bucket, deep: s.flags&flagDeep != 0})
 	}
 	q.step()
 	if q.kind == KindGDSFBytes && s.prio > q.clock {
@@ -431,7 +466,7 @@ func (q *Queue) Hit(h Handle) {
 		s.freq++
 	}
 	if s.bucket != noBucket { // a first-timer asked for again
-		q.ad.group(s.group).record(s.bucket, true)
+		q.ad.group(q.ident(h).group).record(s.bucket, true)
 		s.bucket = noBucket
 	}
 	s.flags |= flagHit
@@ -555,13 +590,14 @@ func (q *Queue) Evict(h Handle) {
 	if q.kind == KindGDSFBytes && s.flags&flagOrphan == 0 && s.prio > q.clock {
 		q.clock = s.prio
 	}
-	q.evicted += int64(s.bytes)
+	id := q.ident(h)
+	q.evicted += int64(id.bytes)
 	if q.ad != nil && s.flags&flagOrphan == 0 {
 		class := ghostOnce
 		if s.flags&flagHit != 0 {
 			class = ghostReused
 		}
-		q.ad.depart(ghost{key: s.key, group: s.group, class: class, bucket: s.bucket, deep: s.flags&flagDeep != 0})
+		q.ad.depart(ghost{key: id.key, group: id.group, class: class, bucket: s.bucket, deep: s.flags&flagDeep != 0})
 	}
 	q.release(h)
 }
@@ -576,8 +612,11 @@ func (q *Queue) release(h Handle) {
 		q.heapRemove(int(s.pos))
 	}
 	q.n--
-	q.bytes -= int64(s.bytes)
+	q.bytes -= int64(q.ident(h).bytes)
 	*s = state{pos: -1}
+	if q.identFn == nil {
+		q.ids[h] = ident{}
+	}
 	q.free = append(q.free, h)
 }
 
@@ -591,6 +630,9 @@ func (q *Queue) alloc() Handle {
 		panic("eviction: more than 2^32 pages")
 	}
 	q.pages = append(q.pages, state{pos: -1})
+	if q.identFn == nil {
+		q.ids = append(q.ids, ident{})
+	}
 	return Handle(len(q.pages) - 1)
 }
 

@@ -130,9 +130,10 @@ func (q *Queue) Summarize(dst *Summary) {
 	*dst = Summary{Turnover: dst.Turnover, Lo: loFor(top)}
 	var seen int64
 	for j := range draws {
-		if s := &q.pages[slot(j)]; s.flags&flagLive != 0 {
-			dst.Bytes[bucketOf(q.worth(s), dst.Lo)] += int64(s.bytes)
-			seen += int64(s.bytes)
+		if h := Handle(slot(j)); q.pages[h].flags&flagLive != 0 {
+			b := int64(q.ident(h).bytes)
+			dst.Bytes[bucketOf(q.worth(&q.pages[h]), dst.Lo)] += b
+			seen += b
 		}
 	}
 	if sampled && seen > 0 {

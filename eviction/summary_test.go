@@ -156,7 +156,7 @@ func TestSummarizeSampled(t *testing.T) {
 	exact.Lo = got.Lo
 	for i := 1; i < len(q.pages); i++ {
 		if s := &q.pages[i]; s.flags&flagLive != 0 {
-			exact.Bytes[bucketOf(q.worth(s), exact.Lo)] += int64(s.bytes)
+			exact.Bytes[bucketOf(q.worth(s), exact.Lo)] += int64(q.ident(Handle(i)).bytes)
 		}
 	}
 	if d := math.Abs(float64(got.Total()-exact.Total())) / float64(exact.Total()); d > 0.001 {

@@ -27,7 +27,8 @@ type KeyInfo struct {
 }
 
 func (s *Store) keyInfoLocked(e *entry) KeyInfo {
-	return KeyInfo{Key: e.key, Parent: e.parentKey(), HasParent: e.hasParent(), Depth: e.depth,
+	parent, hasParent := s.parentKeyLocked(e)
+	return KeyInfo{Key: e.key, Parent: parent, HasParent: hasParent, Depth: e.depth,
 		Size: e.size(), Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
 		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
 		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3]),

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
@@ -47,16 +48,31 @@ func heapBytes() uint64 {
 
 func fill(b *testing.B, s *Store, n int, size int64) []namespace.Key {
 	b.Helper()
+	return fillEvery(b, s, n, size, 1)
+}
+
+// fillEvery publishes n pages of one chain, every every-th page of it (the
+// rest left to other nodes: with every > 1 no page's parent is here), and
+// returns their keys. With every 0 they are n pages without parents.
+func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace.Key {
+	b.Helper()
 	page := make([]byte, size)
 	zero := testNS.Checksum.Sum(page)
 	keys := make([]namespace.Key, n)
 	prev := namespace.Key(testNS.ID)
 	specs := make([]PageSpec, 0, 1024)
-	for i := range keys {
-		keys[i] = namespace.NextKey(prev, []uint32{uint32(i)})
-		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: i > 0, Depth: uint32(i), Size: size})
+	chain := every > 0
+	every = max(every, 1)
+	for i, d := 0, 0; i < n; d++ {
+		k := namespace.NextKey(prev, []uint32{uint32(d)})
+		if d%every != every-1 {
+			prev = k
+			continue
+		}
+		keys[i] = k
+		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: chain && d > 0, Depth: uint32(d), Size: size})
 		prev = keys[i]
-		if len(specs) == cap(specs) || i == n-1 {
+		if i++; len(specs) == cap(specs) || i == n {
 			res, err := s.Reserve(testNS.ID, specs, 0)
 			if err != nil {
 				b.Fatal(err)
@@ -82,7 +98,27 @@ func fill(b *testing.B, s *Store, n int, size int64) []namespace.Key {
 // index tables, the eviction queue's state and heap, the handle-to-entry
 // table, and the queue's frequency history and ghost list, sized (as for
 // a real tier) for a tier that holds exactly these pages.
-func BenchmarkIndexBytesPerPage(b *testing.B) {
+//
+// It also breaks the figure down, from the structures' sizes: entry-B
+// (an entry's size, a Go size class), table-B (the shards' index tables),
+// waiters-B (kids.go), owner-B (the handle-to-entry tables), history-B
+// (the queues' frequency histories) and queue-B, the rest: the queues'
+// state, heap and ghost list.
+func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
+
+// BenchmarkIndexBytesRemoteParents is BenchmarkIndexBytesPerPage for a
+// node that holds every other page of a chain (a cluster's placement puts
+// the rest elsewhere): no page's parent is resident, so each has a waiter
+// for its parent key (kids.go).
+func BenchmarkIndexBytesRemoteParents(b *testing.B) { indexBytes(b, 2) }
+
+// BenchmarkIndexBytesLeaves is BenchmarkIndexBytesPerPage for pages without
+// parents: every page is a leaf, which the queues' heaps hold.
+func BenchmarkIndexBytesLeaves(b *testing.B) { indexBytes(b, 0) }
+
+// indexBytes reports the heap per page of a store that holds 1M pages,
+// every every-th of one chain, or (every 0) without parents (fillEvery).
+func indexBytes(b *testing.B, every int) {
 	const pages = 1_000_000
 	for range b.N {
 		before := heapBytes()
@@ -90,15 +126,76 @@ func BenchmarkIndexBytesPerPage(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ns := testNS
-		if err := s.AddNamespace(ns); err != nil {
+		if err := s.AddNamespace(testNS); err != nil {
 			b.Fatal(err)
 		}
-		fill(b, s, pages, pageSize)
+		fillEvery(b, s, pages, pageSize, every)
 		after := heapBytes()
-		b.ReportMetric(float64(after-before)/pages, "index-bytes/page")
+		total := float64(after - before)
+		b.ReportMetric(total/pages, "index-bytes/page")
+		parts := indexParts(s)
+		for _, p := range parts {
+			b.ReportMetric(p.bytes/pages, p.name)
+			total -= p.bytes
+		}
+		b.ReportMetric(total/pages, "queue-B/page")
 		runtime.KeepAlive(s)
 		s.Close()
+	}
+}
+
+// indexParts is what s's index structures take (indexBytes).
+func indexParts(s *Store) []struct {
+	name  string
+	bytes float64
+} {
+	var entries, tables, waiting, owner, history int
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nsMu.RLock()
+	defer s.nsMu.RUnlock()
+	for _, n := range s.ns {
+		entries += int(n.pages.Load()) * int(unsafe.Sizeof(entry{}))
+		for i := range n.shards {
+			m := &n.shards[i].m
+			tables += cap(m.slots)*int(unsafe.Sizeof(m.slots[0])) + cap(m.tags)
+		}
+		ws := &n.waiting
+		waiting += cap(ws.slab)*int(unsafe.Sizeof(waiter{})) + 4*(cap(ws.slots)+cap(ws.free))
+	}
+	for t, q := range s.policy.pol {
+		owner += cap(s.policy.owner[t]) * int(unsafe.Sizeof(s.policy.owner[t][0]))
+		history += q.HistoryBytes()
+	}
+	return []struct {
+		name  string
+		bytes float64
+	}{{"entry-B/page", float64(entries)}, {"table-B/page", float64(tables)}, {"waiters-B/page", float64(waiting)},
+		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}}
+}
+
+// BenchmarkPublish publishes pages of one chain (Reserve, Write and Commit
+// in batches of 1,024, as fill does) into a store sized for 1M pages: each
+// page's parent resident (parents=here) or, every other page being left to
+// other nodes, none (parents=elsewhere: each page makes a waiter).
+func BenchmarkPublish(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"here", 1}, {"elsewhere", 2}} {
+		b.Run("parents="+c.name, func(b *testing.B) {
+			s, err := New(Config{Tiers: []tiers.Tier{&nullTier{capacity: 1 << 20 * pageSize}}, RecentOutcomes: 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.AddNamespace(testNS); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			fillEvery(b, s, b.N, pageSize, c.every)
+		})
 	}
 }
 

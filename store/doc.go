@@ -54,6 +54,22 @@
 // unpinned pages are dropped until the allocation succeeds (the eviction
 // package replaces this policy).
 //
+// # Memory
+//
+// A published page costs the store's heap 236 bytes at 1M pages of prefix
+// chains (BenchmarkIndexBytesPerPage, which breaks the figure down;
+// DESIGN 4.2's budget of ~128 is not met): its entry, 128 (a Go size
+// class: the links to its parent and children are 4-byte refs, kids.go);
+// its share of the index tables, 9-byte slots at a load factor of 3/8 to
+// 3/4 (19 at 1M); its tier queue's state, 40 (the queue asks the store
+// for a page's key, namespace and size: eviction.Config.Ident); the
+// handle-to-entry tables, 8; and the tier's frequency history and ghost
+// list, 17 and 24, sized by the tier's capacity in pages. A page that may
+// be evicted now (a leaf, unpinned) also has a queue heap slot, 16 to 20
+// (BenchmarkIndexBytesLeaves: 254), and a page whose parent is not
+// resident here a waiter, 59 at 1M of them
+// (BenchmarkIndexBytesRemoteParents).
+//
 // # Orphans
 //
 // A page whose ancestor was dropped on another node is dropped as soon as

@@ -102,9 +102,9 @@ func (s *Store) demoteTo(e *entry, tier, dst int, bufs *[2][]byte) (moved, full 
 		return false, true
 	}
 	s.pinLocked(e)
-	src := e.extent()
+	src, meta := e.extent(), s.sealMetaLocked(e, dst)
 	s.mu.Unlock()
-	err = s.copyVerified(e, tier, src, dst, ext, bufs)
+	err = s.copyVerified(e, tier, src, dst, ext, meta, bufs)
 	s.finishMove(e, tier, src, dst, ext, err)
 	return err == nil, false
 }

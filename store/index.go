@@ -1,11 +1,13 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/stratakv/strata/eviction"
 	"github.com/stratakv/strata/namespace"
@@ -57,17 +59,18 @@ type nsState struct {
 
 	// Guarded by Store.mu.
 	savedFLOPs float64 // prefill FLOPs the hit prefixes of lookups saved
-	// waiting holds, by parent key, the resident children whose parent is
-	// not resident here: their counts by tier, which the parent's start
-	// from when it arrives, and their list (see policy.go and kids.go).
-	waiting map[namespace.Key]waitingKids
+	// waiting holds, by parent key, the waiters of the resident children
+	// whose parent is not resident here: their counts by tier, which the
+	// parent's start from when it arrives, and their list (see policy.go,
+	// kids.go and waiters.go).
+	waiting waiters
 	// remoteWaiting holds the child and value hints that arrived for
 	// parents not resident here yet (see policy.go).
 	remoteWaiting map[namespace.Key]remoteKids
 }
 
 func newNSState(n Namespace) *nsState {
-	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: make(map[namespace.Key]waitingKids),
+	st := &nsState{Namespace: n, created: time.Now().UnixMilli(), waiting: newWaiters(),
 		remoteWaiting: make(map[namespace.Key]remoteKids)}
 	for i := range st.shards {
 		st.shards[i].m = newTable()
@@ -133,12 +136,12 @@ func (sh *shard) get(k namespace.Key) *entry {
 // entry is one published page. Fields marked "mu" are guarded by
 // Store.mu; the rest are immutable after publication.
 //
-// Fields are ordered to pack into 160 bytes (a Go size class): times are
-// seconds on the store's clock (Store.clock), the child links are 4-byte
-// refs rather than pointers (see kids.go), the extent keeps neither its
-// length (every page of a namespace is PageBytes long) nor a second
-// 8-byte size (its capacity is kept as the slack over the length), and a
-// page without a parent has its own key as parent instead of a flag.
+// Fields are ordered to pack tightly (the size is a Go size class:
+// TestEntrySize): times are seconds on the store's clock (Store.clock),
+// the parent and child links are 4-byte refs rather than pointers or keys
+// (see kids.go), the extent keeps neither its length (every page of a
+// namespace is PageBytes long) nor a second 8-byte size (its capacity is
+// kept as the slack over the length).
 type entry struct {
 	ns     *nsState
 	tier   uint8  // mu: index into Config.Tiers
@@ -150,16 +153,11 @@ type entry struct {
 	h      eviction.Handle // mu: the page's state in its tier's policy
 	depth  uint32
 	pins   int32 // mu: leases + in-flight reads
-	// parent is the parent page's key, or key for a page without one
-	// (hasParent): a page cannot be its own parent, or its counts would
-	// never drop.
-	parent namespace.Key
 	// mu: the extent (extent, setExtent): Off and Gen (and slack).
 	off    int64
 	gen    uint64
-	sha    *[32]byte        // SHA-256 namespaces only
 	slack  uint32           // mu: the extent's Cap less Len
-	crc    uint32           // CRC-32C namespaces only
+	crc    uint32           // CRC-32C namespaces only (SHA-256: shaEntry)
 	create int32            // store clock
 	cost   float32          // the writer's measured recompute cost (PageSpec.CostHint), FLOPs; 0: the profile's
 	kids   [MaxTiers]uint16 // mu: resident children in this namespace, by the tier they are in
@@ -167,29 +165,49 @@ type entry struct {
 	// (kids.go): kidHead is the first of e's own children while e is
 	// resident; sibPrev and sibNext link e among its parent's children.
 	kidHead, sibPrev, sibNext ref
-	put                       int32 // mu: store clock of the last put: the commit, or a Reserve answered EXISTS
+	// mu: up names the parent page while e is resident (kids.go): 0 for a
+	// page without one; else, when upWaits is set, the parent key's
+	// waiter (nsState.waiters: the parent is not resident here), else the
+	// resident parent's ref.
+	up      ref
+	upWaits bool
+	put     int32 // mu: store clock of the last put: the commit, or a Reserve answered EXISTS
 }
 
-// newEntry is the entry of a page of n at ext, with parent if hasParent.
-func newEntry(n *nsState, key, parent namespace.Key, hasParent bool, ext tiers.Extent) *entry {
-	e := &entry{ns: n, key: key, parent: parent}
-	if !hasParent {
-		e.parent = key
+// shaEntry is how the entry of a page of a SHA-256 namespace is allocated:
+// its sum follows it (entry.sha), so that an entry keeps no 8-byte pointer
+// to a sum that CRC-32C namespaces, the default, do not have.
+type shaEntry struct {
+	entry
+	sum [32]byte
+}
+
+// newEntry is the entry of a page of n at ext; insertLocked links it to
+// its parent and sets its checksum.
+func newEntry(n *nsState, key namespace.Key, ext tiers.Extent) *entry {
+	var e *entry
+	if n.Checksum == namespace.SHA256 {
+		e = &new(shaEntry).entry
+	} else {
+		e = new(entry)
 	}
+	e.ns, e.key = n, key
 	e.setExtent(ext)
 	return e
 }
 
-// hasParent reports whether the page has a parent page.
-func (e *entry) hasParent() bool { return e.parent != e.key }
-
-// parentKey is the parent page's key, or the zero key for none.
-func (e *entry) parentKey() namespace.Key {
-	if !e.hasParent() {
-		return namespace.Key{}
+// sha is the SHA-256 sum of a page of a SHA-256 namespace: newEntry made
+// its entry the first field of a shaEntry.
+func (e *entry) sha() *[32]byte {
+	if e.ns.Checksum != namespace.SHA256 {
+		panic(fmt.Sprintf("store: page %s of a %v namespace has no SHA-256 sum", e.key, e.ns.Checksum))
 	}
-	return e.parent
+	return &(*shaEntry)(unsafe.Pointer(e)).sum
 }
+
+// hasParent reports whether the page has a parent page; only while e is
+// resident.
+func (e *entry) hasParent() bool { return e.up != 0 }
 
 // size is the page's length in bytes.
 func (e *entry) size() int64 { return e.ns.PageBytes }
@@ -208,9 +226,19 @@ func (e *entry) setExtent(x tiers.Extent) {
 	e.off, e.gen, e.slack = x.Off, x.Gen, uint32(x.Cap-x.Len)
 }
 
+// setChecksum records sum, the page's checksum in its namespace's
+// algorithm.
+func (e *entry) setChecksum(sum []byte) {
+	if e.ns.Checksum == namespace.SHA256 {
+		*e.sha() = [32]byte(sum)
+		return
+	}
+	e.crc = binary.BigEndian.Uint32(sum)
+}
+
 func (e *entry) checksum() []byte {
-	if e.sha != nil {
-		return e.sha[:]
+	if e.ns.Checksum == namespace.SHA256 {
+		return e.sha()[:]
 	}
 	return []byte{byte(e.crc >> 24), byte(e.crc >> 16), byte(e.crc >> 8), byte(e.crc)}
 }

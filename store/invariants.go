@@ -15,11 +15,14 @@ import (
 //     to it, and each queue tracks exactly the pages of its tier;
 //   - every resident page that has a parent is counted, by its tier, in
 //     exactly one place: its parent's kids when the parent is resident,
-//     else waiting[parent key]; and listed in the same place, once;
-//   - a list holds exactly the pages its counts count, each resident with
-//     the list's parent key; sibPrev is zero exactly for a list's first;
-//   - a waiting entry exists only while its counts are not all zero, and
-//     never for a resident key; nor does a remote-waiting one;
+//     else the waiter of the parent key; listed in the same place, once;
+//     and names that place (entry.up: the parent's ref, or the waiter);
+//   - a list holds exactly the pages its counts count, each resident and
+//     naming the list's parent or waiter; sibPrev is zero exactly for a
+//     list's first;
+//   - a waiter exists only while its counts are not all zero, and never
+//     for a resident key; nor does a remote-waiting entry; waiting finds
+//     each waiter by its key, and every other waiter index is free, once;
 //   - a page's queue counts as local children its resident children in
 //     its own or faster tiers (leaf first: it is dropped or demoted only
 //     after them), and its list walk ends;
@@ -80,9 +83,6 @@ func (s *Store) checkLineage() error {
 			tierPages[e.tier]++
 			nsBytes += e.size()
 			s.checkTrackedLocked(e, bad)
-			if _, ok := n.waiting[e.key]; ok {
-				bad("page %s: resident with a waiting entry", e.key)
-			}
 			if _, ok := n.remoteWaiting[e.key]; ok {
 				bad("page %s: resident with a remote-waiting entry", e.key)
 			}
@@ -92,16 +92,33 @@ func (s *Store) checkLineage() error {
 					bad("page %s in tier %d: its queue counts %d local children, its kids %v say %d", e.key, e.tier, local, e.kids, want)
 				}
 			}
-			s.checkListLocked(fmt.Sprintf("children of %s", e.key), e.key, e.kidHead, e.kids, n, listed, len(all), bad)
+			if e.h != 0 {
+				s.checkListLocked(fmt.Sprintf("children of %s", e.key), e.ref(), false, e.kidHead, e.kids, n, listed, len(all), bad)
+			}
+			switch {
+			case e.upWaits && !n.waiting.live(uint32(e.up)):
+				bad("page %s: names waiter %d, which is not one", e.key, e.up)
+			case e.hasParent() && !e.upWaits && (s.entryAt(e.up) == nil || s.entryAt(e.up).ns != n ||
+				resident(s.entryAt(e.up).key) != s.entryAt(e.up)):
+				bad("page %s: names parent ref %#x, which is no resident page of its namespace", e.key, e.up)
+			}
 		}
-		for k, w := range n.waiting {
+		if err := n.waiting.check(); err != nil {
+			bad("namespace %s waiters: %v", n.ID.Short(), err)
+		}
+		for k, i := range n.waiting.all() {
+			if !n.waiting.live(i) {
+				continue // reported by check
+			}
+			w := n.waiting.at(i)
 			if w.n == ([MaxTiers]uint16{}) {
 				bad("waiting entry %s: all counts zero", k)
 			}
 			if resident(k) != nil {
-				continue // reported above
+				bad("page %s: resident with a waiting entry", k)
+				continue
 			}
-			s.checkListLocked(fmt.Sprintf("waiting children of %s", k), k, w.head, w.n, n, listed, len(all), bad)
+			s.checkListLocked(fmt.Sprintf("waiting children of %s", k), ref(i), true, w.head, w.n, n, listed, len(all), bad)
 		}
 		for _, e := range all {
 			if e.dead {
@@ -109,7 +126,8 @@ func (s *Store) checkLineage() error {
 			}
 			switch c := listed[e]; {
 			case e.hasParent() && c != 1:
-				bad("page %s (parent %s): in %d child lists, not 1", e.key, e.parent, c)
+				parent, _ := s.parentKeyLocked(e)
+				bad("page %s (parent %s): in %d child lists, not 1", e.key, parent, c)
 			case !e.hasParent() && c != 0:
 				bad("page %s: has no parent but is in %d child lists", e.key, c)
 			}
@@ -176,8 +194,9 @@ func (s *Store) entryAt(r ref) *entry {
 }
 
 // checkListLocked walks the child list from head, whose pages must all be
-// resident children of parent in n, as many per tier as counts says.
-func (s *Store) checkListLocked(what string, parent namespace.Key, head ref, counts [MaxTiers]uint16, n *nsState,
+// resident children in n naming up (a ref, or a waiter when waits) as
+// their parent, as many per tier as counts says.
+func (s *Store) checkListLocked(what string, up ref, waits bool, head ref, counts [MaxTiers]uint16, n *nsState,
 	listed map[*entry]int, limit int, bad func(string, ...any)) {
 	var got [MaxTiers]uint16
 	var prev ref
@@ -195,8 +214,8 @@ func (s *Store) checkListLocked(what string, parent namespace.Key, head ref, cou
 		if c.sibPrev != prev {
 			bad("%s: page %s has sibPrev %#x, want %#x", what, c.key, c.sibPrev, prev)
 		}
-		if c.dead || c.ns != n || !c.hasParent() || c.parent != parent {
-			bad("%s: lists page %s (dead %v, has parent %v, parent %s)", what, c.key, c.dead, c.hasParent(), c.parent)
+		if c.dead || c.ns != n || c.up != up || c.upWaits != waits {
+			bad("%s: lists page %s (dead %v, names %#x, waiter %v)", what, c.key, c.dead, c.up, c.upWaits)
 		}
 		listed[c]++
 		got[c.tier]++

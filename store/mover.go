@@ -124,10 +124,10 @@ func (s *Store) demoteOne(tier int) bool {
 		return false
 	}
 	s.pinLocked(e)
-	src := e.extent()
+	src, meta := e.extent(), s.sealMetaLocked(e, dst)
 	s.mu.Unlock()
 
-	err = s.copyVerified(e, tier, src, dst, ext, &s.moveBufs)
+	err = s.copyVerified(e, tier, src, dst, ext, meta, &s.moveBufs)
 	s.finishMove(e, tier, src, dst, ext, err)
 	return true
 }
@@ -174,8 +174,10 @@ func (s *Store) allocInLocked(tier int, size int64) (tiers.Extent, error) {
 }
 
 // copyVerified copies a page between tiers: the source must match the
-// page's checksum, and so must the destination read back.
-func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst tiers.Extent, bufs *[2][]byte) error {
+// page's checksum, and so must the destination read back. A durable
+// destination seals the copy with meta (sealMetaLocked).
+func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst tiers.Extent, meta tiers.PageMeta,
+	bufs *[2][]byte) error {
 	// Copies out of unmapped tiers go through two buffers the caller keeps
 	// (the mover is one goroutine), not a fresh page-sized one per page.
 	data, err := s.pageBytes(from, src, bufs[0])
@@ -204,15 +206,22 @@ func (s *Store) copyVerified(e *entry, from int, src tiers.Extent, to int, dst t
 		return fmt.Errorf("copy on %s does not match the page checksum", dt.Kind())
 	}
 	if d, ok := dt.(tiers.Durable); ok {
-		if err := d.Seal(dst, s.metaOf(e)); err != nil {
+		if err := d.Seal(dst, meta); err != nil {
 			return fmt.Errorf("sealing on %s: %w", dt.Kind(), err)
 		}
 	}
 	return nil
 }
 
-func (s *Store) metaOf(e *entry) tiers.PageMeta {
-	return tiers.PageMeta{Namespace: e.ns.ID, Key: e.key, Parent: e.parentKey(), HasParent: e.hasParent(),
+// sealMetaLocked is what a copy of the resident e into tier dst is sealed
+// with when dst is durable (the zero PageMeta otherwise): taken under the
+// lock, since the copy runs without it and e's parent link may change.
+func (s *Store) sealMetaLocked(e *entry, dst int) tiers.PageMeta {
+	if _, ok := s.cfg.Tiers[dst].(tiers.Durable); !ok {
+		return tiers.PageMeta{}
+	}
+	parent, hasParent := s.parentKeyLocked(e)
+	return tiers.PageMeta{Namespace: e.ns.ID, Key: e.key, Parent: parent, HasParent: hasParent,
 		Depth: e.depth, Len: e.size(), ChecksumAlg: uint8(e.ns.Checksum), Checksum: e.checksum(),
 		Created: s.timeOf(e.create), Cost: e.cost}
 }

@@ -62,7 +62,7 @@ func (s *Store) ParentsGone(id namespace.ID, keys []namespace.Key) (dropped, mar
 }
 
 func (s *Store) parentGoneLocked(n *nsState, k namespace.Key, now int32, c *orphanCount) {
-	if _, ok := n.waiting[k]; !ok {
+	if _, ok := n.waiting.get(k); !ok {
 		return
 	}
 	for _, e := range s.waitingLocked(n, k, nil) {

@@ -135,7 +135,7 @@ func (s *Store) initPolicy() error {
 }
 
 // maxPreallocPages bounds the policy state a tier's queue sets aside up
-// front (64 bytes a page).
+// front (48 bytes a page: the queue's state and the handle-to-entry table).
 const maxPreallocPages = 1 << 20
 
 // newQueues makes each tier's queue, sized for pages of pageBytes (0:
@@ -153,7 +153,7 @@ func (s *Store) newQueues(pageBytes int64) error {
 		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
 			Capacity: int(min(pages, maxPreallocPages)), HalfLife: s.cfg.Tuning.halfLife(pages),
 			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission,
-			Static: s.cfg.Tuning.Static})
+			Static: s.cfg.Tuning.Static, Ident: s.identOf(i)})
 		if err != nil {
 			return err
 		}
@@ -164,6 +164,19 @@ func (s *Store) newQueues(pageBytes int64) error {
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
+}
+
+// identOf answers tier's queue what pageOf told it of a tracked page (its
+// key hash, namespace and size: ident), from the entry that owns the
+// handle, so that the queue keeps no copy (eviction.IdentBytes a page).
+func (s *Store) identOf(tier int) func(eviction.Handle) eviction.Ident {
+	return func(h eviction.Handle) eviction.Ident { return s.policy.owner[tier][h].ident() }
+}
+
+// ident is the page's key hash, namespace and size as its queue knows
+// them (pageOf, identOf).
+func (e *entry) ident() eviction.Ident {
+	return eviction.Ident{Key: keyHash(e.key), Group: nsGroup(e.ns.ID), Bytes: e.size()}
 }
 
 // EvictionTuning departs from the shipped eviction policy, for experiments
@@ -244,8 +257,9 @@ func (s *Store) pageOf(e *entry) eviction.Page {
 	if cost <= 0 {
 		cost = e.ns.pageCost(e.depth)
 	}
-	page := eviction.Page{Key: keyHash(e.key), Bytes: e.size(), Depth: e.depth,
-		Tokens: int(e.ns.PageTokens), Cost: cost, Group: nsGroup(e.ns.ID)}
+	id := e.ident()
+	page := eviction.Page{Key: id.Key, Bytes: id.Bytes, Depth: e.depth,
+		Tokens: int(e.ns.PageTokens), Cost: cost, Group: id.Group}
 	if e.cost <= 0 {
 		page.FlatCost = e.ns.pageCost(0)
 	}
@@ -500,15 +514,15 @@ func (s *Store) passWorthLocked(e *entry) {
 		if !e.hasParent() {
 			return
 		}
-		par := e.ns.shard(e.parent).get(e.parent)
-		if par == nil || par.dead {
+		if e.upWaits {
 			if s.cfg.OnRemoteParent != nil {
 				if w := s.policy.pol[e.tier].Worth(e.h); w > 0 {
-					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.parent, Worth: w})
+					s.hintLocked(ChildHint{NS: e.ns.ID, Parent: e.ns.waiting.at(uint32(e.up)).key, Worth: w})
 				}
 			}
 			return
 		}
+		par := s.at(e.up)
 		if !s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h) {
 			return
 		}
@@ -543,6 +557,7 @@ func (s *Store) moveTierLocked(e *entry, dst int) {
 	e.tier = uint8(dst)
 	s.childLocked(e, dst, +1)
 	s.trackLocked(e, freq, 0, remote, orphan)
+	s.adoptLocked(e)
 	s.linkLocked(e)
 	s.raiseChildWorthLocked(e, worth) // its descendants' worth comes along
 }
@@ -626,7 +641,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	// or told through a value hint.
 	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
 		e := found[i]
-		if i > 0 && e.hasParent() && e.parent == found[i-1].key {
+		if i > 0 && e.hasParent() && !e.upWaits && e.up == found[i-1].ref() {
 			par := found[i-1]
 			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
 			continue
@@ -652,7 +667,7 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 				}
 			}
 		}
-		if absent[e.parent] {
+		if k, _ := s.parentKeyLocked(e); absent[k] {
 			s.policy.pol[e.tier].SetOrphan(e.h, true)
 		}
 	}

@@ -99,7 +99,7 @@ func TestChildBeforeParent(t *testing.T) {
 	putSpec(t, s, chainSpec(a, 0), pageData(0))
 	s.mu.Lock()
 	par := testNSState(t, s).shard(a[0]).get(a[0])
-	kids, waiting := par.kids[0], len(testNSState(t, s).waiting)
+	kids, waiting := par.kids[0], testNSState(t, s).waiting.len()
 	s.mu.Unlock()
 	if kids != 1 || waiting != 0 {
 		t.Fatalf("parent counts %d children, %d keys waiting; want 1 and 0", kids, waiting)
@@ -405,7 +405,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 	s.policy.observeDrop = func(e *entry) {
 		for i := range e.ns.shards {
 			for c := range e.ns.shards[i].m.all() {
-				if c.hasParent() && c.parent == e.key && !c.dead && violation == nil {
+				if parent, ok := s.parentKeyLocked(c); ok && parent == e.key && !c.dead && violation == nil {
 					violation = fmt.Errorf("dropped %s while its child %s is resident (tier %d)", e.key, c.key, c.tier)
 				}
 			}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -469,9 +468,9 @@ func (s *Store) pageBytes(tier int, ext tiers.Extent, buf []byte) ([]byte, error
 // when the key is already published (first commit wins).
 func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	p, now := r.spec, s.clock(time.Now())
-	e := newEntry(r.ns, p.Key, p.Parent, p.HasParent, r.ext)
+	e := newEntry(r.ns, p.Key, r.ext)
 	e.depth, e.tier, e.create, e.access, e.cost = p.Depth, uint8(r.tier), now, now, costHint(p.CostHint)
-	return s.insertLocked(e, sum, p.ChainDepth)
+	return s.insertLocked(e, p.Parent, p.HasParent, sum, p.ChainDepth)
 }
 
 // costHint is a writer's cost hint as an entry keeps it: 0 for none or
@@ -484,10 +483,11 @@ func costHint(c float64) float32 {
 }
 
 // insertLocked records e, whose checksum is sum (4 bytes of CRC-32C or 32
-// of SHA-256), in the index, its tier's policy and the counters; chain is
-// the depth of its deepest descendant published with it (0 none). It
-// reports false, changing nothing, when the key is already there.
-func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
+// of SHA-256) and whose parent is parent if hasParent, in the index, its
+// tier's policy and the counters; chain is the depth of its deepest
+// descendant published with it (0 none). It reports false, changing
+// nothing, when the key is already there.
+func (s *Store) insertLocked(e *entry, parent namespace.Key, hasParent bool, sum []byte, chain uint32) bool {
 	n := e.ns
 	e.put = e.create
 	sh := n.shard(e.key)
@@ -496,17 +496,15 @@ func (s *Store) insertLocked(e *entry, sum []byte, chain uint32) bool {
 		sh.mu.Unlock()
 		return false
 	}
-	if len(sum) == 32 {
-		e.sha = (*[32]byte)(bytes.Clone(sum))
-	} else {
-		e.crc = binary.BigEndian.Uint32(sum)
-	}
+	e.setChecksum(sum)
 	sh.m.insert(e)
 	sh.mu.Unlock()
 	n.tierPages[e.tier].Add(1)
 	s.parentArrivedLocked(e)
+	s.attachLocked(e, parent, hasParent)
 	s.childLocked(e, int(e.tier), +1)
 	s.trackLocked(e, 0, chain, 0, false)
+	s.adoptLocked(e)
 	s.linkLocked(e)
 	s.remoteArrivedLocked(e)
 	s.passWorthLocked(e)
@@ -669,6 +667,7 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	s.untrackLocked(e, evicted)
 	e.ns.tierPages[e.tier].Add(-1)
 	s.childLocked(e, int(e.tier), -1)
+	s.detachLocked(e)
 	s.parentLeftLocked(e)
 	size := e.size()
 	s.pages--

@@ -81,11 +81,11 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 	if ext.Len != n.PageBytes || ext.Cap < ext.Len || ext.Cap-ext.Len > math.MaxUint32 {
 		return fmt.Errorf("page %x: extent %+v for %d-byte pages", m.Key[:6], ext, n.PageBytes)
 	}
-	e := newEntry(n, m.Key, m.Parent, m.HasParent, ext)
+	e := newEntry(n, m.Key, ext)
 	e.depth, e.tier, e.create, e.access, e.cost = m.Depth, uint8(tier), created, created, m.Cost
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.insertLocked(e, m.Checksum, 0) {
+	if !s.insertLocked(e, m.Parent, m.HasParent, m.Checksum, 0) {
 		return errDuplicate
 	}
 	return nil
