@@ -1,6 +1,7 @@
 package store
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stratakv/strata/namespace"
@@ -28,5 +29,70 @@ func TestLookupRecordsHistory(t *testing.T) {
 			}
 		}
 		s.histMu.Unlock()
+	}
+}
+
+// TestConcurrentLookupsCountEveryHit runs lease-less lookups on many
+// goroutines while other pages come and go (so that mu is contended), then
+// checks that every lookup's hit was counted on every page it found.
+func TestConcurrentLookupsCountEveryHit(t *testing.T) {
+	s, _ := newTestStore(t, 256, nil)
+	chain := putChain(t, s, "hot", 32)
+	const workers, rounds = 8, 150
+	stop := make(chan struct{})
+	churned := make(chan error, 1)
+	go func() {
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := key(5000 + i%64)
+			data := pageData(i)
+			res, err := s.Reserve(testNS.ID, []PageSpec{{Key: k, Size: int64(len(data))}}, 0)
+			if err != nil || res[0].Status != Reserved {
+				continue
+			}
+			if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+				churned <- err
+				return
+			}
+			if _, err := s.Commit(testNS.ID, res[0].WriteID, int64(len(data)), testNS.Checksum.Sum(data)); err != nil {
+				churned <- err
+				return
+			}
+			if _, err := s.Delete(testNS.ID, []namespace.Key{k}); err != nil {
+				churned <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				res, err := s.Lookup(testNS.ID, chain, false, 0)
+				if err != nil || res.HitPrefix != len(chain) {
+					t.Errorf("lookup: hit prefix %d of %d, %v", res.HitPrefix, len(chain), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-churned; err != nil {
+		t.Fatal(err)
+	}
+	infos, ok, err := s.Stat(testNS.ID, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, info := range infos {
+		if !ok[i] || info.Hits != workers*rounds {
+			t.Errorf("page %d of the chain: present %v, %d hits, want %d", i, ok[i], info.Hits, workers*rounds)
+		}
 	}
 }
