@@ -36,6 +36,10 @@ type shmConn struct {
 	writes map[uint64]shmWrite
 	// slots counts the granted slots among writes.
 	slots int
+	// broken is why a request's bytes could not be read off the
+	// connection (a Put whose data stopped coming: the idle timeout, or
+	// the peer gone): the connection is closed without an answer.
+	broken error
 	// writeBy and readBy are the write and read deadlines set on the
 	// connection (armWrite, armRead).
 	writeBy, readBy time.Time
@@ -114,6 +118,10 @@ func (sc *shmConn) serve() {
 			continue
 		}
 		resp := sc.handle(m)
+		if sc.broken != nil {
+			log.Info("shm: closing connection", "err", sc.broken)
+			return
+		}
 		if resp == nil {
 			continue // one-way
 		}

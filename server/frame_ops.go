@@ -98,7 +98,11 @@ func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
 				copy(dst, m.Data)
 				return nil
 			}
-			return sc.c.ReadBulk(dst)
+			if err := sc.c.ReadBulk(dst); err != nil {
+				sc.broken = err // the stream is out of step: no answer, the connection closes
+				return err
+			}
+			return nil
 		})
 	if err != nil && res.Reserve == 0 {
 		return nil, err
