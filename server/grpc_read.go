@@ -23,10 +23,14 @@ func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 	if err != nil {
 		return nil, err
 	}
+	// Every page of a namespace is its page size: the store answers no
+	// sizes, the gRPC answer spells them out.
 	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,
-		Sizes: make([]uint64, len(res.Sizes))}
-	for i, sz := range res.Sizes {
-		resp.Sizes[i] = uint64(sz)
+		Sizes: make([]uint64, len(res.Present))}
+	for i, ok := range res.Present {
+		if ok {
+			resp.Sizes[i] = uint64(n.PageBytes)
+		}
 	}
 	if res.Lease != nil {
 		resp.Lease = leaseProto(*res.Lease)

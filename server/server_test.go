@@ -130,6 +130,13 @@ func (f *fixture) present(t *testing.T, k []byte) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := uint64(0) // the answer's size: the page size when present
+	if r.GetPresent()[0] {
+		want = uint64(f.page)
+	}
+	if got := r.GetSizes(); len(got) != 1 || got[0] != want {
+		t.Fatalf("lookup of one key, present %v: sizes %v, want [%d]", r.GetPresent()[0], got, want)
+	}
 	return r.GetPresent()[0]
 }
 

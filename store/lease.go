@@ -30,8 +30,6 @@ type LookupResult struct {
 	HitPrefix int
 	// Present says, per key, whether it is published.
 	Present []bool
-	// Sizes holds each present page's size.
-	Sizes []int64
 	// Lease covers the hit prefix when one was asked for and HitPrefix > 0.
 	Lease *Lease
 	// SavedFLOPs is the prefill the hit prefix saves: each page priced at
@@ -55,7 +53,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	found := getEntries(len(keys))
 	defer putEntries(found)
 	n.getAll(keys, found)
-	res := LookupResult{Present: make([]bool, len(keys)), Sizes: make([]int64, len(keys)), HitPrefix: -1}
+	res := LookupResult{Present: make([]bool, len(keys)), HitPrefix: -1}
 	s.recordKeys(keys)
 	now := s.clock(time.Now())
 	s.mu.Lock()
@@ -67,7 +65,7 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 			}
 			continue
 		}
-		res.Present[i], res.Sizes[i] = true, e.size()
+		res.Present[i] = true
 		e.access = now
 		e.hits++
 	}
