@@ -106,7 +106,16 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 	for i := 1; i <= shardCount; i++ {
 		start[i] += start[i-1]
 	}
-	order := make([]int32, len(keys)) // key positions, shard by shard
+	// order holds the key positions, shard by shard: on the stack for a
+	// lookup of up to 1,024 keys (a heap list of 4 KB a 1,000-key lookup
+	// was half of a node's garbage per lookup).
+	var stack [1024]int32
+	order := stack[:0]
+	if len(keys) <= len(stack) {
+		order = stack[:len(keys)]
+	} else {
+		order = make([]int32, len(keys))
+	}
 	next := start
 	for i, k := range keys {
 		j := k[0] % shardCount

@@ -96,3 +96,18 @@ func TestConcurrentLookupsCountEveryHit(t *testing.T) {
 		}
 	}
 }
+
+// TestGetAllAllocatesNothing: finding the entries of a 1,000-key lookup
+// allocates nothing (its shard order lives on the stack).
+func TestGetAllAllocatesNothing(t *testing.T) {
+	s, _ := newTestStore(t, 64, nil)
+	keys := make([]namespace.Key, 1000)
+	for i := range keys {
+		keys[i] = key(i)
+	}
+	n := testNSState(t, s)
+	found := make([]*entry, len(keys))
+	if a := testing.AllocsPerRun(20, func() { n.getAll(keys, found) }); a != 0 {
+		t.Fatalf("getAll of %d keys: %v allocations, want 0", len(keys), a)
+	}
+}
