@@ -27,9 +27,6 @@ const (
 	handshakeLimit = 500 * time.Millisecond
 )
 
-// connPool is a session's connections: the idle ones, and the ones lent
-// to a call (each carries one request at a time), which Close of the
-// client interrupts.
 // peekAfter is how long a pooled connection sits idle before take checks
 // that the node has not closed it meanwhile (one non-blocking peek): a
 // node closes connections idle past its --raw-idle-timeout, and a call on
@@ -37,6 +34,9 @@ const (
 // skip the system call.
 const peekAfter = 100 * time.Millisecond
 
+// connPool is a session's connections: the idle ones, and the ones lent
+// to a call (each carries one request at a time), which Close of the
+// client interrupts.
 type connPool struct {
 	mu     sync.Mutex // guards idle, since, lent and closed
 	idle   []*transport.Conn
