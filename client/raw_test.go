@@ -127,10 +127,7 @@ func TestRawRoundTrip(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := open(t, c)
 	if !c.RawActive() || c.ShmActive() {
 		t.Fatalf("raw %v, shm %v; want raw only", c.RawActive(), c.ShmActive())
 	}
@@ -216,10 +213,7 @@ func TestRawPutBatches(t *testing.T) {
 	n := rawNode(t, nil)
 	ctx := ctxT(t)
 	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := open(t, c)
 	keys := ns.PageKeys(tokens(16*40, 5))
 	data := pagesFor(ns, keys)
 	chain := client.ChainPages(keys, data)
@@ -358,10 +352,7 @@ func TestRawFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ns, err := c.Open(ctx, llama())
-		if err != nil {
-			t.Fatal(err)
-		}
+		ns := open(t, c)
 		keys := ns.PageKeys(tokens(16*2, 4))
 		data := pagesFor(ns, keys)
 		if res, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil || !res[1].Status.Stored() {
@@ -593,10 +584,7 @@ func TestRawAnswerAfterQuietSpell(t *testing.T) {
 	ctx := ctxT(t)
 	n := rawNode(t, func(c *node.Config) { c.StallTimeout = 200 * time.Millisecond })
 	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := open(t, c)
 	if !c.RawActive() {
 		t.Fatal("raw plane not in use")
 	}
@@ -619,10 +607,7 @@ func TestRawPooledConnectionClosedByNode(t *testing.T) {
 	ctx := ctxT(t)
 	n := rawNode(t, func(c *node.Config) { c.RawIdleTimeout = 200 * time.Millisecond })
 	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := open(t, c)
 	keys := ns.PageKeys(tokens(16*4, 36))
 	data := pagesFor(ns, keys)
 	putWant(ctx, t, ns, client.ChainPages(keys, data), client.Committed, "put")

@@ -49,10 +49,7 @@ func TestShmCommitChecks(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	reader := dial(t, n.Addr(), "token-a")
-	ns, err := reader.Open(ctx, llama())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := open(t, reader)
 	keys := ns.PageKeys(tokens(16*5, 21))
 	data := pagesFor(ns, keys)
 	specs := make([]frame.PageSpec, len(keys))
