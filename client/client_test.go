@@ -54,6 +54,37 @@ func open(t testing.TB, c *client.Client) *client.Namespace {
 	return ns
 }
 
+// pageBufs returns n buffers of ns's page size.
+func pageBufs(ns *client.Namespace, n int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	return bufs
+}
+
+// readsBack fails t unless ns holds every page of keys with its data.
+func readsBack(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key, data [][]byte) {
+	t.Helper()
+	readsOnly(ctx, t, ns, keys, data, func(int) bool { return true })
+}
+
+// readsOnly fails t unless ns holds exactly the pages of keys that held
+// names by index, each with its data.
+func readsOnly(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key, data [][]byte, held func(i int) bool) {
+	t.Helper()
+	bufs := pageBufs(ns, len(keys))
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if want := held(i); found[i] != want || want && !bytes.Equal(bufs[i], data[i]) {
+			t.Fatalf("page %d: found %v, want %v, bytes equal %v", i, found[i], want, bytes.Equal(bufs[i], data[i]))
+		}
+	}
+}
+
 // putWant puts pages and checks that every one comes back with status
 // want; what names the put in a failure.
 func putWant(ctx context.Context, t testing.TB, ns *client.Namespace, pages []client.Page, want client.PutStatus, what string) {

@@ -91,10 +91,11 @@ func oversizedFrameHangsUp(t *testing.T, rc *transport.Conn, w io.Writer, op uin
 	}
 }
 
-// expiredLeaseGet leases keys for a millisecond, lets the lease expire and
-// checks that a Get under it fails with ErrLeaseExpired; it returns the
-// page buffers it used.
-func expiredLeaseGet(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key) [][]byte {
+// expiredLeaseThenGet leases keys (two of them, holding data) for a
+// millisecond, lets the lease expire and checks that a Get under it fails
+// with ErrLeaseExpired, then that a Get without one reads both pages back
+// intact: the node's answers to bad input lost nothing.
+func expiredLeaseThenGet(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key, data [][]byte) {
 	t.Helper()
 	lr, err := ns.Lookup(ctx, keys, true, time.Millisecond)
 	if err != nil || lr.Lease == nil {
@@ -105,15 +106,10 @@ func expiredLeaseGet(ctx context.Context, t *testing.T, ns *client.Namespace, ke
 	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
 		t.Fatalf("expired lease: %v", err)
 	}
-	return bufs
-}
-
-func pageBufs(ns *client.Namespace, n int) [][]byte {
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		bufs[i] = make([]byte, ns.PageBytes())
+	found, err := ns.Get(ctx, keys, bufs, nil)
+	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
+		t.Fatalf("after bad input: %v %v", found, err)
 	}
-	return bufs
 }
 
 // TestRawRoundTrip: a client puts and gets over the raw data plane
@@ -224,16 +220,7 @@ func TestRawPutBatches(t *testing.T) {
 		t.Fatalf("batches of 16 and 24 pages: %d in one round trip, %d in two; want 1, 1", one, two)
 	}
 	wantBytesIn(t, n, len(keys)*ns.PageBytes())
-	bufs := pageBufs(ns, len(keys))
-	found, err := ns.Get(ctx, keys, bufs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
-			t.Fatalf("page %d: found %v", i, found[i])
-		}
-	}
+	readsBack(ctx, t, ns, keys, data)
 }
 
 // wantBytesIn checks the node's count of page bytes received, over every
@@ -448,11 +435,7 @@ func TestRawBadInput(t *testing.T) {
 		t.Fatalf("read after a malformed frame: %#v", m)
 	}
 	oversizedFrameHangsUp(t, rc, rc.Net(), frame.OpRead)
-	bufs := expiredLeaseGet(ctx, t, ns, keys)
-	found, err := ns.Get(ctx, keys, bufs, nil)
-	if err != nil || !found[0] || !found[1] || !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[1], data[1]) {
-		t.Fatalf("after bad input: %v %v", found, err)
-	}
+	expiredLeaseThenGet(ctx, t, ns, keys, data)
 	if !c.RawActive() {
 		t.Fatal("raw plane dropped by the node's error answers")
 	}

@@ -3,8 +3,6 @@
 package client_test
 
 import (
-	"bytes"
-	"context"
 	"net"
 	"testing"
 	"time"
@@ -123,16 +121,7 @@ func TestShmCommitChecks(t *testing.T) {
 		t.Fatalf("commit past the deadline: %v", client.PutStatus(st[0]))
 	}
 
-	bufs := pageBufs(ns, len(keys))
-	found, err := ns.Get(ctx, keys, bufs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if want := i == 2 || i == 3; found[i] != want || want && !bytes.Equal(bufs[i], data[i]) {
-			t.Fatalf("page %d: found %v, want %v", i, found[i], want)
-		}
-	}
+	readsOnly(ctx, t, ns, keys, data, func(i int) bool { return i == 2 || i == 3 })
 }
 
 // TestShmPutPipelined: one Put of pages spanning more commit groups than
@@ -142,11 +131,7 @@ func TestShmCommitChecks(t *testing.T) {
 func TestShmPutPipelined(t *testing.T) {
 	n, _ := shmNode(t, func(c *node.Config) { c.HostBytes = 64 << 20 })
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
-	}
+	c, ns := openShm(t, n)
 	const pages = 700 // 16 KiB pages, 64 a group: 11 groups
 	keys := ns.PageKeys(tokens(16*pages, 23))
 	data := pagesFor(ns, keys)
@@ -167,21 +152,6 @@ func TestShmPutPipelined(t *testing.T) {
 	readsBack(ctx, t, ns, keys, data)
 	if !c.ShmActive() {
 		t.Fatal("the session broke")
-	}
-}
-
-// readsBack fails t unless ns holds every page of keys with its data.
-func readsBack(ctx context.Context, t *testing.T, ns *client.Namespace, keys []namespace.Key, data [][]byte) {
-	t.Helper()
-	bufs := pageBufs(ns, len(keys))
-	found, err := ns.Get(ctx, keys, bufs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if !found[i] || !bytes.Equal(bufs[i], data[i]) {
-			t.Fatalf("page %d: found %v, bytes equal %v", i, found[i], bytes.Equal(bufs[i], data[i]))
-		}
 	}
 }
 
@@ -289,16 +259,7 @@ func TestShmSlotPutChecks(t *testing.T) {
 		t.Fatalf("after the first SlotPut: %+v", ok.Results)
 	}
 
-	bufs := pageBufs(ns, len(keys))
-	found, err := ns.Get(ctx, keys, bufs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if want := i == 0 || i == 3; found[i] != want || want && !bytes.Equal(bufs[i], data[i]) {
-			t.Fatalf("page %d: found %v, want %v", i, found[i], want)
-		}
-	}
+	readsOnly(ctx, t, ns, keys, data, func(i int) bool { return i == 0 || i == 3 })
 
 	// A connection that said hello with protocol 3 may not send a SlotPut.
 	uc, err := net.Dial("unix", sock)
@@ -324,11 +285,7 @@ func TestShmSlotPutChecks(t *testing.T) {
 func TestShmSlotsTakenBack(t *testing.T) {
 	n, sock := shmNode(t, func(c *node.Config) { c.HostBytes = 1 << 20 }) // 64 pages of 16 KiB
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
-	}
+	_, ns := openShm(t, n)
 	pages := int((1 << 20) / ns.PageBytes())
 	a, _ := shmMapped(t, sock, "")
 	if got := slotPut(t, a, 2, &frame.SlotPut{NS: ns.ID(), Want: uint32(pages)}).Slots; len(got) != pages {
@@ -378,11 +335,7 @@ func grantIDs(gs []frame.Grant) []uint64 {
 func TestShmPutOneRequest(t *testing.T) {
 	n, _ := shmNode(t, nil)
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
-	}
+	c, ns := openShm(t, n)
 	keys := ns.PageKeys(tokens(16*40, 43))
 	data := pagesFor(ns, keys)
 	putWant(ctx, t, ns, client.ChainPages(keys[:1], data[:1]), client.Committed, "first put")

@@ -50,18 +50,10 @@ func TestShmStress(t *testing.T) {
 	t.Logf("seed %d (rerun with -shm.seed=%d)", seed, seed)
 	n, _ := shmNode(t, func(c *node.Config) { c.HostBytes = 2 << 20 }) // 128 pages of 16 KiB
 	ctx := ctxT(t)
-	c := dial(t, n.Addr(), "")
-	ns, err := c.Open(ctx, llama())
-	if err != nil || !c.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c.ShmActive())
-	}
+	c, ns := openShm(t, n)
 	// A second client reads too: the writer's deletes do not clear its
 	// location cache, so its cached copies race reuse as well.
-	c2 := dial(t, n.Addr(), "")
-	ns2, err := c2.Open(ctx, llama())
-	if err != nil || !c2.ShmActive() {
-		t.Fatalf("open: %v, shm %v", err, c2.ShmActive())
-	}
+	c2, ns2 := openShm(t, n)
 	keys := ns.PageKeys(tokens(16*192, uint32(seed))) // 1.5 times the arena
 	var put sync.Map                                  // [32+8]byte: key and version put
 	var version atomic.Uint64

@@ -63,10 +63,7 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		return h, nil
 	case "ssd":
 		if n.cfg.SSDBytes <= 0 {
-			if explicit {
-				return nil, errors.New("ssd tier listed but --ssd-bytes not set")
-			}
-			return nil, nil
+			return nil, unsized("ssd", explicit)
 		}
 		dir := n.cfg.SSDDir
 		if dir == "" {
@@ -80,10 +77,7 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		return s, nil
 	case "gpu":
 		if n.cfg.GPUBytes <= 0 {
-			if explicit {
-				return nil, errors.New("gpu tier listed but --gpu-bytes not set")
-			}
-			return nil, nil
+			return nil, unsized("gpu", explicit)
 		}
 		g, err := tiers.NewGPU(tiers.GPUConfig{Device: n.cfg.GPUDevice, Capacity: n.cfg.GPUBytes})
 		if errors.Is(err, tiers.ErrUnavailable) {
@@ -96,6 +90,16 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		return g, nil
 	}
 	return nil, fmt.Errorf("unknown tier %q: want gpu, host or ssd", name)
+}
+
+// unsized is openTier's answer for a tier given no capacity: nothing (the
+// tier is left out) unless the tier was listed explicitly, which is an
+// error.
+func unsized(name string, explicit bool) error {
+	if explicit {
+		return fmt.Errorf("%s tier listed but --%s-bytes not set", name, name)
+	}
+	return nil
 }
 
 // recoveryProto reports a store recovery for NodeInfo.

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -27,6 +28,21 @@ func list[T any](ctx context.Context, r *Registry, dir, what string, decode func
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// getOne reads the value at key under r.call; op names the read in
+// errors, and a missing key is an error wrapping ErrNotFound.
+func (r *Registry) getOne(ctx context.Context, key, op string) ([]byte, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return nil, r.fail(ctx, op, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("registry: %s: %w", op, ErrNotFound)
+	}
+	return resp.Kvs[0].Value, nil
 }
 
 // decodeJSON decodes one JSON record.

@@ -116,15 +116,11 @@ func (r *Registry) Namespace(ctx context.Context, id string) (NamespaceRecord, e
 	if tenant == "" {
 		return NamespaceRecord{}, fmt.Errorf("registry: %s: %w", op, ErrNotFound)
 	}
-	resp, err := r.cli.Get(ctx, r.namespaceKey(tenant, id))
+	val, err := r.getOne(ctx, r.namespaceKey(tenant, id), op) // ErrNotFound: deleted between the two reads
 	if err != nil {
-		return NamespaceRecord{}, r.fail(ctx, op, err)
+		return NamespaceRecord{}, err
 	}
-	if len(resp.Kvs) == 0 {
-		// Deleted between the two reads.
-		return NamespaceRecord{}, fmt.Errorf("registry: %s: %w", op, ErrNotFound)
-	}
-	rec, err := decodeNamespace(resp.Kvs[0].Value)
+	rec, err := decodeNamespace(val)
 	if err != nil {
 		return NamespaceRecord{}, fmt.Errorf("registry: %s: %w", op, err)
 	}

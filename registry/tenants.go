@@ -60,17 +60,12 @@ func (r *Registry) Tenant(ctx context.Context, name string) (Tenant, error) {
 		return Tenant{}, err
 	}
 	op := "reading tenant " + name
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.tenantKey(name))
+	val, err := r.getOne(ctx, r.tenantKey(name), op)
 	if err != nil {
-		return Tenant{}, r.fail(ctx, op, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Tenant{}, fmt.Errorf("registry: %s: %w", op, ErrNotFound)
+		return Tenant{}, err
 	}
 	var t Tenant
-	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+	if err := json.Unmarshal(val, &t); err != nil {
 		return Tenant{}, fmt.Errorf("registry: %s: decoding: %w", op, err)
 	}
 	return t, nil

@@ -233,23 +233,17 @@ func (sc *shmConn) handle(m frame.Message) frame.Message {
 	case *frame.Abort:
 		resp, err = sc.abort(m)
 	case *frame.Put:
-		if sc.version < 3 {
-			err = badRequest("put needs protocol 3, the connection said hello with %d", sc.version)
-			break
+		if err = sc.needs(3, "put"); err == nil {
+			resp, err = sc.put(m)
 		}
-		resp, err = sc.put(m)
 	case *frame.SlotPut:
-		if sc.version < 4 {
-			err = badRequest("slot put needs protocol 4, the connection said hello with %d", sc.version)
-			break
+		if err = sc.needs(4, "slot put"); err == nil {
+			resp, err = sc.slotPut(m)
 		}
-		resp, err = sc.slotPut(m)
 	case *frame.Lookup:
-		if sc.version < 3 {
-			err = badRequest("lookup needs protocol 3, the connection said hello with %d", sc.version)
-			break
+		if err = sc.needs(3, "lookup"); err == nil {
+			resp, err = sc.lookup(m)
 		}
-		resp, err = sc.lookup(m)
 	case *frame.Served:
 		if n, err := sc.namespace(m.NS); err == nil {
 			sc.s.served(n, int(min(m.Bytes, 1<<40)))
@@ -270,4 +264,23 @@ func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
 		return store.Namespace{}, err
 	}
 	return sc.s.resolve(context.Background(), sc.caller, id)
+}
+
+// batch is namespace for a request of count what (keys, items, write ids),
+// refusing an empty batch or one over Config.MaxBatch.
+func (sc *shmConn) batch(id namespace.ID, count int, what string) (store.Namespace, error) {
+	n, err := sc.namespace(id)
+	if err == nil {
+		err = sc.s.checkBatch(count, what)
+	}
+	return n, err
+}
+
+// needs refuses a request of what on a connection that said hello with a
+// protocol older than v, the first version that has it.
+func (sc *shmConn) needs(v uint16, what string) error {
+	if sc.version < v {
+		return badRequest("%s needs protocol %d, the connection said hello with %d", what, v, sc.version)
+	}
+	return nil
 }

@@ -23,10 +23,7 @@ import (
 // one Error frame. The error returned is the connection's: it cannot
 // continue.
 func (sc *shmConn) read(id uint64, m *frame.Read) error {
-	n, err := sc.namespace(m.NS)
-	if err == nil {
-		err = sc.s.checkBatch(len(m.Keys), "keys")
-	}
+	n, err := sc.batch(m.NS, len(m.Keys), "keys")
 	if err != nil {
 		return sc.reply(id, frameError(err))
 	}
@@ -149,11 +146,8 @@ func (sc *shmConn) get(m *frame.Get) (frame.Message, error) {
 	if sc.host == nil {
 		return nil, badRequest("get locates pages in a shared arena; over tcp, read")
 	}
-	n, err := sc.namespace(m.NS)
+	n, err := sc.batch(m.NS, len(m.Keys), "keys")
 	if err != nil {
-		return nil, err
-	}
-	if err := sc.s.checkBatch(len(m.Keys), "keys"); err != nil {
 		return nil, err
 	}
 	h, start := sc.host, time.Now()
@@ -239,11 +233,8 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 // publish, nor spoil, another connection's reservation even when it
 // learns its write id (SPEC.md §2, Commit).
 func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
-	n, err := sc.namespace(m.NS)
+	n, err := sc.batch(m.NS, len(m.Items), "items")
 	if err != nil {
-		return nil, err
-	}
-	if err := sc.s.checkBatch(len(m.Items), "items"); err != nil {
 		return nil, err
 	}
 	// Each reservation is taken off the connection's list as its item is
@@ -317,11 +308,8 @@ func (sc *shmConn) drop(writeID uint64) {
 // abort drops reservations; an empty batch is malformed here (SPEC.md
 // §6), where gRPC's Abort answers it with 0.
 func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
-	n, err := sc.namespace(m.NS)
+	n, err := sc.batch(m.NS, len(m.WriteIDs), "write ids")
 	if err != nil {
-		return nil, err
-	}
-	if err := sc.s.checkBatch(len(m.WriteIDs), "write ids"); err != nil {
 		return nil, err
 	}
 	// Only the connection's own reservations and slots are aborted (as

@@ -121,19 +121,7 @@ func TestParentsGoneDropsSubtree(t *testing.T) {
 			t.Fatal("no parent-gone notice for d")
 		}
 	}
-	s.flushHints() // anything still pending
-	for done := false; !done; {
-		select {
-		case hs := <-hints:
-			for _, h := range hs {
-				if h.Gone {
-					notices = append(notices, h.Parent)
-				}
-			}
-		default:
-			done = true
-		}
-	}
+	notices = append(notices, goneNotices(s, hints)...) // anything still pending
 	if len(notices) != 1 || notices[0] != d {
 		t.Fatalf("notices for %v, want one for d %s", notices, d)
 	}
@@ -354,6 +342,25 @@ func TestUncount(t *testing.T) {
 	}
 }
 
+// goneNotices flushes s's pending hints and returns the parents of the
+// parent-gone notices among what hints holds, in order.
+func goneNotices(s *Store, hints chan []ChildHint) []namespace.Key {
+	s.flushHints()
+	var out []namespace.Key
+	for {
+		select {
+		case hs := <-hints:
+			for _, h := range hs {
+				if h.Gone {
+					out = append(out, h.Parent)
+				}
+			}
+		default:
+			return out
+		}
+	}
+}
+
 // Handed removes a page with remote children without a parent-gone
 // notice (its owner holds it: its children stay reachable), where Delete
 // sends one; it counts the page as handed, and its local child waits for
@@ -366,27 +373,11 @@ func TestHandedSendsNoNotice(t *testing.T) {
 		putSpec(t, s, p, pageData(i))
 	}
 	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: k[0], Added: true}, {NS: testNS.ID, Parent: k[2], Added: true}})
-	notices := func() []namespace.Key {
-		s.flushHints()
-		var out []namespace.Key
-		for {
-			select {
-			case hs := <-hints:
-				for _, h := range hs {
-					if h.Gone {
-						out = append(out, h.Parent)
-					}
-				}
-			default:
-				return out
-			}
-		}
-	}
-	notices() // what the puts sent
+	goneNotices(s, hints) // what the puts sent
 	if n, err := s.Handed(testNS.ID, k[:1]); err != nil || n != 1 {
 		t.Fatalf("handed: %d, %v", n, err)
 	}
-	if got := notices(); len(got) != 0 {
+	if got := goneNotices(s, hints); len(got) != 0 {
 		t.Fatalf("handing a page back sent parent-gone notices for %v", got)
 	}
 	if got := present(t, s, k[0], k[1]); got[0] || !got[1] {
@@ -395,7 +386,7 @@ func TestHandedSendsNoNotice(t *testing.T) {
 	if n, err := s.Delete(testNS.ID, k[2:3]); err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
-	if got := notices(); len(got) != 1 || got[0] != k[2] {
+	if got := goneNotices(s, hints); len(got) != 1 || got[0] != k[2] {
 		t.Fatalf("deleting a page with a remote child: notices %v, want one for it", got)
 	}
 	if st, _ := s.NamespaceStats(testNS.ID); st.Handed != 1 || st.Deleted != 1 {

@@ -92,16 +92,10 @@ func newGPUAlloc(slabSize int64, nslabs int) *gpuAlloc {
 	for s := range a.owner {
 		a.owner[s] = -1
 	}
-	n := classIndex(a.size)
-	if classSize(n) <= a.size {
-		n++
-	}
-	a.classes = make([]gpuClass, n)
+	a.classes = make([]gpuClass, classCount(a.size))
 	for i := range a.classes {
 		cl := &a.classes[i]
-		cl.size = classSize(i)
-		k, slots := spanGeometry(cl.size, slabSize, nslabs)
-		cl.spanSlabs, cl.slots = int32(k), int32(slots)
+		cl.size, cl.spanSlabs, cl.slots = classGeometry(i, slabSize, nslabs)
 	}
 	return a
 }

@@ -265,16 +265,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 
 // initClasses builds the class table: every class no larger than the arena.
 func (h *Host) initClasses() {
-	n := classIndex(h.size)
-	if classSize(n) <= h.size {
-		n++
-	}
-	h.classes = make([]class, n)
+	h.classes = make([]class, classCount(h.size))
 	for i := range h.classes {
 		cl := &h.classes[i]
-		cl.size = classSize(i)
-		k, slots := spanGeometry(cl.size, h.slabSize, h.nslabs)
-		cl.spanSlabs, cl.slots = int32(k), int32(slots)
+		cl.size, cl.spanSlabs, cl.slots = classGeometry(i, h.slabSize, h.nslabs)
 		cl.partial, cl.spare = -1, -1
 	}
 }

@@ -64,6 +64,25 @@ func classSize(idx int) int64 {
 	return int64(1)<<e + m<<uint(e-stepShift)
 }
 
+// classCount returns how many classes an arena of size bytes has: every
+// class no larger than the arena.
+func classCount(size int64) int {
+	n := classIndex(size)
+	if classSize(n) <= size {
+		n++
+	}
+	return n
+}
+
+// classGeometry returns the slot size of class idx and, for an arena of
+// nslabs slabs of slabSize, the slabs a span of it takes and the slots a
+// span holds (spanGeometry).
+func classGeometry(idx int, slabSize int64, nslabs int) (size int64, spanSlabs, slots int32) {
+	size = classSize(idx)
+	k, n := spanGeometry(size, slabSize, nslabs)
+	return size, int32(k), int32(n)
+}
+
 // spanGeometry returns how many slabs of slabSize a span of class size c
 // takes in an arena of nslabs slabs, and how many slots it holds. c must not
 // exceed nslabs*slabSize.

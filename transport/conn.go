@@ -136,14 +136,21 @@ func (c *Conn) SendFDs(id uint64, m frame.Message, fds ...int) error {
 // next Recv.
 func (c *Conn) Recv() (id uint64, m frame.Message, err error) {
 	var h [frame.HeaderSize]byte
-	if _, err := io.ReadFull(c.r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n, op, id, err := frame.ParseHeader(h[:])
+	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}
 	return c.recvBody(n, op, id)
+}
+
+// recvHeader reads a frame's header into h (at least frame.HeaderSize
+// bytes) and parses it.
+func (c *Conn) recvHeader(h []byte) (n int, op uint8, id uint64, err error) {
+	h = h[:frame.HeaderSize]
+	if _, err := io.ReadFull(c.r, h); err != nil {
+		return 0, 0, 0, err
+	}
+	return frame.ParseHeader(h)
 }
 
 // recvBody reads and decodes the n-byte body of a frame of op and id.

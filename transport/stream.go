@@ -67,10 +67,7 @@ func (c *Conn) SendFrames(frames ...Frame) error {
 // while the rest is in flight).
 func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each func(piece []byte)) (id uint64, m frame.Message, err error) {
 	var h [frame.HeaderSize + frame.PageHeadSize]byte
-	if _, err := io.ReadFull(c.r, h[:frame.HeaderSize]); err != nil {
-		return 0, nil, err
-	}
-	n, op, id, err := frame.ParseHeader(h[:frame.HeaderSize])
+	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}
@@ -130,10 +127,7 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 // whole.
 func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
 	var h [frame.HeaderSize + frame.PutHeadSize]byte
-	if _, err := io.ReadFull(c.r, h[:frame.HeaderSize]); err != nil {
-		return 0, nil, err
-	}
-	n, op, id, err := frame.ParseHeader(h[:frame.HeaderSize])
+	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}

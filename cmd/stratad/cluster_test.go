@@ -146,16 +146,7 @@ func TestClusterProcesses(t *testing.T) {
 		}
 	}
 	// A second client that knows only node 3 finds every page.
-	c3, err := client.Dial(ctx, addrs[2], client.Options{NodeTimeout: nodeTimeout, CacheEntries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	waitAlive(t, c3, 3, 20*time.Second)
-	ns3, err := c3.Open(ctx, ssdDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c3, ns3 := dialOpen(t, ctx, addrs[2], client.Options{NodeTimeout: nodeTimeout, CacheEntries: -1}, 3, ssdDescriptor)
 	lr, err := ns3.Lookup(ctx, keys, false, 0)
 	if err != nil || lr.HitPrefix != len(keys) {
 		t.Fatalf("lookup via node 3: hit prefix %d of %d, %v", lr.HitPrefix, len(keys), err)
@@ -267,16 +258,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	startStratad(t, stratad, t.TempDir(), clusterNodeArgs(etcdURL)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, a1, client.Options{NodeTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	waitAlive(t, c, 2, 20*time.Second)
-	ns, err := c.Open(ctx, ssdDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := dialOpen(t, ctx, a1, client.Options{NodeTimeout: 2 * time.Second}, 2, ssdDescriptor)
 	keys, data := clusterPages(ns, 2, 100)
 	if _, err := ns.Put(ctx, client.ChainPages(keys[:50], data[:50])); err != nil {
 		t.Fatal(err)

@@ -146,16 +146,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, addrs[0], client.Options{NodeTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	waitAlive(t, c, 3, 20*time.Second)
-	ns, err := c.Open(ctx, replayDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ns := dialOpen(t, ctx, addrs[0], client.Options{NodeTimeout: 10 * time.Second}, 3, replayDescriptor)
 
 	start := time.Now()
 	var hitPages, pages, putPages int
