@@ -446,7 +446,7 @@ func (s *SSD) alloc(size int64, wait bool) (Extent, error) {
 		if err := s.writeHeader(f, slot, &h); err != nil {
 			s.noteFault("reserving a slot", err)
 			s.poison(cl, f, slot, err)
-			s.release(cl, f, slot, size)
+			s.release(cl, f, slot, size, false)
 			return Extent{}, fmt.Errorf("ssd: allocating %d bytes: writing slot %d header of %s: %w", size, slot, f.path, err)
 		}
 		return ext, nil
@@ -506,9 +506,16 @@ func (cl *ssdClass) takeLocked() (*ssdFile, int32, bool) {
 
 // release returns a slot whose header is not (or no longer) committed to
 // the free stack, or quarantines it if it is poisoned, and takes back the
-// extent's counts.
-func (s *SSD) release(cl *ssdClass, f *ssdFile, slot int32, size int64) {
+// extent's counts. queued says the slot's Free was the worker's: its
+// pendingFrees count drops in the same critical section, so that
+// pendingFrees == 0 means no slot of the class is still freeing (else
+// roomLocked asks for a needless file, which grow then skips, and a
+// waiter on the count goes on too early).
+func (s *SSD) release(cl *ssdClass, f *ssdFile, slot int32, size int64, queued bool) {
 	cl.mu.Lock()
+	if queued {
+		cl.pendingFrees--
+	}
 	f.gens[slot], f.state[slot] = 0, ssdSlotFree
 	bad := f.poisoned[slot]
 	if bad {
@@ -756,12 +763,17 @@ func (s *SSD) writeHeader(f *ssdFile, slot int32, h *ssdSlotHeader) error {
 }
 
 // Free clears ext's commit marker on disk (synced under SyncEveryPage if
-// the page was sealed) and returns the slot for reuse. Freeing an extent that is not live (a double
-// free, a stale generation, an extent of another tier) panics: it is a
-// programmer error. An I/O error is logged: the slot is reused anyway (Alloc
-// rewrites its header first), and the worst a failed clear can cause is that
-// the freed page, still verified, comes back after a restart. After Close,
-// Free does nothing.
+// the page was sealed) and returns the slot for reuse. With
+// SSDConfig.Background, the Free of a sealed page under SyncEveryPage is
+// queued instead (ssd_worker.go): Free returns at once, the extent is no
+// longer live, and the slot comes back for reuse once the worker's round
+// has synced its header (Alloc waits for that; Close finishes every queued
+// Free). Freeing an extent that is not live (a double free, a stale
+// generation, an extent of another tier) panics: it is a programmer error.
+// An I/O error is logged: the slot is reused anyway (Alloc rewrites its
+// header first), and the worst a failed clear can cause is that the freed
+// page, still verified, comes back after a restart. After Close, Free does
+// nothing.
 func (s *SSD) Free(ext Extent) {
 	if s.closed.Load() {
 		return
@@ -796,7 +808,7 @@ func (s *SSD) Free(ext Extent) {
 		s.log.Error("ssd: clearing the commit marker of a freed page failed; it may reappear after a restart",
 			"file", f.path, "slot", slot, "err", err)
 	}
-	s.release(cl, f, slot, ext.Len)
+	s.release(cl, f, slot, ext.Len, false)
 }
 
 // Stats reports capacity and usage: Capacity is SSDConfig.Capacity (file

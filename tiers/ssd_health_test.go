@@ -131,7 +131,9 @@ func TestSSDReadOnly(t *testing.T) {
 // TestSSDBackgroundFree: with background I/O, Free of a sealed page under
 // SyncEveryPage returns at once and the worker clears and syncs the
 // header before the slot is reused; a freed page never comes back after
-// a clean close, and one that was kept does.
+// a clean close, and one that was kept does. The frees may still be
+// queued when the last Put returns: the check before the reopen waits
+// for the worker's round (waitSSDFrees), as a slot is "freeing" until then.
 func TestSSDBackgroundFree(t *testing.T) {
 	cfg := SSDConfig{Capacity: 4 * mib, FileSize: mib, Background: true}
 	s, _, _ := openTestSSD(t, cfg)
@@ -147,6 +149,7 @@ func TestSSDBackgroundFree(t *testing.T) {
 	for i := 8; i < 12; i++ {
 		ssdPut(t, s, ssdKey(i), 4096, ssdAlgCRC32C, true)
 	}
+	waitSSDFrees(t, s)
 	s, got, _ := reopenSSD(t, s, cfg)
 	for i := range 12 {
 		_, ok := got[ssdKey(i)]

@@ -125,6 +125,40 @@ func reopenSSD(t testing.TB, s *SSD, cfg SSDConfig) (*SSD, ssdRecovered, Recover
 	return openTestSSD(t, cfg)
 }
 
+// waitSSDFrees waits until s's worker has finished every Free it queued
+// (SSDConfig.Background): a queued Free returns before its slot is free
+// again, so a consistency check, which wants a quiescent tier, must come
+// after this. It waits on the worker's end-of-round signal and fails t
+// after 10 s.
+func waitSSDFrees(t testing.TB, s *SSD) {
+	t.Helper()
+	if s.worker == nil {
+		t.Fatal("waitSSDFrees: the tier has no background worker")
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		// Take the signal before looking, so a round that ends in
+		// between still wakes us.
+		sig := s.worker.signal()
+		pending := 0
+		for cls := range s.classes {
+			cl := &s.classes[cls]
+			cl.mu.Lock()
+			pending += cl.pendingFrees
+			cl.mu.Unlock()
+		}
+		if pending == 0 {
+			return
+		}
+		select {
+		case <-sig:
+		case <-timeout.C:
+			t.Fatalf("%d queued frees not done within 10s", pending)
+		}
+	}
+}
+
 // ssdPut allocates, writes and (if seal) seals page key of n bytes.
 func ssdPut(t testing.TB, s *SSD, key [32]byte, n int64, alg uint8, seal bool) (Extent, PageMeta) {
 	t.Helper()
@@ -150,8 +184,8 @@ func ssdPut(t testing.TB, s *SSD, key [32]byte, n int64, alg uint8, seal bool) (
 }
 
 // checkSSD verifies the tier's internal invariants and its files' lengths.
-// The tier must be quiescent; it takes the locks only to satisfy the race
-// detector.
+// The tier must be quiescent (with a background worker: waitSSDFrees after
+// the last Free); it takes the locks only to satisfy the race detector.
 func checkSSD(s *SSD) error {
 	s.poolMu.Lock()
 	files := slices.Clone(s.files)

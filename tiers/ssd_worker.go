@@ -161,10 +161,7 @@ func (s *SSD) doFrees(frees []ssdFreeReq) {
 		s.clearFault("clearing freed pages", false)
 	}
 	for _, r := range frees {
-		r.cl.mu.Lock()
-		r.cl.pendingFrees--
-		r.cl.mu.Unlock()
-		s.release(r.cl, r.f, r.slot, r.ext.Len)
+		s.release(r.cl, r.f, r.slot, r.ext.Len, true)
 	}
 }
 
