@@ -128,9 +128,7 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 		}
 		sh := &n.shards[j]
 		sh.mu.RLock()
-		for _, i := range order[start[j]:start[j+1]] {
-			found[i] = sh.m.get(keys[i])
-		}
+		sh.m.getBatch(keys, order[start[j]:start[j+1]], found)
 		sh.mu.RUnlock()
 	}
 }

@@ -63,6 +63,40 @@ func (t *table) get(k namespace.Key) *entry {
 	}
 }
 
+// getBatch sets found[i] to the entry of keys[i], or nil, for each i in
+// order. It probes every key's tags first and compares the keys after:
+// the compare is a batch's first touch of each entry, a cache miss at a
+// lookup's sizes, and get's compare after each probe makes the CPU wait
+// for each miss in turn, where a loop of compares alone leaves the loads
+// independent, for the CPU to overlap. A key whose first tag match is
+// another key's entry is probed again, in full (get).
+func (t *table) getBatch(keys []namespace.Key, order []int32, found []*entry) {
+	if t.n == 0 {
+		for _, i := range order {
+			found[i] = nil
+		}
+		return
+	}
+	mask := uint64(len(t.slots) - 1)
+	for _, i := range order {
+		h := t.hash(&keys[i])
+		tag := tagOf(h)
+		var cand *entry
+		for j := h & mask; t.tags[j] != 0; j = (j + 1) & mask {
+			if t.tags[j] == tag {
+				cand = t.slots[j]
+				break
+			}
+		}
+		found[i] = cand
+	}
+	for _, i := range order {
+		if e := found[i]; e != nil && e.key != keys[i] {
+			found[i] = t.get(keys[i])
+		}
+	}
+}
+
 // insert adds e under e.key, which must not be in the table.
 func (t *table) insert(e *entry) {
 	if (t.n+1)*4 > len(t.slots)*3 {

@@ -119,3 +119,74 @@ func TestWaitersMatchMap(t *testing.T) {
 		t.Fatalf("all yields %d waiters, want %d", n, len(want))
 	}
 }
+
+// TestGetBatchMatchesGet looks up present and absent keys of a table with
+// getBatch and checks every answer against get's, in a table full enough
+// that some keys' probes meet another key's tag before their own, which
+// getBatch must probe again (the test fails unless it saw some).
+func TestGetBatchMatchesGet(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+	tab := newTable()
+	const present = 20_000
+	keys := make([]namespace.Key, 2*present) // the first half present, the rest absent
+	for i := range keys {
+		for j := range keys[i] {
+			keys[i][j] = byte(r.Uint32())
+		}
+		if i < present {
+			tab.insert(&entry{key: keys[i]})
+		}
+	}
+	order := make([]int32, len(keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	r.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	found := make([]*entry, len(keys))
+	for i := range found {
+		found[i] = &entry{} // getBatch must overwrite every position it is given
+	}
+	tab.getBatch(keys, order, found)
+	collided := 0
+	for i, k := range keys {
+		want := tab.get(k)
+		if (want != nil) != (i < present) {
+			t.Fatalf("key %d: get = %v, present %v", i, want, i < present)
+		}
+		if found[i] != want {
+			t.Fatalf("key %d: getBatch = %p, get = %p", i, found[i], want)
+		}
+		if first := tab.firstTagMatch(k); first != nil && first.key != k {
+			collided++
+		}
+	}
+	if collided == 0 {
+		t.Fatal("no key's probe met another key's tag first: the fallback went untested")
+	}
+	t.Logf("%d of %d keys met another key's tag first", collided, len(keys))
+
+	var empty table
+	found[0] = &entry{}
+	empty.getBatch(keys[:1], []int32{0}, found)
+	if found[0] != nil {
+		t.Fatal("an empty table's getBatch left an entry")
+	}
+}
+
+// firstTagMatch is the entry of the first slot on k's probe path whose
+// tag is k's, or nil.
+func (t *table) firstTagMatch(k namespace.Key) *entry {
+	if t.n == 0 {
+		return nil
+	}
+	h := t.hash(&k)
+	mask := uint64(len(t.slots) - 1)
+	for j := h & mask; t.tags[j] != 0; j = (j + 1) & mask {
+		if t.tags[j] == tagOf(h) {
+			return t.slots[j]
+		}
+	}
+	return nil
+}
