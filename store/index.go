@@ -110,10 +110,8 @@ func (n *nsState) getAll(keys []namespace.Key, found []*entry) {
 	// lookup of up to 1,024 keys (a heap list of 4 KB a 1,000-key lookup
 	// was half of a node's garbage per lookup).
 	var stack [1024]int32
-	order := stack[:0]
-	if len(keys) <= len(stack) {
-		order = stack[:len(keys)]
-	} else {
+	order := stack[:min(len(keys), len(stack))]
+	if len(keys) > len(stack) {
 		order = make([]int32, len(keys))
 	}
 	next := start

@@ -77,24 +77,26 @@ func (t *table) getBatch(keys []namespace.Key, order []int32, found []*entry) {
 		}
 		return
 	}
-	mask := uint64(len(t.slots) - 1)
 	for _, i := range order {
-		h := t.hash(&keys[i])
-		tag := tagOf(h)
-		var cand *entry
-		for j := h & mask; t.tags[j] != 0; j = (j + 1) & mask {
-			if t.tags[j] == tag {
-				cand = t.slots[j]
-				break
-			}
-		}
-		found[i] = cand
+		found[i] = t.first(t.hash(&keys[i]))
 	}
 	for _, i := range order {
 		if e := found[i]; e != nil && e.key != keys[i] {
 			found[i] = t.get(keys[i])
 		}
 	}
+}
+
+// first is the entry in the first slot on hash h's probe path whose tag
+// is h's, without dereferencing it, or nil. The table must not be empty.
+func (t *table) first(h uint64) *entry {
+	tag, mask := tagOf(h), uint64(len(t.slots)-1)
+	for j := h & mask; t.tags[j] != 0; j = (j + 1) & mask {
+		if t.tags[j] == tag {
+			return t.slots[j]
+		}
+	}
+	return nil
 }
 
 // insert adds e under e.key, which must not be in the table.

@@ -158,7 +158,7 @@ func TestGetBatchMatchesGet(t *testing.T) {
 		if found[i] != want {
 			t.Fatalf("key %d: getBatch = %p, get = %p", i, found[i], want)
 		}
-		if first := tab.firstTagMatch(k); first != nil && first.key != k {
+		if first := tab.first(tab.hash(&k)); first != nil && first.key != k {
 			collided++
 		}
 	}
@@ -173,20 +173,4 @@ func TestGetBatchMatchesGet(t *testing.T) {
 	if found[0] != nil {
 		t.Fatal("an empty table's getBatch left an entry")
 	}
-}
-
-// firstTagMatch is the entry of the first slot on k's probe path whose
-// tag is k's, or nil.
-func (t *table) firstTagMatch(k namespace.Key) *entry {
-	if t.n == 0 {
-		return nil
-	}
-	h := t.hash(&k)
-	mask := uint64(len(t.slots) - 1)
-	for j := h & mask; t.tags[j] != 0; j = (j + 1) & mask {
-		if t.tags[j] == tagOf(h) {
-			return t.slots[j]
-		}
-	}
-	return nil
 }
