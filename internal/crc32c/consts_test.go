@@ -50,6 +50,10 @@ var wantConsts = map[string][]int{
 	"k384":   {384},           // group 1 onto group 3
 	"k192":   {192},           // group 2 onto group 3
 	"klanes": {48, 32, 16, 0}, // lanes 0-3 onto lane 3
+	// The 256-bit kernel: one 512-byte period, and the lanes of the last
+	// period onto its last lane.
+	"k512": {512},
+	"kymm": {432, 416, 400, 384, 304, 288, 272, 256, 176, 160, 144, 128, 48, 32, 16, 0},
 }
 
 func TestXpow(t *testing.T) {

@@ -5,8 +5,11 @@
 // On amd64 CPUs with AVX-512 and VPCLMULQDQ, inputs of 768 bytes or more are
 // folded with 512-bit carry-less multiplies while the CRC32 instruction
 // works on interleaved stretches of the same input, which is two to three
-// times as fast as hash/crc32 alone. Everywhere else, and for short inputs
-// and the last len(p)%768 bytes, the work is handed to hash/crc32.
+// times as fast as hash/crc32 alone. On amd64 CPUs with AVX2 and
+// VPCLMULQDQ but not AVX-512, inputs of 512 bytes or more are folded with
+// 256-bit carry-less multiplies beside the CRC32 instruction. Everywhere else, and for short inputs and
+// the bytes past the last whole period (768 or 512 bytes), the work is
+// handed to hash/crc32.
 package crc32c
 
 import "hash/crc32"
@@ -14,11 +17,11 @@ import "hash/crc32"
 // Size is the size of a CRC-32C checksum in bytes.
 const Size = 4
 
-// HasVector reports whether this build and CPU support the vector path
-// (amd64 with AVX-512 and VPCLMULQDQ). When it is true, Update and Checksum
-// use that path for inputs of at least 768 bytes, handing the last
-// len(p)%768 bytes to hash/crc32. It is set at start-up and must not be
-// changed.
+// HasVector reports whether this build and CPU support a vector path
+// (amd64 with VPCLMULQDQ and AVX-512 or AVX2). When it is true, Update and
+// Checksum use that path for inputs of at least one period (768 bytes with
+// AVX-512, 512 with AVX2), handing the bytes past the last whole period to
+// hash/crc32. It is set at start-up and must not be changed.
 var HasVector = hasVector
 
 // useVector selects the vector path. It starts equal to HasVector; tests clear
@@ -30,11 +33,12 @@ var useVector = HasVector
 // the Castagnoli polynomial and uses its own accelerated code for it.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-const (
-	// vectorBlock is the granule of the vector path (one 768-byte period
-	// of the assembly kernel): updateVector only takes positive multiples
-	// of it, and whatever is left over goes to hash/crc32.
-	vectorBlock = 768
+var (
+	// vectorBlock is the granule of the vector path (one period of the
+	// assembly kernel this CPU runs: 768 bytes, or 512 for the AVX2 one):
+	// updateVector only takes positive multiples of it, and whatever is
+	// left over goes to hash/crc32.
+	vectorBlock = vectorPeriod
 
 	// vectorMin is the shortest input handed to the vector path.
 	vectorMin = vectorBlock

@@ -113,9 +113,9 @@ GLOBL klanes<>(SB), RODATA|NOPTR, $64
 	CRC32Q (384+off)(SI), R10; \
 	CRC32Q (576+off)(SI), R11
 
-// func updateVector(crc uint32, p []byte) uint32
+// func updateZMM(crc uint32, p []byte) uint32
 // Requires len(p) to be a positive multiple of 768.
-TEXT ·updateVector(SB), NOSPLIT, $0-36
+TEXT ·updateZMM(SB), NOSPLIT, $0-36
 	MOVL crc+0(FP), R8 // chain 0 starts from the initial value
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), CX
@@ -219,4 +219,181 @@ loop:
 
 	VZEROUPPER
 	MOVL DX, ret+32(FP)
+	RET
+
+// # The 256-bit kernel
+//
+// For CPUs with VPCLMULQDQ and AVX2 but not AVX-512 (updateYMM): the same
+// folding rule on 256-bit registers, beside four CRC32Q chains as above.
+// The input is cut into 512-byte periods of four 128-byte groups:
+//
+//	group g (g = 0..3), at offset 128·g in the period:
+//	  +0   64 bytes   CRC32Q stream g, register R8+g, from zero
+//	  +64  32 bytes   accumulator Y(2g)
+//	  +96  32 bytes   accumulator Y(2g+1)
+//
+// The accumulators start at zero; each iteration moves every lane forward
+// one period (k512), XORs in the matching bytes, and XORs each chain's CRC
+// into the first four bytes after its stretch (the start of Y(2g)). At
+// the end every lane moves forward onto the last one (kymm), and the CRC
+// of the input is the CRC of that lane's 16 bytes from a zero register.
+
+// k512: move a lane forward one period of the 256-bit kernel.
+DATA k512<>+0x00(SB)/8, $0xbd6f81f8 // x^4127 mod P
+DATA k512<>+0x08(SB)/8, $0xdd7e3b0c // x^4063 mod P
+GLOBL k512<>(SB), RODATA|NOPTR, $16
+
+// kymm: the lanes of the last period, Y(i)'s two at 32·i in the table,
+// move forward onto the last lane, at byte 496 of the period (Y7's high
+// lane, whose pair is zero).
+DATA kymm<>+0x00(SB)/8, $0xe0e9f351 // 432 bytes: x^3487 mod P
+DATA kymm<>+0x08(SB)/8, $0x65863b64 // x^3423 mod P
+DATA kymm<>+0x10(SB)/8, $0x96638b34 // 416 bytes: x^3359 mod P
+DATA kymm<>+0x18(SB)/8, $0x2b3cac5d // x^3295 mod P
+DATA kymm<>+0x20(SB)/8, $0xe9adf796 // 400 bytes: x^3231 mod P
+DATA kymm<>+0x28(SB)/8, $0xc619809d // x^3167 mod P
+DATA kymm<>+0x30(SB)/8, $0x00ac29cf // 384 bytes: x^3103 mod P
+DATA kymm<>+0x38(SB)/8, $0xd270f1a2 // x^3039 mod P
+DATA kymm<>+0x40(SB)/8, $0x18b0d4ff // 304 bytes: x^2463 mod P
+DATA kymm<>+0x48(SB)/8, $0x78d9ccb7 // x^2399 mod P
+DATA kymm<>+0x50(SB)/8, $0x6051d5a2 // 288 bytes: x^2335 mod P
+DATA kymm<>+0x58(SB)/8, $0xb6dd949b // x^2271 mod P
+DATA kymm<>+0x60(SB)/8, $0xf37c5aee // 272 bytes: x^2207 mod P
+DATA kymm<>+0x68(SB)/8, $0x18b33a4e // x^2143 mod P
+DATA kymm<>+0x70(SB)/8, $0xdcb17aa4 // 256 bytes: x^2079 mod P
+DATA kymm<>+0x78(SB)/8, $0xb9e02b86 // x^2015 mod P
+DATA kymm<>+0x80(SB)/8, $0xf1d0f55e // 176 bytes: x^1439 mod P
+DATA kymm<>+0x88(SB)/8, $0xdaece73e // x^1375 mod P
+DATA kymm<>+0x90(SB)/8, $0x1b3d8f29 // 160 bytes: x^1311 mod P
+DATA kymm<>+0x98(SB)/8, $0x878a92a7 // x^1247 mod P
+DATA kymm<>+0xa0(SB)/8, $0x7e908048 // 144 bytes: x^1183 mod P
+DATA kymm<>+0xa8(SB)/8, $0xc96cfdc0 // x^1119 mod P
+DATA kymm<>+0xb0(SB)/8, $0x6992cea2 // 128 bytes: x^1055 mod P
+DATA kymm<>+0xb8(SB)/8, $0x0d3b6092 // x^991 mod P
+DATA kymm<>+0xc0(SB)/8, $0x1c291d04 // 48 bytes: x^415 mod P
+DATA kymm<>+0xc8(SB)/8, $0xddc0152b // x^351 mod P
+DATA kymm<>+0xd0(SB)/8, $0x3da6d0cb // 32 bytes: x^287 mod P
+DATA kymm<>+0xd8(SB)/8, $0xba4fc28e // x^223 mod P
+DATA kymm<>+0xe0(SB)/8, $0xf20c0dfe // 16 bytes: x^159 mod P
+DATA kymm<>+0xe8(SB)/8, $0x493c7d27 // x^95 mod P
+DATA kymm<>+0xf0(SB)/8, $0
+DATA kymm<>+0xf8(SB)/8, $0
+GLOBL kymm<>(SB), RODATA|NOPTR, $256
+
+// FOLDY is FOLD on 256-bit registers, without VPTERNLOGD (AVX-512):
+// acc = acc.lo·k.lo ^ acc.hi·k.hi ^ src.
+#define FOLDY(k, acc, tmp, src) \
+	VPCLMULQDQ $0x00, k, acc, tmp; \
+	VPCLMULQDQ $0x11, k, acc, acc; \
+	VPXOR      src, tmp, tmp; \
+	VPXOR      tmp, acc, acc
+
+// ENDY moves both lanes of acc onto the last lane of the period with the
+// pairs at off in kymm, XORing the products into sum, using t1 and t2.
+#define ENDY(off, acc, t1, t2, sum) \
+	VPCLMULQDQ $0x00, kymm<>+off(SB), acc, t1; \
+	VPCLMULQDQ $0x11, kymm<>+off(SB), acc, t2; \
+	VPXOR      t1, sum, sum; \
+	VPXOR      t2, sum, sum
+
+// CRC4Y advances the four CRC32Q chains of the 256-bit kernel by the
+// quadword at offset off of their stretches (which start 128 bytes apart).
+#define CRC4Y(off) \
+	CRC32Q off(SI), R8; \
+	CRC32Q (128+off)(SI), R9; \
+	CRC32Q (256+off)(SI), R10; \
+	CRC32Q (384+off)(SI), R11
+
+// func updateYMM(crc uint32, p []byte) uint32
+// Requires len(p) to be a positive multiple of 512.
+TEXT ·updateYMM(SB), NOSPLIT, $0-36
+	MOVL crc+0(FP), R8 // chain 0 starts from the initial value
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+
+	VBROADCASTI128 k512<>(SB), Y15
+	VPXOR          Y0, Y0, Y0
+	VPXOR          Y1, Y1, Y1
+	VPXOR          Y2, Y2, Y2
+	VPXOR          Y3, Y3, Y3
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+
+loopy:
+	XORL R9, R9
+	XORL R10, R10
+	XORL R11, R11
+
+	FOLDY(Y15, Y0, Y8, 64(SI))
+	FOLDY(Y15, Y1, Y9, 96(SI))
+	CRC4Y(0)
+	CRC4Y(8)
+	FOLDY(Y15, Y2, Y10, 192(SI))
+	FOLDY(Y15, Y3, Y11, 224(SI))
+	CRC4Y(16)
+	CRC4Y(24)
+	FOLDY(Y15, Y4, Y12, 320(SI))
+	FOLDY(Y15, Y5, Y13, 352(SI))
+	CRC4Y(32)
+	CRC4Y(40)
+	FOLDY(Y15, Y6, Y14, 448(SI))
+	FOLDY(Y15, Y7, Y8, 480(SI))
+	CRC4Y(48)
+	CRC4Y(56)
+
+	// Each chain's CRC goes into the first four bytes after its stretch,
+	// the start of Y(2g) (the VEX moves clear the rest of Y8-Y11).
+	VMOVD R8, X8
+	VMOVD R9, X9
+	VMOVD R10, X10
+	VMOVD R11, X11
+	VPXOR Y8, Y0, Y0
+	VPXOR Y9, Y2, Y2
+	VPXOR Y10, Y4, Y4
+	VPXOR Y11, Y6, Y6
+	XORL  R8, R8
+
+	ADDQ $512, SI
+	SUBQ $512, CX
+	JNZ  loopy
+
+	// Every lane onto the last (the high lane of Y7), summed in Y14.
+	VPXOR Y14, Y14, Y14
+	ENDY(0x00, Y0, Y8, Y9, Y14)
+	ENDY(0x20, Y1, Y10, Y11, Y14)
+	ENDY(0x40, Y2, Y12, Y13, Y14)
+	ENDY(0x60, Y3, Y8, Y9, Y14)
+	ENDY(0x80, Y4, Y10, Y11, Y14)
+	ENDY(0xa0, Y5, Y12, Y13, Y14)
+	ENDY(0xc0, Y6, Y8, Y9, Y14)
+	ENDY(0xe0, Y7, Y10, Y11, Y14)
+
+	// Both lanes of Y14 and the last lane itself now stand at byte 496:
+	// their XOR is the 128-bit remainder.
+	VEXTRACTI128 $1, Y14, X8
+	VEXTRACTI128 $1, Y7, X9
+	VPXOR        X8, X14, X14
+	VPXOR        X9, X14, X14
+
+	VMOVQ   X14, AX
+	VPEXTRQ $1, X14, BX
+	XORL    DX, DX
+	CRC32Q  AX, DX
+	CRC32Q  BX, DX
+
+	VZEROUPPER
+	MOVL DX, ret+32(FP)
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
 	RET

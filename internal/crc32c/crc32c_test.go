@@ -23,7 +23,7 @@ func setVector(t testing.TB, on bool) {
 		if runtime.GOARCH != "amd64" {
 			t.Skipf("no vector implementation on GOARCH=%s", runtime.GOARCH)
 		}
-		t.Skip("CPU lacks AVX-512F, VPCLMULQDQ (AVX-512), AVX, PCLMULQDQ or SSE4.2, or this is a purego build")
+		t.Skip("CPU lacks VPCLMULQDQ with AVX-512F or AVX2, PCLMULQDQ or SSE4.2, or this is a purego build")
 	}
 	old := useVector
 	useVector = on
@@ -195,6 +195,32 @@ func TestUpdateVector(t *testing.T) {
 				t.Fatalf("updateVector(%#08x, len %d, offset %d) = %#08x, want %#08x", crc, n, off, got, want)
 			}
 		}
+	}
+}
+
+// TestKernels calls each assembly kernel this CPU can run directly, on
+// every length it accepts up to 48 KiB, whichever of them updateVector
+// picks: a machine with AVX-512 checks the 256-bit kernel too.
+func TestKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	buf := randBytes(r, 48<<10+64)
+	ran := 0
+	for _, k := range vectorKernels() {
+		t.Run(k.name, func(t *testing.T) {
+			ran++
+			for n := k.period; n <= 48<<10; n += k.period {
+				for range 2 {
+					off, crc := r.IntN(64), r.Uint32()
+					p := buf[off : off+n]
+					if got, want := k.update(crc, p), raw(crc, p); got != want {
+						t.Fatalf("%s(%#08x, len %d, offset %d) = %#08x, want %#08x", k.name, crc, n, off, got, want)
+					}
+				}
+			}
+		})
+	}
+	if ran == 0 {
+		t.Skip("no vector kernel runs on this machine")
 	}
 }
 
