@@ -23,14 +23,16 @@ var hasZMM = cpu.X86.HasAVX512F &&
 // hasYMM reports whether the CPU (and OS) support every instruction
 // updateYMM uses: AVX2 (256-bit loads, XORs, lane extracts and
 // broadcasts; cpu.X86.HasAVX2 is only set when the OS saves the AVX
-// state), VPCLMULQDQ on 256-bit registers, and SSE4.2's CRC32 for the last
-// 16 bytes. golang.org/x/sys/cpu reports VPCLMULQDQ only beside AVX-512,
-// so its CPUID bit (leaf 7, ECX bit 10) is read here.
+// state), VPCLMULQDQ on 256-bit registers, and SSE4.2's CRC32 for the
+// four chains beside the multiplies and the last 16 bytes.
+// golang.org/x/sys/cpu reports VPCLMULQDQ only beside AVX-512, so its
+// CPUID bit (leaf 7, ECX bit 10) is read here.
 var hasYMM = cpu.X86.HasAVX2 &&
 	cpu.X86.HasPCLMULQDQ &&
 	cpu.X86.HasSSE42 &&
 	hasVPCLMULQDQ()
 
+// hasVPCLMULQDQ reports the CPUID bit of VPCLMULQDQ (leaf 7, ECX bit 10).
 func hasVPCLMULQDQ() bool {
 	if max, _, _, _ := cpuid(0, 0); max < 7 {
 		return false
@@ -73,4 +75,5 @@ func updateZMM(crc uint32, p []byte) uint32
 //go:noescape
 func updateYMM(crc uint32, p []byte) uint32
 
+// cpuid executes CPUID for leaf and subleaf sub.
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
