@@ -2,6 +2,8 @@
 
 package namespace
 
+import "github.com/stratakv/strata/internal/cpuid"
+
 // The key chain with the x86 SHA extensions (keys_shani_amd64.s).
 //
 // A page of pageTokens tokens (a multiple of 4) is the SHA-256 message
@@ -22,20 +24,17 @@ package namespace
 var haveSHANI = detectSHANI()
 
 func detectSHANI() bool {
-	maxLeaf, _, _, _ := cpuid(0, 0)
+	maxLeaf, _, _, _ := cpuid.Query(0, 0)
 	if maxLeaf < 7 {
 		return false
 	}
-	_, _, ecx1, edx1 := cpuid(1, 0)
-	_, ebx7, _, _ := cpuid(7, 0)
+	_, _, ecx1, edx1 := cpuid.Query(1, 0)
+	_, ebx7, _, _ := cpuid.Query(7, 0)
 	sse2 := edx1&(1<<26) != 0
 	ssse3 := ecx1&(1<<9) != 0
 	sha := ebx7&(1<<29) != 0
 	return sse2 && ssse3 && sha
 }
-
-// cpuid executes CPUID with EAX = leaf and ECX = sub.
-func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
 // chainSHANI hashes pages pages of a key chain: the key of page i goes to
 // dst[i], the first page's parent key is *prev, the pages' tokens start at

@@ -24,8 +24,9 @@ var layers = map[string]struct{ imports, tests string }{
 	// Pure leaves: no strata imports but their own helpers.
 	"eviction":          {"", ""},
 	"placement":         {"", "internal/golden"},
-	"namespace":         {"internal/crc32c", "internal/golden"},
-	"internal/crc32c":   {"", ""},
+	"namespace":         {"internal/cpuid internal/crc32c", "internal/golden"},
+	"internal/crc32c":   {"internal/cpuid", ""},
+	"internal/cpuid":    {"", ""},
 	"internal/certs":    {"", "internal/testcerts"},
 	"internal/dial":     {"internal/certs", ""},
 	"internal/grpcbuf":  {"", ""},

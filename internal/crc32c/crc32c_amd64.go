@@ -2,7 +2,11 @@
 
 package crc32c
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/stratakv/strata/internal/cpuid"
+)
 
 // hasZMM reports whether the CPU (and OS) support every instruction
 // updateZMM uses:
@@ -34,10 +38,10 @@ var hasYMM = cpu.X86.HasAVX2 &&
 
 // hasVPCLMULQDQ reports the CPUID bit of VPCLMULQDQ (leaf 7, ECX bit 10).
 func hasVPCLMULQDQ() bool {
-	if max, _, _, _ := cpuid(0, 0); max < 7 {
+	if max, _, _, _ := cpuid.Query(0, 0); max < 7 {
 		return false
 	}
-	_, _, ecx, _ := cpuid(7, 0)
+	_, _, ecx, _ := cpuid.Query(7, 0)
 	return ecx&(1<<10) != 0
 }
 
@@ -74,6 +78,3 @@ func updateZMM(crc uint32, p []byte) uint32
 //
 //go:noescape
 func updateYMM(crc uint32, p []byte) uint32
-
-// cpuid executes CPUID for leaf and subleaf sub.
-func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
