@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -428,5 +429,39 @@ func TestRacingWriters(t *testing.T) {
 	lr, err := ns.Lookup(ctx, keysOf(ns), false, 0)
 	if err != nil || lr.HitPrefix != 16 {
 		t.Fatalf("after the race: hit prefix %d, %v", lr.HitPrefix, err)
+	}
+}
+
+// TestKeyFormatBlocks: a namespace opened with the sha256-blocks key format
+// has its own ID on the node (which computes it from the wire descriptor,
+// key format included), its pages are keyed in that format, and they
+// round-trip; the node refuses sha256-blocks with pages that are not whole
+// SHA-256 blocks.
+func TestKeyFormatBlocks(t *testing.T) {
+	n := startNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	d := llama()
+	d.KeyFormat = namespace.KeyBlocks
+	ns, err := c.Open(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.ID() == llama().ID() || ns.ID() != d.ID() {
+		t.Fatalf("namespace ID %s; the sha256-chain one is %s", ns.ID(), llama().ID())
+	}
+	toks := tokens(16*8, 3)
+	keys := ns.PageKeys(toks)
+	want := namespace.KeyBlocks.AppendPageKeys(nil, namespace.Key(ns.ID()), toks, 16)
+	if !slices.Equal(keys, want) || slices.Equal(keys, namespace.PageKeys(ns.ID(), toks, 16)) {
+		t.Fatal("PageKeys does not follow the namespace's key format")
+	}
+	putWant(ctx, t, ns, client.ChainPages(keys, pagesFor(ns, keys)), client.Committed, "put")
+	if lr, err := ns.Lookup(ctx, keys, false, 0); err != nil || lr.HitPrefix != len(keys) {
+		t.Fatalf("lookup: %+v %v", lr, err)
+	}
+	d.PageTokens = 8
+	if _, err := c.Open(ctx, d); err == nil || !strings.Contains(err.Error(), "key_format") {
+		t.Fatalf("opening sha256-blocks with 8-token pages: %v", err)
 	}
 }

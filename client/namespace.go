@@ -72,9 +72,9 @@ func (n *Namespace) PageBytes() int { return n.pageBytes }
 func (n *Namespace) PageTokens() int { return int(n.desc.PageTokens) }
 
 // PageKeys returns the keys of the full pages of a token sequence, from its
-// start. A trailing partial page has no key.
+// start, in the namespace's key format. A trailing partial page has no key.
 func (n *Namespace) PageKeys(tokens []uint32) []namespace.Key {
-	return namespace.PageKeys(n.id, tokens, int(n.desc.PageTokens))
+	return n.desc.PageKeys(n.id, tokens)
 }
 
 // call runs fn on node i of r's view with the namespace open there, under

@@ -15,9 +15,13 @@ import (
 // whitespace, integers as decimal numbers, strings escaped as Python's
 // json.dumps(..., ensure_ascii=False) escapes them, plus "v":1.
 //
-// Adding a field to Descriptor is a versioned decision: the new field
-// appears in every encoding, so it changes every namespace ID, and
-// canonicalVersion must change with it.
+// Adding a field to Descriptor is a versioned decision: a field that
+// appears in every encoding changes every namespace ID, and
+// canonicalVersion must change with it. A field added later may instead
+// be written only when it is not its default (key_format, which is absent
+// for sha256-chain): every namespace that existed before keeps its ID and
+// its encoding, and a build that does not know the field rejects an
+// encoding that has it instead of misreading it.
 
 // canonicalVersion is the value of the "v" field.
 const canonicalVersion = 1
@@ -30,6 +34,9 @@ const MaxCanonicalLen = 1 << 20
 type canonicalField struct {
 	name        string
 	appendValue func(dst []byte, d *Descriptor) []byte
+	// omit, when set, says the normalized d leaves the field out: it has
+	// its default value.
+	omit func(d *Descriptor) bool
 }
 
 // canonicalFields lists the fields in canonical (sorted) order. A test pins
@@ -38,13 +45,18 @@ var canonicalFields = [...]canonicalField{
 	strField("adapter", func(d *Descriptor) string { return d.Adapter }),
 	strField("adapter_revision", func(d *Descriptor) string { return d.AdapterRevision }),
 	strField("checksum", func(d *Descriptor) string { return d.Checksum.String() }),
-	{"compute", appendCompute},
+	{name: "compute", appendValue: appendCompute},
 	uintField("cp_rank", func(d *Descriptor) uint64 { return uint64(d.CPRank) }),
 	uintField("cp_size", func(d *Descriptor) uint64 { return uint64(d.CPSize) }),
 	strField("dtype", func(d *Descriptor) string { return d.DType }),
 	strField("engine", func(d *Descriptor) string { return d.Engine }),
-	{"extra", appendExtra},
+	{name: "extra", appendValue: appendExtra},
 	uintField("head_dim", func(d *Descriptor) uint64 { return uint64(d.HeadDim) }),
+	{
+		name:        "key_format",
+		appendValue: func(b []byte, d *Descriptor) []byte { return appendJSONString(b, d.KeyFormat.String()) },
+		omit:        func(d *Descriptor) bool { return d.KeyFormat == KeyChain },
+	},
 	strField("kv_dtype", func(d *Descriptor) string { return d.KVDType }),
 	uintField("kv_format_version", func(d *Descriptor) uint64 { return uint64(d.KVFormatVersion) }),
 	strField("layout", func(d *Descriptor) string { return d.Layout }),
@@ -66,11 +78,11 @@ var canonicalFields = [...]canonicalField{
 }
 
 func strField(name string, get func(*Descriptor) string) canonicalField {
-	return canonicalField{name, func(b []byte, d *Descriptor) []byte { return appendJSONString(b, get(d)) }}
+	return canonicalField{name: name, appendValue: func(b []byte, d *Descriptor) []byte { return appendJSONString(b, get(d)) }}
 }
 
 func uintField(name string, get func(*Descriptor) uint64) canonicalField {
-	return canonicalField{name, func(b []byte, d *Descriptor) []byte { return strconv.AppendUint(b, get(d), 10) }}
+	return canonicalField{name: name, appendValue: func(b []byte, d *Descriptor) []byte { return strconv.AppendUint(b, get(d), 10) }}
 }
 
 func appendCompute(b []byte, d *Descriptor) []byte {
@@ -104,6 +116,9 @@ func (d Descriptor) Canonical() []byte {
 	b = append(b, '{')
 	for i := range canonicalFields {
 		f := &canonicalFields[i]
+		if f.omit != nil && f.omit(&d) {
+			continue
+		}
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -164,6 +179,7 @@ type wireDescriptor struct {
 	Engine            string            `json:"engine"`
 	Extra             map[string]string `json:"extra"`
 	HeadDim           uint32            `json:"head_dim"`
+	KeyFormat         *string           `json:"key_format"`
 	KVDType           string            `json:"kv_dtype"`
 	KVFormatVersion   uint32            `json:"kv_format_version"`
 	Layout            string            `json:"layout"`
@@ -214,6 +230,12 @@ func Decode(canonical []byte) (Descriptor, error) {
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("decoding descriptor: %w", err)
 	}
+	kf := KeyChain
+	if w.KeyFormat != nil {
+		if kf, err = ParseKeyFormat(*w.KeyFormat); err != nil {
+			return Descriptor{}, fmt.Errorf("decoding descriptor: %w", err)
+		}
+	}
 	d := Descriptor{
 		Tenant: w.Tenant, Model: w.Model, ModelRevision: w.ModelRevision,
 		Adapter: w.Adapter, AdapterRevision: w.AdapterRevision,
@@ -225,7 +247,7 @@ func Decode(canonical []byte) (Descriptor, error) {
 		TPSize: w.TPSize, TPRank: w.TPRank, PPSize: w.PPSize, PPRank: w.PPRank,
 		CPSize: w.CPSize, CPRank: w.CPRank,
 		Quantization: w.Quantization, Extra: w.Extra, PageBytes: w.PageBytes,
-		Checksum: c,
+		Checksum: c, KeyFormat: kf,
 		Compute: ComputeProfile{
 			Params: w.Compute.Params, AttentionHeads: w.Compute.AttentionHeads,
 			AttentionHeadDim: w.Compute.AttentionHeadDim,
@@ -246,6 +268,9 @@ func nonCanonicalReason(in []byte) string {
 	if json.Unmarshal(in, &fields) == nil {
 		var missing []string
 		for i := range canonicalFields {
+			if canonicalFields[i].omit != nil {
+				continue
+			}
 			if _, ok := fields[canonicalFields[i].name]; !ok {
 				missing = append(missing, canonicalFields[i].name)
 			}

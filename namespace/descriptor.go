@@ -63,6 +63,7 @@ type Descriptor struct {
 
 	PageBytes uint64         // "page_bytes": explicit page size for opaque layouts; 0 = derive from geometry
 	Checksum  Checksum       // "checksum": page checksum algorithm; 0 = CRC32C
+	KeyFormat KeyFormat      // "key_format": how native page keys chain; 0 = KeyChain
 	Compute   ComputeProfile // "compute": recomputation cost profile
 }
 
@@ -80,7 +81,7 @@ type Descriptor struct {
 //     float8_e5m2fnuz -> fp8_e5m2fnuz. "fp8" is kept as is.
 //  4. KVDType "" or "auto" becomes DType.
 //  5. TPSize, PPSize and CPSize 0 become 1.
-//  6. Checksum 0 becomes CRC32C.
+//  6. Checksum 0 becomes CRC32C; KeyFormat 0 becomes KeyChain.
 //  7. An empty Extra becomes nil; a non-empty one is copied, so the result
 //     shares no memory with d.
 //
@@ -117,6 +118,9 @@ func (d *Descriptor) normalizeScalars() {
 	d.CPSize = max(d.CPSize, 1)
 	if d.Checksum == 0 {
 		d.Checksum = CRC32C
+	}
+	if d.KeyFormat == 0 {
+		d.KeyFormat = KeyChain
 	}
 }
 

@@ -155,7 +155,7 @@ func TestNormalize(t *testing.T) {
 	got := in.Normalize()
 	want := Descriptor{
 		Tenant: "acme", Model: "Meta-Llama", Engine: "vllm", DType: "bf16", KVDType: "bf16",
-		Layout: "nhd", Quantization: "awq", TPSize: 1, PPSize: 1, CPSize: 1, Checksum: CRC32C,
+		Layout: "nhd", Quantization: "awq", TPSize: 1, PPSize: 1, CPSize: 1, Checksum: CRC32C, KeyFormat: KeyChain,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Normalize =\n%+v\nwant\n%+v", got, want)

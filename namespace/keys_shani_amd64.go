@@ -49,18 +49,45 @@ func chainSHANI(dst *Key, prev *Key, tokens *uint32, pages, groups, blocks int, 
 // capacity holds them; pageTokens is a multiple of 4.
 func appendChainSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
 	pad, blocks := shaPad(pageTokens)
+	return shaChunks(dst, prev, tokens, pageTokens, pages, blocks, &pad)
+}
+
+// shaChunks appends the keys of pages pages of tokens to dst, whose
+// capacity holds them, hashing at most shaChunkPages(blocks) pages a call
+// (blocks SHA-256 blocks a page) with the last key of one call as the
+// parent key of the next: sha256-chain pages (chainSHANI) padded with
+// *pad, or with pad nil sha256-blocks pages (blockChainSHANI).
+func shaChunks(dst []Key, prev Key, tokens []uint32, pageTokens, pages, blocks int, pad *[64]byte) []Key {
 	n := len(dst)
 	dst = dst[:n+pages]
 	out := dst[n:]
 	chunk := shaChunkPages(blocks)
 	for len(out) > 0 {
 		c := min(len(out), chunk)
-		chainSHANI(&out[0], &prev, &tokens[0], c, pageTokens/4, blocks, &pad)
+		if pad != nil {
+			chainSHANI(&out[0], &prev, &tokens[0], c, pageTokens/4, blocks, pad)
+		} else {
+			blockChainSHANI(&out[0], &prev, &tokens[0], c, blocks)
+		}
 		prev = out[c-1]
 		out = out[c:]
 		tokens = tokens[c*pageTokens:]
 	}
 	return dst
+}
+
+// blockChainSHANI hashes pages pages of a sha256-blocks chain: the key of
+// page i goes to dst[i], the first page's parent key is *prev, the pages'
+// tokens start at tokens, blocks 64-byte blocks (16 tokens) a page. The
+// caller checks haveSHANI and pages >= 1.
+//
+//go:noescape
+func blockChainSHANI(dst *Key, prev *Key, tokens *uint32, pages, blocks int)
+
+// appendBlockKeysSHANI appends the keys of pages pages of a sha256-blocks
+// chain to dst, whose capacity holds them; pageTokens is a multiple of 16.
+func appendBlockKeysSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
+	return shaChunks(dst, prev, tokens, pageTokens, pages, pageTokens/keyBlockTokens, nil)
 }
 
 // The SHA-256 constants (FIPS 180-4 §4.2.2, §5.3.3), read by the assembly.

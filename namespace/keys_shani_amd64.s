@@ -176,3 +176,64 @@ digest:
 	DECQ CX
 	JNZ page
 	RET
+
+// func blockChainSHANI(dst *Key, prev *Key, tokens *uint32, pages, blocks int)
+//
+// The sha256-blocks chain (keyformat.go): the hash value starts as the
+// parent key and runs through the compression function once per 64 bytes
+// of tokens; after each page's blocks it is that page's key. There is no
+// padding and no initial value, so X1, X2 carry the state from block to
+// block and page to page.
+TEXT ·blockChainSHANI(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ prev+8(FP), AX
+	MOVQ tokens+16(FP), SI
+	MOVQ pages+24(FP), CX
+	MOVQ blocks+32(FP), R12
+	LEAQ ·shaK(SB), R8
+	MOVOU ·shaBswap(SB), X8
+
+	// X1, X2 = the parent key's words as A,B,E,F and C,D,G,H.
+	MOVOU (AX), X3
+	PSHUFB X8, X3 // H0 H1 H2 H3
+	MOVOU 16(AX), X4
+	PSHUFB X8, X4 // H4 H5 H6 H7
+	MOVOU X4, X1
+	SHUFPS $0x11, X3, X1 // F E B A
+	MOVOU X4, X2
+	SHUFPS $0xBB, X3, X2 // H G D C
+
+bpage:
+	MOVQ R12, BX
+
+bblock:
+	MOVOU X1, X9
+	MOVOU X2, X10
+	MOVOU (SI), X3
+	PSHUFB X8, X3
+	MOVOU 16(SI), X4
+	PSHUFB X8, X4
+	MOVOU 32(SI), X5
+	PSHUFB X8, X5
+	MOVOU 48(SI), X6
+	PSHUFB X8, X6
+	ADDQ $64, SI
+	BLOCK
+	PADDL X9, X1
+	PADDL X10, X2
+	DECQ BX
+	JNZ bblock
+
+	// The key: H0..H7 byte-swapped.
+	MOVOU X1, X3
+	SHUFPS $0xBB, X2, X3 // A B C D
+	PSHUFB X8, X3
+	MOVOU X3, (DI)
+	MOVOU X1, X4
+	SHUFPS $0x11, X2, X4 // E F G H
+	PSHUFB X8, X4
+	MOVOU X4, 16(DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNZ bpage
+	RET

@@ -9,3 +9,7 @@ const haveSHANI = false
 func appendChainSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
 	panic("namespace: appendChainSHANI without the SHA extensions")
 }
+
+func appendBlockKeysSHANI(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
+	panic("namespace: appendBlockKeysSHANI without the SHA extensions")
+}

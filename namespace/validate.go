@@ -23,6 +23,8 @@ import (
 //     TP rank, so tp_size must be 1 and tp_rank 0, and num_kv_heads and
 //     head_dim must be 0 (one geometry, not two);
 //   - checksum is crc32c or sha256;
+//   - key_format is sha256-chain or sha256-blocks, and with sha256-blocks
+//     page_tokens is a multiple of 16 (a page is whole SHA-256 blocks);
 //   - page_bytes, when set, is at most MaxPageBytes (1 GiB);
 //   - when page_bytes is 0: dtype and kv_dtype are known dtypes (see
 //     DTypeBytes) and the geometry gives a page size in [1, MaxPageBytes]
@@ -40,6 +42,15 @@ func (d Descriptor) Validate() error {
 	add(n.validateShards())
 	if n.Checksum != CRC32C && n.Checksum != SHA256 {
 		add(fieldErr("checksum", "unknown algorithm %d; want crc32c or sha256", n.Checksum))
+	}
+	switch n.KeyFormat {
+	case KeyChain:
+	case KeyBlocks:
+		if n.PageTokens%keyBlockTokens != 0 {
+			add(fieldErr("key_format", "sha256-blocks needs page_tokens a multiple of %d (whole SHA-256 blocks a page), got %d", keyBlockTokens, n.PageTokens))
+		}
+	default:
+		add(fieldErr("key_format", "unknown format %d; want sha256-chain or sha256-blocks", n.KeyFormat))
 	}
 	add(n.validateGeometry())
 	return errors.Join(errs...)

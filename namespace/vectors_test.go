@@ -36,6 +36,7 @@ type descriptorVector struct {
 type keyVector struct {
 	Name        string   `json:"name"`
 	NamespaceID string   `json:"namespace_id"`
+	KeyFormat   string   `json:"key_format"`
 	PageTokens  int      `json:"page_tokens"`
 	Tokens      []uint32 `json:"tokens"`
 	Keys        []string `json:"keys"`
@@ -93,11 +94,14 @@ func vectorTokens(n int, seed uint32) []uint32 {
 }
 
 // rawInput renders d before normalization with the canonical field names;
-// an unset checksum is "".
+// an unset checksum is "", an unset key format is left out.
 func rawInput(d Descriptor) json.RawMessage {
 	b := []byte{'{'}
 	for i := range canonicalFields {
 		f := &canonicalFields[i]
+		if f.name == "key_format" && d.KeyFormat == 0 {
+			continue
+		}
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -147,6 +151,7 @@ func buildVectors(t *testing.T) vectorFile {
 			d.TPSize, d.TPRank, d.PPSize, d.PPRank, d.KVDType, d.Checksum = 8, 7, 2, 1, "fp8_e4m3", SHA256
 		})},
 		{"deepseek-v3-mla", deepseekV3()},
+		{"llama3-8b-sha256-blocks", with(llama3_8B(), func(d *Descriptor) { d.KeyFormat = KeyBlocks })},
 		{"opaque-layout", Descriptor{Tenant: "t", Model: "m", Engine: "lmcache", DType: "nvfp4", PageTokens: 256, PageBytes: 1 << 20}},
 		{"escaping", with(llama3_8B(), func(d *Descriptor) {
 			d.Model = `org/we"ird\model`
@@ -183,12 +188,15 @@ func buildVectors(t *testing.T) vectorFile {
 		{"sixteen-token-pages-partial-tail", 16, 16*4 + 5, 2, llama3_8B()},
 		{"other-namespace-same-tokens", 16, 16*4 + 5, 2, with(llama3_8B(), func(d *Descriptor) { d.TPSize, d.TPRank = 2, 1 })},
 		{"one-token-pages", 1, 6, 3, deepseekV3()},
+		{"blocks-sixteen-token-pages-partial-tail", 16, 16*4 + 5, 2, with(llama3_8B(), func(d *Descriptor) { d.KeyFormat = KeyBlocks })},
+		{"blocks-sixty-four-token-pages", 64, 64 * 3, 12, with(llama3_8B(), func(d *Descriptor) { d.KeyFormat, d.PageTokens = KeyBlocks, 64 })},
 	} {
 		nid := c.nsDesc.ID()
 		toks := vectorTokens(c.n, c.seed)
+		kf := c.nsDesc.Normalize().KeyFormat
 		v.NativeKeys = append(v.NativeKeys, keyVector{
-			Name: c.name, NamespaceID: nid.String(), PageTokens: c.pt, Tokens: toks,
-			Keys: hexKeys(PageKeys(nid, toks, c.pt)),
+			Name: c.name, NamespaceID: nid.String(), KeyFormat: kf.String(), PageTokens: c.pt, Tokens: toks,
+			Keys: hexKeys(kf.AppendPageKeys(nil, Key(nid), toks, c.pt)),
 		})
 	}
 

@@ -4,13 +4,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -149,6 +152,16 @@ func checksumName(a pb.ChecksumAlgorithm) string {
 		return "crc32c"
 	}
 	return strings.ToLower(strings.TrimPrefix(a.String(), "CHECKSUM_ALGORITHM_"))
+}
+
+// keyFormatName is the descriptor's key format as descriptors spell it;
+// UNSPECIFIED is sha256-chain, the default.
+func keyFormatName(f pb.KeyFormat) string {
+	k := pbconv.KeyFormat(f)
+	if k == 0 {
+		k = namespace.KeyChain
+	}
+	return k.String()
 }
 
 // stateName is "alive", "suspect", "dead" or "left".

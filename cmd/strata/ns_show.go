@@ -126,6 +126,7 @@ func descriptorFields(d *pb.Descriptor) [][2]string {
 		{"extra", formatExtra(d.GetExtra())},
 		{"page_bytes", declared},
 		{"checksum", checksumName(d.GetChecksum())},
+		{"key_format", keyFormatName(d.GetKeyFormat())},
 		{"compute.params", fmt.Sprint(c.GetParams())},
 		{"compute.attention_heads", num(c.GetAttentionHeads())},
 		{"compute.attention_head_dim", num(c.GetAttentionHeadDim())},

@@ -79,6 +79,7 @@ type descriptorJSON struct {
 	Extra           map[string]string `json:"extra"`
 	PageBytes       uint64            `json:"page_bytes"` // declared; 0 = derived from the geometry
 	Checksum        string            `json:"checksum"`
+	KeyFormat       string            `json:"key_format"`
 	Compute         computeJSON       `json:"compute"`
 }
 
@@ -181,6 +182,7 @@ func descriptorView(d *pb.Descriptor) descriptorJSON {
 		TPSize: d.GetTpSize(), TPRank: d.GetTpRank(), PPSize: d.GetPpSize(), PPRank: d.GetPpRank(),
 		CPSize: d.GetCpSize(), CPRank: d.GetCpRank(), Quantization: d.GetQuantization(), Extra: extra,
 		PageBytes: d.GetPageBytes(), Checksum: checksumName(d.GetChecksum()),
+		KeyFormat: keyFormatName(d.GetKeyFormat()),
 		Compute: computeJSON{Params: c.GetParams(), AttentionHeads: c.GetAttentionHeads(),
 			AttentionHeadDim: c.GetAttentionHeadDim()},
 	}

@@ -4,7 +4,8 @@
 This is an independent implementation of the formats documented in
 namespace/README.md: the canonical descriptor encoding and its
 normalization rules, namespace IDs, fork keys, page sizes, native page
-keys, engine-hash keys, SGLang page hashes and vLLM sha256_cbor block
+keys in both key formats (with the SHA-256 compression function written
+out from FIPS 180-4 for sha256-blocks, which hashlib does not expose), engine-hash keys, SGLang page hashes and vLLM sha256_cbor block
 hashes. For vLLM it carries a minimal canonical-CBOR encoder for the types
 vLLM hashes (None, int, str, bytes, tuples) because cbor2 is not part of
 the standard library; it is not cbor2.
@@ -61,6 +62,9 @@ def normalize(d: dict) -> dict:
     for k in ("tp_size", "pp_size", "cp_size"):
         d[k] = d[k] or 1
     d["checksum"] = d["checksum"] or "crc32c"
+    # key_format is written only when it is not the default.
+    if d.get("key_format", "") in ("", "sha256-chain"):
+        d.pop("key_format", None)
     return d
 
 
@@ -92,6 +96,63 @@ def page_keys(namespace_id: bytes, tokens, page_tokens: int):
     for i in range(len(tokens) // page_tokens):
         prev = hashlib.sha256(prev + le_tokens(tokens[i * page_tokens:(i + 1) * page_tokens])).digest()
         out.append(prev.hex())
+    return out
+
+
+def _primes(n):
+    ps, k = [], 2
+    while len(ps) < n:
+        if all(k % p for p in ps):
+            ps.append(k)
+        k += 1
+    return ps
+
+
+def _icbrt(n: int) -> int:
+    lo, hi = 0, 1 << (n.bit_length() // 3 + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid ** 3 <= n:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# FIPS 180-4 §4.2.2: the first 32 bits of the fractional parts of the cube
+# roots of the first 64 primes.
+SHA_K = [_icbrt(p << 96) & 0xFFFFFFFF for p in _primes(64)]
+M32 = 0xFFFFFFFF
+
+
+def _rotr(x, n):
+    return (x >> n | x << (32 - n)) & M32
+
+
+def sha256_compress(h, block: bytes):
+    """FIPS 180-4 §6.2.2: the hash value after one 64-byte block."""
+    w = list(struct.unpack(">16I", block))
+    for t in range(16, 64):
+        s0 = _rotr(w[t - 15], 7) ^ _rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
+        s1 = _rotr(w[t - 2], 17) ^ _rotr(w[t - 2], 19) ^ (w[t - 2] >> 10)
+        w.append((w[t - 16] + s0 + w[t - 7] + s1) & M32)
+    a, b, c, d, e, f, g, hh = h
+    for t in range(64):
+        t1 = (hh + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + ((e & f) ^ (~e & g)) + SHA_K[t] + w[t]) & M32
+        t2 = ((_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) & M32
+        a, b, c, d, e, f, g, hh = (t1 + t2) & M32, a, b, c, (d + t1) & M32, e, f, g
+    return [(x + y) & M32 for x, y in zip(h, (a, b, c, d, e, f, g, hh))]
+
+
+def block_page_keys(namespace_id: bytes, tokens, page_tokens: int):
+    """sha256-blocks: the compression function over each page's token
+    bytes, 64 at a time, from the parent key's hash value."""
+    h, out = list(struct.unpack(">8I", namespace_id)), []
+    for i in range(len(tokens) // page_tokens):
+        msg = le_tokens(tokens[i * page_tokens:(i + 1) * page_tokens])
+        for off in range(0, len(msg), 64):
+            h = sha256_compress(h, msg[off:off + 64])
+        out.append(struct.pack(">8I", *h).hex())
     return out
 
 
@@ -160,8 +221,16 @@ def check(path: str) -> int:
         expect(page_size(obj) == dv["page_size"], f"{name}: page_size")
         expect(canonical_json(normalize(dv["input"])) == canon, f"{name}: normalize(input) does not give the canonical encoding")
 
+    # The compression function, checked on its own: from SHA-256's initial
+    # value over a padded one-block message it gives hashlib's digest.
+    iv = [int((p ** 0.5 % 1) * 2 ** 32) for p in _primes(8)]
+    for msg in (b"", b"abc", bytes(range(55))):
+        pad = msg + b"\x80" + bytes(55 - len(msg)) + struct.pack(">Q", 8 * len(msg))
+        expect(struct.pack(">8I", *sha256_compress(iv, pad)) == hashlib.sha256(msg).digest(), "sha256_compress")
+
+    key_formats = {"sha256-chain": page_keys, "sha256-blocks": block_page_keys}
     for kv in v["native_keys"]:
-        got = page_keys(bytes.fromhex(kv["namespace_id"]), kv["tokens"], kv["page_tokens"])
+        got = key_formats[kv["key_format"]](bytes.fromhex(kv["namespace_id"]), kv["tokens"], kv["page_tokens"])
         expect(got == kv["keys"], f"native keys {kv['name']}")
 
     for ek in v["engine_keys"]:

@@ -43,6 +43,7 @@ func Descriptor(p *stratav1.Descriptor) namespace.Descriptor {
 		Quantization:      p.GetQuantization(),
 		PageBytes:         p.GetPageBytes(),
 		Checksum:          Checksum(p.GetChecksum()),
+		KeyFormat:         KeyFormat(p.GetKeyFormat()),
 	}
 	if len(p.GetExtra()) > 0 {
 		d.Extra = maps.Clone(p.GetExtra())
@@ -86,6 +87,7 @@ func DescriptorProto(d namespace.Descriptor) *stratav1.Descriptor {
 		Quantization:      d.Quantization,
 		PageBytes:         d.PageBytes,
 		Checksum:          ChecksumProto(d.Checksum),
+		KeyFormat:         KeyFormatProto(d.KeyFormat),
 		Compute: &stratav1.ComputeProfile{
 			Params:           d.Compute.Params,
 			AttentionHeads:   d.Compute.AttentionHeads,
@@ -125,4 +127,34 @@ func Checksum(a stratav1.ChecksumAlgorithm) namespace.Checksum {
 		return namespace.SHA256
 	}
 	return namespace.UnknownChecksum
+}
+
+// KeyFormatProto returns the wire enum of f: 0 stays UNSPECIFIED (which
+// means SHA256_CHAIN on the wire too).
+func KeyFormatProto(f namespace.KeyFormat) stratav1.KeyFormat {
+	switch f {
+	case 0:
+		return stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED
+	case namespace.KeyChain:
+		return stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN
+	case namespace.KeyBlocks:
+		return stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS
+	}
+	return stratav1.KeyFormat(f)
+}
+
+// KeyFormat maps the wire enum: UNSPECIFIED is 0 (sha256-chain once
+// normalized); a value this build does not know becomes a format that
+// Validate rejects, so a node never serves keys it cannot compute the way
+// the client does.
+func KeyFormat(f stratav1.KeyFormat) namespace.KeyFormat {
+	switch f {
+	case stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED:
+		return 0
+	case stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN:
+		return namespace.KeyChain
+	case stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS:
+		return namespace.KeyBlocks
+	}
+	return namespace.UnknownKeyFormat
 }

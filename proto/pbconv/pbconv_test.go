@@ -63,6 +63,22 @@ func TestChecksumEnum(t *testing.T) {
 	}
 }
 
+func TestKeyFormatEnum(t *testing.T) {
+	for f, w := range map[namespace.KeyFormat]stratav1.KeyFormat{
+		0:                   stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED,
+		namespace.KeyChain:  stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN,
+		namespace.KeyBlocks: stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS,
+	} {
+		if KeyFormatProto(f) != w || KeyFormat(w) != f {
+			t.Errorf("key format %d <-> %v do not map onto each other", f, w)
+		}
+	}
+	d := Descriptor(&stratav1.Descriptor{Tenant: "t", Model: "m", PageTokens: 16, PageBytes: 1, KeyFormat: 7})
+	if err := d.Validate(); !errors.Is(err, namespace.ErrInvalid) || d.KeyFormat != namespace.UnknownKeyFormat {
+		t.Errorf("unknown wire key format validates: %v", err)
+	}
+}
+
 // descriptors are wire round-trip cases: every field set, MLA, an opaque
 // layout, odd strings, and the zero descriptor.
 func descriptors() map[string]namespace.Descriptor {
@@ -70,7 +86,7 @@ func descriptors() map[string]namespace.Descriptor {
 		Adapter: "lora", AdapterRevision: "r1", TokenizerRevision: "t1", Engine: "vllm", KVFormatVersion: 2,
 		DType: "bf16", KVDType: "fp8_e4m3", Layout: "NHD", PageTokens: 16, NumLayers: 32, NumKVHeads: 8,
 		HeadDim: 128, TPSize: 8, TPRank: 3, PPSize: 2, PPRank: 1, CPSize: 2, CPRank: 1, Quantization: "fp8",
-		Checksum: namespace.SHA256, Extra: map[string]string{"ctl": "a\x01b", "ünï": "日本語 😀"},
+		Checksum: namespace.SHA256, KeyFormat: namespace.KeyBlocks, Extra: map[string]string{"ctl": "a\x01b", "ünï": "日本語 😀"},
 		Compute: namespace.ComputeProfile{Params: 8e9, AttentionHeads: 32, AttentionHeadDim: 128}}
 	return map[string]namespace.Descriptor{
 		"every field": llama,

@@ -49,6 +49,7 @@ class Namespace:
         self.page_bytes: int = d.page_size()
         self.page_tokens: int = d.page_tokens
         self.checksum_algorithm: str = d.checksum
+        self.key_format: str = d.key_format
 
     def __repr__(self) -> str:
         return f"Namespace(id={self.id.hex()[:12]}, page_bytes={self.page_bytes}, page_tokens={self.page_tokens})"
@@ -56,9 +57,10 @@ class Namespace:
     # ---- keys ------------------------------------------------------------------
 
     def page_keys(self, tokens: Any, prev: Optional[bytes] = None) -> List[bytes]:
-        """Native keys of the full pages of ``tokens`` (chained from the
-        namespace ID, or from ``prev``, the key of the page before)."""
-        return page_keys(self.id, tokens, self.page_tokens, prev=prev)
+        """Native keys of the full pages of ``tokens`` in the namespace's key
+        format (chained from the namespace ID, or from ``prev``, the key of
+        the page before)."""
+        return page_keys(self.id, tokens, self.page_tokens, prev=prev, key_format=self.key_format)
 
     def key_from_engine_hash(self, engine_hash: Union[bytes, str]) -> bytes:
         return key_from_engine_hash(self.id, engine_hash)

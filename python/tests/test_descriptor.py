@@ -40,15 +40,29 @@ class VectorsTest(unittest.TestCase):
     def test_native_keys(self):
         for kv in self.v["native_keys"]:
             with self.subTest(kv["name"]):
-                got = D.page_keys(bytes.fromhex(kv["namespace_id"]), kv["tokens"], kv["page_tokens"])
+                got = D.page_keys(bytes.fromhex(kv["namespace_id"]), kv["tokens"], kv["page_tokens"], key_format=kv["key_format"])
                 self.assertEqual([k.hex() for k in got], kv["keys"])
+
+    def test_native_keys_without_openssl(self):
+        # The sha256-blocks chain with the compression function in Python,
+        # the fallback where OpenSSL's SHA256_Update cannot be loaded.
+        self.assertIsNotNone(D._openssl_sha256(), "OpenSSL's SHA256_Update did not load (or failed its check)")
+        n = 0
+        for kv in self.v["native_keys"]:
+            if kv["key_format"] != "sha256-blocks":
+                continue
+            raw, step = D._le_tokens(kv["tokens"]), 4 * kv["page_tokens"]
+            got = D._block_keys_python(bytes.fromhex(kv["namespace_id"]), raw, step, len(raw) // step)
+            self.assertEqual([k.hex() for k in got], kv["keys"])
+            n += 1
+        self.assertGreater(n, 0)
 
     def test_native_keys_chain_from_prev(self):
         for kv in self.v["native_keys"]:
             keys, pt = kv["keys"], kv["page_tokens"]
             if len(keys) < 2:
                 continue
-            rest = D.page_keys(b"", kv["tokens"][pt:], pt, prev=bytes.fromhex(keys[0]))
+            rest = D.page_keys(b"", kv["tokens"][pt:], pt, prev=bytes.fromhex(keys[0]), key_format=kv["key_format"])
             self.assertEqual([k.hex() for k in rest], keys[1:])
 
     def test_engine_keys(self):
@@ -114,11 +128,35 @@ class DescriptorTest(unittest.TestCase):
             dict(tenant="t", model="m", dtype="nvfp4", page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=8),
             dict(tenant="t", model="m", dtype="bf16", page_tokens=16, num_layers=3, num_kv_heads=2, head_dim=8, pp_size=2),
             dict(tenant="t", model="m", dtype="bf16", page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=8, checksum="md5"),
+            dict(tenant="t", model="m", dtype="bf16", page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=8, key_format="md5"),
+            dict(tenant="t", model="m", dtype="bf16", page_tokens=8, num_layers=2, num_kv_heads=2, head_dim=8, key_format="sha256-blocks"),
         ]
         for kw in bad:
             with self.subTest(kw):
                 with self.assertRaises(DescriptorError):
                     Descriptor(**kw).validate()
+
+    def test_key_format(self):
+        base = dict(tenant="t", model="m", dtype="bf16", page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=8)
+        chain, blocks = Descriptor(**base), Descriptor(key_format="sha256-blocks", **base)
+        # The default is left out of the encoding; spelled out it is the same namespace.
+        self.assertNotIn(b"key_format", chain.canonical())
+        self.assertEqual(Descriptor(key_format="sha256-chain", **base).id, chain.id)
+        self.assertIn(b'"key_format":"sha256-blocks"', blocks.canonical())
+        self.assertNotEqual(blocks.id, chain.id)
+        toks = list(range(40))
+        self.assertEqual(blocks.page_keys(toks), D.page_keys(blocks.id, toks, 16, key_format="sha256-blocks"))
+        self.assertNotEqual(blocks.page_keys(toks), D.page_keys(blocks.id, toks, 16))
+        with self.assertRaisesRegex(DescriptorError, "key_format: sha256-blocks needs page_tokens a multiple of 16"):
+            Descriptor(**dict(base, page_tokens=8, key_format="sha256-blocks")).validate()
+        with self.assertRaises(ValueError):
+            D.page_keys(blocks.id, toks, 8, key_format="sha256-blocks")
+        with self.assertRaises(ValueError):
+            D.page_keys(blocks.id, toks, 16, key_format="blake3")
+        from strata_client._proto import strata_pb2 as pb
+
+        self.assertEqual(blocks.to_proto().key_format, pb.KEY_FORMAT_SHA256_BLOCKS)
+        self.assertEqual(Descriptor(key_format=2, **base).id, blocks.id)  # the wire enum's value
 
     def test_page_keys_inputs(self):
         ns = hashlib.sha256(b"ns").digest()

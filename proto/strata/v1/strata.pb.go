@@ -164,6 +164,57 @@ func (ChecksumAlgorithm) EnumDescriptor() ([]byte, []int) {
 	return file_strata_v1_strata_proto_rawDescGZIP(), []int{1}
 }
 
+// KeyFormat is how a namespace chains its native page keys (namespace
+// package, namespace/README.md "Page keys").
+type KeyFormat int32
+
+const (
+	KeyFormat_KEY_FORMAT_UNSPECIFIED   KeyFormat = 0 // means SHA256_CHAIN
+	KeyFormat_KEY_FORMAT_SHA256_CHAIN  KeyFormat = 1 // key_i = SHA-256(key_{i-1} || tokens)
+	KeyFormat_KEY_FORMAT_SHA256_BLOCKS KeyFormat = 2 // SHA-256 compression over the tokens from key_{i-1}
+)
+
+// Enum value maps for KeyFormat.
+var (
+	KeyFormat_name = map[int32]string{
+		0: "KEY_FORMAT_UNSPECIFIED",
+		1: "KEY_FORMAT_SHA256_CHAIN",
+		2: "KEY_FORMAT_SHA256_BLOCKS",
+	}
+	KeyFormat_value = map[string]int32{
+		"KEY_FORMAT_UNSPECIFIED":   0,
+		"KEY_FORMAT_SHA256_CHAIN":  1,
+		"KEY_FORMAT_SHA256_BLOCKS": 2,
+	}
+)
+
+func (x KeyFormat) Enum() *KeyFormat {
+	p := new(KeyFormat)
+	*p = x
+	return p
+}
+
+func (x KeyFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_v1_strata_proto_enumTypes[2].Descriptor()
+}
+
+func (KeyFormat) Type() protoreflect.EnumType {
+	return &file_strata_v1_strata_proto_enumTypes[2]
+}
+
+func (x KeyFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyFormat.Descriptor instead.
+func (KeyFormat) EnumDescriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{2}
+}
+
 type Tier int32
 
 const (
@@ -200,11 +251,11 @@ func (x Tier) String() string {
 }
 
 func (Tier) Descriptor() protoreflect.EnumDescriptor {
-	return file_strata_v1_strata_proto_enumTypes[2].Descriptor()
+	return file_strata_v1_strata_proto_enumTypes[3].Descriptor()
 }
 
 func (Tier) Type() protoreflect.EnumType {
-	return &file_strata_v1_strata_proto_enumTypes[2]
+	return &file_strata_v1_strata_proto_enumTypes[3]
 }
 
 func (x Tier) Number() protoreflect.EnumNumber {
@@ -213,7 +264,7 @@ func (x Tier) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Tier.Descriptor instead.
 func (Tier) EnumDescriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{2}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{3}
 }
 
 type ReserveStatus int32
@@ -252,11 +303,11 @@ func (x ReserveStatus) String() string {
 }
 
 func (ReserveStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_strata_v1_strata_proto_enumTypes[3].Descriptor()
+	return file_strata_v1_strata_proto_enumTypes[4].Descriptor()
 }
 
 func (ReserveStatus) Type() protoreflect.EnumType {
-	return &file_strata_v1_strata_proto_enumTypes[3]
+	return &file_strata_v1_strata_proto_enumTypes[4]
 }
 
 func (x ReserveStatus) Number() protoreflect.EnumNumber {
@@ -265,7 +316,7 @@ func (x ReserveStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReserveStatus.Descriptor instead.
 func (ReserveStatus) EnumDescriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{3}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{4}
 }
 
 type CommitStatus int32
@@ -325,11 +376,11 @@ func (x CommitStatus) String() string {
 }
 
 func (CommitStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_strata_v1_strata_proto_enumTypes[4].Descriptor()
+	return file_strata_v1_strata_proto_enumTypes[5].Descriptor()
 }
 
 func (CommitStatus) Type() protoreflect.EnumType {
-	return &file_strata_v1_strata_proto_enumTypes[4]
+	return &file_strata_v1_strata_proto_enumTypes[5]
 }
 
 func (x CommitStatus) Number() protoreflect.EnumNumber {
@@ -338,7 +389,7 @@ func (x CommitStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommitStatus.Descriptor instead.
 func (CommitStatus) EnumDescriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{4}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{5}
 }
 
 type MemberState int32
@@ -380,11 +431,11 @@ func (x MemberState) String() string {
 }
 
 func (MemberState) Descriptor() protoreflect.EnumDescriptor {
-	return file_strata_v1_strata_proto_enumTypes[5].Descriptor()
+	return file_strata_v1_strata_proto_enumTypes[6].Descriptor()
 }
 
 func (MemberState) Type() protoreflect.EnumType {
-	return &file_strata_v1_strata_proto_enumTypes[5]
+	return &file_strata_v1_strata_proto_enumTypes[6]
 }
 
 func (x MemberState) Number() protoreflect.EnumNumber {
@@ -393,7 +444,7 @@ func (x MemberState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MemberState.Descriptor instead.
 func (MemberState) EnumDescriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{5}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{6}
 }
 
 // Descriptor names everything that makes KV pages interchangeable. Its
@@ -428,6 +479,7 @@ type Descriptor struct {
 	PageBytes         uint64                 `protobuf:"varint,25,opt,name=page_bytes,json=pageBytes,proto3" json:"page_bytes,omitempty"` // explicit page size for opaque layouts; 0 = derive
 	Checksum          ChecksumAlgorithm      `protobuf:"varint,26,opt,name=checksum,proto3,enum=strata.v1.ChecksumAlgorithm" json:"checksum,omitempty"`
 	Compute           *ComputeProfile        `protobuf:"bytes,27,opt,name=compute,proto3" json:"compute,omitempty"`
+	KeyFormat         KeyFormat              `protobuf:"varint,28,opt,name=key_format,json=keyFormat,proto3,enum=strata.v1.KeyFormat" json:"key_format,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -649,6 +701,13 @@ func (x *Descriptor) GetCompute() *ComputeProfile {
 		return x.Compute
 	}
 	return nil
+}
+
+func (x *Descriptor) GetKeyFormat() KeyFormat {
+	if x != nil {
+		return x.KeyFormat
+	}
+	return KeyFormat_KEY_FORMAT_UNSPECIFIED
 }
 
 // ComputeProfile prices recomputation of a page (prefill FLOPs).
@@ -4610,7 +4669,7 @@ var File_strata_v1_strata_proto protoreflect.FileDescriptor
 
 const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
-	"\x16strata/v1/strata.proto\x12\tstrata.v1\"\xbf\a\n" +
+	"\x16strata/v1/strata.proto\x12\tstrata.v1\"\xf4\a\n" +
 	"\n" +
 	"Descriptor\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
@@ -4644,7 +4703,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
 	"page_bytes\x18\x19 \x01(\x04R\tpageBytes\x128\n" +
 	"\bchecksum\x18\x1a \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\bchecksum\x123\n" +
-	"\acompute\x18\x1b \x01(\v2\x19.strata.v1.ComputeProfileR\acompute\x1a8\n" +
+	"\acompute\x18\x1b \x01(\v2\x19.strata.v1.ComputeProfileR\acompute\x123\n" +
+	"\n" +
+	"key_format\x18\x1c \x01(\x0e2\x14.strata.v1.KeyFormatR\tkeyFormat\x1a8\n" +
 	"\n" +
 	"ExtraEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4953,7 +5014,11 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x11ChecksumAlgorithm\x12\"\n" +
 	"\x1eCHECKSUM_ALGORITHM_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19CHECKSUM_ALGORITHM_CRC32C\x10\x01\x12\x1d\n" +
-	"\x19CHECKSUM_ALGORITHM_SHA256\x10\x02*G\n" +
+	"\x19CHECKSUM_ALGORITHM_SHA256\x10\x02*b\n" +
+	"\tKeyFormat\x12\x1a\n" +
+	"\x16KEY_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17KEY_FORMAT_SHA256_CHAIN\x10\x01\x12\x1c\n" +
+	"\x18KEY_FORMAT_SHA256_BLOCKS\x10\x02*G\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bTIER_GPU\x10\x01\x12\r\n" +
@@ -5024,173 +5089,175 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 	return file_strata_v1_strata_proto_rawDescData
 }
 
-var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
-	(Tier)(0),                       // 2: strata.v1.Tier
-	(ReserveStatus)(0),              // 3: strata.v1.ReserveStatus
-	(CommitStatus)(0),               // 4: strata.v1.CommitStatus
-	(MemberState)(0),                // 5: strata.v1.MemberState
-	(*Descriptor)(nil),              // 6: strata.v1.Descriptor
-	(*ComputeProfile)(nil),          // 7: strata.v1.ComputeProfile
-	(*OpenNamespaceRequest)(nil),    // 8: strata.v1.OpenNamespaceRequest
-	(*OpenNamespaceResponse)(nil),   // 9: strata.v1.OpenNamespaceResponse
-	(*LookupRequest)(nil),           // 10: strata.v1.LookupRequest
-	(*LookupResponse)(nil),          // 11: strata.v1.LookupResponse
-	(*Lease)(nil),                   // 12: strata.v1.Lease
-	(*GetRequest)(nil),              // 13: strata.v1.GetRequest
-	(*GetResponse)(nil),             // 14: strata.v1.GetResponse
-	(*PageHeader)(nil),              // 15: strata.v1.PageHeader
-	(*PageSpec)(nil),                // 16: strata.v1.PageSpec
-	(*ReserveRequest)(nil),          // 17: strata.v1.ReserveRequest
-	(*Reservation)(nil),             // 18: strata.v1.Reservation
-	(*ReserveResponse)(nil),         // 19: strata.v1.ReserveResponse
-	(*WriteRequest)(nil),            // 20: strata.v1.WriteRequest
-	(*WriteResponse)(nil),           // 21: strata.v1.WriteResponse
-	(*CommitItem)(nil),              // 22: strata.v1.CommitItem
-	(*CommitRequest)(nil),           // 23: strata.v1.CommitRequest
-	(*CommitResult)(nil),            // 24: strata.v1.CommitResult
-	(*CommitResponse)(nil),          // 25: strata.v1.CommitResponse
-	(*AbortRequest)(nil),            // 26: strata.v1.AbortRequest
-	(*AbortResponse)(nil),           // 27: strata.v1.AbortResponse
-	(*PutRequest)(nil),              // 28: strata.v1.PutRequest
-	(*PutHeader)(nil),               // 29: strata.v1.PutHeader
-	(*PutResponse)(nil),             // 30: strata.v1.PutResponse
-	(*RenewLeaseRequest)(nil),       // 31: strata.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),      // 32: strata.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),     // 33: strata.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),    // 34: strata.v1.ReleaseLeaseResponse
-	(*DeleteRequest)(nil),           // 35: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 36: strata.v1.DeleteResponse
-	(*OrphansRequest)(nil),          // 37: strata.v1.OrphansRequest
-	(*OrphansResponse)(nil),         // 38: strata.v1.OrphansResponse
-	(*TierStats)(nil),               // 39: strata.v1.TierStats
-	(*NamespaceInfo)(nil),           // 40: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),   // 41: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 42: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),     // 43: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 44: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                 // 45: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),         // 46: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),        // 47: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),         // 48: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),        // 49: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),         // 50: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),        // 51: strata.v1.NodeInfoResponse
-	(*TenantUsage)(nil),             // 52: strata.v1.TenantUsage
-	(*TierRecovery)(nil),            // 53: strata.v1.TierRecovery
-	(*Member)(nil),                  // 54: strata.v1.Member
-	(*MembersRequest)(nil),          // 55: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 56: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 57: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 58: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 59: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 60: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 61: strata.v1.HintsResponse
-	(*DropNamespaceRequest)(nil),    // 62: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 63: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 64: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 65: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 66: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 67: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 68: strata.v1.ListLeasesResponse
-	nil,                             // 69: strata.v1.Descriptor.ExtraEntry
+	(KeyFormat)(0),                  // 2: strata.v1.KeyFormat
+	(Tier)(0),                       // 3: strata.v1.Tier
+	(ReserveStatus)(0),              // 4: strata.v1.ReserveStatus
+	(CommitStatus)(0),               // 5: strata.v1.CommitStatus
+	(MemberState)(0),                // 6: strata.v1.MemberState
+	(*Descriptor)(nil),              // 7: strata.v1.Descriptor
+	(*ComputeProfile)(nil),          // 8: strata.v1.ComputeProfile
+	(*OpenNamespaceRequest)(nil),    // 9: strata.v1.OpenNamespaceRequest
+	(*OpenNamespaceResponse)(nil),   // 10: strata.v1.OpenNamespaceResponse
+	(*LookupRequest)(nil),           // 11: strata.v1.LookupRequest
+	(*LookupResponse)(nil),          // 12: strata.v1.LookupResponse
+	(*Lease)(nil),                   // 13: strata.v1.Lease
+	(*GetRequest)(nil),              // 14: strata.v1.GetRequest
+	(*GetResponse)(nil),             // 15: strata.v1.GetResponse
+	(*PageHeader)(nil),              // 16: strata.v1.PageHeader
+	(*PageSpec)(nil),                // 17: strata.v1.PageSpec
+	(*ReserveRequest)(nil),          // 18: strata.v1.ReserveRequest
+	(*Reservation)(nil),             // 19: strata.v1.Reservation
+	(*ReserveResponse)(nil),         // 20: strata.v1.ReserveResponse
+	(*WriteRequest)(nil),            // 21: strata.v1.WriteRequest
+	(*WriteResponse)(nil),           // 22: strata.v1.WriteResponse
+	(*CommitItem)(nil),              // 23: strata.v1.CommitItem
+	(*CommitRequest)(nil),           // 24: strata.v1.CommitRequest
+	(*CommitResult)(nil),            // 25: strata.v1.CommitResult
+	(*CommitResponse)(nil),          // 26: strata.v1.CommitResponse
+	(*AbortRequest)(nil),            // 27: strata.v1.AbortRequest
+	(*AbortResponse)(nil),           // 28: strata.v1.AbortResponse
+	(*PutRequest)(nil),              // 29: strata.v1.PutRequest
+	(*PutHeader)(nil),               // 30: strata.v1.PutHeader
+	(*PutResponse)(nil),             // 31: strata.v1.PutResponse
+	(*RenewLeaseRequest)(nil),       // 32: strata.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 33: strata.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),     // 34: strata.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 35: strata.v1.ReleaseLeaseResponse
+	(*DeleteRequest)(nil),           // 36: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 37: strata.v1.DeleteResponse
+	(*OrphansRequest)(nil),          // 38: strata.v1.OrphansRequest
+	(*OrphansResponse)(nil),         // 39: strata.v1.OrphansResponse
+	(*TierStats)(nil),               // 40: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 41: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 42: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 43: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 44: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 45: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 46: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 47: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 48: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 49: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 50: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 51: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 52: strata.v1.NodeInfoResponse
+	(*TenantUsage)(nil),             // 53: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 54: strata.v1.TierRecovery
+	(*Member)(nil),                  // 55: strata.v1.Member
+	(*MembersRequest)(nil),          // 56: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 57: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 58: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 59: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 60: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 61: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 62: strata.v1.HintsResponse
+	(*DropNamespaceRequest)(nil),    // 63: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 64: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 65: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 66: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 67: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 68: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 69: strata.v1.ListLeasesResponse
+	nil,                             // 70: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	69, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	70, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	7,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
-	0,  // 3: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
-	6,  // 4: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
-	1,  // 5: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	0,  // 6: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	12, // 7: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
-	15, // 8: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
-	1,  // 9: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	16, // 10: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
-	3,  // 11: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	18, // 12: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	22, // 13: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
-	4,  // 14: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	24, // 15: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	29, // 16: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	16, // 17: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	24, // 18: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	12, // 19: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
-	2,  // 20: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	6,  // 21: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	39, // 22: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	40, // 23: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	40, // 24: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	2,  // 25: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	45, // 26: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	45, // 27: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	39, // 28: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	53, // 29: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	52, // 30: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
-	2,  // 31: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	5,  // 32: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	39, // 33: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	54, // 34: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	57, // 35: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	58, // 36: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	2,  // 37: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	59, // 38: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	40, // 39: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	67, // 40: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	8,  // 41: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	10, // 42: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	13, // 43: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	17, // 44: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	20, // 45: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	23, // 46: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	26, // 47: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	28, // 48: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	31, // 49: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	33, // 50: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	35, // 51: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	37, // 52: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	41, // 53: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	43, // 54: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	46, // 55: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	48, // 56: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	50, // 57: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	62, // 58: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	64, // 59: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	66, // 60: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	55, // 61: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	55, // 62: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	60, // 63: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	9,  // 64: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	11, // 65: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	14, // 66: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	19, // 67: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	21, // 68: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	25, // 69: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	27, // 70: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	30, // 71: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	32, // 72: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	34, // 73: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	36, // 74: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	38, // 75: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	42, // 76: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	44, // 77: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	47, // 78: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	49, // 79: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	51, // 80: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	63, // 81: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	65, // 82: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	68, // 83: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	56, // 84: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	56, // 85: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	61, // 86: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	64, // [64:87] is the sub-list for method output_type
-	41, // [41:64] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	8,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
+	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
+	0,  // 4: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
+	7,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
+	1,  // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
+	0,  // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
+	13, // 8: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
+	16, // 9: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
+	1,  // 10: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
+	17, // 11: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	4,  // 12: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
+	19, // 13: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	23, // 14: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	5,  // 15: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
+	25, // 16: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	30, // 17: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	17, // 18: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	25, // 19: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	13, // 20: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	3,  // 21: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
+	7,  // 22: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	40, // 23: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	41, // 24: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	41, // 25: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	3,  // 26: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
+	46, // 27: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	46, // 28: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	40, // 29: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	54, // 30: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	53, // 31: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	3,  // 32: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	6,  // 33: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	40, // 34: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	55, // 35: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	58, // 36: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	59, // 37: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,  // 38: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	60, // 39: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	41, // 40: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	68, // 41: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	9,  // 42: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	11, // 43: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	14, // 44: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	18, // 45: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	21, // 46: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	24, // 47: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	27, // 48: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	29, // 49: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	32, // 50: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	34, // 51: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	36, // 52: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	38, // 53: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	42, // 54: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	44, // 55: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	47, // 56: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	49, // 57: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	51, // 58: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	63, // 59: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	65, // 60: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	67, // 61: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	56, // 62: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	56, // 63: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	61, // 64: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	10, // 65: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	12, // 66: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	15, // 67: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	20, // 68: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	22, // 69: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	26, // 70: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	28, // 71: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	31, // 72: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	33, // 73: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	35, // 74: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	37, // 75: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	39, // 76: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	43, // 77: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	45, // 78: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	48, // 79: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	50, // 80: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	52, // 81: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	64, // 82: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	66, // 83: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	69, // 84: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	57, // 85: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	57, // 86: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	62, // 87: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	65, // [65:88] is the sub-list for method output_type
+	42, // [42:65] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -5203,7 +5270,7 @@ func file_strata_v1_strata_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   3,

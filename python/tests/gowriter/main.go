@@ -53,8 +53,13 @@ func run() error {
 	layers := flag.Uint("layers", 2, "num_layers")
 	heads := flag.Uint("kv-heads", 2, "num_kv_heads")
 	headDim := flag.Uint("head-dim", 32, "head_dim")
+	keyFormat := flag.String("key-format", "sha256-chain", "key_format: sha256-chain or sha256-blocks")
 	flag.Parse()
 	d.PageTokens, d.NumLayers, d.NumKVHeads, d.HeadDim = uint32(*pageTokens), uint32(*layers), uint32(*heads), uint32(*headDim)
+	var err error
+	if d.KeyFormat, err = namespace.ParseKeyFormat(*keyFormat); err != nil {
+		return err
+	}
 
 	var tokens []uint32
 	for _, s := range strings.Split(*tokensFlag, ",") {
