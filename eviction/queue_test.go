@@ -402,6 +402,55 @@ func TestSketchAddAll(t *testing.T) {
 	}
 }
 
+// refAdd is the sketch's update written against slots, the definition of
+// where a key's counters are: conservative update of the four, then the
+// halving every reset adds.
+func refAdd(s *sketch, key uint64) {
+	idx, sh := s.slots(key)
+	m := uint64(15)
+	for r := range sketchRows {
+		m = min(m, s.words[idx[r]]>>sh[r]&15)
+	}
+	if m < 15 {
+		for r := range sketchRows {
+			if s.words[idx[r]]>>sh[r]&15 == m {
+				s.words[idx[r]] += 1 << sh[r]
+			}
+		}
+	}
+	if s.adds++; s.adds >= s.reset {
+		s.halve()
+	}
+}
+
+// TestSketchAddMatchesSlots: add and addAll, which index the key's block
+// directly, change exactly the counters slots names, as refAdd does, over
+// a stream with repeats, saturated counters and halvings.
+func TestSketchAddMatchesSlots(t *testing.T) {
+	ref, one, all := newSketch(512), newSketch(512), newSketch(512)
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 400 {
+		keys := make([]uint64, r.IntN(3*addRun))
+		for i := range keys {
+			keys[i] = r.Uint64N(2000)
+			if r.IntN(4) == 0 {
+				keys[i] = 7 // one hot key, whose counters saturate
+			}
+		}
+		for _, k := range keys {
+			refAdd(ref, k)
+			one.add(k)
+		}
+		all.addAll(keys)
+	}
+	if ref.adds == 0 || !slices.Equal(ref.words, one.words) || !slices.Equal(ref.words, all.words) || ref.adds != one.adds || ref.adds != all.adds {
+		t.Fatal("add or addAll changed other counters than slots names")
+	}
+	if got := one.estimate(7); got != 15 {
+		t.Fatalf("hot key's estimate %d, want 15 (saturated)", got)
+	}
+}
+
 func TestHandles(t *testing.T) {
 	q := mustNew(t, Config{Kind: KindLRU})
 	a := q.Insert(page(0))

@@ -59,6 +59,13 @@ func (s *sketch) slots(key uint64) (idx [sketchRows]int, sh [sketchRows]uint) {
 	return idx, sh
 }
 
+// block is the 64-byte block that holds the counters of a key whose
+// mix64 is h.
+func (s *sketch) block(h uint64) *[8]uint64 {
+	base := int(h&(s.blocks-1)) * 8
+	return (*[8]uint64)(s.words[base : base+8])
+}
+
 // estimate is key's count, at most 15.
 func (s *sketch) estimate(key uint64) uint32 {
 	idx, sh := s.slots(key)
@@ -71,21 +78,35 @@ func (s *sketch) estimate(key uint64) uint32 {
 
 // add counts one request for key.
 func (s *sketch) add(key uint64) {
-	idx, sh := s.slots(key)
+	h := mix64(key)
+	s.addHashed(s.block(h), h)
+}
+
+// addHashed is add for a key whose mix64 is h and whose block is blk
+// (slots' arithmetic on the block itself, so that indexing it needs no
+// bounds checks).
+func (s *sketch) addHashed(blk *[8]uint64, h uint64) {
+	h2 := mix64(h ^ 0x9e3779b97f4a7c15)
+	var w [sketchRows]uint8 // word in the block, row by row
+	var sh [sketchRows]uint
 	m := uint64(15)
 	for r := range sketchRows {
-		m = min(m, s.words[idx[r]]>>sh[r]&15)
+		c := h2 >> (5 * r)
+		w[r] = uint8(2*r) + uint8(c>>4&1)
+		sh[r] = uint(c&15) * 4
+		m = min(m, blk[w[r]&7]>>sh[r]&15)
 	}
 	if m < 15 {
 		// Branch-free: which counters equal the minimum is a coin toss
 		// the CPU would mispredict.
 		for r := range sketchRows {
-			w := s.words[idx[r]]
+			i := w[r] & 7
+			v := blk[i]
 			var inc uint64
-			if w>>sh[r]&15 == m {
+			if v>>sh[r]&15 == m {
 				inc = 1
 			}
-			s.words[idx[r]] = w + inc<<sh[r]
+			blk[i] = v + inc<<sh[r]
 		}
 	}
 	if s.adds++; s.adds >= s.reset {
@@ -102,15 +123,19 @@ const addRun = 16
 // blocks of a run of keys, whose misses then overlap instead of following
 // one another, and adds the run's keys in order once they are cached.
 func (s *sketch) addAll(keys []uint64) {
+	var hs [addRun]uint64
+	var blks [addRun]*[8]uint64
 	for len(keys) > 0 {
 		run := keys[:min(len(keys), addRun)]
 		t := s.touched
-		for _, k := range run {
-			t ^= s.words[int(mix64(k)&(s.blocks-1))*8]
+		for j, k := range run {
+			hs[j] = mix64(k)
+			blks[j] = s.block(hs[j])
+			t ^= blks[j][0]
 		}
 		s.touched = t
-		for _, k := range run {
-			s.add(k)
+		for j := range run {
+			s.addHashed(blks[j], hs[j])
 		}
 		keys = keys[len(run):]
 	}
