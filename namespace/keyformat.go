@@ -113,9 +113,10 @@ func (f KeyFormat) AppendPageKeys(dst []Key, prev Key, tokens []uint32, pageToke
 // The standard library's SHA-256 marshals its state (and takes it back) as
 // "sha\x03", the 8 hash-value words big-endian, the 64-byte block buffer
 // and the message length, big-endian: appendBlockKeysGeneric sets the hash
-// value to the parent key there, with an empty buffer and a length that is
-// a whole number of blocks, so that Write runs the compression function on
-// the page's blocks and nothing else.
+// value to the first page's parent key there, with an empty buffer and a
+// length that is a whole number of blocks. Each page's Write is then whole
+// blocks, which the compression function takes from the hash value the
+// page before left, and that value is the page's key.
 const (
 	shaStateMagic = "sha\x03"
 	shaStateSize  = len(shaStateMagic) + KeySize + 64 + 8
@@ -126,11 +127,14 @@ const (
 // it has them): it appends the keys of the first pages pages of tokens.
 func appendBlockKeysGeneric(dst []Key, prev Key, tokens []uint32, pageTokens, pages int) []Key {
 	h := sha256.New()
-	set := h.(encoding.BinaryUnmarshaler)
-	get := h.(encoding.BinaryAppender)
-	var state, out [shaStateSize]byte
+	var state [shaStateSize]byte
 	copy(state[:], shaStateMagic)
+	copy(state[len(shaStateMagic):], prev[:])
 	binary.BigEndian.PutUint64(state[shaStateSize-8:], 64)
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state[:]); err != nil {
+		panic("namespace: crypto/sha256 rejects its own state encoding: " + err.Error())
+	}
+	get := h.(encoding.BinaryAppender)
 
 	var stack [4 * stackTokens]byte
 	buf := stack[:]
@@ -139,18 +143,13 @@ func appendBlockKeysGeneric(dst []Key, prev Key, tokens []uint32, pageTokens, pa
 	}
 	buf = buf[:4*pageTokens]
 	for p := range pages {
-		copy(state[len(shaStateMagic):], prev[:])
-		if err := set.UnmarshalBinary(state[:]); err != nil {
-			panic("namespace: crypto/sha256 rejects its own state encoding: " + err.Error())
-		}
 		putTokens(buf, tokens[p*pageTokens:(p+1)*pageTokens])
 		h.Write(buf)
-		s, err := get.AppendBinary(out[:0])
+		s, err := get.AppendBinary(state[:0])
 		if err != nil || len(s) != shaStateSize {
 			panic("namespace: crypto/sha256 state encoding changed")
 		}
-		copy(prev[:], s[len(shaStateMagic):])
-		dst = append(dst, prev)
+		dst = append(dst, Key(s[len(shaStateMagic):len(shaStateMagic)+KeySize]))
 	}
 	return dst
 }

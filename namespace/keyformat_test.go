@@ -25,7 +25,7 @@ func sha256Midstates(t *testing.T, msg []byte, pageBytes int) []Key {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys = append(keys, Key(s[len(shaStateMagic):]))
+		keys = append(keys, Key(s[len(shaStateMagic):len(shaStateMagic)+KeySize]))
 	}
 	return keys
 }
@@ -37,7 +37,7 @@ func shaInitialKey(t *testing.T) Key {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Key(s[len(shaStateMagic):])
+	return Key(s[len(shaStateMagic) : len(shaStateMagic)+KeySize])
 }
 
 func tokenBytes(toks []uint32) []byte {
