@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"iter"
@@ -56,7 +57,7 @@ func (t *table) get(k namespace.Key) *entry {
 		case 0:
 			return nil
 		case tag:
-			if e := t.slots[i]; e.key == k {
+			if e := t.slots[i]; sameKey(&e.key, &k) {
 				return e
 			}
 		}
@@ -81,7 +82,7 @@ func (t *table) getBatch(keys []namespace.Key, order []int32, found []*entry) {
 		found[i] = t.first(t.hash(&keys[i]))
 	}
 	for _, i := range order {
-		if e := found[i]; e != nil && e.key != keys[i] {
+		if e := found[i]; e != nil && !sameKey(&e.key, &keys[i]) {
 			found[i] = t.get(keys[i])
 		}
 	}
@@ -97,6 +98,16 @@ func (t *table) first(h uint64) *entry {
 		}
 	}
 	return nil
+}
+
+// sameKey is a == b, compared as four words inline: Go compares a
+// [32]byte through a call (runtime.memequal), which a 1,000-key lookup
+// made 2,000 times.
+func sameKey(a, b *namespace.Key) bool {
+	return binary.LittleEndian.Uint64(a[0:]) == binary.LittleEndian.Uint64(b[0:]) &&
+		binary.LittleEndian.Uint64(a[8:]) == binary.LittleEndian.Uint64(b[8:]) &&
+		binary.LittleEndian.Uint64(a[16:]) == binary.LittleEndian.Uint64(b[16:]) &&
+		binary.LittleEndian.Uint64(a[24:]) == binary.LittleEndian.Uint64(b[24:])
 }
 
 // insert adds e under e.key, which must not be in the table.
@@ -129,7 +140,7 @@ func (t *table) delete(k namespace.Key) bool {
 		if t.tags[i] == 0 {
 			return false
 		}
-		if t.tags[i] == tag && t.slots[i].key == k {
+		if t.tags[i] == tag && sameKey(&t.slots[i].key, &k) {
 			break
 		}
 	}

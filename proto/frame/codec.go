@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -38,9 +39,26 @@ func appendExtent(b []byte, e Extent) []byte {
 
 // appendKeys appends a key list: its count, then the keys.
 func appendKeys(b []byte, keys []namespace.Key) []byte {
-	b = appendU32(b, uint32(len(keys)))
+	b = slices.Grow(appendU32(b, uint32(len(keys))), len(keys)*namespace.KeySize)
 	for i := range keys {
 		b = append(b, keys[i][:]...)
+	}
+	return b
+}
+
+// appendBools appends a list of booleans: its count, then a byte each. A
+// lookup's answer is one per key asked about (1,000 and more): one pass
+// over bytes already grown, not an append a key.
+func appendBools(b []byte, list []bool) []byte {
+	b = appendU32(b, uint32(len(list)))
+	n := len(b)
+	b = slices.Grow(b, len(list))[:n+len(list)]
+	for i, v := range list {
+		var x byte
+		if v {
+			x = 1
+		}
+		b[n+i] = x
 	}
 	return b
 }
@@ -148,10 +166,35 @@ func (r *reader) keys(keys []namespace.Key) []namespace.Key {
 		keys = make([]namespace.Key, n)
 	}
 	keys = keys[:n]
+	p := r.take(n*namespace.KeySize, "keys")
+	if r.bad != "" {
+		return keys[:0]
+	}
 	for i := range keys {
-		keys[i] = r.key("key")
+		keys[i] = namespace.Key(p[i*namespace.KeySize:])
 	}
 	return keys
+}
+
+// bools reads a list of booleans (appendBools) in one pass over its bytes,
+// failing on any byte other than 0 and 1.
+func (r *reader) bools(what string) []bool {
+	n := r.count(1, what)
+	p := r.take(n, what)
+	if r.bad != "" {
+		return nil
+	}
+	out := make([]bool, n)
+	var seen byte
+	for i, v := range p {
+		seen |= v
+		out[i] = v == 1
+	}
+	if seen > 1 {
+		r.fail("bad boolean " + what)
+		return nil
+	}
+	return out
 }
 
 // rest takes every byte left (nil for none).

@@ -268,6 +268,7 @@ func malformed() []golden {
 		return mod(b, func(b []byte) []byte { b[0] = byte(len(b) - 4); return b })
 	}
 	ok := Append(nil, 1, &ReserveOK{Slots: []Slot{{}}})
+	present := Append(nil, 1, &LookupOK{Present: []bool{true, false, true}})
 	var huge [8]byte
 	for i := range huge {
 		huge[i] = 0xff
@@ -286,6 +287,8 @@ func malformed() []golden {
 		{"op_zero", mod(good, func(b []byte) []byte { b[4] = 0; return b })},
 		{"count_too_large", mod(good, func(b []byte) []byte { b[len(b)-2*32-4] = 200; return b })},
 		{"bad_boolean", mod(ok, func(b []byte) []byte { b[HeaderSize+4+1+8+8] = 2; return b })},
+		{"bad_boolean_in_list", mod(present, func(b []byte) []byte { b[len(b)-2] = 2; return b })},
+		{"truncated_key_list", withBody(OpLookup, append(append(make([]byte, 32+1+4), 2, 0, 0, 0), make([]byte, 32+31)...))},
 		{"n64_too_large", withBody(OpServed, append(append(make([]byte, 32), 0, 0, 0, 0), huge[:]...))},
 		{"missing_page_with_data", withBody(OpPage, []byte{0, 0, 0, 0, 0, 0, 'x'})},
 		{"truncated_str", withBody(OpError, []byte{1, 0, 5, 0, 'a'})},

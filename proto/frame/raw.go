@@ -223,13 +223,13 @@ func (*LookupOK) Op() uint8 { return OpLookupOK }
 
 func (m *LookupOK) Append(b []byte) []byte {
 	b = appendU32(appendU64(appendU64(appendU32(b, m.HitPrefix), m.LeaseID), uint64(m.ExpiresMs)), m.LeasePages)
-	return appendList(b, m.Present, func(b []byte, p *bool) []byte { return appendBool(b, *p) })
+	return appendBools(b, m.Present)
 }
 
 func (m *LookupOK) Decode(body []byte) error {
 	r := reader{b: body}
 	m.HitPrefix, m.LeaseID, m.ExpiresMs = r.u32("hit prefix"), r.u64("lease id"), r.int64("expires")
 	m.LeasePages = r.u32("lease pages")
-	m.Present = list(&r, 1, "keys", func(r *reader) bool { return r.bool("present") })
+	m.Present = r.bools("present")
 	return r.done()
 }
