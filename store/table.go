@@ -101,8 +101,8 @@ func (t *table) first(h uint64) *entry {
 }
 
 // sameKey is a == b, compared as four words inline: Go compares a
-// [32]byte through a call (runtime.memequal), which a 1,000-key lookup
-// made 2,000 times.
+// [32]byte through a call (runtime.memequal), once for every key a
+// lookup finds.
 func sameKey(a, b *namespace.Key) bool {
 	return binary.LittleEndian.Uint64(a[0:]) == binary.LittleEndian.Uint64(b[0:]) &&
 		binary.LittleEndian.Uint64(a[8:]) == binary.LittleEndian.Uint64(b[8:]) &&
