@@ -42,8 +42,8 @@ func (s *Store) Stat(id namespace.ID, keys []namespace.Key) (infos []KeyInfo, ok
 		return nil, nil, err
 	}
 	infos, ok = make([]KeyInfo, len(keys)), make([]bool, len(keys))
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	for i, k := range keys {
 		if e := n.shard(k).get(k); e != nil {
 			infos[i], ok[i] = s.keyInfoLocked(e), true
@@ -135,9 +135,9 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 	st.Handed = n.handed.Load()
 	st.Expired, st.TTL, st.Orphaned = n.expired.Load(), time.Duration(n.ttl.Load()), n.orphaned.Load()
 	st.HitTokens = n.hitTokens.Load()
-	s.mu.Lock()
+	s.lock()
 	st.SavedFLOPs = n.savedFLOPs
-	s.mu.Unlock()
+	s.unlock()
 	return st
 }
 
@@ -186,10 +186,10 @@ type Stats struct {
 
 // Stats reports the store and its tiers.
 func (s *Store) Stats() Stats {
-	s.mu.Lock()
+	s.lock()
 	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases),
 		Evictions: s.evictions.Load(), Demotions: s.demotions.Load(), Corrupt: s.corrupt.Load()}
-	s.mu.Unlock()
+	s.unlock()
 	st.TierPages = make([]int64, len(s.cfg.Tiers))
 	s.nsMu.RLock()
 	for _, n := range s.ns {

@@ -150,8 +150,8 @@ func indexParts(s *Store) []struct {
 	bytes float64
 } {
 	var entries, tables, waiting, owner, history int
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	s.nsMu.RLock()
 	defer s.nsMu.RUnlock()
 	for _, n := range s.ns {

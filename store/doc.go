@@ -33,11 +33,13 @@
 //
 // s.mu guards the lifecycle state: the recency list, pins, reservations,
 // leases and byte accounting. Each index shard has its own RWMutex guarding
-// its table (table.go). s.histMu guards the eviction queues' frequency
-// histories apart from s.mu. The order is s.mu, then s.histMu or a shard
-// lock. Lookups take only shard read locks for presence, s.histMu once per
-// batch to record the keys asked for, then s.mu once per batch; byte
-// copies (Write, Read, checksums) run with no store lock held. Tier I/O that makes room
+// its table (table.go). The order is s.mu, then a shard lock. A lookup
+// without a lease answers from shard read locks alone; what it changes
+// under s.mu (the frequency histories, hit counts, the queues' order) it
+// leaves to the applier goroutine when that is idle, else does under s.mu
+// itself, and every section under s.mu applies what the applier has not
+// yet (lock, hitlog.go). A lookup with a lease takes s.mu once.
+// Byte copies (Write, Read, checksums) run with no store lock held. Tier I/O that makes room
 // (creating an SSD slot file, syncing freed headers) never runs under
 // s.mu: a tier that does it in the background (tiers.Waiter) answers
 // ErrPending, and Reserve and the mover wait for it with s.mu released

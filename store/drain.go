@@ -57,8 +57,8 @@ func (s *Store) DemoteAll(ctx context.Context) (int, error) {
 
 // byWorth lists tier's pages, most valuable first.
 func (s *Store) byWorth(tier int) []*entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	q := s.policy.pol[tier]
 	type ranked struct {
 		e     *entry
@@ -81,29 +81,29 @@ func (s *Store) byWorth(tier int) []*entry {
 // demoteTo moves e from tier to dst; full says dst has no room (without
 // evicting).
 func (s *Store) demoteTo(e *entry, tier, dst int, bufs *[2][]byte) (moved, full bool) {
-	s.mu.Lock()
+	s.lock()
 	var ext tiers.Extent
 	var err error
 	for try := 0; ; try++ {
 		if e.dead || int(e.tier) != tier || e.pins > 0 { // leased or being read
-			s.mu.Unlock()
+			s.unlock()
 			return false, false
 		}
 		ext, err = tryAlloc(s.cfg.Tiers[dst], e.size())
 		if !errors.Is(err, tiers.ErrPending) || try >= maxRoomWaits {
 			break
 		}
-		s.mu.Unlock()
+		s.unlock()
 		waitRoom(s.cfg.Tiers[dst:dst+1], e.size())
-		s.mu.Lock()
+		s.lock()
 	}
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return false, true
 	}
 	s.pinLocked(e)
 	src, meta := e.extent(), s.sealMetaLocked(e, dst)
-	s.mu.Unlock()
+	s.unlock()
 	err = s.copyVerified(e, tier, src, dst, ext, meta, bufs)
 	s.finishMove(e, tier, src, dst, ext, err)
 	return err == nil, false

@@ -42,8 +42,8 @@ func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Ke
 	found := make([]*entry, len(keys))
 	n.getAll(keys, found)
 	out := make([]PageExtent, len(keys))
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	if callerLease != 0 {
 		if _, err := s.liveLeaseLocked(n, callerLease); err != nil {
 			return nil, err
@@ -68,9 +68,9 @@ func (s *Store) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.Tier) 
 	if err != nil {
 		return tiers.Extent{}, false, err
 	}
-	s.mu.Lock()
+	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return tiers.Extent{}, false, err
 	}

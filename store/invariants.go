@@ -31,8 +31,8 @@ import (
 // It returns every violation found, joined; nil when the bookkeeping is
 // consistent. The store's tests run it after each test that builds a store.
 func (s *Store) checkLineage() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	s.nsMu.RLock()
 	spaces := make([]*nsState, 0, len(s.ns))
 	for _, n := range s.ns {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,11 +54,41 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	found := getEntries(len(keys))
 	defer putEntries(found)
 	n.getAll(keys, found)
-	res := LookupResult{Present: make([]bool, len(keys)), HitPrefix: -1}
-	s.recordKeys(keys)
 	now := s.clock(time.Now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	hitPrefix := len(keys)
+	for i, e := range found {
+		if e == nil {
+			hitPrefix = i
+			break
+		}
+	}
+	n.lookups.Add(1)
+	n.lookupKeys.Add(uint64(len(keys)))
+	if withLease || slices.ContainsFunc(found[min(hitPrefix+1, len(found)):], func(e *entry) bool { return e != nil }) {
+		// A lease pins its pages under s.mu, and a page present past the
+		// first miss may be an orphan, which takes its parent's key
+		// (parentKeyLocked): both answer under s.mu.
+		return s.lookupLocked(n, keys, found, now, withLease, ttl)
+	}
+	// The index alone answers; logLookup does the bookkeeping (hitlog.go).
+	res := LookupResult{Present: make([]bool, len(keys)), HitPrefix: hitPrefix,
+		HitTokens: hitPrefix * int(n.PageTokens), SavedFLOPs: n.savedBy(found[:hitPrefix])}
+	for i := range hitPrefix {
+		res.Present[i] = true
+	}
+	n.hitKeys.Add(uint64(hitPrefix))
+	n.hitTokens.Add(uint64(res.HitTokens))
+	s.logLookup(n, now, keys, found[:hitPrefix], res.SavedFLOPs)
+	return res, nil
+}
+
+// lookupLocked answers a lookup under s.mu: one that takes a lease, or
+// whose present pages past the hit prefix may be orphans.
+func (s *Store) lookupLocked(n *nsState, keys []namespace.Key, found []*entry, now int32, withLease bool, ttl time.Duration) (LookupResult, error) {
+	res := LookupResult{Present: make([]bool, len(keys)), HitPrefix: -1}
+	s.lock()
+	defer s.unlock()
+	s.recordKeysLocked(keys)
 	for i, e := range found {
 		if e == nil || e.dead {
 			if res.HitPrefix < 0 {
@@ -74,8 +105,6 @@ func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, tt
 	}
 	res.SavedFLOPs = s.recordLookupLocked(n, keys, found, res.HitPrefix)
 	res.HitTokens = res.HitPrefix * int(n.PageTokens)
-	n.lookups.Add(1)
-	n.lookupKeys.Add(uint64(len(keys)))
 	n.hitKeys.Add(uint64(res.HitPrefix))
 	if withLease && res.HitPrefix > 0 {
 		l, err := s.grantLeaseLocked(n, found[:res.HitPrefix], ttl)
@@ -161,8 +190,8 @@ func (s *Store) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (
 	if err != nil {
 		return Lease{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	l, err := s.liveLeaseLocked(n, leaseID)
 	if err != nil {
 		return Lease{}, err
@@ -177,8 +206,8 @@ func (s *Store) ReleaseLease(id namespace.ID, leaseID uint64) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	l, err := s.liveLeaseLocked(n, leaseID)
 	if err != nil {
 		return err
@@ -249,9 +278,9 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 	found := make([]*entry, len(keys))
 	n.getAll(keys, found)
 	if leaseID != 0 {
-		s.mu.Lock()
+		s.lock()
 		_, err := s.liveLeaseLocked(n, leaseID)
-		s.mu.Unlock()
+		s.unlock()
 		if err != nil {
 			return err
 		}
@@ -260,9 +289,9 @@ func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn f
 	var pinned *entry // the page fn last ran on: unpinned with the next pin
 	defer func() {
 		if pinned != nil {
-			s.mu.Lock()
+			s.lock()
 			s.unpinLocked(pinned)
-			s.mu.Unlock()
+			s.unlock()
 		}
 	}()
 	for i, e := range found {
@@ -299,8 +328,8 @@ func (s *Store) repin(prev, e *entry) (tiers.Extent, bool) {
 	if prev == nil && e == nil {
 		return tiers.Extent{}, false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	if prev != nil {
 		s.unpinLocked(prev)
 	}
@@ -330,11 +359,11 @@ func (s *Store) readPage(e *entry, ext tiers.Extent, buf []byte) ([]byte, bool) 
 	s.log.Error("dropping unreadable page", "ns", e.ns.ID.Short(), "key", e.key.String(), "tier", t.Kind(), "err", err)
 	s.corrupt.Add(1)
 	e.ns.corrupt.Add(1)
-	s.mu.Lock()
+	s.lock()
 	if !e.dead {
 		s.removeLocked(e, false)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	return data, false
 }
 
@@ -359,8 +388,8 @@ func (s *Store) remove(id namespace.ID, keys []namespace.Key, handed bool) (int,
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	s.handing = handed
 	defer func() { s.handing = false }()
 	deleted := 0

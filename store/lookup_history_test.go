@@ -22,13 +22,13 @@ func TestLookupRecordsHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.histMu.Lock()
+		s.lock()
 		for i, k := range keys {
 			if got := s.policy.pol[0].Estimate(keyHash(k)); got < 2 {
 				t.Errorf("%d-key lookups: key %d counted %d times after two lookups", n, i, got)
 			}
 		}
-		s.histMu.Unlock()
+		s.unlock()
 	}
 }
 

@@ -16,8 +16,8 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	n.dropping = true // the namespace goes: no notices for its pages
 	removed := 0
 	for i := range n.shards {
@@ -99,12 +99,12 @@ type LeaseInfo struct {
 
 // Leases lists the active leases, soonest expiry first.
 func (s *Store) Leases() []LeaseInfo {
-	s.mu.Lock()
+	s.lock()
 	out := make([]LeaseInfo, 0, len(s.leases))
 	for id, l := range s.leases {
 		out = append(out, LeaseInfo{ID: id, Namespace: l.ns.ID, Tenant: l.ns.Tenant, Pages: len(l.entries), Expires: l.expires})
 	}
-	s.mu.Unlock()
+	s.unlock()
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return a.Expires.Compare(b.Expires) })
 	return out
 }

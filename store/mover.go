@@ -101,21 +101,21 @@ func (s *Store) drain(tier int) {
 // demoteOne moves the least recently used page of tier one tier down. It
 // reports whether there was anything to try.
 func (s *Store) demoteOne(tier int) bool {
-	s.mu.Lock()
+	s.lock()
 	e := s.victimLocked(tier)
 	if e == nil {
-		s.mu.Unlock()
+		s.unlock()
 		return false
 	}
 	dst := tier + 1
 	ext, err := s.allocInLocked(dst, e.size())
 	if errors.Is(err, tiers.ErrPending) {
-		s.mu.Unlock()
+		s.unlock()
 		waitRoom(s.cfg.Tiers[dst:dst+1], e.size())
 		return true
 	}
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		lvl := slog.LevelWarn
 		if s.cfg.Tiers[dst].Stats().Fault != tiers.FaultNone {
 			lvl = slog.LevelDebug // the tier logged its fault once
@@ -125,7 +125,7 @@ func (s *Store) demoteOne(tier int) bool {
 	}
 	s.pinLocked(e)
 	src, meta := e.extent(), s.sealMetaLocked(e, dst)
-	s.mu.Unlock()
+	s.unlock()
 
 	err = s.copyVerified(e, tier, src, dst, ext, meta, &s.moveBufs)
 	s.finishMove(e, tier, src, dst, ext, err)
@@ -137,8 +137,8 @@ func (s *Store) demoteOne(tier int) bool {
 // failed or e changed meanwhile (dropped, or pinned by a reader), and
 // unpins e.
 func (s *Store) finishMove(e *entry, tier int, src tiers.Extent, dst int, ext tiers.Extent, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	switch {
 	case err != nil:
 		s.log.Error("demotion failed", "key", e.key.String(), "from", s.cfg.Tiers[tier].Kind(), "err", err)

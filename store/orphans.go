@@ -52,8 +52,8 @@ func (s *Store) ParentsGone(id namespace.ID, keys []namespace.Key) (dropped, mar
 		return 0, 0, err
 	}
 	now := s.clock(time.Now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var c orphanCount
 	for _, k := range keys {
 		s.parentGoneLocked(n, k, now, &c)
@@ -88,8 +88,8 @@ func (s *Store) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) 
 	}
 	found := make([]*entry, len(keys))
 	n.getAll(keys, found)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var c orphanCount
 	for _, e := range found {
 		if e != nil && !e.dead {
@@ -112,8 +112,8 @@ func (s *Store) Uncount(id namespace.ID, keys []namespace.Key) (tokens int, flop
 	}
 	found := make([]*entry, len(keys))
 	n.getAll(keys, found)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	took, saved := 0, 0.0
 	for _, e := range found {
 		if e != nil && !e.dead {

@@ -158,9 +158,7 @@ func (s *Store) newQueues(pageBytes int64) error {
 			return err
 		}
 		q.SetCutoff(p.cutoffs[i])
-		s.histMu.Lock()
 		p.pol[i] = q
-		s.histMu.Unlock()
 		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
 	}
 	return nil
@@ -277,9 +275,7 @@ func (s *Store) trackLocked(e *entry, freq, chain uint32, remote int, orphan boo
 	page.Freq, page.Orphan = freq, orphan
 	page.ChainDepth, page.ChainCost = chain, e.ns.pageCost(chain)
 	q := p.pol[e.tier]
-	s.histMu.Lock()
 	e.h = q.Insert(page)
-	s.histMu.Unlock()
 	checkRef(e)
 	own := p.owner[e.tier]
 	for int(e.h) >= len(own) {
@@ -387,10 +383,10 @@ func (s *Store) flushHints() {
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	s.mu.Lock()
+	s.lock()
 	h := s.policy.hints
 	s.policy.hints = make([]ChildHint, 0, len(h)) // as many again: no regrowing under the lock
-	s.mu.Unlock()
+	s.unlock()
 	if len(h) > 0 {
 		s.cfg.OnRemoteParent(h)
 	}
@@ -401,8 +397,8 @@ func (s *Store) flushHints() {
 // Hints for pages or namespaces this store does not hold are ignored.
 func (s *Store) ApplyHints(hints []ChildHint) {
 	now := s.clock(time.Now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var gone orphanCount
 	var n *nsState // h.NS's, looked up when it changes
 	for i, h := range hints {
@@ -591,9 +587,7 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	if page.Cost <= 0 {
 		page.Cost, page.FlatCost = n.pageCost(spec.Depth), n.pageCost(0)
 	}
-	s.histMu.Lock()
 	ok := s.policy.pol[last].Admit(page)
-	s.histMu.Unlock()
 	if ok {
 		return true
 	}
@@ -601,13 +595,11 @@ func (s *Store) admitLocked(n *nsState, spec PageSpec) bool {
 	return false
 }
 
-// recordKeys counts every key a lookup asked for in each tier's frequency
-// history, in runs (eviction.Queue.RecordAll: their cache misses overlap).
-// It holds histMu, not mu.
-func (s *Store) recordKeys(keys []namespace.Key) {
+// recordKeysLocked counts every key a lookup asked for in each tier's
+// frequency history, in runs (eviction.Queue.RecordAll: their cache misses
+// overlap).
+func (s *Store) recordKeysLocked(keys []namespace.Key) {
 	var hs [256]uint64
-	s.histMu.Lock()
-	defer s.histMu.Unlock()
 	for len(keys) > 0 {
 		run := hs[:min(len(keys), len(hs))]
 		for i := range run {
@@ -621,33 +613,13 @@ func (s *Store) recordKeys(keys []namespace.Key) {
 }
 
 // recordLookupLocked tells the policies about the rest of one lookup (its
-// keys went to the frequency history already: recordKeys): the pages of
+// keys went to the frequency history already: recordKeysLocked): the pages of
 // the hit prefix are hits, and a present page whose parent was asked for
 // and is absent here is an orphan. It returns the prefill FLOPs the hit
 // prefix saves.
 func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*entry, hitPrefix int) float64 {
-	saved := 0.0
-	for _, e := range found[:hitPrefix] {
-		q := s.policy.pol[e.tier]
-		if q.Orphan(e.h) {
-			q.SetOrphan(e.h, false)
-		}
-		q.Hit(e.h)
-		saved += n.pageCost(e.depth)
-	}
-	// Deepest first: each page's worth then includes what its hit
-	// descendants just passed up. A parent that is the previous key of the
-	// request is raised directly (no index lookup); others are looked up,
-	// or told through a value hint.
-	for i := hitPrefix - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
-		e := found[i]
-		if i > 0 && e.hasParent() && !e.upWaits && e.up == found[i-1].ref() {
-			par := found[i-1]
-			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
-			continue
-		}
-		s.passWorthLocked(e)
-	}
+	saved := n.savedBy(found[:hitPrefix])
+	s.recordHitsLocked(found[:hitPrefix])
 	n.savedFLOPs += saved
 	n.hitTokens.Add(uint64(hitPrefix) * uint64(n.PageTokens))
 	if hitPrefix == len(keys) {
@@ -674,11 +646,46 @@ func (s *Store) recordLookupLocked(n *nsState, keys []namespace.Key, found []*en
 	return saved
 }
 
+// savedBy is the prefill FLOPs the pages of a hit prefix save.
+func (n *nsState) savedBy(hits []*entry) float64 {
+	saved := 0.0
+	for _, e := range hits {
+		saved += n.pageCost(e.depth)
+	}
+	return saved
+}
+
+// recordHitsLocked tells the policies that the pages of a hit prefix,
+// resident and in request order, were hit: each is no orphan any more,
+// and (KindCost) passes its worth up to its parent.
+func (s *Store) recordHitsLocked(hits []*entry) {
+	for _, e := range hits {
+		q := s.policy.pol[e.tier]
+		if q.Orphan(e.h) {
+			q.SetOrphan(e.h, false)
+		}
+		q.Hit(e.h)
+	}
+	// Deepest first: each page's worth then includes what its hit
+	// descendants just passed up. A parent that is the previous key of the
+	// request is raised directly (no index lookup); others are looked up,
+	// or told through a value hint.
+	for i := len(hits) - 1; i >= 0 && s.cfg.Eviction == eviction.KindCost; i-- {
+		e := hits[i]
+		if i > 0 && e.hasParent() && !e.upWaits && e.up == hits[i-1].ref() {
+			par := hits[i-1]
+			s.policy.pol[par.tier].PassChildWorth(par.h, s.policy.pol[e.tier], e.h)
+			continue
+		}
+		s.passWorthLocked(e)
+	}
+}
+
 // Summaries describes each tier's held worth and turnover, for the
 // cluster's coordinator (DESIGN 5), in tier order.
 func (s *Store) Summaries() []eviction.Summary {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	p := &s.policy
 	now := time.Now()
 	dt := now.Sub(p.turnAt).Seconds()
@@ -705,8 +712,8 @@ func (s *Store) Summaries() []eviction.Summary {
 // tiers: 0, no floor). epoch and coordinated say where they came from: the
 // cluster's coordinator (true) or the node itself.
 func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	p := &s.policy
 	for i, q := range p.pol {
 		c := 0.0
@@ -722,15 +729,15 @@ func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
 // HintsDropped counts the child and value hints dropped because too many
 // were pending, or arrived for too many absent parents.
 func (s *Store) HintsDropped() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	return s.policy.hintsDropped
 }
 
 // CutoffState returns what SetCutoffs last set.
 func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	p := &s.policy
 	return append([]float64(nil), p.cutoffs...), p.epoch, p.coordinated
 }

@@ -97,18 +97,18 @@ func TestChildBeforeParent(t *testing.T) {
 	a := chainKeys("a", 2)
 	putSpec(t, s, chainSpec(a, 1), pageData(1)) // child first
 	putSpec(t, s, chainSpec(a, 0), pageData(0))
-	s.mu.Lock()
+	s.lock()
 	par := testNSState(t, s).shard(a[0]).get(a[0])
 	kids, waiting := par.kids[0], testNSState(t, s).waiting.len()
-	s.mu.Unlock()
+	s.unlock()
 	if kids != 1 || waiting != 0 {
 		t.Fatalf("parent counts %d children, %d keys waiting; want 1 and 0", kids, waiting)
 	}
 	// Two more pages: the third evicts; never a[0] before a[1].
 	var dropped []namespace.Key
-	s.mu.Lock()
+	s.lock()
 	s.policy.observeDrop = func(e *entry) { dropped = append(dropped, e.key) }
-	s.mu.Unlock()
+	s.unlock()
 	for i, k := range chainKeys("x", 3) {
 		putSpec(t, s, PageSpec{Key: k, Size: pageSize}, pageData(10+i))
 	}
@@ -130,8 +130,8 @@ func contains(keys []namespace.Key, k namespace.Key) bool {
 
 // locked runs fn under Store.mu, unlocking even if fn fails the test.
 func locked(s *Store, fn func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	fn()
 }
 
@@ -401,7 +401,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 		return specs
 	}
 	var violation error
-	s.mu.Lock()
+	s.lock()
 	s.policy.observeDrop = func(e *entry) {
 		for i := range e.ns.shards {
 			for c := range e.ns.shards[i].m.all() {
@@ -414,7 +414,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 			violation = fmt.Errorf("dropped pinned page %s", e.key)
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 
 	type held struct {
 		id      uint64
@@ -508,9 +508,9 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 			kept = append(kept, l)
 		}
 		leases = kept
-		s.mu.Lock()
+		s.lock()
 		v := violation
-		s.mu.Unlock()
+		s.unlock()
 		if v != nil {
 			t.Fatalf("op %d: %v", op, v)
 		}

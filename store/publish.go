@@ -116,8 +116,8 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 	ttl = clampTTL(ttl, s.cfg.ReserveTTL, s.cfg.MaxReserveTTL)
 	deadline := time.Now().Add(ttl)
 	out := make([]Reservation, len(pages))
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var refused map[namespace.Key]bool // pages not admitted: their children could never be hit
 	for i, p := range pages {
 		if p.HasParent && refused[p.Parent] {
@@ -144,9 +144,9 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 		for try := 0; err != nil && errors.Is(err, tiers.ErrPending) && try < maxRoomWaits; try++ {
 			// A tier is making room with I/O of its own: wait for it
 			// without the index lock, then try again.
-			s.mu.Unlock()
+			s.unlock()
 			waitRoom(s.cfg.Tiers, p.Size)
-			s.mu.Lock()
+			s.lock()
 			tier, ext, err = s.allocLocked(n, p)
 		}
 		if err != nil {
@@ -191,9 +191,9 @@ func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) erro
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return err
 	}
@@ -245,29 +245,29 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
+	s.lock()
 	r := s.reservations[writeID]
 	if r == nil || r.ns != n || r.slot {
 		st, ok := s.writeOutcomes.get(writeID)
-		s.mu.Unlock()
+		s.unlock()
 		if !ok || r != nil {
 			return CommitUnknownWrite, nil
 		}
 		return st, nil
 	}
 	if r.committing {
-		s.mu.Unlock()
+		s.unlock()
 		<-r.done
 		return r.outcome, nil
 	}
 	if time.Now().After(r.deadline) {
 		s.dropReservationLocked(writeID, r, CommitExpired)
-		s.mu.Unlock()
+		s.unlock()
 		return CommitExpired, nil
 	}
 	r.committing = true
 	r.done = make(chan struct{})
-	s.mu.Unlock()
+	s.unlock()
 	return s.finishCommit(writeID, r, size, sum), nil
 }
 
@@ -279,8 +279,8 @@ func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []b
 		st = s.seal(r, sum)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	delete(s.reservations, writeID)
 	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
 	if st == CommitCommitted && !s.publishLocked(r, sum) {
@@ -363,9 +363,9 @@ func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
+	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -522,8 +522,8 @@ func (s *Store) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	aborted := 0
 	for _, wid := range writeIDs {
 		if r := s.reservations[wid]; r != nil && r.ns == n && !r.committing {

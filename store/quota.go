@@ -43,15 +43,15 @@ func (s *Store) SetQuotas(q map[string]Quota) {
 	for t, v := range q {
 		c[t] = v
 	}
-	s.mu.Lock()
+	s.lock()
 	s.quotas = c
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // Usage reports what each tenant with pages, reservations or leases holds.
 func (s *Store) Usage() map[string]Usage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	out := make(map[string]Usage, len(s.usage))
 	for t, u := range s.usage {
 		u.Leases = s.tenantLeases[t]

@@ -83,8 +83,8 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 	}
 	e := newEntry(n, m.Key, ext)
 	e.depth, e.tier, e.create, e.access, e.cost = m.Depth, uint8(tier), created, created, m.Cost
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	if !s.insertLocked(e, m.Parent, m.HasParent, m.Checksum, 0) {
 		return errDuplicate
 	}

@@ -52,8 +52,8 @@ func (s *Store) Grant(id namespace.ID, count int, ttl time.Duration, mapped tier
 	deadline := time.Now().Add(clampTTL(ttl, s.cfg.ReserveTTL, s.cfg.MaxReserveTTL))
 	size := n.PageBytes
 	out := make([]Granted, 0, count)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	for range count {
 		if err := s.reserveQuotaLocked(n.Tenant, size); err != nil {
 			return out, err
@@ -86,28 +86,28 @@ func (s *Store) PutGranted(id namespace.ID, writeID uint64, spec PageSpec, sum [
 		return PutResult{}, err
 	}
 	used := func(st CommitStatus) (PutResult, error) { return PutResult{Reserve: Reserved, Commit: st}, nil }
-	s.mu.Lock()
+	s.lock()
 	r := s.reservations[writeID]
 	switch {
 	case r == nil || r.ns != n || !r.slot:
-		s.mu.Unlock()
+		s.unlock()
 		return used(CommitUnknownWrite)
 	case time.Now().After(r.deadline):
 		s.dropReservationLocked(writeID, r, CommitExpired)
-		s.mu.Unlock()
+		s.unlock()
 		return used(CommitExpired)
 	case spec.Size != r.spec.Size:
 		s.dropReservationLocked(writeID, r, CommitSizeMismatch)
-		s.mu.Unlock()
+		s.unlock()
 		return used(CommitSizeMismatch)
 	case s.putAgainLocked(n, spec.Key):
-		s.mu.Unlock()
+		s.unlock()
 		return PutResult{Reserve: Exists}, nil
 	}
 	r.mu.Lock()
 	r.spec = spec
 	r.mu.Unlock()
 	r.slot, r.committing, r.done = false, true, make(chan struct{})
-	s.mu.Unlock()
+	s.unlock()
 	return used(s.finishCommit(writeID, r, spec.Size, sum))
 }

@@ -144,9 +144,9 @@ func TestGrantLimits(t *testing.T) {
 	// Past its deadline a slot is refused (and taken back), and the
 	// janitor takes back one no put named.
 	short := grant(t, s, h, 1)[0]
-	s.mu.Lock()
+	s.lock()
 	s.reservations[short.WriteID].deadline = time.Now().Add(-time.Second)
-	s.mu.Unlock()
+	s.unlock()
 	if res, _ := s.PutGranted(testNS.ID, short.WriteID, PageSpec{Key: key(7), Size: pageSize}, nil); res.Commit != CommitExpired {
 		t.Fatalf("an expired slot: %+v", res)
 	}

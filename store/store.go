@@ -121,18 +121,13 @@ type Store struct {
 	nsMu sync.RWMutex
 	ns   map[namespace.ID]*nsState // guarded by nsMu
 
-	// histMu guards the eviction queues' frequency histories apart from
-	// mu (eviction.Queue.Record), so that a lookup records the keys it was
-	// asked for without holding mu: with a real tier's history (16 MiB at
-	// 1M pages) that costs a cache miss a key, and was most of a lookup's
-	// time under mu. Whatever else reads a history (trackLocked's Insert,
-	// admitLocked's Admit) or replaces a queue (newQueues) holds it too,
-	// after mu.
-	histMu sync.Mutex
-
 	// mu guards everything below it and the lifecycle fields of entries
 	// (pins, leases, dead, recency links) and of reservations (the map).
-	mu            sync.Mutex
+	mu sync.Mutex
+	// hits is a lookup's bookkeeping left to the applier (hitlog.go):
+	// every section under mu takes it through lock, which applies it first.
+	hits          hitLog
+	hitWake       chan struct{} // the log has a batch
 	policy        policyState
 	reservations  map[uint64]*reservation
 	leases        map[uint64]*lease
@@ -188,6 +183,7 @@ func New(cfg Config) (*Store, error) {
 		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
 		moverWake:     make(chan struct{}, 1),
+		hitWake:       make(chan struct{}, 1),
 		hintWake:      make(chan struct{}, 1),
 		spill:         make([]atomic.Bool, len(cfg.Tiers)),
 		stop:          make(chan struct{}),
@@ -196,10 +192,11 @@ func New(cfg Config) (*Store, error) {
 	if err := s.initPolicy(); err != nil {
 		return nil, err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.janitor()
 	go s.mover()
 	go s.hinter()
+	go s.applier()
 	return s, nil
 }
 
@@ -211,8 +208,8 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	for id, r := range s.reservations {
 		s.dropReservationLocked(id, r, CommitAborted)
 	}
@@ -231,8 +228,8 @@ func (s *Store) AddNamespace(n Namespace) error {
 	if n.Checksum == 0 {
 		n.Checksum = namespace.CRC32C
 	}
-	s.mu.Lock() // completing a placeholder changes a tenant leases read under mu
-	defer s.mu.Unlock()
+	s.lock() // completing a placeholder changes a tenant leases read under mu
+	defer s.unlock()
 	s.nsMu.Lock()
 	defer s.nsMu.Unlock()
 	if old, ok := s.ns[n.ID]; ok {
@@ -304,8 +301,8 @@ func (s *Store) janitor() {
 
 // expire drops the reservations and leases whose deadlines passed.
 func (s *Store) expire(now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	for id, r := range s.reservations {
 		if now.After(r.deadline) {
 			s.dropReservationLocked(id, r, CommitExpired)

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"sync"
+
+	"github.com/stratakv/strata/namespace"
+)
+
+// # Lookups that leave their bookkeeping to the applier
+//
+// A lookup without a lease answers from the index alone: a page its shard
+// holds is live (removeLocked takes it out of the table, under the shard's
+// write lock, before it marks it dead), so the presence and the hit prefix
+// need no store lock. What else a lookup does is bookkeeping under s.mu:
+// each key's count in the frequency histories, the hit pages' counts and
+// access times, the eviction queues' hits and the worth they pass up, the
+// namespace's saved FLOPs. That is most of a 1,000-key lookup's time in
+// the store (BenchmarkLookup1000's profile: the history about a quarter,
+// the queues two fifths).
+//
+// So when the store's applier goroutine is idle, a lookup leaves that
+// bookkeeping to it as a hitBatch (the hit log) and answers at once; the
+// applier does it on another thread while the engine is busy with the
+// answer. When the applier is still busy with the previous batch, the
+// lookup does its own bookkeeping under s.mu as before: the log holds at
+// most one batch, so the bookkeeping never falls behind the lookups. With
+// one engine worker a
+// lookup's latency is then the index's alone; with many, most lookups do
+// their own, as before (benchmarks/README.md, "Lookup, 1,000 keys").
+//
+// Every section under s.mu starts by applying the log (lock), so what it
+// reads (a page's counts, a queue's order, the histories an admission or
+// an insertion consults) includes every lookup that returned before it, as
+// when lookups did the bookkeeping themselves. A hit on a page dropped
+// before its batch was applied is lost, as it would have been to a lookup
+// that came after the drop.
+
+// hitBatch is one lookup's bookkeeping.
+type hitBatch struct {
+	n       *nsState
+	now     int32    // store clock of the lookup
+	hashes  []uint64 // keyHash of every key asked about
+	entries []*entry // the hit prefix
+	saved   float64  // the prefill FLOPs the hit prefix saves
+}
+
+// hitLog holds the batch the applier has yet to apply, if any.
+type hitLog struct {
+	mu      sync.Mutex
+	pending *hitBatch
+}
+
+// batchPool keeps applied batches for reuse (a 1,000-key batch is 16 KB).
+var batchPool = sync.Pool{New: func() any { return new(hitBatch) }}
+
+// logLookup does a lookup's bookkeeping (hitBatch): through the applier
+// when it is idle, else under s.mu now.
+func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*entry, saved float64) {
+	l := &s.hits
+	l.mu.Lock()
+	if l.pending != nil {
+		l.mu.Unlock()
+		s.lock()
+		s.recordKeysLocked(keys)
+		s.hitLocked(n, now, hits, saved)
+		s.unlock()
+		return
+	}
+	b := batchPool.Get().(*hitBatch)
+	b.n, b.now, b.saved = n, now, saved
+	b.hashes = b.hashes[:0]
+	for _, k := range keys {
+		b.hashes = append(b.hashes, keyHash(k))
+	}
+	b.entries = append(b.entries[:0], hits...)
+	l.pending = b
+	l.mu.Unlock()
+	select {
+	case s.hitWake <- struct{}{}:
+	default:
+	}
+}
+
+// applier applies the hit log whenever a lookup leaves a batch in it.
+func (s *Store) applier() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.hitWake:
+			s.lock()
+			s.unlock()
+		}
+	}
+}
+
+// lock takes s.mu and applies the hit log. Every section under s.mu takes
+// it through lock.
+func (s *Store) lock() {
+	s.mu.Lock()
+	applied := false
+	defer func() {
+		if !applied { // a panic: the caller's deferred unlock is not set yet
+			s.mu.Unlock()
+		}
+	}()
+	s.applyLogLocked()
+	applied = true
+}
+
+// unlock lets go of s.mu.
+func (s *Store) unlock() { s.mu.Unlock() }
+
+// applyLogLocked applies the pending batch, if any.
+func (s *Store) applyLogLocked() {
+	l := &s.hits
+	l.mu.Lock()
+	b := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	if b != nil {
+		s.applyLocked(b)
+	}
+}
+
+// applyLocked does one lookup's bookkeeping and returns its batch to
+// batchPool.
+func (s *Store) applyLocked(b *hitBatch) {
+	for _, q := range s.policy.pol {
+		q.RecordAll(b.hashes)
+	}
+	s.hitLocked(b.n, b.now, b.entries, b.saved)
+	clear(b.entries)
+	b.entries, b.n = b.entries[:0], nil
+	batchPool.Put(b)
+}
+
+// hitLocked records the hit prefix of a lookup at store clock now, whose
+// pages save saved FLOPs: their counts and access times and the policies'
+// hits (recordHitsLocked). It compacts hits to the pages still resident:
+// one dropped since the lookup found it gets nothing.
+func (s *Store) hitLocked(n *nsState, now int32, hits []*entry, saved float64) {
+	live := hits[:0]
+	for _, e := range hits {
+		if e.dead {
+			continue
+		}
+		e.access = now
+		e.hits++
+		live = append(live, e)
+	}
+	s.recordHitsLocked(live)
+	n.savedFLOPs += saved
+}
