@@ -15,8 +15,8 @@ import (
 // each key's count in the frequency histories, the hit pages' counts and
 // access times, the eviction queues' hits and the worth they pass up, the
 // namespace's saved FLOPs. That is most of a 1,000-key lookup's time in
-// the store (BenchmarkLookup1000's profile: the history about a quarter,
-// the queues two fifths).
+// the store (`go test -bench Lookup1000/lease=false -cpuprofile` on
+// store: the history about a quarter, the queues two fifths).
 //
 // So when the store's applier goroutine is idle, a lookup leaves that
 // bookkeeping to it as a hitBatch (the hit log) and answers at once; the
@@ -24,9 +24,9 @@ import (
 // answer. When the applier is still busy with the previous batch, the
 // lookup does its own bookkeeping under s.mu as before: the log holds at
 // most one batch, so the bookkeeping never falls behind the lookups. With
-// one engine worker a
-// lookup's latency is then the index's alone; with many, most lookups do
-// their own, as before (benchmarks/README.md, "Lookup, 1,000 keys").
+// one engine worker a lookup's latency is then the index's alone; with
+// many, most lookups do their own, as before (benchmarks/README.md,
+// "Lookup, 1,000 keys").
 //
 // Every section under s.mu starts by applying the log (lock), so what it
 // reads (a page's counts, a queue's order, the histories an admission or
