@@ -185,6 +185,27 @@ class Node:
             pass
         self._log.close()
 
+    def pause(self, timeout=10.0) -> None:
+        """SIGSTOP, and wait until every thread of the node is stopped.
+
+        kill(2) returns once the signal is queued; the node's threads stop
+        only as each is next scheduled, so on a busy machine a request sent
+        right after the signal can still be answered. Reading each thread's
+        state from /proc closes that window."""
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while True:
+            states = _thread_states(self.proc.pid)
+            if states and all(s in "tT" for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"stratad {self.proc.pid} not stopped after {timeout}s: thread states {states}")
+            time.sleep(0.005)
+
+    def resume(self) -> None:
+        """SIGCONT after pause."""
+        self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM and wait (a clean shutdown), SIGKILL after 10s."""
         if self.proc.poll() is None:
@@ -195,6 +216,26 @@ class Node:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self._log.close()
+
+
+def _thread_states(pid):
+    """Each thread's state letter from /proc/PID/task/*/stat ("" for a
+    thread that went away while reading)."""
+    states = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return states
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces; the state
+        # is the first field after its closing parenthesis.
+        states.append(stat[stat.rindex(")") + 2])
+    return states
 
 
 def gowriter(*args, timeout=60):
