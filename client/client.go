@@ -64,6 +64,7 @@ import (
 	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/transport"
 )
 
 // Options configures a Client. Zero fields take their defaults.
@@ -135,6 +136,20 @@ type Options struct {
 	NoRaw         bool
 	RawAddr       string
 	RawSkipVerify bool
+	// RawPoll is how long a get waiting for its pages on the raw plane
+	// polls the socket before it sleeps (transport.ReadPoll): the answer
+	// to a lone get usually comes within it, and the thread that finds it
+	// awake is not woken by the kernel, which on a VM costs a one-worker
+	// 256 KiB get about a tenth of its rate. It spends CPU the get would
+	// have left idle, so only a get that is the client's only read
+	// waiting polls, and the client polls less often while windows run
+	// out. Puts and lookups, whose answers come later, lost throughput
+	// polling (benchmarks/README.md, "Polling for the answer") and never
+	// poll. Default 50µs; negative: never poll.
+	RawPoll time.Duration
+
+	// readPoll is the raw plane's ReadPoll, one for the client (Dial).
+	readPoll *transport.ReadPoll
 }
 
 func (o *Options) setDefaults() {
@@ -153,7 +168,14 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.RawPoll == 0 {
+		o.RawPoll = defaultRawPoll
+	}
 }
+
+// defaultRawPoll is Options.RawPoll's default: about the round trip of a
+// 256 KiB get on loopback (benchmarks/README.md, "Polling for the answer").
+const defaultRawPoll = 50 * time.Microsecond
 
 // MemberState is a member's liveness as the cluster's gossip sees it.
 type MemberState int
@@ -235,6 +257,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		grpcbuf.Install()
 	}
 	opts.setDefaults()
+	opts.readPoll = transport.NewReadPoll(opts.RawPoll)
 	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
 		cuts: map[uint64]func(){}}
 	c.sources = dedupe(append([]string{addr}, opts.Seeds...))

@@ -16,6 +16,7 @@ import (
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/transport"
 )
 
 // nodeClient is the connection to one node: its gRPC connection and the
@@ -39,6 +40,7 @@ type nodeClient struct {
 	addr, rawOverride    string
 	dialOpts             dial.Options // TLS files for the raw plane
 	noRaw, rawSkipVerify bool
+	readPoll             *transport.ReadPoll // the client's, for raw connections
 	rawMu                sync.Mutex
 	raw                  atomic.Pointer[rawSession]
 }
@@ -55,7 +57,8 @@ func dialNode(addr string, opts Options) (*nodeClient, error) {
 	}
 	return &nodeClient{conn: conn, rpc: pb.NewStrataClient(conn),
 		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
-		addr: addr, dialOpts: do, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify}, nil
+		addr: addr, dialOpts: do, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify,
+		readPoll: opts.readPoll}, nil
 }
 
 // Close closes the planes and the connection, after waiting for

@@ -41,7 +41,8 @@ type rawSession struct {
 	addr   string
 	token  string
 	nodeID string
-	tls    *tls.Config // nil: plaintext
+	tls    *tls.Config         // nil: plaintext
+	poll   *transport.ReadPoll // the client's, for gets; nil: reads do not poll
 	ids    atomic.Uint64
 	// failed is when a dial last failed (unix nanoseconds); 0: never.
 	failed atomic.Int64
@@ -100,7 +101,7 @@ func (c *nodeClient) startRaw(advertised []string, nodeID string) {
 	if s := c.raw.Load(); s != nil && s.addr == addr && s.nodeID == nodeID {
 		return
 	}
-	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID, tls: tc,
+	if old := c.raw.Swap(&rawSession{addr: addr, token: c.token, nodeID: nodeID, tls: tc, poll: c.readPoll,
 		pool: connPool{maxIdle: rawPoolIdle}}); old != nil {
 		old.close()
 	}

@@ -63,3 +63,13 @@ func (c *Client) ShmRequests() (requests, slotPuts int64) {
 	})
 	return requests, slotPuts
 }
+
+// RawPollWindows is how many of the client's polling windows on the raw
+// plane found their bytes and how many ran out (transport.ReadPoll); 0, 0
+// when it does not poll.
+func (c *Client) RawPollWindows() (found, spent uint64) {
+	if c.opts.readPoll == nil {
+		return 0, 0
+	}
+	return c.opts.readPoll.Windows()
+}

@@ -16,7 +16,8 @@ import (
 
 // get is Get over the raw tcp data plane: one Read, answered by a Page
 // frame per key whose bytes land straight in bufs[i], each verified
-// against its checksum. ok false: no connection could be had.
+// against its checksum. Its reads poll for the answer (Options.RawPoll);
+// those of puts and lookups do not. ok false: no connection could be had.
 func (s *rawSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, bufs [][]byte, lease *nodeLease) (found []bool, ok bool, err error) {
 	c, err := s.acquire()
 	if err != nil {
@@ -26,7 +27,9 @@ func (s *rawSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 	if lease != nil {
 		req.Lease = lease.ID
 	}
+	c.SetReadPoll(s.poll)
 	found, broke, err := n.readRaw(ctx, s, c, req, bufs)
+	c.SetReadPoll(nil)
 	s.finish(c, broke)
 	return found, true, err
 }

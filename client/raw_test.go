@@ -220,6 +220,40 @@ func TestRawPutBatches(t *testing.T) {
 	readsBack(ctx, t, ns, keys, data)
 }
 
+// TestRawGetsPoll: gets on the raw plane poll for their pages by default
+// (Options.RawPoll), puts and lookups never do, and a client told not to
+// poll (RawPoll < 0) gets the same pages without polling.
+func TestRawGetsPoll(t *testing.T) {
+	ctx, n := ctxT(t), rawNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ns := open(t, c)
+	keys := ns.PageKeys(tokens(16*8, 9))
+	data := pagesFor(ns, keys)
+	putWant(ctx, t, ns, client.ChainPages(keys, data), client.Committed, "put")
+	if _, err := ns.Lookup(ctx, keys, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if found, spent := c.RawPollWindows(); found+spent != 0 {
+		t.Fatalf("a put and a lookup polled: %d windows found their bytes, %d ran out; want none", found, spent)
+	}
+	if one, _ := c.RawPuts(); one != 1 || c.RawLookups() != 1 {
+		t.Fatalf("the put and the lookup went over the raw plane %d and %d times, want 1 and 1", one, c.RawLookups())
+	}
+	for i := range keys {
+		readsBack(ctx, t, ns, keys[i:i+1], data[i:i+1])
+	}
+	if found, spent := c.RawPollWindows(); found+spent == 0 {
+		t.Fatalf("%d gets on the raw plane never polled", len(keys))
+	}
+
+	quiet := dialWith(t, n.Addr(), client.Options{RawPoll: -1})
+	qns := open(t, quiet)
+	readsBack(ctx, t, qns, keys, data)
+	if found, spent := quiet.RawPollWindows(); found+spent != 0 {
+		t.Fatalf("a client with RawPoll < 0 polled: %d, %d windows", found, spent)
+	}
+}
+
 // wantBytesIn checks the node's count of page bytes received, over every
 // namespace and path: each page put counts once.
 func wantBytesIn(t *testing.T, n *node.Node, want int) {

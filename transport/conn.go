@@ -71,6 +71,15 @@ func newConn(nc net.Conn, maxFrame, buffer int) *Conn {
 	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, buffer), maxFrame: maxFrame}
 }
 
+// SetReadPoll makes c's reads poll as p allows (nil: not at all). It
+// applies where c reads through a RawSocket; elsewhere reads sleep in the
+// runtime's poller at once.
+func (c *Conn) SetReadPoll(p *ReadPoll) {
+	if c.raw != nil {
+		c.raw.poll = p
+	}
+}
+
 // Unix is the underlying socket; nil for a connection made by
 // NewStreamConn from something else.
 func (c *Conn) Unix() *net.UnixConn { return c.uc }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,8 +28,9 @@ import (
 // not hand off that soon anyway. Deadlines and Close still work: they act
 // on the poller waits (syscall.RawConn).
 type RawSocket struct {
-	rc  syscall.RawConn
-	iov []unix.Iovec
+	rc   syscall.RawConn
+	iov  []unix.Iovec
+	poll *ReadPoll // nil: reads sleep as soon as nothing is there
 }
 
 // NewRawSocket is the raw path for nc, or nil where nc has no file
@@ -47,19 +49,44 @@ func NewRawSocket(nc net.Conn) *RawSocket {
 }
 
 // Read implements io.Reader: one read(2) of what is there, waiting for
-// bytes only when none are.
+// bytes only when none are: polling for them first, yielding the CPU
+// between polls, for as long as the socket's ReadPoll allows.
 func (r *RawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	var poll time.Duration
+	if r.poll != nil {
+		poll = r.poll.begin()
+		defer r.poll.end()
+	}
 	var n uintptr
 	var errno syscall.Errno
+	var until int64 // when polling ends (unix ns); 0: not polling
 	err := r.rc.Read(func(fd uintptr) bool {
 		for {
 			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			if errno != unix.EINTR {
-				return errno != unix.EAGAIN // else wait until readable
+			switch {
+			case errno == unix.EINTR:
+				continue
+			case errno != unix.EAGAIN:
+				if until != 0 {
+					r.poll.hit()
+				}
+				return true
+			case poll > 0:
+				now := time.Now().UnixNano()
+				if until == 0 {
+					until = now + int64(poll)
+				}
+				if now < until {
+					unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+					continue
+				}
+				poll, until = 0, 0 // the window is over
+				r.poll.miss()
 			}
+			return false // wait until readable
 		}
 	})
 	switch {

@@ -31,7 +31,8 @@ type StrataConfig struct {
 	Tenant string
 	// Transport is how the client moves pages: "tcp" (the node's raw tcp
 	// data plane; "tcp-noverify" skips its checksum check,
-	// client.Options.RawSkipVerify), "grpc" (gRPC streams), "shm" (shared memory with a node
+	// client.Options.RawSkipVerify; "tcp-nopoll" waits for answers
+	// without polling, client.Options.RawPoll < 0), "grpc" (gRPC streams), "shm" (shared memory with a node
 	// on this host) or "auto" (the client's choice); "tcp-tls" and
 	// "grpc-tls" are tcp and grpc with TLS: the node started here serves
 	// TLS only, with a certificate of a CA made at start (testcerts), and
@@ -155,11 +156,13 @@ func clientOptions(cfg StrataConfig) (client.Options, error) {
 		opts.NoShm = true
 	case "tcp-noverify":
 		opts.NoShm, opts.RawSkipVerify = true, true
+	case "tcp-nopoll":
+		opts.NoShm, opts.RawPoll = true, -1
 	case "grpc", "grpc-tls":
 		opts.NoShm, opts.NoRaw = true, true
 	case "auto", "shm":
 	default:
-		return opts, fmt.Errorf("unknown transport %q (tcp, tcp-noverify, grpc, shm, auto, tcp-tls, grpc-tls)", cfg.Transport)
+		return opts, fmt.Errorf("unknown transport %q (tcp, tcp-noverify, tcp-nopoll, grpc, shm, auto, tcp-tls, grpc-tls)", cfg.Transport)
 	}
 	if cfg.tls != nil {
 		opts.CA = cfg.tls.ca
@@ -227,7 +230,7 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		if s.cfg.Transport == "shm" && !s.clients[i].ShmActive() {
 			return nil, errors.New("transport shm: the client did not set up shared memory with the node (is it on this host, serving shm?)")
 		}
-		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify" || s.cfg.Transport == "tcp-tls") && !s.clients[i].RawActive() {
+		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify" || s.cfg.Transport == "tcp-nopoll" || s.cfg.Transport == "tcp-tls") && !s.clients[i].RawActive() {
 			return nil, errors.New("transport tcp: the node does not serve the raw tcp data plane (started with --raw-listen off?); use --transport grpc")
 		}
 		w.nss = append(w.nss, ns)

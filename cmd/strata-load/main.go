@@ -72,7 +72,7 @@ func parseFlags(args []string) (config, error) {
 	)
 	fs.StringVar(&cfg.addr, "addr", "", "strata node to measure (default: start one in this process)")
 	fs.StringVar(&systems, "systems", "strata,redis,tcp,memcpy", "systems to measure: strata, redis, tcp, memcpy, mooncake (Mooncake Store, Python workers), redis-py (Redis through the same Python workers)")
-	fs.StringVar(&transports, "transport", "tcp", "strata client transports, each a system: tcp (raw tcp data plane), grpc, shm, auto; tcp-tls and grpc-tls with TLS (a CA made at start)")
+	fs.StringVar(&transports, "transport", "tcp", "strata client transports, each a system: tcp (raw tcp data plane), tcp-nopoll (tcp without polling for answers), grpc, shm, auto; tcp-tls and grpc-tls with TLS (a CA made at start)")
 	fs.StringVar(&ops, "ops", "put,get,lookup", "operations")
 	fs.StringVar(&sizes, "sizes", "64K,256K,1M,4M", "page sizes")
 	fs.StringVar(&conc, "concurrency", "1,4,8,32", "concurrent workers, each with its own connection")
