@@ -40,7 +40,7 @@ type nodeClient struct {
 	addr, rawOverride    string
 	dialOpts             dial.Options // TLS files for the raw plane
 	noRaw, rawSkipVerify bool
-	readPoll             *transport.ReadPoll // the client's, for raw connections
+	readPoll             *transport.ReadPoll // the client's, for raw-plane gets
 	rawMu                sync.Mutex
 	raw                  atomic.Pointer[rawSession]
 }
