@@ -57,8 +57,11 @@ type Config struct {
 	// zero and gpu when no GPU is usable.
 	Tiers []string
 	// HostBytes is the host tier's capacity; memory is committed as pages
-	// arrive. Default 1 GiB.
+	// arrive, or at start with HostPrefault. Default 1 GiB.
 	HostBytes int64
+	// HostPrefault commits the host tier's memory at start
+	// (tiers.HostConfig.Prefault). Default off.
+	HostPrefault bool
 	// SSDBytes is the SSD tier's capacity. Default 0: no SSD tier.
 	SSDBytes int64
 	// SSDDir holds the SSD tier's slot files. Default DataDir/ssd.

@@ -56,7 +56,7 @@ func (n *Node) openTiers() error {
 func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 	switch name {
 	case "host":
-		h, err := tiers.NewHost(tiers.HostConfig{Capacity: n.cfg.HostBytes})
+		h, err := tiers.NewHost(tiers.HostConfig{Capacity: n.cfg.HostBytes, Prefault: n.cfg.HostPrefault})
 		if err != nil {
 			return nil, fmt.Errorf("host tier: %w", err)
 		}

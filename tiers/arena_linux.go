@@ -30,6 +30,23 @@ func mapArena(name string, size int64) (mem []byte, fd int, err error) {
 	return mem, fd, nil
 }
 
+// populate commits every page of mem, a shared mapping, for writing:
+// MADV_POPULATE_WRITE (Linux 5.14), or a write to each page where the
+// kernel does not know it.
+func populate(mem []byte) error {
+	err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Older kernels: a write fault per page, each storing the zero the
+	// page already reads as.
+	page := os.Getpagesize()
+	for off := 0; off < len(mem); off += page {
+		mem[off] = 0
+	}
+	return nil
+}
+
 // unmapArena unmaps the arena and closes its memfd.
 func unmapArena(mem []byte, fd int) error {
 	return errors.Join(unmap(mem), os.NewSyscallError("close", unix.Close(fd)))

@@ -15,6 +15,8 @@ func mapArena(name string, size int64) ([]byte, int, error) {
 
 func unmapArena(mem []byte, fd int) error { return nil }
 
+func populate(mem []byte) error { return nil }
+
 func mapAnon(size int64) ([]byte, error) {
 	return nil, fmt.Errorf("slot metadata: %w", errors.ErrUnsupported)
 }

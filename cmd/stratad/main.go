@@ -60,6 +60,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "strata-data", "directory for the node id and the embedded etcd")
 	fs.StringVar(&tierList, "tiers", "", "tier order, fastest first, from gpu,host,ssd (default: those with a capacity, in that order)")
 	fs.Var(&host, "host-bytes", "host tier capacity, e.g. 512MiB, 8GiB (default 1GiB)")
+	fs.BoolVar(&cfg.HostPrefault, "host-prefault", false, "commit the host tier's memory at start instead of as puts first touch it (a fresh page's first touch is dearer than a put; a host short of memory fails at start)")
 	fs.Var(&ssd, "ssd-bytes", "SSD tier capacity (default 0: no SSD tier)")
 	fs.StringVar(&cfg.SSDDir, "ssd-dir", "", "directory of the SSD tier's slot files (default <data-dir>/ssd)")
 	fs.StringVar(&ssdSync, "ssd-sync", "every-page", "SSD durability: every-page (survives power loss), batch (group commit, same guarantee), none (survives a process crash only)")
