@@ -38,13 +38,15 @@ func populate(mem []byte) error {
 	if !errors.Is(err, unix.EINVAL) {
 		return err
 	}
-	// Older kernels: a write fault per page, each storing the zero the
-	// page already reads as.
-	page := os.Getpagesize()
-	for off := 0; off < len(mem); off += page {
+	touchPages(mem) // older kernels: a write fault per page
+	return nil
+}
+
+// touchPages writes to each page of mem the zero it already reads as.
+func touchPages(mem []byte) {
+	for off := 0; off < len(mem); off += os.Getpagesize() {
 		mem[off] = 0
 	}
-	return nil
 }
 
 // unmapArena unmaps the arena and closes its memfd.

@@ -143,13 +143,13 @@ type HostConfig struct {
 	// Prefault commits the whole arena when the tier is made
 	// (MADV_POPULATE_WRITE) instead of page by page as puts first touch
 	// it. A fresh page's first touch is the kernel zeroing it, on a VM
-	// also the hypervisor backing it: 0.84 s a GiB on the VM of
-	// benchmarks/README.md, about 200 µs per 256 KiB page, more than a
-	// put of it costs, paid by the first puts through each part of the
-	// arena (BenchmarkArenaTouch). With Prefault the tier's start pays it
-	// once (0.70 s a GiB there), and a host without the memory fails at
-	// start instead of later. Default off: the arena costs only what it
-	// holds.
+	// also the hypervisor backing it: 0.69–0.84 s a GiB on the VM of
+	// benchmarks/README.md, 170–205 µs per 256 KiB page, more than a put
+	// of it costs, paid by the first puts through each part of the arena
+	// (BenchmarkArenaTouch, two runs). With Prefault the tier's start pays
+	// it once (0.61–0.70 s a GiB there), and a host without the memory
+	// fails at start instead of later. Default off: the arena costs only
+	// what it holds.
 	Prefault bool
 }
 
@@ -266,18 +266,17 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.gens = unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(h.gensMem))), entries)
 	h.next = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(h.nextMem))), entries)
-	if h.mem, h.fd, err = mapArena(cfg.Name, h.size); err != nil {
+	h.mem, h.fd, err = mapArena(cfg.Name, h.size)
+	if err == nil && cfg.Prefault {
+		if err = populate(h.mem); err != nil {
+			unmapArena(h.mem, h.fd)
+			err = fmt.Errorf("prefaulting the %d-byte arena: %w", h.size, err)
+		}
+	}
+	if err != nil {
 		unmapArena(h.gensMem, h.genFD)
 		unmap(h.nextMem)
 		return nil, fmt.Errorf("host: %w", err)
-	}
-	if cfg.Prefault {
-		if err := populate(h.mem); err != nil {
-			unmapArena(h.mem, h.fd)
-			unmapArena(h.gensMem, h.genFD)
-			unmap(h.nextMem)
-			return nil, fmt.Errorf("host: prefaulting the %d-byte arena: %w", h.size, err)
-		}
 	}
 	return h, nil
 }

@@ -41,11 +41,6 @@ func TestHostPrefault(t *testing.T) {
 //	go test -run '^$' -bench ArenaTouch -benchtime 3x ./tiers
 func BenchmarkArenaTouch(b *testing.B) {
 	const size = 256 << 20
-	touch := func(mem []byte) {
-		for off := 0; off < len(mem); off += os.Getpagesize() {
-			mem[off] = 1
-		}
-	}
 	perGiB := func(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Seconds())/float64(b.N)*float64(1<<30)/size, "s/GiB")
 	}
@@ -69,7 +64,7 @@ func BenchmarkArenaTouch(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			touch(h.mem)
+			touchPages(h.mem)
 			b.StopTimer()
 			h.Close()
 			b.StartTimer()
@@ -84,7 +79,7 @@ func BenchmarkArenaTouch(b *testing.B) {
 		defer h.Close()
 		b.ResetTimer()
 		for range b.N {
-			touch(h.mem)
+			touchPages(h.mem)
 		}
 		perGiB(b)
 	})

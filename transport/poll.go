@@ -26,9 +26,7 @@ import (
 //     callers, or many clients, on busy CPUs) halves how often the group's
 //     reads poll, down to one in 2^maxPollLevel, and pollStreak windows in
 //     a row that find their bytes double it again, up to every read. So a
-//     group keeps polling only where most windows pay: with 8 workers on
-//     2 CPUs about half did, and polling cost throughput; with one worker
-//     97% did.
+//     group keeps polling only where most windows pay.
 //
 // A deadline is checked when a read sleeps, so a read that polls may end
 // up to its window past it.

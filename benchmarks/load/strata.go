@@ -230,7 +230,7 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		if s.cfg.Transport == "shm" && !s.clients[i].ShmActive() {
 			return nil, errors.New("transport shm: the client did not set up shared memory with the node (is it on this host, serving shm?)")
 		}
-		if (s.cfg.Transport == "tcp" || s.cfg.Transport == "tcp-noverify" || s.cfg.Transport == "tcp-nopoll" || s.cfg.Transport == "tcp-tls") && !s.clients[i].RawActive() {
+		if strings.HasPrefix(s.cfg.Transport, "tcp") && !s.clients[i].RawActive() {
 			return nil, errors.New("transport tcp: the node does not serve the raw tcp data plane (started with --raw-listen off?); use --transport grpc")
 		}
 		w.nss = append(w.nss, ns)
