@@ -160,6 +160,10 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	if got := value(t, fams, "strata_eviction_hints_dropped_total", nil); got != 0 {
 		t.Errorf("hints dropped = %g, want 0", got)
 	}
+	// Its lookups came one at a time: none shed its bookkeeping.
+	if got := value(t, fams, "strata_lookups_shed_total", nil); got != 0 {
+		t.Errorf("lookups shed = %g, want 0", got)
+	}
 	// The tenant's usage: its 7 published pages, no reservation or lease.
 	for name, want := range map[string]float64{"strata_tenant_bytes": 7 * page, "strata_tenant_reserved_bytes": 0,
 		"strata_tenant_reservations": 0, "strata_tenant_leases": 0} {

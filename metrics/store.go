@@ -23,7 +23,10 @@ type Snapshot struct {
 	CutoffEpoch  uint64 // epoch of the coordinator whose cutoffs apply (0: local)
 	Coordinated  bool   // the cutoffs are the cluster coordinator's
 	HintsDropped uint64 // child and value hints dropped (too many pending)
-	Tenants      []TenantUsage
+	// LookupsShed counts lookups that shed their bookkeeping (history
+	// counts, hits) under contention.
+	LookupsShed uint64
+	Tenants     []TenantUsage
 }
 
 // TenantUsage is what one tenant holds on the node, against its quota.
@@ -113,6 +116,7 @@ var (
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
 	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
 	descHintsLost = prometheus.NewDesc("strata_eviction_hints_dropped_total", "Child and value hints dropped because too many were pending (hints are advisory).", nil, nil)
+	descShed      = prometheus.NewDesc("strata_lookups_shed_total", "Lookups whose bookkeeping (the eviction histories' counts, the pages' hits) was shed because another lookup's was under way: under contention the policy samples lookups instead of counting each. Their answers are exact.", nil, nil)
 
 	tenantLabel        = []string{"tenant"}
 	descTenantBytes    = prometheus.NewDesc("strata_tenant_bytes", "Bytes of the tenant's published pages on this node, over every tier (its byte quota counts these and its open reservations).", tenantLabel, nil)
@@ -124,7 +128,7 @@ var (
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPages, descBytes, descLookups, descKeys, descHits, descMisses,
 		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descFault, descReserved,
-		descCutoff, descCoord, descEpoch, descHintsLost, descTenantBytes, descTenantReserved, descTenantRes,
+		descCutoff, descCoord, descEpoch, descHintsLost, descShed, descTenantBytes, descTenantReserved, descTenantRes,
 		descTenantLeases} {
 		ch <- d
 	}
@@ -183,6 +187,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, co)
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(snap.CutoffEpoch))
 	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(snap.HintsDropped))
+	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(snap.LookupsShed))
 	for _, u := range snap.Tenants {
 		ch <- prometheus.MustNewConstMetric(descTenantBytes, prometheus.GaugeValue, float64(u.Bytes), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descTenantReserved, prometheus.GaugeValue, float64(u.ReserveBytes), u.Tenant)

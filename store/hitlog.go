@@ -2,6 +2,7 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -24,16 +25,34 @@ import (
 // answer. When the applier is still busy with the previous batch, the
 // lookup does its own bookkeeping under s.mu as before: the log holds at
 // most one batch, so the bookkeeping never falls behind the lookups. With
-// one engine worker a lookup's latency is then the index's alone; with
-// many, most lookups do their own, as before (benchmarks/README.md,
-// "Lookup, 1,000 keys").
+// one engine worker a lookup's latency is then the index's alone.
+//
+// # Shedding under contention
+//
+// With many engine workers most lookups find the applier busy, and the
+// bookkeeping, done under s.mu one lookup at a time, becomes the node's
+// bottleneck: lookups queue for s.mu behind each other. So a lookup that
+// finds the applier busy and another lookup already doing its own
+// bookkeeping (waiting for s.mu or holding it) sheds its bookkeeping
+// instead of queueing: it keeps only the prefill FLOPs its hit prefix
+// saved (a namespace figure operators read, folded in by the next section
+// under s.mu), and counts itself in LookupsShed. The histories and the
+// pages' hit counts then sample the lookups under contention rather than
+// count every one, as the lossy read buffers of Caffeine and ristretto
+// do: a page asked for k times as often is still counted about k times as
+// often, so the policy's order of pages holds, and the lookups themselves
+// answer from the index as before. At most two lookups' bookkeeping is
+// under way at a time (the applier's and one lookup's), and a lookup
+// from one goroutine at a time never sheds: it can only find the applier
+// busy, never another lookup (benchmarks/README.md, "Lookup, 1,000
+// keys").
 //
 // Every section under s.mu starts by applying the log (lock), so what it
 // reads (a page's counts, a queue's order, the histories an admission or
-// an insertion consults) includes every lookup that returned before it, as
-// when lookups did the bookkeeping themselves. A hit on a page dropped
-// before its batch was applied is lost, as it would have been to a lookup
-// that came after the drop.
+// an insertion consults) includes every lookup that returned before it
+// and was not shed, as when lookups did the bookkeeping themselves. A hit
+// on a page dropped before its batch was applied is lost, as it would
+// have been to a lookup that came after the drop.
 
 // hitBatch is one lookup's bookkeeping.
 type hitBatch struct {
@@ -48,18 +67,41 @@ type hitBatch struct {
 type hitLog struct {
 	mu      sync.Mutex
 	pending *hitBatch
+	// saved is what the hit prefixes of shed lookups saved, by namespace
+	// (one entry per run of lookups of one namespace), for the next
+	// section under s.mu to add to the namespaces' figures.
+	saved []shedSaved
+	// inline counts the lookups doing their own bookkeeping, waiting for
+	// s.mu or holding it; shed counts the lookups that shed theirs.
+	inline atomic.Int32
+	shed   atomic.Uint64
+}
+
+// shedSaved is the prefill FLOPs shed lookups of n saved.
+type shedSaved struct {
+	n     *nsState
+	flops float64
 }
 
 // batchPool keeps applied batches for reuse (a 1,000-key batch is 16 KB).
 var batchPool = sync.Pool{New: func() any { return new(hitBatch) }}
 
 // logLookup does a lookup's bookkeeping (hitBatch): through the applier
-// when it is idle, else under s.mu now.
+// when it is idle, else under s.mu now, unless another lookup is already
+// doing its own: then it sheds it (Shedding under contention).
 func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*entry, saved float64) {
 	l := &s.hits
 	l.mu.Lock()
 	if l.pending != nil {
+		if l.inline.Add(1) > 1 {
+			l.inline.Add(-1)
+			l.shedSavedLocked(n, saved)
+			l.mu.Unlock()
+			l.shed.Add(1)
+			return
+		}
 		l.mu.Unlock()
+		defer l.inline.Add(-1)
 		s.lock()
 		s.recordKeysLocked(keys)
 		s.hitLocked(n, now, hits, saved)
@@ -112,17 +154,37 @@ func (s *Store) lock() {
 // unlock lets go of s.mu.
 func (s *Store) unlock() { s.mu.Unlock() }
 
-// applyLogLocked applies the pending batch, if any.
+// applyLogLocked applies the pending batch, if any, and the savings of
+// the lookups shed since the last section under s.mu.
 func (s *Store) applyLogLocked() {
 	l := &s.hits
 	l.mu.Lock()
 	b := l.pending
 	l.pending = nil
+	for _, sv := range l.saved {
+		sv.n.savedFLOPs += sv.flops
+	}
+	clear(l.saved)
+	l.saved = l.saved[:0]
 	l.mu.Unlock()
 	if b != nil {
 		s.applyLocked(b)
 	}
 }
+
+// shedSavedLocked keeps what a shed lookup of n saved for the next
+// section under s.mu; l.mu is held.
+func (l *hitLog) shedSavedLocked(n *nsState, flops float64) {
+	if k := len(l.saved); k > 0 && l.saved[k-1].n == n {
+		l.saved[k-1].flops += flops
+		return
+	}
+	l.saved = append(l.saved, shedSaved{n: n, flops: flops})
+}
+
+// LookupsShed counts the lookups without a lease that shed their
+// bookkeeping under contention (Shedding under contention, hitlog.go).
+func (s *Store) LookupsShed() uint64 { return s.hits.shed.Load() }
 
 // applyLocked does one lookup's bookkeeping and returns its batch to
 // batchPool.

@@ -25,24 +25,50 @@ func chainSpec(keys []namespace.Key, i int) PageSpec {
 	return p
 }
 
-// putSpec publishes one page; it reports false when Reserve refused it.
+// putSpec publishes one page of testNS; it reports false when Reserve
+// refused it.
 func putSpec(t *testing.T, s *Store, p PageSpec, data []byte) bool {
 	t.Helper()
-	res, err := s.Reserve(testNS.ID, []PageSpec{p}, 0)
+	return putSpecIn(t, s, testNS, p, data)
+}
+
+// putSpecIn is putSpec in namespace ns.
+func putSpecIn(t *testing.T, s *Store, ns Namespace, p PageSpec, data []byte) bool {
+	t.Helper()
+	res, err := s.Reserve(ns.ID, []PageSpec{p}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res[0].Status != Reserved {
 		return false
 	}
-	if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+	if err := s.Write(ns.ID, res[0].WriteID, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Commit(testNS.ID, res[0].WriteID, int64(len(data)), testNS.Checksum.Sum(data))
+	st, err := s.Commit(ns.ID, res[0].WriteID, int64(len(data)), ns.Checksum.Sum(data))
 	if err != nil || st != CommitCommitted {
 		t.Fatalf("commit %x: %v %v", p.Key[:4], st, err)
 	}
 	return true
+}
+
+// profiledChain adds namespace id, whose pages of 16 tokens cost 2e9 FLOPs
+// a token and 1e5 a token squared to recompute, and puts a chain of n of
+// its pages named name.
+func profiledChain(t *testing.T, s *Store, id namespace.ID, name string, n int) (Namespace, []namespace.Key) {
+	t.Helper()
+	ns := Namespace{ID: id, Tenant: "acme", PageBytes: pageSize, Checksum: namespace.CRC32C,
+		PageTokens: 16, FLOPsLinear: 2e9, FLOPsQuadratic: 1e5}
+	if err := s.AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	keys := chainKeys(name, n)
+	for i := range keys {
+		if !putSpecIn(t, s, ns, chainSpec(keys, i), pageData(i)) {
+			t.Fatalf("page %d refused", i)
+		}
+	}
+	return ns, keys
 }
 
 func chainKeys(name string, n int) []namespace.Key {
@@ -292,23 +318,7 @@ func TestCutoffAdmitsChainHeads(t *testing.T) {
 // saved and the tokens of their hit prefixes.
 func TestSummariesAndSavings(t *testing.T) {
 	s, _ := newTestStore(t, 8, nil)
-	ns := Namespace{ID: namespace.ID{7}, Tenant: "acme", PageBytes: pageSize, Checksum: namespace.CRC32C,
-		PageTokens: 16, FLOPsLinear: 2e9, FLOPsQuadratic: 1e5}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	a := chainKeys("a", 3)
-	for i := range a {
-		p := chainSpec(a, i)
-		res, _ := s.Reserve(ns.ID, []PageSpec{p}, 0)
-		data := pageData(i)
-		if err := s.Write(ns.ID, res[0].WriteID, 0, data); err != nil {
-			t.Fatal(err)
-		}
-		if st, _ := s.Commit(ns.ID, res[0].WriteID, pageSize, ns.Checksum.Sum(data)); st != CommitCommitted {
-			t.Fatal(st)
-		}
-	}
+	ns, a := profiledChain(t, s, namespace.ID{7}, "a", 3)
 	sums := s.Summaries()
 	if len(sums) != 1 || sums[0].Total() != 3*pageSize {
 		t.Fatalf("summaries %d, total %d; want 1 tier holding %d bytes", len(sums), sums[0].Total(), 3*pageSize)
