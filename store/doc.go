@@ -37,8 +37,10 @@
 // without a lease answers from shard read locks alone; what it changes
 // under s.mu (the frequency histories, hit counts, the queues' order) it
 // leaves to the applier goroutine when that is idle, else does under s.mu
-// itself, and every section under s.mu applies what the applier has not
-// yet (lock, hitlog.go). A lookup with a lease takes s.mu once.
+// itself, or, when another lookup is already doing its own, sheds (the
+// policy samples lookups under contention); every section under s.mu
+// applies what the applier has not yet (lock, hitlog.go). A lookup with a
+// lease takes s.mu once.
 // Byte copies (Write, Read, checksums) run with no store lock held. Tier I/O that makes room
 // (creating an SSD slot file, syncing freed headers) never runs under
 // s.mu: a tier that does it in the background (tiers.Waiter) answers
