@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -86,9 +87,22 @@ type Workload interface {
 // FreshPuts is implemented by workloads whose puts write fresh pages (and
 // so fill the system) rather than overwrite the working set: their put
 // cases stop at Config.PutBudget bytes, an eighth of that more for the
-// warm-up.
+// warm-up, unless the workload is also a Trimmer.
 type FreshPuts interface {
 	FreshPuts() bool
+}
+
+// Trimmer is implemented by FreshPuts workloads that can drop what their
+// earliest puts wrote while a put case runs. Such a case runs for its
+// whole Duration instead of stopping at Config.PutBudget: once the puts
+// that have returned hold a budget of pages, the oldest half of them are
+// trimmed, beside the workers and on the clock (as a Redis SET that
+// overwrites a key frees the old value within the measured time).
+type Trimmer interface {
+	// Trim drops what the puts numbered [from, to) wrote (Do's numbers,
+	// before After moves past them). Every one of them has returned, and
+	// Trim is not called concurrently with itself or After.
+	Trim(ctx context.Context, from, to int) error
 }
 
 // ServerCPU is implemented by systems whose server is another process:
@@ -126,10 +140,12 @@ type Config struct {
 	// WorkingSet is the bytes of pages gets read round-robin (at least
 	// one page, and enough pages for every worker). Default 256 MiB.
 	WorkingSet int
-	// PutBudget caps the measured bytes of one put case on a system whose
-	// puts write fresh pages (FreshPuts), so that a node never evicts
-	// during a put; its warm-up writes up to an eighth more. Default
-	// 512 MiB.
+	// PutBudget bounds the fresh pages one put case leaves on a system
+	// whose puts write fresh pages (FreshPuts), so that a node never
+	// evicts during a put: a Trimmer's case holds at most about this many
+	// bytes at once (plus a page per worker) and runs for its Duration;
+	// another's stops after writing this many (its warm-up writes up to an
+	// eighth more). Default 512 MiB.
 	PutBudget int
 	// LookupKeys is how many keys one lookup asks about. Default 1000.
 	LookupKeys int
@@ -363,13 +379,36 @@ func (s *slice) result(system string, op Op, p Params, workers int) Result {
 	return r
 }
 
+// freshPuts reports whether op writes fresh pages on wl (FreshPuts).
+func freshPuts(wl Workload, op Op) bool {
+	f, ok := wl.(FreshPuts)
+	return ok && op == Put && f.FreshPuts()
+}
+
 // sliceBudget is how many pages one slice of op may put when its puts
-// write fresh pages (FreshPuts), else 0 (no bound).
+// write fresh pages (FreshPuts) that the workload cannot trim, else 0 (no
+// bound).
 func sliceBudget(cfg Config, wl Workload, op Op, p Params) int64 {
-	if f, ok := wl.(FreshPuts); ok && op == Put && f.FreshPuts() {
+	if _, ok := wl.(Trimmer); freshPuts(wl, op) && !ok {
 		return int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds))
 	}
 	return 0
+}
+
+// newTrim is the trimming of op's fresh puts on wl (Trimmer), or nil.
+func newTrim(cfg Config, wl Workload, op Op, p Params) *trim {
+	if t, ok := wl.(Trimmer); ok && freshPuts(wl, op) {
+		return &trim{t: t, window: int64(max(2, cfg.PutBudget/p.PageBytes))}
+	}
+	return nil
+}
+
+// trim is the trimming of one run's fresh puts, across the closed loops
+// (warm-up, then measurement) that share its numbers.
+type trim struct {
+	t      Trimmer
+	window int64        // returned, untrimmed puts that start a trim
+	done   atomic.Int64 // puts numbered below it are trimmed
 }
 
 // settle runs op closed-loop for Config.Settle, unmeasured; fresh puts
@@ -377,7 +416,7 @@ func sliceBudget(cfg Config, wl Workload, op Op, p Params) int64 {
 // they wrote is then undone like a slice's (Workload.After).
 func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, workers int) error {
 	var next atomic.Int64
-	l := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
+	l := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1, trim: newTrim(cfg, wl, op, p)}
 	if budget := sliceBudget(cfg, wl, op, p); budget > 0 {
 		l.limit = max(1, budget/8)
 	}
@@ -393,7 +432,7 @@ func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, worke
 func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p Params, workers int) (slice, error) {
 	d, warmup := cfg.Duration/time.Duration(cfg.Rounds), cfg.Warmup/time.Duration(cfg.Rounds)
 	var next atomic.Int64
-	warm := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1}
+	warm := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1, trim: newTrim(cfg, wl, op, p)}
 	meas := warm
 	budget := sliceBudget(cfg, wl, op, p)
 	if budget > 0 {
@@ -424,14 +463,20 @@ func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p
 
 // closedLoop runs operations numbered from next on workers goroutines,
 // each starting its next as soon as its last returns, until d has passed or
-// the numbers reach limit (negative: none).
+// the numbers reach limit (negative: none). With trim, a goroutine beside
+// them trims the oldest returned puts whenever trim.window of them are
+// untrimmed.
 type closedLoop struct {
 	wl      Workload
 	op      Op
 	workers int
 	next    *atomic.Int64
 	limit   int64
+	trim    *trim
 }
+
+// idle marks a worker of closedLoop.run without an operation in flight.
+const idle = math.MaxInt64
 
 func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -440,16 +485,75 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	lats := make([][]time.Duration, l.workers)
 	errs := make([]error, l.workers)
 	var cancelled atomic.Pointer[error] // the first error of an operation ended by the cancel
+	// busy[w] is at most the number of worker w's operation in flight
+	// (idle: none), so that no number at or above the least of them and
+	// next has been handed out and not returned.
+	busy := make([]atomic.Int64, l.workers)
+	for w := range busy {
+		busy[w].Store(idle)
+	}
+	kick, stopTrim := make(chan struct{}, 1), make(chan struct{})
+	var trimErr error
+	trimmed := make(chan struct{})
+	if l.trim != nil {
+		go func() {
+			defer close(trimmed)
+			for {
+				select {
+				case <-stopTrim:
+					return
+				case <-kick:
+				}
+				select {
+				case <-stopTrim: // the workers are done: what is left is After's
+					return
+				default:
+				}
+				// next before busy: a number taken after next was read is
+				// at least next, and one taken before is in busy.
+				low := l.next.Load()
+				for w := range busy {
+					low = min(low, busy[w].Load())
+				}
+				from, to := l.trim.done.Load(), min(low, l.next.Load()-l.trim.window/2)
+				if to <= from {
+					continue
+				}
+				if err := l.trim.t.Trim(ctx, int(from), int(to)); err != nil {
+					if ctx.Err() == nil { // else an echo of what ended the run
+						trimErr = fmt.Errorf("trimming puts %d..%d: %w", from, to, err)
+						cancel()
+					}
+					return
+				}
+				l.trim.done.Store(to)
+			}
+		}()
+	} else {
+		close(trimmed)
+	}
 	var wg sync.WaitGroup
 	for w := range l.workers {
 		wg.Go(func() {
+			defer busy[w].Store(idle)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
+				busy[w].Store(l.next.Load()) // before the number is taken
 				i := l.next.Add(1) - 1
 				if l.limit >= 0 && i >= l.limit {
 					return
 				}
+				busy[w].Store(i)
 				t0 := time.Now()
-				if err := l.wl.Do(ctx, l.op, w, int(i)); err != nil {
+				err := l.wl.Do(ctx, l.op, w, int(i))
+				lat := time.Since(t0)
+				busy[w].Store(idle)
+				if err == nil && l.trim != nil && i-l.trim.window >= l.trim.done.Load() {
+					select {
+					case kick <- struct{}{}:
+					default:
+					}
+				}
+				if err != nil {
 					// An operation ended by another's failure (the cancel
 					// below) is not a failure of its own.
 					if ctx.Err() == nil {
@@ -461,11 +565,13 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 					cancel()
 					return
 				}
-				lats[w] = append(lats[w], time.Since(t0))
+				lats[w] = append(lats[w], lat)
 			}
 		})
 	}
 	wg.Wait()
+	close(stopTrim)
+	<-trimmed
 	if l.limit >= 0 && l.next.Load() > l.limit {
 		l.next.Store(l.limit)
 	}
@@ -473,7 +579,7 @@ func (l closedLoop) run(ctx context.Context, d time.Duration) ([]time.Duration, 
 	for _, s := range lats {
 		all = append(all, s...)
 	}
-	err := errors.Join(errs...)
+	err := errors.Join(append(errs, trimErr)...)
 	if c := cancelled.Load(); err == nil && c != nil { // the caller's ctx ended the run
 		err = *c
 	}

@@ -212,7 +212,8 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	for len(s.clients) < p.Workers {
+	// One client per worker, and one that trims put cases (Trim).
+	for len(s.clients) < p.Workers+1 {
 		c, err := client.Dial(ctx, s.cfg.Addr, opts)
 		if err != nil {
 			return nil, err
@@ -236,6 +237,9 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 		w.nss = append(w.nss, ns)
 		w.bufs = append(w.bufs, [][]byte{make([]byte, p.PageBytes)})
 		w.scratch = append(w.scratch, make([]namespace.Key, p.LookupKeys))
+	}
+	if w.trimNS, err = s.clients[p.Workers].Open(ctx, d); err != nil {
+		return nil, fmt.Errorf("opening namespace: %w", err)
 	}
 	// Through shared memory each client writes pages into its own mapping
 	// of the arena, whose first write to each 4 KiB takes a page fault
@@ -266,6 +270,8 @@ type strataWorkload struct {
 	bufs    [][][]byte          // per worker, one page buffer
 	scratch [][]namespace.Key   // per worker, lookup keys
 	putBase uint64              // page number of the next put case's first page
+	trimNS  *client.Namespace   // the namespace through a client of its own, for Trim
+	trimmed uint64              // puts of this case below it are deleted (Trim)
 }
 
 // PageKey is the key of page number n: a one-page chain from the namespace
@@ -315,14 +321,25 @@ func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
 	return fmt.Errorf("strata: no %s", op)
 }
 
-// After deletes the pages a put case wrote, so the next case starts from
-// the working set alone.
+// Trim deletes the pages puts [from, to) of this case wrote, through a
+// client no worker uses.
+func (w *strataWorkload) Trim(ctx context.Context, from, to int) error {
+	if _, err := DeleteRange(ctx, w.trimNS, w.putBase+uint64(from), w.putBase+uint64(to)); err != nil {
+		return err
+	}
+	w.trimmed = uint64(to)
+	return nil
+}
+
+// After deletes the pages a put case wrote that Trim left, so the next
+// case starts from the working set alone.
 func (w *strataWorkload) After(ctx context.Context, op Op, n int) error {
 	if op != Put || n == 0 {
 		return nil
 	}
-	from := w.putBase
+	from := w.putBase + min(w.trimmed, uint64(n))
 	w.putBase += uint64(n)
+	w.trimmed = 0
 	return w.deleteRange(ctx, from, w.putBase)
 }
 

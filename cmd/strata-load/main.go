@@ -82,7 +82,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "run the strata node and the tcp limit's page server in this process instead of as processes of their own")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "slices each case is cut into, the systems taking turns slice by slice so that a drifting machine slows them alike")
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
-	fs.StringVar(&pb, "put-budget", "512M", "most bytes one put case writes")
+	fs.StringVar(&pb, "put-budget", "512M", "about the most bytes of fresh pages a strata put case holds (it deletes the oldest as it runs); a mooncake put case stops after writing this much")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
 	fs.StringVar(&cfg.mooncakePython, "mooncake-python", os.Getenv(load.MooncakePythonEnv),
