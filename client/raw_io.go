@@ -180,7 +180,7 @@ func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (re
 	}
 	id = s.ids.Add(1)
 	frames = append(frames, transport.Frame{ID: id, Msg: commit})
-	if err := c.SendFrames(frames...); err != nil {
+	if err := c.SendFramesLent(frames...); err != nil {
 		return nil, true, err
 	}
 	if m, err = recvAnswer(c, id); err != nil {
@@ -206,7 +206,7 @@ func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (
 			Page: framePageSpec(p)}
 		frames[i] = transport.Frame{ID: first + uint64(i), Msg: &puts[i]}
 	}
-	if err := c.SendFrames(frames...); err != nil {
+	if err := c.SendFramesLent(frames...); err != nil {
 		return nil, true, err
 	}
 	results = make([]PutResult, len(pages))

@@ -104,16 +104,20 @@ func (c *Conn) Send(id uint64, m frame.Message) error {
 		return c.SendFrames(Frame{ID: id, Msg: m})
 	}
 	c.wbuf = frame.Append(c.wbuf[:0], id, m)
-	if err := c.writev(c.wbuf); err != nil {
+	if err := c.writev(false, c.wbuf); err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
 	return nil
 }
 
 // writev writes every byte of bufs: through the raw socket where there is
-// one, else with one net.Buffers write.
-func (c *Conn) writev(bufs ...[]byte) error {
+// one, else with one net.Buffers write. lend: the raw socket may lend the
+// large ones to the kernel (SendFramesLent).
+func (c *Conn) writev(lend bool, bufs ...[]byte) error {
 	if c.raw != nil {
+		if lend {
+			return c.raw.writevLent(bufs...)
+		}
 		return c.raw.Writev(bufs...)
 	}
 	nb := net.Buffers(bufs)
@@ -246,8 +250,14 @@ func (c *Conn) RecvFDs(max int) (id uint64, m frame.Message, fds []int, err erro
 	return id, m, fds, nil
 }
 
-// Close closes the socket.
-func (c *Conn) Close() error { return c.nc.Close() }
+// Close closes the socket (and the pipe it lends bytes through, if any).
+func (c *Conn) Close() error {
+	err := c.nc.Close()
+	if c.raw != nil {
+		c.raw.closeLend()
+	}
+	return err
+}
 
 // SocketLink is the conventional path at which a node serving gRPC on port
 // announces its shm socket (a symbolic link to it), so that a client that

@@ -31,6 +31,7 @@ type RawSocket struct {
 	rc   syscall.RawConn
 	iov  []unix.Iovec
 	poll *ReadPoll // nil: reads sleep as soon as nothing is there
+	lend lender    // Conn.SendFramesLent's pipe (splice_linux.go)
 }
 
 // NewRawSocket is the raw path for nc, or nil where nc has no file
@@ -45,7 +46,7 @@ func NewRawSocket(nc net.Conn) *RawSocket {
 	if err != nil {
 		return nil
 	}
-	return &RawSocket{rc: rc}
+	return &RawSocket{rc: rc, lend: lender{r: -1, w: -1}}
 }
 
 // Read implements io.Reader: one read(2) of what is there, waiting for

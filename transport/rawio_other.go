@@ -14,3 +14,7 @@ func NewRawSocket(net.Conn) *RawSocket { return nil }
 func (*RawSocket) Read([]byte) (int, error) { panic("transport: no raw socket") }
 
 func (*RawSocket) Writev(...[]byte) error { panic("transport: no raw socket") }
+
+func (*RawSocket) writevLent(...[]byte) error { panic("transport: no raw socket") }
+
+func (*RawSocket) closeLend() {}

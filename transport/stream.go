@@ -23,7 +23,16 @@ type Frame struct {
 // encoded, the bulk bytes of Page and Write frames are referenced, not
 // copied. It returns once the kernel took every byte, so the caller may
 // then reuse (or unpin) them.
-func (c *Conn) SendFrames(frames ...Frame) error {
+func (c *Conn) SendFrames(frames ...Frame) error { return c.sendFrames(false, frames) }
+
+// SendFramesLent is SendFrames, except that bulks of 64 KiB or more may be
+// lent to the kernel rather than copied into the socket (splice_linux.go):
+// the kernel may still read them after SendFramesLent returns, until the
+// peer has read them. The caller must not change them before the peer has
+// answered every frame, as a put's sender waits for its answers anyway.
+func (c *Conn) SendFramesLent(frames ...Frame) error { return c.sendFrames(true, frames) }
+
+func (c *Conn) sendFrames(lend bool, frames []Frame) error {
 	c.wbuf = c.wbuf[:0]
 	var bulks [][]byte
 	var ends []int // where each bulk goes: after wbuf[:ends[i]]
@@ -50,7 +59,7 @@ func (c *Conn) SendFrames(frames ...Frame) error {
 	if prev < len(c.wbuf) {
 		bufs = append(bufs, c.wbuf[prev:])
 	}
-	if err := c.writev(bufs...); err != nil {
+	if err := c.writev(lend, bufs...); err != nil {
 		return fmt.Errorf("sending %d frames: %w", len(frames), err)
 	}
 	return nil

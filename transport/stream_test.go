@@ -186,7 +186,7 @@ func TestRecvBulk(t *testing.T) {
 	if err := a.SendFrames(Frame{ID: 1, Msg: put}, Frame{ID: 2, Msg: put}, Frame{ID: 4, Msg: &frame.AbortOK{Aborted: 9}}); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = a.writev(bad, frame.Append(nil, 5, &frame.AbortOK{Aborted: 5})) }()
+	go func() { _ = a.writev(false, bad, frame.Append(nil, 5, &frame.AbortOK{Aborted: 5})) }()
 
 	id, m, err := b.RecvBulk()
 	p, ok := m.(*frame.Put)

@@ -1,0 +1,85 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
+)
+
+// TestSendFramesLent: bulks lent to the kernel (256 KiB; one over the
+// pipe's capacity that starts off a page boundary) and written (under
+// lendMin) arrive whole and in order between small frames, and the socket
+// did lend (its pipe is made and lending is on).
+func TestSendFramesLent(t *testing.T) {
+	a, b := streamPair(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	big := make([]byte, 2*lendPipe+7)
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
+	bulks := [][]byte{big[:256<<10], big[3 : 3+lendMin-1], big[5:]}
+	var frames []Frame
+	for i, d := range bulks {
+		frames = append(frames, Frame{ID: uint64(2 * i), Msg: &frame.Put{NS: namespace.ID{1}, Page: frame.PageSpec{Key: namespace.Key{byte(i)}},
+			Checksum: []byte{1, 2, 3, 4}, Data: d}})
+		frames = append(frames, Frame{ID: uint64(2*i + 1), Msg: &frame.AbortOK{Aborted: uint32(i)}})
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- a.SendFramesLent(frames...) }()
+	for i, d := range bulks {
+		id, m, err := b.RecvBulk()
+		p, ok := m.(*frame.Put)
+		if err != nil || !ok || id != uint64(2*i) || p.Page.Size != int64(len(d)) {
+			t.Fatalf("bulk %d: frame %d %T %v", i, id, m, err)
+		}
+		got := make([]byte, len(d))
+		if err := b.ReadBulk(got); err != nil || !bytes.Equal(got, d) {
+			t.Fatalf("bulk %d of %d bytes: equal %v, %v", i, len(d), bytes.Equal(got, d), err)
+		}
+		if id, m, err := b.Recv(); err != nil || id != uint64(2*i+1) || m.(*frame.AbortOK).Aborted != uint32(i) {
+			t.Fatalf("after bulk %d: frame %d %#v %v", i, id, m, err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if l := &a.raw.lend; l.r < 0 || l.off || l.size < lendMin {
+		t.Fatalf("the socket did not lend: pipe %d, off %v, size %d", l.r, l.off, l.size)
+	}
+}
+
+// TestCloseDuringLentWrite: a lent write waiting for room in the socket
+// (the peer reads nothing) ends with an error when the connection is
+// closed, and the pipe is closed after it.
+func TestCloseDuringLentWrite(t *testing.T) {
+	a, _ := streamPair(t)
+	data := make([]byte, 64<<20) // more than the socket buffers hold
+	sent := make(chan error, 1)
+	go func() {
+		sent <- a.SendFramesLent(Frame{ID: 1, Msg: &frame.Put{NS: namespace.ID{1}, Checksum: []byte{1, 2, 3, 4}, Data: data}})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-sent:
+		t.Fatalf("a 64 MiB write to a peer that reads nothing returned: %v", err)
+	default:
+	}
+	a.Close()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("the write ended with %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write did not end when the connection closed")
+	}
+	if l := &a.raw.lend; l.r >= 0 || !l.shut {
+		t.Fatalf("after Close: pipe %d, shut %v", l.r, l.shut)
+	}
+}
