@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lending page bytes to the kernel (Conn.SendFramesLent): a large bulk is
-// not copied into the socket's buffers by writev but moved there by
-// reference, vmsplice(2) of the caller's memory into a pipe and splice(2)
-// of the pipe into the socket. The kernel then reads the bytes when the
+// Lending page bytes to the kernel (Conn.SendFramesLent): a bulk of 64 KiB
+// up to the pipe's capacity (256 KiB) is not copied into the socket's
+// buffers by writev but moved there by reference, vmsplice(2) of the
+// caller's memory into a pipe and splice(2) of the pipe into the socket. The kernel then reads the bytes when the
 // peer does: on loopback the receiver's read copies them straight from the
 // caller's memory, which takes one of a page's two copies off the path.
 // On the VM of benchmarks/README.md a 256 KiB page sent this way to a
@@ -35,7 +35,11 @@ import (
 const lendMin = 64 << 10
 
 // lendPipe is the pipe capacity asked for: a 256 KiB page in one pass,
-// 64 pages of the user's pipe quota (fs.pipe-user-pages-soft).
+// 64 pages of the user's pipe quota (fs.pipe-user-pages-soft). A bulk
+// larger than the pipe is written, not lent: lent in passes of the pipe's
+// size, 4 MiB pages went slower than written (benchmarks/README.md, "Put,
+// 256 KiB": three pairs, one worker 0.83 → 0.58 × Redis, eight 1.05 →
+// 0.93).
 const lendPipe = 256 << 10
 
 // lender is a RawSocket's pipe for lending bulks (Conn.SendFramesLent).
@@ -45,6 +49,7 @@ type lender struct {
 	size int        // its capacity
 	off  bool       // lending failed once: write instead
 	shut bool       // closed
+	lent int        // bulks lent whole
 }
 
 // writevLent writes bufs as Writev does, lending those of lendMin bytes or
@@ -58,7 +63,7 @@ func (r *RawSocket) writevLent(bufs ...[]byte) error {
 	}
 	start := 0
 	for i, b := range bufs {
-		if len(b) < lendMin {
+		if len(b) < lendMin || len(b) > l.size {
 			continue
 		}
 		if err := r.Writev(bufs[start:i]...); err != nil {
@@ -66,6 +71,9 @@ func (r *RawSocket) writevLent(bufs ...[]byte) error {
 		}
 		if err := r.lendBulk(b); err != nil {
 			return err
+		}
+		if !l.off {
+			l.lent++
 		}
 		start = i + 1
 	}
@@ -96,8 +104,9 @@ func (l *lender) ready() bool {
 	return true
 }
 
-// lendBulk sends b through the pipe, at most its capacity at a time. The
-// pipe is empty before and after.
+// lendBulk sends b through the pipe, at most its capacity at a time
+// (writevLent lends only bulks that fit in one). The pipe is empty before
+// and after.
 func (r *RawSocket) lendBulk(b []byte) error {
 	l := &r.lend
 	for len(b) > 0 {

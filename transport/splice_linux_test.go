@@ -12,10 +12,10 @@ import (
 	"github.com/stratakv/strata/proto/frame"
 )
 
-// TestSendFramesLent: bulks lent to the kernel (256 KiB; one over the
-// pipe's capacity that starts off a page boundary) and written (under
-// lendMin) arrive whole and in order between small frames, and the socket
-// did lend (its pipe is made and lending is on).
+// TestSendFramesLent: bulks lent to the kernel (256 KiB; one that starts
+// off a page boundary) and written (under lendMin; over the pipe's
+// capacity) arrive whole and in order between small frames, and the
+// socket lent exactly the two.
 func TestSendFramesLent(t *testing.T) {
 	a, b := streamPair(t)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -23,7 +23,7 @@ func TestSendFramesLent(t *testing.T) {
 	for i := range big {
 		big[i] = byte(rng.Uint32())
 	}
-	bulks := [][]byte{big[:256<<10], big[3 : 3+lendMin-1], big[5:]}
+	bulks := [][]byte{big[:256<<10], big[3 : 3+lendMin-1], big[5:], big[9 : 9+lendPipe-11]}
 	var frames []Frame
 	for i, d := range bulks {
 		frames = append(frames, Frame{ID: uint64(2 * i), Msg: &frame.Put{NS: namespace.ID{1}, Page: frame.PageSpec{Key: namespace.Key{byte(i)}},
@@ -49,8 +49,8 @@ func TestSendFramesLent(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	if l := &a.raw.lend; l.r < 0 || l.off || l.size < lendMin {
-		t.Fatalf("the socket did not lend: pipe %d, off %v, size %d", l.r, l.off, l.size)
+	if l := &a.raw.lend; l.r < 0 || l.off || l.size != lendPipe || l.lent != 2 {
+		t.Fatalf("pipe %d, off %v, size %d: lent %d bulks, want 2", l.r, l.off, l.size, l.lent)
 	}
 }
 
