@@ -8,7 +8,7 @@
 //     or over TCP (the raw data plane), where the bulk bytes of Page,
 //     Write and Put frames go from the caller's memory to the socket with
 //     one writev and from the socket straight into the caller's buffer.
-//     SendFramesLent lends bulks of 64 KiB or more to the kernel instead
+//     SendFramesLent lends bulks of 64 to 256 KiB to the kernel instead
 //     (vmsplice and splice through a pipe, Linux): the peer's read copies
 //     them from the sender's memory, for senders (a put) that wait for the
 //     peer's answer before the bytes may change.

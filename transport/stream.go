@@ -25,7 +25,7 @@ type Frame struct {
 // then reuse (or unpin) them.
 func (c *Conn) SendFrames(frames ...Frame) error { return c.sendFrames(false, frames) }
 
-// SendFramesLent is SendFrames, except that bulks of 64 KiB or more may be
+// SendFramesLent is SendFrames, except that bulks of 64 to 256 KiB may be
 // lent to the kernel rather than copied into the socket (splice_linux.go):
 // the kernel may still read them after SendFramesLent returns, until the
 // peer has read them. The caller must not change them before the peer has

@@ -13,7 +13,7 @@ import (
 )
 
 // streamPair is both ends of a loopback TCP connection, as Conns.
-func streamPair(t *testing.T) (a, b *Conn) {
+func streamPair(t testing.TB) (a, b *Conn) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
