@@ -68,8 +68,10 @@ func (r *RawSocket) writevLent(bufs ...[]byte) error {
 		if len(b) < lendMin || len(b) > l.size {
 			continue
 		}
-		if err := r.Writev(bufs[start:i]...); err != nil {
-			return err
+		if i > start {
+			if err := r.Writev(bufs[start:i]...); err != nil {
+				return err
+			}
 		}
 		if err := r.lendBulk(b); err != nil {
 			return err
@@ -78,6 +80,9 @@ func (r *RawSocket) writevLent(bufs ...[]byte) error {
 			l.lent++
 		}
 		start = i + 1
+	}
+	if start == len(bufs) { // a put frame ends with its bulk
+		return nil
 	}
 	return r.Writev(bufs[start:]...)
 }

@@ -64,8 +64,9 @@ type Params struct {
 	Workers int
 	// LookupKeys is how many keys one lookup asks about.
 	LookupKeys int
-	// PutBytes is the most bytes one put case writes, warm-up included (0
-	// when no put runs).
+	// PutBytes is the most bytes of fresh pages one put case holds,
+	// warm-up included: all it writes where puts stop at the budget, about
+	// what a Trimmer's case holds at once (0 when no put runs).
 	PutBytes int
 }
 
@@ -411,9 +412,10 @@ type trim struct {
 	done   atomic.Int64 // puts numbered below it are trimmed
 }
 
-// settle runs op closed-loop for Config.Settle, unmeasured; fresh puts
-// stop early, at an eighth of a slice's budget, as a warm-up does, and what
-// they wrote is then undone like a slice's (Workload.After).
+// settle runs op closed-loop for Config.Settle, unmeasured; fresh puts a
+// workload cannot trim stop early, at an eighth of a slice's budget, as a
+// warm-up does, and what they wrote is then undone like a slice's
+// (Workload.After).
 func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, workers int) error {
 	var next atomic.Int64
 	l := closedLoop{wl: wl, op: op, workers: workers, next: &next, limit: -1, trim: newTrim(cfg, wl, op, p)}
@@ -427,8 +429,9 @@ func settle(ctx context.Context, cfg Config, wl Workload, op Op, p Params, worke
 }
 
 // runSlice runs op closed-loop on workers goroutines: a warm-up of
-// Warmup/Rounds, then Duration/Rounds measured; fresh puts stop early at
-// PutBudget/Rounds bytes (the warm-up at an eighth of that).
+// Warmup/Rounds, then Duration/Rounds measured; fresh puts a workload
+// cannot trim stop early at PutBudget/Rounds bytes (the warm-up at an
+// eighth of that).
 func runSlice(ctx context.Context, cfg Config, sys System, wl Workload, op Op, p Params, workers int) (slice, error) {
 	d, warmup := cfg.Duration/time.Duration(cfg.Rounds), cfg.Warmup/time.Duration(cfg.Rounds)
 	var next atomic.Int64

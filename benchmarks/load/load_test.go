@@ -415,11 +415,13 @@ func (w *trimKeysWorkload) drop(from, to int, why string) {
 
 func (w *trimKeysWorkload) Trim(_ context.Context, from, to int) error {
 	if from != w.done {
+		w.s.mu.Lock()
 		w.s.bad = append(w.s.bad, fmt.Sprintf("trim from %d, want %d", from, w.done))
+		w.s.mu.Unlock()
 	}
 	w.drop(from, to, "Trim")
 	w.done = to
-	w.s.trims++
+	w.s.trims++ // Trim runs one at a time; read after Run
 	return nil
 }
 

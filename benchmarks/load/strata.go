@@ -349,7 +349,7 @@ func (w *strataWorkload) Close(ctx context.Context) error {
 }
 
 // warm puts and deletes, through each of nss in turn, as many fresh pages
-// as a put case writes, warm-up included, so that the node's arena memory
+// as a put case holds (Params.PutBytes), so that the node's arena memory
 // (and each client's mapping of it) is touched before the clock runs: the
 // kernel's first touch of memory is not what a put measures.
 func (w *strataWorkload) warm(ctx context.Context, nss []*client.Namespace) error {
