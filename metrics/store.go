@@ -24,7 +24,7 @@ type Snapshot struct {
 	Coordinated  bool   // the cutoffs are the cluster coordinator's
 	HintsDropped uint64 // child and value hints dropped (too many pending)
 	// LookupsShed counts lookups that shed their bookkeeping (history
-	// counts, hits) under contention.
+	// counts, hits) under contention or past its CPU budget.
 	LookupsShed uint64
 	Tenants     []TenantUsage
 }
@@ -116,7 +116,7 @@ var (
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
 	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
 	descHintsLost = prometheus.NewDesc("strata_eviction_hints_dropped_total", "Child and value hints dropped because too many were pending (hints are advisory).", nil, nil)
-	descShed      = prometheus.NewDesc("strata_lookups_shed_total", "Lookups whose bookkeeping (the eviction histories' counts, the pages' hits) was shed because another lookup's was under way: under contention the policy samples lookups instead of counting each. Their answers are exact.", nil, nil)
+	descShed      = prometheus.NewDesc("strata_lookups_shed_total", "Lookups whose bookkeeping (the eviction histories' counts, the pages' hits) was shed because another lookup's was under way or the bookkeeping had spent its share of the node's CPU (store.Config.LookupBookkeeping): under load the policy samples lookups instead of counting each. Their answers are exact.", nil, nil)
 
 	tenantLabel        = []string{"tenant"}
 	descTenantBytes    = prometheus.NewDesc("strata_tenant_bytes", "Bytes of the tenant's published pages on this node, over every tier (its byte quota counts these and its open reservations).", tenantLabel, nil)

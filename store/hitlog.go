@@ -3,6 +3,7 @@ package store
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -45,7 +46,22 @@ import (
 // under way at a time (the applier's and one lookup's), and a lookup
 // from one goroutine at a time never sheds: it can only find the applier
 // busy, never another lookup (benchmarks/README.md, "Lookup, 1,000
-// keys").
+// keys"), though it may find the budget below spent.
+//
+// # A budget for the bookkeeping
+//
+// Shedding under contention needs two threads doing bookkeeping at once,
+// so a node that serves its lookups on fewer threads than it has workers
+// (GOMAXPROCS 1, or a busy host where the kernel runs one of its threads
+// at a time) sheds nothing, and the bookkeeping, more than half a
+// 1,000-key lookup's time in the store, becomes its bottleneck. So the
+// bookkeeping also has a budget in time, as Go's collector has:
+// Config.LookupBookkeeping (a quarter by default) of GOMAXPROCS × the wall
+// time. Every batch's time (the applier's, or a lookup's own) is charged
+// to it, and a lookup that finds it spent sheds its bookkeeping as above,
+// whether or not the applier is busy. A store that was idle may run
+// hitBurst of bookkeeping beyond the budget first, so lookups that come
+// now and then, from any number of goroutines, count in full.
 //
 // Every section under s.mu starts by applying the log (lock), so what it
 // reads (a page's counts, a queue's order, the histories an admission or
@@ -75,6 +91,52 @@ type hitLog struct {
 	// s.mu or holding it; shed counts the lookups that shed theirs.
 	inline atomic.Int32
 	shed   atomic.Uint64
+	// rate is the bookkeeping time the budget allows per unit of wall
+	// time (Config.LookupBookkeeping × GOMAXPROCS; 0: no budget), and debt
+	// the bookkeeping done and not yet paid for, as of paid. An unspent
+	// budget is kept only up to hitBurst: debt >= -hitBurst.
+	rate float64
+	debt time.Duration
+	paid time.Time
+}
+
+// hitBurst is the bookkeeping beyond its budget that a store which was
+// idle may do before lookups shed theirs (A budget for the bookkeeping).
+const hitBurst = 50 * time.Millisecond
+
+// budget gives the bookkeeping share of procs CPUs from now on (share <=
+// 0: no budget), with its burst unspent.
+func (l *hitLog) budget(share float64, procs int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.debt, l.paid = 0, -hitBurst, now
+	if share > 0 {
+		l.rate = share * float64(procs)
+	}
+}
+
+// spentLocked pays the debt down to now and reports whether the
+// bookkeeping has spent its budget; l.mu is held.
+func (l *hitLog) spentLocked(now time.Time) bool {
+	if l.rate <= 0 {
+		return false
+	}
+	if now.After(l.paid) {
+		l.debt = max(l.debt-time.Duration(l.rate*float64(now.Sub(l.paid))), -hitBurst)
+		l.paid = now
+	}
+	return l.debt > 0
+}
+
+// charge adds bookkeeping that ran from start until now to the debt.
+func (l *hitLog) charge(start time.Time) {
+	if l.rate <= 0 {
+		return
+	}
+	d := time.Since(start)
+	l.mu.Lock()
+	l.debt += d
+	l.mu.Unlock()
 }
 
 // shedSaved is the prefill FLOPs shed lookups of n saved.
@@ -92,6 +154,12 @@ var batchPool = sync.Pool{New: func() any { return new(hitBatch) }}
 func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*entry, saved float64) {
 	l := &s.hits
 	l.mu.Lock()
+	if l.spentLocked(time.Now()) {
+		l.shedSavedLocked(n, saved)
+		l.mu.Unlock()
+		l.shed.Add(1)
+		return
+	}
 	if l.pending != nil {
 		if l.inline.Add(1) > 1 {
 			l.inline.Add(-1)
@@ -103,8 +171,10 @@ func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*e
 		l.mu.Unlock()
 		defer l.inline.Add(-1)
 		s.lock()
+		start := time.Now()
 		s.recordKeysLocked(keys)
 		s.hitLocked(n, now, hits, saved)
+		l.charge(start)
 		s.unlock()
 		return
 	}
@@ -168,7 +238,9 @@ func (s *Store) applyLogLocked() {
 	l.saved = l.saved[:0]
 	l.mu.Unlock()
 	if b != nil {
+		start := time.Now()
 		s.applyLocked(b)
+		l.charge(start)
 	}
 }
 

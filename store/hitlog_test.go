@@ -95,20 +95,8 @@ func TestLoggedHitOnDroppedPage(t *testing.T) {
 func TestLookupShedsUnderContention(t *testing.T) {
 	s, _ := newTestStore(t, 64, nil)
 	ns, chain := profiledChain(t, s, namespace.ID{9}, "shed", 3) // hits save FLOPs
-	lookup := func() {
-		t.Helper()
-		if res, err := s.Lookup(ns.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
-			t.Errorf("lookup: hit prefix %d, %v", res.HitPrefix, err)
-		}
-	}
-	saved := func() float64 {
-		t.Helper()
-		st, err := s.NamespaceStats(ns.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.SavedFLOPs
-	}
+	lookup := func() { lookupAll(t, s, ns.ID, chain) }
+	saved := func() float64 { return savedFLOPs(t, s, ns.ID) }
 	before := saved()
 	lookup() // alone: what one lookup saves
 	per := saved() - before
@@ -168,4 +156,129 @@ func TestOneCallerNeverSheds(t *testing.T) {
 		t.Errorf("LookupsShed = %d, want 0", got)
 	}
 	wantHits(t, s, testNS.ID, chain, lookups)
+}
+
+// TestBookkeepingBudget: the budget's arithmetic (A budget for the
+// bookkeeping, hitlog.go) on a clock the test sets: charged time past the
+// burst spends it; wall time pays it back at the share of the CPUs; an
+// unspent budget is kept only up to hitBurst; without a budget nothing is
+// ever spent.
+func TestBookkeepingBudget(t *testing.T) {
+	var l hitLog
+	t0 := time.Unix(1000, 0)
+	l.budget(0.25, 2, t0) // half a second of bookkeeping per second
+	if l.spentLocked(t0) {
+		t.Fatal("a fresh budget is spent")
+	}
+	l.debt += hitBurst + 10*time.Millisecond // the burst and 10ms more
+	if !l.spentLocked(t0) {
+		t.Fatal("10ms of bookkeeping past the burst left the budget unspent")
+	}
+	if !l.spentLocked(t0.Add(19 * time.Millisecond)) { // paid 9.5ms of 10
+		t.Fatalf("budget unspent 19ms later (debt %v), want 0.5ms still owed", l.debt)
+	}
+	if l.spentLocked(t0.Add(21 * time.Millisecond)) { // paid 10.5ms
+		t.Fatalf("budget spent 21ms later (debt %v), want 0.5ms to spare", l.debt)
+	}
+	if l.spentLocked(t0.Add(20 * time.Millisecond)); l.debt != -500*time.Microsecond {
+		t.Fatalf("a clock that went back changed the debt to %v", l.debt)
+	}
+	l.spentLocked(t0.Add(time.Hour))
+	if l.debt != -hitBurst {
+		t.Fatalf("after an idle hour the debt is %v, want -hitBurst (%v)", l.debt, -hitBurst)
+	}
+	l.budget(-1, 2, t0)
+	l.debt = time.Hour
+	if l.spentLocked(t0) {
+		t.Fatal("no budget, yet spent")
+	}
+}
+
+// TestSpentBudgetSheds: a lookup that finds the budget spent sheds its
+// bookkeeping even with the applier idle: it answers exactly, its pages get
+// no hit, what its hit prefix saved still counts, LookupsShed counts it.
+// Once the budget is paid back, lookups count again.
+func TestSpentBudgetSheds(t *testing.T) {
+	s, _ := newTestStore(t, 64, nil)
+	ns, chain := profiledChain(t, s, namespace.ID{9}, "budget", 3)
+	lookup := func() { lookupAll(t, s, ns.ID, chain) }
+	saved := func() float64 { return savedFLOPs(t, s, ns.ID) }
+	before := saved()
+	lookup()
+	per := saved() - before
+	wantHits(t, s, ns.ID, chain, 1)
+	s.hits.mu.Lock()
+	s.hits.debt = time.Hour // spent for an hour
+	s.hits.mu.Unlock()
+	lookup()
+	if got := s.LookupsShed(); got != 1 {
+		t.Fatalf("LookupsShed = %d with the budget spent, want 1", got)
+	}
+	wantHits(t, s, ns.ID, chain, 1)
+	if got := saved() - before; math.Abs(got-2*per) > 1e-9*per {
+		t.Errorf("two lookups, one shed, saved %g FLOPs, want %g", got, 2*per)
+	}
+	s.hits.budget(0.25, 1, time.Now())
+	lookup()
+	if got := s.LookupsShed(); got != 1 {
+		t.Errorf("LookupsShed = %d after the budget was paid back, want 1", got)
+	}
+	wantHits(t, s, ns.ID, chain, 2)
+}
+
+// TestOneCallerKeepsToBudget: lookups one after another from one
+// goroutine, with a budget of a millionth of the CPUs, count in full until
+// the burst is spent, then shed (each either counts or sheds: the hits and
+// the sheds add up to the lookups).
+func TestOneCallerKeepsToBudget(t *testing.T) {
+	s, _ := newTestStore(t, 64, func(c *Config) { c.LookupBookkeeping = 1e-6 })
+	chain := putChain(t, s, "tight", 32)
+	lookups := 0
+	for deadline := time.Now().Add(10 * time.Second); s.LookupsShed() == 0; lookups++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lookups in 10s and none shed with the budget spent", lookups)
+		}
+		if res, err := s.Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+			t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
+		}
+	}
+	for range 100 {
+		if _, err := s.Lookup(testNS.ID, chain, false, 0); err != nil {
+			t.Fatal(err)
+		}
+		lookups++
+	}
+	shed := s.LookupsShed()
+	if shed < 90 {
+		t.Errorf("%d of the last 100 lookups shed with the burst spent, want nearly all", shed-1)
+	}
+	infos, ok, err := s.Stat(testNS.ID, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, info := range infos {
+		if !ok[i] || uint64(info.Hits)+shed != uint64(lookups) {
+			t.Errorf("page %d: present %v, %d hits and %d shed, want %d in all", i, ok[i], info.Hits, shed, lookups)
+		}
+	}
+	t.Logf("%d lookups counted in full before the burst was spent", lookups-100-1)
+}
+
+// lookupAll looks keys up in namespace id without a lease and checks that
+// all are present (from any goroutine: it reports with Errorf).
+func lookupAll(t *testing.T, s *Store, id namespace.ID, keys []namespace.Key) {
+	t.Helper()
+	if res, err := s.Lookup(id, keys, false, 0); err != nil || res.HitPrefix != len(keys) {
+		t.Errorf("lookup: hit prefix %d of %d, %v", res.HitPrefix, len(keys), err)
+	}
+}
+
+// savedFLOPs is the prefill namespace id's lookups have saved so far.
+func savedFLOPs(t *testing.T, s *Store, id namespace.ID) float64 {
+	t.Helper()
+	st, err := s.NamespaceStats(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.SavedFLOPs
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +61,13 @@ type Config struct {
 	// a page is spared for between OrphanGrace and a second more. Default
 	// 1s; negative: none.
 	OrphanGrace time.Duration
+	// LookupBookkeeping is the most of the node's CPU time (GOMAXPROCS ×
+	// wall time) that lease-less lookups' bookkeeping (the frequency
+	// histories, the pages' hits, the queues' order) may take under load:
+	// past it, lookups shed theirs and answer from the index alone
+	// (hitlog.go, "A budget for the bookkeeping"). Default 0.25; negative:
+	// no budget.
+	LookupBookkeeping float64
 }
 
 func (c *Config) setDefaults() error {
@@ -77,6 +86,12 @@ func (c *Config) setDefaults() error {
 	def(&c.JanitorInterval, 250*time.Millisecond)
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = time.Second
+	}
+	switch b := c.LookupBookkeeping; {
+	case b == 0:
+		c.LookupBookkeeping = 0.25
+	case math.IsNaN(b) || math.IsInf(b, 0):
+		return fmt.Errorf("store: lookup bookkeeping budget %v, want a share of the CPU time (negative: none)", b)
 	}
 	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
 		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)
@@ -189,6 +204,7 @@ func New(cfg Config) (*Store, error) {
 		stop:          make(chan struct{}),
 		epoch:         time.Now(),
 	}
+	s.hits.budget(cfg.LookupBookkeeping, runtime.GOMAXPROCS(0), time.Now())
 	if err := s.initPolicy(); err != nil {
 		return nil, err
 	}
