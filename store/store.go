@@ -61,8 +61,8 @@ type Config struct {
 	// a page is spared for between OrphanGrace and a second more. Default
 	// 1s; negative: none.
 	OrphanGrace time.Duration
-	// LookupBookkeeping is the most of the node's CPU time (GOMAXPROCS ×
-	// wall time) that lease-less lookups' bookkeeping (the frequency
+	// LookupBookkeeping is the most of the node's CPU time (GOMAXPROCS, as
+	// New finds it, × wall time) that lease-less lookups' bookkeeping (the frequency
 	// histories, the pages' hits, the queues' order) may take under load:
 	// past it, lookups shed theirs and answer from the index alone
 	// (hitlog.go, "A budget for the bookkeeping"). Default 0.25; negative:

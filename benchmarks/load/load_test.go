@@ -467,3 +467,33 @@ func TestFreshPutsTrimmed(t *testing.T) {
 		t.Errorf("%d trims, at most %d of %d keys held at once; want trims keeping it near %d", sys.trims, sys.maxLive, len(sys.state), window)
 	}
 }
+
+// TestStrataNodeProcs: a node started as a process with NodeProcs runs
+// with that GOMAXPROCS in its environment, whatever this process has.
+func TestStrataNodeProcs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	sys, err := StartStrata(t.Context(), StrataConfig{NodeProcs: 1, HostBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", sys.child.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			got = append(got, kv)
+		}
+	}
+	if len(got) != 1 || got[0] != "GOMAXPROCS=1" {
+		t.Errorf("the node's environment has %q, want only GOMAXPROCS=1", got)
+	}
+	if _, err := StartStrata(t.Context(), StrataConfig{NodeProcs: 1, InProcess: true}); err == nil {
+		t.Error("NodeProcs with InProcess: no error")
+	}
+}

@@ -38,6 +38,9 @@ type StrataConfig struct {
 	// TLS only, with a certificate of a CA made at start (testcerts), and
 	// the client verifies it. Default "tcp".
 	Transport string
+	// NodeProcs is the GOMAXPROCS of the node's process (0: Go's default,
+	// every CPU); only for a node started as a process of its own.
+	NodeProcs int
 
 	tls *tlsFiles // set by StartStrata for a -tls transport
 }
@@ -94,6 +97,9 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	if _, err := clientOptions(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.NodeProcs < 0 || cfg.NodeProcs > 0 && (cfg.Addr != "" || cfg.InProcess) {
+		return nil, fmt.Errorf("node GOMAXPROCS %d: only for the node started as a process of its own", cfg.NodeProcs)
+	}
 	if strings.HasSuffix(cfg.Transport, "-tls") {
 		if cfg.Addr != "" {
 			return nil, fmt.Errorf("transport %s: only with the node strata-load starts (no --addr)", cfg.Transport)
@@ -111,6 +117,9 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 		env := []string{fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes)}
 		if cfg.tls != nil {
 			env = append(env, childTLSEnv+"="+cfg.tls.cert+","+cfg.tls.key)
+		}
+		if cfg.NodeProcs > 0 {
+			env = append(env, fmt.Sprintf("GOMAXPROCS=%d", cfg.NodeProcs))
 		}
 		c, err := startChild(ctx, roleNode, env...)
 		if err != nil {

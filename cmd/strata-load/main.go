@@ -39,6 +39,7 @@ type config struct {
 	putBudget  int
 	lookupKeys int
 	hostBytes  int64
+	nodeProcs  int
 	token      string
 	// mooncakePython is the interpreter with the mooncake wheel, for the
 	// mooncake and redis-py systems.
@@ -85,6 +86,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pb, "put-budget", "512M", "about the most bytes of fresh pages a strata put case holds (it deletes the oldest as it runs); a mooncake put case stops after writing this much")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
+	fs.IntVar(&cfg.nodeProcs, "node-procs", 0, "GOMAXPROCS of the strata node's process: the CPUs its goroutines run on at once (0: Go's default, every CPU)")
 	fs.StringVar(&cfg.mooncakePython, "mooncake-python", os.Getenv(load.MooncakePythonEnv),
 		"Python interpreter with the mooncake-transfer-engine-non-cuda wheel, for the mooncake and redis-py systems (default $"+load.MooncakePythonEnv+")")
 	fs.StringVar(&cfg.token, "token", os.Getenv("STRATA_TOKEN"), "tenant token (default $STRATA_TOKEN)")
@@ -98,6 +100,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.rounds < 1 {
 		return cfg, fmt.Errorf("--rounds: %d, want at least 1", cfg.rounds)
+	}
+	switch {
+	case cfg.nodeProcs < 0:
+		return cfg, fmt.Errorf("--node-procs: %d, want 0 (Go's default) or more", cfg.nodeProcs)
+	case cfg.nodeProcs > 0 && (cfg.inProcess || cfg.addr != ""):
+		return cfg, errors.New("--node-procs: only for the node strata-load starts in a process of its own (no --in-process, no --addr)")
 	}
 	var err error
 	cfg.systems, cfg.transports = split(systems), split(transports)

@@ -27,7 +27,7 @@ func TestRunSmoke(t *testing.T) {
 	out := t.TempDir()
 	cfg, err := parseFlags([]string{"--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms", "--warmup", "20ms", "--settle", "20ms",
 		"--working-set", "256K", "--put-budget", "128K", "--lookup-keys", "8", "--host-bytes", "16M",
-		"--out", out, "--quiet"})
+		"--node-procs", "1", "--out", out, "--quiet"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## put", "## get", "## lookup", "| strata | 4KiB | 1 |", "| tcp | 16KiB | 2 |",
-		"| memcpy | 4KiB | 2 |", "strata get ÷ baselines"} {
+		"| memcpy | 4KiB | 2 |", "strata get ÷ baselines", "the strata node runs with GOMAXPROCS 1 (--node-procs)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
 		}
@@ -69,5 +69,23 @@ func TestParseBytes(t *testing.T) {
 		if _, err := parseBytes(bad); err == nil {
 			t.Errorf("parseBytes(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestNodeProcsNeedsItsOwnProcess: --node-procs sets the GOMAXPROCS of a
+// node strata-load starts as a process; with --in-process or --addr there
+// is no such process, and a negative count means nothing.
+func TestNodeProcsNeedsItsOwnProcess(t *testing.T) {
+	for _, args := range [][]string{
+		{"--node-procs", "1", "--in-process"},
+		{"--node-procs", "2", "--addr", "127.0.0.1:1"},
+		{"--node-procs", "-1"},
+	} {
+		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), "--node-procs") {
+			t.Errorf("%q: error %v, want one about --node-procs", args, err)
+		}
+	}
+	if cfg, err := parseFlags([]string{"--node-procs", "1"}); err != nil || cfg.nodeProcs != 1 {
+		t.Errorf("--node-procs 1: %d, %v", cfg.nodeProcs, err)
 	}
 }

@@ -34,6 +34,9 @@ func writeReport(cfg config, started time.Time, results []load.Result) error {
 	if cfg.addr != "" {
 		servers += "; the node at --addr is not counted"
 	}
+	if cfg.nodeProcs > 0 {
+		servers += fmt.Sprintf("; the strata node runs with GOMAXPROCS %d (--node-procs)", cfg.nodeProcs)
+	}
 	h.WriteString("\n- one operation moves one page (lookup: asks about lookup-keys keys); " + servers + "\n")
 	md, err := os.Create(filepath.Join(cfg.out, "results.md"))
 	if err != nil {

@@ -26,7 +26,7 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 		case "strata":
 			for _, tr := range cfg.transports {
 				s, err := load.StartStrata(ctx, load.StrataConfig{Addr: cfg.addr, HostBytes: cfg.hostBytes,
-					Token: cfg.token, Transport: tr, InProcess: cfg.inProcess})
+					Token: cfg.token, Transport: tr, InProcess: cfg.inProcess, NodeProcs: cfg.nodeProcs})
 				if err != nil {
 					return systems, closeAll, fmt.Errorf("strata (%s): %w", tr, err)
 				}
