@@ -186,6 +186,10 @@ type Config struct {
 	// dropped elsewhere is only marked as an orphan instead of dropped
 	// (store.Config.OrphanGrace). Default 1s; negative: none.
 	OrphanGrace time.Duration
+	// LookupBookkeeping is the most of the node's CPU time that lookups'
+	// eviction bookkeeping may take before lookups shed it
+	// (store.Config.LookupBookkeeping). Default 0.25; negative: no limit.
+	LookupBookkeeping float64
 	// Handoff tunes the hinted handoff (eviction/hints.Handoff): pages
 	// this node holds whose owner is another alive member go back to it.
 	// Handoff.Every negative turns it off.
@@ -317,7 +321,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
 		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, MaxReserveTTL: cfg.MaxReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
-		Logger: n.log}); err != nil {
+		LookupBookkeeping: cfg.LookupBookkeeping, Logger: n.log}); err != nil {
 		return err
 	}
 	if err := n.openRegistry(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -52,6 +53,7 @@ func TestStartFailures(t *testing.T) {
 		{"grpc port taken", func(_ string, c *node.Config) { c.Listen = taken.Addr().String() }, "listening on"},
 		{"bad gossip address", func(_ string, c *node.Config) { c.GossipAddr = "127.0.0.1:none" }, "gossip port"},
 		{"coordination config", func(_ string, c *node.Config) { c.CoordRound = -time.Second }, "coord"},
+		{"lookup bookkeeping no number", func(_ string, c *node.Config) { c.LookupBookkeeping = math.NaN() }, "lookup bookkeeping budget NaN"},
 		{"admin port taken", func(_ string, c *node.Config) { c.AdminListen = taken.Addr().String() }, "admin listener"},
 	}
 	for _, tc := range cases {

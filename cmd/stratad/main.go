@@ -88,6 +88,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.BoolVar(&cfg.NoReflection, "no-reflection", false, "turn gRPC server reflection off")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "maximum keys or pages per request (default 16384)")
 	fs.BoolVar(&cfg.NoCutoffFloor, "no-cutoff-floor", false, "do not refuse puts worth less than a quarter of the cluster's eviction cutoff (coordination still runs, for status)")
+	fs.Float64Var(&cfg.LookupBookkeeping, "lookup-bookkeeping", 0, "the most of the node's CPU time (GOMAXPROCS × wall time) that lookups' eviction bookkeeping may take; past it lookups shed theirs and the policy samples them (default 0.25; negative: no limit)")
 	fs.DurationVar(&cfg.OrphanGrace, "orphan-grace", 0, "how long after its last put a page whose parent another node dropped is only marked an orphan, not dropped at once (default 1s; negative: none)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "how long shutdown waits for in-flight requests (default 10s)")
 	fs.StringVar(&cfg.ShmSocket, "shm-socket", "", `Unix socket for same-host clients (shared memory); "off" disables (default <data-dir>/strata.sock)`)

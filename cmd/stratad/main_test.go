@@ -204,3 +204,21 @@ func TestParseOrphanGrace(t *testing.T) {
 		}
 	}
 }
+
+// TestParseLookupBookkeeping: --lookup-bookkeeping reaches node.Config;
+// unset, the store's default applies (0 here); a share that is no number
+// is refused.
+func TestParseLookupBookkeeping(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want float64
+	}{{nil, 0}, {[]string{"--lookup-bookkeeping", "-1"}, -1}, {[]string{"--lookup-bookkeeping", "0.5"}, 0.5}} {
+		cfg, err := parseFlags(tc.args)
+		if err != nil || cfg.LookupBookkeeping != tc.want {
+			t.Errorf("%v: LookupBookkeeping %v, %v; want %v", tc.args, cfg.LookupBookkeeping, err, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--lookup-bookkeeping", "a quarter"}); err == nil {
+		t.Error("--lookup-bookkeeping 'a quarter': no error")
+	}
+}
