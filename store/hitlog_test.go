@@ -249,8 +249,8 @@ func TestOneCallerKeepsToBudget(t *testing.T) {
 		lookups++
 	}
 	shed := s.LookupsShed()
-	if shed < 90 {
-		t.Errorf("%d of the last 100 lookups shed with the burst spent, want nearly all", shed-1)
+	if last := shed - 1; last < 90 { // the first shed ended the loop above
+		t.Errorf("%d of the last 100 lookups shed with the burst spent, want nearly all", last)
 	}
 	infos, ok, err := s.Stat(testNS.ID, chain)
 	if err != nil {
