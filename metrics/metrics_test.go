@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -160,9 +162,12 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	if got := value(t, fams, "strata_eviction_hints_dropped_total", nil); got != 0 {
 		t.Errorf("hints dropped = %g, want 0", got)
 	}
-	// Its lookups came one at a time: none shed its bookkeeping.
-	if got := value(t, fams, "strata_lookups_shed_total", nil); got != 0 {
-		t.Errorf("lookups shed = %g, want 0", got)
+	// Its lookups came one at a time: none shed its bookkeeping, for
+	// either reason.
+	for _, reason := range []string{"contention", "budget"} {
+		if got := value(t, fams, "strata_lookups_shed_total", map[string]string{"reason": reason}); got != 0 {
+			t.Errorf("lookups shed for %s = %g, want 0", reason, got)
+		}
 	}
 	// The tenant's usage: its 7 published pages, no reservation or lease.
 	for name, want := range map[string]float64{"strata_tenant_bytes": 7 * page, "strata_tenant_reserved_bytes": 0,
@@ -174,5 +179,30 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	// One Lookup RPC histogram sample per lookup call.
 	if got := value(t, fams, "strata_rpc_duration_seconds", map[string]string{"method": "/strata.v1.Strata/Lookup", "code": "OK"}); got != 2 {
 		t.Errorf("lookup rpc samples = %g, want 2", got)
+	}
+}
+
+// snapshotSource is a Source that always answers snap.
+type snapshotSource struct{ snap metrics.Snapshot }
+
+func (s snapshotSource) Snapshot() metrics.Snapshot { return s.snap }
+
+// TestShedReasons: strata_lookups_shed_total splits the store's shed
+// lookups by reason: those over the bookkeeping's budget, and the rest,
+// shed for contention.
+func TestShedReasons(t *testing.T) {
+	reg := metrics.New(nil)
+	reg.ReadStore(snapshotSource{metrics.Snapshot{LookupsShed: 7, LookupsShedOverBudget: 5}})
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reason, want := range map[string]float64{"contention": 2, "budget": 5} {
+		if v := value(t, fams, "strata_lookups_shed_total", map[string]string{"reason": reason}); v != want {
+			t.Errorf("lookups shed for %s = %g, want %g", reason, v, want)
+		}
 	}
 }

@@ -24,9 +24,11 @@ type Snapshot struct {
 	Coordinated  bool   // the cutoffs are the cluster coordinator's
 	HintsDropped uint64 // child and value hints dropped (too many pending)
 	// LookupsShed counts lookups that shed their bookkeeping (history
-	// counts, hits) under contention or past its CPU budget.
-	LookupsShed uint64
-	Tenants     []TenantUsage
+	// counts, hits) under contention or past its CPU budget;
+	// LookupsShedOverBudget those of them that shed it past the budget.
+	LookupsShed           uint64
+	LookupsShedOverBudget uint64
+	Tenants               []TenantUsage
 }
 
 // TenantUsage is what one tenant holds on the node, against its quota.
@@ -116,7 +118,7 @@ var (
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
 	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
 	descHintsLost = prometheus.NewDesc("strata_eviction_hints_dropped_total", "Child and value hints dropped because too many were pending (hints are advisory).", nil, nil)
-	descShed      = prometheus.NewDesc("strata_lookups_shed_total", "Lookups whose bookkeeping (the eviction histories' counts, the pages' hits) was shed because another lookup's was under way or the bookkeeping had spent its share of the node's CPU (store.Config.LookupBookkeeping): under load the policy samples lookups instead of counting each. Their answers are exact.", nil, nil)
+	descShed      = prometheus.NewDesc("strata_lookups_shed_total", "Lookups whose bookkeeping (the eviction histories' counts, the pages' hits) was shed, by reason: contention (another lookup's was under way) or budget (the bookkeeping had spent its share of the node's CPU, --lookup-bookkeeping). Under load the policy samples lookups instead of counting each. Their answers are exact.", []string{"reason"}, nil)
 
 	tenantLabel        = []string{"tenant"}
 	descTenantBytes    = prometheus.NewDesc("strata_tenant_bytes", "Bytes of the tenant's published pages on this node, over every tier (its byte quota counts these and its open reservations).", tenantLabel, nil)
@@ -187,7 +189,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, co)
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(snap.CutoffEpoch))
 	ch <- prometheus.MustNewConstMetric(descHintsLost, prometheus.CounterValue, float64(snap.HintsDropped))
-	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(snap.LookupsShed))
+	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(snap.LookupsShed-snap.LookupsShedOverBudget), "contention")
+	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(snap.LookupsShedOverBudget), "budget")
 	for _, u := range snap.Tenants {
 		ch <- prometheus.MustNewConstMetric(descTenantBytes, prometheus.GaugeValue, float64(u.Bytes), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descTenantReserved, prometheus.GaugeValue, float64(u.ReserveBytes), u.Tenant)

@@ -23,7 +23,7 @@ var putOutcomes = map[store.CommitStatus]metrics.PutOutcome{
 func (m storeMetrics) Snapshot() metrics.Snapshot {
 	st := m.st.Stats()
 	snap := metrics.Snapshot{Reservations: st.Reservations, HintsDropped: m.st.HintsDropped(),
-		LookupsShed: m.st.LookupsShed()}
+		LookupsShed: m.st.LookupsShed(), LookupsShedOverBudget: m.st.LookupsShedOverBudget()}
 	for _, t := range st.Tiers {
 		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used,
 			Fault: t.Fault.String()})

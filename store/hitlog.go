@@ -88,9 +88,11 @@ type hitLog struct {
 	// section under s.mu to add to the namespaces' figures.
 	saved []shedSaved
 	// inline counts the lookups doing their own bookkeeping, waiting for
-	// s.mu or holding it; shed counts the lookups that shed theirs.
-	inline atomic.Int32
-	shed   atomic.Uint64
+	// s.mu or holding it; shed counts the lookups that shed theirs, and
+	// overBudget those of them that shed it because the budget was spent.
+	inline     atomic.Int32
+	shed       atomic.Uint64
+	overBudget atomic.Uint64
 	// rate is the bookkeeping time the budget allows per unit of wall
 	// time (Config.LookupBookkeeping × GOMAXPROCS; 0: no budget), and debt
 	// the bookkeeping done and not yet paid for, as of paid. An unspent
@@ -157,6 +159,7 @@ func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*e
 	if l.spentLocked(time.Now()) {
 		l.shedSavedLocked(n, saved)
 		l.mu.Unlock()
+		l.overBudget.Add(1)
 		l.shed.Add(1)
 		return
 	}
@@ -255,8 +258,12 @@ func (l *hitLog) shedSavedLocked(n *nsState, flops float64) {
 }
 
 // LookupsShed counts the lookups without a lease that shed their
-// bookkeeping under contention (Shedding under contention, hitlog.go).
+// bookkeeping, under contention or over its budget (hitlog.go).
 func (s *Store) LookupsShed() uint64 { return s.hits.shed.Load() }
+
+// LookupsShedOverBudget counts the lookups of LookupsShed that shed their
+// bookkeeping because its budget was spent (A budget for the bookkeeping).
+func (s *Store) LookupsShedOverBudget() uint64 { return s.hits.overBudget.Load() }
 
 // applyLocked does one lookup's bookkeeping and returns its batch to
 // batchPool.

@@ -125,9 +125,9 @@ func TestLookupShedsUnderContention(t *testing.T) {
 		<-shed
 		t.Fatal("a third lookup waited for the store's lock instead of shedding its bookkeeping")
 	}
-	if got := s.LookupsShed(); got != 1 {
+	if got, over := s.LookupsShed(), s.LookupsShedOverBudget(); got != 1 || over != 0 {
 		s.mu.Unlock()
-		t.Fatalf("LookupsShed = %d with s.mu held, want 1", got)
+		t.Fatalf("LookupsShed = %d, over budget %d with s.mu held, want 1 and 0", got, over)
 	}
 	s.mu.Unlock()
 	<-inline
@@ -211,8 +211,8 @@ func TestSpentBudgetSheds(t *testing.T) {
 	s.hits.debt = time.Hour // spent for an hour
 	s.hits.mu.Unlock()
 	lookup()
-	if got := s.LookupsShed(); got != 1 {
-		t.Fatalf("LookupsShed = %d with the budget spent, want 1", got)
+	if got, over := s.LookupsShed(), s.LookupsShedOverBudget(); got != 1 || over != 1 {
+		t.Fatalf("LookupsShed = %d, over budget %d with the budget spent, want 1 and 1", got, over)
 	}
 	wantHits(t, s, ns.ID, chain, 1)
 	if got := saved() - before; math.Abs(got-2*per) > 1e-9*per {
