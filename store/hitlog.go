@@ -132,13 +132,24 @@ func (l *hitLog) spentLocked(now time.Time) bool {
 
 // charge adds bookkeeping that ran from start until now to the debt.
 func (l *hitLog) charge(start time.Time) {
-	if l.rate <= 0 {
-		return
-	}
 	d := time.Since(start)
 	l.mu.Lock()
-	l.debt += d
+	if l.rate > 0 { // budget may change rate (tests): read it under l.mu
+		l.debt += d
+	}
 	l.mu.Unlock()
+}
+
+// shedUnlock sheds the bookkeeping of a lookup of n whose hit prefix
+// saved flops, over the budget or under contention, and lets go of l.mu,
+// which is held.
+func (l *hitLog) shedUnlock(n *nsState, flops float64, overBudget bool) {
+	l.shedSavedLocked(n, flops)
+	l.mu.Unlock()
+	if overBudget {
+		l.overBudget.Add(1)
+	}
+	l.shed.Add(1)
 }
 
 // shedSaved is the prefill FLOPs shed lookups of n saved.
@@ -157,18 +168,13 @@ func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*e
 	l := &s.hits
 	l.mu.Lock()
 	if l.spentLocked(time.Now()) {
-		l.shedSavedLocked(n, saved)
-		l.mu.Unlock()
-		l.overBudget.Add(1)
-		l.shed.Add(1)
+		l.shedUnlock(n, saved, true)
 		return
 	}
 	if l.pending != nil {
 		if l.inline.Add(1) > 1 {
 			l.inline.Add(-1)
-			l.shedSavedLocked(n, saved)
-			l.mu.Unlock()
-			l.shed.Add(1)
+			l.shedUnlock(n, saved, false)
 			return
 		}
 		l.mu.Unlock()

@@ -124,12 +124,12 @@ func BenchmarkPutSend(b *testing.B) {
 			var ru0, ru1 syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			b.SetBytes(int64(len(data)))
+			send := a.SendFrames
+			if lend {
+				send = a.SendFramesLent
+			}
 			b.ResetTimer()
 			for i := range b.N {
-				send := a.SendFrames
-				if lend {
-					send = a.SendFramesLent
-				}
 				if err := send(Frame{ID: uint64(i), Msg: put}); err != nil {
 					b.Fatal(err)
 				}
