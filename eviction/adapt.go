@@ -1,6 +1,9 @@
 package eviction
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // Adaptation: what a KindCost queue learns online (see "Adaptivity" in the
 // package documentation). Two things, both from pages that come back (a
@@ -98,6 +101,11 @@ func (gs *ghosts) take(key uint64) (ghost, bool) {
 	g := gs.ring[i]
 	gs.drop(int(i))
 	return g, true
+}
+
+// bytes is the memory of the ring and its index.
+func (gs *ghosts) bytes() int {
+	return len(gs.ring)*int(unsafe.Sizeof(ghost{})) + len(gs.index.slots)*int(unsafe.Sizeof(gs.index.slots[0]))
 }
 
 // len is the number of live ghosts.

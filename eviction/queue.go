@@ -162,6 +162,15 @@ func (q *Queue) HistoryBytes() int {
 	return q.hist.bytes()
 }
 
+// GhostBytes is the memory of the ghost list (adapt.go: the ring of
+// departed keys and its index; 0 for a queue that does not adapt).
+func (q *Queue) GhostBytes() int {
+	if q.ad == nil {
+		return 0
+	}
+	return q.ad.gh.bytes()
+}
+
 // Record counts one lookup that asked for key, hit or miss, in the frequency
 // history (a no-op for policies without one). Record and RecordAll touch
 // nothing but the history, which only Estimate, Insert, Admit, WorthOf and ValueOf

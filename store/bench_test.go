@@ -102,8 +102,9 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 // It also breaks the figure down, from the structures' sizes: entry-B
 // (an entry's size, a Go size class), table-B (the shards' index tables),
 // waiters-B (kids.go), owner-B (the handle-to-entry tables), history-B
-// (the queues' frequency histories) and queue-B, the rest: the queues'
-// state, heap and ghost list.
+// (the queues' frequency histories), ghosts-B (the queues' ghost lists of
+// departed keys, adapt.go) and queue-B, the rest: the queues' state and
+// heap.
 func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
 
 // BenchmarkIndexBytesRemoteParents is BenchmarkIndexBytesPerPage for a
@@ -149,7 +150,7 @@ func indexParts(s *Store) []struct {
 	name  string
 	bytes float64
 } {
-	var entries, tables, waiting, owner, history int
+	var entries, tables, waiting, owner, history, ghosts int
 	s.lock()
 	defer s.unlock()
 	s.nsMu.RLock()
@@ -166,12 +167,13 @@ func indexParts(s *Store) []struct {
 	for t, q := range s.policy.pol {
 		owner += cap(s.policy.owner[t]) * int(unsafe.Sizeof(s.policy.owner[t][0]))
 		history += q.HistoryBytes()
+		ghosts += q.GhostBytes()
 	}
 	return []struct {
 		name  string
 		bytes float64
 	}{{"entry-B/page", float64(entries)}, {"table-B/page", float64(tables)}, {"waiters-B/page", float64(waiting)},
-		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}}
+		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}, {"ghosts-B/page", float64(ghosts)}}
 }
 
 // BenchmarkPublish publishes pages of one chain (Reserve, Write and Commit

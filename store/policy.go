@@ -150,8 +150,9 @@ func (s *Store) newQueues(pageBytes int64) error {
 		}
 		// State is preallocated for at most maxPreallocPages pages (it grows
 		// past them); the half-life follows the tier's real size.
+		prealloc := min(pages, maxPreallocPages)
 		q, err := eviction.New(eviction.Config{Kind: s.cfg.Eviction, CapacityBytes: capBytes,
-			Capacity: int(min(pages, maxPreallocPages)), HalfLife: s.cfg.Tuning.halfLife(pages),
+			Capacity: int(prealloc), HalfLife: s.cfg.Tuning.halfLife(pages), History: s.cfg.Tuning.history(prealloc),
 			AdmitShare: s.cfg.Tuning.AdmitShare, CapacityAdmission: s.cfg.Tuning.CapacityAdmission,
 			Static: s.cfg.Tuning.Static, Ident: s.identOf(i)})
 		if err != nil {
@@ -159,7 +160,7 @@ func (s *Store) newQueues(pageBytes int64) error {
 		}
 		q.SetCutoff(p.cutoffs[i])
 		p.pol[i] = q
-		p.owner[i] = make([]*entry, 1, min(pages, maxPreallocPages)+1)
+		p.owner[i] = make([]*entry, 1, prealloc+1)
 	}
 	return nil
 }
@@ -198,6 +199,23 @@ type EvictionTuning struct {
 	// Static store also refuses a page worth less than its victim (an
 	// adaptive one always does). Default false.
 	CapacityAdmission bool
+	// History is how many distinct recent keys the cost policy's frequency
+	// history remembers, in tier capacities: keys per page the tier holds
+	// (eviction.Config.History; for tiers of over maxPreallocPages pages,
+	// per page of that many, as the policy's own default). 0 means the
+	// policy's default, 8. The history takes 2 bytes a remembered key
+	// (history-B in BenchmarkIndexBytesPerPage); strata-sim --history
+	// shows what a smaller one gives up. Not negative.
+	History float64
+}
+
+// history is the frequency history of a tier's queue sized for pages
+// pages, or 0 for the policy's default.
+func (t EvictionTuning) history(pages int64) int {
+	if t.History == 0 || pages <= 0 {
+		return 0
+	}
+	return max(int(t.History*float64(pages)), 1)
 }
 
 // halfLife is the fixed half-life of a tier of pages pages (0: unknown),

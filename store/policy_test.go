@@ -769,3 +769,30 @@ func TestTuningHalfLife(t *testing.T) {
 		t.Errorf("DefaultHalfLife(100) = %d, want %d (1 capacity)", got, want)
 	}
 }
+
+// TestTuningHistory: EvictionTuning.History sizes each queue's frequency
+// history in keys per page of the tier (the default, 8, when 0), and a
+// history that is not a number of capacities is refused.
+func TestTuningHistory(t *testing.T) {
+	const pages = 4096
+	historyBytes := func(h float64) int {
+		s, _ := newTestStore(t, pages, func(c *Config) { c.Tuning.History = h })
+		var n int
+		locked(s, func() { n = s.policy.pol[0].HistoryBytes() })
+		return n
+	}
+	// The sketch keeps 2 bytes a key, for a power of two of keys.
+	for _, c := range []struct {
+		history float64
+		want    int
+	}{{0, 8 * pages * 2}, {8, 8 * pages * 2}, {2, 2 * pages * 2}, {0.5, pages}} {
+		if got := historyBytes(c.history); got != c.want {
+			t.Errorf("History %v: %d bytes of history, want %d", c.history, got, c.want)
+		}
+	}
+	for _, h := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := New(Config{Tiers: []tiers.Tier{newMemTier(pages * pageSize)}, Tuning: EvictionTuning{History: h}}); err == nil {
+			t.Errorf("History %v: no error", h)
+		}
+	}
+}

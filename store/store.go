@@ -93,6 +93,9 @@ func (c *Config) setDefaults() error {
 	case math.IsNaN(b) || math.IsInf(b, 0):
 		return fmt.Errorf("store: lookup bookkeeping budget %v, want a share of the CPU time (negative: none)", b)
 	}
+	if h := c.Tuning.History; !(h >= 0) || math.IsInf(h, 0) {
+		return fmt.Errorf("store: eviction history %v, want a number of tier capacities >= 0 (0: the policy's default)", h)
+	}
 	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
 		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -45,6 +46,10 @@ type config struct {
 	// ours-global sets a cutoff); 0, the default, leaves
 	// eviction.DefaultAdmitShare.
 	AdmitShare float64
+	// History sizes the cost policy's frequency history in tier
+	// capacities (store.EvictionTuning.History); 0, the default, leaves
+	// the policy's own (8).
+	History float64
 }
 
 func parseFlags(args []string) (config, error) {
@@ -74,6 +79,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Slice, "slice", 0, "replay only the first N requests (after --every); 0: all")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "fixed half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: learned online")
+	fs.Float64Var(&cfg.History, "history", 0, "distinct recent keys the cost policy's frequency history remembers, per page of a node's capacity (2 bytes each); 0: the policy's default, 8")
 	fs.Float64Var(&cfg.AdmitShare, "admit-share", 0, "share of the cluster-wide cutoff below which the stores of ours-global refuse a put, in (0, 1]; 0: the policy's default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -99,6 +105,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.HalfLife < 0 {
 		return config{}, fmt.Errorf("--half-life %g: want >= 0", cfg.HalfLife)
+	}
+	if !(cfg.History >= 0) || math.IsInf(cfg.History, 0) {
+		return config{}, fmt.Errorf("--history %g: want >= 0", cfg.History)
 	}
 	if !(cfg.AdmitShare >= 0 && cfg.AdmitShare <= 1) {
 		return config{}, fmt.Errorf("--admit-share %g: want a share in [0, 1]", cfg.AdmitShare)

@@ -60,7 +60,7 @@ func simulate(ctx context.Context, t *trace, cfg config) ([]result, error) {
 			}
 			for _, v := range cfg.Policies {
 				jobs = append(jobs, simConfig{variant: v, profile: cfg.Profile, capacities: caps,
-					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement, halfLife: cfg.HalfLife, admitShare: cfg.AdmitShare})
+					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement, halfLife: cfg.HalfLife, history: cfg.History, admitShare: cfg.AdmitShare})
 			}
 		}
 	}

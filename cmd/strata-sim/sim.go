@@ -106,6 +106,7 @@ type simConfig struct {
 	seed       int     // placement seed: changes the node IDs, so which node owns what
 	equalPlace bool    // placement weights all equal instead of the capacities
 	halfLife   float64 // KindCost half-life in page operations per page of capacity; 0 default
+	history    float64 // KindCost frequency history in keys per page of capacity; 0 default
 	admitShare float64 // share of the cutoff below which puts are refused (global); 0 default
 }
 

@@ -93,7 +93,7 @@ func newStoreCluster(t *trace, cfg simConfig) (*storeCluster, error) {
 		}
 		n := &simNode{idx: i, tier: &simTier{Heap: heap, node: i, blocks: make(map[int64]int32), left: c.left}}
 		scfg := store.Config{Tiers: []tiers.Tier{n.tier}, Eviction: v.kind, OrphanGrace: -1,
-			Tuning: store.EvictionTuning{HalfLife: cfg.halfLife, AdmitShare: cfg.admitShare, CapacityAdmission: v.capAdmit},
+			Tuning: store.EvictionTuning{HalfLife: cfg.halfLife, History: cfg.history, AdmitShare: cfg.admitShare, CapacityAdmission: v.capAdmit},
 			Logger: slog.New(slog.DiscardHandler)}
 		if v.hints {
 			scfg.OnRemoteParent = n.queue

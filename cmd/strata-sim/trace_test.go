@@ -58,11 +58,11 @@ func TestParseTraceErrors(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	cfg, err := parseFlags([]string{"--trace", "x", "--capacity-ratios", "1:1:2:4", "--sizes", "5,10", "--policies", "lru,ours-node"})
+	cfg, err := parseFlags([]string{"--trace", "x", "--capacity-ratios", "1:1:2:4", "--sizes", "5,10", "--policies", "lru,ours-node", "--history", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Ratios) != 4 || cfg.Ratios[3] != 4 || len(cfg.Sizes) != 2 || len(cfg.Policies) != 2 || cfg.Profile.Params != 70e9 {
+	if len(cfg.Ratios) != 4 || cfg.Ratios[3] != 4 || len(cfg.Sizes) != 2 || len(cfg.Policies) != 2 || cfg.Profile.Params != 70e9 || cfg.History != 2 {
 		t.Fatalf("%+v", cfg)
 	}
 	for _, args := range [][]string{
@@ -72,6 +72,8 @@ func TestParseFlags(t *testing.T) {
 		{"--trace", "x", "--policies", "nope"},
 		{"--trace", "x", "--nodes", "0"},
 		{"--trace", "x", "--layers", "-3"},
+		{"--trace", "x", "--history", "-1"},
+		{"--trace", "x", "--history", "NaN"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v: no error", args)
