@@ -68,11 +68,11 @@
 // 3/4 (19 at 1M); its tier queue's state, 40 (the queue asks the store
 // for a page's key, namespace and size: eviction.Config.Ident); the
 // handle-to-entry tables, 8; and the tier's frequency history and ghost
-// list, 17 and 24, sized by the tier's capacity in pages (the history at
-// EvictionTuning.History keys a page, 8 by default: 2 bytes a key). A page that may
-// be evicted now (a leaf, unpinned) also has a queue heap slot, 16 to 20
-// (BenchmarkIndexBytesLeaves: 254), and a page whose parent is not
-// resident here a waiter, 59 at 1M of them
+// list, 17 and 24, sized by the tier's capacity in pages (the history
+// at EvictionTuning.History keys a page, 8 by default: 2 bytes a key). A
+// page that may be evicted now (a leaf, unpinned) also has a queue heap
+// slot, 16 to 20 (BenchmarkIndexBytesLeaves: 254), and a page whose
+// parent is not resident here a waiter, 59 at 1M of them
 // (BenchmarkIndexBytesRemoteParents).
 //
 // # Orphans

@@ -209,13 +209,17 @@ type EvictionTuning struct {
 	History float64
 }
 
+// maxHistoryKeys bounds EvictionTuning.History's keys (a 2 GiB history),
+// so that a large multiple cannot overflow an int.
+const maxHistoryKeys = 1 << 30
+
 // history is the frequency history of a tier's queue sized for pages
 // pages, or 0 for the policy's default.
 func (t EvictionTuning) history(pages int64) int {
 	if t.History == 0 || pages <= 0 {
 		return 0
 	}
-	return max(int(t.History*float64(pages)), 1)
+	return int(max(min(t.History*float64(pages), maxHistoryKeys), 1))
 }
 
 // halfLife is the fixed half-life of a tier of pages pages (0: unknown),
