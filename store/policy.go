@@ -185,7 +185,7 @@ type EvictionTuning struct {
 	// HalfLife is the reuse counts' half-life in tier capacities (page
 	// operations per page the tier holds), fixed (eviction.Config.HalfLife).
 	// 0 means the policy learns it, from eviction.DefaultHalfLife of the
-	// tier's pages. Not negative.
+	// tier's pages. Not negative, NaN or infinite (New refuses it).
 	HalfLife float64
 	// Static is eviction.Config.Static: the cost policy with constants
 	// (no ghost list, no learned half-life or first-timer reuse, no
@@ -205,7 +205,8 @@ type EvictionTuning struct {
 	// per page of that many, as the policy's own default). 0 means the
 	// policy's default, 8. The history takes 2 bytes a remembered key
 	// (history-B in BenchmarkIndexBytesPerPage); strata-sim --history
-	// shows what a smaller one gives up. Not negative.
+	// shows what a smaller one gives up. Not negative, NaN or infinite
+	// (New refuses it).
 	History float64
 }
 

@@ -772,7 +772,7 @@ func TestTuningHalfLife(t *testing.T) {
 
 // TestTuningHistory: EvictionTuning.History sizes each queue's frequency
 // history in keys per page of the tier (the default, 8, when 0), and a
-// history that is not a number of capacities is refused.
+// history or half-life that is not a number of capacities is refused.
 func TestTuningHistory(t *testing.T) {
 	const pages = 4096
 	historyBytes := func(h float64) int {
@@ -793,6 +793,9 @@ func TestTuningHistory(t *testing.T) {
 	for _, h := range []float64{-1, math.NaN(), math.Inf(1)} {
 		if _, err := New(Config{Tiers: []tiers.Tier{newMemTier(pages * pageSize)}, Tuning: EvictionTuning{History: h}}); err == nil {
 			t.Errorf("History %v: no error", h)
+		}
+		if _, err := New(Config{Tiers: []tiers.Tier{newMemTier(pages * pageSize)}, Tuning: EvictionTuning{HalfLife: h}}); err == nil {
+			t.Errorf("HalfLife %v: no error", h)
 		}
 	}
 }

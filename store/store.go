@@ -93,6 +93,9 @@ func (c *Config) setDefaults() error {
 	case math.IsNaN(b) || math.IsInf(b, 0):
 		return fmt.Errorf("store: lookup bookkeeping budget %v, want a share of the CPU time (negative: none)", b)
 	}
+	if h := c.Tuning.HalfLife; !(h >= 0) || math.IsInf(h, 0) {
+		return fmt.Errorf("store: eviction half-life %v, want a number of tier capacities >= 0 (0: learned)", h)
+	}
 	if h := c.Tuning.History; !(h >= 0) || math.IsInf(h, 0) {
 		return fmt.Errorf("store: eviction history %v, want a number of tier capacities >= 0 (0: the policy's default)", h)
 	}

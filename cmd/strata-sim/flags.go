@@ -103,7 +103,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.Epoch < 1 || cfg.Every < 1 || cfg.Placements < 1 {
 		return config{}, errors.New("--epoch, --every and --placements must be >= 1")
 	}
-	if cfg.HalfLife < 0 {
+	if !(cfg.HalfLife >= 0) || math.IsInf(cfg.HalfLife, 0) {
 		return config{}, fmt.Errorf("--half-life %g: want >= 0", cfg.HalfLife)
 	}
 	if !(cfg.History >= 0) || math.IsInf(cfg.History, 0) {

@@ -74,6 +74,8 @@ func TestParseFlags(t *testing.T) {
 		{"--trace", "x", "--layers", "-3"},
 		{"--trace", "x", "--history", "-1"},
 		{"--trace", "x", "--history", "NaN"},
+		{"--trace", "x", "--half-life", "NaN"},
+		{"--trace", "x", "--half-life", "Inf"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v: no error", args)
