@@ -22,8 +22,11 @@ var putOutcomes = map[store.CommitStatus]metrics.PutOutcome{
 
 func (m storeMetrics) Snapshot() metrics.Snapshot {
 	st := m.st.Stats()
+	// Each reason's counter is read once, so that the total and the
+	// contention share (the total less the budget's) only grow.
+	contended, overBudget := m.st.LookupsShedUnderContention(), m.st.LookupsShedOverBudget()
 	snap := metrics.Snapshot{Reservations: st.Reservations, HintsDropped: m.st.HintsDropped(),
-		LookupsShed: m.st.LookupsShed(), LookupsShedOverBudget: m.st.LookupsShedOverBudget()}
+		LookupsShed: contended + overBudget, LookupsShedOverBudget: overBudget}
 	for _, t := range st.Tiers {
 		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used,
 			Fault: t.Fault.String()})

@@ -88,10 +88,11 @@ type hitLog struct {
 	// section under s.mu to add to the namespaces' figures.
 	saved []shedSaved
 	// inline counts the lookups doing their own bookkeeping, waiting for
-	// s.mu or holding it; shed counts the lookups that shed theirs, and
-	// overBudget those of them that shed it because the budget was spent.
+	// s.mu or holding it; contended counts the lookups that shed theirs
+	// under contention, overBudget those that shed it because the budget
+	// was spent (a counter each, so that each only grows).
 	inline     atomic.Int32
-	shed       atomic.Uint64
+	contended  atomic.Uint64
 	overBudget atomic.Uint64
 	// rate is the bookkeeping time the budget allows per unit of wall
 	// time (Config.LookupBookkeeping × GOMAXPROCS; 0: no budget), and debt
@@ -148,8 +149,9 @@ func (l *hitLog) shedUnlock(n *nsState, flops float64, overBudget bool) {
 	l.mu.Unlock()
 	if overBudget {
 		l.overBudget.Add(1)
+	} else {
+		l.contended.Add(1)
 	}
-	l.shed.Add(1)
 }
 
 // shedSaved is the prefill FLOPs shed lookups of n saved.
@@ -265,7 +267,14 @@ func (l *hitLog) shedSavedLocked(n *nsState, flops float64) {
 
 // LookupsShed counts the lookups without a lease that shed their
 // bookkeeping, under contention or over its budget (hitlog.go).
-func (s *Store) LookupsShed() uint64 { return s.hits.shed.Load() }
+func (s *Store) LookupsShed() uint64 {
+	return s.LookupsShedUnderContention() + s.LookupsShedOverBudget()
+}
+
+// LookupsShedUnderContention counts the lookups of LookupsShed that shed
+// their bookkeeping because another lookup's was under way (Shedding
+// under contention).
+func (s *Store) LookupsShedUnderContention() uint64 { return s.hits.contended.Load() }
 
 // LookupsShedOverBudget counts the lookups of LookupsShed that shed their
 // bookkeeping because its budget was spent (A budget for the bookkeeping).

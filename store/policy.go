@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"time"
 
@@ -208,6 +209,20 @@ type EvictionTuning struct {
 	// shows what a smaller one gives up. Not negative, NaN or infinite
 	// (New refuses it).
 	History float64
+}
+
+// Validate refuses a half-life or history that is not a number of tier
+// capacities (negative, NaN or infinite); New calls it.
+func (t EvictionTuning) Validate() error {
+	for _, f := range []struct {
+		name, zero string
+		v          float64
+	}{{"half-life", "learned", t.HalfLife}, {"history", "the policy's default", t.History}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("eviction %s %v, want a number of tier capacities >= 0 (0: %s)", f.name, f.v, f.zero)
+		}
+	}
+	return nil
 }
 
 // maxHistoryKeys bounds EvictionTuning.History's keys (a 2 GiB history),

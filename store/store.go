@@ -62,11 +62,11 @@ type Config struct {
 	// 1s; negative: none.
 	OrphanGrace time.Duration
 	// LookupBookkeeping is the most of the node's CPU time (GOMAXPROCS, as
-	// New finds it, × wall time) that lease-less lookups' bookkeeping (the frequency
-	// histories, the pages' hits, the queues' order) may take under load:
-	// past it, lookups shed theirs and answer from the index alone
-	// (hitlog.go, "A budget for the bookkeeping"). Default 0.25; negative:
-	// no budget.
+	// New finds it, × wall time) that lease-less lookups' bookkeeping (the
+	// frequency histories, the pages' hits, the queues' order) may take
+	// under load: past it, lookups shed theirs and answer from the index
+	// alone (hitlog.go, "A budget for the bookkeeping"). Default 0.25;
+	// negative: no budget.
 	LookupBookkeeping float64
 }
 
@@ -93,11 +93,8 @@ func (c *Config) setDefaults() error {
 	case math.IsNaN(b) || math.IsInf(b, 0):
 		return fmt.Errorf("store: lookup bookkeeping budget %v, want a share of the CPU time (negative: none)", b)
 	}
-	if h := c.Tuning.HalfLife; !(h >= 0) || math.IsInf(h, 0) {
-		return fmt.Errorf("store: eviction half-life %v, want a number of tier capacities >= 0 (0: learned)", h)
-	}
-	if h := c.Tuning.History; !(h >= 0) || math.IsInf(h, 0) {
-		return fmt.Errorf("store: eviction history %v, want a number of tier capacities >= 0 (0: the policy's default)", h)
+	if err := c.Tuning.Validate(); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
 		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)

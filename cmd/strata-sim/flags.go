@@ -4,11 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/store"
 )
 
 // config is the simulator's command line.
@@ -103,11 +103,8 @@ func parseFlags(args []string) (config, error) {
 	if cfg.Epoch < 1 || cfg.Every < 1 || cfg.Placements < 1 {
 		return config{}, errors.New("--epoch, --every and --placements must be >= 1")
 	}
-	if !(cfg.HalfLife >= 0) || math.IsInf(cfg.HalfLife, 0) {
-		return config{}, fmt.Errorf("--half-life %g: want >= 0", cfg.HalfLife)
-	}
-	if !(cfg.History >= 0) || math.IsInf(cfg.History, 0) {
-		return config{}, fmt.Errorf("--history %g: want >= 0", cfg.History)
+	if err := (store.EvictionTuning{HalfLife: cfg.HalfLife, History: cfg.History}).Validate(); err != nil {
+		return config{}, fmt.Errorf("--half-life or --history: %w", err)
 	}
 	if !(cfg.AdmitShare >= 0 && cfg.AdmitShare <= 1) {
 		return config{}, fmt.Errorf("--admit-share %g: want a share in [0, 1]", cfg.AdmitShare)
