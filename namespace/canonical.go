@@ -18,10 +18,10 @@ import (
 // Adding a field to Descriptor is a versioned decision: a field that
 // appears in every encoding changes every namespace ID, and
 // canonicalVersion must change with it. A field added later may instead
-// be written only when it is not its default (key_format, which is absent
-// for sha256-chain): every namespace that existed before keeps its ID and
-// its encoding, and a build that does not know the field rejects an
-// encoding that has it instead of misreading it.
+// be written only when it is not its default (key_format, absent for
+// sha256-chain; page_format, absent when empty): every namespace that
+// existed before keeps its ID and its encoding, and a build that does not
+// know the field rejects an encoding that has it instead of misreading it.
 
 // canonicalVersion is the value of the "v" field.
 const canonicalVersion = 1
@@ -66,6 +66,11 @@ var canonicalFields = [...]canonicalField{
 	uintField("num_kv_heads", func(d *Descriptor) uint64 { return uint64(d.NumKVHeads) }),
 	uintField("num_layers", func(d *Descriptor) uint64 { return uint64(d.NumLayers) }),
 	uintField("page_bytes", func(d *Descriptor) uint64 { return d.PageBytes }),
+	{
+		name:        "page_format",
+		appendValue: func(b []byte, d *Descriptor) []byte { return appendJSONString(b, d.PageFormat) },
+		omit:        func(d *Descriptor) bool { return d.PageFormat == "" },
+	},
 	uintField("page_tokens", func(d *Descriptor) uint64 { return uint64(d.PageTokens) }),
 	uintField("pp_rank", func(d *Descriptor) uint64 { return uint64(d.PPRank) }),
 	uintField("pp_size", func(d *Descriptor) uint64 { return uint64(d.PPSize) }),
@@ -189,6 +194,7 @@ type wireDescriptor struct {
 	NumKVHeads        uint32            `json:"num_kv_heads"`
 	NumLayers         uint32            `json:"num_layers"`
 	PageBytes         uint64            `json:"page_bytes"`
+	PageFormat        string            `json:"page_format"`
 	PageTokens        uint32            `json:"page_tokens"`
 	PPRank            uint32            `json:"pp_rank"`
 	PPSize            uint32            `json:"pp_size"`
@@ -246,7 +252,7 @@ func Decode(canonical []byte) (Descriptor, error) {
 		HeadDim: w.HeadDim, MLALatentDim: w.MLALatentDim,
 		TPSize: w.TPSize, TPRank: w.TPRank, PPSize: w.PPSize, PPRank: w.PPRank,
 		CPSize: w.CPSize, CPRank: w.CPRank,
-		Quantization: w.Quantization, Extra: w.Extra, PageBytes: w.PageBytes,
+		Quantization: w.Quantization, Extra: w.Extra, PageBytes: w.PageBytes, PageFormat: w.PageFormat,
 		Checksum: c, KeyFormat: kf,
 		Compute: ComputeProfile{
 			Params: w.Compute.Params, AttentionHeads: w.Compute.AttentionHeads,

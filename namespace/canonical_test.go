@@ -71,7 +71,10 @@ func testDescriptors() map[string]Descriptor {
 			d.TPSize, d.TPRank, d.PPSize, d.PPRank, d.KVDType, d.Checksum = 8, 3, 2, 1, "fp8_e4m3", SHA256
 		}),
 		"deepseek V3 MLA": deepseekV3(),
-		"opaque":          {Tenant: "t", Model: "m", PageTokens: 256, DType: "nvfp4", PageBytes: 1 << 20},
+		"llama3 8B page format": with(llama3_8B(), func(d *Descriptor) {
+			d.PageFormat = " kv:S2.L32.T16.H8.D128:bf16\t"
+		}),
+		"opaque": {Tenant: "t", Model: "m", PageTokens: 256, DType: "nvfp4", PageBytes: 1 << 20},
 		"escapes": with(llama3_8B(), func(d *Descriptor) {
 			d.Model = `we"ird\model`
 			d.Adapter = "lora <v2> & co\u2028"

@@ -61,10 +61,11 @@ type Descriptor struct {
 	Quantization string            // "quantization": weight quantization scheme, "" for none
 	Extra        map[string]string // "extra": free-form, engine-specific identity
 
-	PageBytes uint64         // "page_bytes": explicit page size for opaque layouts; 0 = derive from geometry
-	Checksum  Checksum       // "checksum": page checksum algorithm; 0 = CRC32C
-	KeyFormat KeyFormat      // "key_format": how native page keys chain; 0 = KeyChain
-	Compute   ComputeProfile // "compute": recomputation cost profile
+	PageBytes  uint64         // "page_bytes": explicit page size for opaque layouts; 0 = derive from geometry
+	PageFormat string         // "page_format": how a page's bytes are laid out (ParsePageFormat); "" = not stated
+	Checksum   Checksum       // "checksum": page checksum algorithm; 0 = CRC32C
+	KeyFormat  KeyFormat      // "key_format": how native page keys chain; 0 = KeyChain
+	Compute    ComputeProfile // "compute": recomputation cost profile
 }
 
 // Normalize returns d with defaults filled in and spellings made canonical,
@@ -72,7 +73,8 @@ type Descriptor struct {
 // It never changes what d means and it is idempotent. The rules, in order:
 //
 //  1. Every string field except the Extra keys and values loses leading and
-//     trailing ASCII whitespace (space, \t, \n, \v, \f, \r).
+//     trailing ASCII whitespace (space, \t, \n, \v, \f, \r). PageFormat
+//     is otherwise kept as is: it must already be canonical.
 //  2. Engine, Layout and Quantization are lower-cased (ASCII A-Z only).
 //  3. DType and KVDType are lower-cased, lose a "torch." prefix and have
 //     unambiguous aliases resolved: float32/float -> fp32, float16/half ->
@@ -108,6 +110,7 @@ func (d *Descriptor) normalizeScalars() {
 	d.Engine = lower(trim(d.Engine))
 	d.Layout = lower(trim(d.Layout))
 	d.Quantization = lower(trim(d.Quantization))
+	d.PageFormat = trim(d.PageFormat)
 	d.DType = normDType(d.DType)
 	d.KVDType = normDType(d.KVDType)
 	if d.KVDType == "" || d.KVDType == "auto" {

@@ -3,7 +3,7 @@ package namespace
 import "strings"
 
 // knownDTypes lists, for error messages, the dtypes whose width strata knows.
-const knownDTypes = "fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, int8, uint8"
+const knownDTypes = "fp64, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, fp8_e8m0, int64, int32, int8, uint8"
 
 // DTypeBytes reports the element width of a dtype after normalization (so
 // "bf16", "bfloat16" and "torch.bfloat16" are all 2). ok is false for a
@@ -12,12 +12,16 @@ const knownDTypes = "fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp
 // when the descriptor declares PageBytes explicitly.
 func DTypeBytes(dtype string) (n uint64, ok bool) {
 	switch normDType(dtype) {
-	case "fp32":
+	case "fp64", "int64":
+		return 8, true
+	case "fp32", "int32":
 		return 4, true
 	case "fp16", "bf16":
 		return 2, true
 	case "fp8", // the engine's default fp8 flavour (vLLM's kv_cache_dtype "fp8")
-		"fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "int8", "uint8":
+		"fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
+		"fp8_e8m0", // MX block scales (PyTorch's float8_e8m0fnu)
+		"int8", "uint8":
 		return 1, true
 	}
 	return 0, false

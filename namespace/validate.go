@@ -25,6 +25,9 @@ import (
 //   - checksum is crc32c or sha256;
 //   - key_format is sha256-chain or sha256-blocks, and with sha256-blocks
 //     page_tokens is a multiple of 16 (a page is whole SHA-256 blocks);
+//   - page_format, when set, parses (ParsePageFormat: grammar, limits,
+//     element dtypes) and describes exactly the page size (page_bytes when
+//     set, else the size the geometry gives);
 //   - page_bytes, when set, is at most MaxPageBytes (1 GiB);
 //   - when page_bytes is 0: dtype and kv_dtype are known dtypes (see
 //     DTypeBytes) and the geometry gives a page size in [1, MaxPageBytes]
@@ -53,7 +56,37 @@ func (d Descriptor) Validate() error {
 		add(fieldErr("key_format", "unknown format %d; want sha256-chain or sha256-blocks", n.KeyFormat))
 	}
 	add(n.validateGeometry())
+	add(n.validatePageFormat())
 	return errors.Join(errs...)
+}
+
+// validatePageFormat checks that a stated page format parses and that its
+// size is the page's. A page whose size the geometry does not give is
+// reported by validateGeometry, not here.
+func (d *Descriptor) validatePageFormat() error {
+	if d.PageFormat == "" {
+		return nil
+	}
+	f, err := ParsePageFormat(d.PageFormat)
+	if err != nil {
+		return err
+	}
+	page := d.PageBytes
+	if page == 0 {
+		if d.PageTokens == 0 || d.PageTokens > MaxPageTokens {
+			return nil
+		}
+		if page, err = d.derivedPageSize(); err != nil {
+			return nil
+		}
+	}
+	if page > MaxPageBytes {
+		return nil
+	}
+	if n := f.Bytes(); n != page {
+		return fieldErr("page_format", "describes %d bytes, the page is %d bytes", n, page)
+	}
+	return nil
 }
 
 func (d *Descriptor) validateStrings() error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stratakv/strata/internal/golden"
@@ -17,6 +18,7 @@ const vectorsPath = "testdata/vectors.json"
 type vectorFile struct {
 	Comment     string             `json:"comment"`
 	Descriptors []descriptorVector `json:"descriptors"`
+	Invalid     []invalidVector    `json:"invalid_descriptors"`
 	NativeKeys  []keyVector        `json:"native_keys"`
 	EngineKeys  []engineKeyVector  `json:"engine_keys"`
 	SGLang      []sglangVector     `json:"sglang"`
@@ -31,6 +33,14 @@ type descriptorVector struct {
 	ID        string          `json:"id"`
 	ForkKey   string          `json:"fork_key"`
 	PageSize  uint64          `json:"page_size"`
+}
+
+// invalidVector is a descriptor that Validate rejects for one rule: error
+// is the message (one line, without ErrInvalid's text).
+type invalidVector struct {
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+	Error string          `json:"error"`
 }
 
 type keyVector struct {
@@ -94,12 +104,13 @@ func vectorTokens(n int, seed uint32) []uint32 {
 }
 
 // rawInput renders d before normalization with the canonical field names;
-// an unset checksum is "", an unset key format is left out.
+// an unset checksum is "", an unset key format and an empty page format
+// are left out.
 func rawInput(d Descriptor) json.RawMessage {
 	b := []byte{'{'}
 	for i := range canonicalFields {
 		f := &canonicalFields[i]
-		if f.name == "key_format" && d.KeyFormat == 0 {
+		if f.name == "key_format" && d.KeyFormat == 0 || f.name == "page_format" && d.PageFormat == "" {
 			continue
 		}
 		if i > 0 {
@@ -152,6 +163,21 @@ func buildVectors(t *testing.T) vectorFile {
 		})},
 		{"deepseek-v3-mla", deepseekV3()},
 		{"llama3-8b-sha256-blocks", with(llama3_8B(), func(d *Descriptor) { d.KeyFormat = KeyBlocks })},
+		{"llama3-8b-page-format-layer-first", with(llama3_8B(), func(d *Descriptor) {
+			d.PageFormat = "kv:L32.S2.T16.H8.D128:bf16"
+		})},
+		{"llama3-8b-page-format-kv-first", with(llama3_8B(), func(d *Descriptor) {
+			d.PageFormat = "kv:S2.L32.T16.H8.D128:bf16"
+		})},
+		{"llama3-8b-page-format-fp8-with-scales", with(llama3_8B(), func(d *Descriptor) {
+			// 64-token fp8 pages with one fp32 scale per layer and token:
+			// 4 MiB of KV and 8 KiB of scales, a size page_bytes declares.
+			d.PageTokens, d.KVDType, d.PageBytes = 64, "fp8_e4m3", 2*32*64*8*128+32*64*4
+			d.PageFormat = "kv:S2.L32.T64.H8.D128:fp8_e4m3;scale:L32.T64:fp32"
+		})},
+		{"deepseek-v3-mla-page-format-padded", with(deepseekV3(), func(d *Descriptor) {
+			d.PageFormat = " latent:L61.T64.C576:bf16\n"
+		})},
 		{"opaque-layout", Descriptor{Tenant: "t", Model: "m", Engine: "lmcache", DType: "nvfp4", PageTokens: 256, PageBytes: 1 << 20}},
 		{"escaping", with(llama3_8B(), func(d *Descriptor) {
 			d.Model = `org/we"ird\model`
@@ -175,6 +201,28 @@ func buildVectors(t *testing.T) vectorFile {
 			Name: c.name, Input: rawInput(c.d), Canonical: string(c.d.Canonical()),
 			ID: id.String(), ForkKey: c.d.ForkKey(), PageSize: c.d.PageSize(),
 		})
+	}
+
+	for _, c := range []struct {
+		name string
+		d    Descriptor
+	}{
+		{"page-format-axis-lower-case", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:l32.S2.T16.H8.D128:bf16" })},
+		{"page-format-extent-leading-zero", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:L032.S2.T16.H8.D128:bf16" })},
+		{"page-format-elem-alias", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:L32.S2.T16.H8.D128:bfloat16" })},
+		{"page-format-empty-segment", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:L32.S2.T16.H8.D128:bf16;" })},
+		{"page-format-inner-space", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:L32.S2.T16.H8.D128: bf16" })},
+		{"page-format-size-mismatch", with(llama3_8B(), func(d *Descriptor) { d.PageFormat = "kv:L16.S2.T16.H8.D128:bf16" })},
+		{"page-format-size-mismatch-page-bytes", with(llama3_8B(), func(d *Descriptor) {
+			d.PageBytes, d.PageFormat = 2<<20+8192, "kv:S2.L32.T16.H8.D128:bf16;scale:L32.T16:fp32"
+		})},
+	} {
+		err := c.d.Validate()
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("invalid vector %s: want one broken rule, got %v", c.name, err)
+		}
+		v.Invalid = append(v.Invalid, invalidVector{Name: c.name, Input: rawInput(c.d),
+			Error: strings.TrimSuffix(err.Error(), ": "+ErrInvalid.Error())})
 	}
 
 	id := llama3_8B().ID()
@@ -305,6 +353,14 @@ func TestVectors(t *testing.T) {
 		}
 		if d.ID().String() != dv.ID {
 			t.Fatalf("%s: ID %s, stored %s", dv.Name, d.ID(), dv.ID)
+		}
+	}
+	if len(v.Invalid) == 0 {
+		t.Fatal("no invalid descriptors")
+	}
+	for _, iv := range v.Invalid {
+		if !strings.HasPrefix(iv.Error, "page_format: ") {
+			t.Errorf("%s: error %q does not name page_format", iv.Name, iv.Error)
 		}
 	}
 }

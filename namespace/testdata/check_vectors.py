@@ -3,7 +3,9 @@
 
 This is an independent implementation of the formats documented in
 namespace/README.md: the canonical descriptor encoding and its
-normalization rules, namespace IDs, fork keys, page sizes, native page
+normalization rules, namespace IDs, fork keys, page sizes, page formats
+(their grammar and size, and the descriptors Validate rejects for a bad
+one), native page
 keys in both key formats (with the SHA-256 compression function written
 out from FIPS 180-4 for sha256-blocks, which hashlib does not expose), engine-hash keys, SGLang page hashes and vLLM sha256_cbor block
 hashes. For vLLM it carries a minimal canonical-CBOR encoder for the types
@@ -15,6 +17,7 @@ Usage: check_vectors.py [path/to/vectors.json]
 
 import hashlib
 import json
+import re
 import struct
 import sys
 
@@ -36,9 +39,11 @@ DTYPE_ALIASES = {
     "float8_e5m2fnuz": "fp8_e5m2fnuz",
 }
 DTYPE_BYTES = {
-    "fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
-    "fp8_e4m3fnuz": 1, "fp8_e5m2fnuz": 1, "int8": 1, "uint8": 1,
+    "fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+    "fp8_e4m3fnuz": 1, "fp8_e5m2fnuz": 1, "fp8_e8m0": 1, "int64": 8, "int32": 4,
+    "int8": 1, "uint8": 1,
 }
+MAX_PAGE_BYTES = 1 << 30
 
 
 def norm_dtype(s: str) -> str:
@@ -62,10 +67,66 @@ def normalize(d: dict) -> dict:
     for k in ("tp_size", "pp_size", "cp_size"):
         d[k] = d[k] or 1
     d["checksum"] = d["checksum"] or "crc32c"
-    # key_format is written only when it is not the default.
+    # key_format is written only when it is not the default, page_format
+    # only when it is not empty.
     if d.get("key_format", "") in ("", "sha256-chain"):
         d.pop("key_format", None)
+    d["page_format"] = d.get("page_format", "").strip(WS)
+    if not d["page_format"]:
+        del d["page_format"]
     return d
+
+
+def page_format_bytes(s: str) -> int:
+    """The bytes a page format describes (README.md "Page format"); raises
+    ValueError("page_format: ...") where it breaks the grammar or a limit."""
+    def bad(what):
+        raise ValueError("page_format: " + what)
+
+    if len(s) > 1024:
+        bad(f"{len(s)} bytes; at most 1024 allowed")
+    segments = s.split(";")
+    if len(segments) > 64:
+        bad(f"{len(segments)} segments; at most 64 allowed")
+    total = 0
+    for i, seg in enumerate(segments, 1):
+        parts = seg.split(":")
+        if len(parts) != 3:
+            bad(f"segment {i}: want role:axes:elem")
+        role, axes, elem = parts
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", role):
+            bad(f"segment {i}: role {role!r}")
+        if norm_dtype(elem) != elem or elem not in DTYPE_BYTES:
+            bad(f"segment {i}: element {elem!r}")
+        names = axes.split(".")
+        if len(names) > 8:
+            bad(f"segment {i}: {len(names)} axes; at most 8 allowed")
+        n = DTYPE_BYTES[elem]
+        for a in names:
+            m = re.fullmatch(r"([A-Z][a-z]*)([1-9][0-9]*)", a)
+            if not m:
+                bad(f"segment {i}: axis {a!r}")
+            n *= int(m.group(2))
+        total += n
+        if total > MAX_PAGE_BYTES:
+            bad(f"describes more than {MAX_PAGE_BYTES} bytes")
+    return total
+
+
+def page_format_error(d: dict):
+    """Validate's page_format rule on a normalized descriptor: None, or the
+    error. A page whose size the geometry does not give is not its concern."""
+    pf = d.get("page_format", "")
+    if not pf:
+        return None
+    try:
+        n = page_format_bytes(pf)
+    except ValueError as e:
+        return str(e)
+    page = page_size(d)
+    if n != page:
+        return f"page_format: describes {n} bytes, the page is {page} bytes"
+    return None
 
 
 def page_size(d: dict) -> int:
@@ -220,6 +281,16 @@ def check(path: str) -> int:
         expect(fork_key(obj) == dv["fork_key"], f"{name}: fork_key")
         expect(page_size(obj) == dv["page_size"], f"{name}: page_size")
         expect(canonical_json(normalize(dv["input"])) == canon, f"{name}: normalize(input) does not give the canonical encoding")
+        expect(page_format_error(obj) is None, f"{name}: page_format")
+
+    # Descriptors Validate rejects, each for its page format: rejected
+    # here too, for the page format (the exact wording is Go's and the
+    # Python client's; this transcription checks the size message only).
+    for iv in v["invalid_descriptors"]:
+        name, err = iv["name"], page_format_error(normalize(iv["input"]))
+        expect(err is not None and err.startswith("page_format: "), f"{name}: accepted, want {iv['error']!r}")
+        if "describes" in iv["error"] and "the page is" in iv["error"]:
+            expect(err == iv["error"], f"{name}: {err!r}, want {iv['error']!r}")
 
     # The compression function, checked on its own: from SHA-256's initial
     # value over a padded one-block message it gives hashlib's digest.
