@@ -12,9 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/proto/pbconv"
+	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // startNode runs a real node in-process: embedded etcd, gRPC on a loopback
@@ -463,5 +468,47 @@ func TestKeyFormatBlocks(t *testing.T) {
 	d.PageTokens = 8
 	if _, err := c.Open(ctx, d); err == nil || !strings.Contains(err.Error(), "key_format") {
 		t.Fatalf("opening sha256-blocks with 8-token pages: %v", err)
+	}
+}
+
+// TestPageFormat: namespaces that differ only in page_format are two
+// namespaces on the node (which computes the ID from the wire descriptor,
+// page format included), each readable; a page format whose size is not
+// the page's is refused by the client and, sent anyway, by the node with
+// InvalidArgument.
+func TestPageFormat(t *testing.T) {
+	n := startNode(t, nil)
+	c := dial(t, n.Addr(), "")
+	ctx := ctxT(t)
+	var ids []namespace.ID
+	for _, f := range []string{"kv:L2.S2.T16.H2.D64:bf16", "kv:S2.L2.T16.H2.D64:bf16"} {
+		d := llama()
+		d.PageFormat = f
+		ns, err := c.Open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.ID() != d.ID() || ns.ID() == llama().ID() || ns.Descriptor().PageFormat != f {
+			t.Fatalf("%s: namespace %s, descriptor's %s, without a format %s", f, ns.ID(), d.ID(), llama().ID())
+		}
+		keys := ns.PageKeys(tokens(16*2, 5))
+		putWant(ctx, t, ns, client.ChainPages(keys, pagesFor(ns, keys)), client.Committed, "put")
+		readsBack(ctx, t, ns, keys, pagesFor(ns, keys))
+		ids = append(ids, ns.ID())
+	}
+	if ids[0] == ids[1] {
+		t.Fatal("two page formats share a namespace")
+	}
+
+	bad := llama()
+	bad.PageFormat = "kv:L2.S2.T16.H2.D64:fp32" // 32 KiB; the page is 16 KiB
+	const why = "page_format: describes 32768 bytes, the page is 16384 bytes"
+	if _, err := c.Open(ctx, bad); !errors.Is(err, client.ErrInvalid) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("client opened a page format of the wrong size: %v", err)
+	}
+	_, err := pb.NewStrataClient(rawConn(t, n.Addr())).OpenNamespace(ctx, &pb.OpenNamespaceRequest{
+		Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1, Descriptor_: pbconv.DescriptorProto(bad)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), why) {
+		t.Fatalf("node opened a page format of the wrong size: %v", err)
 	}
 }

@@ -42,6 +42,7 @@ func Descriptor(p *stratav1.Descriptor) namespace.Descriptor {
 		CPRank:            p.GetCpRank(),
 		Quantization:      p.GetQuantization(),
 		PageBytes:         p.GetPageBytes(),
+		PageFormat:        p.GetPageFormat(),
 		Checksum:          Checksum(p.GetChecksum()),
 		KeyFormat:         KeyFormat(p.GetKeyFormat()),
 	}
@@ -86,6 +87,7 @@ func DescriptorProto(d namespace.Descriptor) *stratav1.Descriptor {
 		CpRank:            d.CPRank,
 		Quantization:      d.Quantization,
 		PageBytes:         d.PageBytes,
+		PageFormat:        d.PageFormat,
 		Checksum:          ChecksumProto(d.Checksum),
 		KeyFormat:         KeyFormatProto(d.KeyFormat),
 		Compute: &stratav1.ComputeProfile{

@@ -86,7 +86,8 @@ func descriptors() map[string]namespace.Descriptor {
 		Adapter: "lora", AdapterRevision: "r1", TokenizerRevision: "t1", Engine: "vllm", KVFormatVersion: 2,
 		DType: "bf16", KVDType: "fp8_e4m3", Layout: "NHD", PageTokens: 16, NumLayers: 32, NumKVHeads: 8,
 		HeadDim: 128, TPSize: 8, TPRank: 3, PPSize: 2, PPRank: 1, CPSize: 2, CPRank: 1, Quantization: "fp8",
-		Checksum: namespace.SHA256, KeyFormat: namespace.KeyBlocks, Extra: map[string]string{"ctl": "a\x01b", "ünï": "日本語 😀"},
+		PageFormat: "kv:L16.S2.T8.H1.D128:fp8_e4m3", Checksum: namespace.SHA256, KeyFormat: namespace.KeyBlocks,
+		Extra:   map[string]string{"ctl": "a\x01b", "ünï": "日本語 😀"},
 		Compute: namespace.ComputeProfile{Params: 8e9, AttentionHeads: 32, AttentionHeadDim: 128}}
 	return map[string]namespace.Descriptor{
 		"every field": llama,

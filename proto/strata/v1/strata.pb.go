@@ -480,8 +480,12 @@ type Descriptor struct {
 	Checksum          ChecksumAlgorithm      `protobuf:"varint,26,opt,name=checksum,proto3,enum=strata.v1.ChecksumAlgorithm" json:"checksum,omitempty"`
 	Compute           *ComputeProfile        `protobuf:"bytes,27,opt,name=compute,proto3" json:"compute,omitempty"`
 	KeyFormat         KeyFormat              `protobuf:"varint,28,opt,name=key_format,json=keyFormat,proto3,enum=strata.v1.KeyFormat" json:"key_format,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// How one page's bytes are laid out, e.g. "kv:L32.S2.T16.H8.D128:bf16"
+	// (namespace/README.md "Page format"); "" = not stated. Part of the
+	// namespace ID, so two serialisations of one KV never share pages.
+	PageFormat    string `protobuf:"bytes,29,opt,name=page_format,json=pageFormat,proto3" json:"page_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Descriptor) Reset() {
@@ -708,6 +712,13 @@ func (x *Descriptor) GetKeyFormat() KeyFormat {
 		return x.KeyFormat
 	}
 	return KeyFormat_KEY_FORMAT_UNSPECIFIED
+}
+
+func (x *Descriptor) GetPageFormat() string {
+	if x != nil {
+		return x.PageFormat
+	}
+	return ""
 }
 
 // ComputeProfile prices recomputation of a page (prefill FLOPs).
@@ -4669,7 +4680,7 @@ var File_strata_v1_strata_proto protoreflect.FileDescriptor
 
 const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
-	"\x16strata/v1/strata.proto\x12\tstrata.v1\"\xf4\a\n" +
+	"\x16strata/v1/strata.proto\x12\tstrata.v1\"\x95\b\n" +
 	"\n" +
 	"Descriptor\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
@@ -4705,7 +4716,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\bchecksum\x18\x1a \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\bchecksum\x123\n" +
 	"\acompute\x18\x1b \x01(\v2\x19.strata.v1.ComputeProfileR\acompute\x123\n" +
 	"\n" +
-	"key_format\x18\x1c \x01(\x0e2\x14.strata.v1.KeyFormatR\tkeyFormat\x1a8\n" +
+	"key_format\x18\x1c \x01(\x0e2\x14.strata.v1.KeyFormatR\tkeyFormat\x12\x1f\n" +
+	"\vpage_format\x18\x1d \x01(\tR\n" +
+	"pageFormat\x1a8\n" +
 	"\n" +
 	"ExtraEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
