@@ -27,8 +27,12 @@ from .descriptor import (
     ComputeProfile,
     Descriptor,
     DescriptorError,
+    PageFormat,
+    PageSegment,
     key_from_engine_hash,
+    page_format_string,
     page_keys,
+    parse_page_format,
     sglang_page_hash,
     sglang_page_hashes,
     vllm_block_hash,
@@ -51,7 +55,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Cluster", "Lease", "LookupResult", "Member", "Namespace", "Page", "PutResult", "ScatterBuffer",
-    "chain_pages", "ComputeProfile", "Descriptor", "DescriptorError", "key_from_engine_hash", "page_keys",
+    "chain_pages", "ComputeProfile", "Descriptor", "DescriptorError", "PageFormat", "PageSegment",
+    "key_from_engine_hash", "page_format_string", "page_keys", "parse_page_format",
     "sglang_page_hash", "sglang_page_hashes", "vllm_block_hash", "vllm_block_hashes", "vllm_none_hash",
     "InvalidArgumentError", "LeaseExpiredError", "NamespaceNotFoundError", "StrataError", "TenantDeniedError",
     "UnauthenticatedError", "UnavailableError", "VersionMismatchError", "View",

@@ -4,7 +4,7 @@ A byte-exact Python implementation of namespace/README.md (the Go package
 ``github.com/stratakv/strata/namespace``): normalization, the canonical JSON
 encoding and the namespace ID, fork keys, page sizes, native page keys,
 engine-hash keys, SGLang's chained page hash and vLLM's ``sha256_cbor`` block
-hash. ``tests/test_descriptor.py`` checks every value in
+hash, and page formats (``parse_page_format``, ``page_format_string``). ``tests/test_descriptor.py`` checks every value in
 ``namespace/testdata/vectors.json`` against this module.
 """
 
@@ -14,11 +14,13 @@ import ctypes
 import dataclasses
 import hashlib
 import json
+import operator
+import re
 import struct
 import sys
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "ComputeProfile",
@@ -27,6 +29,13 @@ __all__ = [
     "CANONICAL_VERSION",
     "KEY_SIZE",
     "MAX_PAGE_BYTES",
+    "MAX_PAGE_FORMAT_LEN",
+    "MAX_PAGE_FORMAT_SEGMENTS",
+    "MAX_PAGE_FORMAT_AXES",
+    "PageFormat",
+    "PageSegment",
+    "parse_page_format",
+    "page_format_string",
     "dtype_bytes",
     "normalize_dtype",
     "canonical_json",
@@ -53,6 +62,9 @@ MAX_EXTRA_KEY_LEN = 64
 MAX_EXTRA_VALUE_LEN = 256
 MAX_PAGE_TOKENS = 1 << 16
 MAX_PAGE_BYTES = 1 << 30
+MAX_PAGE_FORMAT_LEN = 1024
+MAX_PAGE_FORMAT_SEGMENTS = 64
+MAX_PAGE_FORMAT_AXES = 8
 
 _WS = " \t\n\v\f\r"
 
@@ -70,6 +82,7 @@ _DTYPE_ALIASES = {
 }
 
 _DTYPE_BYTES = {
+    "fp64": 8,
     "fp32": 4,
     "fp16": 2,
     "bf16": 2,
@@ -78,9 +91,14 @@ _DTYPE_BYTES = {
     "fp8_e5m2": 1,
     "fp8_e4m3fnuz": 1,
     "fp8_e5m2fnuz": 1,
+    "fp8_e8m0": 1,  # MX block scales (torch.float8_e8m0fnu)
+    "int64": 8,
+    "int32": 4,
     "int8": 1,
     "uint8": 1,
 }
+# For error messages, as namespace.knownDTypes spells it.
+_KNOWN_DTYPES = ", ".join(_DTYPE_BYTES)
 
 _CHECKSUMS = ("crc32c", "sha256")
 KEY_FORMATS = ("sha256-chain", "sha256-blocks")
@@ -161,6 +179,8 @@ class Descriptor:
     ``strata.v1.Descriptor``). ``checksum`` is ``"crc32c"``, ``"sha256"`` or
     ``""`` (unset: crc32c). ``key_format`` is ``"sha256-chain"``,
     ``"sha256-blocks"`` or ``""`` (unset: sha256-chain). ``compute`` may be a ComputeProfile or a dict.
+    ``page_format`` is how one page's bytes are laid out (``page_format_string``
+    builds it; namespace/README.md, "Page format"), ``""`` when not stated.
     """
 
     tenant: str = ""
@@ -191,6 +211,7 @@ class Descriptor:
     checksum: str = ""
     key_format: str = ""
     compute: ComputeProfile = field(default_factory=ComputeProfile)
+    page_format: str = ""
 
     # ---- construction -------------------------------------------------
 
@@ -234,6 +255,7 @@ class Descriptor:
             setattr(d, k, str(getattr(d, k) or "").strip(_WS))
         for k in ("engine", "layout", "quantization"):
             setattr(d, k, _ascii_lower(str(getattr(d, k) or "").strip(_WS)))
+        d.page_format = str(d.page_format or "").strip(_WS)  # and nothing else: it must be canonical
         d.dtype = normalize_dtype(d.dtype or "")
         d.kv_dtype = normalize_dtype(d.kv_dtype or "")
         if d.kv_dtype in ("", "auto"):
@@ -272,6 +294,8 @@ class Descriptor:
         # before key_format keep their IDs.
         if n.key_format != "sha256-chain":
             out["key_format"] = n.key_format
+        if n.page_format:
+            out["page_format"] = n.page_format
         return out
 
     def canonical(self) -> bytes:
@@ -392,8 +416,29 @@ class Descriptor:
                 n._derived_page_size()
             except DescriptorError as e:
                 errs.append(str(e))
+        errs.extend(n._page_format_errors())
         if errs:
             raise DescriptorError("\n".join(errs))
+
+    def _page_format_errors(self) -> List[str]:
+        """Validate's page_format rule on the normalized descriptor: the
+        format parses and describes the page size. A page whose size the
+        geometry does not give is reported by its own rule, not here."""
+        if not self.page_format:
+            return []
+        try:
+            pf = parse_page_format(self.page_format)
+        except DescriptorError as e:
+            return [str(e)]
+        page = self.page_bytes
+        if page == 0 and 1 <= self.page_tokens <= MAX_PAGE_TOKENS:
+            try:
+                page = self._derived_page_size()
+            except DescriptorError:
+                page = 0
+        if 0 < page <= MAX_PAGE_BYTES and pf.nbytes != page:
+            return [f"page_format: describes {pf.nbytes} bytes, the page is {page} bytes"]
+        return []
 
     # ---- wire ------------------------------------------------------------
 
@@ -404,6 +449,7 @@ class Descriptor:
         n = self.normalize()
         m = pb.Descriptor(**{k: getattr(n, k) for k in _STRING_FIELDS + _UINT32_FIELDS})
         m.page_bytes = n.page_bytes
+        m.page_format = n.page_format
         m.checksum = {"crc32c": pb.CHECKSUM_ALGORITHM_CRC32C, "sha256": pb.CHECKSUM_ALGORITHM_SHA256}.get(
             n.checksum, pb.CHECKSUM_ALGORITHM_UNSPECIFIED
         )
@@ -421,6 +467,182 @@ class Descriptor:
         """Native keys of the full pages of ``tokens`` in this namespace."""
         n = self.normalize()
         return page_keys(self.id, tokens, n.page_tokens, key_format=n.key_format)
+
+
+# ---- page formats ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageSegment:
+    """One tensor of a page: its role (``"kv"``, ``"scale"``, ...), its axes
+    outermost first as (name, extent) pairs, and its element dtype."""
+
+    role: str
+    axes: Tuple[Tuple[str, int], ...]
+    elem: str
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the segment describes: the extents' product times the element width."""
+        n = _DTYPE_BYTES.get(normalize_dtype(self.elem), 0)
+        for _, extent in self.axes:
+            n *= extent
+        return n
+
+    def __str__(self) -> str:
+        return f"{self.role}:{'.'.join(f'{name}{extent}' for name, extent in self.axes)}:{self.elem}"
+
+
+@dataclass(frozen=True)
+class PageFormat:
+    """A parsed page format (``parse_page_format``); ``str()`` gives it back."""
+
+    segments: Tuple[PageSegment, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the format describes: the sum of its segments'."""
+        return sum(s.nbytes for s in self.segments)
+
+    def __str__(self) -> str:
+        return ";".join(str(s) for s in self.segments)
+
+
+_PAGE_ROLE = re.compile(r"[a-z][a-z0-9_]*\Z")
+_PAGE_AXIS_NAME = re.compile(r"[A-Z][a-z]*")
+_DIGITS = frozenset("0123456789")
+
+
+def _goquote(s: str) -> str:
+    """s quoted as Go's %q quotes it, so that errors read as the Go package's."""
+    out = ['"']
+    for c in s:
+        o = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c in "\a\b\f\n\r\t\v":
+            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(c)])
+        elif c.isprintable():
+            out.append(c)
+        elif o < 0x80:
+            out.append(f"\\x{o:02x}")
+        elif o < 0x10000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def parse_page_format(s: str) -> PageFormat:
+    """Parse a page format exactly as written (namespace.ParsePageFormat):
+    nothing is trimmed and only the canonical form is accepted, so
+    ``str(parse_page_format(s)) == s``. Raises DescriptorError, its message
+    starting ``page_format:`` and saying what is wrong and where, as Go's."""
+    if s == "":
+        raise DescriptorError("page_format: empty")
+    size = len(s.encode("utf-8"))
+    if size > MAX_PAGE_FORMAT_LEN:
+        raise DescriptorError(f"page_format: {size} bytes; at most {MAX_PAGE_FORMAT_LEN} allowed")
+    parts = s.split(";")
+    if len(parts) > MAX_PAGE_FORMAT_SEGMENTS:
+        raise DescriptorError(f"page_format: {len(parts)} segments; at most {MAX_PAGE_FORMAT_SEGMENTS} allowed")
+    segs: List[PageSegment] = []
+    total = 0
+    for i, p in enumerate(parts, 1):
+        try:
+            seg = _parse_page_segment(p)
+        except ValueError as e:
+            raise DescriptorError(f"page_format: segment {i} {_goquote(p)}: {e}") from None
+        segs.append(seg)
+        total += seg.nbytes
+        if total > MAX_PAGE_BYTES:
+            raise DescriptorError(f"page_format: describes more than {MAX_PAGE_BYTES} bytes (at segment {i})")
+    return PageFormat(tuple(segs))
+
+
+def _parse_page_segment(s: str) -> PageSegment:
+    if s == "":
+        raise ValueError("empty")
+    fields = s.split(":")
+    if len(fields) != 3:
+        raise ValueError(f"want role:axes:elem (3 parts separated by ':'), got {len(fields)}")
+    role, axes, elem = fields
+    if not _PAGE_ROLE.match(role):
+        raise ValueError(f"role {_goquote(role)}: want [a-z][a-z0-9_]*")
+    canon = normalize_dtype(elem)
+    w = _DTYPE_BYTES.get(canon)
+    if w is None:
+        raise ValueError(f"element {_goquote(elem)} has no known width (known: {_KNOWN_DTYPES})")
+    if canon != elem:
+        raise ValueError(f"element {_goquote(elem)} is not canonical: write {_goquote(canon)}")
+    names = axes.split(".")
+    if len(names) > MAX_PAGE_FORMAT_AXES:
+        raise ValueError(f"{len(names)} axes; at most {MAX_PAGE_FORMAT_AXES} allowed")
+    out = []
+    n = w
+    for j, a in enumerate(names, 1):
+        try:
+            ax = _parse_page_axis(a)
+        except ValueError as e:
+            raise ValueError(f"axis {j} {_goquote(a)}: {e}") from None
+        out.append(ax)
+        n *= ax[1]
+        if n > MAX_PAGE_BYTES:
+            raise ValueError(f"describes more than {MAX_PAGE_BYTES} bytes")
+    return PageSegment(role, tuple(out), elem)
+
+
+def _parse_page_axis(s: str) -> Tuple[str, int]:
+    m = _PAGE_AXIS_NAME.match(s)
+    if not m:
+        raise ValueError("want a name [A-Z][a-z]* and an extent")
+    name, digits = m.group(), s[m.end():]
+    if digits == "":
+        raise ValueError(f"no extent after the name {_goquote(name)}")
+    if not set(digits) <= _DIGITS:
+        raise ValueError(f"extent {_goquote(digits)} is not a decimal number")
+    if digits[0] == "0":
+        raise ValueError(f"extent {_goquote(digits)}: want an integer >= 1 without leading zeros")
+    n = int(digits)
+    if n > MAX_PAGE_BYTES:
+        raise ValueError(f"extent {digits}: describes more than {MAX_PAGE_BYTES} bytes")
+    return name, n
+
+
+# PyTorch's names of element types that normalize_dtype leaves alone
+# (descriptor dtypes keep their spelling, so namespace IDs hold), spelled
+# as page formats spell them.
+_PAGE_ELEM_ALIASES = {"float64": "fp64", "float8_e8m0fnu": "fp8_e8m0"}
+
+
+def page_format_string(segments: Iterable[Any]) -> str:
+    """The canonical page format of ``segments``, each a PageSegment or a
+    ``(role, axes, elem)`` tuple with ``axes`` (name, extent) pairs outermost
+    first, in the order the page's bytes are serialised::
+
+        page_format_string([("kv", [("L", 32), ("S", 2), ("T", 64), ("H", 8), ("D", 128)], "fp8_e4m3")])
+        # 'kv:L32.S2.T64.H8.D128:fp8_e4m3'
+
+    ``elem`` may be any spelling normalize_dtype resolves, or a torch dtype
+    (``torch.float8_e4m3fn`` gives ``fp8_e4m3``, ``torch.float64`` ``fp64``,
+    ``torch.float8_e8m0fnu`` ``fp8_e8m0``). Extents must be integers. Nothing
+    is dropped or reordered; the result is checked with parse_page_format,
+    whose DescriptorError says what is wrong.
+    """
+    parts = []
+    for seg in segments:
+        if isinstance(seg, PageSegment):
+            role, axes, elem = seg.role, seg.axes, seg.elem
+        else:
+            role, axes, elem = seg
+        e = normalize_dtype(elem)
+        e = _PAGE_ELEM_ALIASES.get(e, e)
+        dims = ".".join(f"{name}{operator.index(extent)}" for name, extent in axes)
+        parts.append(f"{role}:{dims}:{e}")
+    s = ";".join(parts)
+    parse_page_format(s)
+    return s
 
 
 def _check_string(name: str, s: str, max_len: int) -> List[str]:

@@ -50,6 +50,7 @@ class Namespace:
         self.page_tokens: int = d.page_tokens
         self.checksum_algorithm: str = d.checksum
         self.key_format: str = d.key_format
+        self.page_format: str = d.page_format  # how a page's bytes are laid out; "" = not stated
 
     def __repr__(self) -> str:
         return f"Namespace(id={self.id.hex()[:12]}, page_bytes={self.page_bytes}, page_tokens={self.page_tokens})"

@@ -162,6 +162,38 @@ class SingleNodeTest(OneNodeTest):
         finally:
             ch.close()
 
+    def test_page_format(self):
+        # The node computes the ID from the wire descriptor, page_format
+        # included (open sends expected_id, so a node that left it out would
+        # answer VERSION_MISMATCH): two formats are two namespaces, each
+        # readable, and the node refuses a format of the wrong size.
+        from strata_client._proto import strata_pb2 as pb
+        import grpc
+
+        formats = ("kv:L2.S2.T16.H2.D32:bf16", "kv:S2.L2.T16.H2.D32:bf16")
+        nss = [self.client.open(small_descriptor(page_format=f)) for f in formats]
+        self.assertEqual(len({self.ns.id, nss[0].id, nss[1].id}), 3)
+        for ns, f in zip(nss, formats):
+            self.assertEqual(ns.page_format, f)
+            keys = ns.page_keys(self.tokens(16 * 2, 31_000))
+            data = [os.urandom(ns.page_bytes) for _ in keys]
+            self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
+            self.assertEqual([bytes(g) for g in ns.get(keys)], data)
+        bad = small_descriptor(page_format="kv:L2.S2.T16.H2.D32:fp32")
+        why = "page_format: describes 16384 bytes, the page is 8192 bytes"
+        with self.assertRaisesRegex(E.InvalidArgumentError, why):
+            self.client.open(bad)
+        ch = grpc.insecure_channel(self.node.addr)
+        try:
+            with self.assertRaises(grpc.RpcError) as cm:
+                _support_stub(ch).OpenNamespace(pb.OpenNamespaceRequest(protocol=pb.PROTOCOL_VERSION_1,
+                                                                        descriptor=bad.to_proto()), timeout=5)
+            err = E.from_rpc("open", cm.exception)
+            self.assertIsInstance(err, E.InvalidArgumentError)
+            self.assertIn(why, str(err))
+        finally:
+            ch.close()
+
     def test_cross_language_keys(self):
         self.cross_language_keys("sha256-chain")
 

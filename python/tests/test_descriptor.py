@@ -37,6 +37,29 @@ class VectorsTest(unittest.TestCase):
                 # The canonical bytes decode to the canonical dict.
                 self.assertEqual(json.loads(dv["canonical"]), d.to_canonical_dict())
 
+    def test_invalid_descriptors(self):
+        # Validate refuses each with Go's message, word for word.
+        self.assertGreater(len(self.v["invalid_descriptors"]), 0)
+        for iv in self.v["invalid_descriptors"]:
+            with self.subTest(iv["name"]):
+                with self.assertRaises(DescriptorError) as cm:
+                    Descriptor.from_dict(iv["input"]).validate()
+                self.assertEqual(str(cm.exception), iv["error"])
+
+    def test_page_formats(self):
+        # Every descriptor vector's page format parses back to itself and
+        # describes its page.
+        n = 0
+        for dv in self.v["descriptors"]:
+            pf = json.loads(dv["canonical"]).get("page_format")
+            if pf is None:
+                continue
+            f = D.parse_page_format(pf)
+            self.assertEqual(str(f), pf)
+            self.assertEqual(f.nbytes, dv["page_size"])
+            n += 1
+        self.assertGreaterEqual(n, 2)
+
     def test_native_keys(self):
         for kv in self.v["native_keys"]:
             with self.subTest(kv["name"]):
@@ -157,6 +180,60 @@ class DescriptorTest(unittest.TestCase):
 
         self.assertEqual(blocks.to_proto().key_format, pb.KEY_FORMAT_SHA256_BLOCKS)
         self.assertEqual(Descriptor(key_format=2, **base).id, blocks.id)  # the wire enum's value
+
+    def test_page_format(self):
+        base = dict(tenant="t", model="m", dtype="bf16", page_tokens=16, num_layers=2, num_kv_heads=2, head_dim=64)
+        layer_first = D.page_format_string([("kv", [("L", 2), ("S", 2), ("T", 16), ("H", 2), ("D", 64)], "torch.bfloat16")])
+        kv_first = D.page_format_string([("kv", ((n, x) for n, x in (("S", 2), ("L", 2), ("T", 16), ("H", 2), ("D", 64))), "bf16")])
+        self.assertEqual(layer_first, "kv:L2.S2.T16.H2.D64:bf16")
+        self.assertEqual(kv_first, "kv:S2.L2.T16.H2.D64:bf16")
+        plain, a, b = Descriptor(**base), Descriptor(page_format=layer_first, **base), Descriptor(page_format=kv_first, **base)
+        for d in (plain, a, b):
+            d.validate()
+        # Absent when empty, so every earlier ID holds; two orders, two namespaces.
+        self.assertNotIn(b"page_format", plain.canonical())
+        self.assertEqual(Descriptor(page_format=" \t", **base).id, plain.id)
+        self.assertIn(b'"page_bytes":0,"page_format":"kv:L2.S2.T16.H2.D64:bf16","page_tokens":16', a.canonical())
+        self.assertEqual(len({plain.id, a.id, b.id}), 3)
+        self.assertEqual(a.fork_key(), plain.fork_key())
+        self.assertEqual(Descriptor(page_format=f"\n{layer_first} ", **base).id, a.id)  # trimmed, nothing else
+        self.assertEqual(a.to_proto().page_format, layer_first)
+        self.assertEqual(plain.to_proto().page_format, "")
+
+        # The README's examples, the builder's normalization, and segments back in.
+        self.assertEqual(D.page_format_string([("kv", [("L", 32), ("S", 2), ("T", 64), ("H", 8), ("D", 128)], "fp8_e4m3fn")]),
+                         "kv:L32.S2.T64.H8.D128:fp8_e4m3")
+        two = "kv:S2.L32.T64.H8.D128:bf16;scale:L32.T64:fp32"
+        f = D.parse_page_format(two)
+        self.assertEqual(f.nbytes, 2 * 32 * 64 * 8 * 128 * 2 + 32 * 64 * 4)
+        self.assertEqual([s.role for s in f.segments], ["kv", "scale"])
+        self.assertEqual(f.segments[1].axes, (("L", 32), ("T", 64)))
+        self.assertEqual(D.page_format_string(f.segments), two)
+        self.assertEqual(D.page_format_string([("s", [("B", 3)], "torch.float8_e8m0fnu"), ("x", [("T", 1)], "torch.float64"),
+                                               ("i", [("T", 1)], "torch.int64"), ("j", [("T", 1)], "int32")]),
+                         "s:B3:fp8_e8m0;x:T1:fp64;i:T1:int64;j:T1:int32")
+        with self.assertRaises(TypeError):  # an extent is an integer, never rounded
+            D.page_format_string([("kv", [("T", 2.5)], "bf16")])
+        with self.assertRaisesRegex(DescriptorError, r'^page_format: segment 1 "kv:T1:nvfp4": element "nvfp4" has no known width'):
+            D.page_format_string([("kv", [("T", 1)], "nvfp4")])
+        with self.assertRaisesRegex(DescriptorError, r'^page_format: segment 1 "KV:T1:bf16": role "KV"'):
+            D.page_format_string([("KV", [("T", 1)], "bf16")])
+        with self.assertRaisesRegex(DescriptorError, "^page_format: empty$"):
+            D.page_format_string([])
+
+        # Size: the page's, page_bytes when declared.
+        with self.assertRaisesRegex(DescriptorError, "^page_format: describes 8192 bytes, the page is 16384 bytes$"):
+            Descriptor(page_format="kv:L1.S2.T16.H2.D64:bf16", **base).validate()
+        Descriptor(page_format=two, **dict(base, page_bytes=f.nbytes)).validate()
+        with self.assertRaisesRegex(DescriptorError, "the page is 16384 bytes"):
+            Descriptor(page_format=two, **dict(base, page_bytes=16384)).validate()
+        with self.assertRaisesRegex(DescriptorError, "^page_format: segment 1"):
+            Descriptor(page_format="kv:L2.S2.T16.H2.D64:bfloat16", **base).validate()
+        for bad in ("a" * 1016 + ":B1:uint8", ";".join(["k:T1:uint8"] * 65), "k:A1.B1.C1.D1.E1.F1.G1.H1.I1:uint8",
+                    "a:B1073741824:uint8;b:B1:uint8", "kv:T99999999999999999999:uint8"):
+            with self.assertRaisesRegex(DescriptorError, "^page_format: "):
+                D.parse_page_format(bad)
+        self.assertEqual(D.parse_page_format("a:B1073741824:uint8").nbytes, D.MAX_PAGE_BYTES)
 
     def test_page_keys_inputs(self):
         ns = hashlib.sha256(b"ns").digest()
