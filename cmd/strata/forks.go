@@ -25,6 +25,12 @@ import (
 // of one replica layout (tp_rank 0 to 3 of a TP4 deployment, each its own
 // namespace) are one fork, not four: they divide each page between them
 // and lose nothing.
+//
+// A format fork is forks whose page formats (descriptor page_format: how
+// a page's bytes are laid out, as the engine adapters derive it) differ:
+// whatever else differs, a replica of one cannot read the other's pages
+// byte for byte, so ns forks says so and shows the formats side by side
+// rather than the TP size or version that may differ with them.
 
 // identityFields are the fields of the fork key: namespaces that differ in
 // one of them are different models, never forks.
@@ -42,6 +48,20 @@ type forkGroup struct {
 	key    string // namespace.Descriptor.ForkKey
 	forks  []*fork
 	differ []string // layout fields in which some forks differ, canonical names, sorted
+}
+
+// Fork kinds, as ns forks names them.
+const (
+	kindLayout = "layout" // pages of other shapes: TP/PP/CP, page size, dtype, engine version
+	kindFormat = "format" // pages in other byte formats (page_format differs)
+)
+
+// forkKind is kindFormat when page_format is among the differing fields.
+func forkKind(differ []string) string {
+	if slices.Contains(differ, "page_format") {
+		return kindFormat
+	}
+	return kindLayout
 }
 
 // layoutOf is d normalized with its ranks zeroed.
@@ -186,6 +206,14 @@ func forkMeaning(labels []string) string {
 		strings.Join(labels, "; "), len(labels)-1)
 }
 
+// formatForkMeaning says in one line what a format fork means; formats
+// are each fork's page format, in the order listed ("-" for none stated).
+func formatForkMeaning(formats []string) string {
+	return "format fork: these namespaces cache the same model in different page byte formats (" +
+		strings.Join(formats, " | ") + "): a replica of one cannot read the pages of another, " +
+		"so requests routed to it miss every page written in another format"
+}
+
 // forkHint says how to make forks share one cache again.
 func forkHint(differ []string) string {
 	return "to share one cache, run every replica of this model with the same " + joinAnd(differ) +
@@ -231,6 +259,10 @@ func relate(a, b namespace.Descriptor) (relation, meaning string, differ []strin
 	if len(layoutDiff) == 0 {
 		return relShards, fmt.Sprintf("shards of one layout (%s differs): each rank stores its own part of every page; "+
 			"together they are one cache and nothing is lost", joinAnd(differ)), differ
+	}
+	if forkKind(layoutDiff) == kindFormat {
+		na, nb := a.Normalize(), b.Normalize()
+		return relForks, formatForkMeaning([]string{orNone(na.PageFormat), orNone(nb.PageFormat)}), differ
 	}
 	return relForks, forkMeaning([]string{layoutLabel(a, layoutDiff), layoutLabel(b, layoutDiff)}), differ
 }

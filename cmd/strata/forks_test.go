@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/client/admin"
+	"github.com/stratakv/strata/client/admin/admintest"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -299,5 +300,87 @@ func TestGroupForks(t *testing.T) {
 	}
 	if id := hex.EncodeToString(g.forks[1].shards[0].Info.GetId()); id != layout(8, 0).ID().String() {
 		t.Errorf("second fork is %s, want tp_size=8", id)
+	}
+}
+
+// TestFormatFork: two replicas of one model with the same TP size whose
+// engine adapters lay a page's bytes out differently (layer first, K/V
+// first) open two namespaces; ns forks calls it a format fork and shows
+// both formats, ns show and ns diff print them.
+func TestFormatFork(t *testing.T) {
+	n := startNode(t, nil)
+	const layerFirst, kvFirst = "kv:L2.S2.T16.H2.D64:bf16", "kv:S2.L2.T16.H2.D64:bf16"
+	open := func(format string, pages int) string {
+		d := admintest.Descriptor("acme")
+		d.PageFormat = format
+		resp := n.Open(t, d)
+		n.Put(t, resp.GetNamespaceId(), admintest.Chain(format, pages, resp.GetPageBytes()))
+		return hex.EncodeToString(resp.GetNamespaceId())
+	}
+	a, b := open(layerFirst, 2), open(kvFirst, 1)
+	if a == b {
+		t.Fatal("two page formats share a namespace")
+	}
+
+	out := n.run(t, "ns", "forks")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("ns forks: want a heading, a table of 2 forks, meaning and hint:\n%s", out)
+	}
+	if want := "tenant acme, model llama-3-8b, revision r1: 2 format forks, differing in page_format"; lines[0] != want {
+		t.Errorf("ns forks heading = %q, want %q", lines[0], want)
+	}
+	rows := table(strings.Join(lines[1:4], "\n"))
+	want := [][]string{
+		{"FORK", "PAGE_FORMAT", "SHARDS", "ID", "PAGE_BYTES", "PAGES", "BYTES", "HIT%"},
+		{"1", layerFirst, "1", a[:12], "16KiB", "2", "32KiB", "-"},
+		{"2", kvFirst, "1", b[:12], "16KiB", "1", "16KiB", "-"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("ns forks table:\n got %q\nwant %q", rows, want)
+	}
+	meaning := "meaning: format fork: these namespaces cache the same model in different page byte formats (" +
+		layerFirst + " | " + kvFirst + "): a replica of one cannot read the pages of another, " +
+		"so requests routed to it miss every page written in another format"
+	if lines[4] != meaning || !strings.HasPrefix(lines[5], "hint: to share one cache, run every replica of this model with the same page_format") {
+		t.Errorf("ns forks: meaning and hint:\n%s\n%s", lines[4], lines[5])
+	}
+	t.Logf("strata ns forks:\n%s", out)
+
+	var doc struct {
+		Groups []forkGroupJSON `json:"groups"`
+	}
+	out = n.run(t, "ns", "forks", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Groups) != 1 {
+		t.Fatalf("ns forks -o json: %v\n%s", err, out)
+	}
+	g := doc.Groups[0]
+	if g.Kind != kindFormat || !slices.Equal(g.Differ, []string{"page_format"}) || g.Meaning != strings.TrimPrefix(meaning, "meaning: ") ||
+		len(g.Forks) != 2 || string(g.Forks[0].Values["page_format"]) != `"`+layerFirst+`"` {
+		t.Errorf("ns forks -o json: group %+v", g)
+	}
+
+	checkLines(t, "ns show", n.run(t, "ns", "show", a), true, `page_format:\s+`+regexp.QuoteMeta(layerFirst))
+	out = n.run(t, "ns", "diff", a, b)
+	checkLines(t, "ns diff", out, false,
+		`\*\s+page_format\s+`+regexp.QuoteMeta(layerFirst)+`\s+`+regexp.QuoteMeta(kvFirst),
+		`relation: forks`,
+		regexp.QuoteMeta(meaning),
+	)
+
+	// A TP fork stays a layout fork; one that also changes the format is a
+	// format fork, whatever else differs.
+	base := layout(4, 0)
+	tp8 := layout(8, 0)
+	if _, m, _ := relate(base, tp8); !strings.HasPrefix(m, "these namespaces cache the same model") {
+		t.Errorf("tp fork: %q", m)
+	}
+	base.PageFormat, tp8.PageFormat = "kv:L2.S2.T16.H2.D64:bf16", "kv:L2.S2.T16.H1.D64:bf16"
+	if rel, m, differ := relate(base, tp8); rel != relForks || !slices.Equal(differ, []string{"page_format", "tp_size"}) ||
+		!strings.Contains(m, "(kv:L2.S2.T16.H2.D64:bf16 | kv:L2.S2.T16.H1.D64:bf16)") {
+		t.Errorf("tp fork with page formats: %s %q %q", rel, m, differ)
+	}
+	if got := forkKind([]string{"kv_format_version", "page_format"}); got != kindFormat {
+		t.Errorf("a version fork that changes the format is a %s fork", got)
 	}
 }

@@ -19,16 +19,20 @@ func newNSForksCmd(g *globals) *cobra.Command {
 		Short: "Find models whose cache is split by replicas of different layouts",
 		Long: `Find forks: namespaces of one model (same tenant, model, revision, adapter
 and tokenizer) that differ in a layout factor — TP/PP/CP shape, page size,
-dtype, KV dtype, engine KV format. Their pages have other shapes, so they
-cannot be shared: a replica of one layout misses every page that replicas of
-the other wrote. Adding replicas with a different TP size forks the cache
-instead of growing it, and the hit rate drops with no error anywhere.
+dtype, KV dtype, engine KV format, page format. Their pages have other
+shapes, so they cannot be shared: a replica of one layout misses every page
+that replicas of the other wrote. Adding replicas with a different TP size
+forks the cache instead of growing it, and the hit rate drops with no error
+anywhere.
 
 For each model with more than one layout it prints the fields that differ,
 then one row per fork (layout): its values of those fields, how many
 namespaces (shards: one per TP/PP/CP rank) it has and the first one's ID,
 the page size, and pages, bytes and hit rate summed over its shards and
 over every alive member. A line then says what that means for hit rates.
+Forks whose page formats (how a page's bytes are laid out) differ are format
+forks: a replica of one cannot read the other's pages, and the line shows
+the formats side by side.
 
 Shards of one layout (tp_rank 0..3 of a TP4 replica) are not forks: they
 split each page between them and lose nothing.`,
@@ -58,6 +62,7 @@ split each page between them and lose nothing.`,
 type forkGroupJSON struct {
 	ForkKey string `json:"fork_key"`
 	identityJSON
+	Kind    string     `json:"kind"`   // "format" when the forks' page formats differ, else "layout"
 	Differ  []string   `json:"differ"` // descriptor fields (canonical names) in which forks differ
 	Meaning string     `json:"meaning"`
 	Hint    string     `json:"hint"`
@@ -90,7 +95,7 @@ func forkGroupView(fg *forkGroup) forkGroupJSON {
 	v := forkGroupJSON{ForkKey: fg.key, identityJSON: identityJSON{Tenant: d.Tenant, Model: d.Model,
 		ModelRevision: d.ModelRevision, Adapter: d.Adapter, AdapterRevision: d.AdapterRevision,
 		TokenizerRevision: d.TokenizerRevision},
-		Differ: fg.differ, Meaning: forkMeaning(forkLabels(fg)), Hint: forkHint(fg.differ), Forks: []forkJSON{}}
+		Kind: forkKind(fg.differ), Differ: fg.differ, Meaning: groupMeaning(fg), Hint: forkHint(fg.differ), Forks: []forkJSON{}}
 	for _, f := range fg.forks {
 		vals := fieldValues(f.layout)
 		fj := forkJSON{Values: map[string]json.RawMessage{}, PageBytes: f.sum.GetPageBytes(), usageJSON: usageView(f.sum),
@@ -120,6 +125,19 @@ func forkLabels(fg *forkGroup) []string {
 	return labels
 }
 
+// groupMeaning is fg's meaning line: a format fork's shows the formats
+// side by side.
+func groupMeaning(fg *forkGroup) string {
+	if forkKind(fg.differ) != kindFormat {
+		return forkMeaning(forkLabels(fg))
+	}
+	formats := make([]string, len(fg.forks))
+	for i, f := range fg.forks {
+		formats[i] = orNone(f.layout.PageFormat)
+	}
+	return formatForkMeaning(formats)
+}
+
 // writeForks prints each group: a line naming the model, the forks'
 // table, then what it means and how to mend it; groups blank-line apart.
 func writeForks(w io.Writer, groups []*forkGroup, checked int) error {
@@ -147,7 +165,11 @@ func writeForkGroup(w io.Writer, fg *forkGroup) error {
 	if d.TokenizerRevision != "" {
 		ident += ", tokenizer " + d.TokenizerRevision
 	}
-	fmt.Fprintf(w, "%s: %d forks, differing in %s\n", ident, len(fg.forks), joinAnd(fg.differ))
+	kind := ""
+	if forkKind(fg.differ) == kindFormat {
+		kind = "format "
+	}
+	fmt.Fprintf(w, "%s: %d %sforks, differing in %s\n", ident, len(fg.forks), kind, joinAnd(fg.differ))
 	tw := newTable(w)
 	head := []any{"FORK"}
 	for _, name := range fg.differ {
@@ -174,6 +196,6 @@ func writeForkGroup(w io.Writer, fg *forkGroup) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "meaning: %s\nhint: %s\n", forkMeaning(forkLabels(fg)), forkHint(fg.differ))
+	_, err := fmt.Fprintf(w, "meaning: %s\nhint: %s\n", groupMeaning(fg), forkHint(fg.differ))
 	return err
 }

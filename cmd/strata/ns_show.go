@@ -125,6 +125,7 @@ func descriptorFields(d *pb.Descriptor) [][2]string {
 		{"quantization", orNone(d.GetQuantization())},
 		{"extra", formatExtra(d.GetExtra())},
 		{"page_bytes", declared},
+		{"page_format", orNone(d.GetPageFormat())},
 		{"checksum", checksumName(d.GetChecksum())},
 		{"key_format", keyFormatName(d.GetKeyFormat())},
 		{"compute.params", fmt.Sprint(c.GetParams())},

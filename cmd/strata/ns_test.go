@@ -121,6 +121,7 @@ func TestNSShow(t *testing.T) {
 		`head_dim:\s+64`,
 		`tp_size:\s+1`,
 		`checksum:\s+crc32c`,
+		`page_format:\s+-`,
 		`page_bytes:\s+16384 \(16KiB\)`,
 		`pages:\s+3`,
 		`bytes:\s+49152 \(48KiB\)`,

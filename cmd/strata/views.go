@@ -77,7 +77,8 @@ type descriptorJSON struct {
 	CPRank          uint32            `json:"cp_rank"`
 	Quantization    string            `json:"quantization"`
 	Extra           map[string]string `json:"extra"`
-	PageBytes       uint64            `json:"page_bytes"` // declared; 0 = derived from the geometry
+	PageBytes       uint64            `json:"page_bytes"`  // declared; 0 = derived from the geometry
+	PageFormat      string            `json:"page_format"` // "" = not stated
 	Checksum        string            `json:"checksum"`
 	KeyFormat       string            `json:"key_format"`
 	Compute         computeJSON       `json:"compute"`
@@ -181,7 +182,7 @@ func descriptorView(d *pb.Descriptor) descriptorJSON {
 		NumKVHeads: d.GetNumKvHeads(), HeadDim: d.GetHeadDim(), MLALatentDim: d.GetMlaLatentDim(),
 		TPSize: d.GetTpSize(), TPRank: d.GetTpRank(), PPSize: d.GetPpSize(), PPRank: d.GetPpRank(),
 		CPSize: d.GetCpSize(), CPRank: d.GetCpRank(), Quantization: d.GetQuantization(), Extra: extra,
-		PageBytes: d.GetPageBytes(), Checksum: checksumName(d.GetChecksum()),
+		PageBytes: d.GetPageBytes(), PageFormat: d.GetPageFormat(), Checksum: checksumName(d.GetChecksum()),
 		KeyFormat: keyFormatName(d.GetKeyFormat()),
 		Compute: computeJSON{Params: c.GetParams(), AttentionHeads: c.GetAttentionHeads(),
 			AttentionHeadDim: c.GetAttentionHeadDim()},
