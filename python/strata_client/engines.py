@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Dict, Mapping, Optional
 
-from .descriptor import ComputeProfile, Descriptor, normalize_dtype
+from .descriptor import ComputeProfile, Descriptor, dtype_bytes, normalize_dtype, page_format_string
 
 __all__ = [
     "model_geometry",
@@ -23,6 +23,8 @@ __all__ = [
     "vllm_connector_descriptor",
     "lmcache_descriptor",
     "load_hf_config",
+    "vllm_kv_elem",
+    "vllm_page_format",
 ]
 
 
@@ -90,6 +92,7 @@ def engine_descriptor(
     hf_config: Optional[Mapping[str, Any]] = None,
     quantization: str = "",
     page_bytes: int = 0,
+    page_format: str = "",
     checksum: str = "",
     params: int = 0,
     extra: Optional[Mapping[str, Any]] = None,
@@ -136,6 +139,7 @@ def engine_descriptor(
         quantization=quantization or "",
         extra={str(k): str(v) for k, v in (extra or {}).items()},
         page_bytes=int(page_bytes),
+        page_format=page_format,
         checksum=checksum,
         compute=ComputeProfile(
             params=int(params),
@@ -203,6 +207,14 @@ def sglang_descriptor(
             v = getattr(mem_pool_host, a, None)
             if isinstance(v, int):
                 pool_extra["host_" + a] = v
+    dcp = int(g(sc, "dcp_size", 1) or 1)
+    if dcp > 1:
+        # Decode context parallelism splits an MLA page's tokens over the
+        # DCP ranks: each rank's page is its own slice. SGLang's file backend
+        # keys it the same way (hicache_storage.py: _tp{tp}_dcp{rank}_{size}
+        # _page{logical page}); equivalent shards of other DCP groups share.
+        pool_extra["sglang_dcp"] = (f"{int(g(sc, 'dcp_rank', 0) or 0)}/{dcp}/tp{int(g(sc, 'tp_size', 1) or 1)}"
+                                    f"/page{int(g(sc, 'logical_page_size', 0) or 0)}")
     if extra:
         pool_extra.update(extra)
     return engine_descriptor(
@@ -274,7 +286,6 @@ def vllm_connector_descriptor(
     pp_rank: int = 0,
     model: Optional[str] = None,
     model_revision: Optional[str] = None,
-    kernel_blocks: int = 1,
     extra: Optional[Mapping[str, Any]] = None,
 ) -> Descriptor:
     """The namespace of one vLLM worker's pages, from ``VllmConfig`` and the
@@ -317,8 +328,6 @@ def vllm_connector_descriptor(
     }
     if getattr(spec, "head_size_v", None) not in (None, getattr(spec, "head_size", None)):
         ex["vllm_head_size_v"] = int(spec.head_size_v)
-    if kernel_blocks > 1:
-        ex["vllm_kernel_blocks"] = int(kernel_blocks)
     ac = getattr(vllm_config, "attention_config", None)
     backend = getattr(ac, "backend", None)
     if backend is not None:
@@ -356,6 +365,8 @@ def vllm_connector_descriptor(
         mla=False,
         num_layers=layers,
         page_bytes=layers * layer_bytes,
+        page_format=vllm_page_format(spec, str(cc.cache_dtype), layers=layers, heads=int(spec.num_kv_heads),
+                                     tokens=int(spec.block_size), cell_bytes=int(spec.state_content_size_bytes)),
         extra=ex,
     )
     d.compute = ComputeProfile(params=0, attention_heads=int(geo.get("attention_heads", 0)),
@@ -363,8 +374,63 @@ def vllm_connector_descriptor(
     return d.normalize()
 
 
+def vllm_kv_elem(spec: Any, cache_dtype: str) -> str:
+    """The numeric format of a vLLM KV cache's elements. vLLM keeps fp8 KV
+    in uint8 tensors (vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE:
+    "fp8", "fp8_e4m3" and "fp8_e5m2" are all torch.uint8), so the spec's
+    dtype says nothing there: the format is --kv-cache-dtype
+    (cache_config.cache_dtype), "fp8" and "fp8_e4m3" being the platform's
+    fp8_dtype() (float8_e4m3fn on CUDA, float8_e4m3fnuz on ROCm MI300).
+    The engine's packed formats (fp8_ds_mla, turboquant_*, int4/fp8
+    per-token-head, ...) are uint8 cells of the format their name says:
+    ``vllm_page_format`` names them by it."""
+    import torch  # type: ignore
+
+    dt = getattr(spec, "dtype", None)
+    if dt is not None and dt != torch.uint8:
+        return normalize_dtype(str(dt))
+    if cache_dtype in ("fp8", "fp8_e4m3"):
+        from vllm.platforms import current_platform  # type: ignore
+
+        return normalize_dtype(str(current_platform.fp8_dtype()))
+    if cache_dtype == "fp8_e5m2":
+        return "fp8_e5m2"
+    return "uint8"
+
+
+def vllm_page_format(spec: Any, cache_dtype: str, *, layers: int, heads: int, tokens: int, cell_bytes: int) -> str:
+    """A vLLM page's format (namespace/README.md, "Page format"): the
+    worker serialises, for each layer of the group in ``layer_names`` order,
+    the block's logical ``[H, N, C]`` view (RFC #42082: heads, tokens, one
+    cell of K then V per head and token), kernel-block splits included,
+    whatever the physical KVCacheLayout. The scheduler calls this with the
+    KV cache spec's geometry, the worker with its tensors' (so a worker
+    whose caches do not match refuses, loudly)."""
+    elem = vllm_kv_elem(spec, cache_dtype)
+    hs = int(getattr(spec, "head_size", 0) or 0)
+    hsv = getattr(spec, "head_size_v", None)
+    hsv = hs if hsv is None else int(hsv)
+    mla = "MLA" in type(spec).__name__
+    width = dtype_bytes(elem) or 0
+    plain = getattr(spec, "state_content_bytes", None) is None and width and (hs + hsv) * width == cell_bytes
+    if elem == "uint8" or not plain:
+        # A packed cell (scales inside it): its bytes, named by the format.
+        role = "".join(c if c.isalnum() or c == "_" else "_" for c in normalize_dtype(cache_dtype))
+        role = role if role[:1].isalpha() else "kvq" + role
+        return page_format_string([(role, [("L", layers), ("H", heads), ("T", tokens), ("B", cell_bytes)], "uint8")])
+    if mla or not hsv:
+        cell = [("C", hs + hsv)]
+    elif hsv == hs:
+        cell = [("S", 2), ("D", hs)]
+    else:
+        cell = [("D", hs + hsv)]
+    axes = [("L", layers), ("H", heads), ("T", tokens)] + cell
+    return page_format_string([("latent" if mla else "kv", [a for a in axes if a[1] > 1 or a[0] == "T"], elem)])
+
+
 def lmcache_descriptor(metadata: Any, *, tenant: str, page_bytes: int, model_revision: str = "",
-                       save_chunk_meta: bool = True, extra: Optional[Mapping[str, Any]] = None) -> Descriptor:
+                       save_chunk_meta: bool = True, extra: Optional[Mapping[str, Any]] = None,
+                       page_format: str = "", kv_dtype: Any = None) -> Descriptor:
     """The namespace of one LMCache worker's remote chunks, from
     ``LMCacheEngineMetadata``/``LMCacheMetadata`` (model name, world size,
     worker id, KV dtype and shape, chunk size, MLA). A chunk is stored as an
@@ -385,11 +451,12 @@ def lmcache_descriptor(metadata: Any, *, tenant: str, page_bytes: int, model_rev
         model_revision=model_revision,
         engine="lmcache",
         page_tokens=chunk,
-        dtype=g("kv_dtype", ""),
+        dtype=kv_dtype if kv_dtype is not None else g("kv_dtype", ""),
         layout=("lmcache_kv_mla" if use_mla else "lmcache_kv_2ltd") + ("+meta" if save_chunk_meta else ""),
         tp_size=int(g("world_size", 1) or 1),
         tp_rank=int(g("worker_id", 0) or 0),
         mla=use_mla,
         page_bytes=page_bytes,
+        page_format=page_format,
         extra=ex,
     )

@@ -86,7 +86,7 @@ except ImportError as e:  # pragma: no cover - exercised only without SGLang
 from ._connector import Connected
 from .buffers import ScatterBuffer, readable_bytes
 from .client import Client, Page
-from .descriptor import key_from_engine_hash
+from .descriptor import key_from_engine_hash, normalize_dtype, page_format_string
 from .engines import sglang_descriptor
 from .namespace import Namespace
 
@@ -125,7 +125,7 @@ def _storage_metrics_class() -> Any:
         from sglang.srt.observability.metrics_collector import StorageMetrics  # type: ignore
 
         return StorageMetrics
-    except Exception:
+    except ImportError:
         return _StorageMetrics
 
 
@@ -187,7 +187,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             "not_connected"))
         self._aux: Dict[str, Namespace] = {}
         self._aux_tried: Dict[str, float] = {}
-        self._sizes: Dict[int, int] = {}  # id(pool) -> bytes of one of its pages
+        self._formats: Dict[Any, _PoolFormat] = {}  # (id(pool), meta path) -> its page format
         self._warned_prefix = False
         self._staging = _Staging()
         self._metrics = _storage_metrics_class()()
@@ -199,18 +199,27 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
         """The controller's storage host pool: the KV pool, or a hybrid
-        model's anchor (which may be logical: then the KV namespace waits for
-        a "kv" pool with a buffer from register_mem_host_pool_v2)."""
+        model's logical anchor (SGLang's LogicalHostPool: then the KV
+        namespace waits for a "kv" pool from register_mem_host_pool_v2).
+        A KV pool whose pages strata cannot store raises
+        UnservableConfiguration here, which fails SGLang's attach (and so
+        the server's start) with the engine's own reason."""
         self.mem_pool_host = mem_pool_host
-        if self._bytes(mem_pool_host):
+        if mem_pool_host is not None and not _is_logical_anchor(mem_pool_host):
+            self._format(mem_pool_host, kv=True)
             self._connect_early("register_mem_pool_host")
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
         self.registered_pools[host_pool_name] = host_pool
 
     def on_host_pools_registered(self) -> None:
-        """The registration burst is over: open the KV namespace now (a
-        failure is retried on use, never raised into the attach)."""
+        """The registration burst is over: every pool's page format is
+        derived now (an unservable pool raises into the attach), then the
+        KV namespace opens (a connection failure is retried on use, never
+        raised)."""
+        for name, pool in self.registered_pools.items():
+            if pool is not None and not _is_logical_anchor(pool):
+                self._format(pool, kv=_name(name) == "kv")
         if self._kv_pool() is not None:
             self._connect_early("on_host_pools_registered")
 
@@ -229,53 +238,68 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             return self.mem_pool_host
         raise KeyError(f"no host pool registered for {key!r}")
 
-    def _bytes(self, pool: Any) -> int:
-        """Bytes of one page of a host pool, asked once per pool (the
-        generic path's answer allocates a page)."""
-        if pool is None:
-            return 0
-        n = self._sizes.get(id(pool))
-        if n is None:
-            n = self._sizes[id(pool)] = _page_bytes_of(pool, self.zero_copy)
-        return n
+    def _format(self, pool: Any, kv: bool, meta: Optional[bool] = None) -> _PoolFormat:
+        """A pool's page format, derived once per pool and path: through
+        get_page_buffer_meta (meta: interface_v1 and every batch_*_v2
+        transfer) or get_data_page (the generic path); by default the path
+        batch_get/batch_set take for the KV pool, and meta for side pools
+        (they move through batch_*_v2 only)."""
+        if meta is None:
+            meta = self.zero_copy or not kv
+        f = self._formats.get((id(pool), meta))
+        if f is None:
+            f = _pool_format(pool, meta, kv)
+            if kv and self.explicit_page_bytes and self.explicit_page_bytes != f.page_bytes:
+                raise UnservableConfiguration(
+                    f"strata_page_bytes {self.explicit_page_bytes} but a page of SGLang {f.pool_class} "
+                    f"is {f.page_bytes} bytes ({f.page_format})")
+            self._formats[(id(pool), meta)] = f
+            self._log.info("%s: SGLang %s pages: %d bytes, format %s", self._what, f.pool_class, f.page_bytes,
+                           f.page_format)
+        return f
 
     def _kv_pool(self) -> Any:
-        """The pool holding KV bytes: the registered host pool when it has a
-        buffer, else a "kv" pool with one from register_mem_host_pool_v2,
-        else None (a logical anchor: KV pages hold no bytes)."""
+        """The pool holding KV bytes: the registered host pool unless it is
+        a logical anchor, else a "kv" pool from register_mem_host_pool_v2,
+        else None (KV pages hold no bytes)."""
         pool = self.mem_pool_host
-        if pool is not None and (self.explicit_page_bytes or self._bytes(pool)):
+        if pool is not None and not _is_logical_anchor(pool):
             return pool
         for k, v in self.registered_pools.items():
-            if _name(k) == "kv" and v is not pool and self._bytes(v):
+            if _name(k) == "kv" and v is not pool and v is not None and not _is_logical_anchor(v):
                 return v
         return None
 
-    def _page_bytes(self) -> int:
-        if self.explicit_page_bytes:
-            return self.explicit_page_bytes
-        return self._bytes(self._kv_pool())
-
     def descriptor(self):
         """The namespace descriptor of this shard's KV pages (see
-        engines.sglang_descriptor)."""
+        engines.sglang_descriptor), with the page's bytes and format as
+        derived from the pool."""
+        return self._kv_descriptor()
+
+    def _kv_descriptor(self, meta: Optional[bool] = None):
         pool = self._kv_pool()
         if pool is None:
             raise ValueError("no host pool with a KV buffer is registered (a logical anchor holds no KV bytes)")
+        f = self._format(pool, kv=True, meta=meta)
         return sglang_descriptor(
             self.storage_config,
             pool,
             tenant=self.tenant,
             model=self.model_override,
             model_revision=self.model_revision,
-            page_bytes=self._page_bytes(),
+            page_bytes=f.page_bytes,
+            page_format=f.page_format,
+            dtype=f.kv_dtype,
+            extra={"sglang_pool": f.pool_class},
             page_tokens=int(getattr(pool, "page_size", 0) or self.extra.get("strata_page_tokens", 0) or 0),
         )
 
     def _pool_descriptor(self, name: str, pool: Any):
+        f = self._format(pool, kv=False)
         return sglang_descriptor(self.storage_config, pool, tenant=self.tenant, model=self.model_override,
-                                 model_revision=self.model_revision, page_bytes=_page_bytes_of(pool, True),
-                                 extra={"pool": name}, keep_tp=name in self.tp_sharded_pools)
+                                 model_revision=self.model_revision, page_bytes=f.page_bytes,
+                                 page_format=f.page_format, extra={"pool": name, "sglang_pool": f.pool_class},
+                                 keep_tp=name in self.tp_sharded_pools)
 
     def _keys(self, ns: Namespace, keys: Sequence[str]) -> List[bytes]:
         out = []
@@ -380,7 +404,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             self._count(set_pages=len(keys), set_failed=len(keys))
             return False
 
-    def _chain(self, ns: Namespace, keys: Sequence[str], extra_info: Any):
+    def _chain(self, ns: Namespace, keys: Sequence[str], extra_info: Any, generic: bool = False):
         """Per page its strata key, parent key and depth. prefix_keys (the
         SGLang hashes before keys from the sequence start) give the first
         page's parent and depth; without them the call is all we know."""
@@ -390,26 +414,37 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             self._count(sets_without_prefix_keys=1)
             if not self._warned_prefix:
                 self._warned_prefix = True
+                if generic:
+                    # cache_controller.py's generic page set calls
+                    # batch_set(keys, values) with no extra_info at all,
+                    # whatever hicache_storage_pass_prefix_keys says.
+                    fix = ("SGLang's generic path (interface_v1 off) passes no prefix keys whatever "
+                           "hicache_storage_pass_prefix_keys says; set \"interface_v1\": 1 in "
+                           "--hicache-storage-backend-extra-config")
+                else:
+                    fix = ("set \"hicache_storage_pass_prefix_keys\": true in "
+                           "--hicache-storage-backend-extra-config")
                 self._log.warning(
                     "%s: SGLang passes no prefix_keys: each write's first page is stored without a parent "
                     "and depths count from it, so strata prices deep pages as shallow ones and cannot "
-                    "evict leaf first across writes; set \"hicache_storage_pass_prefix_keys\": true in "
-                    "--hicache-storage-backend-extra-config", self._what)
+                    "evict leaf first across writes; %s", self._what, fix)
             prefix = []
         parent0 = self._keys(ns, [prefix[-1]])[0] if prefix else None
         parents = [skeys[i - 1] if i else parent0 for i in range(len(skeys))]
         return skeys, parents, len(prefix)
 
     def _put(self, keys: Sequence[str], datas: Sequence[Any], extra_info: Optional[Any], ns: Optional[Namespace] = None) -> List[bool]:
-        return self._store(ns if ns is not None else self._ensure(), keys, extra_info, lambda i, j: datas[i])
+        return self._store(ns if ns is not None else self._ensure(), keys, extra_info, lambda i, j: datas[i],
+                           generic=True)
 
-    def _store(self, ns: Namespace, keys: Sequence[str], extra_info: Any, page_at: Any, per_round: int = 0) -> List[bool]:
+    def _store(self, ns: Namespace, keys: Sequence[str], extra_info: Any, page_at: Any, per_round: int = 0,
+               generic: bool = False) -> List[bool]:
         """Publish the pages of keys that strata lacks (content addressed:
         present ones are not sent, nor read from the pool). page_at(i, j)
         gives page i's bytes, j its place in the round of at most per_round
         pages (0: one round); each round is put before the next is asked."""
         t0 = time.perf_counter()
-        skeys, parents, depth0 = self._chain(ns, keys, extra_info)
+        skeys, parents, depth0 = self._chain(ns, keys, extra_info, generic)
         n = len(keys)
         present = ns.lookup(skeys).present
         ok = [bool(x) for x in present]
@@ -555,7 +590,10 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             if last and now - last < self.reconnect_interval:
                 raise ConnectionError(f"strata not connected (pool {name})")
             self._aux_tried[name] = now
-            d = self._pool_descriptor(name, self._pool_of(name))
+            if name == "kv@meta":
+                d = self._kv_descriptor(meta=True)
+            else:
+                d = self._pool_descriptor(name, self._pool_of(name))
             if self._client is None:
                 self._client = Client(self.addresses, token=self.token, node_timeout=self.node_timeout)
             client = self._client
@@ -563,6 +601,16 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         with self._lock:
             self._aux[name] = ns
         return ns
+
+    def _kv_meta_ns(self) -> Namespace:
+        """The namespace of KV pages moved through get_page_buffer_meta
+        (batch_*_v2): the KV namespace when that is the KV path's format
+        too, else one of its own (interface_v1 off on a layout whose
+        generic path serialises a page in another order)."""
+        pool = self._kv_pool()
+        if self.zero_copy or self._format(pool, kv=True, meta=True) == self._format(pool, kv=True):
+            return self._ensure()
+        return self._pool_ns("kv@meta")
 
     def batch_exists_v2(self, keys: List[str], pool_transfers: Optional[List[Any]] = None,
                         extra_info: Optional[Any] = None) -> Any:
@@ -576,8 +624,12 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             if self._kv_pool() is None:
                 # A logical anchor: the side pools decide (Mooncake's rule).
                 kv = len(keys) if transfers else 0
+            elif keys:
+                ns = self._kv_meta_ns()
+                kv = int(ns.lookup(self._keys(ns, keys)).hit_prefix)
+                self._count(exists_calls=1, exists_keys=len(keys), exists_hits=kv)
             else:
-                kv = self.batch_exists(keys, extra_info)
+                kv = 0
             hits: Dict[str, int] = {"kv": kv} if kv else {}
             restorable = list(range(1, kv + 1))
             for t in transfers:
@@ -629,7 +681,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
                     if pool is None:  # a logical anchor: nothing to move
                         out[t.name] = [True] * len(keys)
                         continue
-                    ns = self._ensure()
+                    ns = self._kv_meta_ns()
                 else:
                     pool, ns = self._pool_of(name), self._pool_ns(name)
                 hi = t.host_indices
@@ -686,8 +738,8 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             m, self._metrics = self._metrics, _storage_metrics_class()()
         try:
             m.strata_counters = self.counters()
-        except Exception:
-            pass
+        except AttributeError as e:  # a StorageMetrics that takes no new attributes
+            self._fail("get_stats", e)
         return m
 
     def close(self) -> None:
@@ -697,31 +749,200 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         if c is not None:
             try:
                 c.close()
-            except Exception:
-                pass
+            except Exception as e:  # closing sockets to a node that is gone: nothing is lost
+                self._log.info("%s: closing the client: %s", self._what, e)
 
 
-def _page_bytes_of(pool: Any, zero_copy: bool) -> int:
-    """Bytes of one page of a host pool: the segments get_page_buffer_meta
-    names for one page (zero-copy) or its flat data page; 0 for a pool that
-    holds no bytes (a logical anchor) or cannot say."""
-    if pool is None:
-        return 0
-    n = int(getattr(pool, "page_size", 1) or 1)
-    if zero_copy or not hasattr(pool, "get_dummy_flat_data_page"):
-        try:
-            meta = pool.get_page_buffer_meta(_Indices(range(n)))
-            if meta is None:
-                return 0
-            sizes = meta[1]
-            sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [int(sizes)]
-            return int(sum(int(s) for s in sizes))
-        except Exception:
-            return 0
+class UnservableConfiguration(RuntimeError):
+    """SGLang runs a configuration whose pages strata cannot store as they
+    are (raised at attach, so the server does not start with a backend that
+    would do nothing)."""
+
+
+# _AXES names the axes of SGLang 0.5.23's host kv_buffer, outermost first,
+# by pool class and layout, as their init_kv_buffer builds it
+# (mem_cache/pool_host/mha.py, pool_host/mla.py): S K/V stack, L layer, T
+# token, P page, H head, D head dim, C latent width. A page's format is
+# derived from which of these axes its bytes walk, in the order the path in
+# use (get_page_buffer_meta or get_data_page) serialises them; an unknown
+# pool or layout gets neutral names (Xa, Xb, ...), still in that order.
+_AXES = {
+    ("MHATokenToKVPoolHost", "layer_first"): ("kv", "SLTHD"),
+    ("MHATokenToKVPoolHost", "page_first"): ("kv", "STLHD"),
+    ("MHATokenToKVPoolHost", "page_first_direct"): ("kv", "SPLTHD"),
+    ("MHATokenToKVPoolHost", "page_head"): ("kv", "SPHTLD"),
+    ("MLATokenToKVPoolHost", "layer_first"): ("latent", "LTHC"),
+    ("MLATokenToKVPoolHost", "page_first"): ("latent", "TLHC"),
+    ("MLATokenToKVPoolHost", "page_first_direct"): ("latent", "PLTHC"),
+}
+
+
+@dataclass
+class _PoolFormat:
+    """One host pool's page as strata stores it: its bytes and format."""
+
+    page_bytes: int
+    page_format: str
+    kv_dtype: str
+    pool_class: str
+
+
+def _is_logical_anchor(pool: Any) -> bool:
+    """SGLang's own marker of a pool that holds no bytes: LogicalHostPool
+    (mem_cache/memory_pool_host.py), DeepSeek V4's anchor."""
     try:
-        return _nbytes(pool.get_dummy_flat_data_page())
-    except Exception:
-        return 0
+        from sglang.srt.mem_cache.memory_pool_host import LogicalHostPool  # type: ignore
+    except ImportError:  # pragma: no cover - an SGLang without it has no logical anchors
+        return False
+    return isinstance(pool, LogicalHostPool)
+
+
+def _kv_elem(pool: Any) -> str:
+    """The numeric format of a KV pool's elements. SGLang keeps fp8 KV in
+    uint8 tensors (mem_cache/memory_pool.py, KVCache.__init__: store_dtype
+    is uint8 for e4m3fn, e5m2 and e4m3fnuz alike), so uint8 says nothing:
+    the format is then the server's --kv-cache-dtype as
+    model_executor/model_runner.py configure_kv_cache_dtype resolves it
+    (mem_cache/kv_cache_dtype.py: fp8_e4m3 -> float8_e4m3fn, fp8_e5m2 ->
+    float8_e5m2, "auto" with an FP8 KV quant config -> float8_e4m3fn; on
+    ROCm the platform's fp8_dtype), read from SGLang's runtime context."""
+    import torch  # type: ignore
+
+    dt = getattr(pool, "dtype", None)
+    if dt is None:
+        raise UnservableConfiguration(f"{type(pool).__name__} has no dtype")
+    if dt != torch.uint8:
+        return normalize_dtype(str(dt))
+    from sglang.srt import runtime_context  # type: ignore
+
+    try:
+        arg = str(runtime_context.get_model().kv_cache_dtype)
+    except ValueError as e:
+        raise UnservableConfiguration(
+            f"{type(pool).__name__} stores its KV as uint8 and SGLang's runtime context is not published, "
+            f"so strata cannot tell fp8_e4m3 from fp8_e5m2 pages ({e})") from e
+    if arg in ("fp8_e4m3", "fp8_e5m2", "auto"):
+        if torch.version.hip:
+            from sglang.kernels.ops.quantization.fp8_kernel import fp8_dtype  # type: ignore
+
+            return normalize_dtype(str(fp8_dtype))
+        return "fp8_e5m2" if arg == "fp8_e5m2" else "fp8_e4m3"
+    raise UnservableConfiguration(
+        f"--kv-cache-dtype {arg}: {type(pool).__name__} stores it as uint8 and strata knows no page format for it")
+
+
+def _pool_format(pool: Any, zero_copy: bool, kv: bool) -> _PoolFormat:
+    """The format of one page of a host pool, derived from the bytes the
+    path in use moves: the segments get_page_buffer_meta names for one page
+    (interface_v1) or the view get_data_page returns (the generic path), as
+    runs of the pool's kv_buffer. Engine errors (a pool that has no flat L3
+    pages, an unsupported layout) propagate, wrapped with the pool and
+    layout: the backend refuses at attach."""
+    cls = type(pool).__name__
+    layout = str(getattr(pool, "layout", "") or "")
+    try:
+        ps = int(getattr(pool, "page_size", 1) or 1)
+        if zero_copy:
+            meta = pool.get_page_buffer_meta(_Indices(range(ps)))
+            if meta is None:
+                raise ValueError("get_page_buffer_meta named no buffers for a page")
+            ptrs, sizes = meta
+            ptrs = [int(p) for p in ptrs]
+            sizes = [int(x) for x in sizes] if isinstance(sizes, (list, tuple)) else [int(sizes)] * len(ptrs)
+            runs = list(zip(ptrs, sizes))
+        else:
+            runs = []
+            _view_runs(pool.get_data_page(0, flat=False), runs)
+    except Exception as e:
+        raise UnservableConfiguration(
+            f"SGLang {cls} (layout {layout!r}, {'interface_v1' if zero_copy else 'generic path'}) gives no "
+            f"page strata can store: {type(e).__name__}: {e}") from e
+    nbytes = sum(n for _, n in runs)
+    if nbytes <= 0:
+        raise UnservableConfiguration(f"SGLang {cls} (layout {layout!r}) gives pages of {nbytes} bytes")
+    elem = _kv_elem(pool) if kv else ""
+    buf = getattr(pool, "kv_buffer", None)
+    role, names = None, ""
+    for c in type(pool).__mro__:
+        if (c.__name__, layout) in _AXES:
+            role, names = _AXES[(c.__name__, layout)]
+            break
+    if not kv or buf is None or not hasattr(buf, "data_ptr"):
+        # A side pool's bytes are its class's own format (mamba state,
+        # indexer keys with scales): described by class, layout and size.
+        fmt = page_format_string([("state" if not kv else "kv", [("B", nbytes)], "uint8")])
+        return _PoolFormat(nbytes, fmt, elem, cls)
+    itemsize = int(buf.element_size())
+    base = int(buf.data_ptr())
+    shape = tuple(int(x) for x in buf.shape)
+    axes = _axes_of_runs(shape, itemsize, [(p - base, n) for p, n in runs])
+    if not names or len(names) != len(shape):
+        names = "".join(chr(ord("a") + i) for i in range(len(shape)))
+        names = ["X" + c for c in names]
+    fmt = page_format_string([(role or "kv", [(names[k], e) for k, e in axes if e > 1], elem)])
+    return _PoolFormat(nbytes, fmt, elem, cls)
+
+
+def _view_runs(v: Any, out: List[Any]) -> None:
+    """The contiguous runs of tensor view v, in its logical order, as
+    (address, bytes)."""
+    if v.is_contiguous():
+        out.append((int(v.data_ptr()), int(v.numel()) * int(v.element_size())))
+        return
+    for i in range(v.shape[0]):
+        _view_runs(v[i], out)
+
+
+def _axes_of_runs(shape: Sequence[int], itemsize: int, runs: Sequence[Any]) -> List[Any]:
+    """The axes of a C-contiguous buffer of ``shape`` that a page's runs
+    (byte offset, bytes) walk, outermost first, as (axis, extent): the axes
+    one run covers, after the axes the runs step through in order. Raises
+    ValueError when the runs are not a regular walk of the buffer."""
+    if not runs:
+        raise ValueError("a page of no runs")
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    n0 = runs[0][1]
+    if any(n != n0 or n % itemsize or off % itemsize or off < 0 for off, n in runs):
+        raise ValueError(f"page runs {list(runs)[:4]} are not equal whole elements of the buffer")
+    rem = n0 // itemsize
+    inner: List[Any] = []
+    for k in range(len(shape) - 1, -1, -1):
+        if rem == 1:
+            break
+        if rem >= shape[k]:
+            if rem % shape[k]:
+                raise ValueError(f"a run of {n0} bytes does not cover whole rows of axis {k}")
+            inner.append((k, shape[k]))
+            rem //= shape[k]
+        else:
+            inner.append((k, rem))
+            rem = 1
+    if rem != 1:
+        raise ValueError(f"a run of {n0} bytes is larger than the buffer")
+    inner.reverse()
+    coords = []
+    for off, _ in runs:
+        e = off // itemsize
+        coords.append(tuple((e // strides[k]) % shape[k] for k in range(len(shape))))
+    varying = [k for k in range(len(shape)) if len({c[k] for c in coords}) > 1]
+    changes = {k: sum(1 for a, b in zip(coords, coords[1:]) if a[k] != b[k]) for k in varying}
+    order = sorted(varying, key=lambda k: (changes[k], k))
+    extents = [len({c[k] for c in coords}) for k in order]
+    total = 1
+    for x in extents:
+        total *= x
+    if total != len(runs):
+        raise ValueError(f"{len(runs)} runs do not walk a grid of {extents}")
+    lo = {k: min(c[k] for c in coords) for k in order}
+    for i, c in enumerate(coords):
+        rest = i
+        for k, ext in reversed(list(zip(order, extents))):
+            if c[k] - lo[k] != rest % ext:
+                raise ValueError("the runs do not walk their axes in nested order")
+            rest //= ext
+    return [(k, e) for k, e in zip(order, extents)] + inner
 
 
 def _nbytes(t: Any) -> int:
@@ -739,9 +960,6 @@ def _ptr_view(ptr: int, size: int) -> memoryview:
 
 
 def _as_tensor(buf: bytearray) -> Any:
-    try:
-        import torch  # type: ignore
+    import torch  # type: ignore
 
-        return torch.frombuffer(buf, dtype=torch.uint8)
-    except Exception:
-        return buf
+    return torch.frombuffer(buf, dtype=torch.uint8)

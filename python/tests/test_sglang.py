@@ -33,6 +33,11 @@ _NAMES = {
     "PoolTransfer": ("sglang.srt.mem_cache.hicache_storage", "PoolTransfer"),
     "LogicalHostPool": ("sglang.srt.mem_cache.memory_pool_host", "LogicalHostPool"),
     "MHATokenToKVPoolHost": ("sglang.srt.mem_cache.pool_host.mha", "MHATokenToKVPoolHost"),
+    "MHATokenToKVPool": ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPool"),
+    "MHATokenToKVPoolMXFP8": ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPoolMXFP8"),
+    "MHATokenToKVPoolMXFP8Host": ("sglang.srt.mem_cache.pool_host.mha_mxfp8", "MHATokenToKVPoolMXFP8Host"),
+    "MLATokenToKVPool": ("sglang.srt.mem_cache.memory_pool", "MLATokenToKVPool"),
+    "MLATokenToKVPoolHost": ("sglang.srt.mem_cache.pool_host.mla", "MLATokenToKVPoolHost"),
     "StorageBackendFactory": ("sglang.srt.mem_cache.storage.backend_factory", "StorageBackendFactory"),
     "get_storage_hash_str": ("sglang.srt.mem_cache.utils", "get_storage_hash_str"),
     "torch": ("torch", None),
@@ -56,40 +61,76 @@ def load_sglang():
         # torch.utils.cpp_extension imports it to load SGLang's page-hash
         # extension: let it use the standard library's.
         os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
-    from strata_client.sglang import StrataHiCacheStorage
+    from strata_client.sglang import StrataHiCacheStorage, UnservableConfiguration
 
     g["StrataHiCacheStorage"] = StrataHiCacheStorage
+    g["UnservableConfiguration"] = UnservableConfiguration
 
 
 SITE = os.sep + "site-packages" + os.sep
 
 
-def mha_pool(dtype, pages=32, page_size=4, layers=2, heads=2, dim=8):
-    """SGLang's MHA host pool on the CPU in the page_first layout
-    (kv_buffer: 2 x tokens x layers x heads x dim; a page is a K and a V
-    segment), sized to about `pages` pages."""
-    dev = torch.device("cpu")
-    k = tuple(torch.zeros(page_size, heads, dim, dtype=dtype) for _ in range(layers))
-    v = tuple(torch.zeros(page_size, heads, dim, dtype=dtype) for _ in range(layers))
-    ptrs = lambda ts: torch.tensor([t.data_ptr() for t in ts], dtype=torch.uint64)  # noqa: E731
-    info = MHABufferInfo(buffers=KVBuffers(k=k, v=v, k_data_ptrs=ptrs(k), v_data_ptrs=ptrs(v), layout=KVBufferLayout.NHD),
-                         page_size=page_size, head_num=heads, head_dim=dim, v_head_dim=dim, dtype=dtype, device=dev)
-    return MHATokenToKVPoolHost(info, host_to_device_ratio=1.0, host_size=0, page_size=page_size, layout="page_first",
+def mha_pool(dtype, pages=32, page_size=4, layers=2, heads=2, dim=8, layout="page_first"):
+    """SGLang's MHA host pool on the CPU, built as the engine builds it:
+    the device pool MHATokenToKVPool of the KV dtype (which stores fp8 as
+    uint8), its get_device_pool_infos() buffer info, MHATokenToKVPoolHost
+    over it in `layout`, sized to about `pages` pages."""
+    dev = MHATokenToKVPool(size=pages * page_size, page_size=page_size, dtype=dtype, head_num=heads, head_dim=dim,
+                           layer_num=layers, device="cpu", enable_memory_saver=False)
+    info = dev.get_device_pool_infos()[0].buffer_info
+    return MHATokenToKVPoolHost(info, host_to_device_ratio=1.0, host_size=0, page_size=page_size, layout=layout,
                                 pin_memory=False, device="cpu", device_capacity_tokens=pages * page_size,
                                 start_layer=0, end_layer=layers)
 
 
+def mla_pool(dtype, pages=32, page_size=4, layers=2, rank=16, rope=8, layout="page_first"):
+    """SGLang's MLA host pool, from MLATokenToKVPool's buffer info."""
+    dev = MLATokenToKVPool(size=pages * page_size, page_size=page_size, dtype=dtype, kv_lora_rank=rank,
+                           qk_rope_head_dim=rope, layer_num=layers, device="cpu", enable_memory_saver=False)
+    info = dev.get_device_pool_infos()[0].buffer_info
+    return MLATokenToKVPoolHost(info, host_to_device_ratio=1.0, host_size=0, page_size=page_size, layout=layout,
+                                pin_memory=False, device="cpu", device_capacity_tokens=pages * page_size,
+                                start_layer=0, end_layer=layers, target_layer_num=layers)
+
+
+_PUBLISHED = []
+
+
+def publish_kv_cache_dtype(value):
+    """SGLang's runtime context as the scheduler publishes it, with
+    --kv-cache-dtype `value` (a local model directory: no download)."""
+    if _PUBLISHED and _PUBLISHED[-1] == value:
+        return
+    from sglang.srt import runtime_context
+    from sglang.srt.server_args import ServerArgs
+
+    d = tempfile.mkdtemp(prefix="strata-sglang-model-")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write('{"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":64,'
+                '"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_hidden_layers":2,'
+                '"intermediate_size":128,"vocab_size":1000,"max_position_embeddings":2048,'
+                '"rms_norm_eps":1e-6,"torch_dtype":"bfloat16","rope_theta":10000}')
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    runtime_context.publish(ServerArgs(model_path=d, kv_cache_dtype=value, device="cpu", skip_tokenizer_init=True),
+                            role="scheduler")
+    _PUBLISHED.append(value)
+
+
 def fill(pool, indices, seed):
-    """Random values of the pool's dtype into the pool's tokens `indices`."""
+    """Random bytes into the pool's pages holding tokens `indices` (every
+    layout: through the engine's set_from_flat_data_page)."""
     g = torch.Generator().manual_seed(seed)
-    shape = (2, len(indices)) + tuple(pool.kv_buffer.shape[2:])
-    vals = torch.randn(shape, generator=g).to(pool.dtype)
-    pool.kv_buffer[:, indices] = vals
+    for i in range(0, len(indices), pool.page_size):
+        page = pool.get_dummy_flat_data_page()
+        raw = torch.randint(0, 256, (page.numel() * page.element_size(),), dtype=torch.uint8, generator=g)
+        pool.set_from_flat_data_page(int(indices[i]), raw.view(page.dtype))
 
 
 def page_bytes(pool, indices):
-    """The bytes of the pool's tokens `indices` (K then V)."""
-    return pool.kv_buffer[:, indices].contiguous().view(torch.uint8).numpy().tobytes()
+    """The bytes of the pool's pages holding tokens `indices`, in the
+    engine's generic page order (get_data_page), whatever the layout."""
+    return b"".join(pool.get_data_page(int(indices[i])).contiguous().view(torch.uint8).numpy().tobytes()
+                    for i in range(0, len(indices), pool.page_size))
 
 
 def config(addr, mla=False, tp_rank=0, tp_size=1, **extra):
@@ -211,6 +252,7 @@ class SGLangBackendTest(NodeTest):
                 self.controller_sequence(dt)
 
     def controller_sequence(self, dt):
+        publish_kv_cache_dtype("fp8_e4m3" if dt == torch.float8_e4m3fn else "auto")
         pool = mha_pool(dt, pages=2 * 300 + 8)
         b = attach(config(self.node.addr), pool)
         try:
@@ -277,6 +319,7 @@ class SGLangBackendTest(NodeTest):
         # -> batch_get -> set_from_flat_data_page.
         for dt in (torch.bfloat16, torch.float8_e4m3fn):
             with self.subTest(dtype=str(dt)):
+                publish_kv_cache_dtype("fp8_e4m3" if dt == torch.float8_e4m3fn else "auto")
                 pool = mha_pool(dt)
                 b = attach(config(self.node.addr, interface_v1=0), pool)
                 try:
@@ -284,7 +327,7 @@ class SGLangBackendTest(NodeTest):
                     src = pool.alloc(12)
                     fill(pool, src, 11)
                     data = [pool.get_data_page(src[i * 4]) for i in range(3)]
-                    self.assertEqual(data[0].dtype, dt)
+                    self.assertEqual(data[0].dtype, torch.uint8 if dt == torch.float8_e4m3fn else dt)
                     self.assertTrue(b.batch_set(keys, data))
                     dummies = [pool.get_dummy_flat_data_page() for _ in range(4)]
                     out = b.batch_get(keys + hashes(300_000, 1), dummies)
@@ -497,6 +540,190 @@ class SGLangBackendTest(NodeTest):
         # A misconfigured backend fails SGLang's attach (at start-up), not later.
         with self.assertRaises(ValueError):
             StorageBackendFactory.create_backend("dynamic", config(""), None)
+
+
+def write_generic(b, pool, keys, src):
+    """The controller's generic page set: get_data_page -> batch_set."""
+    return b.batch_set(keys, [pool.get_data_page(int(src[i * pool.page_size])) for i in range(len(keys))])
+
+
+def read_generic(b, pool, keys, dst):
+    """The controller's generic page get: dummy pages -> batch_get ->
+    set_from_flat_data_page; the pages read, in order."""
+    out = b.batch_get(keys, [pool.get_dummy_flat_data_page() for _ in keys])
+    n = 0
+    for i, t in enumerate(out):
+        if t is None:
+            break
+        pool.set_from_flat_data_page(int(dst[i * pool.page_size]), t)
+        n += 1
+    return n
+
+
+def read_v1(b, pool, keys, dst):
+    ok = b.batch_get_v1(keys, dst)
+    return ok.index(False) if False in ok else len(ok)
+
+
+class SGLangPageFormatTest(NodeTest):
+    """Identity from the bytes: every layout SGLang's MHA and MLA host
+    pools take, written through one path (interface_v1 or generic) and read
+    through the other, on pools built by the engine's own constructors."""
+
+    @classmethod
+    def setUpClass(cls):
+        load_sglang()
+        hashes(0, 1)
+        super().setUpClass()
+
+    def test_fp8_e4m3_and_e5m2_get_their_own_namespaces(self):
+        # SGLang stores both as uint8 (KVCache.store_dtype): the format
+        # comes from --kv-cache-dtype in the runtime context.
+        got = {}
+        keys = hashes(610_000, 2)
+        for arg, dt in (("fp8_e4m3", torch.float8_e4m3fn), ("fp8_e5m2", torch.float8_e5m2)):
+            publish_kv_cache_dtype(arg)
+            pool = mha_pool(dt)
+            self.assertEqual(pool.dtype, torch.uint8)
+            b = attach(config(self.node.addr, strata_model_revision="fp8"), pool)
+            try:
+                d = b.descriptor()
+                self.assertTrue(d.page_format.endswith(":" + arg), d.page_format)
+                self.assertEqual(d.kv_dtype, arg)
+                if got:  # e5m2 after e4m3 wrote: nothing of e4m3's is a hit
+                    self.assertEqual(b.batch_exists(keys), 0)
+                else:
+                    src = pool.alloc(8)
+                    fill(pool, src, 1)
+                    self.assertEqual(backup(b, pool, keys, src, []), [True, True])
+                    self.assertEqual(b.batch_exists(keys), 2)
+                got[arg] = b._ensure().id
+            finally:
+                b.close()
+        self.assertNotEqual(got["fp8_e4m3"], got["fp8_e5m2"])
+
+    def test_uint8_pool_without_runtime_context_refuses(self):
+        from sglang.srt import runtime_context
+
+        pool = mha_pool(torch.float8_e4m3fn)
+        saved = runtime_context._CONTEXT
+        try:  # a process whose scheduler has not published its arguments
+            runtime_context._CONTEXT = runtime_context.RuntimeContext(parallel=runtime_context._PARALLEL)
+            with self.assertRaises(UnservableConfiguration) as cm:
+                attach(config(self.node.addr), pool)
+        finally:
+            runtime_context._CONTEXT = saved
+        self.assertIn("fp8_e4m3 from fp8_e5m2", str(cm.exception))
+
+    def test_every_layout_both_paths(self):
+        publish_kv_cache_dtype("auto")
+        cases = [("mha", "layer_first"), ("mha", "page_first"), ("mha", "page_first_direct"), ("mha", "page_head"),
+                 ("mla", "layer_first"), ("mla", "page_first"), ("mla", "page_first_direct")]
+        want_shared = {("mha", "layer_first"): False}
+        base = 700_000
+        for kind, layout in cases:
+            make = (lambda: mha_pool(torch.bfloat16, layers=3, layout=layout)) if kind == "mha" else \
+                (lambda: mla_pool(torch.bfloat16, layers=3, layout=layout))
+            for wv1 in (True, False):
+                base += 10_000
+                with self.subTest(kind=kind, layout=layout, write="v1" if wv1 else "generic"):
+                    wpool, rpool = make(), make()
+                    w = attach(config(self.node.addr, interface_v1=int(wv1)), wpool)
+                    r = attach(config(self.node.addr, interface_v1=int(not wv1)), rpool)
+                    try:
+                        keys = hashes(base, 3)
+                        src = wpool.alloc(12)
+                        fill(wpool, src, base)
+                        want = [page_bytes(wpool, src[i * 4:(i + 1) * 4]) for i in range(3)]
+                        wrote = backup(w, wpool, keys, src, []) if wv1 else [write_generic(w, wpool, keys, src)] * 3
+                        self.assertEqual(wrote, [True] * 3)
+                        shared = w.descriptor().page_format == r.descriptor().page_format
+                        self.assertEqual(shared, w._ensure().id == r._ensure().id)
+                        self.assertEqual(shared, want_shared.get((kind, layout), True),
+                                         (w.descriptor().page_format, r.descriptor().page_format))
+                        dst = rpool.alloc(12)
+                        n = read_generic(r, rpool, keys, dst) if wv1 else read_v1(r, rpool, keys, dst)
+                        if not shared:
+                            self.assertEqual(n, 0, "another byte order's pages were read as this one's")
+                            continue
+                        self.assertEqual(n, 3)
+                        for i in range(3):
+                            self.assertEqual(page_bytes(rpool, dst[i * 4:(i + 1) * 4]), want[i])
+                    finally:
+                        w.close()
+                        r.close()
+
+    def test_layer_first_formats_say_the_byte_order(self):
+        publish_kv_cache_dtype("auto")
+        pool = mha_pool(torch.bfloat16, layers=3, heads=2, dim=8, layout="layer_first")
+        v1 = attach(config(self.node.addr, interface_v1=1), pool)
+        gen = attach(config(self.node.addr, interface_v1=0), pool)
+        try:
+            self.assertEqual(v1.descriptor().page_format, "kv:L3.S2.T4.H2.D8:bf16")
+            self.assertEqual(gen.descriptor().page_format, "kv:S2.L3.T4.H2.D8:bf16")
+        finally:
+            v1.close()
+            gen.close()
+
+    def test_mxfp8_pool_refuses_at_attach(self):
+        # SGLang's MXFP8 host pool keeps a page's UE8M0 scales outside
+        # kv_buffer and raises from get_page_buffer_meta/get_data_page. Its
+        # own constructor needs CUDA's staged write-back kernel, so on the
+        # CPU it is initialised through its base class's constructor over
+        # the MXFP8 device pool's buffer info (the class's methods are the
+        # engine's).
+        # (--kv-cache-dtype mxfp8 itself needs an SM100 GPU to publish.)
+        publish_kv_cache_dtype("fp8_e4m3")
+        dev = MHATokenToKVPoolMXFP8(size=512, page_size=128, dtype=torch.float8_e4m3fn, head_num=2, head_dim=32,
+                                    layer_num=2, device="cpu", enable_memory_saver=False)
+        info = dev.get_device_pool_infos()[0].buffer_info
+        pool = MHATokenToKVPoolMXFP8Host.__new__(MHATokenToKVPoolMXFP8Host)
+        # What its constructor sets before calling the base's (mha_mxfp8.py).
+        pool.k_sf_page_bytes = info.scales.k[0][0].numel()
+        pool.v_sf_page_bytes = info.scales.v[0][0].numel()
+        pool.k_scale_host = pool.v_scale_host = None
+        MHATokenToKVPoolHost.__init__(pool, info, host_to_device_ratio=1.0, host_size=0, page_size=128,
+                                      layout="page_first", pin_memory=False, device="cpu",
+                                      device_capacity_tokens=512, start_layer=0, end_layer=2)
+        for v1 in (1, 0):
+            with self.subTest(interface_v1=v1):
+                with self.assertRaises(UnservableConfiguration) as cm:
+                    attach(config(self.node.addr, interface_v1=v1), pool)
+                msg = str(cm.exception)
+                self.assertIn("MHATokenToKVPoolMXFP8Host", msg)
+                self.assertIn("does not expose flat storage (L3) pages", msg)  # the engine's reason
+
+    def test_mla_dcp_ranks_do_not_share(self):
+        # Decode context parallelism gives each DCP rank its own slice of an
+        # MLA page's tokens: ranks 0 and 1 (TP dropped for MLA) must not
+        # share a namespace; DCP rank 0 of another DCP group does.
+        publish_kv_cache_dtype("auto")
+        ids = {}
+        for tp_rank in (0, 1, 2):
+            sc = config(self.node.addr, mla=True, tp_rank=tp_rank, tp_size=4)
+            sc = HiCacheStorageConfig(**dict(sc.__dict__, dcp_size=2, dcp_rank=tp_rank % 2, logical_page_size=8))
+            b = attach(sc, mla_pool(torch.bfloat16))
+            try:
+                ids[tp_rank] = b._ensure().id
+            finally:
+                b.close()
+        self.assertNotEqual(ids[0], ids[1])
+        self.assertEqual(ids[0], ids[2])
+
+    def test_generic_path_warning_names_interface_v1(self):
+        publish_kv_cache_dtype("auto")
+        pool = mha_pool(torch.bfloat16)
+        b = attach(config(self.node.addr, interface_v1=0), pool)
+        try:
+            src = pool.alloc(8)
+            fill(pool, src, 5)
+            with self.assertLogs("strata_client.sglang", "WARNING") as logs:
+                self.assertTrue(write_generic(b, pool, hashes(640_000, 2), src))
+            out = "\n".join(logs.output)
+            self.assertIn("interface_v1", out)
+            self.assertNotIn("set \"hicache_storage_pass_prefix_keys\": true", out)
+        finally:
+            b.close()
 
 
 if __name__ == "__main__":
