@@ -86,7 +86,7 @@ class SchedulerSide:
         self._reqs: Dict[str, _Req] = {}
         self._deferred: Set[str] = set()
         self.stats = Counters("lookups", "lookup_hits", "hit_blocks", "lookup_timeouts", "lookup_errors", "renewals",
-                              "renew_failures", "loads_planned", "saves_planned", "not_connected")
+                              "renew_failures", "plan_errors", "loads_planned", "saves_planned", "not_connected")
         self.link = Link(settings, self._descriptors, "sched")
         self.link.start()
 
@@ -184,7 +184,12 @@ class SchedulerSide:
         st.lookup = lk
 
         def done(f: Future, st=st, lk=lk) -> None:
-            hit, leases = _result(f)
+            try:
+                hit, leases = f.result()
+            except Exception as e:  # _lookup_job counts its own failures; this is anything else
+                log.error("strata: lookup job failed: %s", e)
+                self.stats.add("lookup_errors")
+                hit, leases = 0, {}
             with self._lock:
                 current = st.lookup is lk and not lk.given_up
                 if current:
@@ -262,6 +267,7 @@ class SchedulerSide:
             self._after_alloc(request, blocks, int(num_external_tokens))
         except Exception:
             log.exception("strata: planning the load of %s failed", getattr(request, "request_id", "?"))
+            self.stats.add("plan_errors")
 
     def _after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         st = self._reqs.get(request.request_id)
@@ -296,6 +302,7 @@ class SchedulerSide:
             self._build(scheduler_output, meta)
         except Exception:
             log.exception("strata: building the step's metadata failed; this step saves and loads what was planned")
+            self.stats.add("plan_errors")
         return meta
 
     def _build(self, so: Any, meta: StrataConnectorMetadata) -> None:
@@ -354,6 +361,7 @@ class SchedulerSide:
                 return True, None
         except Exception:
             log.exception("strata: request_finished failed")
+            self.stats.add("plan_errors")
         return False, None
 
     def close(self) -> None:
@@ -372,12 +380,6 @@ def _done(v: Any) -> Future:
     f.set_result(v)
     return f
 
-
-def _result(f: Future):
-    try:
-        return f.result()
-    except Exception:
-        return 0, {}
 
 
 def _release_all(leases: Dict[str, Lease]) -> None:

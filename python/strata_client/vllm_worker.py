@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .buffers import ScatterBuffer
 from .client import Page
-from .engines import vllm_connector_descriptor
+from .engines import vllm_connector_descriptor, vllm_page_format
 from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
 from .vllm_link import Counters, Link
 
@@ -76,11 +76,21 @@ class WorkerSide:
             self.disabled = f"{type(e).__name__}: {e}"
             log.error("strata: KV caches not usable (%s): the connector is off on this worker", self.disabled)
             return
+        # The scheduler's function and inputs (vllm_scheduler.py
+        # _descriptors): the namespace does not depend on what only the
+        # worker sees. The page format is then derived again from the
+        # tensors: a worker whose caches serialise otherwise is off, loudly.
         d = vllm_connector_descriptor(self._cfg, self._kvc, tenant=self.s.tenant, tp_rank=self.tp_rank,
-                                      pp_rank=self.pp_rank, model=self.s.model, model_revision=self.s.model_revision,
-                                      kernel_blocks=self._ratio)
-        if d.page_bytes != self._page_bytes:
-            self.disabled = f"pages of {self._page_bytes} bytes in the caches, {d.page_bytes} from the KV cache spec"
+                                      pp_rank=self.pp_rank, model=self.s.model, model_revision=self.s.model_revision)
+        v = self._layers[0]
+        spec = self._kvc.kv_cache_groups[0].kv_cache_spec
+        spec = next(iter(spec.kv_cache_specs.values())) if getattr(spec, "kv_cache_specs", None) else spec
+        got = vllm_page_format(spec, str(self._cfg.cache_config.cache_dtype), layers=len(self._layers),
+                               heads=int(v.shape[1]), tokens=self._ratio * int(v.shape[2]),
+                               cell_bytes=int(v.shape[3]) * int(v.element_size()))
+        if d.page_bytes != self._page_bytes or d.page_format != got:
+            self.disabled = (f"pages of {self._page_bytes} bytes, format {got}, in the caches; "
+                             f"{d.page_bytes} bytes, format {d.page_format}, from the KV cache spec")
             log.error("strata: %s: the connector is off on this worker", self.disabled)
             return
         self.shard = shard_name(d.tp_rank, d.pp_rank)
@@ -111,8 +121,11 @@ class WorkerSide:
         self._page_bytes = sum(_nbytes(self._block_view(v, 0)) for v in views)
 
     def _block_view(self, t: Any, b: int) -> Any:
+        """Block b of a layer in logical [H, N, C] order: with kernel blocks
+        (r a block), its r [H, n, C] pieces as [H, r, n, C], so a page's
+        bytes do not depend on the attention backend's kernel block size."""
         r = self._ratio
-        return t[b] if r == 1 else t[b * r:(b + 1) * r]
+        return t[b] if r == 1 else t[b * r:(b + 1) * r].permute(1, 0, 2, 3)
 
     def _runs(self, b: int) -> List[Any]:
         """The contiguous runs of block b over every layer, as uint8 tensors."""

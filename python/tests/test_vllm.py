@@ -53,7 +53,7 @@ def _require_vllm():
 # ---- vLLM objects ------------------------------------------------------------
 
 
-def vllm_config(addr, **extra):
+def vllm_config(addr, cache_dtype="auto", **extra):
     from vllm.config import CacheConfig, KVTransferConfig, ParallelConfig, SchedulerConfig, VllmConfig
 
     ex = {"strata_addr": addr, "strata_tenant": "acme", "strata_model": "xlang/vllm-test", "strata_model_revision": "r1",
@@ -61,25 +61,37 @@ def vllm_config(addr, **extra):
     ex.update(extra)
     ktc = KVTransferConfig(kv_connector="StrataConnector", kv_connector_module_path="strata_client.vllm",
                            kv_role="kv_both", kv_load_failure_policy="recompute", kv_connector_extra_config=ex)
-    return VllmConfig(cache_config=CacheConfig(block_size=BLOCK), parallel_config=ParallelConfig(),
+    return VllmConfig(cache_config=CacheConfig(block_size=BLOCK, cache_dtype=cache_dtype), parallel_config=ParallelConfig(),
                       scheduler_config=SchedulerConfig(disable_hybrid_kv_cache_manager=True, max_model_len=4096,
                                                        is_encoder_decoder=False),
                       kv_transfer_config=ktc)
 
 
-def kv_cache_config():
+def kv_cache_config(cache_dtype="auto", mla=False):
+    """The KVCacheConfig vLLM gives the connector; the spec's dtype is what
+    vLLM's get_kv_cache_torch_dtype makes of cache_dtype (uint8 for every
+    fp8 format)."""
     import torch
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+    from vllm.utils.torch_utils import get_kv_cache_torch_dtype
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
+                                            MLAAttentionSpec)
 
-    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD, dtype=torch.bfloat16)
+    dtype = get_kv_cache_torch_dtype(cache_dtype, torch.bfloat16)
+    if mla:
+        spec = MLAAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=HEAD * 2, dtype=dtype,
+                                cache_dtype_str=cache_dtype)
+    else:
+        spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD, dtype=dtype)
     names = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
     page = spec.page_size_bytes
     t = KVCacheTensor(size=page * NUM_BLOCKS * LAYERS, layers=names, layer_stride=page * NUM_BLOCKS, block_stride=page)
     return KVCacheConfig(num_blocks=NUM_BLOCKS, kv_cache_tensors=[t], kv_cache_groups=[KVCacheGroupSpec(names, spec)])
 
 
-def kv_caches(kvc, layout_name="LBHNC", fill=None):
-    """vLLM's own per-layer [B, H, N, C] views over one int8 buffer."""
+def kv_caches(kvc, layout_name="LBHNC", fill=None, kernel_block_size=None):
+    """vLLM's own per-layer [B, H, N, C] views over one int8 buffer (with
+    a kernel block size: [B*r, H, N/r, C], as prepare_kernel_block_sizes
+    makes them for a backend that needs smaller blocks)."""
     import torch
     from vllm.v1.kv_cache_interface import KVCacheTensor, create_kv_cache_views
     from vllm.v1.kv_cache_layout import KVCacheLayout
@@ -97,15 +109,19 @@ def kv_caches(kvc, layout_name="LBHNC", fill=None):
     if fill is not None:
         gen = torch.Generator().manual_seed(fill)
         raw.copy_(torch.randint(-128, 128, (t.size,), dtype=torch.int8, generator=gen))
-    views = create_kv_cache_views(raw, spec, NUM_BLOCKS, layout, t)
+    views = create_kv_cache_views(raw, spec, NUM_BLOCKS, layout, t, kernel_block_size=kernel_block_size)
     return dict(zip(g.layer_names, views)), raw
 
 
 def block_digest(caches, names, b):
-    """SHA-256 of block b of every layer in logical [H, N, C] order."""
+    """SHA-256 of block b of every layer in logical [H, N, C] order (its
+    kernel blocks joined along N when the views are split)."""
     h = hashlib.sha256()
     for n in names:
-        h.update(caches[n][b].contiguous().view(-1).view(__import__("torch").uint8).numpy().tobytes())
+        v = caches[n]
+        r = v.shape[0] // NUM_BLOCKS
+        blk = v[b] if r == 1 else v[b * r:(b + 1) * r].permute(1, 0, 2, 3).reshape(v.shape[1], -1, v.shape[3])
+        h.update(blk.contiguous().view(-1).view(__import__("torch").uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -310,6 +326,87 @@ class VLLMConnectorTest(unittest.TestCase):
         self.assertTrue(out["async"])
         self.assertEqual(out["errors"], [])
         self.assertEqual(out["digests"], want, "loaded bytes differ from the saved blocks")
+
+    def test_kernel_block_split_hits_its_own_saves(self):
+        # An attention backend with smaller kernel blocks (16-token blocks
+        # as two 8-token kernel blocks): the scheduler and the worker must
+        # name the same namespace, and the bytes must not depend on the
+        # split, so a split writer and an unsplit reader share pages.
+        cfg = vllm_config(self.node.addr, strata_model_revision="kernel-split")
+        s, w = connectors(cfg, self.kvc)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        caches, _ = kv_caches(self.kvc, "LBHNC", fill=11, kernel_block_size=BLOCK // 2)
+        self.assertEqual(caches[self.names[0]].shape[0], 2 * NUM_BLOCKS)
+        w.register_kv_caches(caches)
+        wait_for(lambda: s._sched.link.ready() and w._worker.link is not None and w._worker.link.ready(), 20,
+                 "the connector to connect")
+        self.assertEqual(w._worker.disabled, "")
+        self.assertEqual(w._worker._ratio, 2)
+        sched = s._sched._descriptors()
+        self.assertEqual(list(sched.values())[0].id, w._worker.link._descriptors()[w._worker.shard].id)
+        tokens = list(range(9000, 9000 + 3 * BLOCK))
+        save_prompt(s, w, "k-1", tokens, [8, 9, 10])
+        self.assertEqual(w.counters()["saved_pages"], 3)
+        want = [block_digest(caches, self.names, b) for b in (8, 9, 10)]
+        req = make_request("k-2", tokens + [1])
+        self.assertEqual(ask(s, req), (3 * BLOCK, True))
+        self.assertEqual(s.counters()["lookup_errors"], 0)
+        # Loaded into unsplit caches by fresh connectors: the same bytes.
+        for split in (None, BLOCK // 2):
+            with self.subTest(reader_kernel_block=split):
+                s2, w2 = connectors(cfg, self.kvc)
+                self.addCleanup(s2.shutdown)
+                self.addCleanup(w2.shutdown)
+                dst, _ = kv_caches(self.kvc, "LBHNC", kernel_block_size=split)
+                w2.register_kv_caches(dst)
+                wait_for(lambda: s2._sched.link.ready() and w2._worker.link.ready(), 20, "the reader to connect")
+                r = make_request(f"k-read-{split}", tokens + [1])
+                n, _ = ask(s2, r)
+                self.assertEqual(n, 3 * BLOCK)
+                ids = [1, 2, 3]
+                s2.update_state_after_alloc(r, blocks_of(ids), n)
+                meta = s2.build_connector_meta(sched_output([(r, ids)], {r.request_id: 0}))
+                load_until_reported(w2, meta, r.request_id)
+                self.assertEqual(sorted(w2.get_block_ids_with_load_errors()), [])
+                self.assertEqual([block_digest(dst, self.names, b) for b in ids], want)
+
+    def test_scheduler_and_worker_name_one_namespace(self):
+        # For every configuration the worker accepts (KV dtypes, MLA,
+        # kernel-block splits, physical layouts) the scheduler's namespace
+        # is the worker's, and the page format says the numeric format.
+        import torch
+
+        ids = {}
+        for cache_dtype in ("auto", "fp8", "fp8_e5m2"):
+            for mla in (False, True):
+                kvc = kv_cache_config(cache_dtype, mla)
+                for layout in ("LBHNC", "LBNHC", "BLHNC"):
+                    for kb in (None, BLOCK // 2, BLOCK // 4):
+                        if kb and layout == "BLHNC":
+                            continue  # vLLM never splits block-outermost layouts (create_kv_cache_views refuses)
+                        with self.subTest(cache_dtype=cache_dtype, mla=mla, layout=layout, kernel_block=kb):
+                            cfg = vllm_config(self.node.addr, cache_dtype=cache_dtype,
+                                              strata_model_revision="one-namespace")
+                            s, w = connectors(cfg, kvc)
+                            try:
+                                caches, _ = kv_caches(kvc, layout, kernel_block_size=kb)
+                                w.register_kv_caches(caches)
+                                self.assertEqual(w._worker.disabled, "")
+                                wd = w._worker.link._descriptors()[w._worker.shard]
+                                sd = s._sched._descriptors()[w._worker.shard]
+                                self.assertEqual(sd.canonical(), wd.canonical())
+                                self.assertEqual(w._worker._page_bytes, wd.page_bytes)
+                                want = {"auto": "bf16", "fp8": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}[cache_dtype]
+                                self.assertTrue(wd.page_format.endswith(":" + want), wd.page_format)
+                                ids.setdefault((cache_dtype, mla), set()).add(wd.id)
+                            finally:
+                                s.shutdown()
+                                w.shutdown()
+        # one namespace per format, whatever the split or physical layout
+        self.assertEqual({k: len(v) for k, v in ids.items()}, {k: 1 for k in ids})
+        self.assertEqual(len({next(iter(v)) for v in ids.values()}), len(ids))
+        self.assertEqual(torch.uint8, kv_cache_config("fp8").kv_cache_groups[0].kv_cache_spec.dtype)
 
     def test_repeated_asks_same_answer_and_renewal(self):
         s, w, _ = self._writer(strata_lease_ttl_ms=2000, strata_renew_margin_ms=1900)
