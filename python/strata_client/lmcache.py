@@ -71,6 +71,7 @@ from typing import Any, Dict, List, Optional
 
 try:
     import torch
+    from lmcache.v1.exceptions import IrrecoverableException
     from lmcache.v1.memory_management import MemoryFormat
     from lmcache.v1.protocol import RemoteMetadata
     from lmcache.v1.storage_backend.connector import ConnectorAdapter
@@ -81,8 +82,8 @@ except ImportError as _e:  # pragma: no cover - exercised only without LMCache
 from ._connector import Connected, spans as _spans
 from .buffers import ScatterBuffer, readable_bytes
 from .client import Lease, Page
-from .descriptor import key_from_engine_hash
-from .engines import lmcache_descriptor
+from .descriptor import dtype_bytes, key_from_engine_hash, normalize_dtype, page_format_string
+from .engines import lmcache_descriptor, vllm_kv_elem
 from .namespace import Namespace
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,62 @@ SCHEME = "strata://"
 HEADER = struct.Struct("<4sIQ")
 MAGIC = b"SLC1"
 
-__all__ = ["StrataConnectorAdapter", "StrataConnector", "hash_is_random"]
+__all__ = ["StrataConnectorAdapter", "StrataConnector", "UnservableConfiguration", "hash_is_random",
+           "lmcache_kv_elem"]
+
+
+class UnservableConfiguration(IrrecoverableException, ValueError):
+    """An engine configuration whose chunks strata cannot name safely.
+    LMCache's RemoteBackend re-raises an IrrecoverableException from the
+    connector's construction instead of running on without a remote tier,
+    so the engine does not start with a backend that would do nothing or
+    mix byte formats."""
+
+
+# _FMT_AXES names the dimensions of LMCache's MemoryFormats
+# (lmcache/v1/memory_management.py): S the K/V pair, L layer, T token, D
+# hidden (heads x head size), C MLA width; MLA's leading 1 is Xa.
+_FMT_AXES = {
+    "KV_2LTD": ["S", "L", "T", "D"],
+    "KV_T2D": ["T", "S", "D"],
+    "KV_2TD": ["S", "T", "D"],
+    "KV_MLA_FMT": ["Xa", "L", "T", "C"],
+}
+
+
+def lmcache_kv_elem(metadata: Any, declared: Any = None) -> str:
+    """The numeric format of LMCache's KV elements. LMCache's vLLM
+    integration (lmcache/integration/vllm/utils.py) sets
+    ``LMCacheMetadata.kv_dtype`` with vLLM's get_kv_cache_torch_dtype,
+    which is torch.uint8 for every fp8 --kv-cache-dtype (fp8, fp8_e4m3,
+    fp8_e5m2): uint8 then says nothing, and the format is read from vLLM's
+    own configuration in this process (get_current_vllm_config_or_none:
+    cache_config.cache_dtype), or, where no vLLM config is current, from
+    the plugin's ``kv_format`` option. Without either the connector
+    refuses (UnservableConfiguration at construction, which LMCache lets
+    through to the engine's start), naming the configuration."""
+    dt = getattr(metadata, "kv_dtype", None)
+    if dt is not None and dt != torch.uint8:
+        return normalize_dtype(str(dt))
+    try:
+        from vllm.config import get_current_vllm_config_or_none  # type: ignore
+    except ImportError:
+        get_current_vllm_config_or_none = None
+    cfg = get_current_vllm_config_or_none() if get_current_vllm_config_or_none is not None else None
+    if cfg is not None:
+        elem = vllm_kv_elem(None, str(cfg.cache_config.cache_dtype))
+        if elem != "uint8":
+            return elem
+    if declared:
+        elem = normalize_dtype(str(declared))
+        if dtype_bytes(elem) != 1 or elem == "uint8":
+            raise UnservableConfiguration(f"strata connector: kv_format {declared!r} is not a one-byte KV format "
+                                          "(fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, ...)")
+        return elem
+    raise UnservableConfiguration(
+        "strata connector: LMCache's KV dtype is uint8, vLLM's storage type for every fp8 --kv-cache-dtype, and "
+        "no vLLM config is current in this process: set remote_storage_plugin.<name>.kv_format to the cache's "
+        "format (fp8_e4m3 or fp8_e5m2) so that e4m3 and e5m2 pages never share a namespace")
 
 
 def _plugin_type(name: str) -> str:
@@ -113,7 +169,7 @@ def hash_is_random(config: Any) -> bool:
     for mod in ("vllm.utils.hashing", "vllm.utils"):  # where LMCache looks
         try:
             m = __import__(mod, fromlist=["get_hash_fn_by_name"])
-        except Exception:
+        except ImportError:
             continue
         if hasattr(m, "get_hash_fn_by_name") or hasattr(m, algo):
             return False
@@ -182,6 +238,7 @@ class StrataConnector(Connected, RemoteConnector):
         self.layerwise = bool(getattr(config, "use_layerwise", False))
         self.num_layers = int(metadata.kv_shape[0])
         self._setup_geometry()
+        self.kv_elem = lmcache_kv_elem(metadata, opt("kv_format"))
 
         self._init_connected("strata connector", logger, (
             "exists", "exists_hits", "get", "get_hits", "get_misses", "put", "put_stored", "put_failed", "failures",
@@ -230,7 +287,24 @@ class StrataConnector(Connected, RemoteConnector):
     def descriptor(self):
         extra = {"lmcache_layerwise": "1"} if self.layerwise else None
         return lmcache_descriptor(self.metadata, tenant=self.tenant, page_bytes=self.page_bytes,
-                                  model_revision=self.model_revision, save_chunk_meta=self.save_chunk_meta, extra=extra)
+                                  model_revision=self.model_revision, save_chunk_meta=self.save_chunk_meta, extra=extra,
+                                  page_format=self.page_format(), kv_dtype=self.kv_elem)
+
+    def page_format(self) -> str:
+        """The page as this connector frames it: the 16-byte header,
+        LMCache's RemoteMetadata when save_chunk_meta is on, then the chunk
+        (or, layerwise, one layer of it) in the MemoryFormat LMCache
+        allocates it in, its elements in their numeric format."""
+        segs: List[Any] = [("hdr", [("B", HEADER.size)], "uint8")]
+        if self.meta_bytes:
+            segs.append(("meta", [("B", self.meta_bytes)], "uint8"))
+        names = _FMT_AXES.get(getattr(self.read_fmt, "name", str(self.read_fmt)), "")
+        for shape, dt in zip(self.read_shapes, self.read_dtypes):
+            dims = [int(x) for x in shape]
+            axes = names if len(names) == len(dims) else ["X" + chr(ord("a") + i) for i in range(len(dims))]
+            elem = self.kv_elem if dt == torch.uint8 else normalize_dtype(str(dt))
+            segs.append(("kv", [(a, n) for a, n in zip(axes, dims) if n > 1 or a == "T"], elem))
+        return page_format_string(segs)
 
     def _key(self, ns: Namespace, key: Any) -> bytes:
         s = key.to_string() if hasattr(key, "to_string") else str(key)

@@ -64,7 +64,7 @@ except ImportError as _e:  # pragma: no cover - exercised only without LMCache
 from ._connector import Connected, spans as _spans
 from .buffers import writable_view
 from .client import Client, Lease, Page
-from .descriptor import key_from_engine_hash
+from .descriptor import dtype_bytes, key_from_engine_hash, normalize_dtype, page_format_string
 from .engines import engine_descriptor
 from .namespace import Namespace
 
@@ -85,11 +85,16 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
       workers (int, default 4: threads running tasks), max_call_bytes (int,
       default 64 MiB: the most bytes one node call moves, so that a batch
       of big objects is not one call bounded by one node_timeout).
+    - kv_format (str, default ""): the numeric format of KV objects the
+      daemon hands over as uint8 (fp8_e4m3 or fp8_e5m2). SGLang and vLLM
+      keep fp8 KV in uint8 tensors, so an object's dtype cannot tell e4m3
+      from e5m2: without kv_format such objects are refused (each store a
+      failed task, counted in ``unservable`` and logged as an error).
     """
 
     def __init__(self, addr: str, tenant: str = "default", token: Optional[str] = None, model_revision: str = "",
                  chunk_size: int = 256, node_timeout: float = 2.0, reconnect_interval: float = 5.0,
-                 lease_ttl_ms: int = 0, workers: int = 4, max_call_bytes: int = 64 << 20):
+                 lease_ttl_ms: int = 0, workers: int = 4, max_call_bytes: int = 64 << 20, kv_format: str = ""):
         self.addr = addr
         self.tenant = tenant
         self.token = token
@@ -100,6 +105,7 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
         self.lease_ttl_ms = lease_ttl_ms
         self.workers = workers
         self.max_call_bytes = max_call_bytes
+        self.kv_format = kv_format
 
     @classmethod
     def from_dict(cls, d: dict) -> "StrataL2AdapterConfig":
@@ -107,7 +113,7 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
         if not isinstance(addr, str) or not addr.strip():
             raise ValueError("strata L2 adapter: addr must be a non-empty 'host:port[,host:port]' string")
         known = {"addr", "tenant", "token", "model_revision", "chunk_size", "node_timeout", "reconnect_interval",
-                 "lease_ttl_ms", "workers", "max_call_bytes"}
+                 "lease_ttl_ms", "workers", "max_call_bytes", "kv_format"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"strata L2 adapter: unknown adapter_params {unknown} (known: {sorted(known)})")
@@ -115,7 +121,12 @@ class StrataL2AdapterConfig(L2AdapterConfigBase):
                 model_revision=str(d.get("model_revision", "")), chunk_size=d.get("chunk_size", 256),
                 node_timeout=d.get("node_timeout", 2.0), reconnect_interval=d.get("reconnect_interval", 5.0),
                 lease_ttl_ms=d.get("lease_ttl_ms", 0), workers=d.get("workers", 4),
-                max_call_bytes=d.get("max_call_bytes", 64 << 20))
+                max_call_bytes=d.get("max_call_bytes", 64 << 20), kv_format=str(d.get("kv_format", "") or ""))
+        if c.kv_format:
+            c.kv_format = normalize_dtype(c.kv_format)
+            if dtype_bytes(c.kv_format) != 1 or c.kv_format == "uint8":
+                raise ValueError(f"strata L2 adapter: kv_format {d.get('kv_format')!r} is not a one-byte KV format "
+                                 "(fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, ...)")
         for name, lo in (("chunk_size", 1), ("workers", 1), ("lease_ttl_ms", 0), ("max_call_bytes", 1)):
             v = getattr(c, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -197,7 +208,7 @@ class StrataL2Adapter(Connected, L2AdapterInterface):
         self._init_connected("strata L2 adapter", logger, (
             "store_pages", "stored_pages", "store_failed", "lookup_keys", "locked_keys", "load_keys", "loaded_keys",
             "load_misses", "unlocked_keys", "leases", "leases_released", "lease_renewals", "lease_expired",
-            "failures"))
+            "unservable", "failures"))
         self._store_efd = create_event_notifier()
         self._lookup_efd = create_event_notifier()
         self._load_efd = create_event_notifier()
@@ -259,24 +270,46 @@ class StrataL2Adapter(Connected, L2AdapterInterface):
                     self._last_error = str(e)
                     raise
             client = self._client
-        ns = client.open(self._descriptor(nk))
+        try:
+            d = self._descriptor(nk)
+        except ValueError as e:
+            self._count(unservable=1)
+            self._log.error("%s: %s", self._what, e)
+            raise
+        ns = client.open(d)
         with self._mu:
             self._ns.setdefault(nk, ns)
             return self._ns[nk]
 
     def _descriptor(self, nk: Tuple):
+        """An object's namespace: its model, kv rank, object group and
+        layout, with a page format of one segment per tensor (axes in the
+        object's own order, Xa, Xb, ...: the daemon does not name them) in
+        the tensor's numeric format: kv_format for uint8 objects, which
+        must then be set (ValueError otherwise)."""
         model, rank, group, layout = nk
         page = 0
+        segs = []
         for shape, dt in layout:
             n = 1
             for x in shape:
                 n *= x
             page += n * _itemsize(dt)
+            elem = normalize_dtype(dt)
+            if elem == "uint8":
+                if not self.cfg.kv_format:
+                    raise ValueError(
+                        f"objects of model {model!r} arrive as uint8, SGLang's and vLLM's storage type for fp8 KV: "
+                        "set kv_format (fp8_e4m3 or fp8_e5m2) in adapter_params so that e4m3 and e5m2 objects "
+                        "never share a namespace")
+                elem = self.cfg.kv_format
+            segs.append(("kv", [("X" + chr(ord("a") + i), int(x)) for i, x in enumerate(shape)], elem))
         first = layout[0][0]
         tokens = first[2] if len(first) == 4 else int(self.cfg.chunk_size)
         return engine_descriptor(
             tenant=self.cfg.tenant, model=model, model_revision=self.cfg.model_revision, engine="lmcache_mp",
-            page_tokens=tokens, dtype=layout[0][1], layout="lmcache_mp_object", page_bytes=page,
+            page_tokens=tokens, dtype=segs[0][2], layout="lmcache_mp_object", page_bytes=page,
+            page_format=page_format_string(segs),
             extra={"kv_rank": rank, "object_group": group,
                    "object_layout": ";".join("x".join(map(str, s)) + ":" + d for s, d in layout)})
 

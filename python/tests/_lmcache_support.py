@@ -74,7 +74,7 @@ def metadata(dtype=None, worker_id=0, world_size=1, use_mla=False):
                            kv_shape=(LAYERS, kv, CHUNK, HEADS, HEAD_DIM), use_mla=use_mla, chunk_size=CHUNK)
 
 
-def engine_config(addr, plugin="strata", layerwise=False, save_chunk_meta=None, **over):
+def engine_config(addr, plugin="strata", layerwise=False, save_chunk_meta=None, kv_format=None, **over):
     """An LMCacheEngineConfig as an operator writes it for the strata plugin."""
     extra = {
         f"remote_storage_plugin.{plugin}.module_path": "strata_client.lmcache",
@@ -86,6 +86,8 @@ def engine_config(addr, plugin="strata", layerwise=False, save_chunk_meta=None, 
     }
     if save_chunk_meta is not None:
         extra["save_chunk_meta"] = save_chunk_meta
+    if kv_format is not None:
+        extra[f"remote_storage_plugin.{plugin}.kv_format"] = kv_format
     d = {"chunk_size": CHUNK, "local_cpu": False, "max_local_cpu_size": 0.02, "remote_serde": "naive",
          "remote_storage_plugins": [plugin], "use_layerwise": layerwise, "extra_config": extra,
          "blocking_timeout_secs": 10}

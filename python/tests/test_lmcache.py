@@ -71,10 +71,10 @@ class LMCacheRemoteTest(NodeTest):
         self.addCleanup(st.close)
         self.assertIsNone(st.remote.connection)
 
-    def _round_trip(self, dtype):
-        st = self.stack(md=S.metadata(dtype))
+    def _round_trip(self, dtype, salt=0, **kw):
+        st = self.stack(md=S.metadata(dtype), **kw)
         base = st.usage()
-        keys = [st.key(0x1000 + i + (dtype.itemsize << 20)) for i in range(5)]
+        keys = [st.key(0x1000 + i + (dtype.itemsize << 20) + (salt << 24)) for i in range(5)]
         want = [st.chunk(i) for i in range(5)]
         copies = [st.chunk(i) for i in range(5)]  # what the puts must bring back
         st.put(keys[:3] + keys[4:], want[:3] + want[4:])
@@ -104,9 +104,48 @@ class LMCacheRemoteTest(NodeTest):
         self._round_trip(torch.bfloat16)
 
     def test_round_trip_fp8(self):
+        # LMCache's vLLM integration sets kv_dtype with vLLM's
+        # get_kv_cache_torch_dtype: uint8 for fp8_e4m3 and fp8_e5m2 alike.
+        # The format comes from the plugin's kv_format (no vLLM config is
+        # current here), and the two formats never share a namespace.
+        import torch
+        from vllm.utils.torch_utils import get_kv_cache_torch_dtype
+
+        ids = {}
+        for fmt in ("fp8_e4m3", "fp8_e5m2"):
+            dt = get_kv_cache_torch_dtype(fmt, torch.bfloat16)
+            self.assertEqual(dt, torch.uint8)
+            with self.subTest(kv_format=fmt):
+                self._round_trip(dt, kv_format=fmt, salt=len(ids))
+                d = self.stack(md=S.metadata(dt), kv_format=fmt).strata.descriptor()
+                self.assertTrue(d.page_format.endswith(":" + fmt), d.page_format)
+                self.assertEqual(d.kv_dtype, fmt)
+                ids[fmt] = d.id
+        self.assertNotEqual(ids["fp8_e4m3"], ids["fp8_e5m2"])
+
+    def test_fp8_format_from_the_current_vllm_config(self):
         import torch
 
-        self._round_trip(torch.float8_e4m3fn)
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # as test_vllm: this machine has no GPU
+        from vllm.config import CacheConfig, VllmConfig, set_current_vllm_config
+        from vllm.utils.torch_utils import get_kv_cache_torch_dtype
+
+        for fmt, want in (("fp8_e5m2", "fp8_e5m2"), ("fp8", "fp8_e4m3")):
+            with self.subTest(cache_dtype=fmt):
+                with set_current_vllm_config(VllmConfig(cache_config=CacheConfig(cache_dtype=fmt))):
+                    st = self.stack(md=S.metadata(get_kv_cache_torch_dtype(fmt, torch.bfloat16)))
+                self.assertTrue(st.strata.descriptor().page_format.endswith(":" + want))
+
+    def test_fp8_of_unknown_format_refuses_at_start(self):
+        # uint8 KV, no vLLM config current, no kv_format: the connector
+        # raises LMCache's IrrecoverableException, which RemoteBackend lets
+        # through to the engine's start.
+        import torch
+        from lmcache.v1.exceptions import IrrecoverableException
+
+        with self.assertRaises(IrrecoverableException) as cm:
+            self.stack(md=S.metadata(torch.uint8))
+        self.assertIn("kv_format", str(cm.exception))
 
     def test_pinned_lookup_then_non_blocking_get(self):
         st = self.stack()

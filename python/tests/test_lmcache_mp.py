@@ -64,15 +64,17 @@ class _Helpers:
         return [ObjectKey(chunk_hash=(base + i).to_bytes(32, "big"), model_name=S.MODEL, kv_rank=rank, cache_salt=salt)
                 for i in range(n)]
 
-    def store(self, sm, keys, seed=0):
+    def store(self, sm, keys, seed=0, layout=None):
         """What the daemon does with a store request: reserve L1 objects,
         write them, finish; the StoreController then writes them to L2."""
-        objs = sm.reserve_write(keys, self.layout)
+        objs = sm.reserve_write(keys, layout or self.layout)
         self.assertEqual(len(objs), len(keys))
         want = {}
         for i, k in enumerate(keys):
             g = self.torch.Generator().manual_seed(seed + i)
-            t = self.torch.randn(objs[k].tensor.shape, generator=g).to(self.torch.bfloat16)
+            t = self.torch.randint(0, 256, objs[k].tensor.shape, generator=g, dtype=self.torch.uint8) \
+                if objs[k].tensor.dtype == self.torch.uint8 else \
+                self.torch.randn(objs[k].tensor.shape, generator=g).to(objs[k].tensor.dtype)
             objs[k].tensor.copy_(t)
             want[k] = bytes(objs[k].byte_array)
         sm.finish_write(keys)
@@ -129,6 +131,31 @@ class LMCacheMPTest(_Helpers, NodeTest):
         self.assertTrue(wait(lambda: ra.counters()["leases_released"] == 1), ra.counters())
         self.assertEqual(ra.report_status()["held_leases"], 0)
         self.assertEqual(c["failures"], 0)
+
+    def test_fp8_objects_need_their_format(self):
+        # SGLang and vLLM hand the daemon fp8 KV as uint8 objects: without
+        # kv_format they are refused (counted, logged), with it e4m3 and
+        # e5m2 objects get namespaces of their own.
+        from lmcache.v1.distributed.api import MemoryLayoutDesc
+
+        u8 = MemoryLayoutDesc([self.torch.Size([2, S.LAYERS, S.CHUNK, S.HEADS * S.HEAD_DIM])], [self.torch.uint8])
+        plain = self.mgr()
+        with self.assertLogs("strata_client.lmcache_mp", "ERROR") as logs:
+            self.store(plain, self.keys(0x7300, 2), layout=u8)
+            pa = adapter(plain)
+            self.assertTrue(wait(lambda: pa.counters()["unservable"] >= 1), pa.counters())
+        self.assertIn("kv_format", "\n".join(logs.output))
+        self.assertEqual(pa.counters()["stored_pages"], 0)
+        ids = {}
+        for fmt in ("fp8_e4m3", "fp8_e5m2"):
+            sm = self.mgr(kv_format=fmt)
+            self.store(sm, self.keys(0x7400, 2), layout=u8)
+            a = adapter(sm)
+            self.assertTrue(wait(lambda: a.counters()["stored_pages"] == 2), a.counters())
+            (ns,) = a._ns.values()
+            ids[fmt] = ns.id
+            self.assertTrue(ns.descriptor.page_format.endswith(":" + fmt), ns.descriptor.page_format)
+        self.assertNotEqual(ids["fp8_e4m3"], ids["fp8_e5m2"])
 
     def test_salted_keys_do_not_alias(self):
         writer, reader = self.mgr(), self.mgr()
