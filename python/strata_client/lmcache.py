@@ -332,9 +332,9 @@ class StrataConnector(Connected, RemoteConnector):
                         del self._pins[lid]
                     self._pins[lookup_id] = r.lease
                 if old is not None:
-                    _quiet(old.release)
+                    self._quiet(old.release)
             elif r.lease is not None:
-                _quiet(r.lease.release)
+                self._quiet(r.lease.release)
             self._count(exists=len(keys), exists_hits=r.hit_prefix)
             return int(r.hit_prefix)
         except Exception as e:
@@ -415,7 +415,7 @@ class StrataConnector(Connected, RemoteConnector):
         finally:
             for o in objs:  # misses and failures give their buffers back
                 if o is not None:
-                    _quiet(o.ref_count_down)
+                    self._quiet(o.ref_count_down)
 
     def _finish(self, obj: Any, head: bytearray) -> Any:
         """A verified page read into obj -> the MemoryObj for LMCache, or
@@ -441,20 +441,30 @@ class StrataConnector(Connected, RemoteConnector):
         # an object of exactly its shape, never a padded full chunk.
         own = self._alloc(shapes, dtypes, fmt)
         if own is None:
-            _quiet(obj.ref_count_down)
+            self._quiet(obj.ref_count_down)
             return None
         try:
             memoryview(own.byte_array).cast("B")[:data_len] = memoryview(obj.byte_array).cast("B")[:data_len]
-        except Exception:
-            _quiet(own.ref_count_down)
+        except Exception as e:  # a chunk whose bytes do not fit its own shape: a miss, counted in bad_pages
+            self._fail("get", e)
+            self._quiet(own.ref_count_down)
             return self._bad(obj)
-        _quiet(obj.ref_count_down)
+        self._quiet(obj.ref_count_down)
         self._count(partial_copies=1)
         return own
 
+    def _quiet(self, fn, *a) -> None:
+        """fn(*a) for a clean-up (a MemoryObj's reference, a lease): a
+        failure changes no answer given to LMCache, so it is counted and
+        logged, not raised."""
+        try:
+            fn(*a)
+        except Exception as e:
+            self._fail(getattr(fn, "__name__", "clean-up"), e)
+
     def _bad(self, obj: Any) -> None:
         self._count(bad_pages=1)
-        _quiet(obj.ref_count_down)
+        self._quiet(obj.ref_count_down)
         return None
 
     async def get(self, key: Any) -> Any:
@@ -478,7 +488,7 @@ class StrataConnector(Connected, RemoteConnector):
             objs = await self._run(self._get_many, list(keys), lease)
         finally:
             if lease is not None:
-                self._pool.submit(_quiet, lease.release)
+                self._pool.submit(self._quiet, lease.release)
         out = []
         for o in objs:
             if o is None:
@@ -486,7 +496,7 @@ class StrataConnector(Connected, RemoteConnector):
             out.append(o)
         for o in objs[len(out):]:
             if o is not None:
-                _quiet(o.ref_count_down)
+                self._quiet(o.ref_count_down)
         return out
 
     # ---- put -----------------------------------------------------------------------------
@@ -565,7 +575,8 @@ class StrataConnector(Connected, RemoteConnector):
                 self._ensure()
                 self._client.refresh(timeout=self.node_timeout)
                 return 0
-            except Exception:
+            except Exception as e:  # LMCache's health check: non-zero is unhealthy
+                self._fail("ping", e)
                 return 1
 
         return await self._run(p)
@@ -575,9 +586,9 @@ class StrataConnector(Connected, RemoteConnector):
             pins, self._pins = list(self._pins.values()), {}
             c, self._client, self._ns = self._client, None, None
         for l in pins:
-            _quiet(l.release)
+            self._quiet(l.release)
         if c is not None:
-            _quiet(c.close)
+            self._quiet(c.close)
 
     async def close(self) -> None:
         await self._run(self._close)
@@ -585,13 +596,6 @@ class StrataConnector(Connected, RemoteConnector):
 
     def __repr__(self) -> str:
         return f"<StrataConnector {self.addresses}>"
-
-
-def _quiet(fn, *a):
-    try:
-        fn(*a)
-    except Exception:
-        pass
 
 
 def _size(shapes: Any, dtypes: Any) -> int:

@@ -520,15 +520,15 @@ class StrataL2Adapter(Connected, L2AdapterInterface):
         for lease in self._locks.clear():
             try:
                 lease.release(timeout=self.cfg.node_timeout)
-            except Exception:
-                pass
+            except Exception as e:  # closing: the node lets it expire
+                self._fail("release lease", e)
         with self._mu:
             c, self._client, self._ns = self._client, None, {}
         if c is not None:
             try:
                 c.close()
-            except Exception:
-                pass
+            except Exception as e:  # sockets to a node that is gone: nothing is lost
+                self._log.info("%s: closing the client: %s", self._what, e)
         self._store_efd.close()
         self._lookup_efd.close()
         self._load_efd.close()

@@ -60,7 +60,7 @@ class WorkerSide:
         self._saves: Dict[str, List[Future]] = {}
         self._deferred: Set[str] = set()
         self.stats = Counters("loads", "loaded_pages", "load_failures", "failed_pages", "saves", "saved_pages",
-                              "save_failures", "saves_skipped")
+                              "save_failures", "saves_skipped", "errors")
         self.link: Optional[Link] = None
         self.disabled = ""
 
@@ -147,6 +147,7 @@ class WorkerSide:
                 self._start_load(ld)
         except Exception:
             log.exception("strata: starting loads failed")
+            self.stats.add("errors")
 
     def _start_load(self, ld: LoadSpec) -> None:
         self.stats.add("loads")
@@ -177,8 +178,8 @@ class WorkerSide:
             if lease is not None:
                 try:
                     lease.release(timeout=self.s.node_timeout)
-                except Exception:
-                    pass
+                except Exception as e:  # the node lets it expire; the load's answer stands
+                    log.info("strata: releasing the lease of %s: %s", ld.req_id, e)
 
     def _load_via_staging(self, ns: Any, keys: List[bytes], ld: LoadSpec, lease: Any) -> int:
         import torch
@@ -226,6 +227,7 @@ class WorkerSide:
                     self._saves.setdefault(sv.req_id, []).append(fut)
         except Exception:
             log.exception("strata: submitting saves failed")
+            self.stats.add("errors")
 
     def _save_job(self, sv: SaveSpec, event: Any) -> None:
         try:
@@ -265,6 +267,7 @@ class WorkerSide:
                 wait(futs, timeout=self.s.node_timeout * 8)
         except Exception:
             log.exception("strata: waiting for the saves of preempted requests failed")
+            self.stats.add("errors")
 
     # ---- completion ----
 
@@ -282,6 +285,7 @@ class WorkerSide:
             return (sending or None), (recving or None)
         except Exception:
             log.exception("strata: get_finished failed")
+            self.stats.add("errors")
             return None, None
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
@@ -339,5 +343,6 @@ def _prefix(got: List[Any]) -> int:
 def _int_result(f: Future) -> int:
     try:
         return int(f.result())
-    except Exception:
+    except Exception as e:  # _load_job catches its own; a load that failed otherwise is a failed load, counted
+        log.error("strata: load job failed: %s", e)
         return 0
