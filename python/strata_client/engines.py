@@ -10,10 +10,13 @@ not know stay zero, which is part of the identity too.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any, Dict, Mapping, Optional
 
 from .descriptor import ComputeProfile, Descriptor, dtype_bytes, normalize_dtype, page_format_string
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "model_geometry",
@@ -340,7 +343,8 @@ def vllm_connector_descriptor(
     if mc is not None:
         try:
             hf = mc.hf_text_config.to_dict()
-        except Exception:  # no Hugging Face config: no compute profile
+        except Exception as e:  # no Hugging Face config: no compute profile (pricing only, not identity)
+            _log.warning("strata: vLLM's model config gave no Hugging Face config (%s): pages priced as unknown", e)
             hf = None
     geo = model_geometry(hf)
     name = model or _model_name(str(getattr(mc, "model", "") or ""))

@@ -290,7 +290,7 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
             page_bytes=f.page_bytes,
             page_format=f.page_format,
             dtype=f.kv_dtype,
-            extra={"sglang_pool": f.pool_class},
+            extra=dict({"sglang_pool": f.pool_class}, **({"sglang_dtypes": f.dtypes} if f.dtypes else {})),
             page_tokens=int(getattr(pool, "page_size", 0) or self.extra.get("strata_page_tokens", 0) or 0),
         )
 
@@ -298,7 +298,9 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         f = self._format(pool, kv=False)
         return sglang_descriptor(self.storage_config, pool, tenant=self.tenant, model=self.model_override,
                                  model_revision=self.model_revision, page_bytes=f.page_bytes,
-                                 page_format=f.page_format, extra={"pool": name, "sglang_pool": f.pool_class},
+                                 page_format=f.page_format,
+                                 extra=dict({"pool": name, "sglang_pool": f.pool_class},
+                                            **({"sglang_dtypes": f.dtypes} if f.dtypes else {})),
                                  keep_tp=name in self.tp_sharded_pools)
 
     def _keys(self, ns: Namespace, keys: Sequence[str]) -> List[bytes]:
@@ -764,8 +766,8 @@ class UnservableConfiguration(RuntimeError):
 # (mem_cache/pool_host/mha.py, pool_host/mla.py): S K/V stack, L layer, T
 # token, P page, H head, D head dim, C latent width. A page's format is
 # derived from which of these axes its bytes walk, in the order the path in
-# use (get_page_buffer_meta or get_data_page) serialises them; an unknown
-# pool or layout gets neutral names (Xa, Xb, ...), still in that order.
+# use (get_page_buffer_meta or get_data_page) serialises them. Other pools'
+# pages are their class's opaque format (see _pool_format).
 _AXES = {
     ("MHATokenToKVPoolHost", "layer_first"): ("kv", "SLTHD"),
     ("MHATokenToKVPoolHost", "page_first"): ("kv", "STLHD"),
@@ -785,6 +787,7 @@ class _PoolFormat:
     page_format: str
     kv_dtype: str
     pool_class: str
+    dtypes: str = ""  # a side pool's tensor dtypes, by attribute: its bytes are its class's format of these
 
 
 def _is_logical_anchor(pool: Any) -> bool:
@@ -860,27 +863,46 @@ def _pool_format(pool: Any, zero_copy: bool, kv: bool) -> _PoolFormat:
     nbytes = sum(n for _, n in runs)
     if nbytes <= 0:
         raise UnservableConfiguration(f"SGLang {cls} (layout {layout!r}) gives pages of {nbytes} bytes")
-    elem = _kv_elem(pool) if kv else ""
     buf = getattr(pool, "kv_buffer", None)
     role, names = None, ""
     for c in type(pool).__mro__:
         if (c.__name__, layout) in _AXES:
             role, names = _AXES[(c.__name__, layout)]
             break
-    if not kv or buf is None or not hasattr(buf, "data_ptr"):
-        # A side pool's bytes are its class's own format (mamba state,
-        # indexer keys with scales): described by class, layout and size.
+    if not kv or role is None or buf is None or not hasattr(buf, "data_ptr"):
+        # A side pool's bytes (mamba state, indexer keys with scales) and a
+        # KV pool of a class strata has no axes for (DeepSeek V4's packed
+        # pages) are their class's own format of the dtypes it names:
+        # described by class, layout, dtypes and size.
         fmt = page_format_string([("state" if not kv else "kv", [("B", nbytes)], "uint8")])
-        return _PoolFormat(nbytes, fmt, elem, cls)
+        return _PoolFormat(nbytes, fmt, normalize_dtype(str(getattr(pool, "dtype", "") or "")), cls,
+                           _dtypes_of(pool))
+    elem = _kv_elem(pool)
     itemsize = int(buf.element_size())
     base = int(buf.data_ptr())
     shape = tuple(int(x) for x in buf.shape)
-    axes = _axes_of_runs(shape, itemsize, [(p - base, n) for p, n in runs])
-    if not names or len(names) != len(shape):
-        names = "".join(chr(ord("a") + i) for i in range(len(shape)))
-        names = ["X" + c for c in names]
-    fmt = page_format_string([(role or "kv", [(names[k], e) for k, e in axes if e > 1], elem)])
+    if len(names) != len(shape):
+        raise UnservableConfiguration(
+            f"SGLang {cls} (layout {layout!r}) has a kv_buffer of shape {shape}, not the {names} strata knows")
+    try:
+        axes = _axes_of_runs(shape, itemsize, [(p - base, n) for p, n in runs])
+    except ValueError as e:
+        raise UnservableConfiguration(f"SGLang {cls} (layout {layout!r}): {e}") from e
+    fmt = page_format_string([(role, [(names[k], e) for k, e in axes if e > 1], elem)])
     return _PoolFormat(nbytes, fmt, elem, cls)
+
+
+def _dtypes_of(pool: Any) -> str:
+    """The torch dtypes a pool names (dtype, conv_dtype, temporal_dtype,
+    indexer_dtype, ...), as "attr=dtype" sorted: a mamba pool of bf16 and
+    one of fp16 state have pages of one size and other bytes."""
+    import torch  # type: ignore
+
+    out = []
+    for k, v in sorted(vars(pool).items()):
+        if k.endswith("dtype") and isinstance(v, torch.dtype):
+            out.append(f"{k}={normalize_dtype(str(v))}")
+    return ",".join(out)
 
 
 def _view_runs(v: Any, out: List[Any]) -> None:
