@@ -693,6 +693,15 @@ class SGLangPageFormatTest(NodeTest):
                 self.assertIn("MHATokenToKVPoolMXFP8Host", msg)
                 self.assertIn("does not expose flat storage (L3) pages", msg)  # the engine's reason
 
+    def test_declared_page_bytes_must_be_the_pools(self):
+        publish_kv_cache_dtype("auto")
+        pool = mha_pool(torch.bfloat16)  # 2 x 2 layers x 4 tokens x 2 heads x 8 x 2 bytes = 512
+        with self.assertRaises(UnservableConfiguration) as cm:
+            attach(config(self.node.addr, strata_page_bytes=1024), pool)
+        self.assertIn("is 512 bytes", str(cm.exception))
+        b = attach(config(self.node.addr, strata_page_bytes=512), pool)
+        b.close()
+
     def test_mla_dcp_ranks_do_not_share(self):
         # Decode context parallelism gives each DCP rank its own slice of an
         # MLA page's tokens: ranks 0 and 1 (TP dropped for MLA) must not
