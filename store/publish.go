@@ -218,7 +218,7 @@ func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) erro
 func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation, error) {
 	r := s.reservations[writeID]
 	if r == nil || r.ns != n || r.slot {
-		switch st, ok := s.writeOutcomes.get(writeID); {
+		switch st, ok := s.rememberedLocked(n, writeID); {
 		case !ok || r != nil:
 			return nil, fmt.Errorf("write %d: %w", writeID, ErrUnknownWrite)
 		case st == CommitExpired:
@@ -238,8 +238,8 @@ func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation,
 }
 
 // Commit verifies a reservation's bytes against size and checksum and
-// publishes the page. A repeated commit of the same write id answers what
-// the first one did.
+// publishes the page. A repeated commit of the same write id in the same
+// namespace answers what the first one did (outcomes.go).
 func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) (CommitStatus, error) {
 	n, err := s.namespace(id)
 	if err != nil {
@@ -248,7 +248,7 @@ func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) 
 	s.lock()
 	r := s.reservations[writeID]
 	if r == nil || r.ns != n || r.slot {
-		st, ok := s.writeOutcomes.get(writeID)
+		st, ok := s.rememberedLocked(n, writeID)
 		s.unlock()
 		if !ok || r != nil {
 			return CommitUnknownWrite, nil
@@ -291,7 +291,7 @@ func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []b
 	}
 	r.outcome = st
 	r.ns.outcomes[st].Add(1)
-	s.writeOutcomes.add(writeID, st)
+	s.rememberLocked(writeID, r, st)
 	close(r.done)
 	return st
 }
@@ -548,7 +548,7 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
 	s.cfg.Tiers[r.tier].Free(r.ext)
 	r.ns.outcomes[why].Add(1)
-	s.writeOutcomes.add(wid, why)
+	s.rememberLocked(wid, r, why)
 }
 
 // allocLocked finds room for size bytes in the first tier that has it. A

@@ -152,7 +152,7 @@ type Store struct {
 	tenantLeases  map[string]int
 	quotas        map[string]Quota  // guarded by mu; SetQuotas replaces it
 	usage         map[string]*Usage // guarded by mu: pages and reservations per tenant
-	writeOutcomes *recent[CommitStatus]
+	writeOutcomes *recent[writeOutcome]
 	expiredLeases *recent[struct{}]
 	pages         int64
 	bytes         int64
@@ -198,7 +198,7 @@ func New(cfg Config) (*Store, error) {
 		leases:        make(map[uint64]*lease),
 		tenantLeases:  make(map[string]int),
 		usage:         make(map[string]*Usage),
-		writeOutcomes: newRecent[CommitStatus](cfg.RecentOutcomes),
+		writeOutcomes: newRecent[writeOutcome](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
 		moverWake:     make(chan struct{}, 1),
 		hitWake:       make(chan struct{}, 1),
