@@ -37,9 +37,11 @@ func shmMapped(t *testing.T, sock, token string) (*transport.Conn, *transport.Sh
 // the pages whose size and checksum match the bytes (a wrong checksum or
 // size answers so and leaves the page unpublished); a commit, write or
 // abort of a write id another connection reserved answers UNKNOWN_WRITE
-// (nothing aborted) and leaves that reservation to its owner; a commit
-// past the reservation's deadline answers EXPIRED; and only the pages
-// committed are visible to a reader.
+// (nothing aborted) and leaves that reservation to its owner; a repeated
+// commit, in the same batch, later or from another connection, answers
+// the first outcome (SPEC.md §2, Repeated commits); a commit past the
+// reservation's deadline answers EXPIRED; and only the pages committed
+// are visible to a reader.
 func TestShmCommitChecks(t *testing.T) {
 	n, sock := shmNode(t, func(c *node.Config) {
 		c.TenantTokens = map[string]string{"token-a": "acme"}
@@ -86,7 +88,7 @@ func TestShmCommitChecks(t *testing.T) {
 	}
 
 	// a's one batch: a wrong checksum, a wrong size, two good pages, one of
-	// them twice.
+	// them twice (the second a repeat: the first's outcome).
 	co = shmCall(t, a, 3, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{
 		{WriteID: r.Slots[0].WriteID, Size: size, Checksum: sum(1)},
 		{WriteID: r.Slots[1].WriteID, Size: size - 1, Checksum: sum(1)},
@@ -94,7 +96,7 @@ func TestShmCommitChecks(t *testing.T) {
 		{WriteID: r.Slots[3].WriteID, Size: size, Checksum: sum(3)},
 		{WriteID: r.Slots[3].WriteID, Size: size, Checksum: sum(3)}, // repeated: no longer a's
 	}})
-	want := []client.PutStatus{client.ChecksumMismatch, client.SizeMismatch, client.Committed, client.Committed, client.UnknownWrite}
+	want := []client.PutStatus{client.ChecksumMismatch, client.SizeMismatch, client.Committed, client.Committed, client.Committed}
 	sts := co.(*frame.CommitOK).Statuses
 	if len(sts) != len(want) {
 		t.Fatalf("%d statuses for %d items", len(sts), len(want))
@@ -104,10 +106,18 @@ func TestShmCommitChecks(t *testing.T) {
 			t.Fatalf("item %d: %v, want %v", i, client.PutStatus(st), want[i])
 		}
 	}
-	// Committed is final: the write id is no longer a's to commit.
-	co = shmCall(t, a, 4, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: r.Slots[2].WriteID, Size: size, Checksum: sum(2)}}})
-	if st := co.(*frame.CommitOK).Statuses; st[0] != uint8(client.UnknownWrite) {
-		t.Fatalf("second commit: %v", st)
+	// A repeated commit, by a or by b, answers the first outcome and
+	// changes nothing, whatever it declares.
+	co = shmCall(t, a, 4, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{
+		{WriteID: r.Slots[2].WriteID, Size: size, Checksum: sum(2)},
+		{WriteID: r.Slots[0].WriteID, Size: size, Checksum: sum(0)},
+	}})
+	if st := co.(*frame.CommitOK).Statuses; client.PutStatus(st[0]) != client.Committed || client.PutStatus(st[1]) != client.ChecksumMismatch {
+		t.Fatalf("repeated commits: %v", st)
+	}
+	co = shmCall(t, b, 5, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: r.Slots[1].WriteID, Size: size, Checksum: sum(1)}}})
+	if st := co.(*frame.CommitOK).Statuses; client.PutStatus(st[0]) != client.SizeMismatch {
+		t.Fatalf("another connection's repeated commit: %v", client.PutStatus(st[0]))
 	}
 
 	// A reservation past its deadline.

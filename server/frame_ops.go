@@ -228,52 +228,45 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 
 // commit commits reservations; the bytes a client wrote into the arena
 // itself are counted in here. A connection commits only the reservations
-// it made and has not committed or aborted (mine): any other write id
-// answers UNKNOWN_WRITE without reaching the store, so a client cannot
-// publish, nor spoil, another connection's reservation even when it
-// learns its write id (SPEC.md §2, Commit).
+// it made and has not committed or aborted (mine): any other write id is
+// only answered its remembered outcome (store.Outcome), so a repeated
+// commit, from this connection or another of the namespace, answers the
+// first outcome, as over gRPC, while a client cannot publish, nor spoil,
+// another connection's open reservation even when it learns its write id:
+// that one answers UNKNOWN_WRITE (SPEC.md §2, Commit, Repeated commits).
 func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	n, err := sc.batch(m.NS, len(m.Items), "items")
 	if err != nil {
 		return nil, err
 	}
 	// Each reservation is taken off the connection's list as its item is
-	// read, so a write id repeated in the batch is no longer the
-	// connection's at its second item.
-	items := make([]commitItem, 0, len(m.Items))
+	// read, so a write id repeated in the batch is a repeat at its second
+	// item, answered the first's outcome (items are committed in order).
+	items := make([]commitItem, len(m.Items))
 	taken := make([]shmWrite, len(m.Items))
-	mine := make([]bool, len(m.Items))
 	for i, it := range m.Items {
-		if mine[i] = sc.mine(n, it.WriteID); mine[i] {
+		items[i] = commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum, repeat: !sc.mine(n, it.WriteID)}
+		if !items[i].repeat {
 			taken[i] = sc.writes[it.WriteID]
 			delete(sc.writes, it.WriteID)
-			items = append(items, commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum})
 		}
 	}
-	var sts []store.CommitStatus
-	if len(items) > 0 {
-		if sts, err = sc.s.commit(n, items); err != nil {
-			for i, it := range m.Items {
-				if mine[i] {
-					sc.writes[it.WriteID] = taken[i] // still open: aborted when the connection ends
-				}
+	sts, err := sc.s.commit(n, items)
+	if err != nil {
+		for i, it := range items {
+			if !it.repeat {
+				sc.writes[it.writeID] = taken[i] // still open: aborted when the connection ends
 			}
-			return nil, err
 		}
+		return nil, err
 	}
 	resp := &frame.CommitOK{Statuses: make([]uint8, len(m.Items))}
 	var bytes int
-	for i, it := range m.Items {
-		if !mine[i] {
-			resp.Statuses[i] = commitFrame(store.CommitUnknownWrite)
-			continue
-		}
-		st := sts[0]
-		sts = sts[1:]
+	for i, st := range sts {
 		resp.Statuses[i] = commitFrame(st)
-		if st == store.CommitCommitted {
+		if st == store.CommitCommitted && !items[i].repeat {
 			if taken[i].mapped {
-				bytes += int(it.Size)
+				bytes += int(items[i].size)
 			}
 			sc.s.metrics.PageTime("in", time.Since(taken[i].start)) // reservation to verified commit
 		}

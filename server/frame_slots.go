@@ -50,6 +50,11 @@ func (sc *shmConn) slotPut(m *frame.SlotPut) (frame.Message, error) {
 	for i, p := range m.Pages {
 		w, ok := sc.writes[p.WriteID]
 		if !ok || !w.slot || w.ns != n.ID {
+			// Not an unused slot of this connection. A slot used already
+			// is no repeated commit (this page may be another than the
+			// one it published), so its outcome is not answered here: a
+			// Commit of its write id answers it (SPEC.md §2, Repeated
+			// commits).
 			resp.Results[i] = putOK(store.PutResult{Reserve: store.Reserved, Commit: store.CommitUnknownWrite})
 			continue
 		}

@@ -128,16 +128,29 @@ type commitItem struct {
 	writeID uint64
 	size    int64
 	sum     []byte
+	// repeat: the caller may not commit the reservation (a frame
+	// connection that does not hold it), only be told its remembered
+	// outcome (store.Outcome).
+	repeat bool
 }
 
-// commit verifies and publishes reservations, answering each one's outcome.
+// commit verifies and publishes reservations, in order, answering each
+// one's outcome: a write id whose reservation ended before (committed,
+// refused, expired, aborted) answers the outcome it ended with while the
+// store remembers it, on every plane (SPEC.md §2, Repeated commits).
 func (s *Server) commit(n store.Namespace, items []commitItem) ([]store.CommitStatus, error) {
 	if err := s.checkBatch(len(items), "items"); err != nil {
 		return nil, err
 	}
 	out := make([]store.CommitStatus, len(items))
 	for i, it := range items {
-		st, err := s.cfg.Store.Commit(n.ID, it.writeID, it.size, it.sum)
+		var st store.CommitStatus
+		var err error
+		if it.repeat {
+			st, err = s.cfg.Store.Outcome(n.ID, it.writeID)
+		} else {
+			st, err = s.cfg.Store.Commit(n.ID, it.writeID, it.size, it.sum)
+		}
 		if err != nil {
 			return nil, err
 		}
