@@ -110,6 +110,16 @@ type Options struct {
 	CacheEntries int64
 	// CacheTTL is how long a cached location is trusted. Default 10s.
 	CacheTTL time.Duration
+	// FallbackWindow is how long after a member joins this client's view
+	// (a fresh client's whole first view; a node back after it left it) a
+	// page its owner does not have is also asked of the key's next
+	// placement candidate, in the same call: pages put there while the
+	// owner was away stay there until the holder hands them back (the
+	// owner alive 5 s, then up to 256 pages a second), and a client without
+	// their locations cached would miss them meanwhile. It costs one more
+	// round to the next candidates on a lookup or get that misses on a
+	// young owner, and nothing otherwise. Default 30s; negative: never.
+	FallbackWindow time.Duration
 	// Logger receives the client's logs. Default: discard.
 	Logger *slog.Logger
 
@@ -164,6 +174,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 10 * time.Second
+	}
+	if o.FallbackWindow == 0 {
+		o.FallbackWindow = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -231,6 +244,7 @@ type Client struct {
 	cutSeq     uint64                 // the last number given to a cuts entry
 	conns      map[string]*nodeClient // by node ID, created lazily
 	quarantine map[string]time.Time   // node ID → end of its quarantine
+	aliveSince map[string]time.Time   // node ID → when this client's view last gained it alive
 	watchNode  string                 // node the watch stream is on
 	watchKick  context.CancelFunc     // ends the current watch stream
 }
@@ -243,6 +257,7 @@ type clusterView struct {
 	addrs   []string        // addrs[i] is that node's gRPC address
 	index   map[string]int  // node ID → placement index
 	from    string          // the node that reported it
+	since   []time.Time     // by placement index: when the client's view last gained the member alive
 	changed chan struct{}   // closed when a newer view replaces this one
 	clear   *routing        // the routing of a call while no node is in quarantine
 }
@@ -259,7 +274,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts.setDefaults()
 	opts.readPoll = transport.NewReadPoll(opts.RawPoll)
 	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
-		cuts: map[uint64]func(){}}
+		aliveSince: map[string]time.Time{}, cuts: map[uint64]func(){}}
 	c.sources = dedupe(append([]string{addr}, opts.Seeds...))
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if opts.CacheEntries > 0 {
@@ -407,6 +422,18 @@ func (c *Client) apply(resp *pb.MembersResponse, addr string) error {
 	if len(v.ids) > 1 { // with one node, it owns every key: nothing to remember
 		v.clear.cache = c.cache
 	}
+	now := time.Now()
+	c.mu.Lock()
+	since := make(map[string]time.Time, len(v.ids))
+	for i, id := range v.ids {
+		t, ok := c.aliveSince[id]
+		if !ok {
+			t = now
+		}
+		v.since[i], since[id] = t, t
+	}
+	c.aliveSince = since // a member not alive in this view is new again when it returns
+	c.mu.Unlock()
 	old := c.view.Swap(v)
 	if old != nil {
 		close(old.changed)
@@ -464,6 +491,7 @@ func newClusterView(resp *pb.MembersResponse, addr string) (*clusterView, error)
 		v.addrs = append(v.addrs, addrs[n.ID])
 		v.index[n.ID] = i
 	}
+	v.since = make([]time.Time, len(v.ids))
 	v.clear = &routing{view: v, down: make([]bool, len(v.ids))}
 	return v, nil
 }

@@ -343,17 +343,22 @@ func dataFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
 }
 
 // TestClusterFourthNode: a fourth node of equal weight takes about a
-// quarter of the keys. A client without the location cache misses exactly
-// the pages whose owner changed; the client that wrote them still finds
-// them all where they are, through its cache.
+// quarter of the keys. A client without the location cache and without the
+// fallback misses exactly the pages whose owner changed; with the fallback
+// (the new owner is young) it finds them all on their old owners, the
+// next candidates; the client that wrote them still finds them all where
+// they are, through its cache.
 func TestClusterFourthNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	// Generous NodeTimeouts: the race detector slows the large puts down.
 	writer := dialWith(t, nodes[0].Addr(), client.Options{NodeTimeout: 10 * time.Second})
-	plain := dialWith(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1})
+	plain := dialWith(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1,
+		FallbackWindow: -1})
+	young := dialWith(t, nodes[1].Addr(), client.Options{NodeTimeout: 10 * time.Second, CacheEntries: -1})
 	waitMembers(t, writer, "3 alive", alive(3))
 	waitMembers(t, plain, "3 alive", alive(3))
-	wns, pns := open(t, writer), open(t, plain)
+	waitMembers(t, young, "3 alive", alive(3))
+	wns, pns, yns := open(t, writer), open(t, plain), open(t, young)
 	keys := wns.PageKeys(tokens(16*400, 21))
 	putAll(t, wns, keys)
 	writer.WaitCache()
@@ -362,6 +367,7 @@ func TestClusterFourthNode(t *testing.T) {
 	fourth := addNode(t, []*clusterNode{nodes[0]})
 	waitMembers(t, writer, "4 alive", alive(4))
 	waitMembers(t, plain, "4 alive", alive(4))
+	waitMembers(t, young, "4 alive", alive(4))
 	moved := 0
 	for i, k := range keys {
 		switch after := writer.Owner(k); {
@@ -385,6 +391,9 @@ func TestClusterFourthNode(t *testing.T) {
 		if p != (writer.Owner(keys[i]) == before[i]) {
 			t.Fatalf("uncached client: page %d present=%v", i, p)
 		}
+	}
+	if ylr, err := yns.Lookup(ctx, keys, false, 0); err != nil || ylr.HitPrefix != len(keys) {
+		t.Fatalf("uncached client with the fallback: hit prefix %d of %d, %v", ylr.HitPrefix, len(keys), err)
 	}
 	wlr, err := wns.Lookup(ctx, keys, true, 0)
 	if err != nil || wlr.HitPrefix != len(keys) {

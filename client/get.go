@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -25,7 +26,10 @@ import (
 //
 // A page is read first from the node the lease or the location cache
 // names, else its owner; a page not found there is tried, in a second round,
-// on the other of the two when they differ.
+// on the other of the two when they differ, or, when only the owner was
+// named and it joined the view less than Options.FallbackWindow ago, on the
+// key's next placement candidate (where the page went while the owner was
+// away, until handed back).
 func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *Lease) (found []bool, err error) {
 	if len(bufs) != len(keys) {
 		return nil, fmt.Errorf("get: %d buffers for %d keys: %w", len(bufs), len(keys), ErrInvalid)
@@ -66,6 +70,7 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 	first := make([][]int, len(r.view.ids))
 	second := make([]int32, len(keys)) // the other place to try, or -1
 	cachedAt := make([]int32, len(keys))
+	now := time.Now()
 	for p, k := range keys {
 		at, other := r.primary(k), -1
 		c, cached := n.cached(r, k)
@@ -81,6 +86,8 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 			} else {
 				at, other = c, at
 			}
+		} else if lease == nil {
+			other = r.fallback(k, n.c.opts.FallbackWindow, now) // a young owner: the page may not be back yet
 		}
 		first[at] = append(first[at], p)
 		second[p] = int32(other)

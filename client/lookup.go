@@ -83,7 +83,9 @@ type nodeLookup struct {
 }
 
 // Lookup asks the nodes that own keys which are present, in parallel, and
-// merges their answers into the global hit prefix. With lease true each
+// merges their answers into the global hit prefix. A key its owner does not
+// have, while the owner is young in the view (Options.FallbackWindow), is
+// asked of its next placement candidate in one more round. With lease true each
 // node also leases its part of the prefix for ttl (0: the nodes' default).
 // A node that fails or passes NodeTimeout counts as having none of its keys
 // (and is quarantined); the error is nil even when no node answered (every
@@ -105,6 +107,19 @@ func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool
 	pl := n.plan(r, keys, true)
 	answers, out := n.lookupRound(ctx, r, keys, pl.groups, lease, ttl)
 	holder, spans := n.merge(r, keys, pl, answers, res.Present)
+	if more := n.fallbacks(r, keys, pl, answers, res.Present); more != nil {
+		again := pl
+		again.groups = more
+		answers2, out2 := n.lookupRound(ctx, r, keys, more, lease, ttl)
+		out.merge(out2)
+		holder2, spans2 := n.merge(r, keys, again, answers2, res.Present)
+		for p, h := range holder2 {
+			if holder[p] < 0 {
+				holder[p] = h
+			}
+		}
+		spans = append(spans, spans2...)
+	}
 	res.HitPrefix = prefix(res.Present, nil)
 	if lease {
 		more, out2 := n.leaseGaps(ctx, r, keys, holder, spans, res.HitPrefix, ttl)
@@ -250,6 +265,31 @@ func (n *Namespace) orphansLater(r *routing, keys []namespace.Key, present []boo
 			}
 		})
 	}
+}
+
+// fallbacks groups, by node, the keys a lookup round found on no node whose
+// primary answered without them while young (routing.fallback): the
+// node to ask next, in one more round; nil when there is none. Keys whose
+// primary failed are not asked again (the node is quarantined: the next
+// call routes around it).
+func (n *Namespace) fallbacks(r *routing, keys []namespace.Key, pl plan, answers []nodeLookup, present []bool) [][]int {
+	var more [][]int
+	now := time.Now()
+	for p, k := range keys {
+		prim := pl.prim[p]
+		if present[p] || answers[prim].err != nil {
+			continue
+		}
+		f := r.fallback(k, n.c.opts.FallbackWindow, now)
+		if f < 0 || int32(f) == pl.cachedAt[p] {
+			continue // none, or asked already
+		}
+		if more == nil {
+			more = make([][]int, len(r.view.ids))
+		}
+		more[f] = append(more[f], p)
+	}
+	return more
 }
 
 // plan is where a call sends each key.

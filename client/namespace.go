@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -191,6 +192,27 @@ func (r *routing) primary(k namespace.Key) int {
 		return cand[0]
 	}
 	return o
+}
+
+// fallback is where to ask for k when its primary does not have it: the
+// next placement candidate not in quarantine, while the primary joined the
+// view less than window ago (Options.FallbackWindow: the handoff may not
+// have brought the page back yet); -1 otherwise, or with one node.
+func (r *routing) fallback(k namespace.Key, window time.Duration, now time.Time) int {
+	if window <= 0 || len(r.view.ids) < 2 {
+		return -1
+	}
+	p := r.primary(k)
+	if now.Sub(r.view.since[p]) >= window {
+		return -1
+	}
+	var buf [4]int
+	for _, c := range r.candidates(k, 2, buf[:0]) {
+		if c != p {
+			return c
+		}
+	}
+	return -1
 }
 
 // candidates appends to dst up to want of the key's placement candidates

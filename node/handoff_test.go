@@ -5,18 +5,101 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/internal/poll"
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
-	"github.com/stratakv/strata/proto/pbconv"
+	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
+
+// handoffPair starts two nodes handing pages back every 100 ms to owners
+// alive for 300 ms (mod, when set, changes node i's config), waits until
+// each sees both, and returns a context for the test, the nodes and their
+// placement view.
+func handoffPair(t *testing.T, mod func(i int, c *node.Config)) (context.Context, *testnode.Node, *testnode.Node, *placement.View) {
+	t.Helper()
+	cluster := testnode.StartCluster(t, 2, func(i int, c *node.Config) {
+		c.Tiers, c.HostBytes, c.ShmSocket = []string{"host"}, 8<<20, "off"
+		c.CoordRound, c.CoordinatorTTL = 200*time.Millisecond, 2*time.Second
+		c.Handoff = hints.HandoffConfig{Every: 100 * time.Millisecond, Settle: 300 * time.Millisecond}
+		if mod != nil {
+			mod(i, c)
+		}
+	})
+	t.Cleanup(cluster.Close)
+	a, b := cluster.Nodes[0], cluster.Nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	for _, n := range cluster.Nodes {
+		seesMembers(t, ctx, n, 2)
+	}
+	return ctx, a, b, viewOf(t, a, b)
+}
+
+// tierOf is the tier node n holds key k of namespace id in (TIER_UNSPECIFIED:
+// not held).
+func tierOf(t *testing.T, ctx context.Context, n *testnode.Node, id []byte, k namespace.Key) pb.Tier {
+	t.Helper()
+	info, err := pb.NewAdminClient(testnode.Dial(t, n.Addr())).StatKeys(ctx, &pb.StatKeysRequest{NamespaceId: id, Keys: [][]byte{k[:]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.GetKeys()[0].GetKey()) == 0 {
+		return pb.Tier_TIER_UNSPECIFIED
+	}
+	return info.GetKeys()[0].GetTier()
+}
+
+// TestHandoffNeverLowersDurability: a page a node holds on its SSD tier
+// is handed to an owner that takes it into host memory only: the giver
+// keeps its copy (a kill -9 of the owner must not lose an acknowledged,
+// durable page) and counts it kept; to an owner with only an SSD tier it
+// goes, and the giver's copy is deleted.
+func TestHandoffNeverLowersDurability(t *testing.T) {
+	for _, ownerTiers := range [][]string{{"host"}, {"ssd"}} {
+		t.Run(ownerTiers[0], func(t *testing.T) {
+			ctx, a, b, view := handoffPair(t, func(i int, c *node.Config) {
+				c.Tiers, c.SSDBytes = []string{"ssd"}, 16<<20
+				if i == 1 {
+					c.Tiers = ownerTiers
+				}
+			})
+			k := ownedBy(view, b.ID(), 3)
+			id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{k}, pageOf)
+			if got := tierOf(t, ctx, a, id, k); got != pb.Tier_TIER_SSD {
+				t.Fatalf("a holds the page on %v, want SSD", got)
+			}
+			poll.Until(t, 15*time.Second, 50*time.Millisecond, "the page handed to b", func() bool {
+				return tierOf(t, ctx, b, id, k) != pb.Tier_TIER_UNSPECIFIED
+			})
+			if ownerTiers[0] == "host" {
+				poll.Until(t, 5*time.Second, 50*time.Millisecond, "a counting the page kept", func() bool {
+					return a.HandoffStats().Kept == 1
+				})
+				time.Sleep(500 * time.Millisecond) // more rounds: a asks b again and keeps its copy
+				if got := tierOf(t, ctx, a, id, k); got != pb.Tier_TIER_SSD {
+					t.Fatalf("a dropped its durable copy (holds it on %v) while b holds the page in host memory", got)
+				}
+				if st := a.HandoffStats(); st.Moved != 0 || st.Kept != 1 || st.Pending != 1 {
+					t.Fatalf("a's handoff: %+v, want the page kept and pending, none moved", st)
+				}
+				return
+			}
+			poll.Until(t, 5*time.Second, 50*time.Millisecond, "a deleting its copy", func() bool {
+				return tierOf(t, ctx, a, id, k) == pb.Tier_TIER_UNSPECIFIED
+			})
+			if got := tierOf(t, ctx, b, id, k); got != pb.Tier_TIER_SSD {
+				t.Fatalf("b holds the page on %v, want SSD", got)
+			}
+			if st := a.HandoffStats(); st.Moved != 1 || st.Kept != 0 {
+				t.Fatalf("a's handoff: %+v, want 1 page moved", st)
+			}
+		})
+	}
+}
 
 // TestHandoff: pages put on a node that does not own them (as a client
 // does while their owner is unreachable) go back to their owner once it is
@@ -24,72 +107,13 @@ import (
 // client's lookup, which asks the owner, finds them. A page whose parent
 // lies on the node that hands it back keeps its place in the sequence.
 func TestHandoff(t *testing.T) {
-	cluster := startCluster(t, 2, func(c *node.Config) {
-		c.Handoff = hints.HandoffConfig{Every: 100 * time.Millisecond, Settle: 300 * time.Millisecond}
-	})
-	defer cluster.Close()
-	a, b := cluster.Nodes[0], cluster.Nodes[1]
-	view := viewOf(t, a, b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range cluster.Nodes {
-		seesMembers(t, ctx, n, 2)
-	}
-	parent, child := ownedBy(view, a.ID(), 1), ownedBy(view, b.ID(), 2) // a sequence: a's page, then b's
-
-	// Both pages put on a, over gRPC straight to it.
-	conn, err := grpc.NewClient("passthrough:///"+a.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rpc := pb.NewStrataClient(conn)
-	open, err := rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1,
-		Descriptor_: pbconv.DescriptorProto(desc)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := int(open.GetPageBytes())
-	stream, err := rpc.Put(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, k := range []namespace.Key{parent, child} {
-		data := pageOf(k, size)
-		spec := &pb.PageSpec{Key: k[:], Depth: uint32(i), Size: uint64(size)}
-		if i == 1 {
-			spec.ParentKey = parent[:]
-		}
-		msg := &pb.PutRequest{Header: &pb.PutHeader{Page: spec, Checksum: desc.Checksum.Sum(data)}, Data: data}
-		if i == 0 {
-			msg.NamespaceId = open.GetNamespaceId()
-		}
-		if err := stream.Send(msg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.GetResults() {
-		if r.GetStatus() != pb.CommitStatus_COMMIT_STATUS_COMMITTED {
-			t.Fatalf("put on a: %v", resp.GetResults())
-		}
-	}
+	ctx, a, b, view := handoffPair(t, nil)
+	parent, child := ownedBy(view, a.ID(), 1), ownedBy(view, b.ID(), 2)                        // a sequence: a's page, then b's
+	id, size := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{parent, child}, pageOf) // both on a
 
 	holds := func(n *testnode.Node, k namespace.Key) bool {
 		t.Helper()
-		c, err := grpc.NewClient("passthrough:///"+n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		info, err := pb.NewAdminClient(c).StatKeys(ctx, &pb.StatKeysRequest{NamespaceId: open.GetNamespaceId(), Keys: [][]byte{k[:]}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(info.GetKeys()[0].GetKey()) > 0
+		return tierOf(t, ctx, n, id, k) != pb.Tier_TIER_UNSPECIFIED
 	}
 	poll.Until(t, 15*time.Second, 50*time.Millisecond, "b's page handed back to b", func() bool {
 		return holds(b, child) && !holds(a, child)

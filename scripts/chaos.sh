@@ -7,7 +7,11 @@
 # cannot: not root, no ip), stalled readers and writers (a gRPC get that
 # stops reading, half a raw-plane frame, half a page on a put stream), a
 # 75 s soak (STRATA_CHAOS_SOAK) sampling the nodes' goroutines, FDs and
-# RSS, then one node on a full tmpfs SSD directory against an empty one.
+# RSS, then one node on a full tmpfs SSD directory against an empty one,
+# and ten runs of an owner killed -9 right after a hinted handoff gave it
+# pages acknowledged on another node's SSD (STRATA_CHAOS_HANDOFF_RUNS):
+# none may end on no node, and a fresh client must read them all at once
+# after the owner's restart.
 # Prints per experiment: pages acknowledged and served, wrong bytes, calls
 # past their deadline, acknowledged pages not served after the fault (and
 # whether a node still holds them), ops/s before, during and after; lookup

@@ -13,6 +13,7 @@ import (
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/tiers"
 )
 
 // Hinted handoff. A client puts a page on its owner (the first placement
@@ -29,6 +30,19 @@ import (
 // owner refuses (full, or worth less than it holds) stays, and is not
 // offered again for RetryRefused. The walk starts over when the view
 // changes, so pages go back within a few rounds of the owner's return.
+//
+// A handoff never lowers a page's durability. A page this node holds on a
+// durable tier (SSD: it survives kill -9) is deleted here only once the
+// owner holds it on a durable tier too, as its StatKeys reports; while the
+// owner holds it in a volatile tier (a put lands in its top tier, host
+// memory, until demoted) the copy here stays, remembered as pending, and
+// each later pass of the walk asks the owner again (StatKeys, no data)
+// instead of sending the page anew. A page the owner no longer holds is
+// sent again. Keeping the giver's copy, rather than asking the owner to
+// write the page to a durable tier, needs nothing new of the wire and
+// costs only the duplicate's room until the owner demotes its copy (or
+// this node evicts its own by value, as any page). A page held here in a
+// volatile tier goes as before: the owner's copy is at least as durable.
 
 // HandoffConfig tunes a Handoff; zero fields take the defaults.
 type HandoffConfig struct {
@@ -62,6 +76,11 @@ type HandoffStats struct {
 	Moved   int64 // pages the owner took (committed or exists), deleted here
 	Refused int64 // pages the owner refused, kept here
 	Failed  int64 // pages whose handoff failed (owner unreachable, errors), kept here
+	// Kept counts the times a page held here durably was taken by its
+	// owner into a volatile tier only: the copy here stays until the owner
+	// holds the page durably (Pending, now).
+	Kept    int64
+	Pending int64 // pages held here durably whose owner holds them volatile only
 }
 
 // refusedMax bounds the pages remembered as refused.
@@ -74,7 +93,8 @@ type Handoff struct {
 	log  *slog.Logger
 	cfg  HandoffConfig
 
-	moved, refusedN, failed atomic.Int64
+	moved, refusedN, failed, kept atomic.Int64
+	pendingN                      atomic.Int64
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -89,6 +109,7 @@ type Handoff struct {
 	nsAt    int                  // the cursor: namespace index in the namespaces' order
 	after   *namespace.Key       // and the last key examined in it
 	refused map[handoffKey]time.Time
+	pending map[handoffKey]struct{} // held here durably, on the owner volatile only (bounded by refusedMax)
 }
 
 type handoffKey struct {
@@ -101,7 +122,8 @@ type handoffKey struct {
 func NewHandoff(self string, st *store.Store, o dial.Options, cfg HandoffConfig, log *slog.Logger) *Handoff {
 	cfg.defaults()
 	h := &Handoff{self: self, st: st, log: log.With("component", "handoff"), cfg: cfg,
-		peers: newPeers(o), since: map[string]time.Time{}, refused: map[handoffKey]time.Time{}}
+		peers: newPeers(o), since: map[string]time.Time{}, refused: map[handoffKey]time.Time{},
+		pending: map[handoffKey]struct{}{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -123,7 +145,8 @@ func (h *Handoff) Close() {
 
 // Stats is what the handoff did so far.
 func (h *Handoff) Stats() HandoffStats {
-	return HandoffStats{Moved: h.moved.Load(), Refused: h.refusedN.Load(), Failed: h.failed.Load()}
+	return HandoffStats{Moved: h.moved.Load(), Refused: h.refusedN.Load(), Failed: h.failed.Load(),
+		Kept: h.kept.Load(), Pending: h.pendingN.Load()}
 }
 
 // round examines the next cfg.Keys pages and gives back those whose owner
@@ -158,9 +181,11 @@ func (h *Handoff) round(now time.Time) {
 	}
 	if key != h.viewKey { // owners changed: walk everything again
 		h.viewKey, h.nsAt, h.after = key, 0, nil
+		clear(h.pending) // owners may be others now; a page still pending is sent again and found there
 	}
 	nss := h.st.Namespaces()
-	todo := map[int]map[namespace.ID][]store.KeyInfo{} // by owner index, then namespace
+	todo := map[int]map[namespace.ID][]store.KeyInfo{}  // by owner index, then namespace: pages to send
+	check := map[int]map[namespace.ID][]store.KeyInfo{} // pending pages: ask the owner, send nothing
 	budget, moving := h.cfg.Keys, 0
 	for budget > 0 && moving < h.cfg.Pages {
 		if h.nsAt >= len(nss) {
@@ -186,10 +211,14 @@ func (h *Handoff) round(now time.Time) {
 				}
 				delete(h.refused, hk)
 			}
-			if todo[o] == nil {
-				todo[o] = map[namespace.ID][]store.KeyInfo{}
+			into := todo
+			if _, ok := h.pending[hk]; ok {
+				into = check
 			}
-			todo[o][id] = append(todo[o][id], ki)
+			if into[o] == nil {
+				into[o] = map[namespace.ID][]store.KeyInfo{}
+			}
+			into[o][id] = append(into[o][id], ki)
 			if moving++; moving >= h.cfg.Pages {
 				break
 			}
@@ -206,6 +235,12 @@ func (h *Handoff) round(now time.Time) {
 			h.give(addrs[o], view.Node(o).ID, id, infos, now)
 		}
 	}
+	for o, byNS := range check {
+		for id, infos := range byNS {
+			h.settle(addrs[o], view.Node(o).ID, id, infos)
+		}
+	}
+	h.pendingN.Store(int64(len(h.pending)))
 	h.peers.forget(addrs)
 }
 
@@ -272,15 +307,71 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 		return
 	}
 	var done []namespace.Key
+	var durable []store.KeyInfo // taken, and held durably here: deleted once durable there
 	for j, r := range resp.GetResults() {
 		switch r.GetStatus() {
 		case pb.CommitStatus_COMMIT_STATUS_COMMITTED, pb.CommitStatus_COMMIT_STATUS_EXISTS:
-			done = append(done, keys[sent[j]])
+			if durableKind(infos[sent[j]].Tier) {
+				durable = append(durable, infos[sent[j]])
+			} else {
+				done = append(done, keys[sent[j]])
+			}
 		default:
 			h.refusedN.Add(1)
 			h.refuse(handoffKey{id, keys[sent[j]]}, now)
 		}
 	}
+	h.delete(owner, id, done)
+	if len(durable) > 0 {
+		h.settle(addr, owner, id, durable)
+	}
+}
+
+// settle asks the owner at addr how it holds infos' pages (all held here
+// on a durable tier) and deletes here those it holds durably. The others
+// stay: pending while the owner holds them volatile only, offered again
+// (sent anew) when it does not hold them at all.
+func (h *Handoff) settle(addr, owner string, id namespace.ID, infos []store.KeyInfo) {
+	conn, err := h.peers.conn(addr)
+	if err != nil {
+		return // still pending; asked again in the next pass
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	req := &pb.StatKeysRequest{NamespaceId: id[:], Keys: make([][]byte, len(infos))}
+	for i, ki := range infos {
+		req.Keys[i] = ki.Key[:]
+	}
+	resp, err := pb.NewAdminClient(conn).StatKeys(ctx, req)
+	if err == nil && len(resp.GetKeys()) != len(infos) {
+		err = errors.New("stat keys answered a different number of keys")
+	}
+	if err != nil {
+		h.log.Debug("asking the owner how it holds pages handed back", "to", owner, "pages", len(infos), "err", err)
+		return
+	}
+	var done []namespace.Key
+	for i, ki := range resp.GetKeys() {
+		hk := handoffKey{id, infos[i].Key}
+		_, was := h.pending[hk]
+		switch {
+		case len(ki.GetKey()) == 0: // gone there (evicted, or the owner restarted): send it again
+			delete(h.pending, hk)
+		case ki.GetTier() == pb.Tier_TIER_SSD:
+			delete(h.pending, hk)
+			done = append(done, infos[i].Key)
+		case !was:
+			h.kept.Add(1)
+			if len(h.pending) < refusedMax { // past it, the page is sent again next pass (exists there)
+				h.pending[hk] = struct{}{}
+			}
+		}
+	}
+	h.delete(owner, id, done)
+}
+
+// delete drops here the pages of namespace id the owner took.
+func (h *Handoff) delete(owner string, id namespace.ID, done []namespace.Key) {
 	if len(done) == 0 {
 		return
 	}
@@ -308,6 +399,11 @@ func (h *Handoff) refuse(k handoffKey, now time.Time) {
 		h.refused[k] = now.Add(h.cfg.RetryRefused)
 	}
 }
+
+// durableKind says whether a tier of kind k keeps pages across a kill -9:
+// the SSD tier seals every page it holds (tiers.Durable); GPU and host
+// memory do not.
+func durableKind(k tiers.Kind) bool { return k == tiers.KindSSD }
 
 // handoffChunk is the data of one Put message (under any node's chunk
 // limit).

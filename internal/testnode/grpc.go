@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -96,4 +98,49 @@ func StartGhost(tb testing.TB, seed string) (ghost *membership.Membership, deadA
 	}
 	tb.Cleanup(func() { ghost.Close() })
 	return ghost, deadAddr
+}
+
+// PutOn puts the pages of keys, a chain (each the parent of the next), in
+// namespace d on the node at addr over gRPC, straight to it as a client
+// does while their owner is away, with page(k, size) as each page's bytes;
+// every page must commit. It returns the namespace's ID and page size.
+func PutOn(tb testing.TB, ctx context.Context, addr string, d namespace.Descriptor, keys []namespace.Key,
+	page func(k namespace.Key, size int) []byte) ([]byte, int) {
+	tb.Helper()
+	rpc := pb.NewStrataClient(Dial(tb, addr))
+	open, err := rpc.OpenNamespace(ctx, &pb.OpenNamespaceRequest{Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1,
+		Descriptor_: pbconv.DescriptorProto(d)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	size := int(open.GetPageBytes())
+	stream, err := rpc.Put(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sum := d.Normalize().Checksum
+	for i, k := range keys {
+		data := page(k, size)
+		spec := &pb.PageSpec{Key: k[:], Depth: uint32(i), Size: uint64(size)}
+		if i > 0 {
+			spec.ParentKey = keys[i-1][:]
+		}
+		msg := &pb.PutRequest{Header: &pb.PutHeader{Page: spec, Checksum: sum.Sum(data)}, Data: data}
+		if i == 0 {
+			msg.NamespaceId = open.GetNamespaceId()
+		}
+		if err := stream.Send(msg); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range resp.GetResults() {
+		if r.GetStatus() != pb.CommitStatus_COMMIT_STATUS_COMMITTED {
+			tb.Fatalf("put on %s: %v", addr, resp.GetResults())
+		}
+	}
+	return open.GetNamespaceId(), size
 }
