@@ -319,6 +319,9 @@ func (ReserveStatus) EnumDescriptor() ([]byte, []int) {
 	return file_strata_v1_strata_proto_rawDescGZIP(), []int{4}
 }
 
+// CommitStatus is a commit's outcome, per item. A repeated commit of a
+// write whose reservation ended answers the outcome it ended with (see
+// rpc Commit).
 type CommitStatus int32
 
 const (
@@ -328,7 +331,7 @@ const (
 	CommitStatus_COMMIT_STATUS_CHECKSUM_MISMATCH CommitStatus = 3  // bytes do not match the checksum; reservation dropped
 	CommitStatus_COMMIT_STATUS_SIZE_MISMATCH     CommitStatus = 4  // size differs from the reservation; reservation dropped
 	CommitStatus_COMMIT_STATUS_INCOMPLETE        CommitStatus = 5  // fewer bytes written than reserved; reservation dropped
-	CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE     CommitStatus = 6  // write id never issued (or forgotten)
+	CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE     CommitStatus = 6  // write id never issued, forgotten, or of another namespace
 	CommitStatus_COMMIT_STATUS_EXPIRED           CommitStatus = 7  // reservation deadline passed; space returned
 	CommitStatus_COMMIT_STATUS_ABORTED           CommitStatus = 8  // reservation was aborted
 	CommitStatus_COMMIT_STATUS_REJECTED          CommitStatus = 9  // one-call Put: no room / bad size (see reason)

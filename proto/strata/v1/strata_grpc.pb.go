@@ -90,6 +90,19 @@ type StrataClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetResponse], error)
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	Write(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error)
+	// Commit verifies and publishes reservations, answering one status per
+	// item, in order. The retry contract, one for every plane (this and the
+	// frame protocol's raw and shm planes, proto/frame/SPEC.md §2, "Repeated
+	// commits"): a commit of a write id whose reservation has ended
+	// (committed, refused, expired, aborted) answers the outcome it ended
+	// with, to any caller in the write's namespace, as long as the node
+	// remembers the write (its 65,536 most recently ended reservations; none
+	// across a restart), and changes nothing; one racing the first commit
+	// waits for it. A write id never issued, forgotten, or of another
+	// namespace answers UNKNOWN_WRITE: another tenant learns nothing. A
+	// client that lost a commit's answer commits again, over any plane.
+	// Here any caller of the namespace may commit an open reservation; a
+	// frame connection commits only those it made.
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
 	Put(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutRequest, PutResponse], error)
@@ -255,6 +268,19 @@ type StrataServer interface {
 	Get(*GetRequest, grpc.ServerStreamingServer[GetResponse]) error
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	Write(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error
+	// Commit verifies and publishes reservations, answering one status per
+	// item, in order. The retry contract, one for every plane (this and the
+	// frame protocol's raw and shm planes, proto/frame/SPEC.md §2, "Repeated
+	// commits"): a commit of a write id whose reservation has ended
+	// (committed, refused, expired, aborted) answers the outcome it ended
+	// with, to any caller in the write's namespace, as long as the node
+	// remembers the write (its 65,536 most recently ended reservations; none
+	// across a restart), and changes nothing; one racing the first commit
+	// waits for it. A write id never issued, forgotten, or of another
+	// namespace answers UNKNOWN_WRITE: another tenant learns nothing. A
+	// client that lost a commit's answer commits again, over any plane.
+	// Here any caller of the namespace may commit an open reservation; a
+	// frame connection commits only those it made.
 	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
 	Put(grpc.ClientStreamingServer[PutRequest, PutResponse]) error

@@ -112,7 +112,20 @@ class StrataServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Commit(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Commit verifies and publishes reservations, answering one status per
+        item, in order. The retry contract, one for every plane (this and the
+        frame protocol's raw and shm planes, proto/frame/SPEC.md §2, "Repeated
+        commits"): a commit of a write id whose reservation has ended
+        (committed, refused, expired, aborted) answers the outcome it ended
+        with, to any caller in the write's namespace, as long as the node
+        remembers the write (its 65,536 most recently ended reservations; none
+        across a restart), and changes nothing; one racing the first commit
+        waits for it. A write id never issued, forgotten, or of another
+        namespace answers UNKNOWN_WRITE: another tenant learns nothing. A
+        client that lost a commit's answer commits again, over any plane.
+        Here any caller of the namespace may commit an open reservation; a
+        frame connection commits only those it made.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
