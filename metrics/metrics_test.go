@@ -65,6 +65,21 @@ next:
 	return 0
 }
 
+// chain is the keys of a chain of n pages of ns and their bytes, each
+// page's first byte its index.
+func chain(ns *client.Namespace, n int) ([]namespace.Key, [][]byte) {
+	toks := make([]uint32, int(ns.Descriptor().PageTokens)*n)
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = make([]byte, ns.PageBytes())
+		data[i][0] = byte(i)
+	}
+	return ns.PageKeys(toks), data
+}
+
 // TestScrapeAfterWorkload runs a scripted workload and checks that the
 // scraped counters equal what it did.
 func TestScrapeAfterWorkload(t *testing.T) {
@@ -85,16 +100,7 @@ func TestScrapeAfterWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks := make([]uint32, 16*10)
-	for i := range toks {
-		toks[i] = uint32(i)
-	}
-	keys := ns.PageKeys(toks)
-	data := make([][]byte, len(keys))
-	for i := range data {
-		data[i] = make([]byte, ns.PageBytes())
-		data[i][0] = byte(i)
-	}
+	keys, data := chain(ns, 10)
 	// 8 pages committed, then the same 8 again (exists: no reservation).
 	if _, err := ns.Put(ctx, client.ChainPages(keys[:8], data[:8])); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,10 @@ type Source interface {
 type Snapshot struct {
 	Tiers        []Tier // in tier order
 	Namespaces   []Namespace
-	Reservations int // open reservations
+	Reservations int // open reservations for known pages, slots not included
+	// Slots is the shm slots granted ahead of puts: reservations no page
+	// is bound to yet (Tier.SlotBytes holds their bytes).
+	Slots int
 	// Cutoffs is the admission floor per tier (indexed like Tiers, possibly
 	// shorter) in worth units; 0 means none.
 	Cutoffs      []float64
@@ -35,9 +38,13 @@ type Snapshot struct {
 type TenantUsage struct {
 	Tenant       string
 	Bytes        int64 // published pages, over every tier
-	ReserveBytes int64 // open reservations
+	ReserveBytes int64 // open reservations, slots not included
 	Reservations int
-	Leases       int
+	// SlotBytes and Slots are its shm slots granted ahead of puts; its
+	// reservation quotas count them with its reservations.
+	SlotBytes int64
+	Slots     int
+	Leases    int
 }
 
 // Tier is one tier's size.
@@ -45,6 +52,9 @@ type Tier struct {
 	Name     string // the tier label: "host", "ssd", ...
 	Capacity int64  // bytes the tier may hand out
 	Used     int64  // bytes in use, with size-class rounding
+	// SlotBytes is the part of Used the shm slots granted ahead of puts
+	// hold (no page yet).
+	SlotBytes int64
 	// Fault is the tier's disk trouble ("disk-full", "read-only",
 	// "io-error"); "" or "ok" when none.
 	Fault string
@@ -113,7 +123,9 @@ var (
 	descCapacity  = prometheus.NewDesc("strata_tier_capacity_bytes", "Tier capacity.", []string{"tier"}, nil)
 	descUsed      = prometheus.NewDesc("strata_tier_used_bytes", "Tier bytes in use (pages and reservations, with size-class rounding).", []string{"tier"}, nil)
 	descFault     = prometheus.NewDesc("strata_tier_fault", "1 for the tier's current fault: ok, disk-full, read-only or io-error.", []string{"tier", "fault"}, nil)
-	descReserved  = prometheus.NewDesc("strata_reservations", "Open reservations.", nil, nil)
+	descSlotUsed  = prometheus.NewDesc("strata_tier_slot_bytes", "Tier bytes that shm slots granted ahead of puts hold (part of strata_tier_used_bytes: set aside, no page yet).", []string{"tier"}, nil)
+	descReserved  = prometheus.NewDesc("strata_reservations", "Open reservations for known pages (puts in flight); slots granted ahead are strata_slots.", nil, nil)
+	descSlots     = prometheus.NewDesc("strata_slots", "Shm slots granted ahead of puts: arena space shm connections hold for pages not yet put (reservations to the quotas, apart from strata_reservations).", nil, nil)
 	descCutoff    = prometheus.NewDesc("strata_eviction_cutoff_worth", "Admission floor per tier in worth units (reuse x recompute FLOPs per byte); 0 = none.", []string{"tier"}, nil)
 	descCoord     = prometheus.NewDesc("strata_eviction_coordinated", "1 while the node applies the cluster coordinator's cutoffs, 0 on local ones.", nil, nil)
 	descEpoch     = prometheus.NewDesc("strata_eviction_cutoff_epoch", "Epoch of the coordinator whose cutoffs the node applies (0: local).", nil, nil)
@@ -122,16 +134,18 @@ var (
 
 	tenantLabel        = []string{"tenant"}
 	descTenantBytes    = prometheus.NewDesc("strata_tenant_bytes", "Bytes of the tenant's published pages on this node, over every tier (its byte quota counts these and its open reservations).", tenantLabel, nil)
-	descTenantReserved = prometheus.NewDesc("strata_tenant_reserved_bytes", "Bytes of the tenant's open reservations.", tenantLabel, nil)
-	descTenantRes      = prometheus.NewDesc("strata_tenant_reservations", "The tenant's open reservations.", tenantLabel, nil)
+	descTenantReserved = prometheus.NewDesc("strata_tenant_reserved_bytes", "Bytes of the tenant's open reservations, its slots not included (its quotas count both).", tenantLabel, nil)
+	descTenantRes      = prometheus.NewDesc("strata_tenant_reservations", "The tenant's open reservations, its slots not included (its quotas count both).", tenantLabel, nil)
+	descTenantSlotB    = prometheus.NewDesc("strata_tenant_slot_bytes", "Bytes of the tenant's shm slots granted ahead of puts.", tenantLabel, nil)
+	descTenantSlots    = prometheus.NewDesc("strata_tenant_slots", "The tenant's shm slots granted ahead of puts.", tenantLabel, nil)
 	descTenantLeases   = prometheus.NewDesc("strata_tenant_leases", "The tenant's active read leases.", tenantLabel, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPages, descBytes, descLookups, descKeys, descHits, descMisses,
-		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descFault, descReserved,
-		descCutoff, descCoord, descEpoch, descHintsLost, descShed, descTenantBytes, descTenantReserved, descTenantRes,
-		descTenantLeases} {
+		descPuts, descEvictions, descDemotions, descLeases, descExpired, descCapacity, descUsed, descSlotUsed, descFault,
+		descReserved, descSlots, descCutoff, descCoord, descEpoch, descHintsLost, descShed, descTenantBytes,
+		descTenantReserved, descTenantRes, descTenantSlotB, descTenantSlots, descTenantLeases} {
 		ch <- d
 	}
 }
@@ -172,6 +186,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range snap.Tiers {
 		ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(t.Capacity), t.Name)
 		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(t.Used), t.Name)
+		ch <- prometheus.MustNewConstMetric(descSlotUsed, prometheus.GaugeValue, float64(t.SlotBytes), t.Name)
 		fault := t.Fault
 		if fault == "" {
 			fault = "ok"
@@ -179,6 +194,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFault, prometheus.GaugeValue, 1, t.Name, fault)
 	}
 	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(snap.Reservations))
+	ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(snap.Slots))
 	for i, w := range snap.Cutoffs {
 		ch <- prometheus.MustNewConstMetric(descCutoff, prometheus.GaugeValue, w, snap.Tiers[i].Name)
 	}
@@ -195,6 +211,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTenantBytes, prometheus.GaugeValue, float64(u.Bytes), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descTenantReserved, prometheus.GaugeValue, float64(u.ReserveBytes), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descTenantRes, prometheus.GaugeValue, float64(u.Reservations), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descTenantSlotB, prometheus.GaugeValue, float64(u.SlotBytes), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descTenantSlots, prometheus.GaugeValue, float64(u.Slots), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descTenantLeases, prometheus.GaugeValue, float64(u.Leases), u.Tenant)
 	}
 }

@@ -21,15 +21,15 @@ var putOutcomes = map[store.CommitStatus]metrics.PutOutcome{
 }
 
 func (m storeMetrics) Snapshot() metrics.Snapshot {
-	st := m.st.Stats()
+	st, open := m.st.Stats(), m.st.OpenReservations()
 	// Each reason's counter is read once, so that the total and the
 	// contention share (the total less the budget's) only grow.
 	contended, overBudget := m.st.LookupsShedUnderContention(), m.st.LookupsShedOverBudget()
-	snap := metrics.Snapshot{Reservations: st.Reservations, HintsDropped: m.st.HintsDropped(),
+	snap := metrics.Snapshot{Reservations: open.Reservations, Slots: open.Slots, HintsDropped: m.st.HintsDropped(),
 		LookupsShed: contended + overBudget, LookupsShedOverBudget: overBudget}
-	for _, t := range st.Tiers {
+	for i, t := range st.Tiers {
 		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used,
-			Fault: t.Fault.String()})
+			SlotBytes: open.TierSlotBytes[i], Fault: t.Fault.String()})
 	}
 	snap.Cutoffs, snap.CutoffEpoch, snap.Coordinated = m.st.CutoffState()
 	for _, ns := range m.st.Namespaces() {
@@ -43,16 +43,19 @@ func (m storeMetrics) Snapshot() metrics.Snapshot {
 			Expired: ns.Expired, Orphaned: ns.Orphaned, Demoted: ns.Demoted, Leases: ns.Leases,
 			LeasesExpired: ns.LeasesExpired})
 	}
-	snap.Tenants = tenantUsage(m.st.Usage())
+	snap.Tenants = tenantUsage(m.st.Usage(), open.Tenants)
 	return snap
 }
 
-// tenantUsage is the store's per-tenant usage in tenant order.
-func tenantUsage(u map[string]store.Usage) []metrics.TenantUsage {
+// tenantUsage is the store's per-tenant usage in tenant order, with open's
+// split of its open reservations (slots apart), which u's lump together as
+// the quotas count them.
+func tenantUsage(u map[string]store.Usage, open map[string]store.OpenCounts) []metrics.TenantUsage {
 	out := make([]metrics.TenantUsage, 0, len(u))
 	for t, v := range u {
-		out = append(out, metrics.TenantUsage{Tenant: t, Bytes: v.Bytes, ReserveBytes: v.ReserveBytes,
-			Reservations: v.Reservations, Leases: v.Leases})
+		o := open[t]
+		out = append(out, metrics.TenantUsage{Tenant: t, Bytes: v.Bytes, ReserveBytes: o.ReserveBytes,
+			Reservations: o.Reservations, SlotBytes: o.SlotBytes, Slots: o.Slots, Leases: v.Leases})
 	}
 	slices.SortFunc(out, func(a, b metrics.TenantUsage) int { return strings.Compare(a.Tenant, b.Tenant) })
 	return out

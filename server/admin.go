@@ -148,10 +148,10 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	if err != nil {
 		return nil, err
 	}
-	st := s.cfg.Store.Stats()
+	st, open := s.cfg.Store.Stats(), s.cfg.Store.OpenReservations()
 	resp := &pb.NodeInfoResponse{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, Pages: uint64(st.Pages),
-		Reservations: uint64(st.Reservations), LeasesActive: uint64(st.Leases),
-		StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version, Evictions: st.Evictions,
+		Reservations: uint64(open.Reservations), Slots: uint64(open.Slots), SlotBytes: uint64(open.SlotBytes),
+		LeasesActive: uint64(st.Leases), StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version, Evictions: st.Evictions,
 		Demotions: st.Demotions, CorruptPages: st.Corrupt, Recovery: s.cfg.Recovery}
 	if m := s.cfg.Membership; m != nil {
 		resp.GossipAddress = m.GossipAddress()
@@ -168,23 +168,27 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	}
 	for i, t := range st.Tiers {
 		resp.Tiers = append(resp.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity),
-			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i]), Fault: t.Fault.String()})
+			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i]), Fault: t.Fault.String(),
+			SlotBytes: uint64(open.TierSlotBytes[i])})
 	}
-	resp.Tenants = tenantUsage(s.cfg.Store.Usage(), who)
+	resp.Tenants = tenantUsage(s.cfg.Store.Usage(), open.Tenants, who)
 	return resp, nil
 }
 
 // tenantUsage is what each tenant holds, in tenant order: every tenant for
 // the admin, the caller's own tenant only for a tenant token (other
-// tenants' names and sizes are theirs).
-func tenantUsage(u map[string]store.Usage, who caller) []*pb.TenantUsage {
+// tenants' names and sizes are theirs). Its open reservations are open's
+// split (slots apart), which u's lump together as its quotas count them.
+func tenantUsage(u map[string]store.Usage, open map[string]store.OpenCounts, who caller) []*pb.TenantUsage {
 	var out []*pb.TenantUsage
 	for t, v := range u {
 		if who.mayUse(t) != nil {
 			continue
 		}
-		out = append(out, &pb.TenantUsage{Tenant: t, Bytes: uint64(v.Bytes), ReservedBytes: uint64(v.ReserveBytes),
-			Reservations: uint64(v.Reservations), Leases: uint64(v.Leases)})
+		o := open[t]
+		out = append(out, &pb.TenantUsage{Tenant: t, Bytes: uint64(v.Bytes), ReservedBytes: uint64(o.ReserveBytes),
+			Reservations: uint64(o.Reservations), Slots: uint64(o.Slots), SlotBytes: uint64(o.SlotBytes),
+			Leases: uint64(v.Leases)})
 	}
 	slices.SortFunc(out, func(a, b *pb.TenantUsage) int { return strings.Compare(a.Tenant, b.Tenant) })
 	return out

@@ -204,6 +204,62 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
+// OpenCounts is what a set of open reservations holds, split by kind: those
+// Reserve made for a known page (committing ones included) and the slots
+// Grant set aside ahead of pages (slots.go). Both are reservations to the
+// quotas (Usage counts them together); OpenCounts tells them apart for an
+// operator, who would otherwise read a connection's idle slots as puts in
+// flight.
+type OpenCounts struct {
+	Reservations int
+	ReserveBytes int64 // page bytes
+	Slots        int
+	SlotBytes    int64 // page bytes
+}
+
+// OpenStats is the store's open reservations, split (OpenCounts).
+type OpenStats struct {
+	OpenCounts
+	// Tenants splits each tenant's: only tenants with an open reservation
+	// or slot are present.
+	Tenants map[string]OpenCounts
+	// TierSlotBytes is the bytes the slots hold per tier, in tier order,
+	// with size-class rounding: the part of the tier's Used that no page
+	// has yet.
+	TierSlotBytes []int64
+}
+
+// OpenReservations reports the open reservations, split into reservations
+// and slots, from one reading of the reservation table: it walks every
+// open reservation under the store's lock, for an admin call or a metrics
+// scrape, not for a request path.
+func (s *Store) OpenReservations() OpenStats {
+	st := OpenStats{Tenants: map[string]OpenCounts{}, TierSlotBytes: make([]int64, len(s.cfg.Tiers))}
+	s.lock()
+	defer s.unlock()
+	for _, r := range s.reservations {
+		t := st.Tenants[r.ns.Tenant]
+		t.addLocked(r)
+		st.Tenants[r.ns.Tenant] = t
+		st.addLocked(r)
+		if r.slot {
+			st.TierSlotBytes[r.tier] += r.ext.Cap
+		}
+	}
+	return st
+}
+
+// addLocked counts r as a slot or a reservation.
+func (o *OpenCounts) addLocked(r *reservation) {
+	if r.slot {
+		o.Slots++
+		o.SlotBytes += r.spec.Size
+	} else {
+		o.Reservations++
+		o.ReserveBytes += r.spec.Size
+	}
+}
+
 // smallestKeys returns, in order, the k smallest keys of n greater than
 // after (nil: all).
 func smallestKeys(n *nsState, after *namespace.Key, k int) []namespace.Key {

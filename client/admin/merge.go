@@ -85,6 +85,7 @@ func addTiers(sum, ts []*pb.TierStats) []*pb.TierStats {
 		sum[i].CapacityBytes += t.GetCapacityBytes()
 		sum[i].UsedBytes += t.GetUsedBytes()
 		sum[i].Pages += t.GetPages()
+		sum[i].SlotBytes += t.GetSlotBytes()
 	}
 	slices.SortStableFunc(sum, func(a, b *pb.TierStats) int { return cmp.Compare(a.GetTier(), b.GetTier()) })
 	return sum

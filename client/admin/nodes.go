@@ -105,6 +105,8 @@ func (c *Cluster) Usage(ctx context.Context) (usage []*pb.TenantUsage, answered 
 			s.Bytes += u.GetBytes()
 			s.ReservedBytes += u.GetReservedBytes()
 			s.Reservations += u.GetReservations()
+			s.Slots += u.GetSlots()
+			s.SlotBytes += u.GetSlotBytes()
 			s.Leases += u.GetLeases()
 		}
 	}

@@ -455,11 +455,7 @@ func TestTenantCommands(t *testing.T) {
 	env := map[string]string{"STRATA_ENDPOINT": n.Addr(), "STRATA_ETCD": strings.Join(n.EtcdEndpoints(), ",")}
 	cli := func(args ...string) string {
 		t.Helper()
-		out, _, err := strata(t, env, args...)
-		if err != nil {
-			t.Fatalf("strata %s: %v", strings.Join(args, " "), err)
-		}
-		return out
+		return mustStrata(t, env, args...)
 	}
 	var added struct{ Tenant, Token string }
 	if err := json.Unmarshal([]byte(cli("tenant", "add", "acme", "--bytes", "1048576", "-o", "json")), &added); err != nil || len(added.Token) != 64 {
@@ -522,23 +518,7 @@ func checkTenantUsage(t *testing.T, addr string, env map[string]string, token st
 			t.Fatal(err)
 		}
 		defer c.Close()
-		ns, err := c.Open(ctx, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		toks := make([]uint32, 16*n)
-		for i := range toks {
-			toks[i] = uint32(i)
-		}
-		keys := ns.PageKeys(toks)
-		data := make([][]byte, n)
-		for i := range data {
-			data[i] = make([]byte, ns.PageBytes())
-		}
-		if _, err := ns.Put(ctx, client.ChainPages(keys, data)); err != nil {
-			t.Fatal(err)
-		}
-		return ns.PageBytes()
+		return putChain(ctx, t, c, d, n).PageBytes()
 	}
 	pageBytes := put(token, d, 3)
 	other := d

@@ -17,11 +17,19 @@ func newTenantLsCmd(g *globals, f *tenantFlags) *cobra.Command {
 	return f.command(g, "ls", "List the tenants in etcd: role, quotas, usage, token hash prefix",
 		`List the tenants in etcd, in name order: whether each is an admin, its
 per-node quotas (- for no bound), what it holds summed over the nodes
-(published bytes, open reservations, active leases; asked of every member
-through --endpoints with --token, so the admin token shows every tenant)
-and the first 12 hex digits of its token's SHA-256 (the token itself is not
-stored). Nodes that do not answer are named and left out of the sums; with
-no node answering, the usage columns show ?.`, cobra.NoArgs,
+(published bytes, open reservations, the shm slots granted ahead of its
+puts, active leases; asked of every member through --endpoints with
+--token, so the admin token shows every tenant) and the first 12 hex digits
+of its token's SHA-256 (the token itself is not stored). Nodes that do not
+answer are named and left out of the sums; with no node answering, the
+usage columns show ?.
+
+USED is its published bytes; RESERVED and OPEN the bytes and count of its
+open reservations (puts in flight); SLOT_BYTES and SLOTS those of the arena
+slots its same-host (shm) connections hold for pages not yet put, which
+each connection keeps while it lives; HELD its read leases. The
+RESERVE_BYTES and RESERVATIONS quotas bound reservations and slots
+together, and BYTES bounds them with the published bytes.`, cobra.NoArgs,
 		func(ctx context.Context, reg *registry.Registry, _ []string) (any, string, error) {
 			return listTenants(ctx, g, reg)
 		})
@@ -63,17 +71,18 @@ func listTenants(ctx context.Context, g *globals, reg *registry.Registry) (any, 
 	}
 	tw := newTable(&out)
 	row(tw, "TENANT", "ADMIN", "BYTES", "RESERVE_BYTES", "RESERVATIONS", "LEASES", "MAX_LEASE_TTL",
-		"USED", "RESERVED", "OPEN", "HELD", "TOKEN_SHA256")
+		"USED", "RESERVED", "OPEN", "SLOT_BYTES", "SLOTS", "HELD", "TOKEN_SHA256")
 	for _, t := range ts {
 		q := t.Quota
 		r := tenantRow{Tenant: t, Usage: used[t.Name]}
-		usage := []any{"?", "?", "?", "?"}
+		usage := []any{"?", "?", "?", "?", "?", "?"}
 		if doc.NodesAnswered > 0 {
 			u := r.Usage
 			if u == nil {
 				u = &pb.TenantUsage{}
 			}
-			usage = []any{humanBytes(u.GetBytes()), humanBytes(u.GetReservedBytes()), u.GetReservations(), u.GetLeases()}
+			usage = []any{humanBytes(u.GetBytes()), humanBytes(u.GetReservedBytes()), u.GetReservations(),
+				humanBytes(u.GetSlotBytes()), u.GetSlots(), u.GetLeases()}
 		}
 		doc.Tenants = append(doc.Tenants, r)
 		row(tw, append(append([]any{t.Name, t.Admin, bound(q.Bytes, true), bound(q.ReserveBytes, true),

@@ -110,6 +110,9 @@ type tierJSON struct {
 	UsedBytes     uint64 `json:"used_bytes"`
 	Pages         uint64 `json:"pages"`
 	Fault         string `json:"fault,omitempty"` // "ok", "disk-full", "read-only", "io-error"; absent from older nodes
+	// SlotBytes is the part of UsedBytes that shm slots granted ahead of
+	// puts hold (a node's tiers only; absent when none).
+	SlotBytes uint64 `json:"slot_bytes,omitempty"`
 }
 
 // keyJSON is a KeyInfo.
@@ -164,7 +167,7 @@ func tiersView(ts []*pb.TierStats) []tierJSON {
 
 func tierView(t *pb.TierStats) tierJSON {
 	return tierJSON{Tier: tierName(t.GetTier()), CapacityBytes: t.GetCapacityBytes(), UsedBytes: t.GetUsedBytes(),
-		Pages: t.GetPages(), Fault: t.GetFault()}
+		Pages: t.GetPages(), Fault: t.GetFault(), SlotBytes: t.GetSlotBytes()}
 }
 
 func descriptorView(d *pb.Descriptor) descriptorJSON {
@@ -218,7 +221,9 @@ type nodeInfoJSON struct {
 	Version       string         `json:"version"`
 	StartedUnixMs int64          `json:"started_unix_ms"`
 	Pages         uint64         `json:"pages"`
-	Reservations  uint64         `json:"reservations"`
+	Reservations  uint64         `json:"reservations"` // for known pages, slots not included
+	Slots         uint64         `json:"slots"`        // shm slots granted ahead of puts
+	SlotBytes     uint64         `json:"slot_bytes"`
 	LeasesActive  uint64         `json:"leases_active"`
 	Evictions     uint64         `json:"evictions"`
 	Demotions     uint64         `json:"demotions"`
@@ -248,9 +253,9 @@ func nodeView(r nodeReport) nodeJSON {
 	if i := r.Info; i != nil {
 		v.Info = &nodeInfoJSON{NodeID: i.GetNodeId(), GRPCAddress: i.GetGrpcAddress(),
 			GossipAddress: i.GetGossipAddress(), Version: i.GetVersion(), StartedUnixMs: i.GetStartedUnixMs(),
-			Pages: i.GetPages(), Reservations: i.GetReservations(), LeasesActive: i.GetLeasesActive(),
-			Evictions: i.GetEvictions(), Demotions: i.GetDemotions(), CorruptPages: i.GetCorruptPages(),
-			Tiers: tiersView(i.GetTiers()), Recovery: recoveryView(i.GetRecovery()),
+			Pages: i.GetPages(), Reservations: i.GetReservations(), Slots: i.GetSlots(), SlotBytes: i.GetSlotBytes(),
+			LeasesActive: i.GetLeasesActive(), Evictions: i.GetEvictions(), Demotions: i.GetDemotions(),
+			CorruptPages: i.GetCorruptPages(), Tiers: tiersView(i.GetTiers()), Recovery: recoveryView(i.GetRecovery()),
 			EtcdEndpoints: append([]string{}, i.GetEtcdEndpoints()...), EtcdHealthy: i.GetEtcdHealthy(),
 			EtcdError: i.GetEtcdError()}
 	}

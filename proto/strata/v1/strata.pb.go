@@ -2606,7 +2606,11 @@ type TierStats struct {
 	Pages         uint64 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
 	// The tier's disk trouble: "ok", "disk-full", "read-only" or "io-error"
 	// (only the SSD tier has any); empty from nodes that predate it.
-	Fault         string `protobuf:"bytes,5,opt,name=fault,proto3" json:"fault,omitempty"`
+	Fault string `protobuf:"bytes,5,opt,name=fault,proto3" json:"fault,omitempty"`
+	// Of used_bytes, what the shm slots granted ahead of puts hold
+	// (NodeInfoResponse.slots), with size-class rounding: space set aside
+	// that no page has yet.
+	SlotBytes     uint64 `protobuf:"varint,6,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2674,6 +2678,13 @@ func (x *TierStats) GetFault() string {
 		return x.Fault
 	}
 	return ""
+}
+
+func (x *TierStats) GetSlotBytes() uint64 {
+	if x != nil {
+		return x.SlotBytes
+	}
+	return 0
 }
 
 type NamespaceInfo struct {
@@ -3411,27 +3422,37 @@ func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
 }
 
 type NodeInfoResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddress   string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
-	Tiers         []*TierStats           `protobuf:"bytes,3,rep,name=tiers,proto3" json:"tiers,omitempty"`
-	Pages         uint64                 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
-	Reservations  uint64                 `protobuf:"varint,5,opt,name=reservations,proto3" json:"reservations,omitempty"`
-	LeasesActive  uint64                 `protobuf:"varint,6,opt,name=leases_active,json=leasesActive,proto3" json:"leases_active,omitempty"`
-	StartedUnixMs int64                  `protobuf:"varint,7,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
-	Version       string                 `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
-	Evictions     uint64                 `protobuf:"varint,9,opt,name=evictions,proto3" json:"evictions,omitempty"`                            // pages dropped to make room
-	Demotions     uint64                 `protobuf:"varint,10,opt,name=demotions,proto3" json:"demotions,omitempty"`                           // pages moved one tier down
-	CorruptPages  uint64                 `protobuf:"varint,11,opt,name=corrupt_pages,json=corruptPages,proto3" json:"corrupt_pages,omitempty"` // pages dropped because they failed to read or verify
-	Recovery      []*TierRecovery        `protobuf:"bytes,12,rep,name=recovery,proto3" json:"recovery,omitempty"`                              // what start-up recovery found, per durable tier
-	EtcdEndpoints []string               `protobuf:"bytes,13,rep,name=etcd_endpoints,json=etcdEndpoints,proto3" json:"etcd_endpoints,omitempty"`
-	EtcdHealthy   bool                   `protobuf:"varint,14,opt,name=etcd_healthy,json=etcdHealthy,proto3" json:"etcd_healthy,omitempty"`
-	EtcdError     string                 `protobuf:"bytes,15,opt,name=etcd_error,json=etcdError,proto3" json:"etcd_error,omitempty"` // why etcd is unhealthy, when it is
-	GossipAddress string                 `protobuf:"bytes,16,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddress string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	Tiers       []*TierStats           `protobuf:"bytes,3,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	Pages       uint64                 `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`
+	// Open reservations made for a known page (a put in flight), slots not
+	// included. Nodes that predate slots (no slots field) count them here.
+	Reservations  uint64          `protobuf:"varint,5,opt,name=reservations,proto3" json:"reservations,omitempty"`
+	LeasesActive  uint64          `protobuf:"varint,6,opt,name=leases_active,json=leasesActive,proto3" json:"leases_active,omitempty"`
+	StartedUnixMs int64           `protobuf:"varint,7,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	Version       string          `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Evictions     uint64          `protobuf:"varint,9,opt,name=evictions,proto3" json:"evictions,omitempty"`                            // pages dropped to make room
+	Demotions     uint64          `protobuf:"varint,10,opt,name=demotions,proto3" json:"demotions,omitempty"`                           // pages moved one tier down
+	CorruptPages  uint64          `protobuf:"varint,11,opt,name=corrupt_pages,json=corruptPages,proto3" json:"corrupt_pages,omitempty"` // pages dropped because they failed to read or verify
+	Recovery      []*TierRecovery `protobuf:"bytes,12,rep,name=recovery,proto3" json:"recovery,omitempty"`                              // what start-up recovery found, per durable tier
+	EtcdEndpoints []string        `protobuf:"bytes,13,rep,name=etcd_endpoints,json=etcdEndpoints,proto3" json:"etcd_endpoints,omitempty"`
+	EtcdHealthy   bool            `protobuf:"varint,14,opt,name=etcd_healthy,json=etcdHealthy,proto3" json:"etcd_healthy,omitempty"`
+	EtcdError     string          `protobuf:"bytes,15,opt,name=etcd_error,json=etcdError,proto3" json:"etcd_error,omitempty"` // why etcd is unhealthy, when it is
+	GossipAddress string          `protobuf:"bytes,16,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
 	// What each tenant holds on this node against its quota: every tenant
 	// for the admin (or a node without tokens), only the caller's own for a
 	// tenant token.
-	Tenants       []*TenantUsage `protobuf:"bytes,17,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	Tenants []*TenantUsage `protobuf:"bytes,17,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// Arena slots the node granted shm connections ahead of their puts
+	// (frame SPEC.md §5b): reservations no page is bound to yet, each held
+	// by its connection (up to a bound per connection) until a page is put
+	// into it, or it is aborted, its connection closes or its deadline
+	// passes. Counted apart from reservations; their bytes (page bytes) are
+	// part of the tiers' used_bytes (TierStats.slot_bytes).
+	Slots         uint64 `protobuf:"varint,18,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotBytes     uint64 `protobuf:"varint,19,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3585,13 +3606,32 @@ func (x *NodeInfoResponse) GetTenants() []*TenantUsage {
 	return nil
 }
 
+func (x *NodeInfoResponse) GetSlots() uint64 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetSlotBytes() uint64 {
+	if x != nil {
+		return x.SlotBytes
+	}
+	return 0
+}
+
+// What one tenant holds on a node. The tenant's reservation quotas
+// (reserve bytes, reservations, and the byte quota) count its slots and
+// its reservations together.
 type TenantUsage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`                                      // published pages, over every tier
-	ReservedBytes uint64                 `protobuf:"varint,3,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"` // open reservations
-	Reservations  uint64                 `protobuf:"varint,4,opt,name=reservations,proto3" json:"reservations,omitempty"`
-	Leases        uint64                 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"` // active read leases
+	ReservedBytes uint64                 `protobuf:"varint,3,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"` // open reservations, slots not included
+	Reservations  uint64                 `protobuf:"varint,4,opt,name=reservations,proto3" json:"reservations,omitempty"`                        // open reservations, slots not included
+	Leases        uint64                 `protobuf:"varint,5,opt,name=leases,proto3" json:"leases,omitempty"`                                    // active read leases
+	Slots         uint64                 `protobuf:"varint,6,opt,name=slots,proto3" json:"slots,omitempty"`                                      // shm slots granted ahead of puts (NodeInfoResponse.slots)
+	SlotBytes     uint64                 `protobuf:"varint,7,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3657,6 +3697,20 @@ func (x *TenantUsage) GetReservations() uint64 {
 func (x *TenantUsage) GetLeases() uint64 {
 	if x != nil {
 		return x.Leases
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetSlots() uint64 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetSlotBytes() uint64 {
+	if x != nil {
+		return x.SlotBytes
 	}
 	return 0
 }
@@ -4856,14 +4910,16 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x18\n" +
 	"\acounted\x18\x03 \x01(\rR\acounted\")\n" +
 	"\x0fOrphansResponse\x12\x16\n" +
-	"\x06marked\x18\x01 \x01(\rR\x06marked\"\xa2\x01\n" +
+	"\x06marked\x18\x01 \x01(\rR\x06marked\"\xc1\x01\n" +
 	"\tTierStats\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\x12\x14\n" +
 	"\x05pages\x18\x04 \x01(\x04R\x05pages\x12\x14\n" +
-	"\x05fault\x18\x05 \x01(\tR\x05fault\"\xac\x03\n" +
+	"\x05fault\x18\x05 \x01(\tR\x05fault\x12\x1d\n" +
+	"\n" +
+	"slot_bytes\x18\x06 \x01(\x04R\tslotBytes\"\xac\x03\n" +
 	"\rNamespaceInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x125\n" +
 	"\n" +
@@ -4925,7 +4981,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x10StatKeysResponse\x12&\n" +
 	"\x04keys\x18\x01 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xf3\x04\n" +
+	"\x0fNodeInfoRequest\"\xa8\x05\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12*\n" +
@@ -4945,13 +5001,19 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\n" +
 	"etcd_error\x18\x0f \x01(\tR\tetcdError\x12%\n" +
 	"\x0egossip_address\x18\x10 \x01(\tR\rgossipAddress\x120\n" +
-	"\atenants\x18\x11 \x03(\v2\x16.strata.v1.TenantUsageR\atenants\"\x9e\x01\n" +
+	"\atenants\x18\x11 \x03(\v2\x16.strata.v1.TenantUsageR\atenants\x12\x14\n" +
+	"\x05slots\x18\x12 \x01(\x04R\x05slots\x12\x1d\n" +
+	"\n" +
+	"slot_bytes\x18\x13 \x01(\x04R\tslotBytes\"\xd3\x01\n" +
 	"\vTenantUsage\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12%\n" +
 	"\x0ereserved_bytes\x18\x03 \x01(\x04R\rreservedBytes\x12\"\n" +
 	"\freservations\x18\x04 \x01(\x04R\freservations\x12\x16\n" +
-	"\x06leases\x18\x05 \x01(\x04R\x06leases\"\x95\x01\n" +
+	"\x06leases\x18\x05 \x01(\x04R\x06leases\x12\x14\n" +
+	"\x05slots\x18\x06 \x01(\x04R\x05slots\x12\x1d\n" +
+	"\n" +
+	"slot_bytes\x18\a \x01(\x04R\tslotBytes\"\x95\x01\n" +
 	"\fTierRecovery\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x1c\n" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
