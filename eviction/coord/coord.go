@@ -7,6 +7,21 @@
 // alone when none arrive (no coordinator, etcd unreachable), saying so once
 // in its log.
 //
+// # Start
+//
+// A node starts on local cutoffs, which is normal until a coordinator
+// could have been elected and published: a coordinator that died without
+// resigning holds the election until its session lease runs out
+// (CandidateTTL), its successor publishes at its next round, and a
+// publication stays in force for StaleRounds rounds (as does the record a
+// starting node reads, which may be a dead coordinator's). Within that
+// grace (CandidateTTL + StaleRounds·Round from Start) local cutoffs are
+// logged once at info; past it a node on local cutoffs warns once, that it
+// has received none since it started or that its coordinator's went stale.
+// The grace runs from the start, not until a coordinator is first seen: a
+// node that never sees one (a watch that cannot read, a coordinator that
+// cannot publish) must warn.
+//
 // # Round
 //
 // Every Config.Round (default 2s) the loop:
@@ -214,11 +229,13 @@ func (c *Coord) loop() {
 	t := time.NewTicker(c.cfg.Round)
 	defer t.Stop()
 	var (
-		last   registry.Cutoffs // last publication received
-		lastAt time.Time        // when (zero: none yet)
-		ld     leader
-		local  = true // applying local cutoffs
-		warned bool   // the fallback was logged
+		last    registry.Cutoffs // last publication received
+		lastAt  time.Time        // when (zero: none yet)
+		ld      leader
+		local   = true // applying local cutoffs
+		warned  bool   // the fallback was warned of
+		started = time.Now()
+		told    bool // local cutoffs within the start grace were logged
 	)
 	c.applyLocal()
 	for {
@@ -250,18 +267,32 @@ func (c *Coord) loop() {
 				continue
 			}
 			c.applyLocal()
-			if !warned {
-				if local {
-					c.log.Warn("no coordinator cutoffs; using local cutoffs", "waited", time.Duration(c.cfg.StaleRounds)*c.cfg.Round)
-				} else {
-					c.log.Warn("coordinator cutoffs stale (no coordinator or etcd unreachable); falling back to local cutoffs",
-						"coordinator", last.Coordinator, "epoch", last.Epoch, "received", lastAt.Format(time.RFC3339Nano))
+			switch {
+			case warned:
+			case time.Since(started) <= c.startGrace():
+				if !told {
+					c.log.Info("using local cutoffs until the coordinator's arrive", "grace", c.startGrace())
+					told = true
 				}
+			case lastAt.IsZero():
+				c.log.Warn("no coordinator cutoffs since the start (no coordinator or etcd unreachable); using local cutoffs",
+					"waited", time.Since(started).Round(time.Millisecond))
+				warned = true
+			default:
+				c.log.Warn("coordinator cutoffs stale (no coordinator or etcd unreachable); falling back to local cutoffs",
+					"coordinator", last.Coordinator, "epoch", last.Epoch, "received", lastAt.Format(time.RFC3339Nano))
 				warned = true
 			}
 			local = true
 		}
 	}
+}
+
+// startGrace is how long after Start local cutoffs are normal (Start in
+// the package comment): until a coordinator that died unresigned lost the
+// election, and its successor's cutoffs could have arrived.
+func (c *Coord) startGrace() time.Duration {
+	return cmp.Or(c.cfg.CandidateTTL, registry.DefaultCandidateTTL) + time.Duration(c.cfg.StaleRounds)*c.cfg.Round
 }
 
 func (c *Coord) setSummaries(sums []eviction.Summary) {

@@ -75,6 +75,14 @@ func startNode(t testing.TB, id string, endpoints, seeds []string, capacity int6
 // startNodeRound is startNode with round as the time between rounds.
 func startNodeRound(t testing.TB, id string, endpoints, seeds []string, capacity int64, bucket int, hostBytes int64, round time.Duration) *testNode {
 	t.Helper()
+	return startNodeLogged(t, id, endpoints, seeds, capacity, bucket, hostBytes, round, testLogger(t))
+}
+
+// startNodeLogged is startNodeRound with log as the coordination loop's
+// logger.
+func startNodeLogged(t testing.TB, id string, endpoints, seeds []string, capacity int64, bucket int, hostBytes int64,
+	round time.Duration, log *slog.Logger) *testNode {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	n := &testNode{id: id, store: &fakeStore{sums: []eviction.Summary{summary(1, 0, map[int]int64{bucket: hostBytes})}}}
@@ -98,7 +106,7 @@ func startNodeRound(t testing.TB, id string, endpoints, seeds []string, capacity
 	}
 	n.coord, err = Start(Config{NodeID: id, Registry: n.reg, Store: n.store, Members: n.members,
 		Tiers: []string{"host"}, Capacities: []int64{capacity}, Advertise: n.members.UpdateMeta,
-		Round: round, StaleRounds: 3, CandidateTTL: 2 * time.Second, Logger: testLogger(t)})
+		Round: round, StaleRounds: 3, CandidateTTL: 2 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
