@@ -14,8 +14,11 @@ import (
 // Config.ShmSocket, and links transport.SocketLink(gRPC port) to it so clients
 // that know only the node's address find it. A node without a host tier,
 // or whose socket cannot be bound, runs without shm (logged): clients use
-// tcp.
+// tcp. Every node, with shm or not, first removes the links that nodes
+// killed before they could (SIGKILL, a crash) left in its user's link
+// directory.
 func (n *Node) startShm(srv *server.Server) {
+	n.removeStaleLinks()
 	path := n.cfg.ShmSocket
 	if path == "off" {
 		return
@@ -46,6 +49,18 @@ func (n *Node) startShm(srv *server.Server) {
 	}
 	n.shm = l
 	n.log.Info("shm: serving same-host clients", "socket", path, "link", link)
+}
+
+// removeStaleLinks removes the socket links of nodes gone
+// (transport.RemoveStaleLinks), never a live node's.
+func (n *Node) removeStaleLinks() {
+	removed, err := transport.RemoveStaleLinks(transport.SocketLinkDir())
+	if err != nil {
+		n.log.Warn("shm: not removing stale socket links", "err", err)
+	}
+	if len(removed) > 0 {
+		n.log.Info("shm: removed the socket links of nodes gone", "links", removed)
+	}
 }
 
 // startRaw serves the raw data plane (server/raw.go) on Config.RawListen;

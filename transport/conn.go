@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/stratakv/strata/proto/frame"
@@ -257,11 +254,4 @@ func (c *Conn) Close() error {
 		c.raw.closeLend()
 	}
 	return err
-}
-
-// SocketLink is the conventional path at which a node serving gRPC on port
-// announces its shm socket (a symbolic link to it), so that a client that
-// knows only the node's address finds it: <temp dir>/strata-<uid>/<port>.sock.
-func SocketLink(port int) string {
-	return filepath.Join(os.TempDir(), "strata-"+strconv.Itoa(os.Getuid()), strconv.Itoa(port)+".sock")
 }
