@@ -62,7 +62,7 @@ func TestHandoffNeverLowersDurability(t *testing.T) {
 	for _, ownerTiers := range [][]string{{"host"}, {"ssd"}} {
 		t.Run(ownerTiers[0], func(t *testing.T) {
 			ctx, a, b, view := handoffPair(t, func(i int, c *node.Config) {
-				c.Tiers, c.SSDBytes = []string{"ssd"}, 16<<20
+				c.Tiers, c.SSDBytes = []string{"ssd"}, 8<<20 // the host tier's size: equal weights, as viewOf places keys
 				if i == 1 {
 					c.Tiers = ownerTiers
 				}
