@@ -10,15 +10,16 @@ import (
 	"github.com/stratakv/strata/internal/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // fallbackCluster is two nodes that hand nothing back (the pages a test
 // puts on a non-owner stay there), a chain of keys every one of which
 // the second node owns, put on the first, and a dialer of fresh clients
 // without a location cache.
-func fallbackCluster(t *testing.T, chain int) (keys []namespace.Key, fresh func(window time.Duration) *client.Namespace) {
+func fallbackCluster(t *testing.T, chain int) (nodes []*clusterNode, keys []namespace.Key,
+	fresh func(window time.Duration) *client.Namespace) {
 	t.Helper()
-	var nodes []*clusterNode
 	for range 2 {
 		nodes = append(nodes, addNodeWith(t, nodes, func(c *node.Config) {
 			c.Tiers, c.ShmSocket, c.Handoff.Every = []string{"host"}, "off", -1
@@ -37,7 +38,7 @@ func fallbackCluster(t *testing.T, chain int) (keys []namespace.Key, fresh func(
 	c, _ := dial(-1)
 	keys = keysOwnedBy(c, nodes[1].ID(), chain, rand.New(rand.NewPCG(5, 6)))
 	testnode.PutOn(t, ctxT(t), nodes[0].Addr(), llama(), keys, pageData)
-	return keys, func(window time.Duration) *client.Namespace {
+	return nodes, keys, func(window time.Duration) *client.Namespace {
 		_, ns := dial(window)
 		return ns
 	}
@@ -47,9 +48,24 @@ func fallbackCluster(t *testing.T, chain int) (keys []namespace.Key, fresh func(
 // candidate while its owner was away are found by a fresh client without a
 // location cache, lookup and get, with a lease and without, while the
 // owner is young in its view; with the fallback off, or once the window
-// has passed, they are misses (until handed back).
+// has passed, they are misses (until handed back). The nodes count each
+// lookup's keys once (the probe is taken back out on the next candidate)
+// and the hits where they were served.
 func TestFallbackFindsPagesOnTheNextCandidate(t *testing.T) {
-	keys, fresh := fallbackCluster(t, 6)
+	nodes, keys, fresh := fallbackCluster(t, 6)
+	counts := func() (lookupKeys, hitKeys uint64) {
+		for _, nd := range nodes {
+			resp, err := pb.NewAdminClient(rawConn(t, nd.Addr())).ListNamespaces(ctxT(t), &pb.ListNamespacesRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ns := range resp.GetNamespaces() {
+				lookupKeys += ns.GetLookupKeys()
+				hitKeys += ns.GetHitKeys()
+			}
+		}
+		return lookupKeys, hitKeys
+	}
 	for _, tc := range []struct {
 		window time.Duration
 		wait   time.Duration
@@ -62,6 +78,7 @@ func TestFallbackFindsPagesOnTheNextCandidate(t *testing.T) {
 			if tc.found {
 				want = len(keys)
 			}
+			keys0, hits0 := counts()
 			for _, lease := range []bool{true, false} {
 				lr, err := ns.Lookup(ctxT(t), keys, lease, 0)
 				if err != nil || lr.HitPrefix != want {
@@ -78,6 +95,10 @@ func TestFallbackFindsPagesOnTheNextCandidate(t *testing.T) {
 				if lr.Lease != nil {
 					lr.Lease.Release(ctxT(t))
 				}
+			}
+			if k, h := counts(); k-keys0 != uint64(2*len(keys)) || h-hits0 != uint64(2*want) {
+				t.Fatalf("the nodes counted %d looked-up keys and %d hits; want %d and %d", k-keys0, h-hits0,
+					2*len(keys), 2*want)
 			}
 		})
 	}

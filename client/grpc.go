@@ -24,9 +24,16 @@ import (
 // serves every call.
 type grpcPlane struct{}
 
-func (grpcPlane) lookup(ctx context.Context, h *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (lookupAnswer, bool, error) {
+func (g grpcPlane) lookup(ctx context.Context, h *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration) (lookupAnswer, bool, error) {
+	return g.lookupAs(ctx, h, keys, lease, ttl, false)
+}
+
+// lookupAs is lookup, as a probe (LookupRequest.probe: the keys' owner was
+// asked first and counted them) when probe is set.
+func (grpcPlane) lookupAs(ctx context.Context, h *nodeNS, keys []namespace.Key, lease bool, ttl time.Duration,
+	probe bool) (lookupAnswer, bool, error) {
 	resp, err := h.c.rpc.Lookup(ctx, &pb.LookupRequest{NamespaceId: h.id[:], Keys: wireKeys(keys),
-		Lease: lease, LeaseTtlMs: uint32(ttl.Milliseconds())})
+		Lease: lease, LeaseTtlMs: uint32(ttl.Milliseconds()), Probe: probe})
 	if err != nil {
 		return lookupAnswer{}, true, fromRPC("lookup", err)
 	}

@@ -105,12 +105,12 @@ func (n *Namespace) Lookup(ctx context.Context, keys []namespace.Key, lease bool
 		return n.lookupOne(ctx, r, keys, lease, ttl, res)
 	}
 	pl := n.plan(r, keys, true)
-	answers, out := n.lookupRound(ctx, r, keys, pl.groups, lease, ttl)
+	answers, out := n.lookupRound(ctx, r, keys, pl.groups, lease, ttl, false)
 	holder, spans := n.merge(r, keys, pl, answers, res.Present)
 	if more := n.fallbacks(r, keys, pl, answers, res.Present); more != nil {
 		again := pl
 		again.groups = more
-		answers2, out2 := n.lookupRound(ctx, r, keys, more, lease, ttl)
+		answers2, out2 := n.lookupRound(ctx, r, keys, more, lease, ttl, true)
 		out.merge(out2)
 		holder2, spans2 := n.merge(r, keys, again, answers2, res.Present)
 		for p, h := range holder2 {
@@ -367,7 +367,7 @@ func (n *Namespace) leaseGaps(ctx context.Context, r *routing, keys []namespace.
 			again[holder[p]] = append(again[holder[p]], p)
 		}
 	}
-	more, out := n.lookupRound(ctx, r, keys, again, true, ttl)
+	more, out := n.lookupRound(ctx, r, keys, again, true, ttl, false)
 	var got []leaseSpan
 	for _, a := range more {
 		got = append(got, a.spans...)
@@ -375,11 +375,12 @@ func (n *Namespace) leaseGaps(ctx context.Context, r *routing, keys []namespace.
 	return got, out
 }
 
-// lookupRound asks each node with a non-empty group about its keys.
+// lookupRound asks each node with a non-empty group about its keys (as
+// probes: nodeNS.probe).
 func (n *Namespace) lookupRound(ctx context.Context, r *routing, keys []namespace.Key, groups [][]int,
-	lease bool, ttl time.Duration) ([]nodeLookup, outcome) {
+	lease bool, ttl time.Duration, probe bool) ([]nodeLookup, outcome) {
 	answers := make([]nodeLookup, len(groups))
-	fanOut(groups, func(i int) { answers[i] = n.lookupNode(ctx, r, i, keys, groups[i], lease, ttl) })
+	fanOut(groups, func(i int) { answers[i] = n.lookupNode(ctx, r, i, keys, groups[i], lease, ttl, probe) })
 	var out outcome
 	for i, a := range answers {
 		if len(groups[i]) > 0 {
@@ -393,7 +394,7 @@ func (n *Namespace) lookupRound(ctx context.Context, r *routing, keys []namespac
 // the node's limit. A batch asks for a lease only while every earlier
 // batch was a full hit: the node-local prefix cannot extend past a miss.
 func (n *Namespace) lookupNode(ctx context.Context, r *routing, i int, keys []namespace.Key, group []int,
-	lease bool, ttl time.Duration) nodeLookup {
+	lease bool, ttl time.Duration, probe bool) nodeLookup {
 	a := nodeLookup{present: make([]bool, len(group))}
 	a.err = n.call(ctx, r, i, func(ctx context.Context, h *nodeNS) error {
 		n.c.releaseLater(spanLeases(a.spans)) // from a first try, if fn runs again
@@ -409,7 +410,11 @@ func (n *Namespace) lookupNode(ctx context.Context, r *routing, i int, keys []na
 		for start := 0; start < len(group); start += h.maxBatch {
 			end := min(len(group), start+h.maxBatch)
 			batch := group[start:end]
-			lr, err := h.lookup(ctx, sub[start:end], lease && covered == start, ttl)
+			look := h.lookup
+			if probe {
+				look = h.probe
+			}
+			lr, err := look(ctx, sub[start:end], lease && covered == start, ttl)
 			if err != nil {
 				return err
 			}

@@ -130,6 +130,15 @@ func (h *nodeNS) lookup(ctx context.Context, keys []namespace.Key, lease bool, t
 	panic("client: no plane served a lookup") // gRPC always does
 }
 
+// probe is lookup asked of a node after the keys' owner lacked them
+// (Options.FallbackWindow), over gRPC, which carries the probe mark: the
+// node does not count it as a lookup again. Probes are rare (a young
+// owner's misses), so the raw and shm planes are not asked.
+func (h *nodeNS) probe(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (lookupAnswer, error) {
+	res, _, err := grpcPlane{}.lookupAs(ctx, h, keys, lease, ttl, true)
+	return res, err
+}
+
 // get reads the pages of keys (at most maxBatch) into bufs, under lease
 // (may be nil), verifying them; found reports which arrived intact. With
 // shm false the shared-memory plane is skipped (pages it found elsewhere).

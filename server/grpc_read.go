@@ -23,6 +23,9 @@ func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 	if err != nil {
 		return nil, err
 	}
+	if req.GetProbe() { // the owner counted this lookup (LookupRequest.probe)
+		s.cfg.Store.TakeBackLookup(n.ID, len(keys))
+	}
 	// Every page of a namespace is its page size: the store answers no
 	// sizes, the gRPC answer spells them out.
 	resp := &pb.LookupResponse{HitPrefix: uint32(res.HitPrefix), Present: res.Present,

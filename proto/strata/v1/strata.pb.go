@@ -960,8 +960,16 @@ type LookupRequest struct {
 	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
 	Keys        [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	// Take a lease on the hit prefix. lease_ttl_ms 0 means the node default.
-	Lease         bool   `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
-	LeaseTtlMs    uint32 `protobuf:"varint,4,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	Lease      bool   `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	LeaseTtlMs uint32 `protobuf:"varint,4,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	// probe: the client asked these keys' owner first, which lacked them, and
+	// asks this node, their next placement candidate, while the owner is
+	// young in its view (pages put here while the owner was away wait for
+	// the hinted handoff). The node answers as any lookup, leases included,
+	// but takes the lookup and its keys back out of the namespace's lookup
+	// counters (the owner counted them); its hits count. A node that
+	// predates the field counts the lookup.
+	Probe         bool `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1022,6 +1030,13 @@ func (x *LookupRequest) GetLeaseTtlMs() uint32 {
 		return x.LeaseTtlMs
 	}
 	return 0
+}
+
+func (x *LookupRequest) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
 }
 
 type LookupResponse struct {
@@ -4801,13 +4816,14 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tmax_batch\x18\x06 \x01(\rR\bmaxBatch\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\a \x01(\rR\rmaxChunkBytes\x126\n" +
 	"\bprotocol\x18\b \x01(\x0e2\x1a.strata.v1.ProtocolVersionR\bprotocol\x12\x17\n" +
-	"\anode_id\x18\t \x01(\tR\x06nodeId\"~\n" +
+	"\anode_id\x18\t \x01(\tR\x06nodeId\"\x94\x01\n" +
 	"\rLookupRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x14\n" +
 	"\x05lease\x18\x03 \x01(\bR\x05lease\x12 \n" +
 	"\flease_ttl_ms\x18\x04 \x01(\rR\n" +
-	"leaseTtlMs\"\x87\x01\n" +
+	"leaseTtlMs\x12\x14\n" +
+	"\x05probe\x18\x05 \x01(\bR\x05probe\"\x87\x01\n" +
 	"\x0eLookupResponse\x12\x1d\n" +
 	"\n" +
 	"hit_prefix\x18\x01 \x01(\rR\thitPrefix\x12\x18\n" +
