@@ -16,13 +16,24 @@ import (
 // followed by a memory tier (not mapped).
 func newHostStore(t *testing.T, pages int) (*Store, *tiers.Host, *memTier) {
 	t.Helper()
+	return newHostStoreWith(t, pages, nil)
+}
+
+// newHostStoreWith is newHostStore with mod applied to the store's config.
+func newHostStoreWith(t *testing.T, pages int, mod func(*Config)) (*Store, *tiers.Host, *memTier) {
+	t.Helper()
 	h, err := tiers.NewHost(tiers.HostConfig{Capacity: int64(pages) * 4096, SlabSize: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
 	mem := newMemTier(64 * pageSize)
-	s, _ := newTestStore(t, 1, func(c *Config) { c.Tiers = []tiers.Tier{h, mem} })
+	s, _ := newTestStore(t, 1, func(c *Config) {
+		c.Tiers = []tiers.Tier{h, mem}
+		if mod != nil {
+			mod(c)
+		}
+	})
 	return s, h, mem
 }
 

@@ -33,6 +33,11 @@ type nsState struct {
 	// dropping is set while DropNamespace removes the namespace's pages:
 	// they send no parent-gone notices. Guarded by Store.mu.
 	dropping bool
+	// extCap is, per tier, what the last extent allocated there for one
+	// of the namespace's pages took (its size class; 0: none yet), for
+	// the reservation share's check before allocating (quota.go).
+	// Guarded by Store.mu.
+	extCap [MaxTiers]int64
 
 	// Counters for the admin API and metrics; atomics, no lock.
 	lookups    atomic.Uint64

@@ -26,7 +26,10 @@ import (
 //   - a page's queue counts as local children its resident children in
 //     its own or faster tiers (leaf first: it is dropped or demoted only
 //     after them), and its list walk ends;
-//   - the page and byte counters equal what the index holds.
+//   - the page and byte counters equal what the index holds;
+//   - each tenant's open reservations (count, bytes, bytes per tier) are
+//     what its usage record says (quota.go, "The reservation share"), and
+//     within its share of each tier (or one page there).
 //
 // It returns every violation found, joined; nil when the bookkeeping is
 // consistent. The store's tests run it after each test that builds a store.
@@ -170,7 +173,45 @@ func (s *Store) checkLineage() error {
 	if p.remoteWaiting != remoteWaiting {
 		bad("remote-waiting counter says %d, the namespaces hold %d", p.remoteWaiting, remoteWaiting)
 	}
+	s.checkReservedLocked(bad)
 	return errors.Join(errs...)
+}
+
+// checkReservedLocked checks each tenant's usage record against its open
+// reservations, and those against its share of each tier.
+func (s *Store) checkReservedLocked(bad func(string, ...any)) {
+	held := map[string]*tenantUse{}
+	count := map[string]*[MaxTiers]int{} // reservations per tier
+	for _, r := range s.reservations {
+		u := held[r.ns.Tenant]
+		if u == nil {
+			u = &tenantUse{}
+			held[r.ns.Tenant], count[r.ns.Tenant] = u, new([MaxTiers]int)
+		}
+		u.Reservations++
+		u.ReserveBytes += r.spec.Size
+		u.tierReserved[r.tier] += heldBytes(r.ext)
+		count[r.ns.Tenant][r.tier]++
+	}
+	for t, u := range s.usage {
+		if held[t] == nil {
+			held[t], count[t] = &tenantUse{}, new([MaxTiers]int)
+		}
+		if h := held[t]; h.Reservations != u.Reservations || h.ReserveBytes != u.ReserveBytes || h.tierReserved != u.tierReserved {
+			bad("tenant %q: usage says %d reservations of %d bytes (%v by tier), it holds %d of %d (%v)",
+				t, u.Reservations, u.ReserveBytes, u.tierReserved, h.Reservations, h.ReserveBytes, h.tierReserved)
+		}
+	}
+	for t, h := range held {
+		if s.usage[t] == nil && h.Reservations > 0 {
+			bad("tenant %q holds %d reservations and has no usage record", t, h.Reservations)
+		}
+		for i := range s.cfg.Tiers {
+			if h.tierReserved[i] > s.reserveCap[i] && count[t][i] > 1 {
+				bad("tenant %q holds %d bytes reserved in tier %d, past its share of %d", t, h.tierReserved[i], i, s.reserveCap[i])
+			}
+		}
+	}
 }
 
 // checkTrackedLocked checks that e's tier queue tracks it under its handle.

@@ -162,7 +162,7 @@ func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([
 		}
 		wid := s.newIDLocked()
 		s.reservations[wid] = &reservation{ns: n, spec: p, tier: tier, ext: ext, deadline: deadline}
-		s.reservedLocked(n.Tenant, p.Size, +1)
+		s.reservedLocked(n.Tenant, tier, p.Size, ext, +1)
 		out[i] = Reservation{Status: Reserved, WriteID: wid, Deadline: deadline}
 	}
 	return out, nil
@@ -282,7 +282,7 @@ func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []b
 	s.lock()
 	defer s.unlock()
 	delete(s.reservations, writeID)
-	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
+	s.reservedLocked(r.ns.Tenant, r.tier, r.spec.Size, r.ext, -1)
 	if st == CommitCommitted && !s.publishLocked(r, sum) {
 		st = CommitExists
 	}
@@ -545,7 +545,7 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 	r.closed = true
 	r.mu.Unlock()
 	delete(s.reservations, wid)
-	s.reservedLocked(r.ns.Tenant, r.spec.Size, -1)
+	s.reservedLocked(r.ns.Tenant, r.tier, r.spec.Size, r.ext, -1)
 	s.cfg.Tiers[r.tier].Free(r.ext)
 	r.ns.outcomes[why].Add(1)
 	s.rememberLocked(wid, r, why)
@@ -563,15 +563,26 @@ func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStat
 // the allocation fail with ErrPending before anything is dropped: the
 // caller waits (waitRoom) without s.mu and tries again. No tier I/O that
 // makes room (creating files, syncing) runs here: a Waiter does it in its
-// own goroutine.
+// own goroutine. The tiers in which the namespace's tenant holds its
+// reservation share (quota.go) are passed over, neither allocated in nor
+// evicted from; when that is every tier the error wraps ErrQuota.
 func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error) {
 	size, admitted := spec.Size, false
+	var over [MaxTiers]bool // the tenant's share of the tier has no room for the page
 	for {
 		var errs []error
 		var full [MaxTiers]bool
-		anyFull, pending := false, false
+		anyFull, pending, inShare := false, false, false
 		for i, t := range s.cfg.Tiers {
-			ext, err := tryAlloc(t, size)
+			if over[i] {
+				continue
+			}
+			ext, capped, err := s.allocInShareLocked(n, i, size)
+			if capped {
+				over[i] = true
+				continue
+			}
+			inShare = true
 			if err == nil {
 				if i > 0 {
 					s.wakeMover(i)
@@ -584,6 +595,9 @@ func (s *Store) allocLocked(n *nsState, spec PageSpec) (int, tiers.Extent, error
 			anyFull = anyFull || full[i]
 			pending = pending || errors.Is(err, tiers.ErrPending)
 			errs = append(errs, fmt.Errorf("%s: %w", t.Kind(), err))
+		}
+		if !inShare {
+			return 0, tiers.Extent{}, s.shareErrLocked(n.Tenant)
 		}
 		lastErr := errors.Join(errs...)
 		if pending {

@@ -15,8 +15,9 @@ import (
 // reservation moves ahead of the put, so a put costs one request.
 //
 // Invariants: a slot is an ordinary reservation (the tenant's reservation
-// quota counts it; the janitor drops it at its deadline; Abort drops it)
-// that Commit, Write and DirectWrite do not know (reservation.slot), so
+// quota and its share of the tier count it; the janitor drops it at its
+// deadline; Abort drops it) that Commit, Write and DirectWrite do not know
+// (reservation.slot), so
 // only PutGranted can publish a page in it, and only after Reserve's check
 // (the key is not published) and Commit's (size and the checksum of the
 // bytes in the tier). Nothing is evicted or demoted for a slot: with no
@@ -33,7 +34,8 @@ type Granted struct {
 // Grant sets aside up to count slots of namespace id's page size in tier
 // mapped, each until ttl from now (0: the configured default, capped as
 // for Reserve). It grants fewer, possibly none, when mapped has no free
-// extent or the tenant's quota is reached; err says why it stopped short.
+// extent or the tenant's quota or its reservation share of mapped is
+// reached; err says why it stopped short.
 // A mapped that is not one of the store's tiers grants nothing.
 func (s *Store) Grant(id namespace.ID, count int, ttl time.Duration, mapped tiers.Tier) ([]Granted, error) {
 	n, err := s.namespace(id)
@@ -58,14 +60,17 @@ func (s *Store) Grant(id namespace.ID, count int, ttl time.Duration, mapped tier
 		if err := s.reserveQuotaLocked(n.Tenant, size); err != nil {
 			return out, err
 		}
-		ext, err := tryAlloc(mapped, size)
+		ext, over, err := s.allocInShareLocked(n, tier, size)
+		if over {
+			return out, s.shareErrLocked(n.Tenant, tier)
+		}
 		if err != nil {
 			return out, fmt.Errorf("granting a slot in %s: %w", mapped.Kind(), err)
 		}
 		wid := s.newIDLocked()
 		s.reservations[wid] = &reservation{ns: n, spec: PageSpec{Size: size}, tier: tier, ext: ext,
 			deadline: deadline, slot: true, written: size}
-		s.reservedLocked(n.Tenant, size, +1)
+		s.reservedLocked(n.Tenant, tier, size, ext, +1)
 		out = append(out, Granted{WriteID: wid, Deadline: deadline, Ext: ext})
 	}
 	return out, nil

@@ -12,6 +12,10 @@ import (
 	"github.com/stratakv/strata/tiers"
 )
 
+// wholeTiers lets one tenant's slots fill a tier, for tests of the tier's
+// limits (share_test.go tests the tenant's share).
+func wholeTiers(c *Config) { c.ReserveShare = 1 }
+
 // grant grants k slots in h and fails unless all are.
 func grant(t *testing.T, s *Store, h *tiers.Host, k int) []Granted {
 	t.Helper()
@@ -28,7 +32,7 @@ func grant(t *testing.T, s *Store, h *tiers.Host, k int) []Granted {
 // an unknown write); Exists leaves it open for another page; a slot is no
 // reservation to Commit or Write, and a reservation is no slot.
 func TestGrantedSlots(t *testing.T) {
-	s, h, _ := newHostStore(t, 8)
+	s, h, _ := newHostStoreWith(t, 8, wholeTiers)
 	slots := grant(t, s, h, 5)
 	if st := s.Stats(); st.Reservations != 5 {
 		t.Fatalf("%d reservations after granting 5 slots", st.Reservations)
@@ -112,7 +116,7 @@ func TestGrantedSlots(t *testing.T) {
 // page is evicted for one, none lands in another tier), the tenant's
 // quota counts them, and the janitor takes back a slot past its deadline.
 func TestGrantLimits(t *testing.T) {
-	s, h, mem := newHostStore(t, 3)
+	s, h, mem := newHostStoreWith(t, 3, wholeTiers)
 	for i := range 2 {
 		if st := put(t, s, key(i), pageData(i)); st != CommitCommitted {
 			t.Fatal(st)

@@ -29,10 +29,19 @@ type Config struct {
 	// MaxLeasesPerTenant caps the active leases of one tenant. Default 4096.
 	MaxLeasesPerTenant int
 	// ReserveTTL is how long a reservation lives when the request names no
-	// deadline. Default 30s.
+	// deadline. Default 30s, or MaxReserveTTL when that is shorter.
 	ReserveTTL time.Duration
-	// MaxReserveTTL caps the deadline a request may ask for. Default 5m.
+	// MaxReserveTTL caps the deadline a request may ask for. Default 5m;
+	// below ReserveTTL is an error.
 	MaxReserveTTL time.Duration
+	// ReserveShare is the most of each tier (of its capacity at New) that
+	// one tenant's open reservations may hold there, every tenant's, with
+	// a Quota or without (quota.go, "The reservation share"): a page that
+	// would take a tenant past it in a tier goes to the next tier, and
+	// one past it in every tier is Rejected with ErrQuota. Default
+	// DefaultReserveShare; outside (0, 1] is an error (1: no bound but
+	// the tier's).
+	ReserveShare float64
 	// RecentOutcomes is how many finished write ids and expired lease ids are
 	// remembered for idempotent answers. Default 65536.
 	RecentOutcomes int
@@ -81,8 +90,8 @@ func (c *Config) setDefaults() error {
 	}
 	def(&c.DefaultLeaseTTL, 10*time.Second)
 	def(&c.MaxLeaseTTL, time.Minute)
-	def(&c.ReserveTTL, 30*time.Second)
 	def(&c.MaxReserveTTL, 5*time.Minute)
+	def(&c.ReserveTTL, min(30*time.Second, c.MaxReserveTTL))
 	def(&c.JanitorInterval, 250*time.Millisecond)
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = time.Second
@@ -98,6 +107,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DefaultLeaseTTL > c.MaxLeaseTTL {
 		return fmt.Errorf("store: default lease TTL %v exceeds the maximum %v", c.DefaultLeaseTTL, c.MaxLeaseTTL)
+	}
+	if c.ReserveTTL > c.MaxReserveTTL {
+		return fmt.Errorf("store: default reservation TTL %v exceeds the maximum %v", c.ReserveTTL, c.MaxReserveTTL)
+	}
+	if c.ReserveShare == 0 {
+		c.ReserveShare = DefaultReserveShare
+	}
+	if !(c.ReserveShare > 0 && c.ReserveShare <= 1) { // NaN too
+		return fmt.Errorf("store: reserve share %v, want a share of each tier in (0, 1]", c.ReserveShare)
 	}
 	if c.MaxLeasesPerTenant <= 0 {
 		c.MaxLeasesPerTenant = 4096
@@ -150,8 +168,9 @@ type Store struct {
 	reservations  map[uint64]*reservation
 	leases        map[uint64]*lease
 	tenantLeases  map[string]int
-	quotas        map[string]Quota  // guarded by mu; SetQuotas replaces it
-	usage         map[string]*Usage // guarded by mu: pages and reservations per tenant
+	quotas        map[string]Quota      // guarded by mu; SetQuotas replaces it
+	usage         map[string]*tenantUse // guarded by mu: pages and reservations per tenant
+	reserveCap    [MaxTiers]int64       // per tier: the bytes one tenant may hold reserved there; set by New
 	writeOutcomes *recent[writeOutcome]
 	expiredLeases *recent[struct{}]
 	pages         int64
@@ -197,7 +216,7 @@ func New(cfg Config) (*Store, error) {
 		reservations:  make(map[uint64]*reservation),
 		leases:        make(map[uint64]*lease),
 		tenantLeases:  make(map[string]int),
-		usage:         make(map[string]*Usage),
+		usage:         make(map[string]*tenantUse),
 		writeOutcomes: newRecent[writeOutcome](cfg.RecentOutcomes),
 		expiredLeases: newRecent[struct{}](cfg.RecentOutcomes),
 		moverWake:     make(chan struct{}, 1),
@@ -206,6 +225,12 @@ func New(cfg Config) (*Store, error) {
 		spill:         make([]atomic.Bool, len(cfg.Tiers)),
 		stop:          make(chan struct{}),
 		epoch:         time.Now(),
+	}
+	for i, t := range cfg.Tiers {
+		s.reserveCap[i] = int64(cfg.ReserveShare * float64(t.Stats().Capacity))
+		if cfg.ReserveShare == 1 {
+			s.reserveCap[i] = math.MaxInt64 // the tier's room is the only bound
+		}
 	}
 	s.hits.budget(cfg.LookupBookkeeping, runtime.GOMAXPROCS(0), time.Now())
 	if err := s.initPolicy(); err != nil {

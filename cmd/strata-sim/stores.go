@@ -92,7 +92,9 @@ func newStoreCluster(t *trace, cfg simConfig) (*storeCluster, error) {
 			return nil, err
 		}
 		n := &simNode{idx: i, tier: &simTier{Heap: heap, node: i, blocks: make(map[int64]int32), left: c.left}}
-		scfg := store.Config{Tiers: []tiers.Tier{n.tier}, Eviction: v.kind, OrphanGrace: -1,
+		// ReserveShare 1: the trace's one tenant has no other to keep room
+		// for (store/quota.go, "The reservation share").
+		scfg := store.Config{Tiers: []tiers.Tier{n.tier}, Eviction: v.kind, OrphanGrace: -1, ReserveShare: 1,
 			Tuning: store.EvictionTuning{HalfLife: cfg.halfLife, History: cfg.history, AdmitShare: cfg.admitShare, CapacityAdmission: v.capAdmit},
 			Logger: slog.New(slog.DiscardHandler)}
 		if v.hints {
