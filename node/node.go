@@ -46,6 +46,10 @@ import (
 // Version is reported by NodeInfo and registrations.
 const Version = "0.1.0-dev"
 
+// DefaultReserveShare is Config.ReserveShare's default, the store's
+// (store.DefaultReserveShare says why a half).
+const DefaultReserveShare = store.DefaultReserveShare
+
 // Config configures a node. Zero fields take their defaults.
 type Config struct {
 	// Listen is the gRPC listen address. Default "127.0.0.1:7070".
@@ -82,7 +86,8 @@ type Config struct {
 	LeaseTTL time.Duration
 	// MaxLeaseTTL caps read leases. Default 60s.
 	MaxLeaseTTL time.Duration
-	// ReserveTTL is the default reservation deadline. Default 30s.
+	// ReserveTTL is the default reservation deadline. Default 30s, or
+	// MaxReserveTTL when that is shorter.
 	ReserveTTL time.Duration
 	// TenantTokens maps tenant tokens to tenants ("tenant=token" pairs on
 	// the command line). Default none: the node is open.
@@ -144,8 +149,16 @@ type Config struct {
 	// from etcd (node/tenants.go). Default 1s.
 	TenantPoll time.Duration
 	// MaxReserveTTL caps the deadline a reservation may ask for
-	// (store.Config.MaxReserveTTL). Default 5m.
+	// (store.Config.MaxReserveTTL). Default 5m; below an explicit
+	// ReserveTTL is an error.
 	MaxReserveTTL time.Duration
+	// ReserveShare is the most of each tier that one tenant's open
+	// reservations may hold, for every tenant alike: from the flags, from
+	// etcd with a quota or without, or named by an open node's
+	// descriptors (store.Config.ReserveShare). Default
+	// DefaultReserveShare; outside (0, 1] is an error, refused before
+	// anything is opened.
+	ReserveShare float64
 	// StallTimeout is how long a gRPC Get may take to send one page (a Put
 	// or Write stream to send its next message) before its client's
 	// connection is cut, releasing the page (server.Config.StallTimeout),
@@ -299,6 +312,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // start does Start's work; on error the caller closes what it started.
 func (n *Node) start(ctx context.Context) error {
 	cfg := n.cfg
+	if s := cfg.ReserveShare; s != 0 && !(s > 0 && s <= 1) { // NaN too
+		return fmt.Errorf("reserve share %v: want a share of each tier in (0, 1]", s)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
@@ -320,7 +336,8 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
-		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, MaxReserveTTL: cfg.MaxReserveTTL, OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
+		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, MaxReserveTTL: cfg.MaxReserveTTL, ReserveShare: cfg.ReserveShare,
+		OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
 		LookupBookkeeping: cfg.LookupBookkeeping, Logger: n.log}); err != nil {
 		return err
 	}

@@ -54,6 +54,11 @@ func TestStartFailures(t *testing.T) {
 		{"bad gossip address", func(_ string, c *node.Config) { c.GossipAddr = "127.0.0.1:none" }, "gossip port"},
 		{"coordination config", func(_ string, c *node.Config) { c.CoordRound = -time.Second }, "coord"},
 		{"lookup bookkeeping no number", func(_ string, c *node.Config) { c.LookupBookkeeping = math.NaN() }, "lookup bookkeeping budget NaN"},
+		{"reserve share past 1", func(_ string, c *node.Config) { c.ReserveShare = 1.5 }, "reserve share 1.5: want a share of each tier in (0, 1]"},
+		{"reserve share negative", func(_ string, c *node.Config) { c.ReserveShare = -0.5 }, "reserve share -0.5"},
+		{"reserve share no number", func(_ string, c *node.Config) { c.ReserveShare = math.NaN() }, "reserve share NaN"},
+		{"reserve TTL past the longest", func(_ string, c *node.Config) { c.ReserveTTL, c.MaxReserveTTL = time.Minute, time.Second },
+			"default reservation TTL 1m0s exceeds the maximum 1s"},
 		{"admin port taken", func(_ string, c *node.Config) { c.AdminListen = taken.Addr().String() }, "admin listener"},
 	}
 	for _, tc := range cases {

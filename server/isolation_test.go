@@ -104,7 +104,10 @@ func (f *fixture) stalledGet(t *testing.T, keys [][]byte) *grpc.ClientConn {
 // it names (they were all pinned up front, so a full tier refused every
 // other put for as long as the stream stalled).
 func TestStalledGetPinsOnePage(t *testing.T) {
-	f := setup(t, func(c *node.Config) { c.HostBytes = 4 << 20; c.NoCutoffFloor = true; c.ShmSocket = "off" })
+	f := setup(t, func(c *node.Config) {
+		c.HostBytes, c.NoCutoffFloor, c.ShmSocket = 4<<20, true, "off"
+		c.ReserveShare = 1 // one Reserve of most of the tier, by one tenant: pins are the test, not the share
+	})
 	const pages = 200 // of 256 that fit
 	data := make([]byte, f.page)
 	var keys [][]byte

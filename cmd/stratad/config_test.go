@@ -201,3 +201,33 @@ func TestPrintConfigRoundTrip(t *testing.T) {
 		t.Fatalf("printing a config with a bad ssd-sync: %v", err)
 	}
 }
+
+// TestParseReserve: --reserve-share and --max-reserve-ttl reach
+// node.Config from the command line and the config file; unset, the share
+// is the node's default; a share outside (0, 1] and a default reservation
+// deadline past the longest are refused, a file's naming its line.
+func TestParseReserve(t *testing.T) {
+	if cfg := parse(t); cfg.ReserveShare != node.DefaultReserveShare || cfg.MaxReserveTTL != 0 {
+		t.Errorf("unset: share %v, max reserve TTL %v; want %v and the node's default", cfg.ReserveShare, cfg.MaxReserveTTL, node.DefaultReserveShare)
+	}
+	if cfg := parse(t, "--reserve-share", "0.25", "--max-reserve-ttl", "2m"); cfg.ReserveShare != 0.25 || cfg.MaxReserveTTL != 2*time.Minute {
+		t.Errorf("flags: share %v, max reserve TTL %v", cfg.ReserveShare, cfg.MaxReserveTTL)
+	}
+	file := writeFile(t, "c.yaml", "reserve-share: 1\nmax-reserve-ttl: 90s\n")
+	if cfg := parse(t, "--config", file); cfg.ReserveShare != 1 || cfg.MaxReserveTTL != 90*time.Second {
+		t.Errorf("file: share %v, max reserve TTL %v", cfg.ReserveShare, cfg.MaxReserveTTL)
+	}
+	for _, v := range []string{"0", "-0.5", "1.5", "NaN", "Inf", "half"} {
+		if _, err := parseFlags([]string{"--reserve-share", v}); err == nil || !strings.Contains(err.Error(), "want a number in (0, 1]") {
+			t.Errorf("--reserve-share %s: %v", v, err)
+		}
+	}
+	bad := writeFile(t, "bad.yaml", "listen: 127.0.0.1:7001\nreserve-share: 2\n")
+	if _, err := parseFlags([]string{"--config", bad}); err == nil || !strings.Contains(err.Error(), "bad.yaml:2: reserve-share") {
+		t.Errorf("a file's share of 2: %v", err)
+	}
+	if _, err := parseFlags([]string{"--reserve-ttl", "10m", "--max-reserve-ttl", "1m"}); err == nil ||
+		!strings.Contains(err.Error(), "--reserve-ttl 10m0s exceeds --max-reserve-ttl 1m0s") {
+		t.Errorf("a default deadline past the longest: %v", err)
+	}
+}

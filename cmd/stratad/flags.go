@@ -52,6 +52,25 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
+// share is a flag.Value for a share in (0, 1] (--reserve-share).
+type share struct{ into *float64 }
+
+func (s share) String() string {
+	if s.into == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*s.into, 'g', -1, 64)
+}
+
+func (s share) Set(v string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f > 0 && f <= 1) { // NaN too
+		return fmt.Errorf("share %q: want a number in (0, 1], e.g. 0.5", v)
+	}
+	*s.into = f
+	return nil
+}
+
 // pairs collects repeated key=value flags.
 type pairs []struct{ k, v string }
 

@@ -71,7 +71,9 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", 0, "maximum read-lease TTL (default 60s)")
 	fs.DurationVar(&cfg.ReserveTTL, "reserve-ttl", 0, "default reservation deadline (default 30s)")
-	fs.DurationVar(&cfg.MaxReserveTTL, "max-reserve-ttl", 0, "longest reservation deadline a client may ask for (default 5m)")
+	fs.DurationVar(&cfg.MaxReserveTTL, "max-reserve-ttl", 0, "longest reservation deadline a client may ask for (default 5m; --reserve-ttl may not exceed it)")
+	cfg.ReserveShare = node.DefaultReserveShare
+	fs.Var(share{&cfg.ReserveShare}, "reserve-share", "the most of each tier (a `share` in (0, 1]) that one tenant's open reservations may hold, every tenant's alike (tokens from flags or etcd, quota or none); a page past it in every tier is refused as over quota")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:0", "admin HTTP address for /metrics and /healthz (port 0 = a free port, logged)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
@@ -106,6 +108,9 @@ func parseFlags(args []string) (node.Config, error) {
 		return cfg, err
 	}
 	cfg.HostBytes, cfg.SSDBytes, cfg.GPUBytes = int64(host), int64(ssd), int64(gpu)
+	if cfg.ReserveTTL > 0 && cfg.MaxReserveTTL > 0 && cfg.ReserveTTL > cfg.MaxReserveTTL {
+		return cfg, fmt.Errorf("--reserve-ttl %v exceeds --max-reserve-ttl %v", cfg.ReserveTTL, cfg.MaxReserveTTL)
+	}
 	if tierList != "" {
 		cfg.Tiers = strings.Split(tierList, ",")
 	}
