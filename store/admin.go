@@ -171,6 +171,19 @@ func (s *Store) TierKinds() []tiers.Kind {
 	return kinds
 }
 
+// Durable says whether this store's tier of kind k keeps its pages across
+// a kill -9 (it is a tiers.Durable: the SSD tier seals every page); false
+// for a kind the store has no tier of.
+func (s *Store) Durable(k tiers.Kind) bool {
+	for _, t := range s.cfg.Tiers {
+		if t.Kind() == k {
+			_, ok := t.(tiers.Durable)
+			return ok
+		}
+	}
+	return false
+}
+
 // Stats is what the whole store holds.
 type Stats struct {
 	Pages        int64

@@ -13,7 +13,6 @@ import (
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
-	"github.com/stratakv/strata/tiers"
 )
 
 // Hinted handoff. A client puts a page on its owner (the first placement
@@ -311,7 +310,7 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 	for j, r := range resp.GetResults() {
 		switch r.GetStatus() {
 		case pb.CommitStatus_COMMIT_STATUS_COMMITTED, pb.CommitStatus_COMMIT_STATUS_EXISTS:
-			if durableKind(infos[sent[j]].Tier) {
+			if h.st.Durable(infos[sent[j]].Tier) {
 				durable = append(durable, infos[sent[j]])
 			} else {
 				done = append(done, keys[sent[j]])
@@ -399,11 +398,6 @@ func (h *Handoff) refuse(k handoffKey, now time.Time) {
 		h.refused[k] = now.Add(h.cfg.RetryRefused)
 	}
 }
-
-// durableKind says whether a tier of kind k keeps pages across a kill -9:
-// the SSD tier seals every page it holds (tiers.Durable); GPU and host
-// memory do not.
-func durableKind(k tiers.Kind) bool { return k == tiers.KindSSD }
 
 // handoffChunk is the data of one Put message (under any node's chunk
 // limit).

@@ -75,7 +75,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/poll":      {"", ""},
 	"internal/scrape":    {"", ""},
 	"internal/testlog":   {"", ""},
-	"internal/testnode":  {"membership node proto/strata/v1 registry", "internal/leaktest"},
+	"internal/testnode":  {"membership namespace node proto/pbconv proto/strata/v1 registry", "internal/leaktest"},
 	"internal/testseed":  {"", ""},
 	"internal/testcerts": {"", ""},
 }
