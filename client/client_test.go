@@ -346,7 +346,9 @@ func TestLeaseExpires(t *testing.T) {
 // TestLeaseSurvivesPressure: with the real host tier, a leased prefix stays
 // readable while far more pages than fit are written; unleased pages go.
 func TestLeaseSurvivesPressure(t *testing.T) {
-	n := startNode(t, func(c *node.Config) { c.HostBytes = 4 << 20 }) // 256 pages of 16 KiB
+	// 256 pages of 16 KiB; puts of half the tier, past the tenant's default
+	// reservation share once shm slots are held: the whole tier is its own.
+	n := startNode(t, func(c *node.Config) { c.HostBytes, c.ReserveShare = 4<<20, 1 })
 	ns := open(t, dial(t, n.Addr(), ""))
 	ctx := ctxT(t)
 	first := ns.PageKeys(tokens(16*8, 100))

@@ -13,13 +13,15 @@ import (
 )
 
 // startSmallCluster runs n real nodes whose only tier is a host tier of
-// hostBytes, as startCluster does.
+// hostBytes, as startCluster does. Their one tenant may reserve the whole
+// tier (ReserveShare 1): the tests fill nodes with puts of a tier or more.
 func startSmallCluster(t testing.TB, n int, hostBytes int64) []*clusterNode {
 	t.Helper()
 	var nodes []*clusterNode
 	for range n {
 		nodes = append(nodes, addNodeWith(t, nodes, func(c *node.Config) {
 			c.HostBytes, c.Tiers, c.ShmSocket, c.CoordRound = hostBytes, []string{"host"}, "off", 200*time.Millisecond
+			c.ReserveShare = 1
 		}))
 	}
 	waitNodeView(t, nodes[0], n)

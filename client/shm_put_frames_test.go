@@ -293,7 +293,9 @@ func TestShmSlotPutChecks(t *testing.T) {
 // once it closes, and a connection is granted no slot from an arena with
 // no free extent (nothing is evicted for one).
 func TestShmSlotsTakenBack(t *testing.T) {
-	n, sock := shmNode(t, func(c *node.Config) { c.HostBytes = 1 << 20 }) // 64 pages of 16 KiB
+	n, sock := shmNode(t, func(c *node.Config) { // 64 pages of 16 KiB, every one a slot of one tenant
+		c.HostBytes, c.ReserveShare = 1<<20, 1
+	})
 	ctx := ctxT(t)
 	_, ns := openShm(t, n)
 	pages := int((1 << 20) / ns.PageBytes())
