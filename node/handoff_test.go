@@ -101,6 +101,40 @@ func TestHandoffNeverLowersDurability(t *testing.T) {
 	}
 }
 
+// TestHandoffPendingPastOneRound: more pages than a round moves (Pages 4),
+// each kept pending once its owner holds it in host memory: the walk goes
+// on past them, every page reaches the owner, and every one stays here.
+func TestHandoffPendingPastOneRound(t *testing.T) {
+	ctx, a, b, view := handoffPair(t, func(i int, c *node.Config) {
+		c.Tiers, c.SSDBytes = []string{"ssd"}, 8<<20 // equal weights, as viewOf places keys
+		if i == 1 {
+			c.Tiers = []string{"host"}
+		}
+		c.Handoff.Pages = 4
+	})
+	var keys []namespace.Key
+	for salt := range byte(10) {
+		keys = append(keys, ownedBy(view, b.ID(), 10+salt))
+	}
+	id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, keys, pageOf)
+	poll.Until(t, 15*time.Second, 50*time.Millisecond, "every page handed to b", func() bool {
+		for _, k := range keys {
+			if tierOf(t, ctx, b, id, k) == pb.Tier_TIER_UNSPECIFIED {
+				return false
+			}
+		}
+		return true
+	})
+	poll.Until(t, 5*time.Second, 50*time.Millisecond, "a counting them kept", func() bool {
+		return a.HandoffStats().Pending == int64(len(keys))
+	})
+	for _, k := range keys {
+		if got := tierOf(t, ctx, a, id, k); got != pb.Tier_TIER_SSD {
+			t.Fatalf("a dropped a durable copy (holds it on %v)", got)
+		}
+	}
+}
+
 // TestHandoff: pages put on a node that does not own them (as a client
 // does while their owner is unreachable) go back to their owner once it is
 // alive: the owner then holds them, the other node no longer does, and a

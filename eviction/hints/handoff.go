@@ -198,7 +198,8 @@ func (h *Handoff) round(now time.Time) {
 			continue
 		}
 		budget -= len(infos)
-		for _, ki := range infos {
+		last := len(infos) - 1 // the last page examined: the walk goes on after it
+		for j, ki := range infos {
 			o := view.Owner(ki.Key)
 			if o == self || ki.Leases > 0 || now.Sub(h.since[view.Node(o).ID]) < h.cfg.Settle {
 				continue
@@ -212,20 +213,24 @@ func (h *Handoff) round(now time.Time) {
 			}
 			into := todo
 			if _, ok := h.pending[hk]; ok {
-				into = check
+				into = check // a StatKeys, no data: bounded by the keys examined, not by Pages
 			}
 			if into[o] == nil {
 				into[o] = map[namespace.ID][]store.KeyInfo{}
 			}
 			into[o][id] = append(into[o][id], ki)
+			if _, ok := h.pending[hk]; ok {
+				continue
+			}
 			if moving++; moving >= h.cfg.Pages {
+				last = j
 				break
 			}
 		}
-		if next == nil {
+		if next == nil && last == len(infos)-1 {
 			h.nsAt, h.after = h.nsAt+1, nil
 		} else {
-			k := infos[len(infos)-1].Key
+			k := infos[last].Key
 			h.after = &k
 		}
 	}
