@@ -208,7 +208,7 @@ func BenchmarkPublish(b *testing.B) {
 func BenchmarkLookup1000(b *testing.B) {
 	for _, lease := range []bool{false, true} {
 		b.Run("lease="+strconv.FormatBool(lease), func(b *testing.B) {
-			s, err := New(Config{Tiers: []tiers.Tier{&nullTier{}}, MaxLeasesPerTenant: 1 << 30})
+			s, err := New(Config{Tiers: []tiers.Tier{&nullTier{capacity: 1 << 20 * pageSize}}, MaxLeasesPerTenant: 1 << 30})
 			if err != nil {
 				b.Fatal(err)
 			}
