@@ -71,6 +71,7 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 	second := make([]int32, len(keys)) // the other place to try, or -1
 	cachedAt := make([]int32, len(keys))
 	now := time.Now()
+	young := r.young(n.c.opts.FallbackWindow, now)
 	for p, k := range keys {
 		at, other := r.primary(k), -1
 		c, cached := n.cached(r, k)
@@ -86,8 +87,8 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 			} else {
 				at, other = c, at
 			}
-		} else if lease == nil {
-			other = r.fallback(k, n.c.opts.FallbackWindow, now) // a young owner: the page may not be back yet
+		} else if lease == nil && young {
+			other = r.fallback(k, at, n.c.opts.FallbackWindow, now) // a young owner: the page may not be back yet
 		}
 		first[at] = append(first[at], p)
 		second[p] = int32(other)

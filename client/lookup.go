@@ -273,14 +273,17 @@ func (n *Namespace) orphansLater(r *routing, keys []namespace.Key, present []boo
 // primary failed are not asked again (the node is quarantined: the next
 // call routes around it).
 func (n *Namespace) fallbacks(r *routing, keys []namespace.Key, pl plan, answers []nodeLookup, present []bool) [][]int {
-	var more [][]int
 	now := time.Now()
+	if !r.young(n.c.opts.FallbackWindow, now) {
+		return nil
+	}
+	var more [][]int
 	for p, k := range keys {
 		prim := pl.prim[p]
 		if present[p] || answers[prim].err != nil {
 			continue
 		}
-		f := r.fallback(k, n.c.opts.FallbackWindow, now)
+		f := r.fallback(k, int(prim), n.c.opts.FallbackWindow, now)
 		if f < 0 || int32(f) == pl.cachedAt[p] {
 			continue // none, or asked already
 		}

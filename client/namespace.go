@@ -194,16 +194,26 @@ func (r *routing) primary(k namespace.Key) int {
 	return o
 }
 
-// fallback is where to ask for k when its primary does not have it: the
-// next placement candidate not in quarantine, while the primary joined the
-// view less than window ago (Options.FallbackWindow: the handoff may not
-// have brought the page back yet); -1 otherwise, or with one node.
-func (r *routing) fallback(k namespace.Key, window time.Duration, now time.Time) int {
+// young reports whether some member joined the view less than window ago
+// (Options.FallbackWindow): whether any key may need a fallback.
+func (r *routing) young(window time.Duration, now time.Time) bool {
 	if window <= 0 || len(r.view.ids) < 2 {
-		return -1
+		return false
 	}
-	p := r.primary(k)
-	if now.Sub(r.view.since[p]) >= window {
+	for _, t := range r.view.since {
+		if now.Sub(t) < window {
+			return true
+		}
+	}
+	return false
+}
+
+// fallback is where to ask for k, whose primary is p, when p does not
+// have it: the next placement candidate not in quarantine, while p joined
+// the view less than window ago (the handoff may not have brought the page
+// back yet); -1 otherwise, or with one node.
+func (r *routing) fallback(k namespace.Key, p int, window time.Duration, now time.Time) int {
+	if window <= 0 || len(r.view.ids) < 2 || now.Sub(r.view.since[p]) >= window {
 		return -1
 	}
 	var buf [4]int
