@@ -3,6 +3,8 @@ caller buffers, errors mapped from ErrorInfo, and Go/Python key agreement."""
 
 import hashlib
 import os
+import socket
+import threading
 import unittest
 
 from _support import Node, OneNodeTest, go_pattern, gowriter, small_descriptor
@@ -256,6 +258,135 @@ class AuthTest(unittest.TestCase):
                 self.assertEqual(ns.exists(keys), 1)
         finally:
             node.stop()
+
+
+class _FlipProxy:
+    """A TCP proxy on 127.0.0.1 in front of one node. While armed, it
+    flips the last byte of the first occurrence of ``marker`` in the bytes
+    the node sends back (the marker found whole across reads), once; the
+    client's bytes pass untouched."""
+
+    def __init__(self, marker: bytes):
+        self.marker = marker
+        self.target = None
+        self.armed = False
+        self.flips = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ls = socket.socket()
+        self._ls.bind(("127.0.0.1", 0))
+        self._ls.listen(16)
+        self.addr = "127.0.0.1:%d" % self._ls.getsockname()[1]
+        self._socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self._ls.accept()
+            except OSError:
+                return
+            if self.target is None:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            for s_ in (c, u):
+                s_.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._socks += [c, u]
+            threading.Thread(target=self._pump, args=(c, u, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, True), daemon=True).start()
+
+    def _pump(self, src, dst, downstream):
+        tail = b""
+        n = len(self.marker)
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if downstream:
+                    window = tail + data
+                    with self._lock:
+                        i = window.find(self.marker) if self.armed else -1
+                        if i >= 0:
+                            # The marker's last byte is in this read (else it
+                            # was found whole before).
+                            j = i + n - 1 - len(tail)
+                            data = data[:j] + bytes([data[j] ^ 0xFF]) + data[j + 1:]
+                            self.armed = False
+                            self.flips += 1
+                    tail = window[-(n - 1):]
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s_ in (src, dst):
+                try:
+                    s_.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._stop.set()
+        self._ls.close()
+        for s_ in self._socks:
+            try:
+                s_.close()
+            except OSError:
+                pass
+
+
+class GrpcChecksumTest(unittest.TestCase):
+    def test_grpc_checksum_mismatch_is_a_miss(self):
+        # The gRPC counterpart of test_raw's test_checksum_mismatch_is_a_miss:
+        # the client on gRPC only (raw=False, and the node serves no raw
+        # plane), its gRPC connection through a proxy that flips one byte of
+        # one page's data in the HTTP/2 stream. The page's digest no longer
+        # matches the checksum in its header: that page is a miss, counted
+        # in checksum_failures; the other page of the same get is a hit.
+        marker = hashlib.sha256(b"strata grpc checksum marker").digest()[:16]
+        proxy = _FlipProxy(marker)
+        # The node advertises the proxy: the client dials the view's address.
+        node = Node(extra_args=["--advertise", proxy.addr, "--raw-listen", "off"])
+        try:
+            host, port = node.addr.rsplit(":", 1)
+            proxy.target = (host, int(port))
+            with Client(proxy.addr, raw=False, refresh_interval=0, node_timeout=5.0) as c:
+                ns = c.open(small_descriptor())
+                self.assertEqual([n.address for n in c._nodes.values()], [proxy.addr])
+                keys = ns.page_keys(list(range(3000, 3000 + 16 * 2)))
+                pb = ns.page_bytes
+                bad = bytearray(os.urandom(pb))
+                # The marker at several places, so that one lies whole inside
+                # a DATA frame's payload wherever the frame headers fall.
+                for off in range(256, pb - 256, pb // 4):
+                    bad[off:off + 16] = marker
+                bad = bytes(bad)
+                good = os.urandom(pb)
+                self.assertNotIn(marker, good)
+                self.assertTrue(all(r.stored for r in ns.put_chain(keys, [bad, good])))
+
+                before = dict(c.stats)
+                with proxy._lock:
+                    proxy.armed = True
+                out = ns.get(keys)
+                self.assertEqual(proxy.flips, 1)
+                self.assertEqual([o is not None for o in out], [False, True], "found per page: the page with a flipped byte must be a miss")
+                self.assertEqual(bytes(out[1]), good)
+                self.assertEqual(c.stats["checksum_failures"], before["checksum_failures"] + 1)
+                self.assertEqual(c.stats["raw_reads"], 0)
+
+                # Nothing flipped: the node's copy is whole, the page a hit.
+                out = ns.get(keys)
+                self.assertEqual([bytes(o) for o in out], [bad, good])
+                self.assertEqual(c.stats["checksum_failures"], before["checksum_failures"] + 1)
+        finally:
+            node.stop()
+            proxy.close()
 
 
 if __name__ == "__main__":
