@@ -490,13 +490,17 @@ func costHint(c float64) float32 {
 func (s *Store) insertLocked(e *entry, parent namespace.Key, hasParent bool, sum []byte, chain uint32) bool {
 	n := e.ns
 	e.put = e.create
+	// e is no one else's until inserted: its checksum is set before the
+	// shard's lock is taken, so that a sum of the wrong length (a caller's
+	// bug: verify refuses one) panics without leaving the shard locked,
+	// and a test fails instead of hanging on it.
+	e.setChecksum(sum)
 	sh := n.shard(e.key)
 	sh.mu.Lock()
 	if sh.m.get(e.key) != nil {
 		sh.mu.Unlock()
 		return false
 	}
-	e.setChecksum(sum)
 	sh.m.insert(e)
 	sh.mu.Unlock()
 	n.tierPages[e.tier].Add(1)
