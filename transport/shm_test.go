@@ -5,6 +5,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
@@ -13,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/tiers"
+	"golang.org/x/sys/unix"
 
 	"github.com/stratakv/strata/proto/frame"
+	"github.com/stratakv/strata/tiers"
 )
 
 func newHost(t *testing.T) (*tiers.Host, *Shm) {
@@ -208,6 +210,50 @@ func TestShmReadRacesReuse(t *testing.T) {
 	if reads.Load() == 0 {
 		t.Fatal("no reads")
 	}
+}
+
+// TestShmGenerationRecheck: a read whose copy overlaps its slot's reuse is
+// a miss, on every run. The reader's buffer is the slot's own generation
+// word, through a second, writable mapping of the generations memfd, and
+// the page holds the generation the slot's next owner gets (Gen+2: freed,
+// then reallocated). The first check passes, the copy itself moves the word
+// on, and only the re-check after the copy can refuse it: the interleaving
+// TestShmReadRacesReuse waits for by chance. The same read into an
+// ordinary buffer is OK, so the miss is the re-check's.
+func TestShmGenerationRecheck(t *testing.T) {
+	h, s := newHost(t)
+	ctx := context.Background()
+	a, err := h.Alloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := extentOf(h, a)
+	next := ext.Gen + 2
+	binary.NativeEndian.PutUint64(h.Bytes(a), next)
+
+	r := []Op{{Ext: ext, Buf: make([]byte, 8)}}
+	if err := s.Read(ctx, r); err != nil || !r[0].OK || binary.NativeEndian.Uint64(r[0].Buf) != next {
+		t.Fatalf("read into a buffer of its own: ok %v, %v", r[0].OK, err)
+	}
+
+	gens, err := unix.Mmap(h.GenFD(), 0, int(h.GenWords()*8), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(gens)
+	word := gens[ext.GenIndex*8 : ext.GenIndex*8+8]
+	r = []Op{{Ext: ext, Buf: word}}
+	if err := s.Read(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if g := h.Generation(a); g != next {
+		t.Fatalf("the copy left the slot's generation at %d, want %d", g, next)
+	}
+	if r[0].OK {
+		t.Fatalf("a copy that raced its slot's reuse (generation %d to %d) is reported OK", ext.Gen, next)
+	}
+	binary.NativeEndian.PutUint64(word, ext.Gen) // a's again, so Free takes it
+	h.Free(a)
 }
 
 // TestConnPassesFDs: a Welcome with two fds crosses a socket pair, and the
