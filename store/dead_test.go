@@ -16,9 +16,13 @@ import (
 // an earlier lease, so that its extent (and bytes) stay: a dead page seen
 // as live would then read and verify as if it were still published.
 
-// leaseAll leases keys and returns the lease id.
-func leaseAll(t *testing.T, s *Store, keys ...namespace.Key) uint64 {
+// putLeased puts keys (key i with pageData(i)), leases them all and
+// returns the lease id.
+func putLeased(t *testing.T, s *Store, keys ...namespace.Key) uint64 {
 	t.Helper()
+	for i, k := range keys {
+		put(t, s, k, pageData(i))
+	}
 	res, err := s.Lookup(testNS.ID, keys, true, 0)
 	if err != nil || res.Lease == nil || res.HitPrefix != len(keys) {
 		t.Fatalf("lease %d keys: %+v, %v", len(keys), res, err)
@@ -32,9 +36,7 @@ func leaseAll(t *testing.T, s *Store, keys ...namespace.Key) uint64 {
 func TestLookupSkipsPageDeletedMeanwhile(t *testing.T) {
 	s, tier := newTestStore(t, 4, nil)
 	keys := []namespace.Key{key(0), key(1)}
-	put(t, s, keys[0], pageData(0))
-	put(t, s, keys[1], pageData(1))
-	held := leaseAll(t, s, keys...)
+	held := putLeased(t, s, keys...)
 	n := testNSState(t, s)
 
 	// Hold Store.mu so that the lookup stops between its index read
@@ -86,9 +88,7 @@ func TestLookupSkipsPageDeletedMeanwhile(t *testing.T) {
 func TestReadSkipsPageDeletedMeanwhile(t *testing.T) {
 	s, tier := newTestStore(t, 4, nil)
 	keys := []namespace.Key{key(0), key(1)}
-	put(t, s, keys[0], pageData(0))
-	put(t, s, keys[1], pageData(1))
-	held := leaseAll(t, s, keys...)
+	held := putLeased(t, s, keys...)
 
 	var found []bool
 	err := s.Read(testNS.ID, 0, keys, func(i int, p PageView) error {
