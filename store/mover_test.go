@@ -97,3 +97,75 @@ type kindTier struct {
 }
 
 func (k *kindTier) Kind() tiers.Kind { return k.kind }
+
+// TestPageLeasedDuringDemotionStays: a page leased while the mover copies
+// it down stays where it is, and the copy is discarded: the lease's reader
+// may be reading the old extent. The slow tier's WriteAt (the copy, which
+// runs without Store.mu) takes the lease on the page it is handed.
+func TestPageLeasedDuringDemotionStays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := newMemTier(8 * pageSize)
+		t1 := &hookTier{kindTier: &kindTier{memTier: newMemTier(64 * pageSize), kind: tiers.KindSSD}}
+		s := openStore(t, Config{Tiers: []tiers.Tier{t0, t1}, DefaultLeaseTTL: 30 * time.Second}, testNS)
+		moving, lease := -1, uint64(0)
+		t1.onWrite = func(p []byte) {
+			for i := range 8 {
+				if bytes.Equal(p, pageData(i)) {
+					moving = i
+				}
+			}
+			if moving < 0 {
+				t.Error("the first write to the slow tier is not a page of the fast tier")
+				return
+			}
+			res, err := s.Lookup(testNS.ID, []namespace.Key{key(moving)}, true, 0)
+			if err != nil || res.Lease == nil {
+				t.Errorf("leasing page %d during its copy: %+v, %v", moving, res, err)
+				return
+			}
+			lease = res.Lease.ID
+		}
+		for i := range 8 { // the fast tier is full: the mover demotes on its tick
+			put(t, s, key(i), pageData(i))
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if moving < 0 || lease == 0 {
+			t.Fatalf("no demotion copy of a page of the fast tier was seen (page %d, lease %d)", moving, lease)
+		}
+		if tierOf(t, s, key(moving)) != tiers.KindHost {
+			t.Fatalf("page %d moved while leased", moving)
+		}
+		got, err := read(t, s, lease, key(moving))
+		if err != nil || !bytes.Equal(got[0], pageData(moving)) {
+			t.Fatalf("leased page %d: wrong bytes (%v)", moving, err)
+		}
+		below := 0
+		for i := range 8 {
+			if tierOf(t, s, key(i)) == tiers.KindSSD {
+				below++
+			}
+		}
+		if below == 0 || t1.usedBytes() != int64(below)*pageSize {
+			t.Fatalf("slow tier holds %d bytes for %d demoted pages: the abandoned copy was not freed", t1.usedBytes(), below)
+		}
+		if err := s.ReleaseLease(testNS.ID, lease); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// hookTier is a kindTier whose first WriteAt runs onWrite (set before the
+// store writes to it) with the bytes it is about to write.
+type hookTier struct {
+	*kindTier
+	onWrite func(p []byte)
+}
+
+func (h *hookTier) WriteAt(ext tiers.Extent, p []byte, off int64) error {
+	if f := h.onWrite; f != nil {
+		h.onWrite = nil
+		f(p)
+	}
+	return h.memTier.WriteAt(ext, p, off)
+}
