@@ -231,6 +231,9 @@ type Client struct {
 
 	view      atomic.Pointer[clusterView]
 	allFailed atomic.Int64 // calls whose every node failed (lookup.go)
+	// checksumFailures counts pages a get received whose bytes did not
+	// verify, on any plane (get.go).
+	checksumFailures atomic.Int64
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc

@@ -45,6 +45,9 @@ func TestGRPCGetCorruptByte(t *testing.T) {
 	if !errors.Is(err, client.ErrChecksum) || len(found) != 3 || !found[0] || found[1] || !found[2] {
 		t.Fatalf("get with a flipped byte: found %v, err %v; want [true false true] and ErrChecksum", found, err)
 	}
+	if n := c.ChecksumFailures(); n != 1 {
+		t.Fatalf("checksum failures counted: %d, want 1", n)
+	}
 	if !bytes.Equal(bufs[0], data[0]) || !bytes.Equal(bufs[2], data[2]) {
 		t.Fatal("intact pages differ")
 	}

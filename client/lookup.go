@@ -661,3 +661,8 @@ func (o *outcome) err(ctx context.Context, c *Client, op string) error {
 // asked failed or timed out: their keys were answered as misses (pages not
 // stored, for a put), not as an error.
 func (c *Client) AllFailed() int64 { return c.allFailed.Load() }
+
+// ChecksumFailures is how many pages gets received whose bytes did not
+// match their checksum, on any plane: each a miss to the caller (Get's
+// error wraps ErrChecksum).
+func (c *Client) ChecksumFailures() int64 { return c.checksumFailures.Load() }
