@@ -211,15 +211,16 @@ func (h *Handoff) round(now time.Time) {
 				}
 				delete(h.refused, hk)
 			}
+			_, pending := h.pending[hk]
 			into := todo
-			if _, ok := h.pending[hk]; ok {
+			if pending {
 				into = check // a StatKeys, no data: bounded by the keys examined, not by Pages
 			}
 			if into[o] == nil {
 				into[o] = map[namespace.ID][]store.KeyInfo{}
 			}
 			into[o][id] = append(into[o][id], ki)
-			if _, ok := h.pending[hk]; ok {
+			if pending {
 				continue
 			}
 			if moving++; moving >= h.cfg.Pages {

@@ -36,8 +36,7 @@ hybrid_cache_controller.py``, the host pools of ``mem_cache/pool_host`` and
   ``hicache_storage_pass_prefix_keys`` (SGLang pops it from the extra
   config; default False);
 - a hybrid model's anchor pool can be logical (DeepSeek V4's
-  ``LogicalHostPool``: no buffer, ``get_page_buffer_meta`` answers None):
-  its KV pages hold no bytes, so, as SGLang's Mooncake backend does, they
+  ``LogicalHostPool``, recognised by its class): its KV pages hold no bytes, so, as SGLang's Mooncake backend does, they
   count as present and transfer nothing while the side pools carry the
   data; a KV pool with a buffer given through ``register_mem_host_pool_v2``
   sizes the KV namespace instead;
@@ -46,10 +45,17 @@ hybrid_cache_controller.py``, the host pools of ``mem_cache/pool_host`` and
   a window ending at a page, so prefix lengths 5 and 3 can be restorable
   while 4 is not; the controller intersects these sets across ranks.
 
-Contract kept with the engine: no method raises and none returns None where
-a list or count is expected. Any failure (node down, timeout, checksum
-mismatch, misconfiguration discovered late) is a miss or a failed write and
-is counted in :meth:`StrataHiCacheStorage.counters`.
+Contract kept with the engine: only the attach raises (the constructor,
+``register_mem_pool_host`` and ``on_host_pools_registered``, with
+``UnservableConfiguration`` for a pool whose pages strata cannot name:
+SGLang's start fails, saying why); no transfer method raises and none
+returns None where a list or count is expected. Any failure after the
+attach (node down, timeout, checksum mismatch) is a miss or a failed write
+and is counted in :meth:`StrataHiCacheStorage.counters`.
+
+Identity: each pool's page format (``page_format``) is derived at the
+attach from the bytes the path in use moves (``_pool_format``), so two
+paths or formats that serialise differently never share a namespace.
 
 Keys: SGLang's page hashes (64 hex digits, chained over the prefix) are
 scoped to the namespace with ``key_from_engine_hash``; other key strings
