@@ -13,6 +13,20 @@ import (
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
+// twoWithoutHandoff starts two nodes (host tier, no shm) that hand no page
+// back: pages put on a non-owner stay there.
+func twoWithoutHandoff(tb testing.TB) []*clusterNode {
+	tb.Helper()
+	var nodes []*clusterNode
+	for range 2 {
+		nodes = append(nodes, addNodeWith(tb, nodes, func(c *node.Config) {
+			c.Tiers, c.ShmSocket, c.Handoff.Every = []string{"host"}, "off", -1
+		}))
+	}
+	waitNodeView(tb, nodes[0], 2)
+	return nodes
+}
+
 // fallbackCluster is two nodes that hand nothing back (the pages a test
 // puts on a non-owner stay there), a chain of keys every one of which
 // the second node owns, put on the first, and a dialer of fresh clients
@@ -20,12 +34,7 @@ import (
 func fallbackCluster(t *testing.T, chain int) (nodes []*clusterNode, keys []namespace.Key,
 	fresh func(window time.Duration) *client.Namespace) {
 	t.Helper()
-	for range 2 {
-		nodes = append(nodes, addNodeWith(t, nodes, func(c *node.Config) {
-			c.Tiers, c.ShmSocket, c.Handoff.Every = []string{"host"}, "off", -1
-		}))
-	}
-	waitNodeView(t, nodes[0], 2)
+	nodes = twoWithoutHandoff(t)
 	dial := func(window time.Duration) (*client.Client, *client.Namespace) {
 		c := dialWith(t, nodes[0].Addr(), client.Options{CacheEntries: -1, FallbackWindow: window})
 		waitMembers(t, c, "2 alive", alive(2))
@@ -109,13 +118,7 @@ func TestFallbackFindsPagesOnTheNextCandidate(t *testing.T) {
 // their owner is old in the view (window 1ns: no more rounds) and on while
 // it is young (one more round, to the next candidates).
 func BenchmarkLookupMissYoungOwner(b *testing.B) {
-	var nodes []*clusterNode
-	for range 2 {
-		nodes = append(nodes, addNodeWith(b, nodes, func(c *node.Config) {
-			c.Tiers, c.ShmSocket, c.Handoff.Every = []string{"host"}, "off", -1
-		}))
-	}
-	waitNodeView(b, nodes[0], 2)
+	nodes := twoWithoutHandoff(b)
 	for _, tc := range []struct {
 		name   string
 		window time.Duration
