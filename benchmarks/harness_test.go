@@ -12,7 +12,7 @@ import (
 
 	loadgen "github.com/stratakv/strata/benchmarks/load"
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/scrape"
+	"github.com/stratakv/strata/internal/testing/scrape"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 

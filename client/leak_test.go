@@ -3,7 +3,7 @@ package client
 import (
 	"testing"
 
-	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
 // TestMain fails the run if a goroutine the tests started outlives them.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/poll"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/scrape"
+	"github.com/stratakv/strata/internal/testing/scrape"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/frame"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // testNode is a member under test with metadata the test can change.

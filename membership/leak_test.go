@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
 // TestNoGoroutineLeak runs a cluster through joins, a metadata update, a

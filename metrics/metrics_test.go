@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"

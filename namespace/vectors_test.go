@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/internal/golden"
+	"github.com/stratakv/strata/internal/testing/golden"
 )
 
 const vectorsPath = "testdata/vectors.json"

@@ -2,8 +2,8 @@ package node
 
 import (
 	"github.com/stratakv/strata/eviction/coord"
-	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/peer"
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
 )
@@ -63,12 +63,12 @@ func (v coordView) CoordState() server.CoordState {
 
 // HintStats counts the remote child hints this node sent to parent owners
 // and those it dropped (queue full, owner unreachable, parent owned here).
-func (n *Node) HintStats() hints.Stats { return n.hints.Stats() }
+func (n *Node) HintStats() peer.Stats { return n.hints.Stats() }
 
 // HandoffStats is what the hinted handoff did (zero when it is off).
-func (n *Node) HandoffStats() hints.HandoffStats {
+func (n *Node) HandoffStats() peer.HandoffStats {
 	if n.handoff == nil {
-		return hints.HandoffStats{}
+		return peer.HandoffStats{}
 	}
 	return n.handoff.Stats()
 }

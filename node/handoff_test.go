@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/eviction/hints"
-	"github.com/stratakv/strata/internal/poll"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
+	"github.com/stratakv/strata/peer"
 	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -24,7 +24,7 @@ func handoffPair(t *testing.T, mod func(i int, c *node.Config)) (context.Context
 	cluster := testnode.StartCluster(t, 2, func(i int, c *node.Config) {
 		c.Tiers, c.HostBytes, c.ShmSocket = []string{"host"}, 8<<20, "off"
 		c.CoordRound, c.CoordinatorTTL = 200*time.Millisecond, 2*time.Second
-		c.Handoff = hints.HandoffConfig{Every: 100 * time.Millisecond, Settle: 300 * time.Millisecond}
+		c.Handoff = peer.HandoffConfig{Every: 100 * time.Millisecond, Settle: 300 * time.Millisecond}
 		if mod != nil {
 			mod(i, c)
 		}

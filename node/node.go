@@ -33,10 +33,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/stratakv/strata/eviction/coord"
-	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/peer"
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
@@ -203,10 +203,10 @@ type Config struct {
 	// eviction bookkeeping may take before lookups shed it
 	// (store.Config.LookupBookkeeping). Default 0.25; negative: no limit.
 	LookupBookkeeping float64
-	// Handoff tunes the hinted handoff (eviction/hints.Handoff): pages
+	// Handoff tunes the hinted handoff (eviction/peer.Handoff): pages
 	// this node holds whose owner is another alive member go back to it.
 	// Handoff.Every negative turns it off.
-	Handoff hints.HandoffConfig
+	Handoff peer.HandoffConfig
 	// EtcdDialTimeout bounds the first round trip to etcd at start (and
 	// each attempt to reach it again while degraded). Default 5s.
 	EtcdDialTimeout time.Duration
@@ -270,8 +270,8 @@ type Node struct {
 	members  *membership.Membership
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
-	hints    *hints.Sender
-	handoff  *hints.Handoff         // nil when off
+	hints    *peer.Sender
+	handoff  *peer.Handoff          // nil when off
 	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
 	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
@@ -331,7 +331,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.openAudit(); err != nil {
 		return err
 	}
-	n.hints = hints.New(n.id, cfg.peerDial(), n.log)
+	n.hints = peer.New(n.id, cfg.peerDial(), n.log)
 	if n.tls, err = n.serverTLS(); err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.hints.Start(n.members)
 	if cfg.Handoff.Every >= 0 {
-		n.handoff = hints.NewHandoff(n.id, n.store, cfg.peerDial(), cfg.Handoff, n.log)
+		n.handoff = peer.NewHandoff(n.id, n.store, cfg.peerDial(), cfg.Handoff, n.log)
 		n.handoff.Start(n.members)
 	}
 	if reg := n.reg.Load(); reg != nil {

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/leaktest"
-	"github.com/stratakv/strata/internal/poll"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/leaktest"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )

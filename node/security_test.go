@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testcerts"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testcerts"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/frame"

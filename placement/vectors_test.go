@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/stratakv/strata/internal/golden"
+	"github.com/stratakv/strata/internal/testing/golden"
 )
 
 const vectorsPath = "testdata/vectors.json"

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/leaktest"
-	"github.com/stratakv/strata/internal/poll"
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/leaktest"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // sharedEtcd serves the tests that do not stop etcd, each under its own

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
 // TestNoGoroutineLeak runs a whole embedded etcd and registry lifecycle

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stratakv/strata/internal/splitbuf"
+	"github.com/stratakv/strata/internal/testing/splitbuf"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 

@@ -376,7 +376,7 @@ func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
 }
 
 // Handed removes pages this node gave to their owner (the hinted handoff
-// of eviction/hints): as Delete, but no parent-gone notice goes out for
+// of peer): as Delete, but no parent-gone notice goes out for
 // them, since they are not gone (their owner holds them, and children on
 // other nodes stay reachable), and they are counted apart (Handed).
 func (s *Store) Handed(id namespace.ID, keys []namespace.Key) (int, error) {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stratakv/strata/internal/testseed"
+	"github.com/stratakv/strata/internal/testing/testseed"
 )
 
 const (

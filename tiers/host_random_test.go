@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/stratakv/strata/internal/testseed"
+	"github.com/stratakv/strata/internal/testing/testseed"
 )
 
 // liveExt is the model's record of a live extent: the extent and where in

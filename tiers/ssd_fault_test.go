@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // ssdFaultFS is an FS over the real one that fails the operations its fault

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/poll"
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // TestSSDDiskFull: with background I/O, a file system that fills up puts

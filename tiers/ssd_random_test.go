@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/internal/testlog"
-	"github.com/stratakv/strata/internal/testseed"
+	"github.com/stratakv/strata/internal/testing/testlog"
+	"github.com/stratakv/strata/internal/testing/testseed"
 )
 
 // ssdModelPage is the model's record of a live extent.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/internal/corrupt"
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/corrupt"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // ssdWhere returns the file and the payload and header offsets of ext.

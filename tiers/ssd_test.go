@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // ssdTestNS is the namespace of every test page.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testcerts"
+	"github.com/stratakv/strata/internal/testing/testcerts"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client/admin"
-	"github.com/stratakv/strata/client/admin/admintest"
-	"github.com/stratakv/strata/internal/leaktest"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/admintest"
+	"github.com/stratakv/strata/internal/testing/leaktest"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"

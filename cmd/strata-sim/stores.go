@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/stratakv/strata/eviction/hints"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/peer"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
 )
@@ -43,7 +43,7 @@ const maxHintRounds = 64
 //     candidate admitted are deleted (they could never be hit);
 //   - the leases end, and with hints every store's hints reach the nodes
 //     they are for, routed as the node's hint sender routes them
-//     (hints.Route), after the lookups and again after the puts;
+//     (peer.Route), after the lookups and again after the puts;
 //   - global: every epoch requests the coordinator's round logic
 //     (coord.Compute) turns the stores' summaries into cutoffs, which the
 //     stores take as their admission floor (global.go).
@@ -449,7 +449,7 @@ func (c *storeCluster) deliver() {
 				continue
 			}
 			moved = true
-			groups, _ := hints.RouteCandidates(len(c.nodes), n.idx, c.candidatesOf, hs)
+			groups, _ := peer.RouteCandidates(len(c.nodes), n.idx, c.candidatesOf, hs)
 			for to, g := range groups {
 				if len(g) > 0 {
 					c.nodes[to].st.ApplyHints(g)

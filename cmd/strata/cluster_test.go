@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client/admin"
-	"github.com/stratakv/strata/client/admin/admintest"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/admintest"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )

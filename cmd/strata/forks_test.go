@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/client/admin"
-	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testing/admintest"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"

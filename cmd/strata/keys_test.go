@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testing/admintest"
 )
 
 // sortedPages is c's acme pages in key order, the order keys ls lists.

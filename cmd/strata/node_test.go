@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testing/admintest"
 	"github.com/stratakv/strata/node"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 )
 
 // TestNSDrain: ns drain sets the idle TTL on every fork of a model

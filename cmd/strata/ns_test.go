@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratakv/strata/client/admin/admintest"
+	"github.com/stratakv/strata/internal/testing/admintest"
 )
 
 // cluster is a node holding three namespaces: acme's llama with 3 pages

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/stratakv/strata/client/admin/admintest"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/admintest"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 

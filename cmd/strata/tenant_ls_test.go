@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/client/admin"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"

@@ -22,7 +22,7 @@ import (
 // away), restarts O, waits until G has handed every page back (O holds
 // them, in host memory), kills O with -9 again right then, and counts the
 // acknowledged pages no node holds: G must have kept its durable copies
-// (eviction/hints Handoff), so the count must be 0. Then O restarts and a
+// (peer Handoff), so the count must be 0. Then O restarts and a
 // fresh client without a location cache gets every acknowledged page
 // within its call deadline, though O, their owner, has none of them yet
 // (client.Options.FallbackWindow: the next candidate, G, is asked in the

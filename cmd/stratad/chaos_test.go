@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -311,7 +311,7 @@ func (l *chaosLoad) notServedOf(t *testing.T, acked []namespace.Key) (failed, mi
 
 // handedBack waits, up to handoffWait, until the acknowledged pages a get
 // did not find but a non-owner holds are served (their holder hands them
-// back to their owner once it has been alive a while: eviction/hints
+// back to their owner once it has been alive a while: peer
 // Handoff), and returns those still not served and how long it waited.
 func (l *chaosLoad) handedBack(t *testing.T, missing []namespace.Key) ([]namespace.Key, time.Duration) {
 	began := time.Now()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
-	"github.com/stratakv/strata/internal/corrupt"
+	"github.com/stratakv/strata/internal/testing/corrupt"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"google.golang.org/grpc"

@@ -14,7 +14,7 @@ import (
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/registry"
 
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
 // fakeStore is an in-memory Store: fixed summaries, recorded cutoffs.

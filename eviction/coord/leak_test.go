@@ -3,7 +3,7 @@ package coord
 import (
 	"testing"
 
-	"github.com/stratakv/strata/internal/leaktest"
+	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
 // TestNoGoroutineLeak runs a one-node coordination lifecycle (elected,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratakv/strata/internal/testlog"
+	"github.com/stratakv/strata/internal/testing/testlog"
 	"github.com/stratakv/strata/registry"
 )
 

@@ -22,62 +22,62 @@ const module = "github.com/stratakv/strata/"
 // packages move or appear, edit this table.
 var layers = map[string]struct{ imports, tests string }{
 	// Pure leaves: no strata imports but their own helpers.
-	"eviction":          {"", ""},
-	"placement":         {"", "internal/golden"},
-	"namespace":         {"internal/cpuid internal/crc32c", "internal/golden"},
-	"internal/crc32c":   {"internal/cpuid", ""},
-	"internal/cpuid":    {"", ""},
-	"internal/certs":    {"", "internal/testcerts"},
-	"internal/dial":     {"internal/certs", ""},
-	"internal/grpcbuf":  {"", ""},
-	"internal/splitbuf": {"", ""},
-	"proto/strata/v1":   {"", ""},
+	"eviction":                  {"", ""},
+	"placement":                 {"", "internal/testing/golden"},
+	"namespace":                 {"internal/cpuid internal/crc32c", "internal/testing/golden"},
+	"internal/crc32c":           {"internal/cpuid", ""},
+	"internal/cpuid":            {"", ""},
+	"internal/certs":            {"", "internal/testing/testcerts"},
+	"internal/dial":             {"internal/certs", ""},
+	"internal/grpcbuf":          {"", ""},
+	"internal/testing/splitbuf": {"", ""},
+	"proto/strata/v1":           {"", ""},
 
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
 	"proto/pbconv": {"namespace proto/strata/v1", ""},
-	"transport":    {"proto/frame", "internal/leaktest namespace tiers"},
+	"transport":    {"proto/frame", "internal/testing/leaktest namespace tiers"},
 
 	// The node's parts.
-	"tiers":          {"internal/crc32c", "internal/corrupt internal/leaktest internal/poll internal/testlog internal/testseed"},
-	"store":          {"eviction namespace tiers", "internal/leaktest"},
-	"registry":       {"", "internal/leaktest internal/poll internal/testlog"},
-	"membership":     {"", "internal/leaktest internal/testlog"},
-	"eviction/coord": {"eviction membership registry", "internal/leaktest internal/testlog"},
-	"eviction/hints": {"internal/dial membership namespace placement proto/strata/v1 store", ""},
-	"metrics":        {"namespace", "client internal/testnode node"},
+	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/poll internal/testing/testlog internal/testing/testseed"},
+	"store":          {"eviction namespace tiers", "internal/testing/leaktest"},
+	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
+	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
+	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/testlog"},
+	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store", ""},
+	"metrics":        {"namespace", "client internal/testing/testnode node"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
-		"client internal/leaktest internal/splitbuf internal/testnode node"},
-	"node": {"eviction/coord eviction/hints internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
-		"client internal/leaktest internal/poll internal/scrape internal/testcerts internal/testnode proto/frame proto/pbconv registry server transport"},
+		"client internal/testing/leaktest internal/testing/splitbuf internal/testing/testnode node"},
+	"node": {"eviction/coord peer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
+		"client internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/testcerts internal/testing/testnode proto/frame proto/pbconv registry server transport"},
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
-		"internal/leaktest internal/poll internal/scrape internal/splitbuf internal/testnode membership node"},
-	"client/admin":           {"internal/dial proto/strata/v1", "client/admin/admintest internal/leaktest internal/testnode namespace node proto/pbconv"},
-	"client/admin/admintest": {"internal/testnode node proto/strata/v1", ""},
+		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/testnode membership node"},
+	"client/admin":               {"internal/dial proto/strata/v1", "internal/testing/admintest internal/testing/leaktest internal/testing/testnode namespace node proto/pbconv"},
+	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client internal/corrupt internal/poll internal/scrape internal/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
-	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client client/admin/admintest internal/testnode node"},
+	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
+	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
-	"cmd/strata-sim":        {"eviction eviction/coord eviction/hints membership namespace placement store tiers", ""},
-	"benchmarks":            {"", "benchmarks/load client internal/testnode namespace node proto/strata/v1"},
-	"benchmarks/load":       {"client internal/testcerts namespace node transport", ""},
-	"deploy":                {"", "client internal/testnode namespace node"},
+	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", ""},
+	"benchmarks":            {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
+	"benchmarks/load":       {"client internal/testing/testcerts namespace node transport", ""},
+	"deploy":                {"", "client internal/testing/testnode namespace node"},
 	"python/tests/gowriter": {"client namespace", ""},
 
 	// Test helpers (imported by tests only) and this test.
-	"internal/arch":      {"", ""},
-	"internal/corrupt":   {"", ""},
-	"internal/golden":    {"", ""},
-	"internal/leaktest":  {"", ""},
-	"internal/poll":      {"", ""},
-	"internal/scrape":    {"", ""},
-	"internal/testlog":   {"", ""},
-	"internal/testnode":  {"membership namespace node proto/pbconv proto/strata/v1 registry", "internal/leaktest"},
-	"internal/testseed":  {"", ""},
-	"internal/testcerts": {"", ""},
+	"internal/arch":              {"", ""},
+	"internal/testing/corrupt":   {"", ""},
+	"internal/testing/golden":    {"", ""},
+	"internal/testing/leaktest":  {"", ""},
+	"internal/testing/poll":      {"", ""},
+	"internal/testing/scrape":    {"", ""},
+	"internal/testing/testlog":   {"", ""},
+	"internal/testing/testnode":  {"membership namespace node proto/pbconv proto/strata/v1 registry", "internal/testing/leaktest"},
+	"internal/testing/testseed":  {"", ""},
+	"internal/testing/testcerts": {"", ""},
 }
 
 // pending names imports that break a rule today and are being removed,
@@ -104,8 +104,8 @@ var owners = []struct{ prefix, pkg string }{
 // wire lists the packages that may import gRPC and protobuf: the
 // wire-facing ones. tests: packages whose tests may besides.
 var wire = struct{ imports, tests string }{
-	imports: "proto/strata/v1 proto/pbconv server client client/admin client/admin/admintest node registry cmd/strata eviction/hints " +
-		"internal/dial internal/grpcbuf internal/splitbuf internal/testnode",
+	imports: "proto/strata/v1 proto/pbconv server client client/admin internal/testing/admintest node registry cmd/strata peer " +
+		"internal/dial internal/grpcbuf internal/testing/splitbuf internal/testing/testnode",
 	tests: "benchmarks cmd/stratad",
 }
 

@@ -1,4 +1,4 @@
-package hints
+package peer
 
 import (
 	"math"

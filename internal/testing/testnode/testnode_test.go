@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/stratakv/strata/internal/leaktest"
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/leaktest"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 

@@ -3,7 +3,7 @@
 // reports (store.Config.OnRemoteParent) to the nodes that need them, over
 // the Cluster Hints RPC. The node wires it up; the receiving side is
 // server's Cluster service, which applies hints with store.ApplyHints.
-package hints
+package peer
 
 import (
 	"context"

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/stratakv/strata/internal/testnode"
+	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -62,7 +62,7 @@ func StartCluster(t testing.TB, count int, cfg node.Config) (etcd []string, node
 		if c.Handoff.Every == 0 {
 			// The fixtures put pages on the nodes they name, not where
 			// placement puts them: a node handing them back to their owner
-			// (eviction/hints.Handoff) would change the counts mid-test.
+			// (peer.Handoff) would change the counts mid-test.
 			c.Handoff.Every = -1
 		}
 	})
