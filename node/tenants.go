@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/registry"
+	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
 )
 
@@ -103,4 +104,19 @@ func (n *Node) watchTenants() {
 			n.log.Warn("tenants: keeping those in force", "err", err)
 		}
 	})
+}
+
+func hashTokens(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for tok, tenant := range m {
+		out[server.HashToken(tok)] = tenant
+	}
+	return out
+}
+
+func hashOptional(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	return server.HashToken(tok)
 }

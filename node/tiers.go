@@ -111,3 +111,13 @@ func recoveryProto(durable []tiers.Tier, rec store.Recovery) []*pb.TierRecovery 
 	}
 	return out
 }
+
+func durableTiers(ts []tiers.Tier) []tiers.Tier {
+	var out []tiers.Tier
+	for _, t := range ts {
+		if _, ok := t.(tiers.Durable); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
