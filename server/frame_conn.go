@@ -17,12 +17,13 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// shmConn serves one connection of the framed protocol: an shm connection
-// (host set: the arena is shared) or a raw tcp one (host nil: page bytes
-// travel inline, server/raw.go). Its goroutine owns every field. It reads
-// frames, hands each request to its handler (frame_ops.go), which calls
-// the request layer (requests.go), and answers.
-type shmConn struct {
+// frameConn serves one connection of the frame protocol, on either plane
+// that speaks it: an shm connection (host set: the arena is shared,
+// shm.go) or a raw tcp one (host nil: page bytes travel inline, raw.go).
+// Its goroutine owns every field. It reads frames, hands each request to
+// its handler (frame_ops.go, frame_slots.go), which calls the request
+// layer (requests.go), and answers.
+type frameConn struct {
 	s      *Server
 	c      *transport.Conn
 	host   *tiers.Host // the shared arena; nil on tcp
@@ -33,7 +34,7 @@ type shmConn struct {
 	tokenHash string
 	// writes are the reservations and granted slots this connection was
 	// given and has not committed, used or aborted: aborted when it ends.
-	writes map[uint64]shmWrite
+	writes map[uint64]heldWrite
 	// slots counts the granted slots among writes.
 	slots int
 	// broken is why a request's bytes could not be read off the
@@ -49,6 +50,8 @@ type shmConn struct {
 
 // connConfig is what a listener tells its connections.
 type connConfig struct {
+	// plane names the listener in logs: "shm" or "raw".
+	plane        string
 	arenaID      uint64
 	helloTimeout time.Duration
 	// writeTimeout bounds writing one answer (the page being sent stays
@@ -61,8 +64,8 @@ type connConfig struct {
 	idleTimeout time.Duration
 }
 
-// shmWrite is an open reservation of a connection.
-type shmWrite struct {
+// heldWrite is a reservation or granted slot a connection holds open.
+type heldWrite struct {
 	ns    namespace.ID
 	start time.Time // when the extent was handed out
 	// mapped: the client writes the bytes into the arena itself, so they
@@ -75,19 +78,19 @@ type shmWrite struct {
 	deadline time.Time
 }
 
-func (sc *shmConn) serve() {
+func (sc *frameConn) serve() {
 	defer sc.cleanup()
 	defer sc.c.Close()
-	log := sc.s.log
+	log := sc.s.log.With("plane", sc.cfg.plane)
 	if err := sc.handshake(); err != nil {
-		log.Info("shm: handshake refused", "err", err)
+		log.Info("frame: handshake refused", "err", err)
 		return
 	}
 	for {
 		// A Put's data (RecvBulk) that its handler did not read, because
 		// it refused the page, is dropped before the next frame.
 		if err := sc.c.SkipBulk(); err != nil {
-			log.Info("shm: closing connection", "err", err)
+			log.Info("frame: closing connection", "err", err)
 			return
 		}
 		sc.armRead()
@@ -96,7 +99,7 @@ func (sc *shmConn) serve() {
 		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			log.Debug("shm: closing an idle connection", "idle", sc.cfg.idleTimeout)
+			log.Debug("frame: closing an idle connection", "idle", sc.cfg.idleTimeout)
 			return
 		case errors.Is(err, frame.ErrMalformed) && m == nil && id != 0:
 			// The body did not decode but the stream is in step: answer.
@@ -107,19 +110,19 @@ func (sc *shmConn) serve() {
 		case err != nil:
 			// A frame too large or a broken header: the stream is lost.
 			_ = sc.c.Send(id, frameError(badRequest("%v", err)))
-			log.Info("shm: closing connection", "err", err)
+			log.Info("frame: closing connection", "err", err)
 			return
 		}
 		if r, ok := m.(*frame.Read); ok {
 			if err := sc.read(id, r); err != nil {
-				log.Info("shm: closing connection", "err", err)
+				log.Info("frame: closing connection", "err", err)
 				return
 			}
 			continue
 		}
 		resp := sc.handle(m)
 		if sc.broken != nil {
-			log.Info("shm: closing connection", "err", sc.broken)
+			log.Info("frame: closing connection", "err", sc.broken)
 			return
 		}
 		if resp == nil {
@@ -131,7 +134,7 @@ func (sc *shmConn) serve() {
 	}
 }
 
-func (sc *shmConn) reply(id uint64, m frame.Message) error {
+func (sc *frameConn) reply(id uint64, m frame.Message) error {
 	sc.armWrite() // a Read answer's deadline may have passed since: every answer gets its own
 	return sc.c.Send(id, m)
 }
@@ -140,7 +143,7 @@ func (sc *shmConn) reply(id uint64, m frame.Message) error {
 // read deadline is moved (a runtime timer update) only when less than half
 // of it is left, not per request, so a connection idle for between half
 // the timeout and all of it is closed.
-func (sc *shmConn) armRead() { arm(sc.cfg.idleTimeout, &sc.readBy, sc.c.Net().SetReadDeadline) }
+func (sc *frameConn) armRead() { arm(sc.cfg.idleTimeout, &sc.readBy, sc.c.Net().SetReadDeadline) }
 
 // arm moves a deadline *by to d from now, through set, when less than
 // half of d is left (d 0: no deadline).
@@ -159,7 +162,7 @@ func arm(d time.Duration, by *time.Time, set func(time.Time) error) {
 // handshake checks the token (and, on the Unix socket, the peer's user),
 // then sends the Welcome, with the arena's and generations' fds on the
 // Unix socket.
-func (sc *shmConn) handshake() error {
+func (sc *frameConn) handshake() error {
 	if uc := sc.c.Unix(); uc != nil && sc.host != nil {
 		if err := checkPeer(uc); err != nil {
 			_ = sc.c.Send(0, &frame.Error{Code: frame.CodeDenied, Message: err.Error()})
@@ -208,14 +211,14 @@ func (sc *shmConn) handshake() error {
 }
 
 // cleanup aborts the reservations left.
-func (sc *shmConn) cleanup() {
+func (sc *frameConn) cleanup() {
 	st := sc.s.cfg.Store
 	for wid, w := range sc.writes {
 		_, _ = st.Abort(w.ns, []uint64{wid})
 	}
 }
 
-func (sc *shmConn) handle(m frame.Message) frame.Message {
+func (sc *frameConn) handle(m frame.Message) frame.Message {
 	var (
 		resp frame.Message
 		err  error
@@ -259,7 +262,7 @@ func (sc *shmConn) handle(m frame.Message) frame.Message {
 }
 
 // namespace resolves a request's namespace for the connection's caller.
-func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
+func (sc *frameConn) namespace(id namespace.ID) (store.Namespace, error) {
 	if err := sc.s.stillValid(sc.caller, sc.tokenHash); err != nil {
 		return store.Namespace{}, err
 	}
@@ -268,7 +271,7 @@ func (sc *shmConn) namespace(id namespace.ID) (store.Namespace, error) {
 
 // batch is namespace for a request of count what (keys, items, write ids),
 // refusing an empty batch or one over Config.MaxBatch.
-func (sc *shmConn) batch(id namespace.ID, count int, what string) (store.Namespace, error) {
+func (sc *frameConn) batch(id namespace.ID, count int, what string) (store.Namespace, error) {
 	n, err := sc.namespace(id)
 	if err == nil {
 		err = sc.s.checkBatch(count, what)
@@ -278,7 +281,7 @@ func (sc *shmConn) batch(id namespace.ID, count int, what string) (store.Namespa
 
 // needs refuses a request of what on a connection that said hello with a
 // protocol older than v, the first version that has it.
-func (sc *shmConn) needs(v uint16, what string) error {
+func (sc *frameConn) needs(v uint16, what string) error {
 	if sc.version < v {
 		return badRequest("%s needs protocol %d, the connection said hello with %d", what, v, sc.version)
 	}

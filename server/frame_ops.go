@@ -22,7 +22,7 @@ import (
 // store keeps the page pinned. A request the node refuses is answered with
 // one Error frame. The error returned is the connection's: it cannot
 // continue.
-func (sc *shmConn) read(id uint64, m *frame.Read) error {
+func (sc *frameConn) read(id uint64, m *frame.Read) error {
 	n, err := sc.batch(m.NS, len(m.Keys), "keys")
 	if err != nil {
 		return sc.reply(id, frameError(err))
@@ -58,14 +58,14 @@ func (sc *shmConn) read(id uint64, m *frame.Read) error {
 // armWrite makes sure an answer's writing has at least half the write
 // timeout left: the deadline is moved (a runtime timer update) only when
 // less is left, not per Read.
-func (sc *shmConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net().SetWriteDeadline) }
+func (sc *frameConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net().SetWriteDeadline) }
 
 // write takes a one-way Write: its bytes go into the reservation, which
 // must be one of this connection's (mine), through the store, which checks
 // the reservation is open and the range leaves no gap. A write that fails
 // is only logged: the reservation then lacks bytes and its commit answers
 // INCOMPLETE (or EXPIRED), which the client sees.
-func (sc *shmConn) write(m *frame.Write) {
+func (sc *frameConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
 	switch {
 	case err != nil:
@@ -75,7 +75,7 @@ func (sc *shmConn) write(m *frame.Write) {
 		err = sc.s.write(n, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
 	}
 	if err != nil && !errors.Is(err, store.ErrWriteExpired) {
-		sc.s.log.Debug("raw: write refused", "write", m.WriteID, "err", err)
+		sc.s.log.Debug("frame: write refused", "plane", sc.cfg.plane, "write", m.WriteID, "err", err)
 	}
 }
 
@@ -84,7 +84,7 @@ func (sc *shmConn) write(m *frame.Write) {
 // straight into the reservation (RecvBulk left them there). A page the
 // store has, or refuses, is answered so with its bytes dropped (the serve
 // loop skips them).
-func (sc *shmConn) put(m *frame.Put) (frame.Message, error) {
+func (sc *frameConn) put(m *frame.Put) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func putOK(res store.PutResult) frame.PutOK {
 }
 
 // lookup answers a Lookup as the gRPC Lookup does.
-func (sc *shmConn) lookup(m *frame.Lookup) (frame.Message, error) {
+func (sc *frameConn) lookup(m *frame.Lookup) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (sc *shmConn) lookup(m *frame.Lookup) (frame.Message, error) {
 }
 
 // get locates pages in the shared arena; the client copies them.
-func (sc *shmConn) get(m *frame.Get) (frame.Message, error) {
+func (sc *frameConn) get(m *frame.Get) (frame.Message, error) {
 	if sc.host == nil {
 		return nil, badRequest("get locates pages in a shared arena; over tcp, read")
 	}
@@ -181,7 +181,7 @@ func (sc *shmConn) get(m *frame.Get) (frame.Message, error) {
 
 // reserve reserves pages; over shm it hands out each reservation's extent
 // in the arena, for the client to write into.
-func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
+func (sc *frameConn) reserve(m *frame.Reserve) (frame.Message, error) {
 	n, err := sc.namespace(m.NS)
 	if err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 			continue
 		}
 		slot.WriteID, slot.DeadlineMs = r.WriteID, r.Deadline.UnixMilli()
-		sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now()}
+		sc.writes[r.WriteID] = heldWrite{ns: n.ID, start: time.Now()}
 		if h == nil {
 			continue // tcp: the bytes come in Write frames
 		}
@@ -219,7 +219,7 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 		}
 		if idx := h.GenIndex(ext); mapped && idx >= 0 {
 			slot.Mapped = true
-			sc.writes[r.WriteID] = shmWrite{ns: n.ID, start: time.Now(), mapped: true}
+			sc.writes[r.WriteID] = heldWrite{ns: n.ID, start: time.Now(), mapped: true}
 			slot.Ext = frame.Extent{Off: ext.Off, Len: ext.Len, Gen: ext.Gen, GenIndex: idx}
 		}
 	}
@@ -234,7 +234,7 @@ func (sc *shmConn) reserve(m *frame.Reserve) (frame.Message, error) {
 // first outcome, as over gRPC, while a client cannot publish, nor spoil,
 // another connection's open reservation even when it learns its write id:
 // that one answers UNKNOWN_WRITE (SPEC.md §2, Commit, Repeated commits).
-func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
+func (sc *frameConn) commit(m *frame.Commit) (frame.Message, error) {
 	n, err := sc.batch(m.NS, len(m.Items), "items")
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 	// read, so a write id repeated in the batch is a repeat at its second
 	// item, answered the first's outcome (items are committed in order).
 	items := make([]commitItem, len(m.Items))
-	taken := make([]shmWrite, len(m.Items))
+	taken := make([]heldWrite, len(m.Items))
 	for i, it := range m.Items {
 		items[i] = commitItem{writeID: it.WriteID, size: it.Size, sum: it.Checksum, repeat: !sc.mine(n, it.WriteID)}
 		if !items[i].repeat {
@@ -278,20 +278,20 @@ func (sc *shmConn) commit(m *frame.Commit) (frame.Message, error) {
 // mine reports whether writeID is a reservation of namespace n this
 // connection made and has not committed or aborted (a granted slot is
 // not: only a SlotPut names it).
-func (sc *shmConn) mine(n store.Namespace, writeID uint64) bool {
+func (sc *frameConn) mine(n store.Namespace, writeID uint64) bool {
 	w, ok := sc.writes[writeID]
 	return ok && w.ns == n.ID && !w.slot
 }
 
 // held reports whether writeID is a reservation or a granted slot of
 // namespace n this connection holds.
-func (sc *shmConn) held(n store.Namespace, writeID uint64) bool {
+func (sc *frameConn) held(n store.Namespace, writeID uint64) bool {
 	w, ok := sc.writes[writeID]
 	return ok && w.ns == n.ID
 }
 
 // drop forgets writeID, which the connection held.
-func (sc *shmConn) drop(writeID uint64) {
+func (sc *frameConn) drop(writeID uint64) {
 	if sc.writes[writeID].slot {
 		sc.slots--
 	}
@@ -300,7 +300,7 @@ func (sc *shmConn) drop(writeID uint64) {
 
 // abort drops reservations; an empty batch is malformed here (SPEC.md
 // §6), where gRPC's Abort answers it with 0.
-func (sc *shmConn) abort(m *frame.Abort) (frame.Message, error) {
+func (sc *frameConn) abort(m *frame.Abort) (frame.Message, error) {
 	n, err := sc.batch(m.NS, len(m.WriteIDs), "write ids")
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ const maxSlotBytes = 64 << 20
 // then grants the slots asked for. A request refused as a whole (its
 // namespace, a malformed page spec, a batch too large) is refused before
 // any page is handled, so its slots stay the connection's.
-func (sc *shmConn) slotPut(m *frame.SlotPut) (frame.Message, error) {
+func (sc *frameConn) slotPut(m *frame.SlotPut) (frame.Message, error) {
 	if sc.host == nil {
 		return nil, badRequest("a slot put writes into the shared arena; over tcp, put")
 	}
@@ -82,7 +82,7 @@ func (sc *shmConn) slotPut(m *frame.SlotPut) (frame.Message, error) {
 // grant grants the connection up to want slots of namespace n, as many as
 // its bound (maxSlotBytes) leaves room for: fewer, or none, when the arena
 // is full or the tenant at its quota, which is no error to the request.
-func (sc *shmConn) grant(n store.Namespace, want int) []frame.Grant {
+func (sc *frameConn) grant(n store.Namespace, want int) []frame.Grant {
 	limit := max(1, maxSlotBytes/max(1, int(n.PageBytes)))
 	if want > 0 && sc.slots+want > limit {
 		sc.pruneSlots()
@@ -103,7 +103,7 @@ func (sc *shmConn) grant(n store.Namespace, want int) []frame.Grant {
 			_, _ = sc.s.cfg.Store.Abort(n.ID, []uint64{g.WriteID})
 			continue
 		}
-		sc.writes[g.WriteID] = shmWrite{ns: n.ID, start: now, mapped: true, slot: true, deadline: g.Deadline}
+		sc.writes[g.WriteID] = heldWrite{ns: n.ID, start: now, mapped: true, slot: true, deadline: g.Deadline}
 		sc.slots++
 		out = append(out, frame.Grant{WriteID: g.WriteID, DeadlineMs: g.Deadline.UnixMilli(),
 			Ext: frame.Extent{Off: g.Ext.Off, Len: g.Ext.Len, Gen: g.Ext.Gen, GenIndex: idx}})
@@ -114,7 +114,7 @@ func (sc *shmConn) grant(n store.Namespace, want int) []frame.Grant {
 // pruneSlots forgets the connection's slots past their deadline, which the
 // store's janitor takes back: a client that let them lapse is not held at
 // its bound by slots it can no longer use.
-func (sc *shmConn) pruneSlots() {
+func (sc *frameConn) pruneSlots() {
 	now := time.Now()
 	for wid, w := range sc.writes {
 		if w.slot && now.After(w.deadline) {

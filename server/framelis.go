@@ -25,13 +25,13 @@ type frameListener struct {
 
 // start accepts until close; open wraps an accepted connection and makes
 // the handler that serves it.
-func (l *frameListener) start(open func(net.Conn) (*transport.Conn, *shmConn)) {
+func (l *frameListener) start(open func(net.Conn) (*transport.Conn, *frameConn)) {
 	l.conns = make(map[*transport.Conn]struct{})
 	l.wg.Add(1)
 	go l.accept(open)
 }
 
-func (l *frameListener) accept(open func(net.Conn) (*transport.Conn, *shmConn)) {
+func (l *frameListener) accept(open func(net.Conn) (*transport.Conn, *frameConn)) {
 	defer l.wg.Done()
 	for {
 		nc, err := l.lis.Accept()

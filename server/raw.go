@@ -88,7 +88,7 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 		cfg.Advertise = lis.Addr().String()
 	}
 	l := &RawListener{frameListener: frameListener{s: s, name: "raw", lis: lis}, cfg: cfg}
-	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
+	l.start(func(nc net.Conn) (*transport.Conn, *frameConn) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
@@ -96,8 +96,8 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 			nc = tls.Server(nc, cfg.TLS) // the handshake runs at the Hello's read, under its deadline
 		}
 		c := transport.NewStreamConn(nc, cfg.MaxFrame)
-		return c, &shmConn{s: s, c: c, writes: map[uint64]shmWrite{},
-			cfg: connConfig{helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout, idleTimeout: max(cfg.IdleTimeout, 0)}}
+		return c, &frameConn{s: s, c: c, writes: map[uint64]heldWrite{},
+			cfg: connConfig{plane: "raw", helloTimeout: cfg.HelloTimeout, writeTimeout: cfg.WriteTimeout, idleTimeout: max(cfg.IdleTimeout, 0)}}
 	})
 	return l, nil
 }

@@ -144,7 +144,7 @@ func TestRepeatedCommitEveryPlane(t *testing.T) {
 		// id repeats it.
 		{name: "slot put", planes: []string{"shm"}, want: pb.CommitStatus_COMMIT_STATUS_COMMITTED,
 			make: func(t *testing.T, p planeConn, k namespace.Key) write {
-				wid, res := p.(*frameConn).slotPut(t, ns, k, data, sum)
+				wid, res := p.(*frameClient).slotPut(t, ns, k, data, sum)
 				if res.Reserve != frame.SlotReserved || pb.CommitStatus(res.Commit) != pb.CommitStatus_COMMIT_STATUS_COMMITTED {
 					t.Fatalf("slot put: %+v", res)
 				}
@@ -313,22 +313,22 @@ func (g *grpcConn) abort(t *testing.T, ns namespace.ID, wid uint64) {
 	}
 }
 
-// frameConn is a tenant's connection on the raw plane, or on the shm
+// frameClient is a tenant's connection on the raw plane, or on the shm
 // socket with the arena mapped (arena set).
-type frameConn struct {
+type frameClient struct {
 	c     *transport.Conn
 	arena *transport.Shm
 	exts  map[uint64]frame.Extent // over shm, where each reservation lies in the arena
 	id    uint64                  // the last request id
 }
 
-func dialRaw(t *testing.T, addr, token string) *frameConn {
+func dialRaw(t *testing.T, addr, token string) *frameClient {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &frameConn{c: transport.NewStreamConn(nc, 0)}
+	f := &frameClient{c: transport.NewStreamConn(nc, 0)}
 	t.Cleanup(func() { f.c.Close() })
 	if m := f.call(t, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); m.Op() != frame.OpWelcome {
 		t.Fatalf("raw hello: %#v", m)
@@ -336,13 +336,13 @@ func dialRaw(t *testing.T, addr, token string) *frameConn {
 	return f
 }
 
-func dialShm(t *testing.T, sock, token string) *frameConn {
+func dialShm(t *testing.T, sock, token string) *frameClient {
 	t.Helper()
 	uc, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &frameConn{c: transport.NewConn(uc.(*net.UnixConn), 0), exts: make(map[uint64]frame.Extent)}
+	f := &frameClient{c: transport.NewConn(uc.(*net.UnixConn), 0), exts: make(map[uint64]frame.Extent)}
 	t.Cleanup(func() { f.c.Close() })
 	f.id++
 	if err := f.c.Send(f.id, &frame.Hello{Version: frame.ProtocolVersion, Token: token}); err != nil {
@@ -366,7 +366,7 @@ func dialShm(t *testing.T, sock, token string) *frameConn {
 }
 
 // call sends m and returns its answer.
-func (f *frameConn) call(t *testing.T, m frame.Message) frame.Message {
+func (f *frameClient) call(t *testing.T, m frame.Message) frame.Message {
 	t.Helper()
 	f.id++
 	if err := f.c.Send(f.id, m); err != nil {
@@ -379,7 +379,7 @@ func (f *frameConn) call(t *testing.T, m frame.Message) frame.Message {
 	return ans
 }
 
-func (f *frameConn) reserve(t *testing.T, ns namespace.ID, k namespace.Key, size int64, ttlMs uint32) uint64 {
+func (f *frameClient) reserve(t *testing.T, ns namespace.ID, k namespace.Key, size int64, ttlMs uint32) uint64 {
 	t.Helper()
 	r, ok := f.call(t, &frame.Reserve{NS: ns, TTLms: ttlMs, Pages: []frame.PageSpec{{Key: k, Size: size}}}).(*frame.ReserveOK)
 	if !ok || r.Slots[0].Status != frame.SlotReserved || (f.arena != nil && !r.Slots[0].Mapped) {
@@ -391,7 +391,7 @@ func (f *frameConn) reserve(t *testing.T, ns namespace.ID, k namespace.Key, size
 	return r.Slots[0].WriteID
 }
 
-func (f *frameConn) write(t *testing.T, ns namespace.ID, wid uint64, data []byte) {
+func (f *frameClient) write(t *testing.T, ns namespace.ID, wid uint64, data []byte) {
 	t.Helper()
 	if f.arena != nil {
 		if err := f.arena.Write(ctxT(t), []transport.Op{{Ext: f.exts[wid], Buf: data}}); err != nil {
@@ -405,7 +405,7 @@ func (f *frameConn) write(t *testing.T, ns namespace.ID, wid uint64, data []byte
 	}
 }
 
-func (f *frameConn) commit(t *testing.T, ns namespace.ID, wid uint64, size int64, sum []byte) (pb.CommitStatus, error) {
+func (f *frameClient) commit(t *testing.T, ns namespace.ID, wid uint64, size int64, sum []byte) (pb.CommitStatus, error) {
 	t.Helper()
 	switch m := f.call(t, &frame.Commit{NS: ns, Items: []frame.CommitItem{{WriteID: wid, Size: size, Checksum: sum}}}).(type) {
 	case *frame.CommitOK:
@@ -418,7 +418,7 @@ func (f *frameConn) commit(t *testing.T, ns namespace.ID, wid uint64, size int64
 	}
 }
 
-func (f *frameConn) abort(t *testing.T, ns namespace.ID, wid uint64) {
+func (f *frameClient) abort(t *testing.T, ns namespace.ID, wid uint64) {
 	t.Helper()
 	if r, ok := f.call(t, &frame.Abort{NS: ns, WriteIDs: []uint64{wid}}).(*frame.AbortOK); !ok || r.Aborted != 1 {
 		t.Fatalf("abort: %#v", r)
@@ -427,7 +427,7 @@ func (f *frameConn) abort(t *testing.T, ns namespace.ID, wid uint64) {
 
 // slotPut puts a page into a slot the node grants for it (shm only): the
 // slot's write id and the SlotPut's result.
-func (f *frameConn) slotPut(t *testing.T, ns namespace.ID, k namespace.Key, data, sum []byte) (uint64, frame.PutOK) {
+func (f *frameClient) slotPut(t *testing.T, ns namespace.ID, k namespace.Key, data, sum []byte) (uint64, frame.PutOK) {
 	t.Helper()
 	g, ok := f.call(t, &frame.SlotPut{NS: ns, Want: 1}).(*frame.SlotPutOK)
 	if !ok || len(g.Slots) != 1 {

@@ -97,10 +97,10 @@ func (s *Server) ListenShm(cfg ShmConfig) (*ShmListener, error) {
 			l.cfg.Link = ""
 		}
 	}
-	l.start(func(nc net.Conn) (*transport.Conn, *shmConn) {
+	l.start(func(nc net.Conn) (*transport.Conn, *frameConn) {
 		c := transport.NewConn(nc.(*net.UnixConn), l.cfg.MaxFrame)
-		return c, &shmConn{s: s, c: c, host: l.cfg.Host, writes: map[uint64]shmWrite{},
-			cfg: connConfig{arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout, shmTenants: l.cfg.Tenants}}
+		return c, &frameConn{s: s, c: c, host: l.cfg.Host, writes: map[uint64]heldWrite{},
+			cfg: connConfig{plane: "shm", arenaID: l.arenaID, helloTimeout: l.cfg.HelloTimeout, shmTenants: l.cfg.Tenants}}
 	})
 	return l, nil
 }
