@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
 func TestPercentile(t *testing.T) {
@@ -309,10 +311,11 @@ func TestRunSettle(t *testing.T) {
 }
 
 // TestMain lets the test binary serve as the page server process that
-// LoopbackTCP starts (it re-executes itself).
+// LoopbackTCP starts (it re-executes itself), and checks that the tests
+// leave no goroutine running.
 func TestMain(m *testing.M) {
 	ServeChild()
-	os.Exit(m.Run())
+	leaktest.Main(m)
 }
 
 // TestLoopbackTCPProcess runs gets and puts against a page server of its

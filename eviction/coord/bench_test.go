@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/eviction"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/membership"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkRound3Nodes(b *testing.B) {
 		nodes = append(nodes, startNodeRound(b, id, e.Endpoints(), seeds, 1<<20, 10*(i+1), 1<<20, time.Hour))
 	}
 	lead := leaderOf(b, nodes)
-	eventually(b, 15*time.Second, "every summary gossiped to the coordinator", func() bool {
+	poll.Until(b, 15*time.Second, 20*time.Millisecond, "every summary gossiped to the coordinator", func() bool {
 		n := 0
 		for _, m := range lead.members.Alive() {
 			if len(m.Meta.Summary) > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/registry"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
@@ -134,18 +135,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	return testlog.New(t, slog.LevelInfo)
 }
 
-// eventually polls cond every 20ms until it holds, failing after within.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // startCluster starts three nodes: each holds 1 MiB of host pages at a
 // different worth bucket (10, 20, 30); a and b have 1 MiB of capacity, c
 // one byte, so the cluster holds 3 MiB in 2 MiB and a cutoff exists.
@@ -170,7 +159,7 @@ func startCluster(t testing.TB, e *registry.Embedded) []*testNode {
 func leaderOf(t testing.TB, nodes []*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
-	eventually(t, 15*time.Second, "one coordinator", func() bool {
+	poll.Until(t, 15*time.Second, 20*time.Millisecond, "one coordinator", func() bool {
 		leader = nil
 		for _, n := range nodes {
 			if n.closed.Load() || !n.coord.State().Leading {
@@ -191,7 +180,7 @@ func leaderOf(t testing.TB, nodes []*testNode) *testNode {
 func allCoordinated(t testing.TB, nodes []*testNode, after uint64) uint64 {
 	t.Helper()
 	var epoch uint64
-	eventually(t, 15*time.Second, fmt.Sprintf("coordinated cutoffs of an epoch above %d everywhere", after), func() bool {
+	poll.Until(t, 15*time.Second, 20*time.Millisecond, fmt.Sprintf("coordinated cutoffs of an epoch above %d everywhere", after), func() bool {
 		epoch = 0
 		for _, n := range nodes {
 			if n.closed.Load() {
@@ -217,7 +206,7 @@ func TestCutoffsReachAllNodesAndSurviveTakeover(t *testing.T) {
 	// Every node applies the same floor. The cluster keeps 90% of its
 	// 2 MiB (headroom): bucket 30's MiB and 0.8 MiB of bucket 20's, so the
 	// floor lies in bucket 20.
-	eventually(t, 10*time.Second, "a floor from all three summaries", func() bool {
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "a floor from all three summaries", func() bool {
 		for _, n := range nodes {
 			w, _, _, _ := n.store.cutoffs()
 			if len(w) != 1 || w[0] < pow2q(20) || w[0] > pow2q(21) {
@@ -249,7 +238,7 @@ func TestEtcdDownFallsBackToLocalCutoffs(t *testing.T) {
 	allCoordinated(t, nodes, 0)
 
 	e.Close()
-	eventually(t, 15*time.Second, "every node on local cutoffs", func() bool {
+	poll.Until(t, 15*time.Second, 20*time.Millisecond, "every node on local cutoffs", func() bool {
 		for _, n := range nodes {
 			if _, epoch, coordinated, _ := n.store.cutoffs(); coordinated || epoch != 0 {
 				return false

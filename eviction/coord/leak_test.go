@@ -6,6 +6,8 @@ import (
 	"github.com/stratakv/strata/internal/testing/leaktest"
 )
 
+func TestMain(m *testing.M) { leaktest.Main(m) }
+
 // TestNoGoroutineLeak runs a one-node coordination lifecycle (elected,
 // publishing, applying) twice and checks that the second leaves no
 // goroutine behind. It is not parallel: goroutines are counted

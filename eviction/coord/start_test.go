@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testlog"
 	"github.com/stratakv/strata/registry"
 )
@@ -33,7 +34,7 @@ func TestHealthyStartLogsNoWarning(t *testing.T) {
 		_, _, _, k := n.store.cutoffs()
 		sets = append(sets, k)
 	}
-	eventually(t, 10*time.Second, "three more rounds of cutoffs on every node", func() bool {
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "three more rounds of cutoffs on every node", func() bool {
 		for i, n := range nodes {
 			if _, _, coordinated, k := n.store.cutoffs(); !coordinated || k < sets[i]+3 {
 				return false
@@ -67,13 +68,13 @@ func TestStartWithoutCutoffsWarnsAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mute.Close() }) // after the node's: it never leads
-	eventually(t, 10*time.Second, "the mute candidate leads", func() bool { return mute.Term().Leading() })
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "the mute candidate leads", func() bool { return mute.Term().Leading() })
 
 	var logs testlog.Buffer
 	const round = 50 * time.Millisecond
 	n := startNodeLogged(t, "a", e.Endpoints(), nil, 1<<20, 10, 1<<20, round, logs.Logger())
 	grace := n.coord.startGrace()
-	eventually(t, grace+10*time.Second, "a warning", func() bool { return strings.Contains(logs.String(), "level=WARN") })
+	poll.Until(t, grace+10*time.Second, 20*time.Millisecond, "a warning", func() bool { return strings.Contains(logs.String(), "level=WARN") })
 	out := logs.String()
 	info := strings.Index(out, "using local cutoffs until the coordinator's arrive")
 	warn := regexp.MustCompile(`level=WARN msg="no coordinator cutoffs since the start[^"]*" .*waited=(\S+)`).FindStringSubmatchIndex(out)
