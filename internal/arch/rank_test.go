@@ -24,6 +24,7 @@ var ranks = map[string]int{
 
 	// Wire formats and the node's parts.
 	"proto/frame": 3, "proto/pbconv": 3, "tiers": 3, "registry": 3, "membership": 3,
+	"transfer":  3,
 	"transport": 4, "store": 4, "metrics": 4, "eviction/coord": 4,
 	"server": 5, "peer": 5,
 	"node": 6,
