@@ -39,9 +39,10 @@ var ranks = map[string]int{
 	"cmd/strata-load":       9,
 
 	// Test helpers and test-only packages: above everything they exercise.
-	"internal/testing/corrupt": 10, "internal/testing/golden": 10, "internal/testing/leaktest": 10,
+	"internal/testing/corrupt": 10, "internal/testing/golden": 10,
 	"internal/testing/poll": 10, "internal/testing/scrape": 10, "internal/testing/splitbuf": 10,
 	"internal/testing/testlog": 10, "internal/testing/testseed": 10,
+	"internal/testing/leaktest":  11, // waits with poll
 	"internal/testing/testnode":  11,
 	"internal/testing/admintest": 12,
 	"benchmarks":                 13, "deploy": 13, "internal/arch": 13,

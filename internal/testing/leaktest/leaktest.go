@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testing/poll"
 )
 
 // Settle waits up to 5 s for the goroutine count to stop changing and
@@ -20,13 +22,12 @@ import (
 func Settle(t testing.TB) int {
 	t.Helper()
 	last := -1
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	poll.Within(5*time.Second, 100*time.Millisecond, func() bool {
 		n := runtime.NumGoroutine()
-		if n == last {
-			return n
-		}
+		still := n == last
 		last = n
-	}
+		return still
+	})
 	return runtime.NumGoroutine()
 }
 
@@ -35,10 +36,7 @@ func Settle(t testing.TB) int {
 func Check(t testing.TB, before int) {
 	t.Helper()
 	n := runtime.NumGoroutine()
-	for deadline := time.Now().Add(5 * time.Second); n > before && time.Now().Before(deadline); n = runtime.NumGoroutine() {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n > before {
+	if !poll.Within(5*time.Second, 100*time.Millisecond, func() bool { n = runtime.NumGoroutine(); return n <= before }) {
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		t.Fatalf("%d goroutines after close, %d before", n, before)
 	}
@@ -84,18 +82,15 @@ func (b Baseline) Verify(code int) int {
 		return code
 	}
 	var left []goroutine
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if poll.Within(10*time.Second, 100*time.Millisecond, func() bool {
 		left = left[:0]
 		for _, g := range goroutines() {
 			if !b[g.id] && !processWide(g.stack) {
 				left = append(left, g)
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(left) == 0 {
+		return len(left) == 0
+	}) {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "leaktest: %d goroutines the tests started are still running:\n", len(left))
