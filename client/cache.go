@@ -9,7 +9,7 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// The location cache (DESIGN 8: "a small existence/ownership cache whose
+// The location cache (docs/design.md §8.2: "a small existence/ownership cache whose
 // staleness only ever costs a miss").
 //
 // What it holds: "page (namespace, key) was present on node N", learned

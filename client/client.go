@@ -8,7 +8,7 @@
 //
 // Every call takes a context; its deadline bounds the call.
 //
-// Routing (DESIGN 6, 8).
+// Routing (docs/design.md §6.4, §8.2).
 //
 // A Client learns the membership view from any node (Client.Members) and
 // keeps it current with a WatchMembers stream. Keys are placed by

@@ -52,7 +52,7 @@ var (
 )
 
 // errNotAdmitted marks a node's refusal of pages it values below what it
-// holds (DESIGN 5): the node is healthy and the pages spill to their next
+// holds (docs/design.md §5.4): the node is healthy and the pages spill to their next
 // placement candidate, as for ErrNoSpace.
 var errNotAdmitted = errors.New("not admitted")
 

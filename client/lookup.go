@@ -646,7 +646,7 @@ func (o *outcome) err(ctx context.Context, c *Client, op string) error {
 	}
 	if o.asked > 0 && o.failed == o.asked {
 		// Every node asked failed or timed out: their keys are misses
-		// (DESIGN §6: recompute is always correct), counted, never an
+		// (docs/design.md §6.5: recompute is always correct), counted, never an
 		// error for the caller.
 		c.allFailed.Add(1)
 		c.log.Debug("every node of a call failed; its keys are misses", "op", op, "nodes", o.asked, "err", o.failure)

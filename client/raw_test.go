@@ -641,7 +641,7 @@ func TestRawPooledConnectionClosedByNode(t *testing.T) {
 }
 
 // TestRawConnectionLost: a connection that dies in the middle of a page is
-// a miss (the node failed: DESIGN §6), never a page reported found, nor an
+// a miss (the node failed: docs/design.md §6.5), never a page reported found, nor an
 // error; the next call works on a new connection.
 func TestRawConnectionLost(t *testing.T) {
 	ctx := ctxT(t)

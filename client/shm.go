@@ -14,7 +14,7 @@ import (
 	"github.com/stratakv/strata/transport"
 )
 
-// Same-host shared memory (DESIGN 7; proto/frame/SPEC.md has the protocol,
+// Same-host shared memory (docs/design.md §7.1; proto/frame/SPEC.md has the protocol,
 // package transport the mapping).
 //
 // Finding the node's socket. Options.ShmSocket names it; when it is empty

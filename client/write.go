@@ -10,7 +10,7 @@ import (
 )
 
 // putTries is how many placement candidates a page is offered to: its
-// owner, then its spill candidate (DESIGN 6).
+// owner, then its spill candidate (docs/design.md §6.4).
 const putTries = 2
 
 // Put publishes pages on their owners, in parallel per node, with the
@@ -195,7 +195,7 @@ func (n *Namespace) dropPast(ctx context.Context, r *routing, pages []Page, resu
 
 // refused reports whether a node's whole-call error says it has no room
 // for the pages (NO_SPACE) or values them below what it holds
-// (NOT_ADMITTED, DESIGN 5): the node is healthy, and the pages go to their
+// (NOT_ADMITTED, docs/design.md §5.4): the node is healthy, and the pages go to their
 // next placement candidate.
 func refused(err error) bool {
 	return errors.Is(err, ErrNoSpace) || errors.Is(err, errNotAdmitted)

@@ -1,5 +1,5 @@
 // Package eviction decides which pages a strata node drops, and gives the
-// cluster what it needs to decide together (DESIGN 5). The same code runs in
+// cluster what it needs to decide together (docs/design.md §5). The same code runs in
 // the node's store and in the trace-driven simulator (cmd/strata-sim).
 //
 // # Value model
@@ -134,7 +134,7 @@
 // marked (ours-nonotice) they average 1.09% of capacity, peak at 4.42%,
 // and 16.82% is saved.
 //
-// Invariant (DESIGN 9.5): Victim never returns a page that has resident
+// Invariant (docs/design.md §10.5): Victim never returns a page that has resident
 // local children or is pinned; Evict panics on one. It holds whatever the
 // order of calls, because eligibility is recomputed on every state change
 // (fix) and the heap is the only source of victims.

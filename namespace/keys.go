@@ -7,7 +7,7 @@ import (
 	"github.com/minio/sha256-simd"
 )
 
-// Native page keys (DESIGN §3):
+// Native page keys (docs/design.md §3):
 //
 //	key_-1 = namespace ID
 //	key_i  = SHA-256(key_{i-1} || LE-uint32(tokens of page i))

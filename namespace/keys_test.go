@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// refNextKey is the DESIGN §3 formula written with the standard library,
+// refNextKey is the docs/design.md §3 formula written with the standard library,
 // as an independent reference.
 func refNextKey(prev Key, page []uint32) Key {
 	h := stdsha256.New()

@@ -1,5 +1,5 @@
-// Package hints carries the cross-node half of leaf-first eviction
-// (DESIGN 5): it sends the child, value and parent-gone hints a store
+// Package peer carries the cross-node half of leaf-first eviction
+// (docs/design.md §5.3): it sends the child, value and parent-gone hints a store
 // reports (store.Config.OnRemoteParent) to the nodes that need them, over
 // the Cluster Hints RPC. The node wires it up; the receiving side is
 // server's Cluster service, which applies hints with store.ApplyHints.

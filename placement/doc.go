@@ -1,6 +1,6 @@
 // Package placement decides which nodes hold a page: capacity-weighted
 // rendezvous (highest-random-weight, HRW) hashing of 32-byte page keys over
-// the live nodes of a membership View (DESIGN 6). The top-ranked node is the
+// the live nodes of a membership View (docs/design.md §6.4). The top-ranked node is the
 // page's owner, the second is its spill candidate, and the top n are its
 // replicas. Servers and clients compute the same answer from the same View
 // without talking to each other; a Python client reimplements the scoring,

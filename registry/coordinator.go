@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Coordinator election and cutoff publication (DESIGN 5, "Globally
+// Coordinator election and cutoff publication (docs/design.md §5.4, "Globally
 // coordinated").
 //
 // Every node campaigns (Campaign) under <prefix>/coordinator/ with an etcd

@@ -43,7 +43,7 @@ const (
 )
 
 // Embedded is a single-member etcd running inside this process, the default
-// metadata store of a stratad started without etcd endpoints (DESIGN.md §6).
+// metadata store of a stratad started without etcd endpoints (docs/design.md §6.3).
 type Embedded struct {
 	etcd      *embed.Etcd
 	endpoints []string

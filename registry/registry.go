@@ -1,5 +1,5 @@
 // Package registry is a node's view of the cluster metadata held in etcd
-// (DESIGN.md §6): node registrations, namespaces, tenants, the eviction
+// (docs/design.md §6.2): node registrations, namespaces, tenants, the eviction
 // coordinator's election and the cutoffs it publishes. It never holds
 // per-page metadata. It is the only package in strata that imports etcd, and
 // it can run the single-member etcd that a stratad with no endpoints embeds

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Tenant is an authorization domain (DESIGN.md §2): a tenant opens only
+// Tenant is an authorization domain (docs/design.md §2, §9): a tenant opens only
 // its own namespaces. Its token is never stored, only its SHA-256.
 type Tenant struct {
 	// Name identifies the tenant; it is a key segment, so no '/'.

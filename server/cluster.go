@@ -11,7 +11,7 @@ import (
 	"github.com/stratakv/strata/tiers"
 )
 
-// CoordState is the eviction coordination a node applies (DESIGN 5).
+// CoordState is the eviction coordination a node applies (docs/design.md §5.4).
 type CoordState struct {
 	// Coordinator published the applied cutoffs; "" when the node uses
 	// local cutoffs.

@@ -92,7 +92,7 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 }
 
 // BenchmarkIndexBytesPerPage reports the heap a store spends per
-// published page at 1M pages (DESIGN 4.2's budget is ~128 bytes): the
+// published page at 1M pages (docs/design.md §4.2: the budget is ~128 bytes): the
 // live heap after a collection, with the store full, less the heap before
 // it was made. That counts everything kept per page: the entries, the
 // index tables, the eviction queue's state and heap, the handle-to-entry

@@ -2,7 +2,7 @@
 // pages, checksum-verified two-phase publication, read leases, and the
 // reclamation that keeps memory bounded.
 //
-// # Publication (DESIGN 4.3)
+// # Publication (docs/design.md §4.3)
 //
 // Reserve allocates an extent for each page that is not already published and
 // records a reservation (write id, deadline). Write copies bytes into the
@@ -20,7 +20,7 @@
 // The outcomes (ReserveStatus, CommitStatus, PutResult) are the store's own;
 // the server maps them to its wire values.
 //
-// # Leases and pins (DESIGN 4.4)
+// # Leases and pins (docs/design.md §4.4)
 //
 // Every entry has a pin count. A lease pins the entries of the hit prefix it
 // covers until it is released or expires; a Read pins each page for the time
@@ -62,7 +62,7 @@
 //
 // A published page costs the store's heap 236 bytes at 1M pages of prefix
 // chains (BenchmarkIndexBytesPerPage, which breaks the figure down;
-// DESIGN 4.2's budget of ~128 is not met): its entry, 128 (a Go size
+// docs/design.md §4.2: the budget of ~128 is not met): its entry, 128 (a Go size
 // class: the links to its parent and children are 4-byte refs, kids.go);
 // its share of the index tables, 9-byte slots at a load factor of 3/8 to
 // 3/4 (19 at 1M); its tier queue's state, 40 (the queue asks the store

@@ -7,7 +7,7 @@ import (
 	"github.com/stratakv/strata/tiers"
 )
 
-// Extents for same-host readers and writers (DESIGN 4.3 and 4.4): a client
+// Extents for same-host readers and writers (docs/design.md §4.3, §4.4): a client
 // that maps a tier's memory reads a page, or fills a reservation, in place
 // instead of streaming its bytes. A page's extent is reported as it is now;
 // what keeps a reader from using reclaimed bytes is the extent generation it

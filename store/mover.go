@@ -12,7 +12,7 @@ import (
 )
 
 // The mover keeps the faster tiers from filling up by demoting their least
-// recently used pages one tier down (DESIGN 4.5).
+// recently used pages one tier down (docs/design.md §4.5).
 //
 // A demotion is a verified copy:
 //  1. Under Store.mu the victim (the back of its tier's recency list, so

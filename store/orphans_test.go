@@ -12,7 +12,7 @@ import (
 	"github.com/stratakv/strata/tiers"
 )
 
-// The index budget (DESIGN 4.2): an entry stays within the 128-byte Go
+// The index budget (docs/design.md §4.2): an entry stays within the 128-byte Go
 // size class (the parent and child links are 4-byte refs, not keys or
 // pointers; the extent keeps no length): a field that pushes it past costs
 // 16 bytes a page (BenchmarkIndexBytesPerPage).

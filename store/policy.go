@@ -10,7 +10,7 @@ import (
 	"github.com/stratakv/strata/namespace"
 )
 
-// Eviction (DESIGN 5) runs through one eviction.Queue per tier, under
+// Eviction (docs/design.md §5) runs through one eviction.Queue per tier, under
 // Store.mu. The store tells each queue what happens to its pages (insert,
 // hit, pin, child arrived or left, evicted, moved away) and asks it for the
 // next page to demote (the mover) or drop (allocation when every tier is
@@ -720,7 +720,7 @@ func (s *Store) recordHitsLocked(hits []*entry) {
 }
 
 // Summaries describes each tier's held worth and turnover, for the
-// cluster's coordinator (DESIGN 5), in tier order.
+// cluster's coordinator (docs/design.md §5.4), in tier order.
 func (s *Store) Summaries() []eviction.Summary {
 	s.lock()
 	defer s.unlock()

@@ -1,4 +1,4 @@
-// Package transport is the mechanics of strata's data plane (DESIGN 7):
+// Package transport is the mechanics of strata's data plane (docs/design.md §7):
 // moving frame-protocol messages (package proto/frame) and page bytes
 // between a client and a node. What the messages mean is the protocol's
 // (proto/frame/SPEC.md); this package only carries them.

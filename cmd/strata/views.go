@@ -283,7 +283,7 @@ type clusterJSON struct {
 	Recovery    []nodeRecoveryJSON `json:"recovery"` // every node's start-up recovery, per durable tier
 }
 
-// cutoffsJSON is the eviction cutoffs a node applies (DESIGN 5).
+// cutoffsJSON is the eviction cutoffs a node applies (docs/design.md §5.4).
 type cutoffsJSON struct {
 	Coordinated bool             `json:"coordinated"` // false: the node's own (local) cutoffs
 	Epoch       uint64           `json:"epoch"`       // the coordinator's election epoch; 0 when local

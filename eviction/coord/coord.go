@@ -1,5 +1,5 @@
 // Package coord runs a node's part in globally coordinated eviction
-// (DESIGN 5): it gossips the node's per-tier value summaries, campaigns
+// (docs/design.md §5.4): it gossips the node's per-tier value summaries, campaigns
 // for coordinator through the registry, and, while elected, merges every
 // live member's summaries into cluster-wide cutoffs per tier kind and
 // publishes them with an epoch. Every node applies the published cutoffs

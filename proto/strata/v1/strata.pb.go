@@ -4011,7 +4011,7 @@ func (x *MembersResponse) GetCutoffs() *CutoffState {
 }
 
 // CutoffState is the admission and eviction floor a node applies per tier
-// (DESIGN 5): the coordinator's, or the node's own when it has none.
+// (docs/design.md §5.4): the coordinator's, or the node's own when it has none.
 type CutoffState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// epoch is the coordinator's election revision that published the
