@@ -20,10 +20,7 @@ func (s *Server) ListNamespaces(ctx context.Context, req *pb.ListNamespacesReque
 		return nil, err
 	}
 	resp := &pb.ListNamespacesResponse{NodeId: s.cfg.NodeID}
-	for _, st := range s.cfg.Store.Namespaces() {
-		if c.mayUse(st.Tenant) != nil || (req.GetTenant() != "" && req.GetTenant() != st.Tenant) {
-			continue
-		}
+	for _, st := range s.namespaces(c, req.GetTenant()) {
 		resp.Namespaces = append(resp.Namespaces, s.namespaceInfo(st))
 	}
 	return resp, nil
@@ -37,10 +34,7 @@ func (s *Server) GetNamespace(ctx context.Context, req *pb.GetNamespaceRequest) 
 	}
 	var match []store.NamespaceStats
 	prefix := strings.ToLower(req.GetIdPrefix())
-	for _, st := range s.cfg.Store.Namespaces() {
-		if c.mayUse(st.Tenant) != nil {
-			continue
-		}
+	for _, st := range s.namespaces(c, "") {
 		if string(req.GetNamespaceId()) == string(st.ID[:]) ||
 			(prefix != "" && strings.HasPrefix(st.ID.String(), prefix)) {
 			match = append(match, st)
@@ -65,7 +59,7 @@ func (s *Server) namespaceInfo(st store.NamespaceStats) *pb.NamespaceInfo {
 	if d, ok := s.descriptor(st.ID); ok {
 		info.Descriptor_ = pbconv.DescriptorProto(d)
 	}
-	kinds := s.cfg.Store.TierKinds()
+	kinds := s.tierKinds()
 	for i, pages := range st.TierPages {
 		info.Tiers = append(info.Tiers, &pb.TierStats{Tier: TierProto(kinds[i]), Pages: uint64(pages),
 			UsedBytes: uint64(pages) * uint64(st.PageBytes)})
@@ -87,11 +81,7 @@ func (s *Server) ListKeys(ctx context.Context, req *pb.ListKeysRequest) (*pb.Lis
 		}
 		after = &k
 	}
-	limit := int(req.GetLimit())
-	if limit == 0 || limit > s.cfg.MaxBatch {
-		limit = min(1000, s.cfg.MaxBatch)
-	}
-	infos, next, err := s.cfg.Store.ListKeys(n.ID, after, limit)
+	infos, next, err := s.listKeys(n, after, int(req.GetLimit()))
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +101,7 @@ func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.Sta
 	if err != nil {
 		return nil, err
 	}
-	infos, ok, err := s.cfg.Store.Stat(n.ID, keys)
+	infos, ok, err := s.stat(n, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +138,7 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 	if err != nil {
 		return nil, err
 	}
-	st, open := s.cfg.Store.Stats(), s.cfg.Store.OpenReservations()
+	st, open := s.storeStats(), s.openReservations()
 	resp := &pb.NodeInfoResponse{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, Pages: uint64(st.Pages),
 		Reservations: uint64(open.Reservations), Slots: uint64(open.Slots), SlotBytes: uint64(open.SlotBytes),
 		LeasesActive: uint64(st.Leases), StartedUnixMs: s.started.UnixMilli(), Version: s.cfg.Version, Evictions: st.Evictions,
@@ -171,20 +161,16 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 			UsedBytes: uint64(t.Used), Pages: uint64(st.TierPages[i]), Fault: t.Fault.String(),
 			SlotBytes: uint64(open.TierSlotBytes[i])})
 	}
-	resp.Tenants = tenantUsage(s.cfg.Store.Usage(), open.Tenants, who)
+	resp.Tenants = tenantUsage(s.usage(who), open.Tenants)
 	return resp, nil
 }
 
-// tenantUsage is what each tenant holds, in tenant order: every tenant for
-// the admin, the caller's own tenant only for a tenant token (other
-// tenants' names and sizes are theirs). Its open reservations are open's
-// split (slots apart), which u's lump together as its quotas count them.
-func tenantUsage(u map[string]store.Usage, open map[string]store.OpenCounts, who caller) []*pb.TenantUsage {
+// tenantUsage is what each tenant of u holds, in tenant order (u is what
+// the caller may see: s.usage). Its open reservations are open's split
+// (slots apart), which u's lump together as its quotas count them.
+func tenantUsage(u map[string]store.Usage, open map[string]store.OpenCounts) []*pb.TenantUsage {
 	var out []*pb.TenantUsage
 	for t, v := range u {
-		if who.mayUse(t) != nil {
-			continue
-		}
 		o := open[t]
 		out = append(out, &pb.TenantUsage{Tenant: t, Bytes: uint64(v.Bytes), ReservedBytes: uint64(o.ReserveBytes),
 			Reservations: uint64(o.Reservations), Slots: uint64(o.Slots), SlotBytes: uint64(o.SlotBytes),

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
@@ -72,7 +71,7 @@ func (s *Server) view() *pb.MembersResponse {
 	s.addCutoffs(resp)
 	m := s.cfg.Membership
 	if m == nil {
-		st := s.cfg.Store.Stats()
+		st := s.storeStats()
 		self := &pb.Member{NodeId: s.cfg.NodeID, GrpcAddress: s.cfg.Address, State: pb.MemberState_MEMBER_STATE_ALIVE}
 		for _, t := range st.Tiers {
 			self.Tiers = append(self.Tiers, &pb.TierStats{Tier: TierProto(t.Kind), CapacityBytes: uint64(t.Capacity), UsedBytes: uint64(t.Used)})
@@ -117,7 +116,7 @@ func (s *Server) addCutoffs(resp *pb.MembersResponse) {
 	st := s.cfg.Coordination.CoordState()
 	resp.Coordinator = st.Coordinator
 	cs := &pb.CutoffState{Epoch: st.Epoch, Coordinated: st.Coordinated, Round: st.Round}
-	for i, k := range s.cfg.Store.TierKinds() {
+	for i, k := range s.tierKinds() {
 		var w float64
 		if i < len(st.Worth) {
 			w = st.Worth[i]
@@ -138,11 +137,8 @@ func (s *Server) Hints(ctx context.Context, req *pb.HintsRequest) (*pb.HintsResp
 	if err != nil {
 		return nil, err
 	}
-	if !c.admin {
-		return nil, fmt.Errorf("child hints are for nodes: %w", errDenied)
-	}
-	if len(req.GetHints()) > s.cfg.MaxBatch {
-		return nil, errorf(errBatchTooLarge, "%d hints, the limit is %d", len(req.GetHints()), s.cfg.MaxBatch)
+	if err := s.checkHints(c, len(req.GetHints())); err != nil {
+		return nil, err
 	}
 	hints := make([]store.ChildHint, len(req.GetHints()))
 	for i, h := range req.GetHints() {
@@ -153,6 +149,6 @@ func (s *Server) Hints(ctx context.Context, req *pb.HintsRequest) (*pb.HintsResp
 		hints[i] = store.ChildHint{NS: namespace.ID(h.GetNamespaceId()), Parent: namespace.Key(h.GetParentKey()),
 			Added: h.GetAdded(), Worth: h.GetWorth(), Gone: h.GetGone()}
 	}
-	s.cfg.Store.ApplyHints(hints) // hints for namespaces not here are for other nodes
+	s.applyHints(hints)
 	return &pb.HintsResponse{Applied: uint32(len(hints))}, nil
 }

@@ -212,9 +212,8 @@ func (sc *frameConn) handshake() error {
 
 // cleanup aborts the reservations left.
 func (sc *frameConn) cleanup() {
-	st := sc.s.cfg.Store
 	for wid, w := range sc.writes {
-		_, _ = st.Abort(w.ns, []uint64{wid})
+		sc.s.abandon(w.ns, wid)
 	}
 }
 

@@ -151,7 +151,7 @@ func (sc *frameConn) get(m *frame.Get) (frame.Message, error) {
 		return nil, err
 	}
 	h, start := sc.host, time.Now()
-	pages, err := sc.s.cfg.Store.Extents(n.ID, m.Lease, m.Keys, h)
+	pages, err := sc.s.locate(n, m.Lease, m.Keys, h)
 	if err != nil {
 		return nil, err
 	}
@@ -172,10 +172,7 @@ func (sc *frameConn) get(m *frame.Get) (frame.Message, error) {
 			resp.Pages[i] = frame.PageLoc{Status: frame.PageElse, Checksum: p.Checksum}
 		}
 	}
-	if bytes > 0 {
-		sc.s.served(n, bytes)
-		sc.s.metrics.PageTime("out", time.Since(start)) // locating, not copying: the client copies
-	}
+	sc.s.located(n, bytes, start)
 	return resp, nil
 }
 
@@ -194,7 +191,7 @@ func (sc *frameConn) reserve(m *frame.Reserve) (frame.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, h := sc.s.cfg.Store, sc.host
+	h := sc.host
 	resp := &frame.ReserveOK{Slots: make([]frame.Slot, len(res))}
 	for i, r := range res {
 		slot := &resp.Slots[i]
@@ -210,11 +207,10 @@ func (sc *frameConn) reserve(m *frame.Reserve) (frame.Message, error) {
 		if h == nil {
 			continue // tcp: the bytes come in Write frames
 		}
-		ext, mapped, err := st.DirectWrite(n.ID, r.WriteID, h)
+		ext, mapped, err := sc.s.directWrite(n, r.WriteID, h) // aborted on error
 		if err != nil {
 			slot.Status, slot.Reason = reserveFrame(store.Rejected), err.Error()
 			delete(sc.writes, r.WriteID)
-			_, _ = st.Abort(n.ID, []uint64{r.WriteID})
 			continue
 		}
 		if idx := h.GenIndex(ext); mapped && idx >= 0 {
@@ -268,7 +264,7 @@ func (sc *frameConn) commit(m *frame.Commit) (frame.Message, error) {
 			if taken[i].mapped {
 				bytes += int(items[i].size)
 			}
-			sc.s.metrics.PageTime("in", time.Since(taken[i].start)) // reservation to verified commit
+			sc.s.published(taken[i].start)
 		}
 	}
 	sc.s.received(n, bytes)

@@ -100,7 +100,7 @@ func (sc *frameConn) grant(n store.Namespace, want int) []frame.Grant {
 	for _, g := range gs {
 		idx := sc.host.GenIndex(g.Ext)
 		if idx < 0 {
-			_, _ = sc.s.cfg.Store.Abort(n.ID, []uint64{g.WriteID})
+			sc.s.abandon(n.ID, g.WriteID)
 			continue
 		}
 		sc.writes[g.WriteID] = heldWrite{ns: n.ID, start: now, mapped: true, slot: true, deadline: g.Deadline}
@@ -118,7 +118,7 @@ func (sc *frameConn) pruneSlots() {
 	now := time.Now()
 	for wid, w := range sc.writes {
 		if w.slot && now.After(w.deadline) {
-			_, _ = sc.s.cfg.Store.Abort(w.ns, []uint64{wid})
+			sc.s.abandon(w.ns, wid)
 			sc.drop(wid)
 		}
 	}

@@ -24,7 +24,7 @@ func (s *Server) Lookup(ctx context.Context, req *pb.LookupRequest) (*pb.LookupR
 		return nil, err
 	}
 	if req.GetProbe() { // the owner counted this lookup (LookupRequest.probe)
-		s.cfg.Store.TakeBackLookup(n.ID, len(keys))
+		s.probed(n, len(keys))
 	}
 	// Every page of a namespace is its page size: the store answers no
 	// sizes, the gRPC answer spells them out.
@@ -139,7 +139,7 @@ func (s *Server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.cfg.Store.RenewLease(n.ID, req.GetLeaseId(), time.Duration(req.GetTtlMs())*time.Millisecond)
+	l, err := s.renewLease(n, req.GetLeaseId(), time.Duration(req.GetTtlMs())*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (s *Server) ReleaseLease(ctx context.Context, req *pb.ReleaseLeaseRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.ReleaseLease(n.ID, req.GetLeaseId()); err != nil {
+	if err := s.releaseLease(n, req.GetLeaseId()); err != nil {
 		return nil, err
 	}
 	return &pb.ReleaseLeaseResponse{}, nil
@@ -166,16 +166,7 @@ func (s *Server) Orphans(ctx context.Context, req *pb.OrphansRequest) (*pb.Orpha
 	if err != nil {
 		return nil, err
 	}
-	if c := req.GetCounted(); int64(c) > int64(len(keys)) {
-		return nil, badRequest("counted %d of %d keys", c, len(keys))
-	} else if c > 0 {
-		tokens, flops, err := s.cfg.Store.Uncount(n.ID, keys[:c])
-		if err != nil {
-			return nil, err
-		}
-		s.recordRetracted(n.ID, tokens, flops)
-	}
-	marked, err := s.cfg.Store.MarkOrphans(n.ID, keys)
+	marked, err := s.orphans(n, keys, int(req.GetCounted()))
 	if err != nil {
 		return nil, err
 	}

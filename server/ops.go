@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
-	"math"
-	"time"
 
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -28,10 +25,6 @@ type namespaceDeleter interface {
 	DeleteNamespace(ctx context.Context, id namespace.ID) error
 }
 
-// maxTTLMs is the longest TTL SetNamespaceTTL accepts: what a
-// time.Duration holds.
-const maxTTLMs = math.MaxInt64 / int64(time.Millisecond)
-
 // DropNamespace removes a namespace's pages from this node and forgets it
 // here; with unregister it first deletes the registration, so that neither
 // this node nor another learns the namespace again from the registry.
@@ -51,7 +44,7 @@ func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest
 	if err != nil {
 		return nil, err
 	}
-	n, known := s.cfg.Store.Namespace(id)
+	n, known := s.known(id)
 	tenant := n.Tenant
 	if !known && !req.GetUnregister() {
 		return nil, errorf(store.ErrNamespaceNotFound, "namespace %s is not on this node", id.Short())
@@ -72,14 +65,11 @@ func (s *Server) DropNamespace(ctx context.Context, req *pb.DropNamespaceRequest
 		resp.Unregistered = true
 	}
 	if known {
-		dropped, err := s.cfg.Store.DropNamespace(id)
-		if err != nil && !errors.Is(err, store.ErrNamespaceNotFound) {
+		dropped, err := s.dropNamespace(id)
+		if err != nil {
 			return nil, err
 		}
 		resp.PagesDropped = uint64(dropped)
-		s.mu.Lock()
-		delete(s.descriptors, id)
-		s.mu.Unlock()
 	}
 	s.logger(ctx).Info("namespace dropped", "ns", id.Short(), "tenant", tenant, "pages", resp.PagesDropped,
 		"unregistered", resp.Unregistered)
@@ -141,23 +131,12 @@ func (s *Server) SetNamespaceTTL(ctx context.Context, req *pb.SetNamespaceTTLReq
 	if err != nil {
 		return nil, err
 	}
-	if req.GetTtlMs() > uint64(maxTTLMs) {
-		return nil, badRequest("ttl of %d ms: the most is %d", req.GetTtlMs(), maxTTLMs)
-	}
-	before, err := s.cfg.Store.NamespaceStats(n.ID)
+	before, after, err := s.setTTL(n, req.GetTtlMs())
 	if err != nil {
 		return nil, err
 	}
-	ttl := time.Duration(req.GetTtlMs()) * time.Millisecond
-	if err := s.cfg.Store.SetTTL(n.ID, ttl); err != nil {
-		return nil, err
-	}
-	after, err := s.cfg.Store.NamespaceStats(n.ID)
-	if err != nil {
-		return nil, err
-	}
-	s.logger(ctx).Info("namespace ttl set", "ns", n.ID.Short(), "ttl", ttl, "previous", before.TTL)
-	return &pb.SetNamespaceTTLResponse{NodeId: s.cfg.NodeID, PreviousTtlMs: uint64(before.TTL.Milliseconds()),
+	s.logger(ctx).Info("namespace ttl set", "ns", n.ID.Short(), "ttl", after.TTL, "previous", before)
+	return &pb.SetNamespaceTTLResponse{NodeId: s.cfg.NodeID, PreviousTtlMs: uint64(before.Milliseconds()),
 		Namespace: s.namespaceInfo(after)}, nil
 }
 
@@ -177,10 +156,7 @@ func (s *Server) ListLeases(ctx context.Context, req *pb.ListLeasesRequest) (*pb
 		limit = defaultLeaseLimit
 	}
 	resp := &pb.ListLeasesResponse{NodeId: s.cfg.NodeID}
-	for _, l := range s.cfg.Store.Leases() {
-		if c.mayUse(l.Tenant) != nil || (req.GetTenant() != "" && req.GetTenant() != l.Tenant) {
-			continue
-		}
+	for _, l := range s.leases(c, req.GetTenant()) {
 		if resp.Total++; len(resp.Leases) < limit {
 			resp.Leases = append(resp.Leases, &pb.LeaseInfo{LeaseId: l.ID, NamespaceId: l.Namespace[:],
 				Tenant: l.Tenant, Pages: uint64(l.Pages), ExpiresUnixMs: l.Expires.UnixMilli()})

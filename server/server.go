@@ -1,8 +1,9 @@
 // Package server serves a store to clients: strata's gRPC services
 // (strata.v1.Strata, Admin and Cluster) and the frame protocol's data
 // plane over raw tcp and a same-host Unix socket (shm). One transport-
-// neutral request layer (requests.go, auth.go) authenticates, checks
-// tenants, validates requests and runs the operations; the gRPC handlers
+// neutral request layer (requests*.go, auth.go) authenticates, checks
+// tenants, validates requests and runs the operations, and is the only
+// code that calls the store; the gRPC handlers
 // (grpc_*.go, admin.go, ops.go, cluster.go) and the frame handlers
 // (frame_*.go) only decode, call it and encode; page specs are decoded from
 // either wire and validated in specs.go. Errors become gRPC status
@@ -182,27 +183,6 @@ func (s *Server) Restore(d namespace.Descriptor) error {
 	return s.addNamespace(d)
 }
 
-func (s *Server) addNamespace(d namespace.Descriptor) error {
-	id := d.ID()
-	lin, quad := d.PrefillCoefficients()
-	if err := s.cfg.Store.AddNamespace(store.Namespace{ID: id, Tenant: d.Tenant,
-		PageBytes: int64(d.PageSize()), Checksum: d.Checksum,
-		PageTokens: d.PageTokens, FLOPsLinear: lin, FLOPsQuadratic: quad}); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.descriptors[id] = d
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *Server) descriptor(id namespace.ID) (namespace.Descriptor, bool) {
-	s.mu.RLock()
-	d, ok := s.descriptors[id]
-	s.mu.RUnlock()
-	return d, ok
-}
-
 // OpenNamespace is the handshake: validate, authorise, register, answer.
 func (s *Server) OpenNamespace(ctx context.Context, req *pb.OpenNamespaceRequest) (*pb.OpenNamespaceResponse, error) {
 	c, err := s.callerOf(ctx)
@@ -269,43 +249,6 @@ func (s *Server) namespaceOf(ctx context.Context, raw []byte) (store.Namespace, 
 	}
 	return s.resolve(ctx, c, id)
 }
-
-// adopt makes known a namespace that another node registered after this
-// one started, so that its clients need not open it here first.
-func (s *Server) adopt(ctx context.Context, id namespace.ID) (store.Namespace, bool) {
-	if s.cfg.Registry == nil {
-		return store.Namespace{}, false
-	}
-	now := time.Now()
-	s.mu.RLock()
-	until, known := s.unknown[id]
-	s.mu.RUnlock()
-	if known && now.Before(until) {
-		return store.Namespace{}, false
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.RegistryTimeout)
-	defer cancel()
-	d, err := s.cfg.Registry.Lookup(rctx, id)
-	if err != nil || d.ID() != id || s.addNamespace(d) != nil {
-		s.mu.Lock()
-		if len(s.unknown) >= maxUnknown {
-			clear(s.unknown)
-		}
-		s.unknown[id] = now.Add(unknownTTL)
-		s.mu.Unlock()
-		return store.Namespace{}, false
-	}
-	return s.cfg.Store.Namespace(id)
-}
-
-// unknownTTL is how long a namespace ID the registry did not have is
-// answered as unknown without asking again: a namespace another node
-// registers meanwhile is served here at most this much later.
-const unknownTTL = time.Second
-
-// maxUnknown bounds the unknown IDs remembered; past it they are forgotten
-// at once.
-const maxUnknown = 4096
 
 // namespaceKeys is namespaceOf and keysOf, for the calls that take a
 // namespace and keys.
