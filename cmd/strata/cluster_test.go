@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/internal/testing/admintest"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -110,17 +111,13 @@ func TestClusterStatus(t *testing.T) {
 	f := startThreeNodes(t)
 	// Wait for the elected coordinator's cutoffs to reach a.
 	var doc clusterStatusDoc
-	deadline := time.Now().Add(testnode.AwaitViewTimeout)
-	for doc.Coordinator == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no coordinator within %v", testnode.AwaitViewTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	poll.Until(t, testnode.AwaitViewTimeout, 50*time.Millisecond, "a coordinator", func() bool {
 		out := f.a.run(t, "cluster", "status", "-o", "json")
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("cluster status -o json: %v\n%s", err, out)
 		}
-	}
+		return doc.Coordinator != ""
+	})
 	if !slices.ContainsFunc(f.nodes, func(n *testNode) bool { return n.ID() == doc.Coordinator }) ||
 		doc.Cutoffs == nil || !doc.Cutoffs.Coordinated || doc.Cutoffs.Epoch == 0 ||
 		len(doc.Cutoffs.Tiers) != 1 || doc.Cutoffs.Tiers[0].Tier != "host" || doc.Cutoffs.Tiers[0].Worth != 0 {

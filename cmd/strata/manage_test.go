@@ -21,6 +21,7 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/client/admin"
 	"github.com/stratakv/strata/internal/testing/admintest"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -314,7 +315,7 @@ func TestManageBadArguments(t *testing.T) {
 		{[]string{"ns", "diff", "ab", "xyz"}, `"xyz" is not a namespace id or id prefix`},
 		{[]string{"ns", "forks", "extra"}, `unknown command "extra" for "strata ns forks"`},
 		{[]string{"keys", "rm", "ab"}, "requires at least 2 arg(s)"},
-		{[]string{"keys", "rm", "ab", key, "12"}, `"12" is not a page key`},
+		{[]string{"keys", "rm", "ab", key, "1x"}, `"1x" is not a page key or key prefix`},
 		{[]string{"lease", "ls", "--limit", "-1"}, "--limit must not be negative"},
 		{[]string{"lease", "bogus"}, `unknown command "bogus" for "strata lease"`},
 	})
@@ -483,11 +484,7 @@ func TestTenantCommands(t *testing.T) {
 	}
 	within := func(what string, ok func() bool) {
 		t.Helper()
-		for start := time.Now(); !ok(); time.Sleep(50 * time.Millisecond) {
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("%s: not within 5s", what)
-			}
-		}
+		poll.Until(t, 5*time.Second, 50*time.Millisecond, what, ok)
 	}
 	within("the added tenant served", func() bool { return served(added.Token) == nil })
 	checkTenantUsage(t, n.Addr(), env, added.Token, d)

@@ -32,6 +32,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/grpcbuf":          {"", ""},
 	"internal/testing/splitbuf": {"", ""},
 	"proto/strata/v1":           {"", ""},
+	"rdma":                      {"", ""},
 
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
@@ -60,7 +61,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// Programs, benchmarks and deployment checks.
 	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
-	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/testnode node"},
+	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", ""},
 	"benchmarks":            {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
@@ -94,7 +95,7 @@ var owners = []struct{ prefix, pkg string }{
 	{"github.com/hashicorp/memberlist", "membership"},
 	{"github.com/dgraph-io/ristretto", "client"},
 	{"github.com/ebitengine/purego", "tiers"}, // libcuda
-	{"C", "transport"},                        // cgo: libibverbs
+	{"C", "rdma"}, // cgo: libibverbs
 	{"github.com/prometheus/", "metrics"},
 	{"github.com/spf13/cobra", "cmd/strata"},
 	{"gonum.org/", "benchmarks/load"},
