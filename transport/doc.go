@@ -22,15 +22,10 @@
 //     under the reader's lease are pinned, so for them the check never
 //     fails. Writes go into extents of open reservations; the node
 //     verifies size and checksum at commit before anything is published.
-//   - Verbs: RDMA READ/WRITE through libibverbs (cgo, build tag rdma), with
-//     the arena registered as a memory region. Without the tag OpenVerbs
-//     returns ErrNoVerbs.
 //
-// The package was called rdma and offered a Transport interface with a
-// tcp adapter over the gRPC streams; no caller dispatched through it, and
-// half of it was not RDMA. Choosing a plane per node is the client's (its
-// per-node plane interface), so this package has no interface of its own:
-// Shm and Verbs share only Op, the unit of their Read and Write.
+// RDMA (libibverbs, build tag rdma) is package rdma's. Choosing a plane
+// per node is the client's (its per-node plane interface), so this package
+// has no interface of its own: Shm's unit of Read and Write is Op.
 //
 // # Trust
 //

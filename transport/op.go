@@ -3,7 +3,7 @@ package transport
 import "github.com/stratakv/strata/proto/frame"
 
 // Op is one copy between a page extent on a node (Ext) and a caller's
-// buffer (Buf), for the shm and verbs backends' Read and Write. Read fills
+// buffer (Buf), for the shm backend's Read and Write. Read fills
 // each op's Buf and sets OK for the pages that arrived intact; a page that
 // did not is a miss, not an error. Errors are for the batch as a whole.
 type Op struct {
