@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stratakv/strata/node"
@@ -96,13 +98,17 @@ func serveChild(role string) error {
 	return stop()
 }
 
-// child is a server process started by startChild.
+// child is a server process started by startChild or startStratad.
 type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	addr  string
-	tick  time.Duration
-	errs  *tailBuffer
+	cmd  *exec.Cmd
+	end  io.Closer // ends the process: its standard input, or a SIGTERM to stratad
+	addr string
+	tick time.Duration
+	errs *tailBuffer
+	dir  string // the process's data directory, removed once it ended; "" none
+	// waited, if set, receives the process's Wait once it exited
+	// (stratad's, waited for from its start).
+	waited <-chan error
 }
 
 // startChild re-executes this binary as role with env and waits (up to a
@@ -116,7 +122,7 @@ func startChild(ctx context.Context, role string, env ...string) (*child, error)
 	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
 	c := &child{cmd: cmd, tick: clockTick(), errs: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = c.errs
-	if c.stdin, err = cmd.StdinPipe(); err != nil {
+	if c.end, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
@@ -147,20 +153,123 @@ func startChild(ctx context.Context, role string, env ...string) (*child, error)
 	return nil, fmt.Errorf("the %s server did not start within a minute\n%s", role, c.errs.String())
 }
 
+// startStratad starts the stratad binary bin as a node of its own, as
+// a re-executed child's node is started (embedded etcd, gRPC and the other
+// listeners on loopback ports the kernel picks, a host tier of hostBytes,
+// a fresh data directory; TLS with tls), with env added to its
+// environment, and waits (up to a minute) for the address it logs that it
+// serves. It is how an older build's node is measured beside this
+// binary's (StrataConfig.NodeBinary); SIGTERM ends it.
+func startStratad(ctx context.Context, bin string, hostBytes int64, tls *tlsFiles, env ...string) (*child, error) {
+	dir, err := os.MkdirTemp("", "strata-load-node-")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--embedded-etcd-url", "http://127.0.0.1:0",
+		"--host-bytes", strconv.FormatInt(hostBytes, 10)}
+	if tls != nil {
+		args = append(args, "--tls-cert", tls.cert, "--tls-key", tls.key)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	c := &child{cmd: cmd, tick: clockTick(), errs: &tailBuffer{max: 8 << 10}, dir: dir}
+	serving := &servingLine{errs: c.errs, addr: make(chan string, 1)}
+	cmd.Stderr = serving
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting the node %s: %w", bin, err)
+	}
+	c.end, c.waited = sigterm{cmd.Process}, wait(cmd)
+	select {
+	case a := <-serving.addr:
+		c.addr = a
+		return c, nil
+	case err := <-c.waited:
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("the node %s exited before it served: %v\n%s", bin, err, c.errs.String())
+	case <-time.After(time.Minute):
+	case <-ctx.Done():
+	}
+	c.Close()
+	return nil, fmt.Errorf("the node %s did not serve within a minute\n%s", bin, c.errs.String())
+}
+
+// servingRE finds the gRPC address in stratad's serving log line.
+var servingRE = regexp.MustCompile(`strata node serving.* addr=(\S+)`)
+
+// servingLine is a stratad's standard error: kept in errs, and the address
+// of its serving line (servingRE) sent on addr, once.
+type servingLine struct {
+	errs *tailBuffer
+	mu   sync.Mutex
+	line []byte // guarded by mu
+	done bool   // guarded by mu
+	addr chan string
+}
+
+func (w *servingLine) Write(p []byte) (int, error) {
+	w.errs.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	w.line = append(w.line, p...)
+	for {
+		i := bytes.IndexByte(w.line, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if m := servingRE.FindSubmatch(w.line[:i]); m != nil {
+			w.addr <- string(m[1])
+			w.done, w.line = true, nil
+			return len(p), nil
+		}
+		w.line = w.line[i+1:]
+	}
+}
+
+// sigterm ends a process by SIGTERM, as stratad expects.
+type sigterm struct{ p *os.Process }
+
+func (s sigterm) Close() error { return s.p.Signal(syscall.SIGTERM) }
+
 // CPUTime is the CPU time the child has used (procCPU).
 func (c *child) CPUTime() time.Duration { return procCPU(c.cmd.Process.Pid, c.tick) }
 
-// Close closes the child's standard input, which ends it, and waits for
-// it; one that has not exited after 30 s is killed.
-func (c *child) Close() error { return endProcess(c.cmd, c.stdin, c.errs, "server process") }
+// Close ends the child (its standard input closed, or a SIGTERM) and waits
+// for it; one that has not exited after 30 s is killed. Its data
+// directory, if any, is removed.
+func (c *child) Close() error {
+	if c.waited == nil {
+		c.waited = wait(c.cmd)
+	}
+	err := awaitEnd(c.cmd, c.end, c.waited, c.errs, "server process")
+	if c.dir != "" {
+		err = errors.Join(err, os.RemoveAll(c.dir))
+	}
+	return err
+}
 
 // endProcess closes stdin, which ends the process cmd runs (a child, a
 // Python driver), and waits for it; one that has not exited after 30 s
 // is killed. errs is its standard error, quoted when it failed.
 func endProcess(cmd *exec.Cmd, stdin io.Closer, errs *tailBuffer, what string) error {
-	stdin.Close()
+	return awaitEnd(cmd, stdin, wait(cmd), errs, what)
+}
+
+// wait waits for the process cmd started, and sends what its Wait
+// returned.
+func wait(cmd *exec.Cmd) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	return done
+}
+
+// awaitEnd is endProcess for a process whose Wait sends on done (wait):
+// end closed (its stdin, or a SIGTERM) ends it.
+func awaitEnd(cmd *exec.Cmd, end io.Closer, done <-chan error, errs *tailBuffer, what string) error {
+	end.Close()
 	select {
 	case err := <-done:
 		if err != nil {

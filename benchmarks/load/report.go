@@ -15,9 +15,10 @@ import (
 var baselines = []string{"tcp", "redis", "memcpy", "mooncake", "redis-py"}
 
 // WriteMarkdown writes the results as markdown tables: one per operation,
-// then, for put and get, the throughput of every strata system divided by
-// each baseline measured at the same page size and concurrency, with p99s
-// side by side. header is printed first, as is.
+// then the throughput of every strata system divided by each baseline
+// measured at the same page size and concurrency, with p99s side by side,
+// and of every strata system divided by its older build's (strata-old,
+// writeOldRatios). header is printed first, as is.
 func WriteMarkdown(w io.Writer, header string, results []Result) error {
 	var b strings.Builder
 	b.WriteString(header)
@@ -45,6 +46,7 @@ func WriteMarkdown(w io.Writer, header string, results []Result) error {
 				strings.ReplaceAll(strings.TrimSpace(r.Err), "\n", "\n    "))
 		}
 		writeRatios(&b, op, results)
+		writeOldRatios(&b, op, results)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -105,6 +107,50 @@ func writeRatios(b *strings.Builder, op Op, results []Result) {
 				fmt.Fprintf(b, " %.2f | %s / %s |", throughput(r)/throughput(br), us(r.P99), us(br.P99))
 			}
 			b.WriteString("\n")
+		}
+	}
+}
+
+// writeOldRatios writes, for each strata-old system (an older build's node,
+// StrataConfig.Label "old") and the strata system of its transport, the
+// new one's throughput over the old one's, and both p99s and CPU per
+// operation, case by case: whether this build is slower than the old.
+func writeOldRatios(b *strings.Builder, op Op, results []Result) {
+	type key struct {
+		sys           string
+		size, workers int
+	}
+	idx := map[key]Result{}
+	var olds []string
+	for _, r := range results {
+		if r.Op != op {
+			continue
+		}
+		idx[key{r.System, r.PageBytes, r.Workers}] = r
+		if strings.HasPrefix(r.System, "strata-old") && !slices.Contains(olds, r.System) {
+			olds = append(olds, r.System)
+		}
+	}
+	for _, old := range olds {
+		sys := "strata" + strings.TrimPrefix(old, "strata-old")
+		fmt.Fprintf(b, "\n%s ÷ %s, %s (throughput ratio; p99 µs and cpu-µs/op, new / old)\n\n"+
+			"| page | workers | new ÷ old | p99 new / old | cpu new / old |\n|---|---:|---:|---:|---:|\n", sys, old, op)
+		for _, r := range results {
+			if r.Op != op || r.System != old {
+				continue
+			}
+			n, ok := idx[key{sys, r.PageBytes, r.Workers}]
+			fmt.Fprintf(b, "| %s | %d |", SizeLabel(r.PageBytes), r.Workers)
+			switch {
+			case !ok:
+				b.WriteString(" – | – | – |\n")
+			case n.Err != "" || r.Err != "":
+				b.WriteString(" failed | – | – |\n")
+			case throughput(r) == 0:
+				b.WriteString(" – | – | – |\n")
+			default:
+				fmt.Fprintf(b, " %.2f | %s / %s | %s / %s |\n", throughput(n)/throughput(r), us(n.P99), us(r.P99), us(n.CPU), us(r.CPU))
+			}
 		}
 	}
 }

@@ -41,6 +41,14 @@ type StrataConfig struct {
 	// NodeProcs is the GOMAXPROCS of the node's process (0: Go's default,
 	// every CPU); only for a node started as a process of its own.
 	NodeProcs int
+	// NodeBinary, if set, is a stratad binary the node's process runs
+	// instead of this binary's own node (child.go, startStratad): an
+	// older build measured with this build's client, beside this build's
+	// node (strata-load --old-node). Not with Addr or InProcess. Default
+	// "": this binary's node.
+	NodeBinary string
+	// Label, if set, names the system strata-<label> (Name). Default none.
+	Label string
 
 	tls *tlsFiles // set by StartStrata for a -tls transport
 }
@@ -100,6 +108,9 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	if cfg.NodeProcs < 0 || cfg.NodeProcs > 0 && (cfg.Addr != "" || cfg.InProcess) {
 		return nil, fmt.Errorf("node GOMAXPROCS %d: only for the node started as a process of its own", cfg.NodeProcs)
 	}
+	if cfg.NodeBinary != "" && (cfg.Addr != "" || cfg.InProcess) {
+		return nil, fmt.Errorf("node binary %s: only for the node started as a process of its own", cfg.NodeBinary)
+	}
 	if strings.HasSuffix(cfg.Transport, "-tls") {
 		if cfg.Addr != "" {
 			return nil, fmt.Errorf("transport %s: only with the node strata-load starts (no --addr)", cfg.Transport)
@@ -114,14 +125,21 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 		return s, nil
 	}
 	if !cfg.InProcess {
-		env := []string{fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes)}
-		if cfg.tls != nil {
-			env = append(env, childTLSEnv+"="+cfg.tls.cert+","+cfg.tls.key)
-		}
+		var env []string
 		if cfg.NodeProcs > 0 {
 			env = append(env, fmt.Sprintf("GOMAXPROCS=%d", cfg.NodeProcs))
 		}
-		c, err := startChild(ctx, roleNode, env...)
+		var c *child
+		var err error
+		if cfg.NodeBinary != "" {
+			c, err = startStratad(ctx, cfg.NodeBinary, cfg.HostBytes, cfg.tls, env...)
+		} else {
+			env = append(env, fmt.Sprintf("%s=%d", childBytesEnv, cfg.HostBytes))
+			if cfg.tls != nil {
+				env = append(env, childTLSEnv+"="+cfg.tls.cert+","+cfg.tls.key)
+			}
+			c, err = startChild(ctx, roleNode, env...)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -179,12 +197,17 @@ func clientOptions(cfg StrataConfig) (client.Options, error) {
 	return opts, nil
 }
 
-// Name is "strata", or "strata-<transport>" for a transport other than tcp.
+// Name is "strata", or "strata-<transport>" for a transport other than
+// tcp; with a Label, "strata-<label>" or "strata-<label>-<transport>".
 func (s *Strata) Name() string {
-	if s.cfg.Transport == "tcp" {
-		return "strata"
+	name := "strata"
+	if s.cfg.Label != "" {
+		name += "-" + s.cfg.Label
 	}
-	return "strata-" + s.cfg.Transport
+	if s.cfg.Transport == "tcp" {
+		return name
+	}
+	return name + "-" + s.cfg.Transport
 }
 
 // Close closes the clients and the node this system started.

@@ -40,6 +40,7 @@ type config struct {
 	lookupKeys int
 	hostBytes  int64
 	nodeProcs  int
+	oldNode    string // a stratad binary measured beside this build's node (strata-old)
 	token      string
 	// mooncakePython is the interpreter with the mooncake wheel, for the
 	// mooncake and redis-py systems.
@@ -86,6 +87,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pb, "put-budget", "512M", "about the most bytes of fresh pages a strata put case holds (it deletes the oldest as it runs); a mooncake put case stops after writing this much")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
+	fs.StringVar(&cfg.oldNode, "old-node", "", "a stratad binary (an older build) whose node is measured too, as system strata-old (one per transport), with this build's client, taking turns with the others")
 	fs.IntVar(&cfg.nodeProcs, "node-procs", 0, "GOMAXPROCS of the strata node's process: the CPUs its goroutines run on at once (0: Go's default, every CPU)")
 	fs.StringVar(&cfg.mooncakePython, "mooncake-python", os.Getenv(load.MooncakePythonEnv),
 		"Python interpreter with the mooncake-transfer-engine-non-cuda wheel, for the mooncake and redis-py systems (default $"+load.MooncakePythonEnv+")")
@@ -106,6 +108,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("--node-procs: %d, want 0 (Go's default) or more", cfg.nodeProcs)
 	case cfg.nodeProcs > 0 && (cfg.inProcess || cfg.addr != ""):
 		return cfg, errors.New("--node-procs: only for the node strata-load starts in a process of its own (no --in-process, no --addr)")
+	case cfg.oldNode != "" && (cfg.inProcess || cfg.addr != ""):
+		return cfg, errors.New("--old-node: only beside the node strata-load starts in a process of its own (no --in-process, no --addr)")
 	}
 	var err error
 	cfg.systems, cfg.transports = split(systems), split(transports)

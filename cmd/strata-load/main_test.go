@@ -89,3 +89,17 @@ func TestNodeProcsNeedsItsOwnProcess(t *testing.T) {
 		t.Errorf("--node-procs 1: %d, %v", cfg.nodeProcs, err)
 	}
 }
+
+// TestOldNodeNeedsItsOwnProcess: --old-node runs a stratad binary beside
+// the node strata-load starts as a process; with --in-process or --addr
+// there is no such node to measure it beside.
+func TestOldNodeNeedsItsOwnProcess(t *testing.T) {
+	for _, args := range [][]string{{"--old-node", "/bin/stratad", "--in-process"}, {"--old-node", "/bin/stratad", "--addr", "127.0.0.1:1"}} {
+		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), "--old-node") {
+			t.Errorf("%q: error %v, want one about --old-node", args, err)
+		}
+	}
+	if cfg, err := parseFlags([]string{"--old-node", "/bin/stratad"}); err != nil || cfg.oldNode != "/bin/stratad" {
+		t.Errorf("--old-node /bin/stratad: %q, %v", cfg.oldNode, err)
+	}
+}

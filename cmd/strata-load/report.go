@@ -37,6 +37,9 @@ func writeReport(cfg config, started time.Time, results []load.Result) error {
 	if cfg.nodeProcs > 0 {
 		servers += fmt.Sprintf("; the strata node runs with GOMAXPROCS %d (--node-procs)", cfg.nodeProcs)
 	}
+	if cfg.oldNode != "" {
+		servers += fmt.Sprintf("; the strata-old systems' node runs %s (--old-node), with this build's client", cfg.oldNode)
+	}
 	h.WriteString("\n- one operation moves one page (lookup: asks about lookup-keys keys); " + servers + "\n")
 	md, err := os.Create(filepath.Join(cfg.out, "results.md"))
 	if err != nil {

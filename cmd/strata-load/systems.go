@@ -9,7 +9,8 @@ import (
 )
 
 // startSystems starts what cfg names, in order: one strata system per
-// transport, then the baselines. Redis is left out, with a note on
+// transport (each followed by its strata-old with --old-node), then the
+// baselines. Redis is left out, with a note on
 // cfg.log, when redis-server is not installed. The returned func closes
 // everything started, even on error.
 func startSystems(ctx context.Context, cfg config) ([]load.System, func() error, error) {
@@ -25,10 +26,19 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 		switch name {
 		case "strata":
 			for _, tr := range cfg.transports {
-				s, err := load.StartStrata(ctx, load.StrataConfig{Addr: cfg.addr, HostBytes: cfg.hostBytes,
-					Token: cfg.token, Transport: tr, InProcess: cfg.inProcess, NodeProcs: cfg.nodeProcs})
+				scfg := load.StrataConfig{Addr: cfg.addr, HostBytes: cfg.hostBytes,
+					Token: cfg.token, Transport: tr, InProcess: cfg.inProcess, NodeProcs: cfg.nodeProcs}
+				s, err := load.StartStrata(ctx, scfg)
 				if err != nil {
 					return systems, closeAll, fmt.Errorf("strata (%s): %w", tr, err)
+				}
+				systems = append(systems, s)
+				if cfg.oldNode == "" {
+					continue
+				}
+				scfg.NodeBinary, scfg.Label = cfg.oldNode, "old"
+				if s, err = load.StartStrata(ctx, scfg); err != nil {
+					return systems, closeAll, fmt.Errorf("strata-old (%s): %w", tr, err)
 				}
 				systems = append(systems, s)
 			}
