@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/placement"
 )
@@ -120,13 +121,12 @@ func writeChains(t *testing.T, ns *client.Namespace, seed uint32, n int) []names
 func waitHeld(t *testing.T, n *chaosNode, id namespace.ID, keys []namespace.Key, limit time.Duration) (int, time.Duration) {
 	t.Helper()
 	began := time.Now()
-	for {
-		held := heldAnywhere(t, []*chaosNode{n}, id, keys)
-		if held == len(keys) || time.Since(began) > limit {
-			return held, time.Since(began)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	held := 0
+	poll.Within(limit, 100*time.Millisecond, func() bool {
+		held = heldAnywhere(t, []*chaosNode{n}, id, keys)
+		return held == len(keys)
+	})
+	return held, time.Since(began)
 }
 
 // getAll gets keys through ns, 64 a call, each call within

@@ -162,7 +162,7 @@ func TestChaosPartitionInside(t *testing.T) {
 		}
 		for time.Since(began) < partCut {
 			fewest = min(fewest, aliveMembers(c))
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // samples for the cut's fixed span: nothing to wait for but the clock
 		}
 		link("up")
 		healed := time.Now()

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -116,9 +117,10 @@ func TestChaosStall(t *testing.T) {
 		return after.GetUsedBytes()*before.GetPages() == before.GetUsedBytes()*after.GetPages()
 	}
 	began := time.Now()
-	for after = nodeInfoTier(t, n.addr, pb.Tier_TIER_SSD); !settled() && time.Since(began) < 10*time.Second; after = nodeInfoTier(t, n.addr, pb.Tier_TIER_SSD) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Within(10*time.Second, 100*time.Millisecond, func() bool { // checked below
+		after = nodeInfoTier(t, n.addr, pb.Tier_TIER_SSD)
+		return settled()
+	})
 	info := nodeInfo(t, n.addr)
 	t.Logf("chaos stall: deleted the stalled get's %d pages: SSD tier %d pages %d bytes before, %d pages %d bytes %v after; "+
 		"node leases %d, reservations %d", deleted, before.GetPages(), before.GetUsedBytes(), after.GetPages(),

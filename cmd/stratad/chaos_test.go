@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -315,11 +316,13 @@ func (l *chaosLoad) notServedOf(t *testing.T, acked []namespace.Key) (failed, mi
 // Handoff), and returns those still not served and how long it waited.
 func (l *chaosLoad) handedBack(t *testing.T, missing []namespace.Key) ([]namespace.Key, time.Duration) {
 	began := time.Now()
-	for len(missing) > 0 && time.Since(began) < handoffWait {
-		time.Sleep(500 * time.Millisecond)
-		failed, still := l.notServedOf(t, missing)
-		missing = append(failed, still...)
-	}
+	poll.Within(handoffWait, 500*time.Millisecond, func() bool {
+		if len(missing) > 0 {
+			failed, still := l.notServedOf(t, missing)
+			missing = append(failed, still...)
+		}
+		return len(missing) == 0
+	})
 	return missing, time.Since(began)
 }
 
@@ -406,24 +409,24 @@ func TestChaos(t *testing.T) {
 		{"kill -9 and restart, twice", func(t *testing.T) {
 			for range 2 {
 				nodes[1].kill()
-				time.Sleep(time.Second)
+				time.Sleep(time.Second) // the fault's span: the node stays dead a second while the load runs
 				nodes[1].start(t)
 				waitAlive(t, c, 3, 30*time.Second)
 			}
 		}},
 		{"SIGSTOP a node for 4s", func(t *testing.T) {
 			nodes[2].cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(phase)
+			time.Sleep(phase) // the fault's span: the node stays stopped while the load runs
 			nodes[2].cmd.Process.Signal(syscall.SIGCONT)
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
 		{"etcd down, a node restarted during it", func(t *testing.T) {
 			cl.etcd.Process.Signal(syscall.SIGKILL)
 			cl.etcd.Wait()
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the fault's span: the cluster runs without etcd before a node restarts
 			nodes[0].kill()
 			nodes[0].start(t) // comes up degraded from its local copy of the registry
-			time.Sleep(phase)
+			time.Sleep(phase) // the fault's span: etcd stays down while the load runs
 			cl.etcd = startEtcd(t, cl.etcdDir, cl.etcdURL)
 			waitAlive(t, c, 3, 30*time.Second)
 		}},
@@ -459,14 +462,15 @@ func (l *chaosLoad) experiment(t *testing.T, name string, nodes []*chaosNode, ph
 		f()
 		return float64(l.ops.Load()-before) / time.Since(began).Seconds()
 	}
-	before := rate(func() { time.Sleep(phase) })
+	undisturbed := func() { time.Sleep(phase) } // a real load for a real span: nothing to wait for but the clock
+	before := rate(undisturbed)
 	var took time.Duration
 	during := rate(func() {
 		began := time.Now()
 		fault(t)
 		took = time.Since(began)
 	})
-	after := rate(func() { time.Sleep(phase) })
+	after := rate(undisturbed)
 	failed, missing, total := l.notServed(t)
 	heldFailed := heldAnywhere(t, nodes, l.ns.ID(), failed)
 	elsewhere := heldAnywhere(t, nodes, l.ns.ID(), missing)

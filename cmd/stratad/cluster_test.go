@@ -11,11 +11,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/placement"
@@ -67,19 +69,17 @@ func clusterNodeArgs(etcd string) []string {
 
 func waitAlive(t *testing.T, c *client.Client, want int, limit time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
-		n := 0
+	n := 0
+	if !poll.Within(limit, 100*time.Millisecond, func() bool {
+		n = 0
 		for _, m := range c.Members() {
 			if m.State == client.MemberAlive {
 				n++
 			}
 		}
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d alive members after %v, want %d: %+v", n, limit, want, c.Members())
-		}
+		return n == want
+	}) {
+		t.Fatalf("%d alive members after %v, want %d: %+v", n, limit, want, c.Members())
 	}
 }
 
@@ -160,6 +160,7 @@ func TestClusterProcesses(t *testing.T) {
 	stopLoad := make(chan struct{})
 	var slow error
 	var mu sync.Mutex
+	var rounds atomic.Int64 // lookup+get rounds done
 	for range 2 {
 		wg.Go(func() {
 			for {
@@ -178,10 +179,11 @@ func TestClusterProcesses(t *testing.T) {
 					slow = fmt.Errorf("a lookup+get took %v", d)
 					mu.Unlock()
 				}
+				rounds.Add(1)
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	poll.Until(t, 10*time.Second, 10*time.Millisecond, "the readers under way", func() bool { return rounds.Load() >= 4 })
 	killed := time.Now()
 	cmds[1].Process.Signal(syscall.SIGKILL)
 	cmds[1].Wait()
@@ -200,12 +202,8 @@ func TestClusterProcesses(t *testing.T) {
 	// Restarted on its data dir, node 2 rejoins and serves its pages again.
 	cmds[1], addrs[1] = startStratad(t, stratad, dirs[1], clusterNodeArgs(etcdURL)...)
 	waitAlive(t, c3, 3, 30*time.Second)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if n := readAll(t, ctx, ns3, keys); n == len(keys) {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("after the restart %d of %d pages found", n, len(keys))
-		}
+	if n := 0; !poll.Within(20*time.Second, 200*time.Millisecond, func() bool { n = readAll(t, ctx, ns3, keys); return n == len(keys) }) {
+		t.Fatalf("after the restart %d of %d pages found", n, len(keys))
 	}
 
 	// A fourth node moves about a quarter of the keys' ownership.
@@ -291,15 +289,10 @@ func TestClusterEtcdDown(t *testing.T) {
 
 	// etcd returns: the new namespace opens.
 	startEtcd(t, etcdDir, etcdURL)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	poll.NoError(t, 30*time.Second, 500*time.Millisecond, "the new namespace opening after etcd returned", func() error {
 		octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = c.Open(octx, other)
-		ocancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("new namespace after etcd returned: %v", err)
-		}
-	}
+		defer ocancel()
+		_, err := c.Open(octx, other)
+		return err
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/testing/corrupt"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"google.golang.org/grpc"
@@ -124,16 +125,14 @@ func TestKillDuringPuts(t *testing.T) {
 		})
 	}
 	// Let the load run, then kill without warning.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	n := 0
+	if !poll.Within(30*time.Second, 20*time.Millisecond, func() bool {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d pages acknowledged in 30s", n)
-		}
+		defer mu.Unlock()
+		n = len(acked)
+		return n >= 200
+	}) {
+		t.Fatalf("only %d pages acknowledged in 30s", n)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/scrape"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
@@ -186,7 +187,7 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 	// nodes take back what they counted for them: scrape until the sums
 	// hold still.
 	var flops, tokens, orphans, evicted float64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	poll.Within(10*time.Second, 100*time.Millisecond, func() bool { // unsettled after 10 s: the checks below use the last sums
 		var f, tk, o, e float64
 		for _, a := range admins {
 			m := scrapeNode(t, a)
@@ -194,10 +195,8 @@ func TestTraceReplayMatchesSimulator(t *testing.T) {
 		}
 		settled := f == flops && tk == tokens
 		flops, tokens, orphans, evicted = f, tk, o, e
-		if settled || time.Now().After(deadline) {
-			break
-		}
-	}
+		return settled
+	})
 	// Pages are placed one by one, so most parents have children on other
 	// nodes: evicting them must send parent-gone notices that drop those
 	// children on their nodes (the simulator drops them at once too).
