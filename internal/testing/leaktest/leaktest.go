@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 )
 
 // Settle waits up to 5 s for the goroutine count to stop changing and
@@ -59,8 +60,8 @@ type Baseline map[string]bool
 // Snapshot records the goroutines running now.
 func Snapshot() Baseline {
 	b := Baseline{}
-	for _, g := range goroutines() {
-		b[g.id] = true
+	for _, g := range stacks.All() {
+		b[g.ID] = true
 	}
 	return b
 }
@@ -81,11 +82,11 @@ func (b Baseline) Verify(code int) int {
 	if code != 0 {
 		return code
 	}
-	var left []goroutine
+	var left []stacks.G
 	if poll.Within(10*time.Second, 100*time.Millisecond, func() bool {
 		left = left[:0]
-		for _, g := range goroutines() {
-			if !b[g.id] && !processWide(g.stack) {
+		for _, g := range stacks.All() {
+			if !b[g.ID] && !processWide(g.Stack) {
 				left = append(left, g)
 			}
 		}
@@ -95,7 +96,7 @@ func (b Baseline) Verify(code int) int {
 	}
 	fmt.Fprintf(os.Stderr, "leaktest: %d goroutines the tests started are still running:\n", len(left))
 	for _, g := range left {
-		fmt.Fprintf(os.Stderr, "\n%s\n", g.stack)
+		fmt.Fprintf(os.Stderr, "\n%s\n", g.Stack)
 	}
 	return 1
 }
@@ -115,29 +116,4 @@ func processWide(stack string) bool {
 		}
 	}
 	return false
-}
-
-type goroutine struct{ id, stack string }
-
-// goroutines lists the running goroutines but the caller's.
-func goroutines() []goroutine {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []goroutine
-	for i, block := range strings.Split(string(buf), "\n\n") {
-		header, _, _ := strings.Cut(block, "\n")
-		fields := strings.Fields(header) // goroutine 12 [select]:
-		if i == 0 || len(fields) < 2 || fields[0] != "goroutine" {
-			continue // the first is the caller's
-		}
-		out = append(out, goroutine{id: fields[1], stack: block})
-	}
-	return out
 }
