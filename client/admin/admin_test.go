@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,6 +246,71 @@ func TestAmbiguousPrefix(t *testing.T) {
 	_, _, err = c.Namespace(t.Context(), none)
 	if nf, ok := errors.AsType[*admin.NotFoundError](err); !ok || nf.Asked != 3 || len(nf.Answered) != 3 {
 		t.Errorf("prefix %s: %v, want not found on 3 nodes", none, err)
+	}
+}
+
+// TestKeysByPrefix: each prefix finds the first keys in key order that
+// start with it over every member that knows the namespace, a key two
+// nodes hold once; a prefix no key has finds none. Besides the fixture's
+// chains, C holds root pages whose keys share prefixes (the lowest and
+// highest keys of all among them), and A a copy of one of them.
+func TestKeysByPrefix(t *testing.T) {
+	f := start(t)
+	f.C.Open(t, admintest.Descriptor("acme"))
+	var crafted []admintest.Page
+	for _, h := range []string{strings.Repeat("00", 32), "ab12" + strings.Repeat("00", 30), "ab12" + strings.Repeat("ff", 30),
+		"ab1f" + strings.Repeat("00", 30), strings.Repeat("ff", 32)} {
+		key, _ := hex.DecodeString(h)
+		crafted = append(crafted, admintest.Page{Key: key, Data: bytes.Repeat([]byte{7}, int(f.PageBytes))})
+	}
+	f.C.Put(t, f.NS, crafted)
+	f.A.Put(t, f.NS, crafted[1:2])
+	all := slices.Concat(f.ChainA, f.ChainB, crafted)
+	c := dial(t, f.A.Addr)
+	ns, _, err := c.Namespace(t.Context(), hex.EncodeToString(f.NS))
+	if err != nil || len(ns.Members()) != 3 {
+		t.Fatalf("namespace: %v, %+v", err, ns)
+	}
+
+	// want is the first max distinct keys of all in key order with prefix.
+	want := func(prefix string, max int) [][]byte {
+		var keys [][]byte
+		for _, p := range all {
+			if strings.HasPrefix(hex.EncodeToString(p.Key), prefix) && !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, p.Key) }) {
+				keys = append(keys, p.Key)
+			}
+		}
+		slices.SortFunc(keys, bytes.Compare)
+		return keys[:min(len(keys), max)]
+	}
+	cases := []struct {
+		prefix string
+		max    int
+		n      int // how many keys it finds, to show the cases are not all empty
+	}{
+		{"ab12", 5, 2}, {"ab12", 1, 1}, {"ab1", 5, 3}, {"ab1", 2, 2}, {"ab10", 5, 0},
+		{"0000", 5, 1}, {strings.Repeat("0", 64), 1, 1}, {"ffff", 5, 1}, {hex.EncodeToString(crafted[2].Key), 2, 1},
+		{hex.EncodeToString(crafted[1].Key)[:16], 2, 1}, // on A and C
+		{hex.EncodeToString(f.ChainA[0].Key)[:16], 2, 1}, {hex.EncodeToString(f.ChainB[1].Key)[:16], 2, 1},
+	}
+	for _, tc := range cases {
+		got, failed, err := c.KeysByPrefix(t.Context(), ns, []string{tc.prefix}, tc.max)
+		if err != nil || len(failed) != 0 || len(got) != 1 {
+			t.Fatalf("prefix %s: %v, failed %v, %d answers", tc.prefix, err, failed, len(got))
+		}
+		if w := want(tc.prefix, tc.max); !slices.EqualFunc(got[0], w, bytes.Equal) || len(w) != tc.n {
+			t.Errorf("prefix %s, max %d: %x, want %x (%d keys)", tc.prefix, tc.max, got[0], w, tc.n)
+		}
+	}
+	// Several prefixes in one call answer in order.
+	got, _, err := c.KeysByPrefix(t.Context(), ns, []string{"ab1", "ab10", "ffff"}, 3)
+	if err != nil || len(got) != 3 || len(got[0]) != 3 || len(got[1]) != 0 || !bytes.Equal(got[2][0], crafted[4].Key) {
+		t.Errorf("three prefixes: %v, %x", err, got)
+	}
+	for _, bad := range []string{"", "AB", "xyz", strings.Repeat("0", 65)} {
+		if _, _, err := c.KeysByPrefix(t.Context(), ns, []string{bad}, 1); err == nil {
+			t.Errorf("prefix %q: no error", bad)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@
 //	Namespaces           namespaces summed by ID over the members
 //	Namespace            one namespace by ID prefix, and who knows it
 //	Keys, StatKeys       a namespace's keys merged in key order, per copy
+//	KeysByPrefix         the keys that start with some hex digits
 //	Leases               the active leases, soonest expiry first
 //	SetTTL, DeleteKeys,  changes made on every member that knows the
 //	Drop                 namespace

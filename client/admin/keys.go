@@ -1,8 +1,12 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -63,6 +67,75 @@ func (c *Cluster) listKeys(ctx context.Context, n *nodeConn, id, after []byte, l
 		}
 		after = next
 	}
+}
+
+// KeysByPrefix finds, for each of prefixes (1 to 64 lowercase hex
+// digits), the first max distinct keys of ns in key order whose hex starts
+// with it, held by any member that knows ns: how a key that `strata keys
+// ls` prints shortened is found again. matches[i] is prefixes[i]'s. failed
+// is the members that failed: keys only they hold are missing.
+//
+// The keys with a prefix are one run in key order, so each member lists at
+// most max keys from the run's start, and the run's first max distinct
+// keys are among those lists.
+func (c *Cluster) KeysByPrefix(ctx context.Context, ns *Found, prefixes []string, max int) (matches [][][]byte,
+	failed []*NodeError, err error) {
+	if max < 1 {
+		return nil, nil, fmt.Errorf("keys by prefix: max %d, want at least 1", max)
+	}
+	starts := make([][]byte, len(prefixes))
+	for i, p := range prefixes {
+		if starts[i], err = beforePrefix(p); err != nil {
+			return nil, nil, err
+		}
+	}
+	rs := gather(ctx, ns.nodes, func(ctx context.Context, n *nodeConn) ([][]*pb.KeyInfo, error) {
+		lists := make([][]*pb.KeyInfo, len(prefixes))
+		for i, after := range starts {
+			var err error
+			if lists[i], _, err = c.listKeys(ctx, n, ns.ID, after, max); err != nil {
+				return nil, err
+			}
+		}
+		return lists, nil
+	})
+	answered, failed, err := settle(rs)
+	if err != nil {
+		return nil, failed, err
+	}
+	matches = make([][][]byte, len(prefixes))
+	for i, p := range prefixes {
+		var keys [][]byte
+		for _, r := range answered {
+			for _, k := range r.Val[i] {
+				if key := k.GetKey(); strings.HasPrefix(hex.EncodeToString(key), p) {
+					keys = append(keys, key)
+				}
+			}
+		}
+		slices.SortFunc(keys, bytes.Compare)
+		keys = slices.CompactFunc(keys, bytes.Equal)
+		matches[i] = keys[:min(len(keys), max)]
+	}
+	return matches, failed, nil
+}
+
+// beforePrefix is the ListKeys cursor that starts at the first key with
+// the hex prefix: the key just below it, nil when that is the first key of
+// all.
+func beforePrefix(prefix string) ([]byte, error) {
+	const digits = 2 * 32
+	key, err := hex.DecodeString(prefix + strings.Repeat("0", max(digits-len(prefix), 0)))
+	if err != nil || prefix == "" || len(key) != 32 || strings.ToLower(prefix) != prefix {
+		return nil, fmt.Errorf("key prefix %q: want 1 to %d lowercase hex digits", prefix, digits)
+	}
+	for i := len(key) - 1; i >= 0; i-- {
+		key[i]--
+		if key[i] != 0xff {
+			return key, nil
+		}
+	}
+	return nil, nil // the prefix's first key is all zeros
 }
 
 // KeyStat is what the cluster knows about one key: each node's copy, in

@@ -9,10 +9,11 @@ import (
 
 func newKeysRmCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm <ns-id-or-prefix> <key-hex>...",
+		Use:   "rm <ns-id-or-prefix> <key-or-prefix>...",
 		Short: "Delete pages of a namespace from every node that holds them",
-		Long: `Delete the pages of some keys (full 64-digit hex) of one namespace: every
-alive member that holds the namespace deletes its copies. Leased pages
+		Long: `Delete the pages of some keys of one namespace, each named by its 64 hex
+digits or a prefix only it has (as for keys stat): every alive member
+that holds the namespace deletes its copies. Leased pages
 vanish from lookups at once; their memory returns when the leases end. A
 key that no node holds is not an error: the page is gone either way.
 

@@ -10,12 +10,16 @@ import (
 
 func newKeysStatCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "stat <ns-id-or-prefix> <key-hex>...",
+		Use:   "stat <ns-id-or-prefix> <key-or-prefix>...",
 		Short: "Show everything the cluster knows about some page keys",
-		Long: `Show one block per key with its page metadata. Keys are full 64-digit
-hex. Every alive member is asked; in a cluster of more than one member
-each block names the node that holds the key, and a key held by several
-nodes has one block per node.
+		Long: `Show one block per key with its page metadata. A key is its 64 hex
+digits, or a prefix that only one key of the namespace has, such as the
+16 digits keys ls prints; a prefix that no key has, or several, is an
+error that lists them.
+
+Every alive member is asked; in a cluster of more than one member each
+block names the node that holds the key, and a key held by several nodes
+has one block per node.
 
 A key no node holds prints "status: absent"; the command then exits with
 status 1 after printing every block (0 only when all are found). A member

@@ -146,3 +146,64 @@ func TestKeysStat(t *testing.T) {
 		t.Errorf("keys stat -o json:\n%s", out)
 	}
 }
+
+// TestKeysPrefix: keys stat and keys rm take a key by a prefix only it has,
+// such as the 16 digits keys ls prints; a prefix two keys have is refused
+// with both listed, one no key has with where to look.
+func TestKeysPrefix(t *testing.T) {
+	c := newCluster(t)
+	ns := hex.EncodeToString(c.acme)[:12]
+	// Two root pages whose keys share their first 8 digits.
+	var twins []admintest.Page
+	for _, tail := range []string{"00", "ff"} {
+		key, _ := hex.DecodeString("5eed5eed" + strings.Repeat(tail, 28))
+		twins = append(twins, admintest.Page{Key: key, Data: bytes.Repeat([]byte{9}, int(c.pageBytes))})
+	}
+	c.Put(t, c.acme, twins)
+
+	rows := table(c.run(t, "keys", "ls", ns))
+	if len(rows) != 1+len(c.pages)+len(twins) {
+		t.Fatalf("keys ls: %q", rows)
+	}
+	// Each key as keys ls prints it (16 digits, in either case) finds its
+	// page.
+	for i, p := range slices.Concat(c.pages, twins) {
+		full := hex.EncodeToString(p.Key)
+		if !slices.ContainsFunc(rows[1:], func(r []string) bool { return r[0] == full[:16] }) {
+			t.Fatalf("keys ls lacks %s: %q", full[:16], rows)
+		}
+		short := full[:16]
+		if i%2 == 1 {
+			short = strings.ToUpper(short)
+		}
+		out := c.run(t, "keys", "stat", ns, short)
+		checkLines(t, "keys stat "+short, out, false, `key:\s+`+full, `status:\s+present`)
+	}
+
+	env := map[string]string{"STRATA_ENDPOINT": c.Addr}
+	full0, full1 := hex.EncodeToString(twins[0].Key), hex.EncodeToString(twins[1].Key)
+	out, _, err := strata(t, env, "keys", "stat", ns, hex.EncodeToString(c.pages[0].Key)[:16], "5eed5eed")
+	if want := "key prefix \"5eed5eed\" is ambiguous (give more hex digits); the candidates are:\n  " + full0 + "\n  " + full1; err == nil ||
+		err.Error() != want || out != "" {
+		t.Errorf("keys stat with an ambiguous prefix: err = %v, want %q; output %q", err, want, out)
+	}
+	_, _, err = strata(t, env, "keys", "stat", ns, "5eed5eee")
+	if want := `no key of namespace ` + ns + ` starts with "5eed5eee" (list them with: strata keys ls ` + ns + `)`; err == nil || err.Error() != want {
+		t.Errorf("keys stat with a prefix no key has: err = %v, want %q", err, want)
+	}
+
+	// A prefix beside a whole key that no node holds: the prefix resolves,
+	// the absent key is reported absent as before.
+	absent := strings.Repeat("00", 32)
+	out, _, err = strata(t, env, "keys", "stat", ns, "5eed5eedff", absent)
+	if err == nil || err.Error() != "1 of 2 keys absent" || !strings.Contains(out, full1) {
+		t.Errorf("keys stat with a prefix and an absent key: err = %v\n%s", err, out)
+	}
+
+	out = c.run(t, "keys", "rm", ns, full1[:16])
+	if !strings.Contains(out, "deleted 1 page(s) of the 1 key(s) given") {
+		t.Errorf("keys rm by prefix: %q", out)
+	}
+	out = c.run(t, "keys", "stat", ns, "5eed5eed")
+	checkLines(t, "keys stat after the rm", out, false, `key:\s+`+full0, `status:\s+present`)
+}

@@ -32,18 +32,19 @@ func parseNSRef(arg string) (nsRef, error) {
 	return nsRef{arg: arg, prefix: prefix}, err
 }
 
-// openNamespace checks the namespace argument and the keys after it (full
-// page keys, 64 hex digits each), dials the cluster and resolves the
-// namespace on it (see resolveNamespace); the caller closes the cluster.
+// openNamespace checks the namespace argument and the keys after it (page
+// keys or unique prefixes of them, see parseKeyRef), dials the cluster and
+// resolves the namespace on it (see resolveNamespace), then the key
+// prefixes in it (see resolveKeys); the caller closes the cluster.
 func (g *globals) openNamespace(cmd *cobra.Command, arg string, keyArgs ...string) (*admin.Cluster, *admin.Found,
 	[][]byte, error) {
 	ref, err := parseNSRef(arg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	keys := make([][]byte, len(keyArgs))
+	refs := make([]keyRef, len(keyArgs))
 	for i, a := range keyArgs {
-		if keys[i], err = parseKey(a); err != nil {
+		if refs[i], err = parseKeyRef(a); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -52,6 +53,11 @@ func (g *globals) openNamespace(cmd *cobra.Command, arg string, keyArgs ...strin
 		return nil, nil, nil, err
 	}
 	ns, err := g.resolveNamespace(cmd.Context(), cmd.ErrOrStderr(), c, ref)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	keys, err := g.resolveKeys(cmd.Context(), cmd.ErrOrStderr(), c, ns, refs)
 	if err != nil {
 		c.Close()
 		return nil, nil, nil, err
