@@ -2,6 +2,6 @@
 
 package main
 
-// raceEnabled: the race detector slows the replays about tenfold, so
-// TestAcceptance replays fewer placements under it.
+// raceEnabled: the race detector slows the replays about tenfold, so the
+// acceptance replays skip under it (skipUnderRace).
 const raceEnabled = true
