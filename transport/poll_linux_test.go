@@ -5,6 +5,9 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 )
 
 // TestReadPollLoneRead: only a read that is its group's only one waiting
@@ -84,8 +87,10 @@ func TestRawIOPolledRead(t *testing.T) {
 	a, b := streamPair(t)
 	p := NewReadPoll(2 * time.Second)
 	b.SetReadPoll(p)
-	go func() {
-		time.Sleep(20 * time.Millisecond)
+	go func() { // once the read polls
+		poll.Within(5*time.Second, time.Millisecond, func() bool {
+			return len(stacks.Find("transport.(*RawSocket).Read.func1", "transport.TestRawIOPolledRead")) > 0
+		})
 		_ = a.raw.Writev([]byte("within"))
 	}()
 	buf := make([]byte, 6)
@@ -99,8 +104,8 @@ func TestRawIOPolledRead(t *testing.T) {
 	a2, b2 := streamPair(t)
 	p2 := NewReadPoll(time.Millisecond)
 	b2.SetReadPoll(p2)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
+	go func() { // once the read's window has run out
+		poll.Within(5*time.Second, time.Millisecond, func() bool { _, spent := p2.Windows(); return spent > 0 })
 		_ = a2.raw.Writev([]byte("after"))
 	}()
 	start := time.Now()

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 	"github.com/stratakv/strata/proto/frame"
 )
 
@@ -39,7 +41,9 @@ func TestRawIOLargeFrames(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() { sent <- a.SendFrames(frames...) }()
 	for i, want := range pages {
-		time.Sleep(5 * time.Millisecond) // let the sender fill the socket and wait
+		poll.Until(t, 5*time.Second, time.Millisecond, "the sender waiting for room, or done", func() bool {
+			return len(sent) > 0 || stacks.Blocked("transport.(*RawSocket).Writev", "transport.TestRawIOLargeFrames")
+		})
 		buf := make([]byte, len(want))
 		id, m, err := b.RecvPage(func(*frame.Page, int) ([]byte, error) { return buf, nil }, nil)
 		if err != nil {
@@ -74,7 +78,9 @@ func TestRawIODeadlineCloseEOF(t *testing.T) {
 		_, err := b.raw.Read(make([]byte, 8))
 		done <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	poll.Until(t, 5*time.Second, time.Millisecond, "the read waiting", func() bool {
+		return len(done) > 0 || stacks.Blocked("transport.(*RawSocket).Read", "transport.TestRawIODeadlineCloseEOF")
+	})
 	b.Close()
 	select {
 	case err := <-done:

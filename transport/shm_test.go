@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/tiers"
 )
@@ -200,7 +201,11 @@ func TestShmReadRacesReuse(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// Until the checks have something to say: copies read intact, others
+	// discarded as raced.
+	poll.Until(t, 30*time.Second, 10*time.Millisecond, "500 copies intact and some raced", func() bool {
+		return oks.Load() >= 500 && reads.Load() > oks.Load() || bad.Load() != nil
+	})
 	close(stop)
 	wg.Wait()
 	if err, _ := bad.Load().(error); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
 )
@@ -66,7 +68,9 @@ func TestCloseDuringLentWrite(t *testing.T) {
 	go func() {
 		sent <- a.SendFramesLent(Frame{ID: 1, Msg: &frame.Put{NS: namespace.ID{1}, Checksum: []byte{1, 2, 3, 4}, Data: data}})
 	}()
-	time.Sleep(50 * time.Millisecond)
+	poll.Within(5*time.Second, time.Millisecond, func() bool {
+		return len(sent) > 0 || stacks.Blocked("transport.(*Conn).SendFramesLent", "transport.TestCloseDuringLentWrite")
+	})
 	select {
 	case err := <-sent:
 		t.Fatalf("a 64 MiB write to a peer that reads nothing returned: %v", err)

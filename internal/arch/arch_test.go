@@ -37,7 +37,7 @@ var layers = map[string]struct{ imports, tests string }{
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
 	"proto/pbconv": {"namespace proto/strata/v1", ""},
-	"transport":    {"proto/frame", "internal/testing/leaktest namespace tiers"},
+	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks namespace tiers"},
 
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/poll internal/testing/testlog internal/testing/testseed"},
