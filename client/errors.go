@@ -57,27 +57,32 @@ var (
 var errNotAdmitted = errors.New("not admitted")
 
 // refusals is the client's one error table: each row maps a node's refusal,
-// as a gRPC status reason and as a frame error code (the raw and shm
-// planes), to the client sentinel callers test with errors.Is. A refusal
-// without a row (INTERNAL, LEASE_LIMIT, the write errors) keeps its status
-// or frame error, unwrapped by a sentinel, on either plane.
+// by its gRPC ErrorInfo reason, to the client sentinel callers test with
+// errors.Is. A frame plane's Error (raw and shm) is looked up by its
+// code's reason (frame.Code.Reason, SPEC.md §6: the table the Python
+// client is checked against too), so the two wires cannot map one refusal
+// apart. A refusal without a row (INTERNAL, LEASE_LIMIT, the write errors)
+// keeps its status or frame error, unwrapped by a sentinel, on any plane.
 var refusals = []struct {
 	reason string
-	code   frame.Code // 0: no frame code
 	err    error
 }{
-	{pb.ReasonLeaseExpired, frame.CodeLeaseExpired, ErrLeaseExpired},
-	{pb.ReasonLeaseNotFound, frame.CodeLeaseNotFound, ErrLeaseNotFound},
-	{pb.ReasonNamespaceNotFound, frame.CodeNamespaceNotFound, ErrNamespaceNotFound},
-	{pb.ReasonTenantDenied, frame.CodeDenied, ErrTenantDenied},
-	{pb.ReasonUnauthenticated, frame.CodeUnauthenticated, ErrUnauthenticated},
-	{pb.ReasonVersionMismatch, frame.CodeVersion, ErrVersion},
-	{pb.ReasonInvalidArgument, frame.CodeBadRequest, ErrInvalid},
-	{pb.ReasonBatchTooLarge, frame.CodeBatchTooLarge, ErrBatchTooLarge},
-	{pb.ReasonNoSpace, frame.CodeNoSpace, ErrNoSpace},
-	{pb.ReasonQuota, frame.CodeQuota, ErrQuota},
-	{pb.ReasonShuttingDown, frame.CodeShuttingDown, ErrUnavailable},
-	{pb.ReasonNotAdmitted, 0, errNotAdmitted},
+	{pb.ReasonLeaseExpired, ErrLeaseExpired}, {pb.ReasonLeaseNotFound, ErrLeaseNotFound},
+	{pb.ReasonNamespaceNotFound, ErrNamespaceNotFound}, {pb.ReasonTenantDenied, ErrTenantDenied},
+	{pb.ReasonUnauthenticated, ErrUnauthenticated}, {pb.ReasonVersionMismatch, ErrVersion},
+	{pb.ReasonInvalidArgument, ErrInvalid}, {pb.ReasonBatchTooLarge, ErrBatchTooLarge},
+	{pb.ReasonNoSpace, ErrNoSpace}, {pb.ReasonQuota, ErrQuota},
+	{pb.ReasonShuttingDown, ErrUnavailable}, {pb.ReasonNotAdmitted, errNotAdmitted},
+}
+
+// refusal is the sentinel of a refusal's reason, nil for none.
+func refusal(reason string) error {
+	for _, r := range refusals {
+		if reason != "" && r.reason == reason {
+			return r.err
+		}
+	}
+	return nil
 }
 
 // fromRPC wraps a gRPC error with the client sentinel for its reason, so
@@ -86,27 +91,22 @@ func fromRPC(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	reason := pb.ReasonOf(err)
-	for _, r := range refusals {
-		if reason != "" && r.reason == reason {
-			return fmt.Errorf("%s: %w: %w", op, r.err, err)
-		}
+	if s := refusal(pb.ReasonOf(err)); s != nil {
+		return fmt.Errorf("%s: %w: %w", op, s, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 
 // fromFrame converts a frame-plane answer that is not the one expected: an
-// Error frame is wrapped with the sentinel for its code, anything else
-// breaks the protocol.
+// Error frame is wrapped with the sentinel of its code's reason, as the
+// gRPC error with that reason is; anything else breaks the protocol.
 func fromFrame(op string, m frame.Message) error {
 	e, ok := m.(*frame.Error)
 	if !ok {
 		return fmt.Errorf("%s: unexpected answer op %d: %w", op, m.Op(), ErrProtocol)
 	}
-	for _, r := range refusals {
-		if r.code != 0 && r.code == e.Code {
-			return fmt.Errorf("%s: %w: %w", op, r.err, e)
-		}
+	if s := refusal(e.Code.Reason()); s != nil {
+		return fmt.Errorf("%s: %w: %w", op, s, e)
 	}
 	return fmt.Errorf("%s: %w", op, e)
 }

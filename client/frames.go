@@ -164,6 +164,7 @@ func hello(c *transport.Conn, nc net.Conn, token string, version uint16, limit t
 		c.Close()
 		return nil, nil, fromFrame("welcome", m)
 	}
+	c.SetVersion(w.Version) // the requests whose layout depends on it are sent as w.Version lays them out
 	return w, fds, nil
 }
 
@@ -267,5 +268,6 @@ func committed(m frame.Message, open []int, results []PutResult) (broke bool, er
 // shm planes build it (Size is the caller's: a Put frame's size is its
 // data's length).
 func framePageSpec(p Page) frame.PageSpec {
-	return frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth}
+	return frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth,
+		CostHint: p.CostHint}
 }

@@ -206,11 +206,7 @@ func (n *nodeNS) putOneCall(ctx context.Context, pages []Page) (res []PutResult,
 		return nil, fromRPC("put", err)
 	}
 	for _, p := range pages {
-		spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth}
-		if p.HasParent {
-			spec.ParentKey = p.Parent[:]
-		}
-		out.header = &pb.PutHeader{Page: spec, Checksum: n.desc.Checksum.Sum(p.Data)}
+		out.header = &pb.PutHeader{Page: pbSpec(p), Checksum: n.desc.Checksum.Sum(p.Data)}
 		for data := p.Data; out.header != nil || len(data) > 0; {
 			out.data = data[:min(len(data), n.maxChunk)]
 			data = data[len(out.data):]
@@ -296,10 +292,7 @@ func (o *putOut) wait(d time.Duration) {
 func (n *nodeNS) putTwoPhase(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	specs := make([]*pb.PageSpec, len(pages))
 	for i, p := range pages {
-		specs[i] = &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth}
-		if p.HasParent {
-			specs[i].ParentKey = p.Parent[:]
-		}
+		specs[i] = pbSpec(p)
 	}
 	rr, err := n.c.rpc.Reserve(ctx, &pb.ReserveRequest{NamespaceId: n.id[:], Pages: specs})
 	if err != nil {

@@ -27,6 +27,29 @@ type Page struct {
 	// that ends its sequence (eviction/adapt.go), and values it as the
 	// deeper page it will lead to.
 	ChainDepth uint32
+	// CostHint is the writer's measured cost of recomputing the page, in
+	// FLOPs; 0: none (the node prices the page by the namespace's
+	// profile). Nodes value a page by it for admission and eviction, and
+	// refuse a put whose hint is negative, NaN or infinite (ErrInvalid).
+	// Every plane carries it; a node older than frame.CostHintVersion
+	// gets hinted pages over gRPC.
+	CostHint float64
+}
+
+// costHinted reports whether a page of pages has a cost hint: a frame
+// plane of a version without them cannot carry that put.
+func costHinted(pages []Page) bool {
+	return slices.ContainsFunc(pages, func(p Page) bool { return p.CostHint != 0 })
+}
+
+// pbSpec is p's spec on the gRPC wire, the one place the gRPC plane builds
+// it (framePageSpec is the frame planes').
+func pbSpec(p Page) *pb.PageSpec {
+	spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth, CostHint: p.CostHint}
+	if p.HasParent {
+		spec.ParentKey = p.Parent[:]
+	}
+	return spec
 }
 
 // chained reports whether every page after the first is the child of the

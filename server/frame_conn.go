@@ -188,6 +188,7 @@ func (sc *frameConn) handshake() error {
 		return err
 	}
 	sc.version = hello.Version
+	sc.c.SetVersion(sc.version) // Reserve, Put and SlotPut are read as sc.version lays them out
 	if hello.Token != "" {
 		sc.tokenHash = HashToken(hello.Token)
 	}

@@ -34,7 +34,7 @@ func pageSpec(p *pb.PageSpec) (store.PageSpec, error) {
 // frameSpec is a frame's page spec as the store's; checkSpec validates it.
 func frameSpec(p frame.PageSpec) store.PageSpec {
 	return store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
-		ChainDepth: p.ChainDepth}
+		ChainDepth: p.ChainDepth, CostHint: p.CostHint}
 }
 
 // maxPageSize bounds a page's declared size.

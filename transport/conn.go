@@ -29,6 +29,23 @@ type Conn struct {
 	// bulk is how many bytes of the data of the frame RecvBulk read last
 	// are still to read (ReadBulk, SkipBulk).
 	bulk int
+	// version is the protocol version the handshake settled (SetVersion;
+	// 0: frame.ProtocolVersion).
+	version uint16
+}
+
+// SetVersion makes c send and read the messages whose layout depends on
+// the connection's version (frame.Versioned) as version v lays them out:
+// each end calls it once its handshake settled v. Send stamps v on such a
+// message it is handed.
+func (c *Conn) SetVersion(v uint16) { c.version = v }
+
+// at lays m out at the connection's version where its layout depends on it.
+func (c *Conn) at(m frame.Message) frame.Message {
+	if vm, ok := m.(frame.Versioned); ok && c.version != 0 {
+		vm.SetVersion(c.version)
+	}
+	return m
 }
 
 // NewConn wraps uc; frames longer than maxFrame (0: frame.DefaultMaxFrame) fail
@@ -100,7 +117,7 @@ func (c *Conn) Send(id uint64, m frame.Message) error {
 	if _, ok := m.(frame.Bulk); ok {
 		return c.SendFrames(Frame{ID: id, Msg: m})
 	}
-	c.wbuf = frame.Append(c.wbuf[:0], id, m)
+	c.wbuf = frame.Append(c.wbuf[:0], id, c.at(m))
 	if err := c.writev(false, c.wbuf); err != nil {
 		return fmt.Errorf("sending op %d: %w", m.Op(), err)
 	}
@@ -201,7 +218,7 @@ func (c *Conn) message(op uint8) frame.Message {
 	switch op {
 	case frame.OpGet, frame.OpRead, frame.OpLookup:
 	default:
-		return frame.NewMessage(op)
+		return c.at(frame.NewMessage(op))
 	}
 	m := c.reused[op]
 	if m == nil {

@@ -37,7 +37,7 @@ func (c *Conn) sendFrames(lend bool, frames []Frame) error {
 	var bulks [][]byte
 	var ends []int // where each bulk goes: after wbuf[:ends[i]]
 	for _, f := range frames {
-		bm, ok := f.Msg.(frame.Bulk)
+		bm, ok := c.at(f.Msg).(frame.Bulk)
 		if !ok {
 			c.wbuf = frame.Append(c.wbuf, f.ID, f.Msg)
 			continue
@@ -140,24 +140,25 @@ func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if op != frame.OpPut || n < frame.PutHeadSize || n > c.maxFrame {
+	headLen := frame.PutHeadLen(c.version)
+	if op != frame.OpPut || n < headLen || n > c.maxFrame {
 		return c.recvBody(n, op, id)
 	}
-	head := h[frame.HeaderSize:]
+	head := h[frame.HeaderSize : frame.HeaderSize+headLen]
 	if _, err := io.ReadFull(c.r, head); err != nil {
 		return 0, nil, fmt.Errorf("reading a put's head: %w", err)
 	}
 	sumLen := frame.PutSumLen(head)
-	if n < frame.PutHeadSize+sumLen {
+	if n < headLen+sumLen {
 		return 0, nil, fmt.Errorf("put of %d bytes with a %d-byte checksum: %w", n, sumLen, frame.ErrMalformed)
 	}
 	body := append(c.rbuf[:0], head...)
 	body = append(body, make([]byte, sumLen)...)
-	if _, err := io.ReadFull(c.r, body[frame.PutHeadSize:]); err != nil {
+	if _, err := io.ReadFull(c.r, body[headLen:]); err != nil {
 		return 0, nil, fmt.Errorf("reading a put's checksum: %w", err)
 	}
 	c.rbuf = body
-	p := &frame.Put{}
+	p := c.at(&frame.Put{}).(*frame.Put)
 	if err := p.Decode(body); err != nil {
 		// The head is bad; the data is skipped so the stream stays in step.
 		c.bulk = n - len(body)

@@ -11,9 +11,10 @@ import (
 
 // The field types of SPEC.md §1, encoded and decoded.
 
-func appendU16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }
-func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
-func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+func appendU16(b []byte, v uint16) []byte  { return binary.LittleEndian.AppendUint16(b, v) }
+func appendU32(b []byte, v uint32) []byte  { return binary.LittleEndian.AppendUint32(b, v) }
+func appendU64(b []byte, v uint64) []byte  { return binary.LittleEndian.AppendUint64(b, v) }
+func appendF64(b []byte, v float64) []byte { return appendU64(b, math.Float64bits(v)) }
 
 func appendStr(b []byte, s string) []byte {
 	s = s[:min(len(s), math.MaxUint16)]
@@ -108,6 +109,9 @@ func (r *reader) u8(what string) uint8   { return r.take(1, what)[0] }
 func (r *reader) u16(what string) uint16 { return binary.LittleEndian.Uint16(r.take(2, what)) }
 func (r *reader) u32(what string) uint32 { return binary.LittleEndian.Uint32(r.take(4, what)) }
 func (r *reader) u64(what string) uint64 { return binary.LittleEndian.Uint64(r.take(8, what)) }
+
+// f64 reads an f64, any bits (a NaN too: its reader judges the value).
+func (r *reader) f64(what string) float64 { return math.Float64frombits(r.u64(what)) }
 
 func (r *reader) bool(what string) bool {
 	v := r.u8(what)

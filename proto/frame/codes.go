@@ -83,21 +83,52 @@ const (
 	CodeQuota
 )
 
-// codeNames are the error codes' names, as SPEC.md §6 spells them.
-var codeNames = [...]string{
-	CodeInternal: "INTERNAL", CodeBadRequest: "BAD_REQUEST", CodeUnauthenticated: "UNAUTHENTICATED",
-	CodeDenied: "DENIED", CodeNamespaceNotFound: "NAMESPACE_NOT_FOUND", CodeLeaseExpired: "LEASE_EXPIRED",
-	CodeLeaseNotFound: "LEASE_NOT_FOUND", CodeLeaseLimit: "LEASE_LIMIT", CodeBatchTooLarge: "BATCH_TOO_LARGE",
-	CodeNoSpace: "NO_SPACE", CodeVersion: "VERSION", CodeShuttingDown: "SHUTTING_DOWN",
-	CodeWriteUnknown: "WRITE_UNKNOWN", CodeWriteExpired: "WRITE_EXPIRED", CodeWriteClosed: "WRITE_CLOSED",
-	CodeNotAdmitted: "NOT_ADMITTED", CodeWriteOutOfRange: "WRITE_OUT_OF_RANGE", CodeQuota: "QUOTA",
+// codeTable is SPEC.md §6 (TestSpecTables checks it against the spec):
+// per code its name and the gRPC ErrorInfo reason (strata.proto) it
+// corresponds to. Clients report an Error frame as a gRPC error with its
+// code's reason (Reason), so the two wires cannot map one refusal apart.
+var codeTable = [...]struct{ name, reason string }{
+	CodeInternal:          {"INTERNAL", "INTERNAL"},
+	CodeBadRequest:        {"BAD_REQUEST", "INVALID_ARGUMENT"},
+	CodeUnauthenticated:   {"UNAUTHENTICATED", "UNAUTHENTICATED"},
+	CodeDenied:            {"DENIED", "TENANT_DENIED"},
+	CodeNamespaceNotFound: {"NAMESPACE_NOT_FOUND", "NAMESPACE_NOT_FOUND"},
+	CodeLeaseExpired:      {"LEASE_EXPIRED", "LEASE_EXPIRED"},
+	CodeLeaseNotFound:     {"LEASE_NOT_FOUND", "LEASE_NOT_FOUND"},
+	CodeLeaseLimit:        {"LEASE_LIMIT", "LEASE_LIMIT"},
+	CodeBatchTooLarge:     {"BATCH_TOO_LARGE", "BATCH_TOO_LARGE"},
+	CodeNoSpace:           {"NO_SPACE", "NO_SPACE"},
+	CodeVersion:           {"VERSION", "VERSION_MISMATCH"},
+	CodeShuttingDown:      {"SHUTTING_DOWN", "SHUTTING_DOWN"},
+	CodeWriteUnknown:      {"WRITE_UNKNOWN", "WRITE_UNKNOWN"},
+	CodeWriteExpired:      {"WRITE_EXPIRED", "WRITE_EXPIRED"},
+	CodeWriteClosed:       {"WRITE_CLOSED", "WRITE_CLOSED"},
+	CodeNotAdmitted:       {"NOT_ADMITTED", "NOT_ADMITTED"},
+	CodeWriteOutOfRange:   {"WRITE_OUT_OF_RANGE", "WRITE_OUT_OF_RANGE"},
+	CodeQuota:             {"QUOTA", "QUOTA"},
+}
+
+// Codes is how many codes SPEC.md §6 lists: they are 1 to Codes.
+const Codes = Code(len(codeTable) - 1)
+
+// known reports whether the spec lists c.
+func (c Code) known() bool { return c >= CodeInternal && c <= Codes }
+
+// Reason is the gRPC ErrorInfo reason the code corresponds to (SPEC.md
+// §6): INTERNAL's for a code the spec does not list, which a client treats
+// as INTERNAL.
+func (c Code) Reason() string {
+	if !c.known() {
+		c = CodeInternal
+	}
+	return codeTable[c].reason
 }
 
 // String is the code's name in SPEC.md §6, or "code N" for one it does
 // not list (which a client treats as INTERNAL).
 func (c Code) String() string {
-	if int(c) < len(codeNames) && codeNames[c] != "" {
-		return codeNames[c]
+	if c.known() {
+		return codeTable[c].name
 	}
 	return fmt.Sprintf("code %d", uint16(c))
 }

@@ -13,10 +13,35 @@ import (
 // carries and a Welcome answers. A node also serves clients of
 // MinProtocolVersion and up, answering their version in the Welcome, and
 // takes from them only the messages their version has.
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // MinProtocolVersion is the oldest client version a node serves.
 const MinProtocolVersion = 2
+
+// CostHintVersion is the first version whose page specs carry a cost hint
+// (SPEC.md §7): Reserve, Put and SlotPut are laid out by the connection's
+// version, without it below this one.
+const CostHintVersion = 5
+
+// Versioned is a message whose layout depends on the connection's version
+// (SPEC.md §7): Reserve, Put and SlotPut. One encodes and decodes at
+// ProtocolVersion until SetVersion says otherwise; a connection sets the
+// version its handshake settled on each it sends or reads
+// (transport.Conn.SetVersion).
+type Versioned interface {
+	Message
+	SetVersion(v uint16)
+}
+
+// version is the layout version of a Versioned message (0:
+// ProtocolVersion); it is not on the wire.
+type version uint16
+
+// SetVersion lays the message out as version v has it.
+func (v *version) SetVersion(x uint16) { *v = version(x) }
+
+// costHint reports whether the layout carries page specs' cost hints.
+func (v version) costHint() bool { return v == 0 || v >= CostHintVersion }
 
 // HeaderSize is the length of a frame's header: length, op, padding, id.
 const HeaderSize = 16
@@ -111,8 +136,11 @@ func ParseHeader(h []byte) (bodyLen int, op uint8, id uint64, err error) {
 	return int(n) - (HeaderSize - 4), h[4], binary.LittleEndian.Uint64(h[8:]), nil
 }
 
-// Decode decodes one whole frame (header and body).
-func Decode(b []byte) (id uint64, m Message, err error) {
+// Decode decodes one whole frame (header and body) at ProtocolVersion.
+func Decode(b []byte) (id uint64, m Message, err error) { return decodeAt(b, ProtocolVersion) }
+
+// decodeAt decodes one whole frame as a connection of version v reads it.
+func decodeAt(b []byte, v uint16) (id uint64, m Message, err error) {
 	n, op, id, err := ParseHeader(b)
 	if err != nil {
 		return 0, nil, err
@@ -122,6 +150,9 @@ func Decode(b []byte) (id uint64, m Message, err error) {
 	}
 	if m = NewMessage(op); m == nil {
 		return 0, nil, fmt.Errorf("op %d: %w", op, ErrMalformed)
+	}
+	if vm, ok := m.(Versioned); ok && v != ProtocolVersion {
+		vm.SetVersion(v)
 	}
 	if err := m.Decode(b[HeaderSize:]); err != nil {
 		return 0, nil, err

@@ -7,7 +7,9 @@ import (
 )
 
 // FuzzDecode: the decoder never panics, and whatever it accepts
-// re-encodes to the same bytes. The golden and malformed frames seed it.
+// re-encodes to the same bytes, read as a connection of ProtocolVersion
+// reads it and as one before CostHintVersion does. The golden and
+// malformed frames seed it.
 func FuzzDecode(f *testing.F) {
 	for _, c := range goldenCases() {
 		f.Add(Append(nil, c.id, c.msg))
@@ -17,12 +19,14 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, m, err := Decode(b)
-		if err != nil {
-			return
-		}
-		if again := Append(nil, id, m); !bytes.Equal(again, b) {
-			t.Fatalf("re-encoding %T differs:\n%x\n%x", m, b, again)
+		for _, v := range []uint16{ProtocolVersion, CostHintVersion - 1} {
+			id, m, err := decodeAt(b, v)
+			if err != nil {
+				continue
+			}
+			if again := Append(nil, id, m); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoding %T at version %d differs:\n%x\n%x", m, v, b, again)
+			}
 		}
 	})
 }

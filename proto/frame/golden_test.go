@@ -2,6 +2,7 @@ package frame
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,10 @@ func goldenCases() []goldenCase {
 			{Status: PageElse, Checksum: sum},
 		}}},
 		{"reserve", 3, &Reserve{NS: ns, TTLms: 30000, Pages: []PageSpec{
+			{Key: k1, Depth: 0, Size: 4096, ChainDepth: 1, CostHint: 1.5e12},
+			{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1},
+		}}},
+		{"reserve_v4", 3, &Reserve{version: CostHintVersion - 1, NS: ns, TTLms: 30000, Pages: []PageSpec{
 			{Key: k1, Depth: 0, Size: 4096, ChainDepth: 1},
 			{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1},
 		}}},
@@ -70,8 +75,10 @@ func goldenCases() []goldenCase {
 		{"page_found", 7, &Page{Index: 0, Found: true, Checksum: sum, Data: []byte("page bytes")}},
 		{"page_missing", 7, &Page{Index: 1}},
 		{"write", 9, &Write{NS: ns, WriteID: 10, Offset: 4096, Data: []byte("more bytes")}},
-		{"put", 11, &Put{NS: ns, TTLms: 500, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10},
-			Checksum: sum, Data: []byte("page bytes")}},
+		{"put", 11, &Put{NS: ns, TTLms: 500, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10,
+			CostHint: 0.75}, Checksum: sum, Data: []byte("page bytes")}},
+		{"put_v4", 11, &Put{version: CostHintVersion - 1, NS: ns, TTLms: 500,
+			Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10}, Checksum: sum, Data: []byte("page bytes")}},
 		{"put_root", 12, &Put{NS: ns, Page: PageSpec{Key: k1, Size: 1}, Data: []byte{0}}},
 		{"putok_committed", 11, &PutOK{Reserve: SlotReserved, Commit: CommitCommitted}},
 		{"putok_checksum_mismatch", 11, &PutOK{Reserve: SlotReserved, Commit: CommitChecksumMismatch, Reason: "checksum mismatch"}},
@@ -82,6 +89,10 @@ func goldenCases() []goldenCase {
 		{"lookupok_lease", 13, &LookupOK{HitPrefix: 1, LeaseID: big, ExpiresMs: 1700000000999, LeasePages: 1, Present: []bool{true, false}}},
 		{"lookupok", 14, &LookupOK{Present: []bool{false}}},
 		{"slotput", 15, &SlotPut{NS: ns, Want: 2, Pages: []SlotPage{
+			{WriteID: big, Page: PageSpec{Key: k1, Size: 256 << 10, ChainDepth: 1, CostHint: 3e9}, Checksum: sum},
+			{WriteID: 10, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1}, Checksum: sum},
+		}}},
+		{"slotput_v4", 15, &SlotPut{version: CostHintVersion - 1, NS: ns, Want: 2, Pages: []SlotPage{
 			{WriteID: big, Page: PageSpec{Key: k1, Size: 256 << 10, ChainDepth: 1}, Checksum: sum},
 			{WriteID: 10, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1}, Checksum: sum},
 		}}},
@@ -97,7 +108,7 @@ func goldenCases() []goldenCase {
 		}}},
 		{"slotputok_none", 16, &SlotPutOK{Results: []PutOK{}, Slots: []Grant{}}},
 	}
-	for c := CodeInternal; int(c) < len(codeNames); c++ {
+	for c := CodeInternal; c <= Codes; c++ {
 		cases = append(cases, goldenCase{"error_" + strings.ToLower(c.String()), 20 + uint64(c),
 			&Error{Code: c, Message: "refused: " + strings.ToLower(c.String())}})
 	}
@@ -106,21 +117,29 @@ func goldenCases() []goldenCase {
 
 // golden is one file of testdata/golden.
 type golden struct {
-	Name     string         `json:"name"`
-	Message  string         `json:"message"`
-	Op       uint8          `json:"op"`
-	ID       uint64         `json:"id"`
-	CodeName string         `json:"code_name,omitempty"` // Error frames: the code's name in SPEC.md §6
-	Fields   map[string]any `json:"fields"`
-	Hex      string         `json:"hex"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	Op      uint8  `json:"op"`
+	ID      uint64 `json:"id"`
+	// ConnVersion is the connection version the frame is laid out for,
+	// where its layout depends on it (Versioned) and is not
+	// ProtocolVersion's.
+	ConnVersion uint16         `json:"conn_version,omitempty"`
+	CodeName    string         `json:"code_name,omitempty"` // Error frames: the code's name in SPEC.md §6
+	Fields      map[string]any `json:"fields"`
+	Hex         string         `json:"hex"`
 }
 
 func goldenOf(name string, id uint64, m Message) golden {
-	g := golden{Name: name, Message: reflect.TypeOf(m).Elem().Name(), Op: m.Op(), ID: id,
-		Fields: fieldsOf(reflect.ValueOf(m).Elem()), Hex: hex.EncodeToString(Append(nil, id, m))}
+	var v version
+	if f := reflect.ValueOf(m).Elem().FieldByName("version"); f.IsValid() {
+		v = version(f.Uint())
+	}
+	g := golden{Name: name, Message: reflect.TypeOf(m).Elem().Name(), Op: m.Op(), ID: id, ConnVersion: uint16(v),
+		Fields: fieldsOf(reflect.ValueOf(m).Elem(), v), Hex: hex.EncodeToString(Append(nil, id, m))}
 	if e, ok := m.(*Error); ok {
 		g.CodeName = e.Code.String()
-		if int(e.Code) >= len(codeNames) {
+		if !e.Code.known() {
 			g.CodeName = ""
 		}
 	}
@@ -157,22 +176,27 @@ func fieldName(s string) string {
 	return b.String()
 }
 
-// fieldsOf is a message's fields as JSON values: integers and booleans as
-// they are, keys, checksums and data as hex, lists as arrays, structs as
-// objects. Statuses (a []uint8) is a list of numbers.
-func fieldsOf(v reflect.Value) map[string]any {
+// fieldsOf is a message's fields as JSON values: integers, floats and
+// booleans as they are, keys, checksums and data as hex, lists as arrays,
+// structs as objects. Statuses (a []uint8) is a list of numbers. A
+// message's version is not a field (ConnVersion), nor is a field its
+// version does not carry (a cost hint before CostHintVersion).
+func fieldsOf(v reflect.Value, at version) map[string]any {
 	out := make(map[string]any)
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
-		out[fieldName(f.Name)] = valueOf(f.Name, v.Field(i))
+		if !f.IsExported() || (f.Name == "CostHint" && !at.costHint()) {
+			continue
+		}
+		out[fieldName(f.Name)] = valueOf(f.Name, v.Field(i), at)
 	}
 	return out
 }
 
-func valueOf(name string, v reflect.Value) any {
+func valueOf(name string, v reflect.Value, at version) any {
 	switch v.Kind() {
 	case reflect.Struct:
-		return fieldsOf(v)
+		return fieldsOf(v, at)
 	case reflect.Array:
 		b := make([]byte, v.Len())
 		reflect.Copy(reflect.ValueOf(b), v)
@@ -183,7 +207,7 @@ func valueOf(name string, v reflect.Value) any {
 		}
 		out := make([]any, v.Len())
 		for i := range out {
-			out[i] = valueOf(name, v.Index(i))
+			out[i] = valueOf(name, v.Index(i), at)
 		}
 		return out
 	}
@@ -238,7 +262,7 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, m, err := Decode(b)
+		id, m, err := decodeAt(b, cmp.Or(g.ConnVersion, ProtocolVersion))
 		if err != nil {
 			t.Errorf("%s: decoding the golden frame: %v", c.name, err)
 			continue
@@ -347,8 +371,8 @@ func TestSpecTables(t *testing.T) {
 		versions = append(versions, fmt.Sprint(v))
 	}
 	var codes []string
-	for c := CodeInternal; int(c) < len(codeNames); c++ {
-		codes = append(codes, fmt.Sprintf("%d %s", c, c))
+	for c := CodeInternal; c <= Codes; c++ {
+		codes = append(codes, fmt.Sprintf("%d %s %s", c, c, c.Reason()))
 	}
 	for _, tc := range []struct {
 		table string
@@ -365,7 +389,7 @@ func TestSpecTables(t *testing.T) {
 			fmt.Sprint(CommitChecksumMismatch, " CHECKSUM_MISMATCH"), fmt.Sprint(CommitSizeMismatch, " SIZE_MISMATCH"),
 			fmt.Sprint(CommitIncomplete, " INCOMPLETE"), fmt.Sprint(CommitUnknownWrite, " UNKNOWN_WRITE"),
 			fmt.Sprint(CommitExpired, " EXPIRED"), fmt.Sprint(CommitAborted, " ABORTED"), fmt.Sprint(CommitFailed, " FAILED")}},
-		{"Error codes", []int{0, 1}, codes},
+		{"Error codes", []int{0, 1, 2}, codes},
 		{"Versions", []int{0}, versions},
 	} {
 		var got []string

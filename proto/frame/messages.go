@@ -128,7 +128,7 @@ func (m *GetOK) Decode(body []byte) error {
 	return r.done()
 }
 
-// PageSpec is one page of a Reserve.
+// PageSpec is one page of a Reserve, a Put or a SlotPut.
 type PageSpec struct {
 	Key       namespace.Key
 	Parent    namespace.Key
@@ -138,6 +138,11 @@ type PageSpec struct {
 	// ChainDepth: the deepest page of the sequence in the same put
 	// (store.PageSpec.ChainDepth).
 	ChainDepth uint32
+	// CostHint is the writer's measured recompute cost of the page in
+	// FLOPs (store.PageSpec.CostHint); 0: none, the namespace's profile
+	// prices it. Carried from CostHintVersion: a connection of an older
+	// version sends none (its encoding drops it, its decoding leaves 0).
+	CostHint float64
 }
 
 // appendLinks appends a page's key, parent and has parent.
@@ -150,8 +155,10 @@ func (r *reader) links() PageSpec {
 	return PageSpec{Key: r.key("key"), Parent: r.key("parent"), HasParent: r.bool("has parent")}
 }
 
-// Reserve sets space aside for pages.
+// Reserve sets space aside for pages. Its layout is its version's
+// (Versioned).
 type Reserve struct {
+	version
 	NS    namespace.ID
 	TTLms uint32 // the reservations' deadline; 0 = the node's default
 	Pages []PageSpec
@@ -160,30 +167,55 @@ type Reserve struct {
 func (*Reserve) Op() uint8 { return OpReserve }
 
 func (m *Reserve) Append(b []byte) []byte {
-	return appendList(appendU32(append(b, m.NS[:]...), m.TTLms), m.Pages, appendSpec)
+	return appendList(appendU32(append(b, m.NS[:]...), m.TTLms), m.Pages, func(b []byte, p *PageSpec) []byte {
+		return appendSpec(b, p, m.version)
+	})
 }
 
 func (m *Reserve) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS, m.TTLms = namespace.ID(r.key("namespace")), r.u32("ttl")
-	m.Pages = list(&r, specSize, "pages", (*reader).spec)
+	m.Pages = list(&r, specSize(m.version), "pages", func(r *reader) PageSpec { return r.spec(m.version) })
 	return r.done()
 }
 
-// specSize is the length of a page spec on the wire (Reserve, SlotPut).
-const specSize = 32 + 32 + 1 + 4 + 8 + 4
-
-// appendSpec appends a page spec: key, parent, has parent, depth, size,
-// chain depth.
-func appendSpec(b []byte, p *PageSpec) []byte {
-	return appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth)
+// specSize is the length of a page spec on the wire (Reserve, SlotPut) at
+// version v.
+func specSize(v version) int {
+	if v.costHint() {
+		return 32 + 32 + 1 + 4 + 8 + 4 + 8
+	}
+	return 32 + 32 + 1 + 4 + 8 + 4
 }
 
-// spec reads a page spec (appendSpec).
-func (r *reader) spec() PageSpec {
+// appendSpec appends a page spec as version v lays it out: key, parent,
+// has parent, depth, size, chain depth, and from CostHintVersion the cost
+// hint.
+func appendSpec(b []byte, p *PageSpec, v version) []byte {
+	return v.appendCost(appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth), p)
+}
+
+// spec reads a page spec as version v lays it out (appendSpec).
+func (r *reader) spec(v version) PageSpec {
 	p := r.links()
 	p.Depth, p.Size, p.ChainDepth = r.u32("depth"), r.int64("size"), r.u32("chain depth")
+	r.cost(v, &p)
 	return p
+}
+
+// appendCost appends p's cost hint where version v carries it.
+func (v version) appendCost(b []byte, p *PageSpec) []byte {
+	if v.costHint() {
+		return appendF64(b, p.CostHint)
+	}
+	return b
+}
+
+// cost reads p's cost hint where version v carries it.
+func (r *reader) cost(v version, p *PageSpec) {
+	if v.costHint() {
+		p.CostHint = r.f64("cost hint")
+	}
 }
 
 // Slot is one page of a ReserveOK: for a reserved page (Status

@@ -133,7 +133,9 @@ func (m *Write) Decode(body []byte) error {
 
 // Put is one page, reserved, written and committed in one frame. Data
 // aliases the connection's buffer when decoded, valid until the next Recv.
+// Its layout is its version's (Versioned).
 type Put struct {
+	version
 	NS       namespace.ID
 	TTLms    uint32   // the reservation's deadline; 0 = the node's default
 	Page     PageSpec // Size is len(Data) on the wire
@@ -147,7 +149,8 @@ func (m *Put) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...
 
 func (m *Put) AppendHead(b []byte) []byte {
 	b = appendLinks(appendU32(append(b, m.NS[:]...), m.TTLms), &m.Page)
-	return appendBytes8(appendU32(appendU32(b, m.Page.Depth), m.Page.ChainDepth), m.Checksum)
+	b = m.version.appendCost(appendU32(appendU32(b, m.Page.Depth), m.Page.ChainDepth), &m.Page)
+	return appendBytes8(b, m.Checksum)
 }
 
 func (m *Put) Decode(body []byte) error {
@@ -155,6 +158,7 @@ func (m *Put) Decode(body []byte) error {
 	m.NS, m.TTLms = namespace.ID(r.key("namespace")), r.u32("ttl")
 	m.Page = r.links()
 	m.Page.Depth, m.Page.ChainDepth = r.u32("depth"), r.u32("chain depth")
+	r.cost(m.version, &m.Page)
 	m.Checksum = r.bytes8("checksum")
 	m.Data = r.rest()
 	m.Page.Size = int64(len(m.Data))
@@ -162,12 +166,22 @@ func (m *Put) Decode(body []byte) error {
 }
 
 // PutHeadSize is the length of a Put's body up to its checksum's bytes
-// (the checksum's length byte included): the checksum and the data follow.
-const PutHeadSize = 32 + 4 + 32 + 32 + 1 + 4 + 4 + 1
+// (the checksum's length byte included) at ProtocolVersion, the longest:
+// the checksum and the data follow.
+const PutHeadSize = 32 + 4 + 32 + 32 + 1 + 4 + 4 + 8 + 1
 
-// PutSumLen is the length of the checksum of a Put whose body starts with
-// h (at least PutHeadSize bytes).
-func PutSumLen(h []byte) int { return int(h[PutHeadSize-1]) }
+// PutHeadLen is PutHeadSize at version v (0: ProtocolVersion): a
+// connection of v reads that much of a Put's body before its checksum.
+func PutHeadLen(v uint16) int {
+	if version(v).costHint() {
+		return PutHeadSize
+	}
+	return PutHeadSize - 8
+}
+
+// PutSumLen is the length of the checksum of a Put whose body's head is h
+// (PutHeadLen bytes: the checksum's length is its last).
+func PutSumLen(h []byte) int { return int(h[len(h)-1]) }
 
 // PutOK answers a Put: the reserve status (Slot*), the commit status
 // when reserved (Commit*), and why, for a rejection or a failed commit.

@@ -8,8 +8,10 @@ import "github.com/stratakv/strata/namespace"
 // grants the slots that replace those used.
 
 // SlotPut publishes pages the client wrote into slots the node granted
-// this connection, each in its own slot, and asks for Want more slots.
+// this connection, each in its own slot, and asks for Want more slots. Its
+// layout is its version's (Versioned).
 type SlotPut struct {
+	version
 	NS    namespace.ID
 	Want  uint32 // slots to grant with the answer; the node may grant fewer
 	Pages []SlotPage
@@ -19,15 +21,15 @@ func (*SlotPut) Op() uint8 { return OpSlotPut }
 
 func (m *SlotPut) Append(b []byte) []byte {
 	return appendList(appendU32(append(b, m.NS[:]...), m.Want), m.Pages, func(b []byte, p *SlotPage) []byte {
-		return appendBytes8(appendSpec(appendU64(b, p.WriteID), &p.Page), p.Checksum)
+		return appendBytes8(appendSpec(appendU64(b, p.WriteID), &p.Page, m.version), p.Checksum)
 	})
 }
 
 func (m *SlotPut) Decode(body []byte) error {
 	r := reader{b: body}
 	m.NS, m.Want = namespace.ID(r.key("namespace")), r.u32("want")
-	m.Pages = list(&r, 8+specSize+1, "pages", func(r *reader) SlotPage {
-		return SlotPage{WriteID: r.u64("write id"), Page: r.spec(), Checksum: r.bytes8("checksum")}
+	m.Pages = list(&r, 8+specSize(m.version)+1, "pages", func(r *reader) SlotPage {
+		return SlotPage{WriteID: r.u64("write id"), Page: r.spec(m.version), Checksum: r.bytes8("checksum")}
 	})
 	return r.done()
 }

@@ -89,6 +89,10 @@ InternalError = _error("InternalError", "INTERNAL", "The node failed the request
 # of its own: a gRPC error is then mapped by its status code, a frame
 # error is a StrataError carrying the reason), and the frame protocol's
 # error code and name for it (proto/frame/SPEC.md section 6; 0: gRPC only).
+# python/tests/test_frame.py checks the codes, names and reasons against
+# the spec's table, the one the Go codec (frame.Code.Reason) and so the Go
+# client's error table are checked against too, and that a frame error
+# and a gRPC error of the same reason raise the same exception.
 REASONS = [
     ("INTERNAL", InternalError, 1, "INTERNAL"),
     ("INVALID_ARGUMENT", InvalidArgumentError, 2, "BAD_REQUEST"),
@@ -113,11 +117,14 @@ REASONS = [
 ]
 
 _BY_REASON = {reason: cls for reason, cls, _, _ in REASONS if cls is not None}
-# FRAME_CODES: frame error code -> (its name, its reason).
+_KNOWN = {reason for reason, _, _, _ in REASONS}
+# FRAME_CODES: frame error code -> (its name, its reason); FRAME_CODE_OF:
+# name -> code.
 FRAME_CODES = {code: (name, reason) for reason, _, code, name in REASONS if code}
+FRAME_CODE_OF = {name: code for code, (name, _) in FRAME_CODES.items()}
 # FRAME_INTERNAL is the code of a code the client does not know (the spec:
 # treated as INTERNAL).
-FRAME_INTERNAL = 1
+FRAME_INTERNAL = FRAME_CODE_OF["INTERNAL"]
 
 
 def from_frame(op: str, code: int, message: str, node: str = "") -> StrataError:
@@ -275,7 +282,12 @@ def from_rpc(op: str, err: BaseException, node: str = "") -> StrataError:
     msg = f"{op}{where}: {reason or code_name or type(err).__name__}: {details}"
     cls = _BY_REASON.get(reason)
     if cls is None:
-        if code_name in _NODE_FAILURE_CODES or not code_name:
+        if reason in _KNOWN:
+            # A refusal with no exception of its own: a StrataError with
+            # its reason, as from a frame (from_frame), whatever the status
+            # code (WRITE_UNKNOWN's NOT_FOUND is no unknown namespace).
+            cls = StrataError
+        elif code_name in _NODE_FAILURE_CODES or not code_name:
             cls = UnavailableError
         else:
             cls = _BY_CODE.get(code_name, StrataError)

@@ -7,11 +7,19 @@ frames of proto/frame/testdata/golden are decoded and re-encoded byte for
 byte with them (python/tests/test_frame.py), and the table is checked
 against the spec's.
 
-A message is a dict of its fields: integers, booleans, ``str``, bytes
-(keys, namespace IDs, checksums, data), lists, and dicts for the nested
-records (an extent, a page of a Reserve, a Put's page). The raw data
-plane's hot paths (raw.py) do not build dicts: they use the fixed-layout
-helpers at the end of this module, which the golden frames check too.
+A message is a dict of its fields: integers, floats, booleans, ``str``,
+bytes (keys, namespace IDs, checksums, data), lists, and dicts for the
+nested records (an extent, a page of a Reserve, a Put's page). A field
+may name the version it is on the wire since (a page spec's cost hint:
+COST_HINT_VERSION): ``encode`` and ``decode`` lay a message out as the
+connection's version has it (SPEC.md §7), the newest by default. The raw
+data plane's hot paths (raw.py) do not build dicts: they use the
+fixed-layout helpers at the end of this module, which the golden frames
+check too.
+
+Every number here is the spec's, and python/tests/test_frame.py checks
+each table against SPEC.md's (the tables the Go codec is checked against):
+nothing of the protocol is typed in the client's other modules.
 """
 
 from __future__ import annotations
@@ -22,12 +30,15 @@ from typing import Any, Dict, List, Tuple
 from . import errors as E
 
 # Versions (SPEC.md §7): the one this client's Hello carries, the oldest
-# a node serves (and a client falls back to), and the newest the codec
-# knows (version 4 adds SlotPut, a put through shared memory, which this
-# client does not make: it speaks 3).
-PROTOCOL_VERSION = 3
+# a node serves (and a client falls back to, one version at a time), and
+# the newest the codec knows. This client speaks the newest but sends no
+# SlotPut (version 4: a put into arena slots, which only a client mapping
+# the node's shared memory makes); version 5 adds a page spec's cost hint
+# (COST_HINT_VERSION).
+NEWEST_VERSION = 5
+PROTOCOL_VERSION = NEWEST_VERSION
 MIN_PROTOCOL_VERSION = 2
-NEWEST_VERSION = 4
+COST_HINT_VERSION = 5
 
 # Limits (SPEC.md §8).
 HEADER_SIZE = 16
@@ -45,6 +56,9 @@ OP_ABORT, OP_ABORT_OK, OP_SERVED = 10, 11, 12
 OP_READ, OP_PAGE, OP_WRITE = 13, 14, 15
 OP_PUT, OP_PUT_OK, OP_LOOKUP, OP_LOOKUP_OK = 16, 17, 18, 19
 OP_SLOT_PUT, OP_SLOT_PUT_OK = 20, 21
+# SINCE: the version each op is in from (SPEC.md §2's since column); a
+# connection of an older version does not send it.
+SINCE = {op: 4 if op >= OP_SLOT_PUT else 3 if op >= OP_PUT else MIN_PROTOCOL_VERSION for op in range(1, OP_SLOT_PUT_OK + 1)}
 
 # Statuses (SPEC.md §3), by name.
 PAGE_STATUS = {"MISSING": 0, "MAPPED": 1, "ELSE": 2}
@@ -56,12 +70,14 @@ COMMIT_STATUS = {
 SLOT_RESERVED, SLOT_EXISTS, SLOT_REJECTED = 1, 2, 3
 
 # Field types (SPEC.md §1). A list is ("list", element type), a record a
-# list of (name, type) pairs.
-U8, U16, U32, U64, I64, N64, BOOL, KEY, STR, BYTES8, DATA = (
-    "u8", "u16", "u32", "u64", "i64", "n64", "bool", "[32]", "str", "bytes8", "data")
+# list of (name, type) pairs, or (name, type, since) for a field on the
+# wire from version since.
+U8, U16, U32, U64, I64, N64, F64, BOOL, KEY, STR, BYTES8, DATA = (
+    "u8", "u16", "u32", "u64", "i64", "n64", "f64", "bool", "[32]", "str", "bytes8", "data")
 EXTENT = [("off", N64), ("len", N64), ("gen", U64), ("gen_index", N64)]
-_PAGE_SPEC = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("size", N64), ("chain_depth", U32)]
-_PUT_PAGE = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("chain_depth", U32)]
+_COST = ("cost_hint", F64, COST_HINT_VERSION)
+_PAGE_SPEC = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("size", N64), ("chain_depth", U32), _COST]
+_PUT_PAGE = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("chain_depth", U32), _COST]
 _KEYS = [("ns", KEY), ("lease", U64), ("keys", ("list", KEY))]
 
 
@@ -100,15 +116,20 @@ MESSAGES: Dict[int, Tuple[str, List[Tuple[str, Any]]]] = {
 }
 
 _INTS = {U8: struct.Struct("<B"), U16: struct.Struct("<H"), U32: struct.Struct("<I"), U64: struct.Struct("<Q"),
-         I64: struct.Struct("<q"), N64: struct.Struct("<Q")}
-_FIXED = {U8: 1, U16: 2, U32: 4, U64: 8, I64: 8, N64: 8, BOOL: 1, KEY: 32, STR: 2, BYTES8: 1, DATA: 0}
+         I64: struct.Struct("<q"), N64: struct.Struct("<Q"), F64: struct.Struct("<d")}
+_FIXED = {U8: 1, U16: 2, U32: 4, U64: 8, I64: 8, N64: 8, F64: 8, BOOL: 1, KEY: 32, STR: 2, BYTES8: 1, DATA: 0}
 _HDR = struct.Struct("<IBBHQ")  # length, op, 0, 0, request id
 
 
-def _min_size(t: Any) -> int:
+def fields_at(t: List[Any], version: int) -> List[Tuple[str, Any]]:
+    """A record's (name, type) pairs on the wire at version."""
+    return [(f[0], f[1]) for f in t if len(f) < 3 or version >= f[2]]
+
+
+def _min_size(t: Any, version: int) -> int:
     """The fewest bytes a value of type t takes (a list's count check)."""
     if isinstance(t, list):
-        return sum(_min_size(ft) for _, ft in t)
+        return sum(_min_size(ft, version) for _, ft in fields_at(t, version))
     if isinstance(t, tuple):
         return 4
     return _FIXED[t]
@@ -117,14 +138,14 @@ def _min_size(t: Any) -> int:
 # ---- encoding ---------------------------------------------------------------------
 
 
-def _append(out: bytearray, t: Any, v: Any) -> None:
+def _append(out: bytearray, t: Any, v: Any, version: int) -> None:
     if isinstance(t, list):
-        for name, ft in t:
-            _append(out, ft, v.get(name, _zero(ft)))
+        for name, ft in fields_at(t, version):
+            _append(out, ft, v.get(name, _zero(ft)), version)
     elif isinstance(t, tuple):
         out += _INTS[U32].pack(len(v))
         for e in v:
-            _append(out, t[1], e)
+            _append(out, t[1], e, version)
     elif t in _INTS:
         out += _INTS[t].pack(v)
     elif t == BOOL:
@@ -152,10 +173,11 @@ def _zero(t: Any) -> Any:
     return {BOOL: False, KEY: bytes(32), STR: "", BYTES8: b"", DATA: b""}.get(t, 0)
 
 
-def encode_body(op: int, fields: Dict[str, Any]) -> bytes:
-    """A message's body; a missing field is zero."""
+def encode_body(op: int, fields: Dict[str, Any], version: int = NEWEST_VERSION) -> bytes:
+    """A message's body as a connection of version lays it out; a
+    missing field is zero, one the version does not carry is left out."""
     out = bytearray()
-    _append(out, MESSAGES[op][1], fields)
+    _append(out, MESSAGES[op][1], fields, version)
     return bytes(out)
 
 
@@ -164,9 +186,9 @@ def header(op: int, rid: int, body_len: int) -> bytes:
     return _HDR.pack(HEADER_SIZE - 4 + body_len, op, 0, 0, rid)
 
 
-def encode(op: int, rid: int, fields: Dict[str, Any]) -> bytes:
-    """A whole frame carrying the message."""
-    body = encode_body(op, fields)
+def encode(op: int, rid: int, fields: Dict[str, Any], version: int = NEWEST_VERSION) -> bytes:
+    """A whole frame carrying the message, at version."""
+    body = encode_body(op, fields, version)
     return header(op, rid, len(body)) + body
 
 
@@ -177,10 +199,10 @@ class Reader:
     """A frame body read front to back; any overrun, trailing byte or bad
     value is a ProtocolError."""
 
-    __slots__ = ("b", "i", "what")
+    __slots__ = ("b", "i", "what", "version")
 
-    def __init__(self, b: bytes, what: str):
-        self.b, self.i, self.what = b, 0, what
+    def __init__(self, b: bytes, what: str, version: int = NEWEST_VERSION):
+        self.b, self.i, self.what, self.version = b, 0, what, version
 
     def fail(self, why: str) -> E.ProtocolError:
         return E.ProtocolError(f"raw {self.what}: {why}")
@@ -201,10 +223,10 @@ class Reader:
 
     def value(self, t: Any) -> Any:
         if isinstance(t, list):
-            return {name: self.value(ft) for name, ft in t}
+            return {name: self.value(ft) for name, ft in fields_at(t, self.version)}
         if isinstance(t, tuple):
             (n,) = self.unpack(_INTS[U32])
-            if n > (len(self.b) - self.i) // max(1, _min_size(t[1])):
+            if n > (len(self.b) - self.i) // max(1, _min_size(t[1], self.version)):
                 raise self.fail(f"{n} items in {len(self.b) - self.i} bytes")
             return [self.value(t[1]) for _ in range(n)]
         if t in _INTS:
@@ -232,12 +254,13 @@ class Reader:
             raise self.fail(f"{len(self.b) - self.i} trailing bytes")
 
 
-def decode_body(op: int, body: bytes) -> Dict[str, Any]:
-    """A message's fields; ProtocolError if the body breaks the spec."""
+def decode_body(op: int, body: bytes, version: int = NEWEST_VERSION) -> Dict[str, Any]:
+    """A message's fields as a connection of version reads them;
+    ProtocolError if the body breaks the spec."""
     if op not in MESSAGES:
         raise E.ProtocolError(f"raw frame: op {op}")
     name, fields = MESSAGES[op]
-    r = Reader(body, name)
+    r = Reader(body, name, version)
     out = r.value(fields)
     r.done()
     if op == OP_PAGE and not out["found"] and out["data"]:
@@ -257,12 +280,12 @@ def parse_header(h: bytes) -> Tuple[int, int, int]:
     return length - (HEADER_SIZE - 4), op, rid
 
 
-def decode(frame: bytes) -> Tuple[int, int, Dict[str, Any]]:
-    """(op, request id, fields) of one whole frame."""
+def decode(frame: bytes, version: int = NEWEST_VERSION) -> Tuple[int, int, Dict[str, Any]]:
+    """(op, request id, fields) of one whole frame, read at version."""
     n, op, rid = parse_header(frame)
     if n != len(frame) - HEADER_SIZE:
         raise E.ProtocolError(f"raw frame: says {n} body bytes, has {len(frame) - HEADER_SIZE}")
-    return op, rid, decode_body(op, frame[HEADER_SIZE:])
+    return op, rid, decode_body(op, frame[HEADER_SIZE:], version)
 
 
 # ---- fixed layouts of the hot paths (raw.py) ----------------------------------------
@@ -271,6 +294,7 @@ PAGE_HEAD = struct.Struct("<IBB")  # a Page's index, found, checksum length
 WRITE_HEAD = struct.Struct("<QQ")  # a Write's write id, offset (after the namespace)
 _READ_HEAD = struct.Struct("<QI")  # lease, n (after the namespace)
 _PUT_HEAD = struct.Struct("<I32s32sBII")  # ttl ms, key, parent, has parent, depth, chain depth
+_PUT_COST = _INTS[F64]  # then, from COST_HINT_VERSION, the cost hint
 
 
 def read_body(ns_id: bytes, lease_id: int, keys: List[bytes]) -> bytes:
@@ -278,7 +302,9 @@ def read_body(ns_id: bytes, lease_id: int, keys: List[bytes]) -> bytes:
     return b"".join([ns_id, _READ_HEAD.pack(lease_id, len(keys))] + list(keys))
 
 
-def put_head(ns_id: bytes, ttl_ms: int, key: bytes, parent: bytes, depth: int, chain_depth: int, checksum: bytes) -> bytes:
-    """A Put's body up to its data (parent empty: none)."""
-    return ns_id + _PUT_HEAD.pack(ttl_ms, key, parent or bytes(32), 1 if parent else 0, depth, chain_depth) \
+def put_head(ns_id: bytes, ttl_ms: int, key: bytes, parent: bytes, depth: int, chain_depth: int, checksum: bytes,
+             cost_hint: float = 0.0, version: int = NEWEST_VERSION) -> bytes:
+    """A Put's body up to its data (parent empty: none), at version."""
+    cost = _PUT_COST.pack(cost_hint) if version >= COST_HINT_VERSION else b""
+    return ns_id + _PUT_HEAD.pack(ttl_ms, key, parent or bytes(32), 1 if parent else 0, depth, chain_depth) + cost \
         + bytes((len(checksum),)) + checksum

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import errors as E
+from . import frame as F
 from ._proto import strata_pb2 as pb
 from .buffers import dest as _dest
 from .buffers import readable_bytes
@@ -149,23 +150,25 @@ class Namespace:
         them, or fewer when the plane is not usable (no connection, or it
         failed before the node answered a commit while the deadline had
         not passed): the caller puts the rest over gRPC, where pages the
-        lost batch did publish answer EXISTS. Pages with a cost hint go
-        over gRPC: the Reserve frame cannot carry it. On a protocol-3
-        connection a batch of at most ONE_CALL_MAX_PAGES pages is Put
-        frames, one round trip (stats raw_put_one_calls)."""
-        if any(p.cost_hint for p in pages):
-            return []
+        lost batch did publish answer EXISTS. Pages carry their cost hints
+        (protocol 5); a node of an older protocol gets a batch with a hint
+        over gRPC, which carries it. On a protocol-3 connection a batch of
+        at most ONE_CALL_MAX_PAGES pages is Put frames, one round trip
+        (stats raw_put_one_calls)."""
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return []
-        specs = [PutSpec(bytes(p.key), bytes(p.parent) if p.parent else None, int(p.depth), len(v), int(p.chain_depth))
-                 for p, v in zip(pages, views)]
+        if conn.version < F.COST_HINT_VERSION and any(p.cost_hint for p in pages):
+            s.release(conn)
+            return []
+        specs = [PutSpec(bytes(p.key), bytes(p.parent) if p.parent else None, int(p.depth), len(v), int(p.chain_depth),
+                         float(p.cost_hint or 0.0)) for p, v in zip(pages, views)]
         out: List[PutResult] = []
         try:
             step = conn.max_batch
             for start in range(0, len(pages), step):
                 args = (self.id, specs[start:start + step], views[start:start + step], sums[start:start + step])
-                if conn.version >= 3 and len(args[1]) <= ONE_CALL_MAX_PAGES and self.page_bytes <= MAX_WRITE_CHUNK:
+                if conn.version >= F.SINCE[F.OP_PUT] and len(args[1]) <= ONE_CALL_MAX_PAGES and self.page_bytes <= MAX_WRITE_CHUNK:
                     got = conn.put_one_call(*args)
                     self.client._count("raw_put_one_calls")
                 else:
@@ -234,14 +237,14 @@ class Namespace:
         answer ends at its expiry). Raises the node's refusals and a
         deadline that passed."""
         s = node.raw
-        if s is None or not self.client.raw_enabled or s.version < 3:
+        if s is None or not self.client.raw_enabled or s.version < F.SINCE[F.OP_LOOKUP]:
             return False
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return False
         c = self.client
         try:
-            if conn.version < 3:
+            if conn.version < F.SINCE[F.OP_LOOKUP]:
                 return False
             step = conn.max_batch
             covered = 0

@@ -9,14 +9,18 @@ order (a missing page: found 0, no data), or by one Error frame. A put is
 Reserve, then the reserved pages' Write frames and the Commit in one
 ``sendmsg``, then CommitOK: two round trips.
 
-Protocol 3 (the Hello says 3; a node that refuses it with a VERSION error
-is an older one, and the session says hello with 2 from then on, using
-only the ops above it) adds a one-round-trip put and Lookup: a put batch
+The Hello says the newest version (frame.PROTOCOL_VERSION); a node that
+refuses it with a VERSION error is an older one, and the session says
+hello with the version below, and so on down to 2, keeping the first the
+node takes. Protocol 3 adds a one-round-trip put and Lookup: a put batch
 of up to ONE_CALL_MAX_PAGES pages (each at most MAX_WRITE_CHUNK bytes) is
 one Put frame per page, all in one ``sendmsg``, each answered in order by
 a PutOK (or by an Error frame, which leaves the connection in step); a
 Lookup is one frame each way (lease id 0: no lease was taken). A node
 answers these ops with an Error on a connection that said hello with 2.
+Protocol 5 adds a page's cost hint to Reserve and Put (laid out by the
+connection's version: an older connection's frames have none, and a
+page with a hint goes over gRPC to such a node).
 
 Page bytes are never copied on the client: a Page's data is received with
 ``recv_into`` straight into the caller's buffer (each segment of a
@@ -42,6 +46,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors as E
 from . import frame as F
+from ._proto import strata_pb2 as pb
 from .buffers import writable_view
 from .checksum import Hasher
 from .frame import (ADDR_HEADER, HEADER_SIZE, MAX_FRAME, MAX_WRITE_CHUNK, MIN_PROTOCOL_VERSION, OP_COMMIT,
@@ -58,8 +63,9 @@ __all__ = [
     "resolve_addr",
 ]
 
-# CODE_VERSION is the Error code of a handshake the node refuses for its version.
-CODE_VERSION = 11
+# CODE_VERSION is the Error code of a handshake the node refuses for its
+# version (errors.REASONS, checked against SPEC.md §6).
+CODE_VERSION = E.FRAME_CODE_OF["VERSION"]
 # ONE_CALL_MAX_PAGES: a put batch of at most this many pages goes as Put
 # frames (one round trip) on a protocol-3 connection.
 ONE_CALL_MAX_PAGES = 16
@@ -67,8 +73,9 @@ ONE_CALL_MAX_PAGES = 16
 # reads; MAX_WRITE_CHUNK is the most data bytes in one Write frame or Put.
 FRAME_HEADER = HEADER_SIZE
 # _EXISTS and _REJECTED are the gRPC CommitStatus numbers a put's results
-# carry for a reserve that found the page published or refused it.
-_EXISTS, _REJECTED = F.COMMIT_STATUS["EXISTS"], 9
+# carry for a reserve that found the page published or refused it, and
+# _COMMITTED the one of a published page.
+_EXISTS, _REJECTED, _COMMITTED = pb.COMMIT_STATUS_EXISTS, pb.COMMIT_STATUS_REJECTED, pb.COMMIT_STATUS_COMMITTED
 # RETRY_S is how long after a failed dial the plane is not tried again;
 # DIAL_S bounds connecting and the handshake.
 RETRY_S = 5.0
@@ -96,17 +103,19 @@ class ConnectionLost(E.UnavailableError):
 
 
 class PutSpec:
-    """One page of a Reserve: the fields the gRPC put's PageSpec carries
-    (but the cost hint, which the frame has no room for)."""
+    """One page of a Reserve or a Put: the fields the gRPC put's PageSpec
+    carries (the cost hint on a connection of COST_HINT_VERSION and up)."""
 
-    __slots__ = ("key", "parent", "depth", "size", "chain_depth")
+    __slots__ = ("key", "parent", "depth", "size", "chain_depth", "cost_hint")
 
-    def __init__(self, key: bytes, parent: Optional[bytes], depth: int, size: int, chain_depth: int):
+    def __init__(self, key: bytes, parent: Optional[bytes], depth: int, size: int, chain_depth: int,
+                 cost_hint: float = 0.0):
         self.key = key
         self.parent = parent
         self.depth = depth
         self.size = size
         self.chain_depth = chain_depth
+        self.cost_hint = cost_hint
 
 
 # ---- addresses ------------------------------------------------------------------
@@ -162,19 +171,20 @@ def hello_body(token: str, version: int = PROTOCOL_VERSION) -> bytes:
     return F.encode_body(OP_HELLO, {"version": version, "token": token})
 
 
-def put_head(ns_id: bytes, spec: PutSpec, checksum: bytes, ttl_ms: int = 0) -> bytes:
-    """A Put frame's body up to its data."""
-    return F.put_head(ns_id, ttl_ms, spec.key, spec.parent or b"", spec.depth, spec.chain_depth, checksum)
+def put_head(ns_id: bytes, spec: PutSpec, checksum: bytes, ttl_ms: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
+    """A Put frame's body up to its data, at version."""
+    return F.put_head(ns_id, ttl_ms, spec.key, spec.parent or b"", spec.depth, spec.chain_depth, checksum,
+                      spec.cost_hint, version)
 
 
 def lookup_body(ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 0) -> bytes:
     return F.encode_body(OP_LOOKUP, {"ns": ns_id, "lease": lease, "lease_ttl_ms": ttl_ms, "keys": keys})
 
 
-def reserve_body(ns_id: bytes, specs: Sequence[PutSpec], ttl_ms: int = 0) -> bytes:
+def reserve_body(ns_id: bytes, specs: Sequence[PutSpec], ttl_ms: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
     pages = [{"key": s.key, "parent": s.parent or bytes(32), "has_parent": bool(s.parent), "depth": s.depth,
-              "size": s.size, "chain_depth": s.chain_depth} for s in specs]
-    return F.encode_body(OP_RESERVE, {"ns": ns_id, "ttl_ms": ttl_ms, "pages": pages})
+              "size": s.size, "chain_depth": s.chain_depth, "cost_hint": s.cost_hint} for s in specs]
+    return F.encode_body(OP_RESERVE, {"ns": ns_id, "ttl_ms": ttl_ms, "pages": pages}, version)
 
 
 def commit_body(ns_id: bytes, items: Sequence[Tuple[int, int, bytes]]) -> bytes:
@@ -494,7 +504,7 @@ class RawConn:
         mapped to the commit statuses of the same names. Raises the node's
         refusal, ConnectionLost or ProtocolError."""
         rid = self.next_id()
-        self.send([frame(OP_RESERVE, rid, reserve_body(ns_id, specs))])
+        self.send([frame(OP_RESERVE, rid, reserve_body(ns_id, specs, version=self.version))])
         op, body = self._answer(rid, "reserve")
         if op == OP_ERROR:
             raise error_from_frame("put", body, self.node)
@@ -549,12 +559,13 @@ class RawConn:
         the node refuses with an Error frame (its answer: the connection
         stays in step) fails the call once every answer is read. Raises
         ConnectionLost or ProtocolError (the connection is then broken)."""
-        if self.version < 3:
-            raise E.InvalidArgumentError(f"raw put frames need protocol 3, the connection speaks {self.version}", node=self.node)
+        if self.version < F.SINCE[OP_PUT]:
+            raise E.InvalidArgumentError(f"raw put frames need protocol {F.SINCE[OP_PUT]}, the connection speaks {self.version}",
+                                         node=self.node)
         first = self._ids + 1
         bufs: List[Any] = []
         for spec, data, cs in zip(specs, views, sums):
-            head = put_head(ns_id, spec, cs)
+            head = put_head(ns_id, spec, cs, version=self.version)
             bufs.append(frame_header(OP_PUT, self.next_id(), len(head) + len(data)) + head)
             bufs.append(data)
         self.send(bufs)
@@ -575,7 +586,7 @@ class RawConn:
             elif reserve != SLOT_RESERVED:
                 results.append((_REJECTED, reason))
             else:
-                results.append((commit, "" if commit == 1 else reason))
+                results.append((commit, "" if commit == _COMMITTED else reason))
         if refused is not None:
             raise refused
         return results
@@ -585,8 +596,9 @@ class RawConn:
         expires unix ms, lease pages, present per key). Raises the node's
         refusal (the connection stays usable), ConnectionLost or
         ProtocolError (it does not)."""
-        if self.version < 3:
-            raise E.InvalidArgumentError(f"raw lookup needs protocol 3, the connection speaks {self.version}", node=self.node)
+        if self.version < F.SINCE[OP_LOOKUP]:
+            raise E.InvalidArgumentError(f"raw lookup needs protocol {F.SINCE[OP_LOOKUP]}, the connection speaks {self.version}",
+                                         node=self.node)
         rid = self.next_id()
         self.send([frame(OP_LOOKUP, rid, lookup_body(ns_id, keys, lease, ttl_ms))])
         op, body = self._answer(rid, "lookup")
@@ -655,18 +667,7 @@ class RawSession:
             return None
         t = max(0.001, min(DIAL_S, timeout))
         try:
-            try:
-                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=self.version,
-                                 tls=self.tls, server_name=self.server_name)
-            except E.VersionMismatchError as e:
-                # An older node refuses protocol 3 (Error with the VERSION
-                # code, then it hangs up): say hello with 2 on a new
-                # connection, and from then on.
-                if self.version <= MIN_PROTOCOL_VERSION or e.code != E.FRAME_CODES[CODE_VERSION][0]:
-                    raise
-                c = RawConn.dial(self.addr, self.token, self.node_id, timeout=t, version=MIN_PROTOCOL_VERSION,
-                                 tls=self.tls, server_name=self.server_name)
-                self.version = MIN_PROTOCOL_VERSION
+            c = self._dial(t)
         except Exception as e:
             self.last_error = e
             self._failed = time.monotonic()
@@ -674,6 +675,24 @@ class RawSession:
         self._failed = 0.0
         self.max_batch = c.max_batch
         return c
+
+    def _dial(self, timeout: float) -> RawConn:
+        """A connection said hello with self.version and, while the node
+        refuses that as a version it does not speak (an older node: an
+        Error with the VERSION code, then it hangs up), with the version
+        below on a new connection, down to MIN_PROTOCOL_VERSION.
+        self.version keeps the one the node took, for the next dials."""
+        while True:
+            tried = self.version
+            try:
+                return RawConn.dial(self.addr, self.token, self.node_id, timeout=timeout, version=tried,
+                                    tls=self.tls, server_name=self.server_name)
+            except E.VersionMismatchError as e:
+                if tried <= MIN_PROTOCOL_VERSION or e.code != E.FRAME_CODES[CODE_VERSION][0]:
+                    raise
+                with self._lock:
+                    if self.version == tried:
+                        self.version = tried - 1
 
     def release(self, c: RawConn) -> None:
         """Return c to the pool, or close it when it broke."""
