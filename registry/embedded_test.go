@@ -6,6 +6,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 )
 
 func TestEmbeddedRestartKeepsData(t *testing.T) {
@@ -162,7 +165,9 @@ func TestCloseInterruptsCalls(t *testing.T) {
 		_, err := r.Nodes(context.Background())
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the call reach the client
+	poll.Until(t, 5*time.Second, time.Millisecond, "the call waiting in the etcd client", func() bool {
+		return len(errc) > 0 || stacks.Blocked("registry.(*Registry).Nodes", "registry.TestCloseInterruptsCalls")
+	})
 	start := time.Now()
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close without a registration = %v", err)

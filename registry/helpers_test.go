@@ -126,9 +126,10 @@ type proxy struct {
 	target string
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex // guards down and conns
-	down  bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex // guards down, refused and conns
+	down    bool
+	refused int // connections refused while down
+	conns   map[net.Conn]struct{}
 }
 
 // newProxy forwards a loopback port to the etcd client URL endpoint; the
@@ -164,6 +165,9 @@ func (p *proxy) accept() {
 		p.mu.Unlock()
 		if down {
 			c.Close()
+			p.mu.Lock()
+			p.refused++
+			p.mu.Unlock()
 			continue
 		}
 		up, err := net.Dial("tcp", p.target)
@@ -213,6 +217,13 @@ func (p *proxy) cut() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// refusals is how many connections the proxy has refused while cut.
+func (p *proxy) refusals() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }
 
 func (p *proxy) heal() {

@@ -48,9 +48,10 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-watch
-		// Let the keepalive goroutine run into a lost connection too.
+		// Let the client run into a lost connection too.
+		refused := p.refusals()
 		p.cut()
-		time.Sleep(100 * time.Millisecond)
+		eventually(t, 10*time.Second, "the client redialing into the cut", func() bool { return p.refusals() > refused })
 		p.heal()
 		wcancel()
 		for range watch {

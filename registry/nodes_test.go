@@ -115,7 +115,8 @@ func TestRegistrationExpiresAndComesBack(t *testing.T) {
 	eventually(t, 15*time.Second, "re-registration", func() bool {
 		return slices.Equal(nodeIDs(t, observer), []string{"node-a"})
 	})
-	// And it is kept alive again, past a full TTL.
+	// And it is kept alive again, past a full TTL. (Waiting for nothing to
+	// happen: only the clock says a real lease has outlived its TTL.)
 	time.Sleep(ttl + time.Second)
 	if got := nodeIDs(t, observer); !slices.Equal(got, []string{"node-a"}) {
 		t.Fatalf("after re-registration and a TTL Nodes = %v, want [node-a]", got)

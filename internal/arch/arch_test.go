@@ -42,7 +42,7 @@ var layers = map[string]struct{ imports, tests string }{
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/poll internal/testing/testlog internal/testing/testseed"},
 	"store":          {"eviction namespace tiers", "internal/testing/leaktest"},
-	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
+	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testlog"},
 	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
 	"transfer":       {"namespace", ""},
 	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
