@@ -15,6 +15,7 @@ import unittest
 from _support import Node, OneNodeTest, go_pattern, gowriter, small_descriptor
 from strata_client import Client, Page, ScatterBuffer
 from strata_client import errors as E
+from strata_client import frame as F
 from strata_client import raw as R
 from strata_client.buffers import dest
 from strata_client.checksum import checksum
@@ -184,7 +185,7 @@ class RawNodeTest(OneNodeTest):
         ns, c = self.ns, self.client
         s = _session(c)
         conn = s.acquire()
-        self.assertEqual((s.version, conn.version), (3, 3))
+        self.assertEqual((s.version, conn.version), (F.PROTOCOL_VERSION, F.PROTOCOL_VERSION))
         s.release(conn)
         keys = self.keys(16, 80_000)
         data = [os.urandom(ns.page_bytes) for _ in keys]
@@ -599,7 +600,7 @@ class ScriptedNodeTest(unittest.TestCase):
         ns = b"\x02" * 32
         k0, k1, k2 = b"\x10" * 32, b"\x11" * 32, b"\x12" * 32
         pages = [os.urandom(self.PAGE) for _ in range(3)]
-        specs = [R.PutSpec(k0, None, 0, self.PAGE, 2), R.PutSpec(k1, k0, 1, self.PAGE, 2), R.PutSpec(k2, k1, 2, self.PAGE, 0)]
+        specs = [R.PutSpec(k0, None, 0, self.PAGE, 2, 2.5e9), R.PutSpec(k1, k0, 1, self.PAGE, 2), R.PutSpec(k2, k1, 2, self.PAGE, 0)]
         seen = {}
 
         def node():
@@ -624,10 +625,10 @@ class ScriptedNodeTest(unittest.TestCase):
         self.assertEqual(got, [(1, ""), (2, ""), (9, "no room")])
         op, body = seen["reserve"]
         self.assertEqual(op, R.OP_RESERVE)
-        page = struct.Struct("<32s32sBIQI")
+        page = struct.Struct("<32s32sBIQId")  # the connection's version (the newest) carries the cost hint
         self.assertEqual(body[:40], ns + struct.pack("<II", 0, 3))
         self.assertEqual([page.unpack_from(body, 40 + i * page.size) for i in range(3)], [
-            (k0, bytes(32), 0, 0, self.PAGE, 2), (k1, k0, 1, 1, self.PAGE, 2), (k2, k1, 1, 2, self.PAGE, 0)])
+            (k0, bytes(32), 0, 0, self.PAGE, 2, 2.5e9), (k1, k0, 1, 1, self.PAGE, 2, 0.0), (k2, k1, 1, 2, self.PAGE, 0, 0.0)])
         self.assertEqual(len(body), 40 + 3 * page.size)
         op, body = seen["write"]  # only the reserved page's bytes travel
         self.assertEqual((op, body[:48], body[48:]), (R.OP_WRITE, ns + struct.pack("<QQ", 100, 0), pages[0]))
@@ -635,19 +636,25 @@ class ScriptedNodeTest(unittest.TestCase):
         self.assertEqual((op, body), (R.OP_COMMIT, ns + struct.pack("<IQQB", 1, 100, self.PAGE, 4) + checksum("crc32c", pages[0])))
 
 
-class OlderNodeTest(unittest.TestCase):
-    """A scripted node of protocol 2: it refuses a hello with 3 (Error,
-    VERSION, then hangs up) and welcomes 2; the session then says hello
-    with 2 and uses only the v2 ops."""
+class _ScriptedOldNode:
+    """A scripted node of protocol NEWEST, older than the client's: it
+    refuses a hello of a newer version (Error, VERSION, then hangs up) and
+    welcomes one up to NEWEST."""
+
+    NEWEST = 2
 
     def setUp(self):
         self.lis = socket.create_server(("127.0.0.1", 0))
         self.hellos = []
         self.ops = []
+        self.bodies = []  # of the Put frames
+        self.session = None
         self.thread = threading.Thread(target=self.accept_loop, daemon=True)
         self.thread.start()
 
     def tearDown(self):
+        if self.session is not None:
+            self.session.close()  # ends the scripted node's serving of its connection
         try:
             self.lis.shutdown(socket.SHUT_RDWR)  # wakes the accept
         except OSError:
@@ -664,12 +671,12 @@ class OlderNodeTest(unittest.TestCase):
                 op, rid, body = peer.recv_frame()
                 (version,) = struct.unpack_from("<H", body)
                 self.hellos.append(version)
-                if version != 2:
-                    sock.sendall(_error_frame(rid, 11, "shm protocol 3: this node speaks 2 to 2"))
+                if version > self.NEWEST:
+                    sock.sendall(_error_frame(rid, E.FRAME_CODE_OF["VERSION"], f"protocol {version}: this node speaks 2 to {self.NEWEST}"))
                     sock.close()
                     continue
                 node = b"old"
-                sock.sendall(R.frame(R.OP_WELCOME, rid, struct.pack("<H", 2) + struct.pack("<H", len(node)) + node
+                sock.sendall(R.frame(R.OP_WELCOME, rid, struct.pack("<H", version) + struct.pack("<H", len(node)) + node
                                      + struct.pack("<QQQI", 0, 0, 0, 16)))
                 try:
                     self.serve(peer)
@@ -690,10 +697,15 @@ class OlderNodeTest(unittest.TestCase):
             elif op == R.OP_COMMIT:
                 (n,) = struct.unpack_from("<I", body, 32)
                 peer.sock.sendall(R.frame(R.OP_COMMIT_OK, rid, struct.pack("<I", n) + bytes([1]) * n))
+            elif op == R.OP_PUT and self.NEWEST >= F.SINCE[R.OP_PUT]:
+                self.bodies.append(body)
+                peer.sock.sendall(R.frame(R.OP_PUT_OK, rid, struct.pack("<BBH", 1, 1, 0)))
             elif op != R.OP_WRITE:
                 peer.sock.sendall(_error_frame(rid, 2, f"op {op} needs protocol 3"))
 
-    def test_falls_back_to_v2(self):
+    def namespace(self):
+        """A Namespace on a stub client, and a node whose raw session is the
+        scripted node's."""
         from strata_client.namespace import Namespace
 
         class Stub:  # the parts of a Client the raw paths use
@@ -708,31 +720,65 @@ class OlderNodeTest(unittest.TestCase):
         class FakeNode:
             pass
 
-        s = R.RawSession(self.lis.getsockname(), "", "old")
         node = FakeNode()
-        node.raw = s
-        client = Stub()
-        ns = Namespace(client, small_descriptor())
-        try:
-            pages = [Page(bytes([i]) * 32, os.urandom(ns.page_bytes)) for i in range(3)]
-            views = [memoryview(p.data) for p in pages]
-            res = ns._put_raw(node, pages, views, [checksum("crc32c", v) for v in views], 5.0)
-            self.assertEqual([r.status for r in res], ["COMMITTED"] * 3)
-            self.assertEqual(self.hellos, [3, 2])
-            self.assertEqual(s.version, 2)
-            self.assertEqual(client.stats, {"raw_puts": 1})
-            self.assertEqual(self.ops, [R.OP_RESERVE, R.OP_WRITE, R.OP_WRITE, R.OP_WRITE, R.OP_COMMIT])
-            # A lookup is not tried on the plane: the caller asks gRPC.
-            self.assertFalse(ns._lookup_raw(node, [p.key for p in pages], [False] * 3, [], [0, 1, 2], False, 0, 5.0))
-            conn = s.acquire()
-            self.assertEqual(conn.version, 2)
-            with self.assertRaises(E.InvalidArgumentError):
-                conn.lookup(ns.id, [pages[0].key], False)
-            s.release(conn)
-            self.assertEqual(self.hellos, [3, 2])  # the pooled connection, no new dial
-            self.assertEqual(len(self.ops), 5)
-        finally:
-            s.close()
+        node.raw = self.session = R.RawSession(self.lis.getsockname(), "", "old")
+        return Namespace(Stub(), small_descriptor()), node
+
+    def put(self, ns, node, pages):
+        views = [memoryview(p.data) for p in pages]
+        return ns._put_raw(node, pages, views, [checksum("crc32c", v) for v in views], 5.0)
+
+class OlderNodeTest(_ScriptedOldNode, unittest.TestCase):
+    """A node of protocol 2: the session says hello with each older version
+    in turn, then with 2 only, and uses only the v2 ops."""
+
+    def test_falls_back_to_v2(self):
+        ns, node = self.namespace()
+        s, client = node.raw, ns.client
+        pages = [Page(bytes([i]) * 32, os.urandom(ns.page_bytes)) for i in range(3)]
+        res = self.put(ns, node, pages)
+        self.assertEqual([r.status for r in res], ["COMMITTED"] * 3)
+        self.assertEqual(self.hellos, list(range(F.PROTOCOL_VERSION, 1, -1)))
+        self.assertEqual(s.version, 2)
+        self.assertEqual(client.stats, {"raw_puts": 1})
+        self.assertEqual(self.ops, [R.OP_RESERVE, R.OP_WRITE, R.OP_WRITE, R.OP_WRITE, R.OP_COMMIT])
+        # A page with a cost hint is not put on the plane (a version-2
+        # frame cannot carry the hint): the caller puts it over gRPC.
+        hinted = [Page(b"\x09" * 32, os.urandom(ns.page_bytes), cost_hint=1e9)]
+        self.assertEqual(self.put(ns, node, hinted), [])
+        self.assertEqual(len(self.ops), 5)
+        # A lookup is not tried on the plane: the caller asks gRPC.
+        self.assertFalse(ns._lookup_raw(node, [p.key for p in pages], [False] * 3, [], [0, 1, 2], False, 0, 5.0))
+        conn = s.acquire()
+        self.assertEqual(conn.version, 2)
+        with self.assertRaises(E.InvalidArgumentError):
+            conn.lookup(ns.id, [pages[0].key], False)
+        s.release(conn)
+        self.assertEqual(self.hellos, list(range(F.PROTOCOL_VERSION, 1, -1)))  # the pooled connection, no new dial
+        self.assertEqual(len(self.ops), 5)
+
+
+class NodeBeforeCostHintsTest(_ScriptedOldNode, unittest.TestCase):
+    """A scripted node of the version before cost hints: the session says
+    hello with it after one refusal, puts pages without a hint as Put
+    frames laid out for that version, and leaves a batch with a hint to
+    gRPC."""
+
+    NEWEST = F.COST_HINT_VERSION - 1
+
+    def test_put_frames_of_the_older_layout(self):
+        ns, node = self.namespace()
+        pages = [Page(bytes([i + 1]) * 32, os.urandom(ns.page_bytes)) for i in range(2)]
+        self.assertEqual([r.status for r in self.put(ns, node, pages)], ["COMMITTED"] * 2)
+        self.assertEqual(self.hellos, [F.PROTOCOL_VERSION, self.NEWEST])
+        self.assertEqual(node.raw.version, self.NEWEST)
+        self.assertEqual(self.ops, [R.OP_PUT, R.OP_PUT])
+        for p, body in zip(pages, self.bodies):
+            f = F.decode_body(R.OP_PUT, body, self.NEWEST)
+            self.assertEqual((f["page"]["key"], f["data"]), (p.key, p.data))
+            self.assertNotIn("cost_hint", f["page"])
+        self.assertEqual(self.put(ns, node, [Page(b"\x09" * 32, os.urandom(ns.page_bytes), cost_hint=1e9)]), [])
+        self.assertEqual(len(self.ops), 2)
 
 
 class AddressTest(unittest.TestCase):
