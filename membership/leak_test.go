@@ -32,7 +32,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		_, unsubscribe := b.Subscribe() // left subscribed: Close ends it
 		defer unsubscribe()
 		partition(c, a, b)
-		time.Sleep(300 * time.Millisecond) // some probes run into the partition
+		waitFor(t, a, 10*time.Second, "probes into the partition declaring c dead", func(ms []Member) bool { return stateOf(ms, "c") == Dead })
 		for _, n := range nodes {
 			n.partition.Heal()
 		}
