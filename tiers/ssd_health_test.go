@@ -79,8 +79,7 @@ func TestSSDDiskFull(t *testing.T) {
 	if got := strings.Count(logs.String(), "file system full"); got != 1 {
 		t.Fatalf("%d log lines about the full file system, want 1:\n%s", got, logs.String())
 	}
-	full.Store(false)
-	time.Sleep(ssdGrowRetry)
+	full.Store(false) // allocations fail until ssdGrowRetry has passed and the worker has made a file
 	poll.Until(t, 10*time.Second, 10*time.Millisecond, "a file created after the disk has room", func() bool {
 		_, err := s.Alloc(64 << 10)
 		return err == nil
