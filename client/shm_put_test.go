@@ -50,12 +50,14 @@ func TestHelloVersions(t *testing.T) {
 		}, &tried
 	}
 	var v atomic.Uint32
-	dial, tried := refuse(3)
-	if err := helloVersions(&v, dial); err != nil || v.Load() != 3 || !slices.Equal(*tried, []uint16{frame.ProtocolVersion, 3}) {
-		t.Fatalf("a node of 3: %v, version %d, tried %v", err, v.Load(), *tried)
+	const older = frame.ProtocolVersion - 2
+	dial, tried := refuse(older)
+	if err := helloVersions(&v, dial); err != nil || v.Load() != older ||
+		!slices.Equal(*tried, []uint16{frame.ProtocolVersion, frame.ProtocolVersion - 1, older}) {
+		t.Fatalf("a node of %d: %v, version %d, tried %v", older, err, v.Load(), *tried)
 	}
-	dial, tried = refuse(3)
-	if err := helloVersions(&v, dial); err != nil || !slices.Equal(*tried, []uint16{3}) {
+	dial, tried = refuse(older)
+	if err := helloVersions(&v, dial); err != nil || !slices.Equal(*tried, []uint16{older}) {
 		t.Fatalf("the next dial: %v, tried %v", err, *tried)
 	}
 	v.Store(0)
