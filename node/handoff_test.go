@@ -79,7 +79,9 @@ func TestHandoffNeverLowersDurability(t *testing.T) {
 				poll.Until(t, 5*time.Second, 50*time.Millisecond, "a counting the page kept", func() bool {
 					return a.HandoffStats().Kept == 1
 				})
-				time.Sleep(500 * time.Millisecond) // more rounds: a asks b again and keeps its copy
+				// More rounds: a asks b again and keeps its copy. (Waiting for
+				// nothing to happen: only the clock says the rounds have run.)
+				time.Sleep(500 * time.Millisecond)
 				if got := tierOf(t, ctx, a, id, k); got != pb.Tier_TIER_SSD {
 					t.Fatalf("a dropped its durable copy (holds it on %v) while b holds the page in host memory", got)
 				}

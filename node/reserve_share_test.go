@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -47,16 +48,14 @@ func (r *tierRPC) open(token, tenant string) []byte {
 	r.t.Helper()
 	d := desc
 	d.Tenant = tenant
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var id []byte
+	poll.NoError(r.t, 5*time.Second, 50*time.Millisecond, "opening tenant "+tenant+"'s namespace", func() error {
 		resp, err := r.rpc.OpenNamespace(r.as(token), &pb.OpenNamespaceRequest{Protocol: pb.ProtocolVersion_PROTOCOL_VERSION_1,
 			Descriptor_: pbconv.DescriptorProto(d)})
-		if err == nil {
-			return resp.GetNamespaceId()
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("opening tenant %s's namespace: %v", tenant, err)
-		}
-	}
+		id = resp.GetNamespaceId()
+		return err
+	})
+	return id
 }
 
 // hog reserves count pages for a day and returns the write ids reserved

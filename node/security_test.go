@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testcerts"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
@@ -254,16 +255,10 @@ func TestTenantsFromEtcd(t *testing.T) {
 		return c, ns, nil
 	}
 	var a *client.Namespace
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		var err error
-		if _, a, err = open("tok-a", "acme", false); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a tenant put in etcd is not served after 5s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.NoError(t, 5*time.Second, 50*time.Millisecond, "a tenant put in etcd served", func() (err error) {
+		_, a, err = open("tok-a", "acme", false)
+		return err
+	})
 	_, b, err := open("tok-b", "beta", true)
 	if err != nil {
 		t.Fatal(err)
@@ -304,15 +299,11 @@ func TestTenantsFromEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
-	for {
-		_, err := a.Lookup(ctx, keysOf(pagesOf(a, 0, 1)), false, 0)
-		if errors.Is(err, client.ErrUnauthenticated) {
-			break
-		}
-		if time.Since(revoked) > 5*time.Second {
-			t.Fatalf("a revoked token still works after 5s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Within(5*time.Second, 20*time.Millisecond, func() bool {
+		_, err = a.Lookup(ctx, keysOf(pagesOf(a, 0, 1)), false, 0)
+		return errors.Is(err, client.ErrUnauthenticated)
+	}) {
+		t.Fatalf("a revoked token still works after 5s: %v", err)
 	}
 	t.Logf("revoked token refused %v after the delete", time.Since(revoked).Round(time.Millisecond))
 	if _, _, err := open("tok-a", "acme", true); !errors.Is(err, client.ErrUnauthenticated) {
@@ -383,14 +374,10 @@ func TestReserveQuota(t *testing.T) {
 		nsA []byte
 		err error
 	)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if nsA, err = openNS("tok-a2", "acme"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("acme's etcd token not served: %v", err)
-		}
-	}
+	poll.NoError(t, 5*time.Second, 50*time.Millisecond, "acme's etcd token served", func() (err error) {
+		nsA, err = openNS("tok-a2", "acme")
+		return err
+	})
 	reserve := func(tok string, ns []byte, from, count int, ttl time.Duration) (reserved int, latest int64) {
 		specs := make([]*pb.PageSpec, count)
 		for i := range specs {
