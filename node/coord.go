@@ -19,7 +19,7 @@ func (n *Node) startCoord(reg *registry.Registry) error {
 		kinds = append(kinds, st.Kind.String())
 		caps = append(caps, st.Capacity)
 	}
-	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: reg, Store: n.store, Members: n.members,
+	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: reg, Store: n.store.Evictor(), Members: n.members,
 		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMeta, Round: n.cfg.CoordRound,
 		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, NoFloor: n.cfg.NoCutoffFloor, Logger: n.log})
 	if err != nil {

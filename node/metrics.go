@@ -21,18 +21,18 @@ var putOutcomes = map[store.CommitStatus]metrics.PutOutcome{
 }
 
 func (m storeMetrics) Snapshot() metrics.Snapshot {
-	st, open := m.st.Stats(), m.st.OpenReservations()
+	st, open := m.st.Admin().Stats(), m.st.Admin().OpenReservations()
 	// Each reason's counter is read once, so that the total and the
 	// contention share (the total less the budget's) only grow.
-	contended, overBudget := m.st.LookupsShedUnderContention(), m.st.LookupsShedOverBudget()
-	snap := metrics.Snapshot{Reservations: open.Reservations, Slots: open.Slots, HintsDropped: m.st.HintsDropped(),
+	contended, overBudget := m.st.Admin().LookupsShedUnderContention(), m.st.Admin().LookupsShedOverBudget()
+	snap := metrics.Snapshot{Reservations: open.Reservations, Slots: open.Slots, HintsDropped: m.st.Evictor().HintsDropped(),
 		LookupsShed: contended + overBudget, LookupsShedOverBudget: overBudget}
 	for i, t := range st.Tiers {
 		snap.Tiers = append(snap.Tiers, metrics.Tier{Name: t.Kind.String(), Capacity: t.Capacity, Used: t.Used,
 			SlotBytes: open.TierSlotBytes[i], Fault: t.Fault.String()})
 	}
-	snap.Cutoffs, snap.CutoffEpoch, snap.Coordinated = m.st.CutoffState()
-	for _, ns := range m.st.Namespaces() {
+	snap.Cutoffs, snap.CutoffEpoch, snap.Coordinated = m.st.Evictor().CutoffState()
+	for _, ns := range m.st.Admin().Namespaces() {
 		puts := make(map[metrics.PutOutcome]uint64, len(putOutcomes))
 		for status, outcome := range putOutcomes {
 			puts[outcome] = ns.Puts[status]
@@ -43,7 +43,7 @@ func (m storeMetrics) Snapshot() metrics.Snapshot {
 			Expired: ns.Expired, Orphaned: ns.Orphaned, Demoted: ns.Demoted, Leases: ns.Leases,
 			LeasesExpired: ns.LeasesExpired})
 	}
-	snap.Tenants = tenantUsage(m.st.Usage(), open.Tenants)
+	snap.Tenants = tenantUsage(m.st.Admin().Usage(), open.Tenants)
 	return snap
 }
 

@@ -50,7 +50,7 @@ func (n *Node) loadTenants(ctx context.Context) error {
 		}
 	}
 	n.srv.SetTokens(tokens, admins)
-	n.store.SetQuotas(quotas)
+	n.store.Admin().SetQuotas(quotas)
 	n.auditTenants(seen)
 	return nil
 }

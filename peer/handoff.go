@@ -182,7 +182,7 @@ func (h *Handoff) round(now time.Time) {
 		h.viewKey, h.nsAt, h.after = key, 0, nil
 		clear(h.pending) // owners may be others now; a page still pending is sent again and found there
 	}
-	nss := h.st.Namespaces()
+	nss := h.st.Admin().Namespaces()
 	todo := map[int]map[namespace.ID][]store.KeyInfo{}  // by owner index, then namespace: pages to send
 	check := map[int]map[namespace.ID][]store.KeyInfo{} // pending pages: ask the owner, send nothing
 	budget, moving := h.cfg.Keys, 0
@@ -192,7 +192,7 @@ func (h *Handoff) round(now time.Time) {
 			break // the walk is done; the next round starts it again
 		}
 		id := nss[h.nsAt].ID
-		infos, next, err := h.st.ListKeys(id, h.after, min(budget, 1024))
+		infos, next, err := h.st.Admin().ListKeys(id, h.after, min(budget, 1024))
 		if err != nil || len(infos) == 0 {
 			h.nsAt, h.after = h.nsAt+1, nil
 			continue
@@ -270,7 +270,7 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 	}
 	var sent []int // positions of infos sent, in order
 	first := true
-	err = h.st.Read(id, 0, keys, func(i int, p store.PageView) error {
+	err = h.st.Reader().Read(id, 0, keys, func(i int, p store.PageView) error {
 		if !p.Found {
 			return nil // gone meanwhile
 		}
@@ -316,7 +316,7 @@ func (h *Handoff) give(addr, owner string, id namespace.ID, infos []store.KeyInf
 	for j, r := range resp.GetResults() {
 		switch r.GetStatus() {
 		case pb.CommitStatus_COMMIT_STATUS_COMMITTED, pb.CommitStatus_COMMIT_STATUS_EXISTS:
-			if h.st.Durable(infos[sent[j]].Tier) {
+			if h.st.Handoff().Durable(infos[sent[j]].Tier) {
 				durable = append(durable, infos[sent[j]])
 			} else {
 				done = append(done, keys[sent[j]])
@@ -380,7 +380,7 @@ func (h *Handoff) delete(owner string, id namespace.ID, done []namespace.Key) {
 	if len(done) == 0 {
 		return
 	}
-	n, err := h.st.Handed(id, done)
+	n, err := h.st.Handoff().Handed(id, done)
 	if err != nil {
 		h.log.Warn("deleting pages handed back", "to", owner, "pages", len(done), "err", err)
 		return

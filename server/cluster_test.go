@@ -43,18 +43,18 @@ func TestHintsParentGone(t *testing.T) {
 	}
 	parent, child := namespace.Key(key(1)), namespace.Key(key(2))
 	data := make([]byte, ns.PageBytes)
-	res, err := st.Reserve(ns.ID, []store.PageSpec{{Key: child, Parent: parent, HasParent: true, Depth: 1, Size: ns.PageBytes}}, 0)
+	res, err := st.Publisher().Reserve(ns.ID, []store.PageSpec{{Key: child, Parent: parent, HasParent: true, Depth: 1, Size: ns.PageBytes}}, 0)
 	if err != nil || res[0].Status != store.Reserved {
 		t.Fatalf("reserve: %+v %v", res, err)
 	}
-	if err := st.Write(ns.ID, res[0].WriteID, 0, data); err != nil {
+	if err := st.Publisher().Write(ns.ID, res[0].WriteID, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	if cs, err := st.Commit(ns.ID, res[0].WriteID, ns.PageBytes, ns.Checksum.Sum(data)); cs != store.CommitCommitted {
+	if cs, err := st.Publisher().Commit(ns.ID, res[0].WriteID, ns.PageBytes, ns.Checksum.Sum(data)); cs != store.CommitCommitted {
 		t.Fatalf("commit: %v %v", cs, err)
 	}
 	held := func() bool {
-		_, ok, err := st.Stat(ns.ID, []namespace.Key{child})
+		_, ok, err := st.Admin().Stat(ns.ID, []namespace.Key{child})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestHintsParentGone(t *testing.T) {
 	if held() {
 		t.Fatal("the child of a gone parent is still held")
 	}
-	if s, _ := st.NamespaceStats(ns.ID); s.Orphaned != 1 {
+	if s, _ := st.Admin().NamespaceStats(ns.ID); s.Orphaned != 1 {
 		t.Fatalf("orphaned %d, want 1", s.Orphaned)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // tenant is not "".
 func (s *Server) namespaces(c caller, tenant string) []store.NamespaceStats {
 	var out []store.NamespaceStats
-	for _, st := range s.cfg.Store.Namespaces() {
+	for _, st := range s.cfg.Store.Admin().Namespaces() {
 		if c.mayUse(st.Tenant) == nil && (tenant == "" || tenant == st.Tenant) {
 			out = append(out, st)
 		}
@@ -29,7 +29,7 @@ func (s *Server) namespaces(c caller, tenant string) []store.NamespaceStats {
 }
 
 // tierKinds are the kinds of the store's tiers, fastest first.
-func (s *Server) tierKinds() []tiers.Kind { return s.cfg.Store.TierKinds() }
+func (s *Server) tierKinds() []tiers.Kind { return s.cfg.Store.Admin().TierKinds() }
 
 // listKeys pages through n's keys in key order, after after (nil: from
 // the first); limit 0, or one over Config.MaxBatch, asks for the smaller
@@ -39,24 +39,24 @@ func (s *Server) listKeys(n store.Namespace, after *namespace.Key, limit int) (i
 	if limit <= 0 || limit > s.cfg.MaxBatch {
 		limit = min(1000, s.cfg.MaxBatch)
 	}
-	return s.cfg.Store.ListKeys(n.ID, after, limit)
+	return s.cfg.Store.Admin().ListKeys(n.ID, after, limit)
 }
 
 // stat describes keys of n; ok[i] is false for a key n does not hold.
 func (s *Server) stat(n store.Namespace, keys []namespace.Key) (infos []store.KeyInfo, ok []bool, err error) {
-	return s.cfg.Store.Stat(n.ID, keys)
+	return s.cfg.Store.Admin().Stat(n.ID, keys)
 }
 
 // storeStats is what the store holds, as a whole and per tier.
-func (s *Server) storeStats() store.Stats { return s.cfg.Store.Stats() }
+func (s *Server) storeStats() store.Stats { return s.cfg.Store.Admin().Stats() }
 
 // openReservations counts the store's open reservations and granted
 // slots, as a whole, per tier and per tenant.
-func (s *Server) openReservations() store.OpenStats { return s.cfg.Store.OpenReservations() }
+func (s *Server) openReservations() store.OpenStats { return s.cfg.Store.Admin().OpenReservations() }
 
 // usage is what each tenant that caller c may see holds.
 func (s *Server) usage(c caller) map[string]store.Usage {
-	u := s.cfg.Store.Usage()
+	u := s.cfg.Store.Admin().Usage()
 	for t := range u {
 		if c.mayUse(t) != nil {
 			delete(u, t)
@@ -69,7 +69,7 @@ func (s *Server) usage(c caller) map[string]store.Usage {
 // expiry first; only tenant's when tenant is not "".
 func (s *Server) leases(c caller, tenant string) []store.LeaseInfo {
 	var out []store.LeaseInfo
-	for _, l := range s.cfg.Store.Leases() {
+	for _, l := range s.cfg.Store.Admin().Leases() {
 		if c.mayUse(l.Tenant) == nil && (tenant == "" || tenant == l.Tenant) {
 			out = append(out, l)
 		}
@@ -81,7 +81,7 @@ func (s *Server) leases(c caller, tenant string) []store.LeaseInfo {
 // descriptor, answering how many pages it dropped; a namespace the store
 // no longer has (dropped meanwhile) drops none.
 func (s *Server) dropNamespace(id namespace.ID) (int, error) {
-	dropped, err := s.cfg.Store.DropNamespace(id)
+	dropped, err := s.cfg.Store.Admin().DropNamespace(id)
 	if err != nil && !errors.Is(err, store.ErrNamespaceNotFound) {
 		return 0, err
 	}
@@ -100,14 +100,14 @@ func (s *Server) setTTL(n store.Namespace, ttlMs uint64) (before time.Duration, 
 	if ttlMs > maxTTLMs {
 		return 0, after, badRequest("ttl of %d ms: the most is %d", ttlMs, maxTTLMs)
 	}
-	was, err := s.cfg.Store.NamespaceStats(n.ID)
+	was, err := s.cfg.Store.Admin().NamespaceStats(n.ID)
 	if err != nil {
 		return 0, after, err
 	}
-	if err := s.cfg.Store.SetTTL(n.ID, time.Duration(ttlMs)*time.Millisecond); err != nil {
+	if err := s.cfg.Store.Admin().SetTTL(n.ID, time.Duration(ttlMs)*time.Millisecond); err != nil {
 		return 0, after, err
 	}
-	after, err = s.cfg.Store.NamespaceStats(n.ID)
+	after, err = s.cfg.Store.Admin().NamespaceStats(n.ID)
 	return was.TTL, after, err
 }
 
@@ -123,4 +123,4 @@ func (s *Server) checkHints(c caller, count int) error {
 
 // applyHints applies remote-child hints (store.ApplyHints); hints for
 // namespaces not here are for other nodes.
-func (s *Server) applyHints(hints []store.ChildHint) { s.cfg.Store.ApplyHints(hints) }
+func (s *Server) applyHints(hints []store.ChildHint) { s.cfg.Store.Evictor().ApplyHints(hints) }

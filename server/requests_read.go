@@ -17,7 +17,7 @@ func (s *Server) lookup(n store.Namespace, keys []namespace.Key, lease bool, ttl
 	if err := s.checkBatch(len(keys), "keys"); err != nil {
 		return store.LookupResult{}, err
 	}
-	res, err := s.cfg.Store.Lookup(n.ID, keys, lease, ttl)
+	res, err := s.cfg.Store.Reader().Lookup(n.ID, keys, lease, ttl)
 	if err != nil {
 		return store.LookupResult{}, err
 	}
@@ -31,7 +31,7 @@ func (s *Server) read(n store.Namespace, lease uint64, keys []namespace.Key, sen
 	if err := s.checkBatch(len(keys), "keys"); err != nil {
 		return err
 	}
-	return s.cfg.Store.Read(n.ID, lease, keys, func(i int, p store.PageView) error {
+	return s.cfg.Store.Reader().Read(n.ID, lease, keys, func(i int, p store.PageView) error {
 		start := time.Now()
 		if err := send(i, p); err != nil {
 			return err
@@ -47,7 +47,7 @@ func (s *Server) read(n store.Namespace, lease uint64, keys []namespace.Key, sen
 // probed takes back what a lookup counted (hits, recency) when the client
 // said the owner counted it already (a probe: LookupRequest.probe).
 func (s *Server) probed(n store.Namespace, keys int) {
-	s.cfg.Store.TakeBackLookup(n.ID, keys)
+	s.cfg.Store.Reader().TakeBackLookup(n.ID, keys)
 }
 
 // locate finds pages in arena, under the lease, if any, for a same-host
@@ -56,7 +56,7 @@ func (s *Server) locate(n store.Namespace, lease uint64, keys []namespace.Key, a
 	if err := s.checkBatch(len(keys), "keys"); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.Extents(n.ID, lease, keys, arena)
+	return s.cfg.Store.Reader().Extents(n.ID, lease, keys, arena)
 }
 
 // located counts the bytes of pages locate found mapped, and the time
@@ -77,12 +77,12 @@ func (s *Server) served(n store.Namespace, bytes int) {
 
 // renewLease extends a read lease of n.
 func (s *Server) renewLease(n store.Namespace, lease uint64, ttl time.Duration) (store.Lease, error) {
-	return s.cfg.Store.RenewLease(n.ID, lease, ttl)
+	return s.cfg.Store.Reader().RenewLease(n.ID, lease, ttl)
 }
 
 // releaseLease ends a read lease of n.
 func (s *Server) releaseLease(n store.Namespace, lease uint64) error {
-	return s.cfg.Store.ReleaseLease(n.ID, lease)
+	return s.cfg.Store.Reader().ReleaseLease(n.ID, lease)
 }
 
 // orphans marks pages a cluster lookup found past a missing page of their
@@ -94,11 +94,11 @@ func (s *Server) orphans(n store.Namespace, keys []namespace.Key, counted int) (
 		return 0, badRequest("counted %d of %d keys", counted, len(keys))
 	}
 	if counted > 0 {
-		tokens, flops, err := s.cfg.Store.Uncount(n.ID, keys[:counted])
+		tokens, flops, err := s.cfg.Store.Reader().Uncount(n.ID, keys[:counted])
 		if err != nil {
 			return 0, err
 		}
 		s.recordRetracted(n.ID, tokens, flops)
 	}
-	return s.cfg.Store.MarkOrphans(n.ID, keys)
+	return s.cfg.Store.Reader().MarkOrphans(n.ID, keys)
 }

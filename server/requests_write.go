@@ -22,7 +22,7 @@ func (s *Server) reserve(n store.Namespace, specs []store.PageSpec, ttl time.Dur
 			return nil, badRequest("page %d: %v", i, err)
 		}
 	}
-	return s.cfg.Store.Reserve(n.ID, specs, ttl)
+	return s.cfg.Store.Publisher().Reserve(n.ID, specs, ttl)
 }
 
 // directWrite hands out the extent of reservation writeID in arena, for a
@@ -30,7 +30,7 @@ func (s *Server) reserve(n store.Namespace, specs []store.PageSpec, ttl time.Dur
 // false when the extent is not in the arena. A reservation whose extent
 // cannot be handed out is aborted.
 func (s *Server) directWrite(n store.Namespace, writeID uint64, arena tiers.Tier) (tiers.Extent, bool, error) {
-	ext, mapped, err := s.cfg.Store.DirectWrite(n.ID, writeID, arena)
+	ext, mapped, err := s.cfg.Store.Publisher().DirectWrite(n.ID, writeID, arena)
 	if err != nil {
 		s.abandon(n.ID, writeID)
 	}
@@ -41,12 +41,12 @@ func (s *Server) directWrite(n store.Namespace, writeID uint64, arena tiers.Tier
 // No piece at all still names the reservation: the store judges it.
 func (s *Server) write(n store.Namespace, writeID uint64, off int64, pieces ...[]byte) error {
 	if len(pieces) == 0 {
-		return s.cfg.Store.Write(n.ID, writeID, off, nil)
+		return s.cfg.Store.Publisher().Write(n.ID, writeID, off, nil)
 	}
 	start := off
 	defer func() { s.received(n, int(off-start)) }() // once per call, not per piece
 	for _, p := range pieces {
-		if err := s.cfg.Store.Write(n.ID, writeID, off, p); err != nil {
+		if err := s.cfg.Store.Publisher().Write(n.ID, writeID, off, p); err != nil {
 			return err
 		}
 		off += int64(len(p))
@@ -85,9 +85,9 @@ func (s *Server) commit(n store.Namespace, items []commitItem) ([]store.CommitSt
 		var st store.CommitStatus
 		var err error
 		if it.repeat {
-			st, err = s.cfg.Store.Outcome(n.ID, it.writeID)
+			st, err = s.cfg.Store.Publisher().Outcome(n.ID, it.writeID)
 		} else {
-			st, err = s.cfg.Store.Commit(n.ID, it.writeID, it.size, it.sum)
+			st, err = s.cfg.Store.Publisher().Commit(n.ID, it.writeID, it.size, it.sum)
 		}
 		if err != nil {
 			return nil, err
@@ -102,7 +102,7 @@ func (s *Server) abort(n store.Namespace, writeIDs []uint64) (int, error) {
 	if err := s.checkLimit(len(writeIDs), "write ids"); err != nil {
 		return 0, err
 	}
-	return s.cfg.Store.Abort(n.ID, writeIDs)
+	return s.cfg.Store.Publisher().Abort(n.ID, writeIDs)
 }
 
 // abandon aborts reservations or granted slots of namespace id that a
@@ -110,7 +110,7 @@ func (s *Server) abort(n store.Namespace, writeIDs []uint64) (int, error) {
 // was given cannot be mapped. Each was checked when it was handed out, and
 // the outcome is no one's to hear.
 func (s *Server) abandon(id namespace.ID, writeIDs ...uint64) {
-	_, _ = s.cfg.Store.Abort(id, writeIDs)
+	_, _ = s.cfg.Store.Publisher().Abort(id, writeIDs)
 }
 
 // published records the time from a reservation (since) to its verified
@@ -128,7 +128,7 @@ func (s *Server) put(n store.Namespace, spec store.PageSpec, sum []byte, ttl tim
 	}
 	start := time.Now()
 	written := 0 // counted once per page, not per piece
-	res, err := s.cfg.Store.Put(n.ID, spec, sum, ttl, func(write func([]byte) error) error {
+	res, err := s.cfg.Store.Publisher().Put(n.ID, spec, sum, ttl, func(write func([]byte) error) error {
 		return fill(func(p []byte) error {
 			if err := write(p); err != nil {
 				return err
@@ -149,7 +149,7 @@ func (s *Server) putInPlace(n store.Namespace, spec store.PageSpec, sum []byte, 
 		return store.PutResult{}, err
 	}
 	start, written := time.Now(), 0
-	res, err := s.cfg.Store.PutInPlace(n.ID, spec, sum, ttl, func(dst []byte) error {
+	res, err := s.cfg.Store.Publisher().PutInPlace(n.ID, spec, sum, ttl, func(dst []byte) error {
 		err := fill(dst)
 		if err == nil {
 			written = len(dst)
@@ -174,14 +174,14 @@ func (s *Server) putDone(n store.Namespace, written int, start time.Time, res st
 // no free extent or the tenant is at its quota (err says which).
 // The caller bounded count (checkLimit).
 func (s *Server) grant(n store.Namespace, count int, arena tiers.Tier) ([]store.Granted, error) {
-	return s.cfg.Store.Grant(n.ID, count, 0, arena)
+	return s.cfg.Store.Publisher().Grant(n.ID, count, 0, arena)
 }
 
 // putGranted publishes a page a same-host writer copied into granted slot
 // writeID (store.PutGranted); spec was checked (checkSpec). The time from
 // the grant (since) to a verified commit is recorded.
 func (s *Server) putGranted(n store.Namespace, writeID uint64, spec store.PageSpec, sum []byte, since time.Time) (store.PutResult, error) {
-	res, err := s.cfg.Store.PutGranted(n.ID, writeID, spec, sum)
+	res, err := s.cfg.Store.Publisher().PutGranted(n.ID, writeID, spec, sum)
 	if res.Committed() {
 		s.published(since)
 	}
@@ -193,5 +193,5 @@ func (s *Server) remove(n store.Namespace, keys []namespace.Key) (int, error) {
 	if err := s.checkBatch(len(keys), "keys"); err != nil {
 		return 0, err
 	}
-	return s.cfg.Store.Delete(n.ID, keys)
+	return s.cfg.Store.Publisher().Delete(n.ID, keys)
 }

@@ -36,7 +36,8 @@ func (s *Store) keyInfoLocked(e *entry) KeyInfo {
 }
 
 // Stat describes the given keys; ok[i] is false for keys not published.
-func (s *Store) Stat(id namespace.ID, keys []namespace.Key) (infos []KeyInfo, ok []bool, err error) {
+func (a Admin) Stat(id namespace.ID, keys []namespace.Key) (infos []KeyInfo, ok []bool, err error) {
+	s := a.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return nil, nil, err
@@ -55,7 +56,8 @@ func (s *Store) Stat(id namespace.ID, keys []namespace.Key) (infos []KeyInfo, ok
 // ListKeys returns up to limit published pages of a namespace in key order,
 // starting after the key given (nil: from the start). next is the last key
 // returned when more may follow, nil when the listing is complete.
-func (s *Store) ListKeys(id namespace.ID, after *namespace.Key, limit int) (infos []KeyInfo, next *namespace.Key, err error) {
+func (a Admin) ListKeys(id namespace.ID, after *namespace.Key, limit int) (infos []KeyInfo, next *namespace.Key, err error) {
+	s := a.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return nil, nil, err
@@ -69,7 +71,7 @@ func (s *Store) ListKeys(id namespace.ID, after *namespace.Key, limit int) (info
 	if len(keys) > limit {
 		keys, more = keys[:limit], true
 	}
-	infos, ok, err := s.Stat(id, keys)
+	infos, ok, err := a.Stat(id, keys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -142,7 +144,8 @@ func (s *Store) nsStats(n *nsState) NamespaceStats {
 }
 
 // NamespaceStats reports one namespace.
-func (s *Store) NamespaceStats(id namespace.ID) (NamespaceStats, error) {
+func (a Admin) NamespaceStats(id namespace.ID) (NamespaceStats, error) {
+	s := a.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return NamespaceStats{}, err
@@ -151,7 +154,8 @@ func (s *Store) NamespaceStats(id namespace.ID) (NamespaceStats, error) {
 }
 
 // Namespaces reports every namespace the store knows, by ID.
-func (s *Store) Namespaces() []NamespaceStats {
+func (a Admin) Namespaces() []NamespaceStats {
+	s := a.s
 	s.nsMu.RLock()
 	out := make([]NamespaceStats, 0, len(s.ns))
 	for _, n := range s.ns {
@@ -163,7 +167,8 @@ func (s *Store) Namespaces() []NamespaceStats {
 }
 
 // TierKinds names the store's tiers, in order.
-func (s *Store) TierKinds() []tiers.Kind {
+func (a Admin) TierKinds() []tiers.Kind {
+	s := a.s
 	kinds := make([]tiers.Kind, len(s.cfg.Tiers))
 	for i, t := range s.cfg.Tiers {
 		kinds[i] = t.Kind()
@@ -174,7 +179,8 @@ func (s *Store) TierKinds() []tiers.Kind {
 // Durable says whether this store's tier of kind k keeps its pages across
 // a kill -9 (it is a tiers.Durable: the SSD tier seals every page); false
 // for a kind the store has no tier of.
-func (s *Store) Durable(k tiers.Kind) bool {
+func (h Handoff) Durable(k tiers.Kind) bool {
+	s := h.s
 	for _, t := range s.cfg.Tiers {
 		if t.Kind() == k {
 			_, ok := t.(tiers.Durable)
@@ -198,7 +204,8 @@ type Stats struct {
 }
 
 // Stats reports the store and its tiers.
-func (s *Store) Stats() Stats {
+func (a Admin) Stats() Stats {
+	s := a.s
 	s.lock()
 	st := Stats{Pages: s.pages, Bytes: s.bytes, Reservations: len(s.reservations), Leases: len(s.leases),
 		Evictions: s.evictions.Load(), Demotions: s.demotions.Load(), Corrupt: s.corrupt.Load()}
@@ -246,7 +253,8 @@ type OpenStats struct {
 // and slots, from one reading of the reservation table: it walks every
 // open reservation under the store's lock, for an admin call or a metrics
 // scrape, not for a request path.
-func (s *Store) OpenReservations() OpenStats {
+func (a Admin) OpenReservations() OpenStats {
+	s := a.s
 	st := OpenStats{Tenants: map[string]OpenCounts{}, TierSlotBytes: make([]int64, len(s.cfg.Tiers))}
 	s.lock()
 	defer s.unlock()

@@ -73,15 +73,15 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 		specs = append(specs, PageSpec{Key: keys[i], Parent: prev, HasParent: chain && d > 0, Depth: uint32(d), Size: size})
 		prev = keys[i]
 		if i++; len(specs) == cap(specs) || i == n {
-			res, err := s.Reserve(testNS.ID, specs, 0)
+			res, err := s.Publisher().Reserve(testNS.ID, specs, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for _, r := range res {
-				if err := s.Write(testNS.ID, r.WriteID, 0, page); err != nil {
+				if err := s.Publisher().Write(testNS.ID, r.WriteID, 0, page); err != nil {
 					b.Fatal(err)
 				}
-				if st, _ := s.Commit(testNS.ID, r.WriteID, size, zero); st != CommitCommitted {
+				if st, _ := s.Publisher().Commit(testNS.ID, r.WriteID, size, zero); st != CommitCommitted {
 					b.Fatalf("commit: %v", st)
 				}
 			}
@@ -216,18 +216,18 @@ func BenchmarkLookup1000(b *testing.B) {
 			s.AddNamespace(testNS)
 			keys := fill(b, s, 1000, pageSize)
 			b.ReportAllocs()
-			shed := s.LookupsShed()
+			shed := s.Admin().LookupsShed()
 			b.ResetTimer()
 			for range b.N {
-				res, err := s.Lookup(testNS.ID, keys, lease, 0)
+				res, err := s.Reader().Lookup(testNS.ID, keys, lease, 0)
 				if err != nil || res.HitPrefix != 1000 {
 					b.Fatal(err, res.HitPrefix)
 				}
 				if res.Lease != nil {
-					s.ReleaseLease(testNS.ID, res.Lease.ID)
+					s.Reader().ReleaseLease(testNS.ID, res.Lease.ID)
 				}
 			}
-			b.ReportMetric(float64(s.LookupsShed()-shed)/float64(b.N), "shed/op")
+			b.ReportMetric(float64(s.Admin().LookupsShed()-shed)/float64(b.N), "shed/op")
 		})
 	}
 }
@@ -255,14 +255,14 @@ func BenchmarkLookup1000Parallel(b *testing.B) {
 	)
 	b.ReportAllocs()
 	b.SetParallelism((workers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	cpu0, shed := cpuTime(b), s.LookupsShed()
+	cpu0, shed := cpuTime(b), s.Admin().LookupsShed()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
 		for pb.Next() {
 			p := int(next.Add(1) % prompts)
 			t0 := time.Now()
-			res, err := s.Lookup(testNS.ID, keys[p*1000:(p+1)*1000], false, 0)
+			res, err := s.Reader().Lookup(testNS.ID, keys[p*1000:(p+1)*1000], false, 0)
 			mine = append(mine, time.Since(t0))
 			if err != nil || res.HitPrefix != 1000 {
 				b.Error(err, res.HitPrefix)
@@ -275,7 +275,7 @@ func BenchmarkLookup1000Parallel(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(s.LookupsShed()-shed)/float64(b.N), "shed/op")
+	b.ReportMetric(float64(s.Admin().LookupsShed()-shed)/float64(b.N), "shed/op")
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
 }

@@ -23,7 +23,7 @@ func putLeased(t *testing.T, s *Store, keys ...namespace.Key) uint64 {
 	for i, k := range keys {
 		put(t, s, k, pageData(i))
 	}
-	res, err := s.Lookup(testNS.ID, keys, true, 0)
+	res, err := s.Reader().Lookup(testNS.ID, keys, true, 0)
 	if err != nil || res.Lease == nil || res.HitPrefix != len(keys) {
 		t.Fatalf("lease %d keys: %+v, %v", len(keys), res, err)
 	}
@@ -51,7 +51,7 @@ func TestLookupSkipsPageDeletedMeanwhile(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := s.Lookup(testNS.ID, keys, true, 0)
+		res, err := s.Reader().Lookup(testNS.ID, keys, true, 0)
 		done <- answer{res, err}
 	}()
 	for n.lookups.Load() == before {
@@ -70,10 +70,10 @@ func TestLookupSkipsPageDeletedMeanwhile(t *testing.T) {
 	if a.res.Lease == nil || a.res.Lease.Pages != 1 {
 		t.Fatalf("lease %+v covers the deleted page", a.res.Lease)
 	}
-	if err := s.ReleaseLease(testNS.ID, a.res.Lease.ID); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, a.res.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseLease(testNS.ID, held); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, held); err != nil {
 		t.Fatal(err)
 	}
 	if tier.usedBytes() != pageSize {
@@ -91,10 +91,10 @@ func TestReadSkipsPageDeletedMeanwhile(t *testing.T) {
 	held := putLeased(t, s, keys...)
 
 	var found []bool
-	err := s.Read(testNS.ID, 0, keys, func(i int, p PageView) error {
+	err := s.Reader().Read(testNS.ID, 0, keys, func(i int, p PageView) error {
 		if i == 0 {
 			// The read found both pages in the index before it began.
-			if n, err := s.Delete(testNS.ID, keys[1:]); err != nil || n != 1 {
+			if n, err := s.Publisher().Delete(testNS.ID, keys[1:]); err != nil || n != 1 {
 				t.Errorf("delete: %d, %v", n, err)
 			}
 		}
@@ -113,7 +113,7 @@ func TestReadSkipsPageDeletedMeanwhile(t *testing.T) {
 	if tier.usedBytes() != 2*pageSize {
 		t.Fatal("the leased page's memory was freed before its lease ended")
 	}
-	if r, err := s.Lookup(testNS.ID, keys, false, 0); err != nil || r.HitPrefix != 1 || r.Present[1] {
+	if r, err := s.Reader().Lookup(testNS.ID, keys, false, 0); err != nil || r.HitPrefix != 1 || r.Present[1] {
 		t.Fatalf("lookup after the delete: %+v, %v", r, err)
 	}
 	for _, lease := range []uint64{0, held} {
@@ -122,7 +122,7 @@ func TestReadSkipsPageDeletedMeanwhile(t *testing.T) {
 			t.Fatalf("read (lease %d) after the delete: page 1 found %v, err %v", lease, got[1] != nil, err)
 		}
 	}
-	if err := s.ReleaseLease(testNS.ID, held); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, held); err != nil {
 		t.Fatal(err)
 	}
 	if tier.usedBytes() != pageSize {

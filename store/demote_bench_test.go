@@ -48,14 +48,14 @@ func BenchmarkDemotion(b *testing.B) {
 					for i := range min(pages, b.N-done) {
 						var k namespace.Key
 						copy(k[:], fmt.Sprintf("%d-%d", done, i))
-						res, err := s.Reserve(ns.ID, []PageSpec{{Key: k, Size: size}}, 0)
+						res, err := s.Publisher().Reserve(ns.ID, []PageSpec{{Key: k, Size: size}}, 0)
 						if err != nil || res[0].Status != Reserved {
 							b.Fatal(err, res)
 						}
-						if err := s.Write(ns.ID, res[0].WriteID, 0, page); err != nil {
+						if err := s.Publisher().Write(ns.ID, res[0].WriteID, 0, page); err != nil {
 							b.Fatal(err)
 						}
-						if st, _ := s.Commit(ns.ID, res[0].WriteID, size, sum); st != CommitCommitted {
+						if st, _ := s.Publisher().Commit(ns.ID, res[0].WriteID, size, sum); st != CommitCommitted {
 							b.Fatal(st)
 						}
 					}

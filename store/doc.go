@@ -2,6 +2,31 @@
 // pages, checksum-verified two-phase publication, read leases, and the
 // reclamation that keeps memory bounded.
 //
+// # Surface
+//
+// The exported methods are grouped by the caller that uses them, each
+// group a view of the Store (views.go): Reader, the read side a server
+// serves (lookups and their leases, reads of page bytes or of their place
+// in a mapped arena); Publisher, its write side (publication in two
+// phases or one call, granted slots, deletion); Admin, the operator's
+// calls and the node's metrics; Evictor, the cross-node eviction driver
+// (summaries, cutoffs, remote-child hints); Handoff, what the hinted
+// handoff adds to reading (durable tiers, removing handed pages). Store
+// itself keeps what every caller shares: its lifecycle (New, Recover,
+// DemoteAll, Close) and the namespaces (AddNamespace, Namespace).
+//
+// Views, not interfaces each caller declares: interfaces would leave every
+// method on Store, one list that grew with each caller (48 methods before
+// this grouping), and nothing in the store's own API would say who calls
+// what. A view makes the group a type: a method's place names its
+// caller, the documentation lists each group apart, and a new method has
+// to choose its group. A view is a value holding the store, free to copy
+// and to hold: the server's request layer asks for Reader and Publisher
+// (and Admin, Evictor for the operator's and the cluster's calls),
+// eviction/coord holds the Evictor as its coord.Store, the node's metrics
+// read Admin and Evictor, peer's handoff lists through Admin, reads through
+// Reader and drops what it handed through Handoff.
+//
 // # Publication (docs/design.md §4.3)
 //
 // Reserve allocates an extent for each page that is not already published and

@@ -33,7 +33,7 @@ func TestDemoteAllMostValuableFirst(t *testing.T) {
 	}
 	for range 20 {
 		for i := pages - hot; i < pages; i++ { // the last ones: not the oldest, not the first listed
-			if _, err := s.Lookup(testNS.ID, keys[i:i+1], false, 0); err != nil {
+			if _, err := s.Reader().Lookup(testNS.ID, keys[i:i+1], false, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -42,7 +42,7 @@ func TestDemoteAllMostValuableFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, ok, err := s.Stat(testNS.ID, keys)
+	infos, ok, err := s.Admin().Stat(testNS.ID, keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,8 @@ type PageExtent struct {
 // extent must re-check its generation afterwards and treat a change as a
 // miss (tiers.Host's generation words make that check possible from
 // another process).
-func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Key, mapped tiers.Tier) ([]PageExtent, error) {
+func (r Reader) Extents(id namespace.ID, callerLease uint64, keys []namespace.Key, mapped tiers.Tier) ([]PageExtent, error) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return nil, err
@@ -63,7 +64,8 @@ func (s *Store) Extents(id namespace.ID, callerLease uint64, keys []namespace.Ke
 // extent and records the whole page as written (Commit verifies the bytes);
 // otherwise ok is false and nothing changes (the writer sends the bytes with
 // Write). It fails like Write for unknown, expired or closed reservations.
-func (s *Store) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.Tier) (ext tiers.Extent, ok bool, err error) {
+func (pub Publisher) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.Tier) (ext tiers.Extent, ok bool, err error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return tiers.Extent{}, false, err

@@ -52,19 +52,19 @@ func TestExtents(t *testing.T) {
 	data := []int{0, -1, 1, 2}
 	// Lease the pages so that the mover cannot demote them between the
 	// two calls below; then exactly one of the two tiers holds each.
-	lr, err := s.Lookup(testNS.ID, keys[2:], true, 0)
+	lr, err := s.Reader().Lookup(testNS.ID, keys[2:], true, 0)
 	if err != nil || lr.Lease == nil {
 		t.Fatal(lr, err)
 	}
-	l0, err := s.Lookup(testNS.ID, keys[:1], true, 0)
+	l0, err := s.Reader().Lookup(testNS.ID, keys[:1], true, 0)
 	if err != nil || l0.Lease == nil {
 		t.Fatal(l0, err)
 	}
-	pages, err := s.Extents(testNS.ID, lr.Lease.ID, keys, h)
+	pages, err := s.Reader().Extents(testNS.ID, lr.Lease.ID, keys, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inMem, err := s.Extents(testNS.ID, 0, keys, mem)
+	inMem, err := s.Reader().Extents(testNS.ID, 0, keys, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +95,10 @@ func TestExtents(t *testing.T) {
 		t.Fatalf("%d pages in a 2-page host tier", mapped)
 	}
 	// Unpinned: once its lease ends, deleting a page frees its extent.
-	if err := s.ReleaseLease(testNS.ID, l0.Lease.ID); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, l0.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Delete(testNS.ID, keys[:1]); err != nil {
+	if _, err := s.Publisher().Delete(testNS.ID, keys[:1]); err != nil {
 		t.Fatal(err)
 	}
 	// Freed at once, or, when the mover was copying it down just then, as
@@ -110,12 +110,12 @@ func TestExtents(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// An expired caller lease fails the call.
-	res, err := s.Lookup(testNS.ID, keys[2:3], true, time.Millisecond)
+	res, err := s.Reader().Lookup(testNS.ID, keys[2:3], true, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if _, err := s.Extents(testNS.ID, res.Lease.ID, keys[2:3], h); !errors.Is(err, ErrLeaseExpired) {
+	if _, err := s.Reader().Extents(testNS.ID, res.Lease.ID, keys[2:3], h); !errors.Is(err, ErrLeaseExpired) {
 		t.Fatalf("expired caller lease: %v", err)
 	}
 }
@@ -126,25 +126,25 @@ func TestExtents(t *testing.T) {
 func TestDirectWrite(t *testing.T) {
 	s, h, mem := newHostStore(t, 1)
 	wid := reserve(t, s, key(1))
-	ext, ok, err := s.DirectWrite(testNS.ID, wid, h)
+	ext, ok, err := s.Publisher().DirectWrite(testNS.ID, wid, h)
 	if err != nil || !ok || ext.Len != pageSize {
 		t.Fatalf("DirectWrite: %+v %v %v", ext, ok, err)
 	}
 	copy(h.Bytes(ext), pageData(1))
 	bad := testNS.Checksum.Sum(pageData(2))
-	if st, err := s.Commit(testNS.ID, wid, pageSize, bad); err != nil || st != CommitChecksumMismatch {
+	if st, err := s.Publisher().Commit(testNS.ID, wid, pageSize, bad); err != nil || st != CommitChecksumMismatch {
 		t.Fatalf("commit with a wrong checksum: %v %v", st, err)
 	}
 	if h.Generation(ext) == ext.Gen {
 		t.Fatal("a refused reservation kept its extent")
 	}
 	wid = reserve(t, s, key(1))
-	ext, ok, err = s.DirectWrite(testNS.ID, wid, h)
+	ext, ok, err = s.Publisher().DirectWrite(testNS.ID, wid, h)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	copy(h.Bytes(ext), pageData(1))
-	if st, err := s.Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); err != nil || st != CommitCommitted {
+	if st, err := s.Publisher().Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); err != nil || st != CommitCommitted {
 		t.Fatalf("commit: %v %v", st, err)
 	}
 	got, err := read(t, s, 0, key(1))
@@ -154,18 +154,18 @@ func TestDirectWrite(t *testing.T) {
 	// The next reservation lands in one tier or the other (the mover may
 	// have demoted the first page): exactly one of them hands it out.
 	wid = reserve(t, s, key(2))
-	_, okHost, err1 := s.DirectWrite(testNS.ID, wid, h)
-	_, okMem, err2 := s.DirectWrite(testNS.ID, wid, mem)
+	_, okHost, err1 := s.Publisher().DirectWrite(testNS.ID, wid, h)
+	_, okMem, err2 := s.Publisher().DirectWrite(testNS.ID, wid, mem)
 	if okHost == okMem || err1 != nil || err2 != nil {
 		t.Fatalf("reservation handed out for host %v (%v), memory %v (%v)", okHost, err1, okMem, err2)
 	}
-	if _, err := s.Abort(testNS.ID, []uint64{wid}); err != nil {
+	if _, err := s.Publisher().Abort(testNS.ID, []uint64{wid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.DirectWrite(testNS.ID, wid, mem); !errors.Is(err, ErrWriteClosed) {
+	if _, _, err := s.Publisher().DirectWrite(testNS.ID, wid, mem); !errors.Is(err, ErrWriteClosed) {
 		t.Fatalf("aborted reservation: %v", err)
 	}
-	if _, _, err := s.DirectWrite(testNS.ID, 12345, h); !errors.Is(err, ErrUnknownWrite) {
+	if _, _, err := s.Publisher().DirectWrite(testNS.ID, 12345, h); !errors.Is(err, ErrUnknownWrite) {
 		t.Fatalf("unknown write id: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func FuzzPublish(f *testing.F) {
 			switch next() % 5 {
 			case 0: // reserve key k
 				k := int(next() % 6)
-				res, err := s.Reserve(testNS.ID, []PageSpec{{Key: key(k), Size: pageSize}}, 0)
+				res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(k), Size: pageSize}}, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -49,7 +49,7 @@ func FuzzPublish(f *testing.F) {
 				w := &writes[int(next())%len(writes)]
 				off, n, fill := int(next())*8, int(next())*8, next()
 				p := bytes.Repeat([]byte{fill}, n)
-				if err := s.Write(testNS.ID, w.id, int64(off), p); err == nil {
+				if err := s.Publisher().Write(testNS.ID, w.id, int64(off), p); err == nil {
 					if off+n > len(w.buf) {
 						w.buf = w.buf[:off+n]
 					}
@@ -69,7 +69,7 @@ func FuzzPublish(f *testing.F) {
 				if next()%4 == 0 {
 					size--
 				}
-				st, err := s.Commit(testNS.ID, w.id, size, sum)
+				st, err := s.Publisher().Commit(testNS.ID, w.id, size, sum)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -84,7 +84,7 @@ func FuzzPublish(f *testing.F) {
 					continue
 				}
 				i := int(next()) % len(writes)
-				s.Abort(testNS.ID, []uint64{writes[i].id})
+				s.Publisher().Abort(testNS.ID, []uint64{writes[i].id})
 				writes = append(writes[:i], writes[i+1:]...)
 			case 4: // read everything back
 				for k := range 6 {
@@ -99,7 +99,7 @@ func FuzzPublish(f *testing.F) {
 			}
 		}
 		s.Close()
-		if st := s.Stats(); tier.usedBytes() != st.Bytes || st.Reservations != 0 {
+		if st := s.Admin().Stats(); tier.usedBytes() != st.Bytes || st.Reservations != 0 {
 			t.Fatalf("after close: tier %d bytes, index %d, %d reservations", tier.usedBytes(), st.Bytes, st.Reservations)
 		}
 	})
@@ -109,7 +109,7 @@ func nsKeys(k int) []namespace.Key { return []namespace.Key{key(k)} }
 
 func mustStat(t *testing.T, s *Store, k int) []byte {
 	t.Helper()
-	infos, ok, err := s.Stat(testNS.ID, nsKeys(k))
+	infos, ok, err := s.Admin().Stat(testNS.ID, nsKeys(k))
 	if err != nil || !ok[0] {
 		t.Fatalf("stat of a readable key %d: %v", k, err)
 	}

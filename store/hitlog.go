@@ -267,18 +267,22 @@ func (l *hitLog) shedSavedLocked(n *nsState, flops float64) {
 
 // LookupsShed counts the lookups without a lease that shed their
 // bookkeeping, under contention or over its budget (hitlog.go).
-func (s *Store) LookupsShed() uint64 {
-	return s.LookupsShedUnderContention() + s.LookupsShedOverBudget()
+func (a Admin) LookupsShed() uint64 {
+	return a.LookupsShedUnderContention() + a.LookupsShedOverBudget()
 }
 
 // LookupsShedUnderContention counts the lookups of LookupsShed that shed
 // their bookkeeping because another lookup's was under way (Shedding
 // under contention).
-func (s *Store) LookupsShedUnderContention() uint64 { return s.hits.contended.Load() }
+func (a Admin) LookupsShedUnderContention() uint64 {
+	return a.s.hits.contended.Load()
+}
 
 // LookupsShedOverBudget counts the lookups of LookupsShed that shed their
 // bookkeeping because its budget was spent (A budget for the bookkeeping).
-func (s *Store) LookupsShedOverBudget() uint64 { return s.hits.overBudget.Load() }
+func (a Admin) LookupsShedOverBudget() uint64 {
+	return a.s.hits.overBudget.Load()
+}
 
 // applyLocked does one lookup's bookkeeping and returns its batch to
 // batchPool.

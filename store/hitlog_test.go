@@ -14,7 +14,7 @@ import (
 func TestApplierAppliesTheLog(t *testing.T) {
 	s, _ := newTestStore(t, 64, nil)
 	chain := putChain(t, s, "log", 4)
-	if res, err := s.Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+	if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
 		t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -37,7 +37,7 @@ func TestApplierAppliesTheLog(t *testing.T) {
 // want hits.
 func wantHits(t *testing.T, s *Store, id namespace.ID, keys []namespace.Key, want uint32) {
 	t.Helper()
-	infos, ok, err := s.Stat(id, keys)
+	infos, ok, err := s.Admin().Stat(id, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestLoggedHitOnDroppedPage(t *testing.T) {
 	chain := putChain(t, s, "drop", 3)
 	n := testNSState(t, s)
 	s.mu.Lock() // the applier waits
-	if res, err := s.Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+	if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
 		s.mu.Unlock()
 		t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 	}
@@ -70,7 +70,7 @@ func TestLoggedHitOnDroppedPage(t *testing.T) {
 	last := n.shard(chain[2]).get(chain[2])
 	s.removeLocked(last, false)
 	s.mu.Unlock()
-	infos, ok, err := s.Stat(testNS.ID, chain)
+	infos, ok, err := s.Admin().Stat(testNS.ID, chain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestLookupShedsUnderContention(t *testing.T) {
 		<-shed
 		t.Fatal("a third lookup waited for the store's lock instead of shedding its bookkeeping")
 	}
-	if got, over := s.LookupsShed(), s.LookupsShedOverBudget(); got != 1 || over != 0 {
+	if got, over := s.Admin().LookupsShed(), s.Admin().LookupsShedOverBudget(); got != 1 || over != 0 {
 		s.mu.Unlock()
 		t.Fatalf("LookupsShed = %d, over budget %d with s.mu held, want 1 and 0", got, over)
 	}
@@ -148,11 +148,11 @@ func TestOneCallerNeverSheds(t *testing.T) {
 	chain := putChain(t, s, "one", 3)
 	const lookups = 200
 	for range lookups {
-		if res, err := s.Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+		if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
 			t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 		}
 	}
-	if got := s.LookupsShed(); got != 0 {
+	if got := s.Admin().LookupsShed(); got != 0 {
 		t.Errorf("LookupsShed = %d, want 0", got)
 	}
 	wantHits(t, s, testNS.ID, chain, lookups)
@@ -211,7 +211,7 @@ func TestSpentBudgetSheds(t *testing.T) {
 	s.hits.debt = time.Hour // spent for an hour
 	s.hits.mu.Unlock()
 	lookup()
-	if got, over := s.LookupsShed(), s.LookupsShedOverBudget(); got != 1 || over != 1 {
+	if got, over := s.Admin().LookupsShed(), s.Admin().LookupsShedOverBudget(); got != 1 || over != 1 {
 		t.Fatalf("LookupsShed = %d, over budget %d with the budget spent, want 1 and 1", got, over)
 	}
 	wantHits(t, s, ns.ID, chain, 1)
@@ -220,7 +220,7 @@ func TestSpentBudgetSheds(t *testing.T) {
 	}
 	s.hits.budget(0.25, 1, time.Now())
 	lookup()
-	if got := s.LookupsShed(); got != 1 {
+	if got := s.Admin().LookupsShed(); got != 1 {
 		t.Errorf("LookupsShed = %d after the budget was paid back, want 1", got)
 	}
 	wantHits(t, s, ns.ID, chain, 2)
@@ -234,25 +234,25 @@ func TestOneCallerKeepsToBudget(t *testing.T) {
 	s, _ := newTestStore(t, 64, func(c *Config) { c.LookupBookkeeping = 1e-6 })
 	chain := putChain(t, s, "tight", 32)
 	lookups := 0
-	for deadline := time.Now().Add(10 * time.Second); s.LookupsShed() == 0; lookups++ {
+	for deadline := time.Now().Add(10 * time.Second); s.Admin().LookupsShed() == 0; lookups++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d lookups in 10s and none shed with the budget spent", lookups)
 		}
-		if res, err := s.Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+		if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
 			t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 		}
 	}
 	for range 100 {
-		if _, err := s.Lookup(testNS.ID, chain, false, 0); err != nil {
+		if _, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil {
 			t.Fatal(err)
 		}
 		lookups++
 	}
-	shed := s.LookupsShed()
+	shed := s.Admin().LookupsShed()
 	if last := shed - 1; last < 90 { // the first shed ended the loop above
 		t.Errorf("%d of the last 100 lookups shed with the burst spent, want nearly all", last)
 	}
-	infos, ok, err := s.Stat(testNS.ID, chain)
+	infos, ok, err := s.Admin().Stat(testNS.ID, chain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestOneCallerKeepsToBudget(t *testing.T) {
 // all are present (from any goroutine: it reports with Errorf).
 func lookupAll(t *testing.T, s *Store, id namespace.ID, keys []namespace.Key) {
 	t.Helper()
-	if res, err := s.Lookup(id, keys, false, 0); err != nil || res.HitPrefix != len(keys) {
+	if res, err := s.Reader().Lookup(id, keys, false, 0); err != nil || res.HitPrefix != len(keys) {
 		t.Errorf("lookup: hit prefix %d of %d, %v", res.HitPrefix, len(keys), err)
 	}
 }
@@ -276,7 +276,7 @@ func lookupAll(t *testing.T, s *Store, id namespace.ID, keys []namespace.Key) {
 // savedFLOPs is the prefill namespace id's lookups have saved so far.
 func savedFLOPs(t *testing.T, s *Store, id namespace.ID) float64 {
 	t.Helper()
-	st, err := s.NamespaceStats(id)
+	st, err := s.Admin().NamespaceStats(id)
 	if err != nil {
 		t.Fatal(err)
 	}

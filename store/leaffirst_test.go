@@ -40,13 +40,13 @@ func TestParentAboveItsChildNotDropped(t *testing.T) {
 				// Lease the child and the other page: the parent is then
 				// the only page either tier's queue may offer.
 				for _, k := range []namespace.Key{a[1], other[0]} {
-					if res, err := s.Lookup(testNS.ID, []namespace.Key{k}, true, 0); err != nil || res.Lease == nil {
+					if res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{k}, true, 0); err != nil || res.Lease == nil {
 						t.Fatalf("lease %x: %+v, %v", k[:4], res, err)
 					}
 				}
 				var dropped []namespace.Key
 				locked(s, func() { s.policy.observeDrop = func(e *entry) { dropped = append(dropped, e.key) } })
-				res, err := s.Reserve(testNS.ID, []PageSpec{{Key: other[1], Depth: 40, Size: pageSize}}, 0)
+				res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: other[1], Depth: 40, Size: pageSize}}, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

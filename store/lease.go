@@ -46,7 +46,8 @@ type LookupResult struct {
 // withLease it also leases the hit prefix for ttl (0 = default, capped at
 // Config.MaxLeaseTTL). A lookup counts as a use of the pages it finds; it
 // never extends an existing lease.
-func (s *Store) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, ttl time.Duration) (LookupResult, error) {
+func (r Reader) Lookup(id namespace.ID, keys []namespace.Key, withLease bool, ttl time.Duration) (LookupResult, error) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return LookupResult{}, err
@@ -185,7 +186,8 @@ func (s *Store) liveLeaseLocked(n *nsState, id uint64) (*lease, error) {
 }
 
 // RenewLease extends a live lease to ttl from now (0 = default, capped).
-func (s *Store) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (Lease, error) {
+func (r Reader) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (Lease, error) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return Lease{}, err
@@ -201,7 +203,8 @@ func (s *Store) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (
 }
 
 // ReleaseLease ends a lease early, unpinning its pages.
-func (s *Store) ReleaseLease(id namespace.ID, leaseID uint64) error {
+func (r Reader) ReleaseLease(id namespace.ID, leaseID uint64) error {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return err
@@ -270,7 +273,8 @@ type PageView struct {
 // ErrLeaseExpired (the pages it covers are pinned by the lease itself).
 // Pages not present are passed with Found false. fn's error stops the read
 // and is returned.
-func (s *Store) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn func(i int, p PageView) error) error {
+func (r Reader) Read(id namespace.ID, leaseID uint64, keys []namespace.Key, fn func(i int, p PageView) error) error {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return err
@@ -371,16 +375,16 @@ func (s *Store) readPage(e *entry, ext tiers.Extent, buf []byte) ([]byte, bool) 
 // page disappears from lookups at once; its memory returns when the lease
 // ends. Children of a removed page stay (they wait for it to be put again);
 // a removed page with children on other nodes sends a parent-gone notice.
-func (s *Store) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
-	return s.remove(id, keys, false)
+func (pub Publisher) Delete(id namespace.ID, keys []namespace.Key) (int, error) {
+	return pub.s.remove(id, keys, false)
 }
 
 // Handed removes pages this node gave to their owner (the hinted handoff
 // of peer): as Delete, but no parent-gone notice goes out for
 // them, since they are not gone (their owner holds them, and children on
 // other nodes stay reachable), and they are counted apart (Handed).
-func (s *Store) Handed(id namespace.ID, keys []namespace.Key) (int, error) {
-	return s.remove(id, keys, true)
+func (h Handoff) Handed(id namespace.ID, keys []namespace.Key) (int, error) {
+	return h.s.remove(id, keys, true)
 }
 
 func (s *Store) remove(id namespace.ID, keys []namespace.Key, handed bool) (int, error) {

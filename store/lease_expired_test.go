@@ -18,7 +18,7 @@ func TestGetExpiredLeaseNoJanitor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := newTestStore(t, 4, func(c *Config) { c.JanitorInterval = time.Hour })
 		put(t, s, key(0), pageData(0))
-		res, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, time.Second)
+		res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, true, time.Second)
 		if err != nil || res.Lease == nil {
 			t.Fatalf("lookup with a lease: %+v, %v", res, err)
 		}

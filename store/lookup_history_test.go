@@ -18,7 +18,7 @@ func TestLookupRecordsHistory(t *testing.T) {
 			keys[i] = key(1000*n + i)
 		}
 		for range 2 {
-			if _, err := s.Lookup(testNS.ID, keys, false, 0); err != nil {
+			if _, err := s.Reader().Lookup(testNS.ID, keys, false, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -52,19 +52,19 @@ func TestConcurrentLookupsCountOrShed(t *testing.T) {
 			}
 			k := key(5000 + i%64)
 			data := pageData(i)
-			res, err := s.Reserve(testNS.ID, []PageSpec{{Key: k, Size: int64(len(data))}}, 0)
+			res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: k, Size: int64(len(data))}}, 0)
 			if err != nil || res[0].Status != Reserved {
 				continue
 			}
-			if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+			if err := s.Publisher().Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
 				churned <- err
 				return
 			}
-			if _, err := s.Commit(testNS.ID, res[0].WriteID, int64(len(data)), testNS.Checksum.Sum(data)); err != nil {
+			if _, err := s.Publisher().Commit(testNS.ID, res[0].WriteID, int64(len(data)), testNS.Checksum.Sum(data)); err != nil {
 				churned <- err
 				return
 			}
-			if _, err := s.Delete(testNS.ID, []namespace.Key{k}); err != nil {
+			if _, err := s.Publisher().Delete(testNS.ID, []namespace.Key{k}); err != nil {
 				churned <- err
 				return
 			}
@@ -74,7 +74,7 @@ func TestConcurrentLookupsCountOrShed(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range rounds {
-				res, err := s.Lookup(testNS.ID, chain, false, 0)
+				res, err := s.Reader().Lookup(testNS.ID, chain, false, 0)
 				if err != nil || res.HitPrefix != len(chain) {
 					t.Errorf("lookup: hit prefix %d of %d, %v", res.HitPrefix, len(chain), err)
 					return
@@ -87,11 +87,11 @@ func TestConcurrentLookupsCountOrShed(t *testing.T) {
 	if err := <-churned; err != nil {
 		t.Fatal(err)
 	}
-	infos, ok, err := s.Stat(testNS.ID, chain)
+	infos, ok, err := s.Admin().Stat(testNS.ID, chain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shed := s.LookupsShed()
+	shed := s.Admin().LookupsShed()
 	for i, info := range infos {
 		if !ok[i] || uint64(info.Hits)+shed != workers*rounds {
 			t.Errorf("page %d of the chain: present %v, %d hits and %d lookups shed, want %d in all",

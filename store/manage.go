@@ -11,7 +11,8 @@ import (
 // then answer ErrNamespaceNotFound. Leased pages disappear from lookups at
 // once; their memory returns when their leases end. It returns how many
 // pages it removed.
-func (s *Store) DropNamespace(id namespace.ID) (int, error) {
+func (a Admin) DropNamespace(id namespace.ID) (int, error) {
+	s := a.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err
@@ -48,7 +49,8 @@ func (s *Store) DropNamespace(id namespace.ID) (int, error) {
 
 // SetTTL makes the janitor remove a namespace's pages that no lookup has
 // used for ttl (0: never). Leased pages are kept until their leases end.
-func (s *Store) SetTTL(id namespace.ID, ttl time.Duration) error {
+func (a Admin) SetTTL(id namespace.ID, ttl time.Duration) error {
+	s := a.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return err
@@ -98,7 +100,8 @@ type LeaseInfo struct {
 }
 
 // Leases lists the active leases, soonest expiry first.
-func (s *Store) Leases() []LeaseInfo {
+func (a Admin) Leases() []LeaseInfo {
+	s := a.s
 	s.lock()
 	out := make([]LeaseInfo, 0, len(s.leases))
 	for id, l := range s.leases {

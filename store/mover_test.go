@@ -17,7 +17,7 @@ func newTwoTierStore(t *testing.T, fast, slow int) (*Store, *memTier, *kindTier)
 }
 
 func tierOf(t *testing.T, s *Store, k namespace.Key) tiers.Kind {
-	infos, ok, _ := s.Stat(testNS.ID, []namespace.Key{k})
+	infos, ok, _ := s.Admin().Stat(testNS.ID, []namespace.Key{k})
 	if !ok[0] {
 		t.Fatalf("key %x absent", k[:4])
 	}
@@ -39,7 +39,7 @@ func TestOverflowLandsBelow(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if st := s.Stats(); st.Pages != 40 {
+		if st := s.Admin().Stats(); st.Pages != 40 {
 			t.Fatalf("%d pages kept, want all 40", st.Pages)
 		}
 		if t0.usedBytes()+t1.usedBytes() != 40*pageSize || t1.usedBytes() == 0 {
@@ -74,7 +74,7 @@ func TestLeasedPagesNeverMove(t *testing.T) {
 		checkLineageAfter(t, s)
 		s.AddNamespace(testNS)
 		put(t, s, key(0), pageData(0))
-		if _, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0); err != nil {
+		if _, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0); err != nil {
 			t.Fatal(err)
 		}
 		for i := 1; i < 50; i++ {
@@ -118,7 +118,7 @@ func TestPageLeasedDuringDemotionStays(t *testing.T) {
 				t.Error("the first write to the slow tier is not a page of the fast tier")
 				return
 			}
-			res, err := s.Lookup(testNS.ID, []namespace.Key{key(moving)}, true, 0)
+			res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(moving)}, true, 0)
 			if err != nil || res.Lease == nil {
 				t.Errorf("leasing page %d during its copy: %+v, %v", moving, res, err)
 				return
@@ -149,7 +149,7 @@ func TestPageLeasedDuringDemotionStays(t *testing.T) {
 		if below == 0 || t1.usedBytes() != int64(below)*pageSize {
 			t.Fatalf("slow tier holds %d bytes for %d demoted pages: the abandoned copy was not freed", t1.usedBytes(), below)
 		}
-		if err := s.ReleaseLease(testNS.ID, lease); err != nil {
+		if err := s.Reader().ReleaseLease(testNS.ID, lease); err != nil {
 			t.Fatal(err)
 		}
 	})

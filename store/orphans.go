@@ -46,7 +46,8 @@ type orphanCount struct{ dropped, marked int }
 // pinned or younger than Config.OrphanGrace (see Orphans above). Keys with
 // no waiting children here, including keys resident here, change nothing.
 // It returns how many pages it dropped and how many it newly marked.
-func (s *Store) ParentsGone(id namespace.ID, keys []namespace.Key) (dropped, marked int, err error) {
+func (e Evictor) ParentsGone(id namespace.ID, keys []namespace.Key) (dropped, marked int, err error) {
+	s := e.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, 0, err
@@ -81,7 +82,8 @@ func (s *Store) parentGoneLocked(n *nsState, k namespace.Key, now int32, c *orph
 // (it recovers its SSD tier) or the view may have moved its keys for a
 // while, so lookup-found orphans are never dropped on that word alone.
 // Keys not held are skipped. It returns how many pages it newly marked.
-func (s *Store) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) {
+func (r Reader) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err
@@ -105,7 +107,8 @@ func (s *Store) MarkOrphans(id namespace.ID, keys []namespace.Key) (int, error) 
 // request but past a page that was missing on another node, so they were
 // not part of the engine's hit prefix. Keys not held are skipped (a page
 // gone since is not priced). It returns the tokens and FLOPs it took back.
-func (s *Store) Uncount(id namespace.ID, keys []namespace.Key) (tokens int, flops float64, err error) {
+func (r Reader) Uncount(id namespace.ID, keys []namespace.Key) (tokens int, flops float64, err error) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, 0, err

@@ -54,7 +54,7 @@ func child(key, parent namespace.Key, depth uint32) PageSpec {
 
 func orphanMarked(t *testing.T, s *Store, keys ...namespace.Key) []bool {
 	t.Helper()
-	infos, ok, err := s.Stat(testNS.ID, keys)
+	infos, ok, err := s.Admin().Stat(testNS.ID, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func TestParentsGoneDropsSubtree(t *testing.T) {
 		{Key: other, Size: pageSize}} {
 		putSpec(t, s, p, pageData(i))
 	}
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: d, Added: true}}) // d has a child on another node
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: d, Added: true}}) // d has a child on another node
 	age(t, s, c, d, d2, e, other)
 	var order []namespace.Key
 	locked(s, func() { s.policy.observeDrop = func(e *entry) { order = append(order, e.key) } })
 
-	dropped, marked, err := s.ParentsGone(testNS.ID, []namespace.Key{gone})
+	dropped, marked, err := s.Evictor().ParentsGone(testNS.ID, []namespace.Key{gone})
 	if err != nil || dropped != 4 || marked != 0 {
 		t.Fatalf("dropped %d, marked %d, %v; want 4 and 0", dropped, marked, err)
 	}
@@ -97,7 +97,7 @@ func TestParentsGoneDropsSubtree(t *testing.T) {
 	if len(order) != 4 || pos[e] > pos[d] || pos[d] > pos[c] || pos[d2] > pos[c] {
 		t.Fatalf("drop order %v: want e before d, d and d2 before c", order)
 	}
-	if st, _ := s.NamespaceStats(testNS.ID); st.Orphaned != 4 {
+	if st, _ := s.Admin().NamespaceStats(testNS.ID); st.Orphaned != 4 {
 		t.Fatalf("orphaned %d, want 4", st.Orphaned)
 	}
 	checkChildCounts(t, s)
@@ -139,12 +139,12 @@ func TestParentsGoneSparesLeasedAndYoung(t *testing.T) {
 	}
 	age(t, s, leased, old, oldKid, holder, leasedKid)
 	for _, key := range []namespace.Key{leased, leasedKid} {
-		res, err := s.Lookup(testNS.ID, []namespace.Key{key}, true, time.Minute)
+		res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key}, true, time.Minute)
 		if err != nil || res.Lease == nil {
 			t.Fatalf("leasing %s: %+v %v", key, res, err)
 		}
 	}
-	dropped, marked, err := s.ParentsGone(testNS.ID, []namespace.Key{gone})
+	dropped, marked, err := s.Evictor().ParentsGone(testNS.ID, []namespace.Key{gone})
 	if err != nil || dropped != 2 || marked != 4 {
 		t.Fatalf("dropped %d, marked %d, %v; want 2 (old and its child) and 4", dropped, marked, err)
 	}
@@ -160,7 +160,7 @@ func TestParentsGoneSparesLeasedAndYoung(t *testing.T) {
 		}
 	}
 	// Marked pages count once: a second notice marks nothing new.
-	if dropped, marked, _ := s.ParentsGone(testNS.ID, []namespace.Key{gone}); dropped != 0 || marked != 0 {
+	if dropped, marked, _ := s.Evictor().ParentsGone(testNS.ID, []namespace.Key{gone}); dropped != 0 || marked != 0 {
 		t.Fatalf("second notice: dropped %d, marked %d; want 0 and 0", dropped, marked)
 	}
 	checkChildCounts(t, s)
@@ -174,14 +174,14 @@ func TestParentsGoneNoChildren(t *testing.T) {
 	age(t, s, a...)
 	absent := chainKeys("z", 1)[0]
 	for _, key := range []namespace.Key{absent, a[0], a[1]} {
-		if dropped, marked, err := s.ParentsGone(testNS.ID, []namespace.Key{key}); err != nil || dropped != 0 || marked != 0 {
+		if dropped, marked, err := s.Evictor().ParentsGone(testNS.ID, []namespace.Key{key}); err != nil || dropped != 0 || marked != 0 {
 			t.Fatalf("notice for %s: dropped %d, marked %d, %v; want nothing", key, dropped, marked, err)
 		}
 	}
 	if got := present(t, s, a...); !got[0] || !got[1] {
 		t.Fatalf("present %v after notices for keys without waiting children", got)
 	}
-	if _, _, err := s.ParentsGone(namespace.ID{9}, []namespace.Key{absent}); !errors.Is(err, ErrNamespaceNotFound) {
+	if _, _, err := s.Evictor().ParentsGone(namespace.ID{9}, []namespace.Key{absent}); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
 	// ApplyHints applies a notice the same way: a's parent was never here,
@@ -189,7 +189,7 @@ func TestParentsGoneNoChildren(t *testing.T) {
 	b := chainKeys("b", 2)
 	putSpec(t, s, child(b[1], b[0], 1), pageData(5))
 	age(t, s, b[1])
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[0], Gone: true}, {NS: testNS.ID, Parent: b[0], Gone: true}})
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[0], Gone: true}, {NS: testNS.ID, Parent: b[0], Gone: true}})
 	if got := present(t, s, a[0], a[1], b[1]); !got[0] || !got[1] || got[2] {
 		t.Fatalf("present a0 a1 b1: %v after ApplyHints; want b1 dropped", got)
 	}
@@ -206,18 +206,18 @@ func TestMarkOrphansOnlyMarks(t *testing.T) {
 	b := chainKeys("b", 1)
 	putSpec(t, s, child(b[0], a[2], 3), pageData(7)) // a branch under a[2]
 	age(t, s, append(a, b[0])...)
-	res, err := s.Lookup(testNS.ID, a[:4], true, time.Minute) // leases a[0..3]
+	res, err := s.Reader().Lookup(testNS.ID, a[:4], true, time.Minute) // leases a[0..3]
 	if err != nil || res.HitPrefix != 4 {
 		t.Fatalf("lookup: %+v %v", res, err)
 	}
-	marked, err := s.MarkOrphans(testNS.ID, a[2:])
+	marked, err := s.Reader().MarkOrphans(testNS.ID, a[2:])
 	if err != nil || marked != 3 {
 		t.Fatalf("marked %d, %v; want 3", marked, err)
 	}
-	if err := s.ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if marked, _ := s.MarkOrphans(testNS.ID, a[2:]); marked != 0 {
+	if marked, _ := s.Reader().MarkOrphans(testNS.ID, a[2:]); marked != 0 {
 		t.Fatalf("marked %d again; want 0", marked)
 	}
 	if got := present(t, s, a[0], a[1], a[2], a[3], a[4], b[0]); slices.Contains(got, false) {
@@ -242,7 +242,7 @@ func TestPutAgainIsYoung(t *testing.T) {
 	if putSpec(t, s, child(c, gone, 1), pageData(1)) {
 		t.Fatal("a put of a published page reserved space")
 	}
-	if dropped, marked, _ := s.ParentsGone(testNS.ID, []namespace.Key{gone}); dropped != 1 || marked != 1 {
+	if dropped, marked, _ := s.Evictor().ParentsGone(testNS.ID, []namespace.Key{gone}); dropped != 1 || marked != 1 {
 		t.Fatalf("dropped %d, marked %d; want d dropped, c (put again) marked", dropped, marked)
 	}
 	if got := present(t, s, c, d); !got[0] || got[1] {
@@ -259,7 +259,7 @@ func TestSelfParent(t *testing.T) {
 	if got := present(t, s, a[0]); !got[0] {
 		t.Fatal("page missing")
 	}
-	if _, err := s.Delete(testNS.ID, a); err != nil {
+	if _, err := s.Publisher().Delete(testNS.ID, a); err != nil {
 		t.Fatal(err)
 	}
 	checkChildCounts(t, s)
@@ -304,12 +304,12 @@ func TestUncount(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := putChain(t, s, "a", 4)
-	res, err := s.Lookup(testNS.ID, a, false, 0)
+	res, err := s.Reader().Lookup(testNS.ID, a, false, 0)
 	if err != nil || res.HitPrefix != 4 {
 		t.Fatalf("lookup: %+v %v", res, err)
 	}
 	stats := func() (uint64, float64) {
-		st, err := s.NamespaceStats(testNS.ID)
+		st, err := s.Admin().NamespaceStats(testNS.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestUncount(t *testing.T) {
 	}
 	tokens0, flops0 := stats()
 	absent := chainKeys("z", 1)[0]
-	tokens, flops, err := s.Uncount(testNS.ID, []namespace.Key{a[2], a[3], absent})
+	tokens, flops, err := s.Reader().Uncount(testNS.ID, []namespace.Key{a[2], a[3], absent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +330,14 @@ func TestUncount(t *testing.T) {
 		t.Fatalf("counters %d tokens, %g FLOPs after taking back; want %d and %g", t1, f1, tokens0-uint64(tokens), flops0-flops)
 	}
 	for range 3 { // more than was counted: the counters stop at zero
-		if _, _, err := s.Uncount(testNS.ID, a); err != nil {
+		if _, _, err := s.Reader().Uncount(testNS.ID, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if t2, f2 := stats(); t2 != 0 || f2 != 0 {
 		t.Fatalf("counters %d tokens, %g FLOPs; want 0 and 0", t2, f2)
 	}
-	if _, _, err := s.Uncount(namespace.ID{9}, a); !errors.Is(err, ErrNamespaceNotFound) {
+	if _, _, err := s.Reader().Uncount(namespace.ID{9}, a); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
 }
@@ -372,9 +372,9 @@ func TestHandedSendsNoNotice(t *testing.T) {
 	for i, p := range []PageSpec{{Key: k[0], Size: pageSize}, child(k[1], k[0], 1), {Key: k[2], Size: pageSize}} {
 		putSpec(t, s, p, pageData(i))
 	}
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: k[0], Added: true}, {NS: testNS.ID, Parent: k[2], Added: true}})
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: k[0], Added: true}, {NS: testNS.ID, Parent: k[2], Added: true}})
 	goneNotices(s, hints) // what the puts sent
-	if n, err := s.Handed(testNS.ID, k[:1]); err != nil || n != 1 {
+	if n, err := s.Handoff().Handed(testNS.ID, k[:1]); err != nil || n != 1 {
 		t.Fatalf("handed: %d, %v", n, err)
 	}
 	if got := goneNotices(s, hints); len(got) != 0 {
@@ -383,13 +383,13 @@ func TestHandedSendsNoNotice(t *testing.T) {
 	if got := present(t, s, k[0], k[1]); got[0] || !got[1] {
 		t.Fatalf("present parent, child after Handed: %v; want the child only", got)
 	}
-	if n, err := s.Delete(testNS.ID, k[2:3]); err != nil || n != 1 {
+	if n, err := s.Publisher().Delete(testNS.ID, k[2:3]); err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
 	if got := goneNotices(s, hints); len(got) != 1 || got[0] != k[2] {
 		t.Fatalf("deleting a page with a remote child: notices %v, want one for it", got)
 	}
-	if st, _ := s.NamespaceStats(testNS.ID); st.Handed != 1 || st.Deleted != 1 {
+	if st, _ := s.Admin().NamespaceStats(testNS.ID); st.Handed != 1 || st.Deleted != 1 {
 		t.Fatalf("handed %d, deleted %d; want 1 and 1", st.Handed, st.Deleted)
 	}
 	checkChildCounts(t, s)

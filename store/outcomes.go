@@ -37,7 +37,8 @@ func (s *Store) rememberedLocked(n *nsState, wid uint64) (CommitStatus, bool) {
 // aborted), while the store remembers it, waiting for a commit in flight;
 // CommitUnknownWrite for a reservation or slot still open, and for a write
 // id of another namespace, never issued or forgotten. It changes nothing.
-func (s *Store) Outcome(id namespace.ID, writeID uint64) (CommitStatus, error) {
+func (pub Publisher) Outcome(id namespace.ID, writeID uint64) (CommitStatus, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err

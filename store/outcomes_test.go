@@ -21,28 +21,28 @@ func TestOutcomeScopedToNamespace(t *testing.T) {
 	data := pageData(1)
 	sum := testNS.Checksum.Sum(data)
 	wid := reserve(t, s, key(1))
-	if err := s.Write(testNS.ID, wid, 0, data); err != nil {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := s.Outcome(testNS.ID, wid); st != CommitUnknownWrite {
+	if st, _ := s.Publisher().Outcome(testNS.ID, wid); st != CommitUnknownWrite {
 		t.Fatalf("outcome of an open reservation: %v", st)
 	}
-	if st, _ := s.Commit(testNS.ID, wid, pageSize, sum); st != CommitCommitted {
+	if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, sum); st != CommitCommitted {
 		t.Fatalf("commit after outcome: %v", st)
 	}
-	if st, _ := s.Outcome(testNS.ID, wid); st != CommitCommitted {
+	if st, _ := s.Publisher().Outcome(testNS.ID, wid); st != CommitCommitted {
 		t.Fatalf("outcome in its namespace: %v", st)
 	}
-	if st, _ := s.Outcome(other.ID, wid); st != CommitUnknownWrite {
+	if st, _ := s.Publisher().Outcome(other.ID, wid); st != CommitUnknownWrite {
 		t.Fatalf("outcome in another namespace: %v", st)
 	}
-	if st, _ := s.Commit(other.ID, wid, pageSize, sum); st != CommitUnknownWrite {
+	if st, _ := s.Publisher().Commit(other.ID, wid, pageSize, sum); st != CommitUnknownWrite {
 		t.Fatalf("commit in another namespace: %v", st)
 	}
-	if err := s.Write(other.ID, wid, 0, data); !errors.Is(err, ErrUnknownWrite) {
+	if err := s.Publisher().Write(other.ID, wid, 0, data); !errors.Is(err, ErrUnknownWrite) {
 		t.Fatalf("write in another namespace: %v", err)
 	}
-	if err := s.Write(testNS.ID, wid, 0, data); !errors.Is(err, ErrWriteClosed) {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data); !errors.Is(err, ErrWriteClosed) {
 		t.Fatalf("write in its namespace: %v", err)
 	}
 }

@@ -411,7 +411,9 @@ func (s *Store) hinter() {
 // The store flushes by itself as soon as hints are queued; a caller that
 // must know hints have left, such as the simulator (cmd/strata-sim), which
 // delivers them between requests, calls it.
-func (s *Store) FlushHints() { s.flushHints() }
+func (e Evictor) FlushHints() {
+	e.s.flushHints()
+}
 
 // flushHints hands pending child hints to Config.OnRemoteParent, without
 // Store.mu; flushMu keeps flushes in order, one at a time.
@@ -433,7 +435,8 @@ func (s *Store) flushHints() {
 // ApplyHints records that children of local pages appeared or disappeared
 // on other nodes, and applies parent-gone notices as ParentsGone does.
 // Hints for pages or namespaces this store does not hold are ignored.
-func (s *Store) ApplyHints(hints []ChildHint) {
+func (e Evictor) ApplyHints(hints []ChildHint) {
+	s := e.s
 	now := s.clock(time.Now())
 	s.lock()
 	defer s.unlock()
@@ -721,7 +724,8 @@ func (s *Store) recordHitsLocked(hits []*entry) {
 
 // Summaries describes each tier's held worth and turnover, for the
 // cluster's coordinator (docs/design.md §5.4), in tier order.
-func (s *Store) Summaries() []eviction.Summary {
+func (e Evictor) Summaries() []eviction.Summary {
+	s := e.s
 	s.lock()
 	defer s.unlock()
 	p := &s.policy
@@ -749,7 +753,8 @@ func (s *Store) Summaries() []eviction.Summary {
 // SetCutoffs sets each tier's admission floor in worth units (missing
 // tiers: 0, no floor). epoch and coordinated say where they came from: the
 // cluster's coordinator (true) or the node itself.
-func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
+func (e Evictor) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
+	s := e.s
 	s.lock()
 	defer s.unlock()
 	p := &s.policy
@@ -766,14 +771,16 @@ func (s *Store) SetCutoffs(worth []float64, epoch uint64, coordinated bool) {
 
 // HintsDropped counts the child and value hints dropped because too many
 // were pending, or arrived for too many absent parents.
-func (s *Store) HintsDropped() uint64 {
+func (e Evictor) HintsDropped() uint64 {
+	s := e.s
 	s.lock()
 	defer s.unlock()
 	return s.policy.hintsDropped
 }
 
 // CutoffState returns what SetCutoffs last set.
-func (s *Store) CutoffState() (worth []float64, epoch uint64, coordinated bool) {
+func (e Evictor) CutoffState() (worth []float64, epoch uint64, coordinated bool) {
+	s := e.s
 	s.lock()
 	defer s.unlock()
 	p := &s.policy

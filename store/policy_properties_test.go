@@ -91,7 +91,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 		switch r := rng.IntN(11); {
 		case r < 5: // put a sequence (as a client would: the pages in order)
 			for _, p := range specs {
-				res, err := s.Reserve(testNS.ID, []PageSpec{p}, 0)
+				res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{p}, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,10 +99,10 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 					continue
 				}
 				data := pages[p.Key].data
-				if err := s.Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
+				if err := s.Publisher().Write(testNS.ID, res[0].WriteID, 0, data); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(data)); err != nil {
+				if _, err := s.Publisher().Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(data)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -112,7 +112,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 				keys[i] = p.Key
 			}
 			withLease := rng.IntN(2) == 0
-			res, err := s.Lookup(testNS.ID, keys, withLease, 0)
+			res, err := s.Reader().Lookup(testNS.ID, keys, withLease, 0)
 			if errors.Is(err, ErrLeaseLimit) {
 				continue
 			}
@@ -124,24 +124,24 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 			}
 		case r < 9 && len(leases) > 0: // release one
 			i := rng.IntN(len(leases))
-			_ = s.ReleaseLease(testNS.ID, leases[i].id)
+			_ = s.Reader().ReleaseLease(testNS.ID, leases[i].id)
 			leases = append(leases[:i], leases[i+1:]...)
 		case r < 10: // delete a page
 			p := specs[rng.IntN(len(specs))]
-			if _, err := s.Delete(testNS.ID, []namespace.Key{p.Key}); err != nil {
+			if _, err := s.Publisher().Delete(testNS.ID, []namespace.Key{p.Key}); err != nil {
 				t.Fatal(err)
 			}
 		default: // orphans: a parent gone elsewhere, or pages past a miss
 			i := rng.IntN(len(specs))
 			var err error
 			if rng.IntN(2) == 0 {
-				_, _, err = s.ParentsGone(testNS.ID, []namespace.Key{specs[i].Key})
+				_, _, err = s.Evictor().ParentsGone(testNS.ID, []namespace.Key{specs[i].Key})
 			} else {
 				keys := make([]namespace.Key, 0, len(specs))
 				for _, p := range specs[i:] {
 					keys = append(keys, p.Key)
 				}
-				_, err = s.MarkOrphans(testNS.ID, keys)
+				_, err = s.Reader().MarkOrphans(testNS.ID, keys)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -154,7 +154,7 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 			if time.Until(l.expires) < 10*time.Millisecond {
 				continue // about to expire: no longer protected
 			}
-			err := s.Read(testNS.ID, l.id, l.keys, func(i int, v PageView) error {
+			err := s.Reader().Read(testNS.ID, l.id, l.keys, func(i int, v PageView) error {
 				if v.Found && !bytes.Equal(v.Data, pages[l.keys[i]].data) {
 					return fmt.Errorf("leased page %s reads wrong bytes", l.keys[i])
 				}
@@ -186,8 +186,8 @@ func checkProperties(t *testing.T, s *Store, rng *rand.Rand, ops int) {
 		}
 	}
 	checkChildCounts(t, s)
-	st := s.Stats()
-	ns, _ := s.NamespaceStats(testNS.ID)
+	st := s.Admin().Stats()
+	ns, _ := s.Admin().NamespaceStats(testNS.ID)
 	t.Logf("%d ops: %d evictions, %d demotions, %d orphans dropped, %d pages resident", ops, st.Evictions, st.Demotions,
 		ns.Orphaned, st.Pages)
 	if st.Evictions == 0 || st.Demotions == 0 {

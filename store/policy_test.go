@@ -35,17 +35,17 @@ func putSpec(t *testing.T, s *Store, p PageSpec, data []byte) bool {
 // putSpecIn is putSpec in namespace ns.
 func putSpecIn(t *testing.T, s *Store, ns Namespace, p PageSpec, data []byte) bool {
 	t.Helper()
-	res, err := s.Reserve(ns.ID, []PageSpec{p}, 0)
+	res, err := s.Publisher().Reserve(ns.ID, []PageSpec{p}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res[0].Status != Reserved {
 		return false
 	}
-	if err := s.Write(ns.ID, res[0].WriteID, 0, data); err != nil {
+	if err := s.Publisher().Write(ns.ID, res[0].WriteID, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Commit(ns.ID, res[0].WriteID, int64(len(data)), ns.Checksum.Sum(data))
+	st, err := s.Publisher().Commit(ns.ID, res[0].WriteID, int64(len(data)), ns.Checksum.Sum(data))
 	if err != nil || st != CommitCommitted {
 		t.Fatalf("commit %x: %v %v", p.Key[:4], st, err)
 	}
@@ -82,7 +82,7 @@ func chainKeys(name string, n int) []namespace.Key {
 
 func present(t *testing.T, s *Store, keys ...namespace.Key) []bool {
 	t.Helper()
-	_, ok, err := s.Stat(testNS.ID, keys)
+	_, ok, err := s.Admin().Stat(testNS.ID, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestRemoteParentHints(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no hint for a child whose parent is elsewhere")
 	}
-	if _, err := s.Delete(testNS.ID, a[1:]); err != nil {
+	if _, err := s.Publisher().Delete(testNS.ID, a[1:]); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -206,7 +206,7 @@ func TestRemoteParentHints(t *testing.T) {
 	// A hint for a local parent marks it; unknown keys are ignored.
 	b := chainKeys("b", 1)
 	putSpec(t, s, chainSpec(b, 0), pageData(2))
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0], Added: true}, {NS: testNS.ID, Parent: a[0], Added: true},
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0], Added: true}, {NS: testNS.ID, Parent: a[0], Added: true},
 		{NS: namespace.ID{9}, Parent: b[0], Added: true}})
 	e := testNSState(t, s).shard(b[0]).get(b[0])
 	var remote int
@@ -214,7 +214,7 @@ func TestRemoteParentHints(t *testing.T) {
 	if remote != 1 {
 		t.Fatalf("remote children %d, want 1", remote)
 	}
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0]}, {NS: testNS.ID, Parent: b[0]}}) // one too many: ignored
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: b[0]}, {NS: testNS.ID, Parent: b[0]}}) // one too many: ignored
 	locked(s, func() { _, remote = s.policy.pol[e.tier].Children(e.h) })
 	if remote != 0 {
 		t.Fatalf("remote children %d after removal, want 0", remote)
@@ -228,11 +228,11 @@ func TestCutoffRefusesWhenFull(t *testing.T) {
 	a := chainKeys("a", 4)
 	putSpec(t, s, chainSpec(a, 0), pageData(0))
 	putSpec(t, s, chainSpec(a, 1), pageData(1))
-	s.SetCutoffs([]float64{math.MaxFloat64 / 4}, 7, true)
-	if w, epoch, coord := s.CutoffState(); len(w) != 1 || epoch != 7 || !coord {
+	s.Evictor().SetCutoffs([]float64{math.MaxFloat64 / 4}, 7, true)
+	if w, epoch, coord := s.Evictor().CutoffState(); len(w) != 1 || epoch != 7 || !coord {
 		t.Fatalf("cutoff state %v %d %v", w, epoch, coord)
 	}
-	res, err := s.Reserve(testNS.ID, []PageSpec{chainSpec(a, 2), chainSpec(a, 3)}, 0)
+	res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{chainSpec(a, 2), chainSpec(a, 3)}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,13 +245,13 @@ func TestCutoffRefusesWhenFull(t *testing.T) {
 		t.Fatalf("stored pages dropped for refused ones: %v", got)
 	}
 	// With room, the cutoff does not apply.
-	if _, err := s.Delete(testNS.ID, a[1:2]); err != nil {
+	if _, err := s.Publisher().Delete(testNS.ID, a[1:2]); err != nil {
 		t.Fatal(err)
 	}
 	if !putSpec(t, s, chainSpec(a, 1), pageData(1)) {
 		t.Fatal("page refused while the tier has room")
 	}
-	s.SetCutoffs(nil, 0, false)
+	s.Evictor().SetCutoffs(nil, 0, false)
 	if !putSpec(t, s, chainSpec(a, 2), pageData(2)) {
 		t.Fatal("page refused without a cutoff")
 	}
@@ -303,7 +303,7 @@ func TestCutoffAdmitsChainHeads(t *testing.T) {
 	if !(deep > shallow) {
 		t.Fatalf("a fresh page at depth 40 is worth %g, a fresh one at depth 0 %g", deep, shallow)
 	}
-	s.SetCutoffs([]float64{(shallow + deep) / 2 / eviction.DefaultAdmitShare}, 1, true)
+	s.Evictor().SetCutoffs([]float64{(shallow + deep) / 2 / eviction.DefaultAdmitShare}, 1, true)
 	if putSpec(t, s, chainSpec(b, 0), pageData(2)) {
 		t.Fatal("a lone shallow page below the cutoff was admitted")
 	}
@@ -319,15 +319,15 @@ func TestCutoffAdmitsChainHeads(t *testing.T) {
 func TestSummariesAndSavings(t *testing.T) {
 	s, _ := newTestStore(t, 8, nil)
 	ns, a := profiledChain(t, s, namespace.ID{7}, "a", 3)
-	sums := s.Summaries()
+	sums := s.Evictor().Summaries()
 	if len(sums) != 1 || sums[0].Total() != 3*pageSize {
 		t.Fatalf("summaries %d, total %d; want 1 tier holding %d bytes", len(sums), sums[0].Total(), 3*pageSize)
 	}
 	missing := chainKeys("z", 1)[0]
-	if _, err := s.Lookup(ns.ID, []namespace.Key{a[0], a[1], missing, a[2]}, false, 0); err != nil {
+	if _, err := s.Reader().Lookup(ns.ID, []namespace.Key{a[0], a[1], missing, a[2]}, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.NamespaceStats(ns.ID)
+	st, err := s.Admin().NamespaceStats(ns.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,10 +347,10 @@ func TestSummariesAndSavings(t *testing.T) {
 	if orphan {
 		t.Fatal("a page whose parent is resident marked orphan")
 	}
-	if _, err := s.Delete(ns.ID, a[1:2]); err != nil {
+	if _, err := s.Publisher().Delete(ns.ID, a[1:2]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ns.ID, a, false, 0); err != nil {
+	if _, err := s.Reader().Lookup(ns.ID, a, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	locked(s, func() { orphan = s.policy.pol[0].Orphan(e.h) })
@@ -391,7 +391,7 @@ func TestListKeysPages(t *testing.T) {
 			if pages > 300 {
 				t.Fatal("listing does not end")
 			}
-			infos, next, err := s.ListKeys(testNS.ID, after, limit)
+			infos, next, err := s.Admin().ListKeys(testNS.ID, after, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,13 +423,13 @@ func TestValueHints(t *testing.T) {
 	}
 	before := worth(a[0])
 	// a[1]'s child lives elsewhere and is worth a thousand times more.
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: 1000 * worth(a[1])}})
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: 1000 * worth(a[1])}})
 	if w1, w0 := worth(a[1]), worth(a[0]); w0 < 999*before || w1 < w0 {
 		t.Fatalf("after a value hint: worth a0 %g (was %g), a1 %g", w0, before, w1)
 	}
 	// A lower hint changes nothing.
 	w := worth(a[0])
-	s.ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: before}})
+	s.Evictor().ApplyHints([]ChildHint{{NS: testNS.ID, Parent: a[1], Worth: before}})
 	if worth(a[0]) != w {
 		t.Fatal("a lower value hint lowered the chain")
 	}
@@ -440,7 +440,7 @@ func TestValueHints(t *testing.T) {
 func TestHintsBeforeParent(t *testing.T) {
 	s, _ := newTestStore(t, 8, nil)
 	a, b := chainKeys("a", 1), chainKeys("b", 1)
-	s.ApplyHints([]ChildHint{
+	s.Evictor().ApplyHints([]ChildHint{
 		{NS: testNS.ID, Parent: a[0], Added: true}, {NS: testNS.ID, Parent: a[0], Added: true},
 		{NS: testNS.ID, Parent: a[0], Worth: 1e30},
 		{NS: testNS.ID, Parent: b[0], Added: true}, {NS: testNS.ID, Parent: b[0]},
@@ -478,17 +478,17 @@ func TestMarkOrphans(t *testing.T) {
 		putSpec(t, s, chainSpec(a, i), pageData(i))
 	}
 	orphan := func(k namespace.Key) bool {
-		infos, ok, err := s.Stat(testNS.ID, []namespace.Key{k})
+		infos, ok, err := s.Admin().Stat(testNS.ID, []namespace.Key{k})
 		if err != nil || !ok[0] {
 			t.Fatalf("stat %x: %v %v", k[:4], ok, err)
 		}
 		return infos[0].Orphan
 	}
 	absent := chainKeys("z", 1)[0]
-	if n, err := s.MarkOrphans(testNS.ID, []namespace.Key{a[2], absent}); err != nil || n != 1 {
+	if n, err := s.Reader().MarkOrphans(testNS.ID, []namespace.Key{a[2], absent}); err != nil || n != 1 {
 		t.Fatalf("marked %d, %v; want 1 (the absent key skipped)", n, err)
 	}
-	if n, _ := s.MarkOrphans(testNS.ID, []namespace.Key{a[2]}); n != 0 {
+	if n, _ := s.Reader().MarkOrphans(testNS.ID, []namespace.Key{a[2]}); n != 0 {
 		t.Fatalf("marked %d again, want 0", n)
 	}
 	if !orphan(a[2]) || orphan(a[1]) {
@@ -502,8 +502,8 @@ func TestMarkOrphans(t *testing.T) {
 		t.Fatal("a put of the page left its orphan mark")
 	}
 	// A hit clears it too.
-	s.MarkOrphans(testNS.ID, []namespace.Key{a[2]})
-	if _, err := s.Lookup(testNS.ID, a, false, 0); err != nil {
+	s.Reader().MarkOrphans(testNS.ID, []namespace.Key{a[2]})
+	if _, err := s.Reader().Lookup(testNS.ID, a, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if orphan(a[2]) {
@@ -516,9 +516,9 @@ func TestMarkOrphans(t *testing.T) {
 	putSpec(t, s, chainSpec(hot, 0), pageData(0))
 	putSpec(t, s, chainSpec(cold, 0), pageData(1))
 	for range 5 {
-		s.Lookup(testNS.ID, hot, false, 0)
+		s.Reader().Lookup(testNS.ID, hot, false, 0)
 	}
-	s.MarkOrphans(testNS.ID, hot)
+	s.Reader().MarkOrphans(testNS.ID, hot)
 	if !putSpec(t, s, chainSpec(next, 0), pageData(2)) {
 		t.Fatal("a third page refused")
 	}
@@ -542,7 +542,7 @@ func TestFlushHints(t *testing.T) {
 	a := chainKeys("flush", 4)
 	for i := 1; i < len(a); i += 2 { // children whose parents are elsewhere
 		putSpec(t, s, chainSpec(a, i), pageData(i))
-		s.FlushHints()
+		s.Evictor().FlushHints()
 		mu.Lock()
 		n := 0
 		for _, h := range got {

@@ -8,7 +8,8 @@ import "github.com/stratakv/strata/namespace"
 // Options.FallbackWindow), so that the cluster's lookups and looked-up keys
 // count each engine lookup once. Its hits stay counted: the pages are
 // served from here. An unknown namespace takes nothing back.
-func (s *Store) TakeBackLookup(id namespace.ID, keys int) {
+func (r Reader) TakeBackLookup(id namespace.ID, keys int) {
+	s := r.s
 	n, err := s.namespace(id)
 	if err != nil || keys <= 0 {
 		return

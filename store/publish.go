@@ -108,7 +108,8 @@ type reservation struct {
 
 // Reserve sets aside space for each page not yet published. ttl 0 means the
 // configured default; it is capped at Config.MaxReserveTTL.
-func (s *Store) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([]Reservation, error) {
+func (pub Publisher) Reserve(id namespace.ID, pages []PageSpec, ttl time.Duration) ([]Reservation, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return nil, err
@@ -186,7 +187,8 @@ func (s *Store) putAgainLocked(n *nsState, key namespace.Key) bool {
 
 // Write copies p into the reservation at off. Writes must not leave gaps:
 // off may not exceed the bytes already written (rewriting is allowed).
-func (s *Store) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
+func (pub Publisher) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return err
@@ -240,7 +242,8 @@ func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation,
 // Commit verifies a reservation's bytes against size and checksum and
 // publishes the page. A repeated commit of the same write id in the same
 // namespace answers what the first one did (outcomes.go).
-func (s *Store) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) (CommitStatus, error) {
+func (pub Publisher) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) (CommitStatus, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err
@@ -322,11 +325,11 @@ func (r PutResult) Committed() bool { return r.Reserve == Reserved && r.Commit =
 // returns early writes fewer bytes than the page's, which commits as
 // CommitIncomplete. The other errors are Reserve's (unknown namespace,
 // closed store), with a zero result.
-func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(write func(p []byte) error) error) (PutResult, error) {
-	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
+func (pub Publisher) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(write func(p []byte) error) error) (PutResult, error) {
+	return pub.put(id, spec, sum, ttl, func(writeID uint64) error {
 		var off int64
 		return fill(func(p []byte) error {
-			if err := s.Write(id, writeID, off, p); err != nil {
+			if err := pub.Write(id, writeID, off, p); err != nil {
 				return err
 			}
 			off += int64(len(p))
@@ -339,9 +342,9 @@ func (s *Store) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duratio
 // byte of it: Commit checks them): the reservation's own memory when its
 // tier is mapped, so the bytes are copied once, from the writer's source
 // (a socket) into the tier; else a buffer the store then writes.
-func (s *Store) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(dst []byte) error) (PutResult, error) {
-	return s.put(id, spec, sum, ttl, func(writeID uint64) error {
-		if dst, err := s.inPlace(id, writeID); dst != nil || err != nil {
+func (pub Publisher) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(dst []byte) error) (PutResult, error) {
+	return pub.put(id, spec, sum, ttl, func(writeID uint64) error {
+		if dst, err := pub.s.inPlace(id, writeID); dst != nil || err != nil {
 			if err != nil {
 				return err
 			}
@@ -351,7 +354,7 @@ func (s *Store) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.
 		if err := fill(buf); err != nil {
 			return err
 		}
-		return s.Write(id, writeID, 0, buf)
+		return pub.Write(id, writeID, 0, buf)
 	})
 }
 
@@ -383,8 +386,8 @@ func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
 }
 
 // put is Put and PutInPlace: fill writes reservation writeID.
-func (s *Store) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(writeID uint64) error) (PutResult, error) {
-	res, err := s.Reserve(id, []PageSpec{spec}, ttl)
+func (pub Publisher) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(writeID uint64) error) (PutResult, error) {
+	res, err := pub.Reserve(id, []PageSpec{spec}, ttl)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -393,10 +396,10 @@ func (s *Store) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duratio
 		return PutResult{Reserve: r.Status, Err: r.Err}, nil
 	}
 	if err := fill(r.WriteID); err != nil {
-		_, _ = s.Abort(id, []uint64{r.WriteID})
+		_, _ = pub.Abort(id, []uint64{r.WriteID})
 		return PutResult{Reserve: Reserved, Commit: CommitAborted, Err: err}, err
 	}
-	st, err := s.Commit(id, r.WriteID, spec.Size, sum)
+	st, err := pub.Commit(id, r.WriteID, spec.Size, sum)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -521,7 +524,8 @@ func (s *Store) insertLocked(e *entry, parent namespace.Key, hasParent bool, sum
 }
 
 // Abort drops reservations before commit and returns how many it dropped.
-func (s *Store) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
+func (pub Publisher) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return 0, err

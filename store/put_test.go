@@ -13,7 +13,7 @@ func TestOnePut(t *testing.T) {
 	s, _ := newTestStore(t, 8, nil)
 	data := pageData(1)
 	good := testNS.Checksum.Sum(data)
-	if _, err := s.Put(testNS.ID, PageSpec{Key: key(9), Size: pageSize}, good, 0, whole(data)); err != nil {
+	if _, err := s.Publisher().Put(testNS.ID, PageSpec{Key: key(9), Size: pageSize}, good, 0, whole(data)); err != nil {
 		t.Fatal(err)
 	}
 	broken := errors.New("stream broke")
@@ -42,7 +42,7 @@ func TestOnePut(t *testing.T) {
 		{"fill fails", 7, pageSize, good, func(func([]byte) error) error { return broken }, Reserved, CommitAborted, broken},
 	}
 	for _, c := range cases {
-		res, err := s.Put(testNS.ID, PageSpec{Key: key(c.key), Size: c.size}, c.sum, 0, c.fill)
+		res, err := s.Publisher().Put(testNS.ID, PageSpec{Key: key(c.key), Size: c.size}, c.sum, 0, c.fill)
 		if !errors.Is(err, c.err) || res.Reserve != c.reserve || res.Commit != c.commit {
 			t.Errorf("%s: %+v, %v; want reserve %d commit %v, %v", c.name, res, err, c.reserve, c.commit, c.err)
 		}
@@ -53,13 +53,13 @@ func TestOnePut(t *testing.T) {
 			t.Errorf("%s: reason %v, want ErrBadSize", c.name, res.Err)
 		}
 	}
-	if st := s.Stats(); st.Reservations != 0 || st.Pages != 3 {
+	if st := s.Admin().Stats(); st.Reservations != 0 || st.Pages != 3 {
 		t.Fatalf("after the puts: %d reservations, %d pages; want 0, 3", st.Reservations, st.Pages)
 	}
-	if _, err := s.Put(testNS.ID, PageSpec{Key: key(1), Size: pageSize}, good, 0, whole(data)); err != nil {
+	if _, err := s.Publisher().Put(testNS.ID, PageSpec{Key: key(1), Size: pageSize}, good, 0, whole(data)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(namespace.ID{9}, PageSpec{Key: key(1), Size: pageSize}, good, 0, whole(data)); !errors.Is(err, ErrNamespaceNotFound) {
+	if _, err := s.Publisher().Put(namespace.ID{9}, PageSpec{Key: key(1), Size: pageSize}, good, 0, whole(data)); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
 }

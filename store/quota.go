@@ -79,7 +79,8 @@ type Usage struct {
 // SetQuotas replaces every tenant's quota: tenants not in q have none.
 // What a tenant already holds past a lowered quota stays; only new
 // reservations and leases are refused.
-func (s *Store) SetQuotas(q map[string]Quota) {
+func (a Admin) SetQuotas(q map[string]Quota) {
+	s := a.s
 	c := make(map[string]Quota, len(q))
 	for t, v := range q {
 		c[t] = v
@@ -98,7 +99,8 @@ type tenantUse struct {
 }
 
 // Usage reports what each tenant with pages, reservations or leases holds.
-func (s *Store) Usage() map[string]Usage {
+func (a Admin) Usage() map[string]Usage {
+	s := a.s
 	s.lock()
 	defer s.unlock()
 	out := make(map[string]Usage, len(s.usage))

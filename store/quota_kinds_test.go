@@ -76,7 +76,7 @@ func TestQuotaKinds(t *testing.T) {
 				}
 			})
 			if c.quota != (Quota{}) {
-				s.SetQuotas(map[string]Quota{testNS.Tenant: c.quota})
+				s.Admin().SetQuotas(map[string]Quota{testNS.Tenant: c.quota})
 			}
 			if err := c.fill(t, s); err != nil {
 				t.Fatalf("up to the bound: %v", err)
@@ -93,7 +93,7 @@ func TestQuotaKinds(t *testing.T) {
 // reserveErr reserves pages of testNS and returns the first page's error:
 // the call's, or a rejection's (nil when all are reserved).
 func reserveErr(s *Store, pages []PageSpec) error {
-	res, err := s.Reserve(testNS.ID, pages, 0)
+	res, err := s.Publisher().Reserve(testNS.ID, pages, 0)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func reserveErr(s *Store, pages []PageSpec) error {
 
 // leaseErr takes a lease on testNS's page key(0).
 func leaseErr(s *Store) error {
-	res, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
+	res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
 	if err == nil && res.Lease == nil {
 		err = errors.New("no lease on a present page")
 	}

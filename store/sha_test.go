@@ -36,7 +36,7 @@ func TestSHA256Pages(t *testing.T) {
 	data := make([][]byte, len(keys))
 	check := func(when string, s *Store, tier tiers.Kind) {
 		t.Helper()
-		infos, ok, err := s.Stat(ns.ID, keys)
+		infos, ok, err := s.Admin().Stat(ns.ID, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestSHA256Pages(t *testing.T) {
 				t.Errorf("%s: page %d on %v, want %v", when, i, info.Tier, tier)
 			}
 		}
-		err = s.Read(ns.ID, 0, keys, func(i int, p PageView) error {
+		err = s.Reader().Read(ns.ID, 0, keys, func(i int, p PageView) error {
 			if !p.Found || !bytes.Equal(p.Data, data[i]) || !bytes.Equal(p.Checksum, ns.Checksum.Sum(data[i])) {
 				t.Errorf("%s: read page %d: found %v, checksum %x", when, i, p.Found, p.Checksum)
 			}
@@ -66,7 +66,7 @@ func TestSHA256Pages(t *testing.T) {
 	for i := range keys {
 		data[i] = pageData(i)
 		sum := ns.Checksum.Sum(data[i])
-		if res, err := s.Put(ns.ID, chainSpec(keys, i), sum, 0, whole(data[i])); err != nil || !res.Committed() {
+		if res, err := s.Publisher().Put(ns.ID, chainSpec(keys, i), sum, 0, whole(data[i])); err != nil || !res.Committed() {
 			t.Fatalf("put %d: %+v %v", i, res, err)
 		}
 	}

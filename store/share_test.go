@@ -50,7 +50,7 @@ func TestReserveShare(t *testing.T) {
 	if err := s.AddNamespace(betaNS); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Reserve(testNS.ID, specs(0, 16), 24*time.Hour)
+	res, err := s.Publisher().Reserve(testNS.ID, specs(0, 16), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestReserveShare(t *testing.T) {
 		t.Fatalf("a day's deadline came back %v away, past MaxReserveTTL", d)
 	}
 
-	theirs, err := s.Reserve(betaNS.ID, specs(100, 8), 0)
+	theirs, err := s.Publisher().Reserve(betaNS.ID, specs(100, 8), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +75,14 @@ func TestReserveShare(t *testing.T) {
 	}
 	for i, r := range theirs {
 		data := pageData(100 + i)
-		if err := s.Write(betaNS.ID, r.WriteID, 0, data); err != nil {
+		if err := s.Publisher().Write(betaNS.ID, r.WriteID, 0, data); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := s.Commit(betaNS.ID, r.WriteID, pageSize, betaNS.Checksum.Sum(data)); st != CommitCommitted || err != nil {
+		if st, err := s.Publisher().Commit(betaNS.ID, r.WriteID, pageSize, betaNS.Checksum.Sum(data)); st != CommitCommitted || err != nil {
 			t.Fatalf("beta's commit %d: %v, %v", i, st, err)
 		}
 	}
-	if got := s.Usage()["beta"]; got.Bytes != 8*pageSize || got.ReserveBytes != 0 {
+	if got := s.Admin().Usage()["beta"]; got.Bytes != 8*pageSize || got.ReserveBytes != 0 {
 		t.Fatalf("beta's usage after its commits: %+v", got)
 	}
 
@@ -94,7 +94,7 @@ func TestReserveShare(t *testing.T) {
 			wids = append(wids, r.WriteID)
 		}
 	}
-	if n, err := s.Abort(testNS.ID, wids); n != 8 || err != nil {
+	if n, err := s.Publisher().Abort(testNS.ID, wids); n != 8 || err != nil {
 		t.Fatalf("abort: %d, %v", n, err)
 	}
 	for i := range 12 {
@@ -102,7 +102,7 @@ func TestReserveShare(t *testing.T) {
 			t.Fatalf("acme's put %d: %v", i, st)
 		}
 	}
-	if got := s.Usage()["acme"]; got.Bytes != 12*pageSize || got.Reservations != 0 {
+	if got := s.Admin().Usage()["acme"]; got.Bytes != 12*pageSize || got.Reservations != 0 {
 		t.Fatalf("acme's usage after its puts: %+v", got)
 	}
 	if tier.usedBytes() > 16*pageSize {
@@ -116,7 +116,7 @@ func TestReserveShare(t *testing.T) {
 func TestReserveShareTiers(t *testing.T) {
 	fast, slow := newMemTier(8*pageSize), newMemTier(8*pageSize)
 	s := openStore(t, Config{Tiers: []tiers.Tier{fast, slow}}, testNS)
-	res, err := s.Reserve(testNS.ID, specs(0, 12), 0)
+	res, err := s.Publisher().Reserve(testNS.ID, specs(0, 12), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +142,12 @@ func TestReserveShareTiers(t *testing.T) {
 // tier.
 func TestReserveShareGrant(t *testing.T) {
 	s, h, _ := newHostStore(t, 4) // 16 KiB: four 4 KiB extents of 1 KiB pages
-	g, err := s.Grant(testNS.ID, 4, 0, h)
+	g, err := s.Publisher().Grant(testNS.ID, 4, 0, h)
 	if len(g) != 2 || !errors.Is(err, ErrQuota) {
 		t.Fatalf("4 slots asked of a 4-slot tier: %d granted, %v", len(g), err)
 	}
 	t.Logf("past the share: %v", err)
-	res, _ := s.Reserve(testNS.ID, specs(0, 1), 0)
+	res, _ := s.Publisher().Reserve(testNS.ID, specs(0, 1), 0)
 	if res[0].Status != Reserved {
 		t.Fatalf("a page beside slots that hold the share of the host tier: %+v", res[0])
 	}
@@ -163,7 +163,7 @@ func TestReserveShareGrant(t *testing.T) {
 // tier (what every tenant could before the share).
 func TestReserveShareWhole(t *testing.T) {
 	s, _ := newTestStore(t, 16, func(c *Config) { c.ReserveShare = 1 })
-	res, err := s.Reserve(testNS.ID, specs(0, 16), 0)
+	res, err := s.Publisher().Reserve(testNS.ID, specs(0, 16), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestReserveConfigErrors(t *testing.T) {
 // second.
 func TestReserveShareSmallTier(t *testing.T) {
 	s, _ := newTestStore(t, 3, nil) // a share of 1.5 pages
-	res, err := s.Reserve(testNS.ID, specs(0, 3), 0)
+	res, err := s.Publisher().Reserve(testNS.ID, specs(0, 3), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestReserveShareSmallTier(t *testing.T) {
 		t.Fatalf("3 pages in a 3-page tier at a share of 1.5: %d reserved (%v), want 1", reserved, why)
 	}
 	one, _ := newTestStore(t, 1, nil) // a share of half a page
-	if res, _ := one.Reserve(testNS.ID, specs(0, 1), 0); res[0].Status != Reserved {
+	if res, _ := one.Publisher().Reserve(testNS.ID, specs(0, 1), 0); res[0].Status != Reserved {
 		t.Fatalf("the one page of a one-page tier: %+v", res[0])
 	}
 }

@@ -37,7 +37,8 @@ type Granted struct {
 // extent or the tenant's quota or its reservation share of mapped is
 // reached; err says why it stopped short.
 // A mapped that is not one of the store's tiers grants nothing.
-func (s *Store) Grant(id namespace.ID, count int, ttl time.Duration, mapped tiers.Tier) ([]Granted, error) {
+func (pub Publisher) Grant(id namespace.ID, count int, ttl time.Duration, mapped tiers.Tier) ([]Granted, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return nil, err
@@ -85,7 +86,8 @@ func (s *Store) Grant(id namespace.ID, count int, ttl time.Duration, mapped tier
 // CommitExpired past its deadline, CommitSizeMismatch for a size other
 // than the slot's, then Commit's (checksum, durability, a concurrent
 // writer). The error is the namespace's (unknown, closed store).
-func (s *Store) PutGranted(id namespace.ID, writeID uint64, spec PageSpec, sum []byte) (PutResult, error) {
+func (pub Publisher) PutGranted(id namespace.ID, writeID uint64, spec PageSpec, sum []byte) (PutResult, error) {
+	s := pub.s
 	n, err := s.namespace(id)
 	if err != nil {
 		return PutResult{}, err

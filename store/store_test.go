@@ -78,7 +78,7 @@ func pageData(i int) []byte {
 // reserve reserves one page and returns its write id.
 func reserve(t *testing.T, s *Store, k namespace.Key) uint64 {
 	t.Helper()
-	res, err := s.Reserve(testNS.ID, []PageSpec{{Key: k, Size: pageSize}}, 0)
+	res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: k, Size: pageSize}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +91,10 @@ func reserve(t *testing.T, s *Store, k namespace.Key) uint64 {
 func put(t *testing.T, s *Store, k namespace.Key, data []byte) CommitStatus {
 	t.Helper()
 	wid := reserve(t, s, k)
-	if err := s.Write(testNS.ID, wid, 0, data); err != nil {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Commit(testNS.ID, wid, int64(len(data)), testNS.Checksum.Sum(data))
+	st, err := s.Publisher().Commit(testNS.ID, wid, int64(len(data)), testNS.Checksum.Sum(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func put(t *testing.T, s *Store, k namespace.Key, data []byte) CommitStatus {
 func read(t *testing.T, s *Store, lease uint64, keys ...namespace.Key) ([][]byte, error) {
 	t.Helper()
 	out := make([][]byte, len(keys))
-	err := s.Read(testNS.ID, lease, keys, func(i int, p PageView) error {
+	err := s.Reader().Read(testNS.ID, lease, keys, func(i int, p PageView) error {
 		if p.Found {
 			out[i] = bytes.Clone(p.Data)
 		}
@@ -120,7 +120,7 @@ func TestPutLookupRead(t *testing.T) {
 			t.Fatalf("put %d: %v", i, st)
 		}
 	}
-	res, err := s.Lookup(testNS.ID, []namespace.Key{key(0), key(1), key(9), key(2)}, false, 0)
+	res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0), key(1), key(9), key(2)}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,20 +158,20 @@ func TestCommitRefusals(t *testing.T) {
 			s, tier := newTestStore(t, 4, nil)
 			before := tier.usedBytes()
 			wid := reserve(t, s, key(1))
-			if err := s.Write(testNS.ID, wid, 0, tc.write); err != nil {
+			if err := s.Publisher().Write(testNS.ID, wid, 0, tc.write); err != nil {
 				t.Fatal(err)
 			}
-			st, err := s.Commit(testNS.ID, wid, tc.size, tc.sum)
+			st, err := s.Publisher().Commit(testNS.ID, wid, tc.size, tc.sum)
 			if err != nil || st != tc.want {
 				t.Fatalf("commit = %v, %v; want %v", st, err, tc.want)
 			}
-			if res, _ := s.Lookup(testNS.ID, []namespace.Key{key(1)}, false, 0); res.Present[0] {
+			if res, _ := s.Reader().Lookup(testNS.ID, []namespace.Key{key(1)}, false, 0); res.Present[0] {
 				t.Fatal("refused page is visible")
 			}
 			if after := tier.usedBytes(); after != before {
 				t.Fatalf("tier usage %d after refused commit, %d before", after, before)
 			}
-			if s.Stats().Reservations != 0 {
+			if s.Admin().Stats().Reservations != 0 {
 				t.Fatal("reservation left behind")
 			}
 			// A retry with the right bytes succeeds: nothing was lost.
@@ -185,14 +185,14 @@ func TestCommitRefusals(t *testing.T) {
 func TestUnknownAndExpiredWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, tier := newTestStore(t, 4, func(c *Config) { c.ReserveTTL = time.Second })
-		if st, _ := s.Commit(testNS.ID, 12345, pageSize, nil); st != CommitUnknownWrite {
+		if st, _ := s.Publisher().Commit(testNS.ID, 12345, pageSize, nil); st != CommitUnknownWrite {
 			t.Fatalf("commit of unknown id: %v", st)
 		}
-		if err := s.Write(testNS.ID, 12345, 0, []byte{1}); !errors.Is(err, ErrUnknownWrite) {
+		if err := s.Publisher().Write(testNS.ID, 12345, 0, []byte{1}); !errors.Is(err, ErrUnknownWrite) {
 			t.Fatalf("write of unknown id: %v", err)
 		}
 		wid := reserve(t, s, key(1))
-		if err := s.Write(testNS.ID, wid, 0, pageData(1)); err != nil {
+		if err := s.Publisher().Write(testNS.ID, wid, 0, pageData(1)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second) // the janitor reclaims the reservation
@@ -200,13 +200,13 @@ func TestUnknownAndExpiredWrites(t *testing.T) {
 		if tier.usedBytes() != 0 {
 			t.Fatal("expired reservation still holds memory")
 		}
-		if err := s.Write(testNS.ID, wid, 0, []byte{1}); !errors.Is(err, ErrWriteExpired) {
+		if err := s.Publisher().Write(testNS.ID, wid, 0, []byte{1}); !errors.Is(err, ErrWriteExpired) {
 			t.Fatalf("write after expiry: %v", err)
 		}
-		if st, _ := s.Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); st != CommitExpired {
+		if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); st != CommitExpired {
 			t.Fatalf("commit after expiry: %v", st)
 		}
-		if res, _ := s.Lookup(testNS.ID, []namespace.Key{key(1)}, false, 0); res.Present[0] {
+		if res, _ := s.Reader().Lookup(testNS.ID, []namespace.Key{key(1)}, false, 0); res.Present[0] {
 			t.Fatal("expired page is visible")
 		}
 	})
@@ -216,19 +216,19 @@ func TestWriteOutOfRange(t *testing.T) {
 	s, _ := newTestStore(t, 4, nil)
 	wid := reserve(t, s, key(1))
 	for _, w := range []struct{ off, n int }{{0, pageSize + 1}, {10, 1}, {-1, 1}, {pageSize, 1}} {
-		if err := s.Write(testNS.ID, wid, int64(w.off), make([]byte, w.n)); !errors.Is(err, ErrWriteOutOfRange) {
+		if err := s.Publisher().Write(testNS.ID, wid, int64(w.off), make([]byte, w.n)); !errors.Is(err, ErrWriteOutOfRange) {
 			t.Errorf("write [%d,+%d): %v, want ErrWriteOutOfRange", w.off, w.n, err)
 		}
 	}
 	// The reservation survives bad writes.
 	data := pageData(1)
-	if err := s.Write(testNS.ID, wid, 0, data[:100]); err != nil {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data[:100]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Write(testNS.ID, wid, 50, data[50:]); err != nil {
+	if err := s.Publisher().Write(testNS.ID, wid, 50, data[50:]); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := s.Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(data)); st != CommitCommitted {
+	if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(data)); st != CommitCommitted {
 		t.Fatalf("commit: %v", st)
 	}
 }
@@ -238,18 +238,18 @@ func TestDuplicateCommitAndRace(t *testing.T) {
 	data := pageData(3)
 	sum := testNS.Checksum.Sum(data)
 	wid := reserve(t, s, key(3))
-	if err := s.Write(testNS.ID, wid, 0, data); err != nil {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if st, _ := s.Commit(testNS.ID, wid, pageSize, sum); st != CommitCommitted {
+		if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, sum); st != CommitCommitted {
 			t.Fatalf("repeated commit: %v", st)
 		}
 	}
-	if err := s.Write(testNS.ID, wid, 0, data); !errors.Is(err, ErrWriteClosed) {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, data); !errors.Is(err, ErrWriteClosed) {
 		t.Fatalf("write after commit: %v", err)
 	}
-	if res, _ := s.Reserve(testNS.ID, []PageSpec{{Key: key(3), Size: pageSize}}, 0); res[0].Status != Exists {
+	if res, _ := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(3), Size: pageSize}}, 0); res[0].Status != Exists {
 		t.Fatalf("reserve of a published key: %v", res[0].Status)
 	}
 
@@ -258,14 +258,16 @@ func TestDuplicateCommitAndRace(t *testing.T) {
 	ids := make([]uint64, writers)
 	for i := range ids {
 		ids[i] = reserve(t, s, key(4))
-		if err := s.Write(testNS.ID, ids[i], 0, pageData(4)); err != nil {
+		if err := s.Publisher().Write(testNS.ID, ids[i], 0, pageData(4)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var wg sync.WaitGroup
 	got := make([]CommitStatus, writers)
 	for i := range ids {
-		wg.Go(func() { got[i], _ = s.Commit(testNS.ID, ids[i], pageSize, testNS.Checksum.Sum(pageData(4))) })
+		wg.Go(func() {
+			got[i], _ = s.Publisher().Commit(testNS.ID, ids[i], pageSize, testNS.Checksum.Sum(pageData(4)))
+		})
 	}
 	wg.Wait()
 	wins := 0
@@ -281,7 +283,7 @@ func TestDuplicateCommitAndRace(t *testing.T) {
 	if wins != 1 {
 		t.Fatalf("%d writers won, want 1", wins)
 	}
-	if st := s.Stats(); st.Pages != 2 || tier.usedBytes() != 2*pageSize {
+	if st := s.Admin().Stats(); st.Pages != 2 || tier.usedBytes() != 2*pageSize {
 		t.Fatalf("%d pages, %d bytes used; want 2 pages", st.Pages, tier.usedBytes())
 	}
 }
@@ -289,20 +291,20 @@ func TestDuplicateCommitAndRace(t *testing.T) {
 func TestAbortReturnsSpace(t *testing.T) {
 	s, tier := newTestStore(t, 4, nil)
 	wid := reserve(t, s, key(1))
-	if n, _ := s.Abort(testNS.ID, []uint64{wid, 999}); n != 1 {
+	if n, _ := s.Publisher().Abort(testNS.ID, []uint64{wid, 999}); n != 1 {
 		t.Fatalf("aborted %d", n)
 	}
 	if tier.usedBytes() != 0 {
 		t.Fatal("abort kept memory")
 	}
-	if st, _ := s.Commit(testNS.ID, wid, pageSize, nil); st != CommitAborted {
+	if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, nil); st != CommitAborted {
 		t.Fatalf("commit after abort: %v", st)
 	}
 }
 
 func TestBadSizeRejected(t *testing.T) {
 	s, tier := newTestStore(t, 4, nil)
-	res, err := s.Reserve(testNS.ID, []PageSpec{{Key: key(1), Size: pageSize + 1}, {Key: key(2), Size: pageSize}}, 0)
+	res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(1), Size: pageSize + 1}, {Key: key(2), Size: pageSize}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,10 +319,10 @@ func TestBadSizeRejected(t *testing.T) {
 func TestUnknownNamespace(t *testing.T) {
 	s, _ := newTestStore(t, 4, nil)
 	other := namespace.ID{9}
-	if _, err := s.Lookup(other, []namespace.Key{key(1)}, false, 0); !errors.Is(err, ErrNamespaceNotFound) {
+	if _, err := s.Reader().Lookup(other, []namespace.Key{key(1)}, false, 0); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("lookup: %v", err)
 	}
-	if _, err := s.Reserve(other, []PageSpec{{Key: key(1), Size: pageSize}}, 0); !errors.Is(err, ErrNamespaceNotFound) {
+	if _, err := s.Publisher().Reserve(other, []PageSpec{{Key: key(1), Size: pageSize}}, 0); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("reserve: %v", err)
 	}
 }
@@ -335,7 +337,7 @@ func TestLeasedPageSurvivesPressure(t *testing.T) {
 			c.Eviction = eviction.KindLRU
 		})
 		put(t, s, key(0), pageData(0))
-		res, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
+		res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
 		if err != nil || res.Lease == nil {
 			t.Fatalf("lookup with lease: %v %+v", err, res)
 		}
@@ -352,21 +354,21 @@ func TestLeasedPageSurvivesPressure(t *testing.T) {
 		// Lookups without a lease do not extend it.
 		for range 10 {
 			time.Sleep(time.Second)
-			if _, err := s.Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0); err != nil {
+			if _, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if _, err := read(t, s, res.Lease.ID, key(0)); !errors.Is(err, ErrLeaseExpired) {
 			t.Fatalf("read under an expired lease: %v, want ErrLeaseExpired", err)
 		}
-		if _, err := s.RenewLease(testNS.ID, res.Lease.ID, 0); !errors.Is(err, ErrLeaseExpired) {
+		if _, err := s.Reader().RenewLease(testNS.ID, res.Lease.ID, 0); !errors.Is(err, ErrLeaseExpired) {
 			t.Fatalf("renew of an expired lease: %v", err)
 		}
 		// Now unprotected: more pressure evicts it.
 		evicted := false
 		for i := 5 * capacity; i < 7*capacity && !evicted; i++ {
 			put(t, s, key(i), pageData(i))
-			_, ok, _ := s.Stat(testNS.ID, []namespace.Key{key(0)}) // not a use
+			_, ok, _ := s.Admin().Stat(testNS.ID, []namespace.Key{key(0)}) // not a use
 			evicted = !ok[0]
 		}
 		if !evicted {
@@ -383,29 +385,29 @@ func TestLeaseRenewRelease(t *testing.T) {
 		})
 		put(t, s, key(0), pageData(0))
 		k := []namespace.Key{key(0)}
-		res, _ := s.Lookup(testNS.ID, k, true, 0)
+		res, _ := s.Reader().Lookup(testNS.ID, k, true, 0)
 		for range 5 {
 			time.Sleep(time.Second)
-			if _, err := s.RenewLease(testNS.ID, res.Lease.ID, 0); err != nil {
+			if _, err := s.Reader().RenewLease(testNS.ID, res.Lease.ID, 0); err != nil {
 				t.Fatalf("renew: %v", err)
 			}
 		}
 		if _, err := read(t, s, res.Lease.ID, key(0)); err != nil {
 			t.Fatalf("read under a renewed lease: %v", err)
 		}
-		if _, err := s.Lookup(testNS.ID, k, true, 0); err != nil {
+		if _, err := s.Reader().Lookup(testNS.ID, k, true, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Lookup(testNS.ID, k, true, 0); !errors.Is(err, ErrLeaseLimit) {
+		if _, err := s.Reader().Lookup(testNS.ID, k, true, 0); !errors.Is(err, ErrLeaseLimit) {
 			t.Fatalf("third lease: %v, want ErrLeaseLimit", err)
 		}
-		if err := s.ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
+		if err := s.Reader().ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ReleaseLease(testNS.ID, res.Lease.ID); !errors.Is(err, ErrLeaseNotFound) {
+		if err := s.Reader().ReleaseLease(testNS.ID, res.Lease.ID); !errors.Is(err, ErrLeaseNotFound) {
 			t.Fatalf("second release: %v", err)
 		}
-		if _, err := s.Lookup(testNS.ID, k, true, 0); err != nil {
+		if _, err := s.Reader().Lookup(testNS.ID, k, true, 0); err != nil {
 			t.Fatalf("lease after a release: %v", err)
 		}
 	})
@@ -414,17 +416,17 @@ func TestLeaseRenewRelease(t *testing.T) {
 func TestDeleteLeasedPage(t *testing.T) {
 	s, tier := newTestStore(t, 4, nil)
 	put(t, s, key(0), pageData(0))
-	res, _ := s.Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
-	if n, _ := s.Delete(testNS.ID, []namespace.Key{key(0), key(5)}); n != 1 {
+	res, _ := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, true, 0)
+	if n, _ := s.Publisher().Delete(testNS.ID, []namespace.Key{key(0), key(5)}); n != 1 {
 		t.Fatalf("deleted %d", n)
 	}
-	if r, _ := s.Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0); r.Present[0] {
+	if r, _ := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0); r.Present[0] {
 		t.Fatal("deleted page visible")
 	}
 	if tier.usedBytes() != pageSize {
 		t.Fatal("leased page's memory freed before the lease ended")
 	}
-	if err := s.ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
+	if err := s.Reader().ReleaseLease(testNS.ID, res.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	if tier.usedBytes() != 0 {
@@ -436,16 +438,16 @@ func TestNoSpaceWhenAllLeased(t *testing.T) {
 	s, tier := newTestStore(t, 2, nil)
 	put(t, s, key(0), pageData(0))
 	put(t, s, key(1), pageData(1))
-	if _, err := s.Lookup(testNS.ID, []namespace.Key{key(0), key(1)}, true, 0); err != nil {
+	if _, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0), key(1)}, true, 0); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := s.Reserve(testNS.ID, []PageSpec{{Key: key(2), Size: pageSize}}, 0)
+	res, _ := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(2), Size: pageSize}}, 0)
 	if res[0].Status != Rejected || !errors.Is(res[0].Err, ErrNoSpace) {
 		t.Fatalf("reserve with everything leased: %+v", res[0])
 	}
 	tier.failWrites = errors.New("injected I/O error")
 	// ... and a tier write failure is a clear error, keeping what is stored.
-	if _, err := s.Delete(testNS.ID, []namespace.Key{key(1)}); err != nil {
+	if _, err := s.Publisher().Delete(testNS.ID, []namespace.Key{key(1)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := read(t, s, 0, key(0))
@@ -459,10 +461,10 @@ func TestTierWriteError(t *testing.T) {
 	put(t, s, key(0), pageData(0))
 	tier.failWrites = errors.New("injected disk error")
 	wid := reserve(t, s, key(1))
-	if err := s.Write(testNS.ID, wid, 0, pageData(1)); err == nil || !errors.Is(err, tier.failWrites) {
+	if err := s.Publisher().Write(testNS.ID, wid, 0, pageData(1)); err == nil || !errors.Is(err, tier.failWrites) {
 		t.Fatalf("write with a failing tier: %v", err)
 	}
-	if st, _ := s.Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); st != CommitIncomplete {
+	if st, _ := s.Publisher().Commit(testNS.ID, wid, pageSize, testNS.Checksum.Sum(pageData(1))); st != CommitIncomplete {
 		t.Fatalf("commit after a failed write: %v", st)
 	}
 	got, err := read(t, s, 0, key(0))
@@ -489,25 +491,25 @@ func TestRandomConcurrent(t *testing.T) {
 				i := r.IntN(64)
 				switch r.IntN(5) {
 				case 0, 1:
-					res, err := s.Reserve(testNS.ID, []PageSpec{{Key: key(i), Size: pageSize}}, 0)
+					res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(i), Size: pageSize}}, 0)
 					if err != nil || res[0].Status != Reserved {
 						continue
 					}
-					if err := s.Write(testNS.ID, res[0].WriteID, 0, pageData(i)); err != nil {
+					if err := s.Publisher().Write(testNS.ID, res[0].WriteID, 0, pageData(i)); err != nil {
 						t.Error(err)
 						return
 					}
-					s.Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(pageData(i)))
+					s.Publisher().Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(pageData(i)))
 				case 2:
-					res, err := s.Lookup(testNS.ID, []namespace.Key{key(i), key(i + 1)}, r.IntN(2) == 0, 0)
+					res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(i), key(i + 1)}, r.IntN(2) == 0, 0)
 					if err != nil {
 						continue
 					}
 					if res.Lease != nil && r.IntN(2) == 0 {
-						s.ReleaseLease(testNS.ID, res.Lease.ID)
+						s.Reader().ReleaseLease(testNS.ID, res.Lease.ID)
 					}
 				case 3:
-					err := s.Read(testNS.ID, 0, []namespace.Key{key(i)}, func(_ int, p PageView) error {
+					err := s.Reader().Read(testNS.ID, 0, []namespace.Key{key(i)}, func(_ int, p PageView) error {
 						if p.Found && !bytes.Equal(p.Data, pageData(i)) {
 							return fmt.Errorf("key %d: read bytes differ from the published page", i)
 						}
@@ -518,14 +520,14 @@ func TestRandomConcurrent(t *testing.T) {
 						return
 					}
 				case 4:
-					s.Delete(testNS.ID, []namespace.Key{key(i)})
+					s.Publisher().Delete(testNS.ID, []namespace.Key{key(i)})
 				}
 			}
 		})
 	}
 	wg.Wait()
 	s.Close()
-	st := s.Stats()
+	st := s.Admin().Stats()
 	if st.Reservations != 0 || st.Leases != 0 {
 		t.Fatalf("after close: %d reservations, %d leases", st.Reservations, st.Leases)
 	}

@@ -66,16 +66,16 @@ func TestNoTierIOUnderIndexLock(t *testing.T) {
 	const pages = 200 // a 64 KiB file holds 48 pages of 1 KiB: several new files
 	go func() {
 		for i := 1; i <= pages; i++ {
-			res, err := s.Reserve(testNS.ID, []PageSpec{{Key: key(i), Size: pageSize}}, 0)
+			res, err := s.Publisher().Reserve(testNS.ID, []PageSpec{{Key: key(i), Size: pageSize}}, 0)
 			if err == nil && res[0].Status != Reserved {
 				err = res[0].Err
 			}
 			if err == nil {
-				err = s.Write(testNS.ID, res[0].WriteID, 0, pageData(i))
+				err = s.Publisher().Write(testNS.ID, res[0].WriteID, 0, pageData(i))
 			}
 			if err == nil {
 				var st CommitStatus
-				st, err = s.Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(pageData(i)))
+				st, err = s.Publisher().Commit(testNS.ID, res[0].WriteID, pageSize, testNS.Checksum.Sum(pageData(i)))
 				if err == nil && st != CommitCommitted {
 					t.Errorf("page %d: %v", i, st)
 				}
@@ -92,7 +92,7 @@ func TestNoTierIOUnderIndexLock(t *testing.T) {
 	var slowest time.Duration
 	for time.Since(held) < 500*time.Millisecond {
 		began := time.Now()
-		if _, err := s.Lookup(testNS.ID, []namespace.Key{key(0), key(1)}, false, 0); err != nil {
+		if _, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0), key(1)}, false, 0); err != nil {
 			t.Fatal(err)
 		}
 		slowest = max(slowest, time.Since(began))
@@ -107,7 +107,7 @@ func TestNoTierIOUnderIndexLock(t *testing.T) {
 	if slowest > 100*time.Millisecond {
 		t.Fatalf("a lookup took %v while the tier created a file: the index lock was held across tier I/O", slowest)
 	}
-	res, err := s.Lookup(testNS.ID, []namespace.Key{key(pages)}, false, 0)
+	res, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(pages)}, false, 0)
 	if err != nil || res.HitPrefix != 1 {
 		t.Fatalf("last page after the file was made: %+v %v", res, err)
 	}

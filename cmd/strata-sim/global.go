@@ -20,7 +20,7 @@ func (c *storeCluster) coordinate(epoch uint64) error {
 		m := membership.Meta{NodeID: c.view.Node(i).ID, GRPCAddress: "127.0.0.1:7000",
 			Tiers: []membership.TierMeta{{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used}}}
 		var err error
-		if m.Summary, _, err = coord.EncodeSummaries(n.st.Summaries(), membership.SummaryBudget(m)); err != nil {
+		if m.Summary, _, err = coord.EncodeSummaries(n.st.Evictor().Summaries(), membership.SummaryBudget(m)); err != nil {
 			return err
 		}
 		members[i] = membership.Member{NodeID: m.NodeID, Meta: m}
@@ -36,7 +36,7 @@ func (c *storeCluster) coordinate(epoch uint64) error {
 		}
 	}
 	for _, n := range c.nodes {
-		n.st.SetCutoffs(worth, epoch+1, true)
+		n.st.Evictor().SetCutoffs(worth, epoch+1, true)
 	}
 	return nil
 }

@@ -130,7 +130,7 @@ func replayStores(t *testing.T, tr *trace, cfg simConfig, run int) (result, *lay
 		for b := range tr.blocks {
 			keys[b] = namespace.Key(tr.blocks[b].key)
 		}
-		_, ok, err := n.st.Stat(c.ns.ID, keys)
+		_, ok, err := n.st.Admin().Stat(c.ns.ID, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func replayStores(t *testing.T, tr *trace, cfg simConfig, run int) (result, *lay
 				held++
 			}
 		}
-		if st := n.st.Stats(); st.Pages != int64(held) || int64(held) > c.pages[i] {
+		if st := n.st.Admin().Stats(); st.Pages != int64(held) || int64(held) > c.pages[i] {
 			t.Fatalf("run %d %s: node %d has %d pages, %d in the replay's count, capacity %d", run, name, i, st.Pages, held, c.pages[i])
 		}
 	}

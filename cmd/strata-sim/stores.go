@@ -182,7 +182,7 @@ func (c *storeCluster) request(ri int) error {
 	}
 	for node, id := range leases {
 		if id != 0 {
-			if err := c.nodes[node].st.ReleaseLease(c.ns.ID, id); err != nil {
+			if err := c.nodes[node].st.Reader().ReleaseLease(c.ns.ID, id); err != nil {
 				return err
 			}
 		}
@@ -216,7 +216,7 @@ func (c *storeCluster) lookup(req *request) ([]bool, []uint64, error) {
 			continue
 		}
 		keys := c.keys(req.blocks, idx)
-		lr, err := c.nodes[node].st.Lookup(c.ns.ID, keys, true, 0)
+		lr, err := c.nodes[node].st.Reader().Lookup(c.ns.ID, keys, true, 0)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -244,7 +244,7 @@ func (c *storeCluster) reportOrphans(req *request, present []bool, hit int) erro
 		}
 	}
 	return c.onHolders(req, past, func(st *store.Store, keys []namespace.Key) error {
-		_, err := st.MarkOrphans(c.ns.ID, keys)
+		_, err := st.Reader().MarkOrphans(c.ns.ID, keys)
 		return err
 	})
 }
@@ -327,7 +327,7 @@ func (c *storeCluster) dropPast(req *request, todo []int, gap int) error {
 		}
 	}
 	return c.onHolders(req, past, func(st *store.Store, keys []namespace.Key) error {
-		_, err := st.Delete(c.ns.ID, keys)
+		_, err := st.Publisher().Delete(c.ns.ID, keys)
 		return err
 	})
 }
@@ -345,7 +345,7 @@ func (c *storeCluster) publish(req *request, groups [][]int) (refused []int, err
 			specs[j] = c.spec(req.blocks[i], leaf)
 		}
 		st := c.nodes[node].st
-		rs, err := st.Reserve(c.ns.ID, specs, 0)
+		rs, err := st.Publisher().Reserve(c.ns.ID, specs, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -372,10 +372,10 @@ func (c *storeCluster) publish(req *request, groups [][]int) (refused []int, err
 func (c *storeCluster) write(st *store.Store, node int, b int32, wid uint64) error {
 	clear(c.page)
 	binary.LittleEndian.PutUint32(c.page, uint32(b)+1)
-	if err := st.Write(c.ns.ID, wid, 0, c.page); err != nil {
+	if err := st.Publisher().Write(c.ns.ID, wid, 0, c.page); err != nil {
 		return err
 	}
-	cs, err := st.Commit(c.ns.ID, wid, simPageBytes, namespace.CRC32C.Sum(c.page))
+	cs, err := st.Publisher().Commit(c.ns.ID, wid, simPageBytes, namespace.CRC32C.Sum(c.page))
 	if err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (c *storeCluster) deliver() {
 	for range maxHintRounds {
 		moved := false
 		for _, n := range c.nodes {
-			n.st.FlushHints()
+			n.st.Evictor().FlushHints()
 			n.mu.Lock()
 			hs := n.pending
 			n.pending = n.spare[:0]
@@ -452,7 +452,7 @@ func (c *storeCluster) deliver() {
 			groups, _ := peer.RouteCandidates(len(c.nodes), n.idx, c.candidatesOf, hs)
 			for to, g := range groups {
 				if len(g) > 0 {
-					c.nodes[to].st.ApplyHints(g)
+					c.nodes[to].st.Evictor().ApplyHints(g)
 				}
 			}
 		}
