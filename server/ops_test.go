@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -248,12 +249,8 @@ func TestSetNamespaceTTL(t *testing.T) {
 		t.Errorf("SetNamespaceTTL: %+v", resp)
 	}
 	// The janitor sweeps every second or so; the leased page stays.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.pages(t, acme) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s the namespace has %d pages, want the leased one only", c.pages(t, acme))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !poll.Within(10*time.Second, 50*time.Millisecond, func() bool { return c.pages(t, acme) == 1 }) {
+		t.Fatalf("after 10s the namespace has %d pages, want the leased one only", c.pages(t, acme))
 	}
 	look, err := c.rpc.Lookup(ctx, &pb.LookupRequest{NamespaceId: acme, Keys: [][]byte{key(1), key(2)}})
 	if err != nil || !slices.Equal(look.GetPresent(), []bool{true, false}) {
@@ -426,15 +423,8 @@ func TestUnknownNamespaceAsksRegistryOnce(t *testing.T) {
 	if err := reg.RegisterNamespace(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.NoError(t, 5*time.Second, 50*time.Millisecond, "a namespace registered elsewhere served", func() error {
 		_, err := c.rpc.Lookup(as(t, "acme-token"), &pb.LookupRequest{NamespaceId: id[:], Keys: [][]byte{key(1)}})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a namespace registered elsewhere is still unknown after 5 s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }

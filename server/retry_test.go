@@ -135,7 +135,7 @@ func TestRepeatedCommitEveryPlane(t *testing.T) {
 		{name: "expired", want: pb.CommitStatus_COMMIT_STATUS_EXPIRED,
 			make: func(t *testing.T, p planeConn, k namespace.Key) write {
 				wid := written(t, p, k, 1, data)
-				time.Sleep(20 * time.Millisecond) // the deadline is the subject
+				time.Sleep(20 * time.Millisecond) // the deadline is the subject: only the clock passes it
 				return write{wid, size, sum}
 			}},
 		{name: "never issued", want: pb.CommitStatus_COMMIT_STATUS_UNKNOWN_WRITE,

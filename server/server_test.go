@@ -16,6 +16,7 @@ import (
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -194,7 +195,9 @@ func TestExpiredWriteOverGRPC(t *testing.T) {
 	f := setup(t, func(c *node.Config) { c.ReserveTTL = 100 * time.Millisecond })
 	before := f.hostUsed(t)
 	wid := f.reserve(t, key(1), f.page)
-	time.Sleep(400 * time.Millisecond) // several janitor rounds past the deadline
+	poll.Until(t, 5*time.Second, 10*time.Millisecond, "the janitor reclaiming the reservation past its deadline", func() bool {
+		return f.hostUsed(t) == before
+	})
 	wantErr(t, "write after deadline", f.write(t, wid, make([]byte, 8)), codes.FailedPrecondition, pb.ReasonWriteExpired)
 	if got := f.commit(t, wid, f.page, crc(make([]byte, f.page))); got != pb.CommitStatus_COMMIT_STATUS_EXPIRED {
 		t.Fatalf("commit after deadline: %v", got)

@@ -49,7 +49,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store", "internal/testing/leaktest internal/testing/poll"},
 	"metrics":        {"namespace", "client internal/testing/testnode node"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
-		"client internal/testing/leaktest internal/testing/splitbuf internal/testing/testnode node"},
+		"client internal/testing/leaktest internal/testing/poll internal/testing/splitbuf internal/testing/testnode node"},
 	"node": {"eviction/coord peer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/testcerts internal/testing/testnode proto/frame proto/pbconv registry server transport"},
 
