@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 	"github.com/stratakv/strata/transport"
 )
 
@@ -19,65 +22,72 @@ func testClient(timeout time.Duration) *Client {
 // TestNodeCtx: the node call's context is bounded by NodeTimeout or the
 // caller's shorter deadline, says so through Err before anything made a
 // real context, ends with Close, and its real context is registered with
-// Close only while the call runs.
+// Close only while the call runs. Time is synctest's: the deadlines pass
+// at once.
 func TestNodeCtx(t *testing.T) {
-	c := testClient(50 * time.Millisecond)
-	defer c.cancel()
+	synctest.Test(t, func(t *testing.T) {
+		c := testClient(50 * time.Millisecond)
+		defer c.cancel()
 
-	x := c.nodeContext(context.Background())
-	if dl, ok := x.Deadline(); !ok || x.callers || time.Until(dl) > 50*time.Millisecond {
-		t.Fatalf("deadline %v (%v), callers %v", dl, ok, x.callers)
-	}
-	if err := x.Err(); err != nil || !x.lazy() {
-		t.Fatalf("a fresh call: %v, lazy %v", err, x.lazy())
-	}
-	time.Sleep(60 * time.Millisecond)
-	if err := x.Err(); !errors.Is(err, context.DeadlineExceeded) || !x.lazy() {
-		t.Fatalf("past NodeTimeout: %v, lazy %v", err, x.lazy())
-	}
-	select {
-	case <-x.Done(): // made now, already past its deadline
-	case <-time.After(time.Second):
-		t.Fatal("Done of a call past its deadline did not close")
-	}
-	if x.lazy() || len(c.cuts) != 1 {
-		t.Fatalf("after Done: lazy %v, %d cuts", x.lazy(), len(c.cuts))
-	}
-	x.release()
-	if len(c.cuts) != 0 {
-		t.Fatalf("%d cuts after release", len(c.cuts))
-	}
+		x := c.nodeContext(context.Background())
+		dl, ok := x.Deadline()
+		if !ok || x.callers || time.Until(dl) > 50*time.Millisecond {
+			t.Fatalf("deadline %v (%v), callers %v", dl, ok, x.callers)
+		}
+		if err := x.Err(); err != nil || !x.lazy() {
+			t.Fatalf("a fresh call: %v, lazy %v", err, x.lazy())
+		}
+		// Past NodeTimeout: synctest's clock runs on while the bubble waits.
+		passed, stop := context.WithDeadline(context.Background(), dl)
+		<-passed.Done()
+		stop()
+		if err := x.Err(); !errors.Is(err, context.DeadlineExceeded) || !x.lazy() {
+			t.Fatalf("past NodeTimeout: %v, lazy %v", err, x.lazy())
+		}
+		select {
+		case <-x.Done(): // made now, already past its deadline
+		case <-time.After(time.Second):
+			t.Fatal("Done of a call past its deadline did not close")
+		}
+		if x.lazy() || len(c.cuts) != 1 {
+			t.Fatalf("after Done: lazy %v, %d cuts", x.lazy(), len(c.cuts))
+		}
+		x.release()
+		if len(c.cuts) != 0 {
+			t.Fatalf("%d cuts after release", len(c.cuts))
+		}
 
-	// The caller's deadline first: it is the call's, and only the
-	// caller's ctx says it passed.
-	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer pcancel()
-	y := c.nodeContext(pctx)
-	if pdl, _ := pctx.Deadline(); !y.callers || !y.deadline.Equal(pdl) {
-		t.Fatalf("callers %v, deadline %v, caller's %v", y.callers, y.deadline, pdl)
-	}
-	<-pctx.Done()
-	if err := y.Err(); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("past the caller's deadline: %v", err)
-	}
-	y.release()
+		// The caller's deadline first: it is the call's, and only the
+		// caller's ctx says it passed.
+		pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer pcancel()
+		y := c.nodeContext(pctx)
+		if pdl, _ := pctx.Deadline(); !y.callers || !y.deadline.Equal(pdl) {
+			t.Fatalf("callers %v, deadline %v, caller's %v", y.callers, y.deadline, pdl)
+		}
+		<-pctx.Done()
+		if err := y.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("past the caller's deadline: %v", err)
+		}
+		y.release()
 
-	// Close: a call that made no real context sees Canceled; one made
-	// afterwards is cut at once.
-	z := c.nodeContext(context.Background())
-	c.cancel()
-	if err := z.Err(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("after Close: %v", err)
-	}
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	select {
-	case <-z.Done():
-	case <-time.After(time.Second):
-		t.Fatal("Done after Close did not close")
-	}
-	z.release()
+		// Close: a call that made no real context sees Canceled; one made
+		// afterwards is cut at once.
+		z := c.nodeContext(context.Background())
+		c.cancel()
+		if err := z.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("after Close: %v", err)
+		}
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		select {
+		case <-z.Done():
+		case <-time.After(time.Second):
+			t.Fatal("Done after Close did not close")
+		}
+		z.release()
+	})
 }
 
 // TestConnPoolInterrupt: Close's interrupt makes a blocked read on a lent
@@ -117,7 +127,9 @@ func TestConnPoolInterrupt(t *testing.T) {
 		_, _, err := conns[0].Recv()
 		failed <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	poll.Until(t, 5*time.Second, time.Millisecond, "the read waiting", func() bool {
+		return len(failed) > 0 || stacks.Blocked("transport.(*Conn).Recv", "client.TestConnPoolInterrupt")
+	})
 	p.interrupt()
 	select {
 	case err := <-failed:

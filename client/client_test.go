@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/pbconv"
@@ -325,15 +326,12 @@ func TestLeaseExpires(t *testing.T) {
 	}
 	// Wait for the expiry the node announced, polling with unleased lookups
 	// (which must not extend it).
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(lr.Lease.Expires.Add(100 * time.Millisecond)); {
-		if time.Now().After(deadline) {
-			t.Fatal("lease expiry is not in the near future")
-		}
+	poll.Until(t, 5*time.Second, 20*time.Millisecond, "the lease's announced expiry passing", func() bool {
 		if _, err := ns.Lookup(ctx, keys, false, 0); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return time.Now().After(lr.Lease.Expires.Add(100 * time.Millisecond))
+	})
 	bufs := [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes())}
 	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
 		t.Fatalf("get under an expired lease: %v, want ErrLeaseExpired", err)

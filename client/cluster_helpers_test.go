@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
-	"runtime"
-	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -299,24 +296,6 @@ func hungListener(t testing.TB) string {
 		}
 	})
 	return lis.Addr().String()
-}
-
-// settle waits up to 5 s for the goroutine count to drop to want, then
-// fails with a dump.
-func settle(t *testing.T, want int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
-			t.Fatalf("%d goroutines after close, %d before", n, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // within fails the test if fn takes longer than d.

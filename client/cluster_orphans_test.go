@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/scrape"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
@@ -36,10 +37,8 @@ func TestClusterLookupMarksOrphans(t *testing.T) {
 	}
 	// The node without the missing page counted all its pages, those past
 	// the miss too; the client's report takes them back.
-	for deadline := time.Now().Add(10 * time.Second); counted()-before != gap*16; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the nodes count %g hit tokens for the lookup, want %d (its hit prefix)", counted()-before, gap*16)
-		}
+	if !poll.Within(10*time.Second, 20*time.Millisecond, func() bool { return counted()-before == gap*16 }) {
+		t.Fatalf("the nodes count %g hit tokens for the lookup, want %d (its hit prefix)", counted()-before, gap*16)
 	}
 	addr := map[string]string{}
 	for _, n := range nodes {
@@ -59,19 +58,16 @@ func TestClusterLookupMarksOrphans(t *testing.T) {
 		return out
 	}
 	want := func(i int) bool { return i > gap }
-	deadline := time.Now().Add(10 * time.Second)
-	for got := orphans(); ; got = orphans() {
+	var got []bool
+	if !poll.Within(10*time.Second, 20*time.Millisecond, func() bool {
+		got = orphans()
 		ok := true
 		for i := range keys {
 			ok = ok && got[i] == want(i)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan marks %v, want the pages after %d", got, gap)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ok
+	}) {
+		t.Fatalf("orphan marks %v, want the pages after %d", got, gap)
 	}
 	putAll(t, ns, keys[gap:]) // the engine recomputed the rest of the sequence
 	for i, o := range orphans() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -102,18 +103,15 @@ func waitCutoff(t testing.TB, addr string) *pb.CutoffState {
 		return resp.GetCutoffs()
 	}
 	start := state()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cs := state()
+	var cs *pb.CutoffState
+	if !poll.Within(20*time.Second, 50*time.Millisecond, func() bool {
+		cs = state()
 		fresh := cs.GetEpoch() > start.GetEpoch() || cs.GetRound() >= start.GetRound()+3
-		if cs.GetCoordinated() && fresh && len(cs.GetTiers()) > 0 && cs.GetTiers()[0].GetWorth() > 0 {
-			return cs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fresh coordinated cutoff within 20s: %v", cs)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return cs.GetCoordinated() && fresh && len(cs.GetTiers()) > 0 && cs.GetTiers()[0].GetWorth() > 0
+	}) {
+		t.Fatalf("no fresh coordinated cutoff within 20s: %v", cs)
 	}
+	return cs
 }
 
 // TestClusterSpillNotAdmitted: the owner's only tier is full of pages that

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/leaktest"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/stacks"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -161,16 +164,13 @@ func TestClusterNodeStops(t *testing.T) {
 			}
 		})
 	}
-	for calls.Load() < 8 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, 10*time.Millisecond, "8 calls before the kill", func() bool { return calls.Load() >= 8 })
 	if err := victim.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitMembers(t, c, "2 alive", alive(2))
-	for at := calls.Load(); calls.Load() < at+8; {
-		time.Sleep(10 * time.Millisecond)
-	}
+	at := calls.Load()
+	poll.Until(t, 30*time.Second, 10*time.Millisecond, "8 calls after the kill", func() bool { return calls.Load() >= at+8 })
 	close(stop)
 	wg.Wait()
 
@@ -302,7 +302,9 @@ func TestClusterHungNode(t *testing.T) {
 			_, err := sns.Lookup(context.Background(), keys, false, 0)
 			done <- err
 		}()
-		time.Sleep(50 * time.Millisecond) // let the lookup reach the hung node
+		poll.Until(t, 5*time.Second, time.Millisecond, "the lookup waiting on the hung node", func() bool {
+			return len(done) > 0 || stacks.Blocked("client.(*Namespace).Lookup", "client_test.TestClusterHungNode")
+		})
 		within(t, slack, "close with a call in flight", func() { slow.Close() })
 		if err := <-done; !errors.Is(err, client.ErrClosed) {
 			t.Fatalf("lookup cut by Close: %v", err)
@@ -543,7 +545,7 @@ func TestClusterWatchFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	settle(t, before)
+	leaktest.Check(t, before)
 }
 
 // TestClusterTenants: the cluster client carries the token to every node;

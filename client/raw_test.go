@@ -101,7 +101,7 @@ func expiredLeaseThenGet(ctx context.Context, t *testing.T, ns *client.Namespace
 	if err != nil || lr.Lease == nil {
 		t.Fatal(lr, err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // past the lease's expiry: only the clock passes it
 	bufs := pageBufs(ns, len(keys))
 	if _, err := ns.Get(ctx, keys, bufs, lr.Lease); !errors.Is(err, client.ErrLeaseExpired) {
 		t.Fatalf("expired lease: %v", err)
@@ -608,7 +608,7 @@ func TestRawAnswerAfterQuietSpell(t *testing.T) {
 	if found, err := ns.Get(ctx, keys[:1], pageBufs(ns, 1), nil); err != nil || !found[0] {
 		t.Fatalf("get: %v, %v", found, err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a quiet spell past the stall timeout: nothing happens to wait for
 	putWant(ctx, t, ns, []client.Page{{Key: keys[1], Parent: keys[0], HasParent: true, Depth: 1, Data: data[1]}}, client.Committed, "put after a quiet spell")
 }
 
@@ -636,7 +636,7 @@ func TestRawPooledConnectionClosedByNode(t *testing.T) {
 				t.Fatalf("get %d: page %d differs", round, i)
 			}
 		}
-		time.Sleep(400 * time.Millisecond) // past the node's idle timeout: it closes the pooled connection
+		time.Sleep(400 * time.Millisecond) // past the node's idle timeout: it closes the pooled connection, unseen until used
 	}
 }
 

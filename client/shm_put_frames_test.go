@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/frame"
@@ -125,7 +126,7 @@ func TestShmCommitChecks(t *testing.T) {
 	if r == nil || r.Slots[0].Status != frame.SlotReserved {
 		t.Fatalf("reserve with a 1 ms deadline: %#v", r)
 	}
-	time.Sleep(time.Until(time.UnixMilli(r.Slots[0].DeadlineMs)) + 2*time.Millisecond) // the deadline is the subject
+	time.Sleep(time.Until(time.UnixMilli(r.Slots[0].DeadlineMs)) + 2*time.Millisecond) // the deadline is the subject: only the clock passes it
 	co = shmCall(t, a, 6, &frame.Commit{NS: ns.ID(), Items: []frame.CommitItem{{WriteID: r.Slots[0].WriteID, Size: size, Checksum: sum(4)}}})
 	if st := co.(*frame.CommitOK).Statuses; st[0] != uint8(client.Expired) {
 		t.Fatalf("commit past the deadline: %v", client.PutStatus(st[0]))
@@ -315,20 +316,17 @@ func TestShmSlotsTakenBack(t *testing.T) {
 		t.Fatalf("a put into an arena all granted: %+v %v", res, err)
 	}
 	a.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		got := slotPut(t, b, 3, &frame.SlotPut{NS: ns.ID(), Want: uint32(pages)}).Slots
-		if len(got) == pages {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d slots of %d after the holder closed", len(got), pages)
-		}
+	var got []frame.Grant
+	if !poll.Within(10*time.Second, 10*time.Millisecond, func() bool { // the node notices the close on its own
 		if len(got) > 0 {
 			if ab := shmCall(t, b, 4, &frame.Abort{NS: ns.ID(), WriteIDs: grantIDs(got)}); ab.(*frame.AbortOK).Aborted != uint32(len(got)) {
 				t.Fatalf("abort of own slots: %#v", ab)
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // the node notices the close on its own
+		got = slotPut(t, b, 3, &frame.SlotPut{NS: ns.ID(), Want: uint32(pages)}).Slots
+		return len(got) == pages
+	}) {
+		t.Fatalf("%d slots of %d after the holder closed", len(got), pages)
 	}
 }
 
