@@ -64,6 +64,7 @@ import (
 	"github.com/stratakv/strata/internal/grpcbuf"
 	"github.com/stratakv/strata/placement"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/rdma"
 	"github.com/stratakv/strata/transport"
 )
 
@@ -158,8 +159,18 @@ type Options struct {
 	// poll. Default 50µs; negative: never poll.
 	RawPoll time.Duration
 
+	// RDMA lets gets read pages over the rdma plane (rdma.go) from nodes
+	// that advertise it, in builds with the rdma tag and with an RDMA
+	// device; calls use the next plane otherwise, and Client.RDMAFallbacks
+	// counts why. Default off. RDMAConfig is this client's device (its
+	// zero fields take rdma.Config's defaults: the first device).
+	RDMA       bool
+	RDMAConfig rdma.Config
+
 	// readPoll is the raw plane's ReadPoll, one for the client (Dial).
 	readPoll *transport.ReadPoll
+	// rdmaCounts is the client's RDMAFallbacks (Dial).
+	rdmaCounts *rdmaCounts
 }
 
 func (o *Options) setDefaults() {
@@ -276,6 +287,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	opts.setDefaults()
 	opts.readPoll = transport.NewReadPoll(opts.RawPoll)
+	opts.rdmaCounts = &rdmaCounts{}
 	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
 		aliveSince: map[string]time.Time{}, cuts: map[uint64]func(){}}
 	c.sources = dedupe(append([]string{addr}, opts.Seeds...))

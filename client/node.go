@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
+	"github.com/stratakv/strata/rdma"
 	"github.com/stratakv/strata/transport"
 )
 
@@ -43,6 +45,17 @@ type nodeClient struct {
 	readPoll             *transport.ReadPoll // the client's, for raw-plane gets
 	rawMu                sync.Mutex
 	raw                  atomic.Pointer[rawSession]
+
+	// rdma plane (rdma.go): rdmaMu serialises starting and replacing
+	// rdma, and guards rdmaAdvert and rdmaTried.
+	rdmaAllowed bool
+	rdmaConfig  rdma.Config
+	rdmaCounts  *rdmaCounts // the client's
+	log         *slog.Logger
+	rdmaMu      sync.Mutex
+	rdma        atomic.Pointer[rdmaSession]
+	rdmaAdvert  *pb.RdmaPlane // the node's last OpenNamespace advertisement; nil: none
+	rdmaTried   time.Time
 }
 
 // dialNode prepares the connection to the node at addr (host:port)
@@ -58,7 +71,8 @@ func dialNode(addr string, opts Options) (*nodeClient, error) {
 	return &nodeClient{conn: conn, rpc: pb.NewStrataClient(conn),
 		shmPath: shmPath(addr, opts), token: opts.Token, verifyShm: opts.ShmVerifyChecksums,
 		addr: addr, dialOpts: do, noRaw: opts.NoRaw, rawOverride: opts.RawAddr, rawSkipVerify: opts.RawSkipVerify,
-		readPoll: opts.readPoll}, nil
+		readPoll: opts.readPoll, rdmaAllowed: opts.RDMA, rdmaConfig: opts.RDMAConfig, rdmaCounts: opts.rdmaCounts,
+		log: opts.Logger}, nil
 }
 
 // Close closes the planes and the connection, after waiting for
@@ -66,6 +80,7 @@ func dialNode(addr string, opts Options) (*nodeClient, error) {
 func (c *nodeClient) Close() error {
 	shmErr := c.closeShm()
 	c.closeRaw()
+	c.closeRDMA()
 	c.bg.Wait()
 	return errors.Join(shmErr, c.conn.Close())
 }
@@ -87,6 +102,7 @@ func (c *nodeClient) open(ctx context.Context, d namespace.Descriptor) (*nodeNS,
 	}
 	c.shmSession(resp.GetNodeId()) // start shared memory if the node is on this host
 	c.startRaw(md.Get(frame.AddrHeader), resp.GetNodeId())
+	c.startRDMA(resp.GetRdma(), resp.GetNodeId())
 	return &nodeNS{c: c, desc: d, id: id, pageBytes: int(resp.GetPageBytes()),
 		maxBatch: max(1, int(resp.GetMaxBatch())), maxChunk: max(4096, int(resp.GetMaxChunkBytes())),
 		nodeID: resp.GetNodeId()}, nil
@@ -121,7 +137,7 @@ type nodeLease struct {
 // lookup asks the node which of keys (at most maxBatch) are present, and
 // with lease leases the hit prefix for ttl (0: the node's default).
 func (h *nodeNS) lookup(ctx context.Context, keys []namespace.Key, lease bool, ttl time.Duration) (lookupAnswer, error) {
-	var buf [3]plane
+	var buf [4]plane
 	for _, p := range h.planes(buf[:0], true) {
 		if res, ok, err := p.lookup(ctx, h, keys, lease, ttl); ok {
 			return res, err
@@ -143,7 +159,7 @@ func (h *nodeNS) probe(ctx context.Context, keys []namespace.Key, lease bool, tt
 // (may be nil), verifying them; found reports which arrived intact. With
 // shm false the shared-memory plane is skipped (pages it found elsewhere).
 func (h *nodeNS) get(ctx context.Context, keys []namespace.Key, bufs [][]byte, lease *nodeLease, shm bool) ([]bool, error) {
-	var buf [3]plane
+	var buf [4]plane
 	for _, p := range h.planes(buf[:0], shm) {
 		if found, ok, err := p.get(ctx, h, keys, bufs, lease); ok {
 			return found, err
@@ -156,7 +172,7 @@ func (h *nodeNS) get(ctx context.Context, keys []namespace.Key, bufs [][]byte, l
 // the node's limit. A plane that cannot serve a batch leaves it to the
 // next (pages it published answer Exists there).
 func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
-	var buf [3]plane
+	var buf [4]plane
 	if len(pages) > 0 && len(pages) <= h.maxBatch { // one batch: its results are the answer
 		for _, p := range h.planes(buf[:0], true) {
 			if res, ok, err := p.put(ctx, h, pages); ok {

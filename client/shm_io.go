@@ -110,15 +110,7 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 	}
 	// Pages in other tiers (gpu, ssd), and pages whose copy raced a move,
 	// come on the next plane, under the caller's lease.
-	sub, subBufs := make([]namespace.Key, len(others)), make([][]byte, len(others))
-	for j, i := range others {
-		sub[j], subBufs[j] = keys[i], bufs[i]
-	}
-	got, err := n.get(ctx, sub, subBufs, lease, false)
-	for j, i := range others {
-		found[i] = j < len(got) && got[j] // results stand beside an error that has them
-	}
-	if err != nil {
+	if err = n.getOthers(ctx, keys, bufs, lease, others, found); err != nil {
 		err = fmt.Errorf("get pages outside the arena: %w", err)
 	}
 	return found, true, err

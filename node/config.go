@@ -149,6 +149,17 @@ type Config struct {
 	// the gRPC port + 1, which collides with the next node of a local
 	// cluster on consecutive ports); "off" disables (clients use gRPC).
 	RawListen string
+	// RDMADevice is the RDMA device (as ibv_devices names it) the node
+	// serves the rdma plane on: clients on other hosts read the host
+	// arena's pages with RDMA READ (node/rdma.go, server/rdma.go), the
+	// admin's and ShmTenants' clients only, since the arena holds every
+	// tenant's pages. Registering the arena commits its memory. It needs a
+	// build with the rdma tag; a node that cannot serve the plane logs why
+	// and runs without it. Default "": off.
+	RDMADevice string
+	// RDMAGIDIndex is the GID index the rdma plane addresses peers by
+	// (RoCE, soft-RoCE included, needs the right one). Default 0.
+	RDMAGIDIndex int
 	// CoordRound is how often the node gossips its value summaries and,
 	// when elected coordinator, publishes cluster-wide eviction cutoffs.
 	// Default 2s.

@@ -78,6 +78,7 @@ type Node struct {
 	handoff  *peer.Handoff          // nil when off
 	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
+	rdma     *rdmaPlane             // nil without RDMADevice or when it could not serve (rdma.go)
 	rawAdv   atomic.Pointer[string] // the raw address gossiped (meta reads it from memberlist's goroutines)
 	tls      *tls.Config            // the listeners' TLS; nil: plaintext
 	keys     [][]byte               // the gossip keys at start; nil: gossip in clear
@@ -192,6 +193,7 @@ func (n *Node) start(ctx context.Context) error {
 			n.log.Warn("gossiping the raw data plane's address", "err", err)
 		}
 	}
+	n.startRDMA(srv)
 	n.grpc = grpc.NewServer(n.grpcOptions(srv)...)
 	srv.Register(n.grpc)
 	srv.Metrics().ReadStore(storeMetrics{n.store})
@@ -252,7 +254,7 @@ func (n *Node) every(d time.Duration, f func()) {
 // gRPC's buffers), TLS when configured, keepalive, windows.
 func (n *Node) grpcOptions(srv *server.Server) []grpc.ServerOption {
 	opts := append(srv.GRPCOptions(),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise, n.rdma.server().Advertise),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
 		grpc.InitialWindowSize(8<<20),

@@ -94,6 +94,9 @@ func (n *Node) closeParts() error {
 	if n.raw != nil {
 		errs = append(errs, n.raw.Close())
 	}
+	if n.rdma != nil {
+		errs = append(errs, n.rdma.close())
+	}
 	if n.members != nil {
 		errs = append(errs, n.members.Close())
 	}

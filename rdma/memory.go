@@ -50,11 +50,18 @@ type Region struct {
 	m   *Memory
 	mem []byte
 	reg registration
+	// free releases mem once deregistered (Device.Alloc's mapping); nil:
+	// the memory is the caller's.
+	free func([]byte) error
 }
 
 // Register registers mem, which must not move or be freed until the region
 // is deregistered (mmap'd memory, not the Go heap).
-func (m *Memory) Register(mem []byte) (*Region, error) {
+func (m *Memory) Register(mem []byte) (*Region, error) { return m.register(mem, nil) }
+
+// register registers mem, to be released by free (nil: the caller's) once
+// deregistered.
+func (m *Memory) register(mem []byte, free func([]byte) error) (*Region, error) {
 	if len(mem) == 0 {
 		return nil, fmt.Errorf("registering no memory: %w", ErrOutOfRange)
 	}
@@ -67,7 +74,7 @@ func (m *Memory) Register(mem []byte) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering %d bytes: %w", len(mem), err)
 	}
-	r := &Region{m: m, mem: mem, reg: reg}
+	r := &Region{m: m, mem: mem, reg: reg, free: free}
 	m.live[r] = struct{}{}
 	m.registered.Add(1)
 	return r, nil
@@ -87,7 +94,11 @@ func (m *Memory) deregisterLocked(r *Region) error {
 	}
 	delete(m.live, r)
 	m.deregistered.Add(1)
-	return m.r.deregister(r.reg)
+	err := m.r.deregister(r.reg)
+	if r.free != nil && err == nil { // memory a device may still reach stays mapped
+		err = r.free(r.mem)
+	}
+	return err
 }
 
 // Bytes is the region's memory.

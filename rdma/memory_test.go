@@ -9,11 +9,13 @@ import (
 // hands out keys and records which registrations are live, failing the
 // test on a deregistration of one it does not hold (a double free).
 type fakeRegistrar struct {
-	t     *testing.T
-	next  uint32
-	live  map[uint32]bool
-	fail  error // returned by the next register, then cleared
-	calls struct{ register, deregister int }
+	t    *testing.T
+	next uint32
+	live map[uint32]bool
+	fail error // returned by the next register, then cleared
+	// deregErr is returned by every deregister.
+	deregErr error
+	calls    struct{ register, deregister int }
 }
 
 func newFake(t *testing.T) *fakeRegistrar {
@@ -38,7 +40,7 @@ func (f *fakeRegistrar) deregister(r registration) error {
 		f.t.Errorf("registration %d deregistered twice, or never registered", k)
 	}
 	delete(f.live, k)
-	return nil
+	return f.deregErr
 }
 
 // TestMemoryBooks: each region is deregistered with the registrar once;
@@ -104,4 +106,39 @@ func TestMemoryRefusals(t *testing.T) {
 		t.Fatalf("%d registered, registrar asked %d times; want 0, 1", reg, f.calls.register)
 	}
 	must(t, m.Close())
+}
+
+// TestMemoryFrees: memory the package mapped (Device.Alloc) is released
+// once, after its deregistration, whether its owner or Close deregisters
+// it, and never while a failed deregistration may leave it reachable.
+func TestMemoryFrees(t *testing.T) {
+	f := newFake(t)
+	m := newMemory(f)
+	freed := map[*byte]int{}
+	free := func(b []byte) error {
+		freed[&b[0]]++
+		return nil
+	}
+	a, b, c := make([]byte, 64), make([]byte, 64), make([]byte, 64)
+	ra, err := m.register(a, free)
+	must(t, err)
+	_, err = m.register(b, free)
+	must(t, err)
+	must(t, ra.Deregister())
+	if err := ra.Deregister(); !errors.Is(err, ErrDeregistered) || freed[&a[0]] != 1 {
+		t.Fatalf("second deregister: %v, freed %d times; want ErrDeregistered, once", err, freed[&a[0]])
+	}
+	if err := m.Close(); !errors.Is(err, ErrLeaked) || freed[&b[0]] != 1 {
+		t.Fatalf("close: %v, leaked region freed %d times; want ErrLeaked, once", err, freed[&b[0]])
+	}
+
+	// A deregistration the device fails keeps the memory.
+	f = newFake(t)
+	m = newMemory(f)
+	rc, err := m.register(c, free)
+	must(t, err)
+	f.deregErr = errors.New("ibv_dereg_mr: errno 16")
+	if err := rc.Deregister(); !errors.Is(err, f.deregErr) || freed[&c[0]] != 0 {
+		t.Fatalf("failed deregistration: %v, memory freed %d times; want its error, kept", err, freed[&c[0]])
+	}
 }

@@ -160,6 +160,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Device is an open RDMA device and its protection domain; the regions
@@ -219,6 +221,23 @@ func (verbsMemory) deregister(r registration) error {
 // Register registers mem (memory from mmap: it must not move) for local
 // and remote access.
 func (d *Device) Register(mem []byte) (*Region, error) { return d.mem.Register(mem) }
+
+// Alloc maps n bytes outside the Go heap and registers them; Deregister
+// unmaps them.
+func (d *Device) Alloc(n int) (*Region, error) {
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %d bytes to register: %w", n, err)
+	}
+	r, err := d.mem.register(mem, unix.Munmap)
+	if err != nil {
+		_ = unix.Munmap(mem)
+	}
+	return r, err
+}
+
+// Name is the device's name, as ibv_devices lists it.
+func (d *Device) Name() string { return C.GoString(C.ibv_get_device_name(d.ctx.device)) }
 
 // Memory is the books of the device's registered regions.
 func (d *Device) Memory() *Memory { return d.mem }

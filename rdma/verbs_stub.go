@@ -23,6 +23,8 @@ func Open(Config) (*Device, error) {
 	return nil, fmt.Errorf("built without the rdma tag (go build -tags rdma, with cgo and libibverbs-dev): %w", ErrUnavailable)
 }
 
+func (*Device) Name() string                     { return "" }
+func (*Device) Alloc(int) (*Region, error)       { return nil, ErrUnavailable }
 func (*Device) Register([]byte) (*Region, error) { return nil, ErrUnavailable }
 func (*Device) Memory() *Memory                  { return newMemory(nil) }
 func (*Device) Pair() (*Pair, error)             { return nil, ErrUnavailable }

@@ -6,9 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
-# The verbs backend (cgo against libibverbs) builds only with the rdma tag.
+# The verbs backend (package rdma, cgo against libibverbs) builds only with
+# the rdma tag: the whole module is vetted with it too, the client's and
+# node's plane choice included; scripts/rdma-check.sh runs the rdma tests
+# built with it, those on a device where there is one (else it says why).
 if [ -f /usr/include/infiniband/verbs.h ]; then
-  go vet -tags rdma ./transport/
+  go vet -tags rdma ./...
+  ./scripts/rdma-check.sh
 else
   echo "rdma tag not checked: libibverbs-dev is not installed (.ci/run installs it)"
 fi

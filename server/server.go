@@ -110,6 +110,8 @@ type Server struct {
 	// rawData is set once GRPCOptions handed out the data codec: the data
 	// handlers then send and receive page bytes by reference.
 	rawData atomic.Bool
+	// rdma is the rdma plane being served (ServeRDMA, rdma.go); nil: none.
+	rdma atomic.Pointer[RDMAPlane]
 
 	mu          sync.RWMutex
 	descriptors map[namespace.ID]namespace.Descriptor // guarded by mu

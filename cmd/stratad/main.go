@@ -103,6 +103,8 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", 0, "cut the connection of a gRPC get that has not sent a page, a gRPC put or write that has received nothing, or a raw-plane client that has not taken an answer, in this long (default 30s; negative: never on gRPC)")
 	fs.DurationVar(&cfg.RawIdleTimeout, "raw-idle-timeout", 0, "close raw data-plane connections idle this long (default 2m; negative: never)")
 	fs.StringVar(&cfg.RawListen, "raw-listen", "", `TCP address of the raw data plane for remote clients, advertised to them; "off" disables (default: a free port on the --listen host)`)
+	fs.StringVar(&cfg.RDMADevice, "rdma-device", "", "serve the rdma plane on this RDMA device (as ibv_devices names it): remote clients of the admin and the shm tenants read host-arena pages with RDMA READ; needs a build with -tags rdma; registering the arena commits its memory (default off)")
+	fs.IntVar(&cfg.RDMAGIDIndex, "rdma-gid-index", 0, "GID index the rdma plane addresses peers by (RoCE needs the right one)")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := parseConfig(fs, args); err != nil {
 		return cfg, err

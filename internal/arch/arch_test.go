@@ -36,7 +36,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
-	"proto/pbconv": {"namespace proto/strata/v1", ""},
+	"proto/pbconv": {"namespace proto/strata/v1 rdma", ""},
 	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks namespace tiers"},
 
 	// The node's parts.
@@ -48,14 +48,14 @@ var layers = map[string]struct{ imports, tests string }{
 	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
 	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store", "internal/testing/leaktest internal/testing/poll"},
 	"metrics":        {"namespace", "client internal/testing/testnode node"},
-	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 store tiers transport",
+	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 rdma store tiers transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/splitbuf internal/testing/testnode node"},
-	"node": {"eviction/coord peer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 registry server store tiers transport",
+	"node": {"eviction/coord peer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/testcerts internal/testing/testnode proto/frame proto/pbconv registry server transport"},
 
 	// The client side.
-	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 transport",
-		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testnode membership node"},
+	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 rdma transport",
+		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testlog internal/testing/testnode membership node"},
 	"client/admin":               {"internal/dial proto/strata/v1", "internal/testing/admintest internal/testing/leaktest internal/testing/testnode namespace node proto/pbconv"},
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 

@@ -858,8 +858,12 @@ type OpenNamespaceResponse struct {
 	MaxChunkBytes     uint32                 `protobuf:"varint,7,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"` // largest data chunk the node accepts
 	Protocol          ProtocolVersion        `protobuf:"varint,8,opt,name=protocol,proto3,enum=strata.v1.ProtocolVersion" json:"protocol,omitempty"`
 	NodeId            string                 `protobuf:"bytes,9,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// rdma is set when the node serves the rdma plane (rpc Rdma) to this
+	// caller: it was started with an RDMA device and the caller may read its
+	// host arena. Unset from nodes that predate it.
+	Rdma          *RdmaPlane `protobuf:"bytes,10,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenNamespaceResponse) Reset() {
@@ -953,6 +957,13 @@ func (x *OpenNamespaceResponse) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *OpenNamespaceResponse) GetRdma() *RdmaPlane {
+	if x != nil {
+		return x.Rdma
+	}
+	return nil
 }
 
 type LookupRequest struct {
@@ -2611,6 +2622,352 @@ func (x *OrphansResponse) GetMarked() uint32 {
 	return 0
 }
 
+// RdmaPlane is a node's rdma plane as OpenNamespace advertises it.
+type RdmaPlane struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        string                 `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"` // the node's RDMA device, as ibv_devices names it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RdmaPlane) Reset() {
+	*x = RdmaPlane{}
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RdmaPlane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RdmaPlane) ProtoMessage() {}
+
+func (x *RdmaPlane) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RdmaPlane.ProtoReflect.Descriptor instead.
+func (*RdmaPlane) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RdmaPlane) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+// RdmaEndpoint is one side's reliable-connected queue pair, and the memory
+// it lets the peer read: the node's host arena; none for a client (addr,
+// rkey and size 0).
+type RdmaEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lid           uint32                 `protobuf:"varint,1,opt,name=lid,proto3" json:"lid,omitempty"`
+	Gid           []byte                 `protobuf:"bytes,2,opt,name=gid,proto3" json:"gid,omitempty"` // 16 bytes; empty: address by LID (InfiniBand)
+	Qpn           uint32                 `protobuf:"varint,3,opt,name=qpn,proto3" json:"qpn,omitempty"`
+	Psn           uint32                 `protobuf:"varint,4,opt,name=psn,proto3" json:"psn,omitempty"`
+	Addr          uint64                 `protobuf:"varint,5,opt,name=addr,proto3" json:"addr,omitempty"` // start of the registered memory
+	Rkey          uint32                 `protobuf:"varint,6,opt,name=rkey,proto3" json:"rkey,omitempty"`
+	Size          uint64                 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RdmaEndpoint) Reset() {
+	*x = RdmaEndpoint{}
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RdmaEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RdmaEndpoint) ProtoMessage() {}
+
+func (x *RdmaEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RdmaEndpoint.ProtoReflect.Descriptor instead.
+func (*RdmaEndpoint) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RdmaEndpoint) GetLid() uint32 {
+	if x != nil {
+		return x.Lid
+	}
+	return 0
+}
+
+func (x *RdmaEndpoint) GetGid() []byte {
+	if x != nil {
+		return x.Gid
+	}
+	return nil
+}
+
+func (x *RdmaEndpoint) GetQpn() uint32 {
+	if x != nil {
+		return x.Qpn
+	}
+	return 0
+}
+
+func (x *RdmaEndpoint) GetPsn() uint32 {
+	if x != nil {
+		return x.Psn
+	}
+	return 0
+}
+
+func (x *RdmaEndpoint) GetAddr() uint64 {
+	if x != nil {
+		return x.Addr
+	}
+	return 0
+}
+
+func (x *RdmaEndpoint) GetRkey() uint32 {
+	if x != nil {
+		return x.Rkey
+	}
+	return 0
+}
+
+func (x *RdmaEndpoint) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// RdmaRequest is the first message of an Rdma stream (connect set, nothing
+// else) or a later one, which locates pages (connect unset).
+type RdmaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connect       *RdmaEndpoint          `protobuf:"bytes,1,opt,name=connect,proto3" json:"connect,omitempty"`
+	NamespaceId   []byte                 `protobuf:"bytes,2,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	LeaseId       uint64                 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"` // 0: none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RdmaRequest) Reset() {
+	*x = RdmaRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RdmaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RdmaRequest) ProtoMessage() {}
+
+func (x *RdmaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RdmaRequest.ProtoReflect.Descriptor instead.
+func (*RdmaRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RdmaRequest) GetConnect() *RdmaEndpoint {
+	if x != nil {
+		return x.Connect
+	}
+	return nil
+}
+
+func (x *RdmaRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *RdmaRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *RdmaRequest) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+// RdmaResponse answers each RdmaRequest in order: the node's endpoint to a
+// connect, one RdmaPage per key to a locate.
+type RdmaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connect       *RdmaEndpoint          `protobuf:"bytes,1,opt,name=connect,proto3" json:"connect,omitempty"`
+	Pages         []*RdmaPage            `protobuf:"bytes,2,rep,name=pages,proto3" json:"pages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RdmaResponse) Reset() {
+	*x = RdmaResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RdmaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RdmaResponse) ProtoMessage() {}
+
+func (x *RdmaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RdmaResponse.ProtoReflect.Descriptor instead.
+func (*RdmaResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RdmaResponse) GetConnect() *RdmaEndpoint {
+	if x != nil {
+		return x.Connect
+	}
+	return nil
+}
+
+func (x *RdmaResponse) GetPages() []*RdmaPage {
+	if x != nil {
+		return x.Pages
+	}
+	return nil
+}
+
+// RdmaPage says where a page lies. mapped: in the node's host arena, at
+// offset, for the client to read with RDMA READ; found but not mapped: in
+// another tier, to be read on another plane. A page not under the caller's
+// lease may be reclaimed once located: the client accepts the bytes it
+// read only if they match checksum, and reads a page that does not on
+// another plane.
+type RdmaPage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Mapped        bool                   `protobuf:"varint,2,opt,name=mapped,proto3" json:"mapped,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64                 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	Checksum      []byte                 `protobuf:"bytes,5,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RdmaPage) Reset() {
+	*x = RdmaPage{}
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RdmaPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RdmaPage) ProtoMessage() {}
+
+func (x *RdmaPage) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RdmaPage.ProtoReflect.Descriptor instead.
+func (*RdmaPage) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RdmaPage) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *RdmaPage) GetMapped() bool {
+	if x != nil {
+		return x.Mapped
+	}
+	return false
+}
+
+func (x *RdmaPage) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *RdmaPage) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *RdmaPage) GetChecksum() []byte {
+	if x != nil {
+		return x.Checksum
+	}
+	return nil
+}
+
 type TierStats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tier  Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
@@ -2632,7 +2989,7 @@ type TierStats struct {
 
 func (x *TierStats) Reset() {
 	*x = TierStats{}
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +3001,7 @@ func (x *TierStats) String() string {
 func (*TierStats) ProtoMessage() {}
 
 func (x *TierStats) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +3014,7 @@ func (x *TierStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStats.ProtoReflect.Descriptor instead.
 func (*TierStats) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TierStats) GetTier() Tier {
@@ -2723,7 +3080,7 @@ type NamespaceInfo struct {
 
 func (x *NamespaceInfo) Reset() {
 	*x = NamespaceInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +3092,7 @@ func (x *NamespaceInfo) String() string {
 func (*NamespaceInfo) ProtoMessage() {}
 
 func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3105,7 @@ func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceInfo.ProtoReflect.Descriptor instead.
 func (*NamespaceInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NamespaceInfo) GetId() []byte {
@@ -2851,7 +3208,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3220,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3233,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListNamespacesRequest) GetTenant() string {
@@ -2896,7 +3253,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3265,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3278,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNamespacesResponse) GetNamespaces() []*NamespaceInfo {
@@ -2948,7 +3305,7 @@ type GetNamespaceRequest struct {
 
 func (x *GetNamespaceRequest) Reset() {
 	*x = GetNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3317,7 @@ func (x *GetNamespaceRequest) String() string {
 func (*GetNamespaceRequest) ProtoMessage() {}
 
 func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3330,7 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetNamespaceRequest) GetNamespaceId() []byte {
@@ -3000,7 +3357,7 @@ type GetNamespaceResponse struct {
 
 func (x *GetNamespaceResponse) Reset() {
 	*x = GetNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3369,7 @@ func (x *GetNamespaceResponse) String() string {
 func (*GetNamespaceResponse) ProtoMessage() {}
 
 func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3382,7 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetNamespaceResponse) GetNamespace() *NamespaceInfo {
@@ -3064,7 +3421,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3433,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3446,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KeyInfo) GetKey() []byte {
@@ -3187,7 +3544,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3556,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3569,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListKeysRequest) GetNamespaceId() []byte {
@@ -3247,7 +3604,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3616,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3629,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -3306,7 +3663,7 @@ type StatKeysRequest struct {
 
 func (x *StatKeysRequest) Reset() {
 	*x = StatKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3675,7 @@ func (x *StatKeysRequest) String() string {
 func (*StatKeysRequest) ProtoMessage() {}
 
 func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3688,7 @@ func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysRequest.ProtoReflect.Descriptor instead.
 func (*StatKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatKeysRequest) GetNamespaceId() []byte {
@@ -3358,7 +3715,7 @@ type StatKeysResponse struct {
 
 func (x *StatKeysResponse) Reset() {
 	*x = StatKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3727,7 @@ func (x *StatKeysResponse) String() string {
 func (*StatKeysResponse) ProtoMessage() {}
 
 func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3740,7 @@ func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysResponse.ProtoReflect.Descriptor instead.
 func (*StatKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatKeysResponse) GetKeys() []*KeyInfo {
@@ -3408,7 +3765,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3777,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3790,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
 }
 
 type NodeInfoResponse struct {
@@ -3474,7 +3831,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3843,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3856,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -3653,7 +4010,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +4022,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +4035,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TenantUsage) GetTenant() string {
@@ -3743,7 +4100,7 @@ type TierRecovery struct {
 
 func (x *TierRecovery) Reset() {
 	*x = TierRecovery{}
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +4112,7 @@ func (x *TierRecovery) String() string {
 func (*TierRecovery) ProtoMessage() {}
 
 func (x *TierRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +4125,7 @@ func (x *TierRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
 func (*TierRecovery) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TierRecovery) GetTier() Tier {
@@ -3827,7 +4184,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +4196,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +4209,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3912,7 +4269,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4281,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4294,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 type MembersResponse struct {
@@ -3954,7 +4311,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4323,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4336,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -4030,7 +4387,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4399,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4412,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -4098,7 +4455,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4110,7 +4467,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4123,7 +4480,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -4165,7 +4522,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4534,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4547,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -4238,7 +4595,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4607,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4620,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -4289,7 +4646,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4301,7 +4658,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4314,7 +4671,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -4338,7 +4695,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4707,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4720,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -4392,7 +4749,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4404,7 +4761,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4417,7 +4774,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -4458,7 +4815,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4827,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4840,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -4511,7 +4868,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4880,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4893,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -4570,7 +4927,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4939,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4952,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -4625,7 +4982,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4637,7 +4994,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4650,7 +5007,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -4699,7 +5056,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4711,7 +5068,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4724,7 +5081,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -4805,7 +5162,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"descriptor\x18\x02 \x01(\v2\x15.strata.v1.DescriptorR\n" +
 	"descriptor\x12\x1f\n" +
 	"\vexpected_id\x18\x03 \x01(\fR\n" +
-	"expectedId\"\x83\x03\n" +
+	"expectedId\"\xad\x03\n" +
 	"\x15OpenNamespaceResponse\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1d\n" +
 	"\n" +
@@ -4816,7 +5173,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tmax_batch\x18\x06 \x01(\rR\bmaxBatch\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\a \x01(\rR\rmaxChunkBytes\x126\n" +
 	"\bprotocol\x18\b \x01(\x0e2\x1a.strata.v1.ProtocolVersionR\bprotocol\x12\x17\n" +
-	"\anode_id\x18\t \x01(\tR\x06nodeId\"\x94\x01\n" +
+	"\anode_id\x18\t \x01(\tR\x06nodeId\x12(\n" +
+	"\x04rdma\x18\n" +
+	" \x01(\v2\x14.strata.v1.RdmaPlaneR\x04rdma\"\x94\x01\n" +
 	"\rLookupRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x14\n" +
@@ -4926,7 +5285,31 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x18\n" +
 	"\acounted\x18\x03 \x01(\rR\acounted\")\n" +
 	"\x0fOrphansResponse\x12\x16\n" +
-	"\x06marked\x18\x01 \x01(\rR\x06marked\"\xc1\x01\n" +
+	"\x06marked\x18\x01 \x01(\rR\x06marked\"#\n" +
+	"\tRdmaPlane\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\"\x92\x01\n" +
+	"\fRdmaEndpoint\x12\x10\n" +
+	"\x03lid\x18\x01 \x01(\rR\x03lid\x12\x10\n" +
+	"\x03gid\x18\x02 \x01(\fR\x03gid\x12\x10\n" +
+	"\x03qpn\x18\x03 \x01(\rR\x03qpn\x12\x10\n" +
+	"\x03psn\x18\x04 \x01(\rR\x03psn\x12\x12\n" +
+	"\x04addr\x18\x05 \x01(\x04R\x04addr\x12\x12\n" +
+	"\x04rkey\x18\x06 \x01(\rR\x04rkey\x12\x12\n" +
+	"\x04size\x18\a \x01(\x04R\x04size\"\x92\x01\n" +
+	"\vRdmaRequest\x121\n" +
+	"\aconnect\x18\x01 \x01(\v2\x17.strata.v1.RdmaEndpointR\aconnect\x12!\n" +
+	"\fnamespace_id\x18\x02 \x01(\fR\vnamespaceId\x12\x12\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\x04R\aleaseId\"l\n" +
+	"\fRdmaResponse\x121\n" +
+	"\aconnect\x18\x01 \x01(\v2\x17.strata.v1.RdmaEndpointR\aconnect\x12)\n" +
+	"\x05pages\x18\x02 \x03(\v2\x13.strata.v1.RdmaPageR\x05pages\"\x84\x01\n" +
+	"\bRdmaPage\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
+	"\x06mapped\x18\x02 \x01(\bR\x06mapped\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x04R\x06length\x12\x1a\n" +
+	"\bchecksum\x18\x05 \x01(\fR\bchecksum\"\xc1\x01\n" +
 	"\tTierStats\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
@@ -5141,7 +5524,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x15\n" +
 	"\x11MEMBER_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11MEMBER_STATE_LEFT\x10\x042\xa3\x06\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x042\xe0\x06\n" +
 	"\x06Strata\x12R\n" +
 	"\rOpenNamespace\x12\x1f.strata.v1.OpenNamespaceRequest\x1a .strata.v1.OpenNamespaceResponse\x12=\n" +
 	"\x06Lookup\x12\x18.strata.v1.LookupRequest\x1a\x19.strata.v1.LookupResponse\x126\n" +
@@ -5155,7 +5538,8 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"RenewLease\x12\x1c.strata.v1.RenewLeaseRequest\x1a\x1d.strata.v1.RenewLeaseResponse\x12O\n" +
 	"\fReleaseLease\x12\x1e.strata.v1.ReleaseLeaseRequest\x1a\x1f.strata.v1.ReleaseLeaseResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x12@\n" +
-	"\aOrphans\x12\x19.strata.v1.OrphansRequest\x1a\x1a.strata.v1.OrphansResponse2\xf7\x04\n" +
+	"\aOrphans\x12\x19.strata.v1.OrphansRequest\x1a\x1a.strata.v1.OrphansResponse\x12;\n" +
+	"\x04Rdma\x12\x16.strata.v1.RdmaRequest\x1a\x17.strata.v1.RdmaResponse(\x010\x012\xf7\x04\n" +
 	"\x05Admin\x12U\n" +
 	"\x0eListNamespaces\x12 .strata.v1.ListNamespacesRequest\x1a!.strata.v1.ListNamespacesResponse\x12O\n" +
 	"\fGetNamespace\x12\x1e.strata.v1.GetNamespaceRequest\x1a\x1f.strata.v1.GetNamespaceResponse\x12C\n" +
@@ -5184,7 +5568,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -5226,40 +5610,45 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*DeleteResponse)(nil),          // 37: strata.v1.DeleteResponse
 	(*OrphansRequest)(nil),          // 38: strata.v1.OrphansRequest
 	(*OrphansResponse)(nil),         // 39: strata.v1.OrphansResponse
-	(*TierStats)(nil),               // 40: strata.v1.TierStats
-	(*NamespaceInfo)(nil),           // 41: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),   // 42: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 43: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),     // 44: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 45: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                 // 46: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),         // 47: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),        // 48: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),         // 49: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),        // 50: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),         // 51: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),        // 52: strata.v1.NodeInfoResponse
-	(*TenantUsage)(nil),             // 53: strata.v1.TenantUsage
-	(*TierRecovery)(nil),            // 54: strata.v1.TierRecovery
-	(*Member)(nil),                  // 55: strata.v1.Member
-	(*MembersRequest)(nil),          // 56: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 57: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 58: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 59: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 60: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 61: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 62: strata.v1.HintsResponse
-	(*DropNamespaceRequest)(nil),    // 63: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 64: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 65: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 66: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 67: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 68: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 69: strata.v1.ListLeasesResponse
-	nil,                             // 70: strata.v1.Descriptor.ExtraEntry
+	(*RdmaPlane)(nil),               // 40: strata.v1.RdmaPlane
+	(*RdmaEndpoint)(nil),            // 41: strata.v1.RdmaEndpoint
+	(*RdmaRequest)(nil),             // 42: strata.v1.RdmaRequest
+	(*RdmaResponse)(nil),            // 43: strata.v1.RdmaResponse
+	(*RdmaPage)(nil),                // 44: strata.v1.RdmaPage
+	(*TierStats)(nil),               // 45: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 46: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 47: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 48: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 49: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 50: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 51: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 52: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 53: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 54: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 55: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 56: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 57: strata.v1.NodeInfoResponse
+	(*TenantUsage)(nil),             // 58: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 59: strata.v1.TierRecovery
+	(*Member)(nil),                  // 60: strata.v1.Member
+	(*MembersRequest)(nil),          // 61: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 62: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 63: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 64: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 65: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 66: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 67: strata.v1.HintsResponse
+	(*DropNamespaceRequest)(nil),    // 68: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 69: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 70: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 71: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 72: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 73: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 74: strata.v1.ListLeasesResponse
+	nil,                             // 75: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	70, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	75, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	8,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
@@ -5267,91 +5656,97 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	7,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
 	1,  // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	0,  // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	13, // 8: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
-	16, // 9: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
-	1,  // 10: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	17, // 11: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
-	4,  // 12: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	19, // 13: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	23, // 14: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
-	5,  // 15: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	25, // 16: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	30, // 17: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	17, // 18: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	25, // 19: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	13, // 20: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
-	3,  // 21: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	7,  // 22: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	40, // 23: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	41, // 24: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	41, // 25: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	3,  // 26: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	46, // 27: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	46, // 28: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	40, // 29: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	54, // 30: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	53, // 31: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
-	3,  // 32: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	6,  // 33: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	40, // 34: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	55, // 35: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	58, // 36: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	59, // 37: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	3,  // 38: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	60, // 39: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	41, // 40: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	68, // 41: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	9,  // 42: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	11, // 43: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	14, // 44: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	18, // 45: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	21, // 46: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	24, // 47: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	27, // 48: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	29, // 49: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	32, // 50: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	34, // 51: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	36, // 52: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	38, // 53: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	42, // 54: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	44, // 55: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	47, // 56: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	49, // 57: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	51, // 58: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	63, // 59: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	65, // 60: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	67, // 61: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	56, // 62: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	56, // 63: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	61, // 64: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	10, // 65: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	12, // 66: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	15, // 67: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	20, // 68: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	22, // 69: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	26, // 70: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	28, // 71: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	31, // 72: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	33, // 73: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	35, // 74: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	37, // 75: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	39, // 76: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	43, // 77: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	45, // 78: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	48, // 79: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	50, // 80: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	52, // 81: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	64, // 82: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	66, // 83: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	69, // 84: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	57, // 85: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	57, // 86: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	62, // 87: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	65, // [65:88] is the sub-list for method output_type
-	42, // [42:65] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	40, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
+	13, // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
+	16, // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
+	1,  // 11: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
+	17, // 12: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	4,  // 13: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
+	19, // 14: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	23, // 15: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	5,  // 16: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
+	25, // 17: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	30, // 18: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	17, // 19: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	25, // 20: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	13, // 21: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	41, // 22: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
+	41, // 23: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
+	44, // 24: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
+	3,  // 25: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
+	7,  // 26: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	45, // 27: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	46, // 28: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	46, // 29: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	3,  // 30: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
+	51, // 31: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	51, // 32: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	45, // 33: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	59, // 34: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	58, // 35: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	3,  // 36: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	6,  // 37: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	45, // 38: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	60, // 39: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	63, // 40: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	64, // 41: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,  // 42: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	65, // 43: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	46, // 44: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	73, // 45: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	9,  // 46: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	11, // 47: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	14, // 48: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	18, // 49: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	21, // 50: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	24, // 51: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	27, // 52: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	29, // 53: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	32, // 54: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	34, // 55: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	36, // 56: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	38, // 57: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	42, // 58: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	47, // 59: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	49, // 60: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	52, // 61: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	54, // 62: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	56, // 63: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	68, // 64: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	70, // 65: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	72, // 66: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	61, // 67: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	61, // 68: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	66, // 69: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	10, // 70: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	12, // 71: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	15, // 72: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	20, // 73: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	22, // 74: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	26, // 75: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	28, // 76: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	31, // 77: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	33, // 78: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	35, // 79: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	37, // 80: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	39, // 81: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	43, // 82: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	48, // 83: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	50, // 84: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	53, // 85: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	55, // 86: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	57, // 87: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	69, // 88: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	71, // 89: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	74, // 90: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	62, // 91: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	62, // 92: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	67, // 93: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	70, // [70:94] is the sub-list for method output_type
+	46, // [46:70] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -5365,7 +5760,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   64,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

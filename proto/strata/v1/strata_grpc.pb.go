@@ -77,6 +77,7 @@ const (
 	Strata_ReleaseLease_FullMethodName  = "/strata.v1.Strata/ReleaseLease"
 	Strata_Delete_FullMethodName        = "/strata.v1.Strata/Delete"
 	Strata_Orphans_FullMethodName       = "/strata.v1.Strata/Orphans"
+	Strata_Rdma_FullMethodName          = "/strata.v1.Strata/Rdma"
 )
 
 // StrataClient is the client API for Strata service.
@@ -112,6 +113,15 @@ type StrataClient interface {
 	// Orphans marks pages as orphans (advisory; a hit or a put of the page
 	// clears the mark).
 	Orphans(ctx context.Context, in *OrphansRequest, opts ...grpc.CallOption) (*OrphansResponse, error)
+	// Rdma connects a client's queue pair to the node's host arena and, on
+	// the same stream, locates pages there for the client to read with RDMA
+	// READ (package rdma; client/rdma.go). The node's queue pair lives as
+	// long as the stream. A node without the plane (OpenNamespace's rdma
+	// unset) answers UNIMPLEMENTED; a caller that may not read the whole
+	// arena (the admin and the node's shm tenants may) TENANT_DENIED. A
+	// locate refused (a namespace, a lease, a batch) ends the stream with its
+	// error, as the same request would over Get.
+	Rdma(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RdmaRequest, RdmaResponse], error)
 }
 
 type strataClient struct {
@@ -257,6 +267,19 @@ func (c *strataClient) Orphans(ctx context.Context, in *OrphansRequest, opts ...
 	return out, nil
 }
 
+func (c *strataClient) Rdma(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RdmaRequest, RdmaResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Strata_ServiceDesc.Streams[3], Strata_Rdma_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RdmaRequest, RdmaResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Strata_RdmaClient = grpc.BidiStreamingClient[RdmaRequest, RdmaResponse]
+
 // StrataServer is the server API for Strata service.
 // All implementations must embed UnimplementedStrataServer
 // for forward compatibility.
@@ -290,6 +313,15 @@ type StrataServer interface {
 	// Orphans marks pages as orphans (advisory; a hit or a put of the page
 	// clears the mark).
 	Orphans(context.Context, *OrphansRequest) (*OrphansResponse, error)
+	// Rdma connects a client's queue pair to the node's host arena and, on
+	// the same stream, locates pages there for the client to read with RDMA
+	// READ (package rdma; client/rdma.go). The node's queue pair lives as
+	// long as the stream. A node without the plane (OpenNamespace's rdma
+	// unset) answers UNIMPLEMENTED; a caller that may not read the whole
+	// arena (the admin and the node's shm tenants may) TENANT_DENIED. A
+	// locate refused (a namespace, a lease, a batch) ends the stream with its
+	// error, as the same request would over Get.
+	Rdma(grpc.BidiStreamingServer[RdmaRequest, RdmaResponse]) error
 	mustEmbedUnimplementedStrataServer()
 }
 
@@ -335,6 +367,9 @@ func (UnimplementedStrataServer) Delete(context.Context, *DeleteRequest) (*Delet
 }
 func (UnimplementedStrataServer) Orphans(context.Context, *OrphansRequest) (*OrphansResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Orphans not implemented")
+}
+func (UnimplementedStrataServer) Rdma(grpc.BidiStreamingServer[RdmaRequest, RdmaResponse]) error {
+	return status.Error(codes.Unimplemented, "method Rdma not implemented")
 }
 func (UnimplementedStrataServer) mustEmbedUnimplementedStrataServer() {}
 func (UnimplementedStrataServer) testEmbeddedByValue()                {}
@@ -544,6 +579,13 @@ func _Strata_Orphans_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Strata_Rdma_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(StrataServer).Rdma(&grpc.GenericServerStream[RdmaRequest, RdmaResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Strata_RdmaServer = grpc.BidiStreamingServer[RdmaRequest, RdmaResponse]
+
 // Strata_ServiceDesc is the grpc.ServiceDesc for Strata service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -602,6 +644,12 @@ var Strata_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Put",
 			Handler:       _Strata_Put_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Rdma",
+			Handler:       _Strata_Rdma_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 	},

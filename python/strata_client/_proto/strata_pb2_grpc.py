@@ -75,6 +75,11 @@ class StrataStub(object):
                 request_serializer=strata_dot_v1_dot_strata__pb2.OrphansRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_strata__pb2.OrphansResponse.FromString,
                 )
+        self.Rdma = channel.stream_stream(
+                '/strata.v1.Strata/Rdma',
+                request_serializer=strata_dot_v1_dot_strata__pb2.RdmaRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.RdmaResponse.FromString,
+                )
 
 
 class StrataServicer(object):
@@ -168,6 +173,20 @@ class StrataServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rdma(self, request_iterator, context):
+        """Rdma connects a client's queue pair to the node's host arena and, on
+        the same stream, locates pages there for the client to read with RDMA
+        READ (package rdma; client/rdma.go). The node's queue pair lives as
+        long as the stream. A node without the plane (OpenNamespace's rdma
+        unset) answers UNIMPLEMENTED; a caller that may not read the whole
+        arena (the admin and the node's shm tenants may) TENANT_DENIED. A
+        locate refused (a namespace, a lease, a batch) ends the stream with its
+        error, as the same request would over Get.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StrataServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -230,6 +249,11 @@ def add_StrataServicer_to_server(servicer, server):
                     servicer.Orphans,
                     request_deserializer=strata_dot_v1_dot_strata__pb2.OrphansRequest.FromString,
                     response_serializer=strata_dot_v1_dot_strata__pb2.OrphansResponse.SerializeToString,
+            ),
+            'Rdma': grpc.stream_stream_rpc_method_handler(
+                    servicer.Rdma,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.RdmaRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.RdmaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -443,6 +467,23 @@ class Strata(object):
         return grpc.experimental.unary_unary(request, target, '/strata.v1.Strata/Orphans',
             strata_dot_v1_dot_strata__pb2.OrphansRequest.SerializeToString,
             strata_dot_v1_dot_strata__pb2.OrphansResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Rdma(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/strata.v1.Strata/Rdma',
+            strata_dot_v1_dot_strata__pb2.RdmaRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.RdmaResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
