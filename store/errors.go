@@ -35,6 +35,9 @@ var (
 	// ErrLeaseLimit is returned by Lookup when the namespace's tenant
 	// already holds Config.MaxLeasesPerTenant leases.
 	ErrLeaseLimit = errors.New("too many active leases for the tenant")
+	// ErrNotPresent is returned by Pin when a page it names is not
+	// published: nothing is pinned.
+	ErrNotPresent = errors.New("page not published")
 	// ErrNotAdmitted is a Reserve's answer (Reservation.Err) for a page the
 	// node would have to drop pages for, when its eviction policy values it
 	// below the cutoff or below the page it would displace, and for the

@@ -46,6 +46,7 @@ type nsState struct {
 	pages      atomic.Int64
 	bytes      atomic.Int64
 	leases     atomic.Int64
+	pins       atomic.Int64 // transfer pins (Reader.Pin)
 	tierPages  [MaxTiers]atomic.Int64
 
 	// Outcomes, for metrics.

@@ -23,6 +23,7 @@ type lease struct {
 	ns      *nsState
 	entries []*entry
 	expires time.Time
+	pin     bool // a transfer pin (Reader.Pin): not among the tenant's leases
 }
 
 // LookupResult answers a Lookup.
@@ -231,6 +232,10 @@ func (s *Store) endLeaseLocked(id uint64, l *lease) {
 		s.unpinLocked(e)
 	}
 	delete(s.leases, id)
+	if l.pin {
+		l.ns.pins.Add(-1)
+		return
+	}
 	s.tenantLeases[l.ns.Tenant]--
 	l.ns.leases.Add(-1)
 }

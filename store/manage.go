@@ -97,6 +97,7 @@ type LeaseInfo struct {
 	Tenant    string
 	Pages     int
 	Expires   time.Time
+	Pin       bool // a transfer pin (Reader.Pin), not a lookup's lease
 }
 
 // Leases lists the active leases, soonest expiry first.
@@ -105,7 +106,7 @@ func (a Admin) Leases() []LeaseInfo {
 	s.lock()
 	out := make([]LeaseInfo, 0, len(s.leases))
 	for id, l := range s.leases {
-		out = append(out, LeaseInfo{ID: id, Namespace: l.ns.ID, Tenant: l.ns.Tenant, Pages: len(l.entries), Expires: l.expires})
+		out = append(out, LeaseInfo{ID: id, Namespace: l.ns.ID, Tenant: l.ns.Tenant, Pages: len(l.entries), Expires: l.expires, Pin: l.pin})
 	}
 	s.unlock()
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return a.Expires.Compare(b.Expires) })
