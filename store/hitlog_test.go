@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 )
 
@@ -17,19 +18,11 @@ func TestApplierAppliesTheLog(t *testing.T) {
 	if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
 		t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, time.Millisecond, "the applier taking the lookup's batch from the log", func() bool {
 		s.hits.mu.Lock()
-		pending := s.hits.pending != nil
-		s.hits.mu.Unlock()
-		if !pending {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lookup's batch is still in the log after 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.hits.mu.Unlock()
+		return s.hits.pending == nil
+	})
 	wantHits(t, s, testNS.ID, chain, 1)
 }
 
@@ -108,13 +101,9 @@ func TestLookupShedsUnderContention(t *testing.T) {
 	lookup()    // leaves its batch in the log: the applier is now busy
 	inline := make(chan struct{})
 	go func() { defer close(inline); lookup() }() // does its own: waits for s.mu
-	deadline := time.Now().Add(5 * time.Second)
-	for s.hits.inline.Load() != 1 {
-		if time.Now().After(deadline) {
-			s.mu.Unlock()
-			t.Fatal("the second lookup never started its own bookkeeping")
-		}
-		time.Sleep(time.Millisecond)
+	if !poll.Within(5*time.Second, time.Millisecond, func() bool { return s.hits.inline.Load() == 1 }) {
+		s.mu.Unlock()
+		t.Fatal("the second lookup never started its own bookkeeping")
 	}
 	shed := make(chan struct{})
 	go func() { defer close(shed); lookup() }() // sheds: returns with s.mu still held

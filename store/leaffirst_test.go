@@ -27,8 +27,7 @@ func TestParentAboveItsChildNotDropped(t *testing.T) {
 				a := chainKeys("a", 2)
 				putSpec(t, s, chainSpec(a, 0), pageData(0))
 				putSpec(t, s, chainSpec(a, 1), pageData(1))
-				time.Sleep(2 * time.Second) // the fast tier is full: the mover demotes the leaf on its tick
-				synctest.Wait()
+				advance(2 * time.Second) // the fast tier is full: the mover demotes the leaf on its tick
 				if tierOf(t, s, a[0]) != tiers.KindHost || tierOf(t, s, a[1]) != tiers.KindSSD {
 					t.Fatalf("parent in %v, child in %v; want the child demoted below its parent",
 						tierOf(t, s, a[0]), tierOf(t, s, a[1]))

@@ -25,8 +25,7 @@ func TestGetExpiredLeaseNoJanitor(t *testing.T) {
 		if _, err := read(t, s, res.Lease.ID, key(0)); err != nil {
 			t.Fatalf("read under a live lease: %v", err)
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		advance(2 * time.Second)
 		s.lock()
 		_, held := s.leases[res.Lease.ID]
 		s.unlock()

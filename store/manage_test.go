@@ -44,7 +44,7 @@ func TestTTLRemovesIdlePages(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 15 { // key 0 stays in use, key 1 goes idle
-			time.Sleep(time.Second)
+			advance(time.Second)
 			s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0)
 		}
 		synctest.Wait()

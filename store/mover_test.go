@@ -37,8 +37,7 @@ func TestOverflowLandsBelow(t *testing.T) {
 			}
 			synctest.Wait() // let the mover run
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		advance(2 * time.Second)
 		if st := s.Admin().Stats(); st.Pages != 40 {
 			t.Fatalf("%d pages kept, want all 40", st.Pages)
 		}
@@ -128,8 +127,7 @@ func TestPageLeasedDuringDemotionStays(t *testing.T) {
 		for i := range 8 { // the fast tier is full: the mover demotes on its tick
 			put(t, s, key(i), pageData(i))
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		advance(2 * time.Second)
 		if moving < 0 || lease == 0 {
 			t.Fatalf("no demotion copy of a page of the fast tier was seen (page %d, lease %d)", moving, lease)
 		}

@@ -195,8 +195,7 @@ func TestUnknownAndExpiredWrites(t *testing.T) {
 		if err := s.Publisher().Write(testNS.ID, wid, 0, pageData(1)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second) // the janitor reclaims the reservation
-		synctest.Wait()
+		advance(2 * time.Second) // the janitor reclaims the reservation
 		if tier.usedBytes() != 0 {
 			t.Fatal("expired reservation still holds memory")
 		}
@@ -353,7 +352,7 @@ func TestLeasedPageSurvivesPressure(t *testing.T) {
 		}
 		// Lookups without a lease do not extend it.
 		for range 10 {
-			time.Sleep(time.Second)
+			advance(time.Second)
 			if _, err := s.Reader().Lookup(testNS.ID, []namespace.Key{key(0)}, false, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +386,7 @@ func TestLeaseRenewRelease(t *testing.T) {
 		k := []namespace.Key{key(0)}
 		res, _ := s.Reader().Lookup(testNS.ID, k, true, 0)
 		for range 5 {
-			time.Sleep(time.Second)
+			advance(time.Second)
 			if _, err := s.Reader().RenewLease(testNS.ID, res.Lease.ID, 0); err != nil {
 				t.Fatalf("renew: %v", err)
 			}

@@ -41,7 +41,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/poll internal/testing/testlog internal/testing/testseed"},
-	"store":          {"eviction namespace tiers", "internal/testing/leaktest"},
+	"store":          {"eviction namespace tiers", "internal/testing/leaktest internal/testing/poll"},
 	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testlog"},
 	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
 	"transfer":       {"namespace", ""},
