@@ -63,7 +63,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
 	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
-	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", ""},
+	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
 	"benchmarks":            {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
 	"benchmarks/load":       {"client internal/testing/testcerts namespace node transport", "internal/testing/leaktest"},
 	"deploy":                {"", "client internal/testing/testnode namespace node"},
