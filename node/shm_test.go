@@ -80,3 +80,19 @@ func port(t *testing.T, addr string) int {
 	}
 	return n
 }
+
+// TestCloseRemovesItsLink: a node that stops cleanly removes its socket
+// link, so that only a killed node leaves one for the next to remove.
+func TestCloseRemovesItsLink(t *testing.T) {
+	n := testnode.Start(t, node.Config{HostBytes: 8 << 20})
+	link := transport.SocketLink(port(t, n.Addr()))
+	if _, err := os.Readlink(link); err != nil {
+		t.Fatalf("the node's link: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the link %s after the node closed: %v", link, err)
+	}
+}

@@ -51,14 +51,28 @@ _tmp_dirs = []
 _procs = []
 
 
+def _stop(proc) -> None:
+    """SIGTERM and wait (a clean shutdown: the node removes its socket link),
+    SIGKILL after 10s. SIGCONT too, so that a paused node gets the SIGTERM."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 def _cleanup():
-    for p in _procs:  # a node a failed test left running
-        if p.poll() is None:
-            p.kill()
-            try:
-                p.wait(timeout=5)
-            except Exception:
-                pass
+    # A node a failed test left running is stopped cleanly, the last started
+    # first (nodes that joined use an earlier node's etcd), so that it
+    # removes its socket link.
+    for p in reversed(_procs):
+        try:
+            _stop(p)
+        except Exception:
+            pass
     for d in _tmp_dirs:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -176,7 +190,9 @@ class Node:
             return ""
 
     def kill(self) -> None:
-        """SIGKILL: the node dies without draining (a crash)."""
+        """SIGKILL: the node dies without draining (a crash). Its shm socket
+        link stays until the next node starts, which removes the links of
+        nodes gone; a test that only ends a node calls stop."""
         if self.proc.poll() is None:
             self.proc.kill()
         try:
@@ -207,14 +223,10 @@ class Node:
         self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
-        """SIGTERM and wait (a clean shutdown), SIGKILL after 10s."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        """SIGTERM and wait (a clean shutdown: the node removes its shm socket
+        link), SIGKILL after 10s. Of several nodes, stop the one whose etcd
+        the others use last."""
+        _stop(self.proc)
         self._log.close()
 
 
@@ -266,7 +278,7 @@ def small_descriptor(**kw):
 
 
 class NodeTest(unittest.TestCase):
-    """A test class sharing one node (cls.node), killed at the end."""
+    """A test class sharing one node (cls.node), stopped at the end."""
 
     @classmethod
     def setUpClass(cls):
@@ -274,7 +286,7 @@ class NodeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.node.kill()
+        cls.node.stop()
 
 
 class OneNodeTest(unittest.TestCase):

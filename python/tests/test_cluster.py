@@ -54,8 +54,8 @@ class TwoNodeTest(unittest.TestCase):
 
     def tearDown(self):
         self.client.close()
-        for n in self.nodes:
-            n.kill()
+        for n in reversed(self.nodes):  # a's etcd last
+            n.stop()
 
     def test_routing_and_node_killed_mid_batch(self):
         # Pages of 256 KiB so that a 48-page get takes a little while.

@@ -278,7 +278,7 @@ class VLLMConnectorTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.node.kill()
+        cls.node.stop()
 
     def setUp(self):
         import torch
