@@ -73,3 +73,26 @@ func (c *Client) RawPollWindows() (found, spent uint64) {
 	}
 	return c.opts.readPoll.Windows()
 }
+
+// PinRawVersion makes the client's raw sessions say hello with frame
+// protocol version v from their next connection on, as to a node whose
+// newest version is v, and closes their idle connections (of the version
+// they had).
+func (c *Client) PinRawVersion(v uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nc := range c.conns {
+		s := nc.raw.Load()
+		if s == nil {
+			continue
+		}
+		s.version.Store(uint32(v))
+		for {
+			conn, _ := s.pool.take()
+			if conn == nil {
+				break
+			}
+			s.pool.give(conn, true)
+		}
+	}
+}

@@ -119,7 +119,8 @@ func (s *Server) StatKeys(ctx context.Context, req *pb.StatKeysRequest) (*pb.Sta
 func keyInfo(ki store.KeyInfo) *pb.KeyInfo {
 	out := &pb.KeyInfo{Key: ki.Key[:], Depth: ki.Depth, Size: uint64(ki.Size), Checksum: ki.Checksum,
 		Tier: TierProto(ki.Tier), CreatedUnixMs: ki.Created.UnixMilli(), LastAccessUnixMs: ki.Accessed.UnixMilli(),
-		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children), Orphan: ki.Orphan}
+		Leases: uint32(ki.Leases), Hits: uint64(ki.Hits), ResidentChildren: uint32(ki.Children), Orphan: ki.Orphan,
+		CostHint: ki.CostHint}
 	if ki.HasParent {
 		out.ParentKey = ki.Parent[:]
 	}

@@ -24,6 +24,9 @@ type KeyInfo struct {
 	Leases    int
 	Children  int  // resident children in this namespace
 	Orphan    bool // an ancestor is known absent (MarkOrphans, or a lookup here)
+	// CostHint is the writer's recompute cost (PageSpec.CostHint) as the
+	// entry keeps it (a float32); 0: none.
+	CostHint float64
 }
 
 func (s *Store) keyInfoLocked(e *entry) KeyInfo {
@@ -32,7 +35,7 @@ func (s *Store) keyInfoLocked(e *entry) KeyInfo {
 		Size: e.size(), Checksum: e.checksum(), Tier: s.cfg.Tiers[e.tier].Kind(),
 		Created: s.timeOf(e.create), Accessed: s.timeOf(e.access),
 		Hits: e.hits, Leases: int(e.leases), Children: int(e.kids[0] + e.kids[1] + e.kids[2] + e.kids[3]),
-		Orphan: s.policy.pol[e.tier].Orphan(e.h)}
+		Orphan: s.policy.pol[e.tier].Orphan(e.h), CostHint: float64(e.cost)}
 }
 
 // Stat describes the given keys; ok[i] is false for keys not published.

@@ -228,6 +228,44 @@ class RawNodeTest(OneNodeTest):
         finally:
             s.release(conn)
 
+    def test_cost_hint_over_raw(self):
+        """A page's cost hint travels in its frame, the Put frames' and the
+        Reserve's, not over gRPC: the node keeps it (its key's stat says
+        so). One that is negative, NaN or infinite is refused as invalid,
+        over raw and over gRPC alike, and nothing is stored."""
+        from strata_client._proto import strata_pb2 as pb
+
+        ns, c = self.ns, self.client
+        node = next(iter(c._nodes.values()))
+
+        def stat(keys):
+            return node.admin.StatKeys(pb.StatKeysRequest(namespace_id=ns.id, keys=keys), timeout=5).keys
+
+        most = R.ONE_CALL_MAX_PAGES  # a larger batch reserves its pages
+        for n, base in ((3, 110_000), (most + 1, 111_000)):
+            keys = self.keys(n, base)
+            # float32-exact (1.5e9 times a power of 2): the node keeps a float32
+            hints = [0.0 if i % 3 == 2 else 1.5e9 * 2 ** (i % 4) for i in range(n)]
+            pages = [Page(k, os.urandom(ns.page_bytes), parent=keys[i - 1] if i else None, depth=i, cost_hint=h)
+                     for i, (k, h) in enumerate(zip(keys, hints))]
+            one, puts, fb = c.stats["raw_put_one_calls"], c.stats["raw_puts"], c.stats["raw_fallbacks"]
+            self.assertEqual([r.status for r in ns.put(pages)], ["COMMITTED"] * n)
+            self.assertEqual((c.stats["raw_puts"], c.stats["raw_fallbacks"]), (puts + 1, fb))
+            self.assertEqual(c.stats["raw_put_one_calls"], one + (n <= most))
+            self.assertEqual([k.cost_hint for k in stat(keys)], hints)
+
+        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+            gns = g.open(small_descriptor())
+            for i, bad in enumerate((-1.0, float("nan"), float("inf"))):
+                for via, space in (("raw data plane", ns), ("gRPC", gns)):
+                    with self.subTest(bad=bad, via=via):
+                        (k,) = self.keys(1, 112_000 + 100 * i + (via == "gRPC"))
+                        with self.assertRaises(E.InvalidArgumentError) as cm:
+                            space.put([Page(k, os.urandom(ns.page_bytes), cost_hint=bad)])
+                        self.assertIn("cost hint", str(cm.exception))
+                        self.assertEqual("raw data plane" in str(cm.exception), space is ns)
+                        self.assertEqual(stat([k])[0].key, b"")
+
     def test_large_batch_is_two_phase(self):
         ns, c = self.ns, self.client
         keys = self.keys(17, 90_000)

@@ -3414,7 +3414,11 @@ type KeyInfo struct {
 	ResidentChildren uint32                 `protobuf:"varint,11,opt,name=resident_children,json=residentChildren,proto3" json:"resident_children,omitempty"`
 	// An ancestor is known absent (a lookup found the page past a miss):
 	// the page is among the first evicted until a hit or a put clears it.
-	Orphan        bool `protobuf:"varint,12,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	Orphan bool `protobuf:"varint,12,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	// The writer's measured recompute cost the page was put with
+	// (PageSpec.cost_hint), FLOPs, as the node keeps it (a float32); 0: none,
+	// the namespace's profile prices the page.
+	CostHint      float64 `protobuf:"fixed64,13,opt,name=cost_hint,json=costHint,proto3" json:"cost_hint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3531,6 +3535,13 @@ func (x *KeyInfo) GetOrphan() bool {
 		return x.Orphan
 	}
 	return false
+}
+
+func (x *KeyInfo) GetCostHint() float64 {
+	if x != nil {
+		return x.CostHint
+	}
+	return 0
 }
 
 type ListKeysRequest struct {
@@ -5350,7 +5361,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tid_prefix\x18\x02 \x01(\tR\bidPrefix\"g\n" +
 	"\x14GetNamespaceResponse\x126\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x18.strata.v1.NamespaceInfoR\tnamespace\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\xed\x02\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x8a\x03\n" +
 	"\aKeyInfo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1d\n" +
 	"\n" +
@@ -5365,7 +5376,8 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04hits\x18\n" +
 	" \x01(\x04R\x04hits\x12+\n" +
 	"\x11resident_children\x18\v \x01(\rR\x10residentChildren\x12\x16\n" +
-	"\x06orphan\x18\f \x01(\bR\x06orphan\"g\n" +
+	"\x06orphan\x18\f \x01(\bR\x06orphan\x12\x1b\n" +
+	"\tcost_hint\x18\r \x01(\x01R\bcostHint\"g\n" +
 	"\x0fListKeysRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1b\n" +
 	"\tafter_key\x18\x02 \x01(\fR\bafterKey\x12\x14\n" +
