@@ -98,6 +98,10 @@ type shmPut struct {
 	answered func(sc shmCommit, m frame.Message) error
 	// sent are the requests sent and not yet answered, oldest first.
 	sent []shmCommit
+	// refused is the first refusal answered that left the connection in
+	// step (a SlotPut the node refused as a whole): the put fails with it
+	// once every answer is read, and the connection is kept.
+	refused error
 }
 
 // shmCommit is a publishing request sent: its id, the pages it covers
@@ -175,14 +179,15 @@ func (p *shmPut) pipeline(ctx context.Context, direct []int) (broke bool, err er
 	return p.drain()
 }
 
-// drain reads the answers of the requests sent.
+// drain reads the answers of the requests sent, then fails with the first
+// refusal that left the connection in step, if any.
 func (p *shmPut) drain() (broke bool, err error) {
 	for len(p.sent) > 0 {
 		if err := p.answer(); err != nil {
 			return true, err
 		}
 	}
-	return false, nil
+	return false, p.refused
 }
 
 // copy writes the pages at group into their extents and returns their

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -125,8 +126,11 @@ func (s *shmSession) putSlots(ctx context.Context, c *transport.Conn, n *nodeNS,
 	for i := range direct {
 		direct[i] = i
 	}
-	if broke, err := p.pipeline(ctx, direct); broke || err != nil {
+	if broke, err := p.pipeline(ctx, direct); broke {
 		return nil, true, true, err
+	} else if err != nil { // refused (a bad page spec, say): c is in step and keeps its slots
+		s.keepSlots(c, n.id, sp.kept)
+		return nil, true, false, err
 	}
 	s.keepSlots(c, n.id, sp.kept)
 	s.slotPuts.Add(1)
@@ -162,13 +166,22 @@ func (sp *slotPut) request(group []int, sums [][]byte) frame.Message {
 
 // answered records the outcomes of a SlotPut, the locations of the pages
 // published and the slots c holds after it: those granted, and those of
-// pages that were already published (EXISTS: unused).
+// pages that were already published (EXISTS: unused). A SlotPut the node
+// refused as a whole changed nothing (SPEC.md §5b): its slots stay c's,
+// and the put fails with the refusal once its other answers are read.
 func (sp *slotPut) answered(sc shmCommit, m frame.Message) error {
+	p := sp.p
+	if _, isErr := m.(*frame.Error); isErr {
+		for _, i := range sc.pages {
+			sp.kept = append(sp.kept, sp.slots[i])
+		}
+		p.refused = cmp.Or(p.refused, fromFrame("slot put", m))
+		return nil
+	}
 	ok, _, err := slotAnswer(m, len(sc.pages))
 	if err != nil {
 		return err
 	}
-	p := sp.p
 	for j, i := range sc.pages {
 		r := ok.Results[j]
 		switch {
