@@ -90,7 +90,6 @@ _IOV = 512
 _SLACK = 0.02
 
 _TIMEVAL = struct.Struct("@ll")  # struct timeval: seconds, microseconds
-_SUM_LEN = {"crc32c": 4, "sha256": 32}  # a page's checksum length by algorithm
 
 
 class ConnectionLost(E.UnavailableError):
@@ -441,7 +440,7 @@ class RawConn:
         not)."""
         rid = self.next_id()
         self.send([frame(OP_READ, rid, F.read_body(ns_id, lease_id, keys))])
-        sum_len = _SUM_LEN.get(algorithm, 4)
+        sum_len = len(Hasher(algorithm).digest())  # the namespace's checksum length
         bad = 0
         caller_err: Optional[E.StrataError] = None
         for i in range(len(keys)):
