@@ -47,15 +47,17 @@ type nodeClient struct {
 	raw                  atomic.Pointer[rawSession]
 
 	// rdma plane (rdma.go): rdmaMu serialises starting and replacing
-	// rdma, and guards rdmaAdvert and rdmaTried.
+	// rdma. rdmaAdvert is the node's last OpenNamespace advertisement (nil:
+	// none, or the client may not use the plane); rdmaTried is when a
+	// session was last started (unix nanoseconds).
 	rdmaAllowed bool
 	rdmaConfig  rdma.Config
 	rdmaCounts  *rdmaCounts // the client's
 	log         *slog.Logger
 	rdmaMu      sync.Mutex
 	rdma        atomic.Pointer[rdmaSession]
-	rdmaAdvert  *pb.RdmaPlane // the node's last OpenNamespace advertisement; nil: none
-	rdmaTried   time.Time
+	rdmaAdvert  atomic.Pointer[pb.RdmaPlane]
+	rdmaTried   atomic.Int64
 }
 
 // dialNode prepares the connection to the node at addr (host:port)
@@ -80,9 +82,9 @@ func dialNode(addr string, opts Options) (*nodeClient, error) {
 func (c *nodeClient) Close() error {
 	shmErr := c.closeShm()
 	c.closeRaw()
-	c.closeRDMA()
+	rdmaErr := c.closeRDMA()
 	c.bg.Wait()
-	return errors.Join(shmErr, c.conn.Close())
+	return errors.Join(shmErr, rdmaErr, c.conn.Close())
 }
 
 // open performs the namespace handshake with the node: it validates and

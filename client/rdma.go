@@ -104,9 +104,7 @@ func (c *nodeClient) startRDMA(advert *pb.RdmaPlane, nodeID string) {
 	if !c.rdmaAllowed {
 		return
 	}
-	c.rdmaMu.Lock()
-	c.rdmaAdvert = advert
-	c.rdmaMu.Unlock()
+	c.rdmaAdvert.Store(advert)
 	if advert == nil {
 		c.rdmaFallback(&c.rdmaCounts.peer, "the node does not advertise the rdma plane", nodeID, nil)
 		return
@@ -120,8 +118,8 @@ func (c *nodeClient) rdmaSession(nodeID string) *rdmaSession {
 	if s := c.rdma.Load(); s != nil && !s.broken.Load() && s.nodeID == nodeID {
 		return s
 	}
-	if !c.rdmaAllowed || nodeID == "" {
-		return nil
+	if c.rdmaAdvert.Load() == nil || nodeID == "" || !c.rdmaDue() {
+		return nil // the common case of a node without the plane takes no lock
 	}
 	c.rdmaMu.Lock()
 	defer c.rdmaMu.Unlock()
@@ -130,28 +128,34 @@ func (c *nodeClient) rdmaSession(nodeID string) *rdmaSession {
 			return s
 		}
 		c.rdma.Store(nil)
-		c.bg.Go(s.close)
+		c.bg.Go(func() { _ = s.close() }) // once the calls using it are done
 	}
-	if c.rdmaAdvert == nil || time.Since(c.rdmaTried) < retryAfter {
+	if !c.rdmaDue() {
 		return nil
 	}
-	c.rdmaTried = time.Now()
+	c.rdmaTried.Store(time.Now().UnixNano())
 	s := &rdmaSession{nodeID: nodeID, broke: func(err error) {
 		c.rdmaFallback(&c.rdmaCounts.connect, "the rdma session broke", nodeID, err)
 	}}
 	if err := s.open(c.rdmaConfig); err != nil {
-		s.close()
+		_ = s.close() // what opened is released; the open's error says why
 		c.rdmaFallback(&c.rdmaCounts.device, "this client's rdma device is not usable", nodeID, err)
 		return nil
 	}
 	if err := s.connect(c.rpc); err != nil {
-		s.close()
+		_ = s.close()
 		c.rdmaFallback(&c.rdmaCounts.connect, "the rdma queue pair did not connect", nodeID, err)
 		return nil
 	}
 	c.rdma.Store(s)
-	c.log.Info("rdma: reading pages over the rdma plane", "node", nodeID, "device", c.rdmaAdvert.GetDevice())
+	c.log.Info("rdma: reading pages over the rdma plane", "node", nodeID, "device", c.rdmaAdvert.Load().GetDevice())
 	return s
+}
+
+// rdmaDue reports whether retryAfter has passed since a session was last
+// started.
+func (c *nodeClient) rdmaDue() bool {
+	return time.Since(time.Unix(0, c.rdmaTried.Load())) >= retryAfter
 }
 
 // rdmaFallback counts and logs why the node's calls use the next plane.
@@ -161,13 +165,14 @@ func (c *nodeClient) rdmaFallback(count *atomic.Int64, why, nodeID string, err e
 }
 
 // closeRDMA closes the session, if any.
-func (c *nodeClient) closeRDMA() {
+func (c *nodeClient) closeRDMA() error {
 	c.rdmaMu.Lock()
 	s := c.rdma.Swap(nil)
 	c.rdmaMu.Unlock()
-	if s != nil {
-		s.close()
+	if s == nil {
+		return nil
 	}
+	return s.close()
 }
 
 // rdmaFor is the rdma session for this namespace's node, or nil.
@@ -220,7 +225,7 @@ func (s *rdmaSession) connect(rpc pb.StrataClient) error {
 
 // close ends the stream and releases the pair, the buffer and the device,
 // once no call uses them.
-func (s *rdmaSession) close() {
+func (s *rdmaSession) close() error {
 	s.broken.Store(true)
 	if s.cancel != nil {
 		s.cancel()
@@ -238,7 +243,7 @@ func (s *rdmaSession) close() {
 		errs = append(errs, s.dev.Close())
 	}
 	s.pair, s.buf, s.dev = nil, nil, nil
-	_ = errors.Join(errs...) // nothing to undo: the session is gone either way
+	return errors.Join(errs...)
 }
 
 // fail marks the session broken after err: the call goes to the next
