@@ -102,47 +102,71 @@ func DescriptorProto(d namespace.Descriptor) *stratav1.Descriptor {
 	return p
 }
 
+// enumPair is one value of a core enum and the wire enum that carries it.
+type enumPair[C, W comparable] struct {
+	core C
+	wire W
+}
+
+// checksums pairs each checksum algorithm with its wire enum; 0 is
+// UNSPECIFIED on both sides.
+func checksums() []enumPair[namespace.Checksum, stratav1.ChecksumAlgorithm] {
+	return []enumPair[namespace.Checksum, stratav1.ChecksumAlgorithm]{
+		{0, stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED},
+		{namespace.CRC32C, stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C},
+		{namespace.SHA256, stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256},
+	}
+}
+
+// keyFormats pairs each key format with its wire enum; 0 is UNSPECIFIED on
+// both sides.
+func keyFormats() []enumPair[namespace.KeyFormat, stratav1.KeyFormat] {
+	return []enumPair[namespace.KeyFormat, stratav1.KeyFormat]{
+		{0, stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED},
+		{namespace.KeyChain, stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN},
+		{namespace.KeyBlocks, stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS},
+	}
+}
+
+// wireEnum returns the wire value paired with c, or c's number where pairs
+// has no such value.
+func wireEnum[C ~uint8, W ~int32](c C, pairs []enumPair[C, W]) W {
+	for _, p := range pairs {
+		if p.core == c {
+			return p.wire
+		}
+	}
+	return W(c)
+}
+
+// coreEnum returns the core value paired with w, or unknown where pairs has
+// no such value.
+func coreEnum[C, W comparable](w W, pairs []enumPair[C, W], unknown C) C {
+	for _, p := range pairs {
+		if p.wire == w {
+			return p.core
+		}
+	}
+	return unknown
+}
+
 // ChecksumProto returns the wire enum of c: 0 stays UNSPECIFIED (which means
 // CRC32C on the wire too).
 func ChecksumProto(c namespace.Checksum) stratav1.ChecksumAlgorithm {
-	switch c {
-	case 0:
-		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED
-	case namespace.CRC32C:
-		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C
-	case namespace.SHA256:
-		return stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256
-	}
-	return stratav1.ChecksumAlgorithm(c)
+	return wireEnum(c, checksums())
 }
 
 // Checksum maps the wire enum: UNSPECIFIED is 0 (CRC32C once
 // normalized); a value this build does not know becomes an algorithm that
 // Validate rejects and Checksum.String calls "unknown".
 func Checksum(a stratav1.ChecksumAlgorithm) namespace.Checksum {
-	switch a {
-	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED:
-		return 0
-	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C:
-		return namespace.CRC32C
-	case stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256:
-		return namespace.SHA256
-	}
-	return namespace.UnknownChecksum
+	return coreEnum(a, checksums(), namespace.UnknownChecksum)
 }
 
 // KeyFormatProto returns the wire enum of f: 0 stays UNSPECIFIED (which
 // means SHA256_CHAIN on the wire too).
 func KeyFormatProto(f namespace.KeyFormat) stratav1.KeyFormat {
-	switch f {
-	case 0:
-		return stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED
-	case namespace.KeyChain:
-		return stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN
-	case namespace.KeyBlocks:
-		return stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS
-	}
-	return stratav1.KeyFormat(f)
+	return wireEnum(f, keyFormats())
 }
 
 // KeyFormat maps the wire enum: UNSPECIFIED is 0 (sha256-chain once
@@ -150,13 +174,5 @@ func KeyFormatProto(f namespace.KeyFormat) stratav1.KeyFormat {
 // Validate rejects, so a node never serves keys it cannot compute the way
 // the client does.
 func KeyFormat(f stratav1.KeyFormat) namespace.KeyFormat {
-	switch f {
-	case stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED:
-		return 0
-	case stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN:
-		return namespace.KeyChain
-	case stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS:
-		return namespace.KeyBlocks
-	}
-	return namespace.UnknownKeyFormat
+	return coreEnum(f, keyFormats(), namespace.UnknownKeyFormat)
 }

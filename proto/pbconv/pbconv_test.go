@@ -43,39 +43,44 @@ func TestProtoRoundTrip(t *testing.T) {
 	}
 }
 
-func TestChecksumEnum(t *testing.T) {
-	for c, a := range map[namespace.Checksum]stratav1.ChecksumAlgorithm{
+func TestEnums(t *testing.T) {
+	checkEnum(t, ChecksumProto, Checksum, 9, namespace.UnknownChecksum, map[namespace.Checksum]stratav1.ChecksumAlgorithm{
 		0:                stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED,
 		namespace.CRC32C: stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_CRC32C,
 		namespace.SHA256: stratav1.ChecksumAlgorithm_CHECKSUM_ALGORITHM_SHA256,
-	} {
-		if ChecksumProto(c) != a || Checksum(a) != c {
-			t.Errorf("checksum %d <-> %v do not map onto each other", c, a)
-		}
-		// Some callers convert the wire enum numerically.
-		if namespace.Checksum(a) != c {
-			t.Errorf("wire value %d is not Checksum %d", a, c)
-		}
-	}
-	d := Descriptor(&stratav1.Descriptor{Tenant: "t", Model: "m", PageTokens: 1, PageBytes: 1, Checksum: 9})
-	if err := d.Validate(); !errors.Is(err, namespace.ErrInvalid) {
-		t.Errorf("unknown wire checksum validates: %v", err)
-	}
-}
-
-func TestKeyFormatEnum(t *testing.T) {
-	for f, w := range map[namespace.KeyFormat]stratav1.KeyFormat{
+	})
+	checkEnum(t, KeyFormatProto, KeyFormat, 7, namespace.UnknownKeyFormat, map[namespace.KeyFormat]stratav1.KeyFormat{
 		0:                   stratav1.KeyFormat_KEY_FORMAT_UNSPECIFIED,
 		namespace.KeyChain:  stratav1.KeyFormat_KEY_FORMAT_SHA256_CHAIN,
 		namespace.KeyBlocks: stratav1.KeyFormat_KEY_FORMAT_SHA256_BLOCKS,
+	})
+	// A descriptor with a wire value this build does not know is invalid.
+	for name, p := range map[string]*stratav1.Descriptor{
+		"checksum":   {Tenant: "t", Model: "m", PageTokens: 1, PageBytes: 1, Checksum: 9},
+		"key format": {Tenant: "t", Model: "m", PageTokens: 16, PageBytes: 1, KeyFormat: 7},
 	} {
-		if KeyFormatProto(f) != w || KeyFormat(w) != f {
-			t.Errorf("key format %d <-> %v do not map onto each other", f, w)
+		if err := Descriptor(p).Validate(); !errors.Is(err, namespace.ErrInvalid) {
+			t.Errorf("unknown wire %s validates: %v", name, err)
 		}
 	}
-	d := Descriptor(&stratav1.Descriptor{Tenant: "t", Model: "m", PageTokens: 16, PageBytes: 1, KeyFormat: 7})
-	if err := d.Validate(); !errors.Is(err, namespace.ErrInvalid) || d.KeyFormat != namespace.UnknownKeyFormat {
-		t.Errorf("unknown wire key format validates: %v", err)
+}
+
+// checkEnum checks that toWire and fromWire map each pair onto each other,
+// that each wire value is its core value's number (some callers convert the
+// wire enum numerically), and that fromWire maps the wire value unknownWire,
+// which this build does not know, to unknown.
+func checkEnum[C ~uint8, W ~int32](t *testing.T, toWire func(C) W, fromWire func(W) C, unknownWire W, unknown C, pairs map[C]W) {
+	t.Helper()
+	for c, w := range pairs {
+		if toWire(c) != w || fromWire(w) != c {
+			t.Errorf("%T %d <-> %v do not map onto each other", c, c, w)
+		}
+		if C(w) != c {
+			t.Errorf("wire value %d is not %T %d", w, c, c)
+		}
+	}
+	if got := fromWire(unknownWire); got != unknown {
+		t.Errorf("unknown wire %T %d maps to %d, want %d", unknownWire, unknownWire, got, unknown)
 	}
 }
 
