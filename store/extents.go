@@ -66,11 +66,10 @@ func (r Reader) Extents(id namespace.ID, callerLease uint64, keys []namespace.Ke
 // Write). It fails like Write for unknown, expired or closed reservations.
 func (pub Publisher) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.Tier) (ext tiers.Extent, ok bool, err error) {
 	s := pub.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return tiers.Extent{}, false, err
 	}
-	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
 	s.unlock()
 	if err != nil {

@@ -204,18 +204,11 @@ func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*e
 	}
 }
 
-// applier applies the hit log whenever a lookup leaves a batch in it.
-func (s *Store) applier() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.hitWake:
-			s.lock()
-			s.unlock()
-		}
-	}
+// applyHitLog applies the hit log (lock does): the applier calls it
+// whenever a lookup leaves a batch in the log.
+func (s *Store) applyHitLog(time.Time) {
+	s.lock()
+	s.unlock()
 }
 
 // lock takes s.mu and applies the hit log. Every section under s.mu takes

@@ -189,11 +189,10 @@ func (s *Store) liveLeaseLocked(n *nsState, id uint64) (*lease, error) {
 // RenewLease extends a live lease to ttl from now (0 = default, capped).
 func (r Reader) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (Lease, error) {
 	s := r.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return Lease{}, err
 	}
-	s.lock()
 	defer s.unlock()
 	l, err := s.liveLeaseLocked(n, leaseID)
 	if err != nil {
@@ -206,18 +205,16 @@ func (r Reader) RenewLease(id namespace.ID, leaseID uint64, ttl time.Duration) (
 // ReleaseLease ends a lease early, unpinning its pages.
 func (r Reader) ReleaseLease(id namespace.ID, leaseID uint64) error {
 	s := r.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return err
 	}
-	s.lock()
 	defer s.unlock()
 	l, err := s.liveLeaseLocked(n, leaseID)
-	if err != nil {
-		return err
+	if err == nil {
+		s.endLeaseLocked(leaseID, l)
 	}
-	s.endLeaseLocked(leaseID, l)
-	return nil
+	return err
 }
 
 func (s *Store) expireLeaseLocked(id uint64, l *lease) {
@@ -393,11 +390,10 @@ func (h Handoff) Handed(id namespace.ID, keys []namespace.Key) (int, error) {
 }
 
 func (s *Store) remove(id namespace.ID, keys []namespace.Key, handed bool) (int, error) {
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return 0, err
 	}
-	s.lock()
 	defer s.unlock()
 	s.handing = handed
 	defer func() { s.handing = false }()

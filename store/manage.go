@@ -13,11 +13,10 @@ import (
 // pages it removed.
 func (a Admin) DropNamespace(id namespace.ID) (int, error) {
 	s := a.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return 0, err
 	}
-	s.lock()
 	defer s.unlock()
 	n.dropping = true // the namespace goes: no notices for its pages
 	removed := 0

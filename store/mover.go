@@ -53,23 +53,16 @@ func (s *Store) wakeMover(tier int) {
 
 // mover runs until Close, demoting when woken and on a slow tick.
 func (s *Store) mover() {
-	defer s.wg.Done()
 	if len(s.cfg.Tiers) < 2 {
+		s.wg.Done()
 		return
 	}
-	t := time.NewTicker(time.Second) // watermarks are also checked without a wake-up
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.moverWake:
-		case <-t.C:
-		}
+	// Watermarks are also checked without a wake-up.
+	s.loop(time.Second, s.moverWake, func(time.Time) {
 		for tier := 0; tier < len(s.cfg.Tiers)-1; tier++ {
 			s.drain(tier)
 		}
-	}
+	})
 }
 
 // drain demotes pages of tier until its use is under the low watermark, or

@@ -39,11 +39,10 @@ func (s *Store) rememberedLocked(n *nsState, wid uint64) (CommitStatus, bool) {
 // id of another namespace, never issued or forgotten. It changes nothing.
 func (pub Publisher) Outcome(id namespace.ID, writeID uint64) (CommitStatus, error) {
 	s := pub.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return 0, err
 	}
-	s.lock()
 	r := s.reservations[writeID]
 	if r != nil && r.ns == n && r.committing {
 		s.unlock()

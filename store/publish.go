@@ -189,11 +189,10 @@ func (s *Store) putAgainLocked(n *nsState, key namespace.Key) bool {
 // off may not exceed the bytes already written (rewriting is allowed).
 func (pub Publisher) Write(id namespace.ID, writeID uint64, off int64, p []byte) error {
 	s := pub.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return err
 	}
-	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
 	s.unlock()
 	if err != nil {
@@ -244,11 +243,10 @@ func (s *Store) openReservationLocked(n *nsState, writeID uint64) (*reservation,
 // namespace answers what the first one did (outcomes.go).
 func (pub Publisher) Commit(id namespace.ID, writeID uint64, size int64, sum []byte) (CommitStatus, error) {
 	s := pub.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return 0, err
 	}
-	s.lock()
 	r := s.reservations[writeID]
 	if r == nil || r.ns != n || r.slot {
 		st, ok := s.rememberedLocked(n, writeID)
@@ -362,11 +360,10 @@ func (pub Publisher) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl 
 // mapped, the whole page then counted as written (as DirectWrite does);
 // nil when it is not.
 func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return nil, err
 	}
-	s.lock()
 	r, err := s.openReservationLocked(n, writeID)
 	s.unlock()
 	if err != nil {
@@ -526,11 +523,10 @@ func (s *Store) insertLocked(e *entry, parent namespace.Key, hasParent bool, sum
 // Abort drops reservations before commit and returns how many it dropped.
 func (pub Publisher) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
 	s := pub.s
-	n, err := s.namespace(id)
+	n, err := s.lockNamespace(id)
 	if err != nil {
 		return 0, err
 	}
-	s.lock()
 	defer s.unlock()
 	aborted := 0
 	for _, wid := range writeIDs {

@@ -237,10 +237,10 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.wg.Add(4)
-	go s.janitor()
+	go s.loop(s.cfg.JanitorInterval, nil, s.expire) // the janitor
 	go s.mover()
 	go s.hinter()
-	go s.applier()
+	go s.loop(0, s.hitWake, s.applyHitLog) // the applier
 	return s, nil
 }
 
@@ -313,6 +313,16 @@ func (s *Store) namespace(id namespace.ID) (*nsState, error) {
 	return n, nil
 }
 
+// lockNamespace is namespace, returning with s's lock taken (lock) when it
+// finds the namespace: the caller unlocks.
+func (s *Store) lockNamespace(id namespace.ID) (*nsState, error) {
+	n, err := s.namespace(id)
+	if err == nil {
+		s.lock()
+	}
+	return n, err
+}
+
 // newIDLocked returns a fresh write or lease id: 64 random bits (never 0,
 // never an id in use), so that no client can name a lease or reservation
 // it was not given by guessing near its own, as sequential ids allowed
@@ -328,18 +338,29 @@ func (s *Store) newIDLocked() uint64 {
 	}
 }
 
-// janitor reclaims expired reservations and leases until Close.
-func (s *Store) janitor() {
+// loop is the body of a goroutine of s (counted in s.wg): until Close, it
+// calls f each time wake fires and, when every is not zero, on a tick every
+// that long, with the tick's time (or the time it woke). The janitor, which
+// reclaims expired reservations and leases, the mover and the hit log's
+// applier run on it.
+func (s *Store) loop(every time.Duration, wake <-chan struct{}, f func(now time.Time)) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.JanitorInterval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
+		var now time.Time
 		select {
 		case <-s.stop:
 			return
-		case now := <-t.C:
-			s.expire(now)
+		case <-wake:
+			now = time.Now()
+		case now = <-tick:
 		}
+		f(now)
 	}
 }
 
