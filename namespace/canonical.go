@@ -117,21 +117,30 @@ func appendExtra(b []byte, d *Descriptor) []byte {
 // Equal encodings mean the same namespace; ID is its SHA-256.
 func (d Descriptor) Canonical() []byte {
 	d.normalizeScalars()
-	b := make([]byte, 0, 640)
-	b = append(b, '{')
+	b := append(make([]byte, 0, 640), '{')
+	b = appendMembers(b, &d, nil)
+	return append(b, '}')
+}
+
+// appendMembers appends the members of d's canonical object, in canonical
+// order and comma-separated, without the braces: those of the fields keep
+// accepts, or of every field when keep is nil.
+func appendMembers(b []byte, d *Descriptor, keep func(name string) bool) []byte {
+	first := true
 	for i := range canonicalFields {
 		f := &canonicalFields[i]
-		if f.omit != nil && f.omit(&d) {
+		if (f.omit != nil && f.omit(d)) || (keep != nil && !keep(f.name)) {
 			continue
 		}
-		if i > 0 {
+		if !first {
 			b = append(b, ',')
 		}
+		first = false
 		b = appendJSONString(b, f.name)
 		b = append(b, ':')
-		b = f.appendValue(b, &d)
+		b = f.appendValue(b, d)
 	}
-	return append(b, '}')
+	return b
 }
 
 // appendJSONString appends s as a JSON string, escaped exactly as Python's

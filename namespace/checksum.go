@@ -1,21 +1,11 @@
 package namespace
 
-import (
-	"fmt"
-
-	"github.com/minio/sha256-simd"
-)
+import "github.com/minio/sha256-simd"
 
 // ParseChecksum parses a checksum name as used in descriptors: "crc32c" or
 // "sha256". Errors wrap ErrInvalid.
 func ParseChecksum(s string) (Checksum, error) {
-	switch s {
-	case "crc32c":
-		return CRC32C, nil
-	case "sha256":
-		return SHA256, nil
-	}
-	return 0, fmt.Errorf("checksum %q: want crc32c or sha256: %w", s, ErrInvalid)
+	return parseEnum[Checksum](checksumNames[:], "checksum", s)
 }
 
 // ChecksumOf returns the checksum of page bytes p under d.Checksum (0 means

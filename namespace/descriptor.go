@@ -230,26 +230,21 @@ func (d *Descriptor) kvHeadsPerShard() (uint64, error) {
 // "tenant", "tokenizer_revision" and "v":1.
 func (d Descriptor) ForkKey() string {
 	d.normalizeScalars()
-	b := make([]byte, 0, 256)
-	b = append(b, '{')
-	for i, kv := range [...][2]string{
-		{"adapter", d.Adapter},
-		{"adapter_revision", d.AdapterRevision},
-		{"model", d.Model},
-		{"model_revision", d.ModelRevision},
-		{"tenant", d.Tenant},
-		{"tokenizer_revision", d.TokenizerRevision},
-	} {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, kv[0])
-		b = append(b, ':')
-		b = appendJSONString(b, kv[1])
-	}
+	b := append(make([]byte, 0, 256), '{')
+	b = appendMembers(b, &d, forkField)
 	b = append(b, `,"v":1}`...)
 	s := sum256(b)
 	return fmt.Sprintf("%x", s[:])
+}
+
+// forkField reports whether a canonical field is one of those that name a
+// fork's cache (ForkKey).
+func forkField(name string) bool {
+	switch name {
+	case "adapter", "adapter_revision", "model", "model_revision", "tenant", "tokenizer_revision":
+		return true
+	}
+	return false
 }
 
 // LayoutDiff returns the canonical JSON names of the fields in which the

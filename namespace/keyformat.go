@@ -47,27 +47,16 @@ const (
 // sha256-blocks format: a page holds a multiple of it.
 const keyBlockTokens = 16
 
+// keyFormatNames are the key format names used in descriptors and tables.
+var keyFormatNames = [...]string{KeyChain: "sha256-chain", KeyBlocks: "sha256-blocks"}
+
 // String returns the name used in descriptors and tables.
-func (f KeyFormat) String() string {
-	switch f {
-	case KeyChain:
-		return "sha256-chain"
-	case KeyBlocks:
-		return "sha256-blocks"
-	}
-	return "unknown"
-}
+func (f KeyFormat) String() string { return enumName(keyFormatNames[:], f) }
 
 // ParseKeyFormat parses a key format name as used in descriptors:
 // "sha256-chain" or "sha256-blocks". Errors wrap ErrInvalid.
 func ParseKeyFormat(s string) (KeyFormat, error) {
-	switch s {
-	case "sha256-chain":
-		return KeyChain, nil
-	case "sha256-blocks":
-		return KeyBlocks, nil
-	}
-	return 0, fmt.Errorf("key format %q: want sha256-chain or sha256-blocks: %w", s, ErrInvalid)
+	return parseEnum[KeyFormat](keyFormatNames[:], "key format", s)
 }
 
 // PageKeys returns one key per full page of tokens in the namespace with

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/minio/sha256-simd"
 
@@ -26,23 +27,10 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 func (id ID) Short() string { return id.String()[:12] }
 
 // IDFromBytes converts a wire ID, checking its length.
-func IDFromBytes(b []byte) (ID, error) {
-	var id ID
-	if len(b) != IDSize {
-		return id, fmt.Errorf("namespace id is %d bytes, want %d: %w", len(b), IDSize, ErrBadID)
-	}
-	copy(id[:], b)
-	return id, nil
-}
+func IDFromBytes(b []byte) (ID, error) { return fromBytes[ID](b, "namespace id", ErrBadID) }
 
 // ParseID parses a 64-digit hex namespace ID.
-func ParseID(s string) (ID, error) {
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return ID{}, fmt.Errorf("parsing namespace id %q: %w", s, ErrBadID)
-	}
-	return IDFromBytes(b)
-}
+func ParseID(s string) (ID, error) { return parseHex[ID](s, "namespace id", ErrBadID) }
 
 // Key names a page inside its namespace.
 type Key [KeySize]byte
@@ -51,22 +39,31 @@ type Key [KeySize]byte
 func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // KeyFromBytes converts a wire key, checking its length.
-func KeyFromBytes(b []byte) (Key, error) {
-	var k Key
-	if len(b) != KeySize {
-		return k, fmt.Errorf("page key is %d bytes, want %d: %w", len(b), KeySize, ErrBadKey)
-	}
-	copy(k[:], b)
-	return k, nil
-}
+func KeyFromBytes(b []byte) (Key, error) { return fromBytes[Key](b, "page key", ErrBadKey) }
 
 // ParseKey parses a 64-digit hex page key.
-func ParseKey(s string) (Key, error) {
+func ParseKey(s string) (Key, error) { return parseHex[Key](s, "page key", ErrBadKey) }
+
+// fromBytes converts b to an ID or a Key (what names it in the error),
+// checking its length; errors wrap bad.
+func fromBytes[T ~[32]byte](b []byte, what string, bad error) (T, error) {
+	var v T
+	if len(b) != len(v) {
+		return v, fmt.Errorf("%s is %d bytes, want %d: %w", what, len(b), len(v), bad)
+	}
+	copy(v[:], b)
+	return v, nil
+}
+
+// parseHex parses an ID or a Key in hex (what names it in the error);
+// errors wrap bad.
+func parseHex[T ~[32]byte](s, what string, bad error) (T, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil {
-		return Key{}, fmt.Errorf("parsing page key %q: %w", s, ErrBadKey)
+		var zero T
+		return zero, fmt.Errorf("parsing %s %q: %w", what, s, bad)
 	}
-	return KeyFromBytes(b)
+	return fromBytes[T](b, what, bad)
 }
 
 // Checksum names the algorithm that guards a namespace's pages.
@@ -82,15 +79,34 @@ const (
 	UnknownChecksum Checksum = 0xff
 )
 
+// checksumNames are the checksum names used in descriptors and tables.
+var checksumNames = [...]string{CRC32C: "crc32c", SHA256: "sha256"}
+
 // String returns the name used in descriptors and tables.
-func (c Checksum) String() string {
-	switch c {
-	case CRC32C:
-		return "crc32c"
-	case SHA256:
-		return "sha256"
+func (c Checksum) String() string { return enumName(checksumNames[:], c) }
+
+// enumName is v's name in names (indexed by value), or "unknown".
+func enumName[T ~uint8](names []string, v T) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
 	return "unknown"
+}
+
+// parseEnum is the value named s in names (indexed by value); the error
+// for any other s lists the names and wraps ErrInvalid.
+func parseEnum[T ~uint8](names []string, what, s string) (T, error) {
+	var known []string
+	for v, name := range names {
+		if name == "" {
+			continue
+		}
+		if name == s {
+			return T(v), nil
+		}
+		known = append(known, name)
+	}
+	return 0, fmt.Errorf("%s %q: want %s: %w", what, s, strings.Join(known, " or "), ErrInvalid)
 }
 
 // Size is the byte length of a checksum of this algorithm.
