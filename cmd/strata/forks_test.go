@@ -128,36 +128,23 @@ func TestSilentFork(t *testing.T) {
 	id4 := func(rank int) string { return tp4.ranks[rank].ID().String() }
 	id8 := func(rank int) string { return tp8.ranks[rank].ID().String() }
 
-	out := nodes[1].run(t, "ns", "forks")
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("ns forks: want a heading, a table of 2 forks, meaning and hint:\n%s", out)
-	}
-	if want := "tenant acme, model llama-3-70b, revision r7: 2 forks, differing in tp_size"; lines[0] != want {
-		t.Errorf("ns forks heading = %q, want %q", lines[0], want)
-	}
-	rows := table(strings.Join(lines[1:4], "\n"))
-	want := [][]string{
-		{"FORK", "TP_SIZE", "SHARDS", "ID", "PAGE_BYTES", "PAGES", "BYTES", "HIT%"},
-		{"1", "4", "4", id4(0)[:12], "16KiB", fmt.Sprint(pages4), humanBytes(bytes4), "100.0%"},
-		{"2", "8", "8", id8(0)[:12], "8KiB", fmt.Sprint(pages8), humanBytes(bytes8), "75.0%"},
-	}
-	if !slices.EqualFunc(rows, want, slices.Equal) {
-		t.Errorf("ns forks table:\n got %q\nwant %q", rows, want)
-	}
 	meaning := "meaning: these namespaces cache the same model but cannot share pages: requests routed to a " +
 		"tp_size=4 replica miss pages written by tp_size=8 replicas, and the other way round"
-	if lines[4] != meaning || !strings.HasPrefix(lines[5], "hint: to share one cache, run every replica of this model with the same tp_size") {
-		t.Errorf("ns forks: meaning and hint:\n%s\n%s", lines[4], lines[5])
-	}
-	t.Logf("strata ns forks:\n%s", out)
+	checkTwoForks(t, nodes[1].run(t, "ns", "forks"),
+		"tenant acme, model llama-3-70b, revision r7: 2 forks, differing in tp_size",
+		[][]string{
+			{"FORK", "TP_SIZE", "SHARDS", "ID", "PAGE_BYTES", "PAGES", "BYTES", "HIT%"},
+			{"1", "4", "4", id4(0)[:12], "16KiB", fmt.Sprint(pages4), humanBytes(bytes4), "100.0%"},
+			{"2", "8", "8", id8(0)[:12], "8KiB", fmt.Sprint(pages8), humanBytes(bytes8), "75.0%"},
+		},
+		meaning, "hint: to share one cache, run every replica of this model with the same tp_size")
 
 	var doc struct {
 		NodeID     string          `json:"node_id"`
 		Namespaces int             `json:"namespaces"`
 		Groups     []forkGroupJSON `json:"groups"`
 	}
-	out = nodes[0].run(t, "ns", "forks", "-o", "json")
+	out := nodes[0].run(t, "ns", "forks", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("ns forks -o json: %v\n%s", err, out)
 	}
@@ -322,35 +309,22 @@ func TestFormatFork(t *testing.T) {
 		t.Fatal("two page formats share a namespace")
 	}
 
-	out := n.run(t, "ns", "forks")
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("ns forks: want a heading, a table of 2 forks, meaning and hint:\n%s", out)
-	}
-	if want := "tenant acme, model llama-3-8b, revision r1: 2 format forks, differing in page_format"; lines[0] != want {
-		t.Errorf("ns forks heading = %q, want %q", lines[0], want)
-	}
-	rows := table(strings.Join(lines[1:4], "\n"))
-	want := [][]string{
-		{"FORK", "PAGE_FORMAT", "SHARDS", "ID", "PAGE_BYTES", "PAGES", "BYTES", "HIT%"},
-		{"1", layerFirst, "1", a[:12], "16KiB", "2", "32KiB", "-"},
-		{"2", kvFirst, "1", b[:12], "16KiB", "1", "16KiB", "-"},
-	}
-	if !slices.EqualFunc(rows, want, slices.Equal) {
-		t.Errorf("ns forks table:\n got %q\nwant %q", rows, want)
-	}
 	meaning := "meaning: format fork: these namespaces cache the same model in different page byte formats (" +
 		layerFirst + " | " + kvFirst + "): a replica of one cannot read the pages of another, " +
 		"so requests routed to it miss every page written in another format"
-	if lines[4] != meaning || !strings.HasPrefix(lines[5], "hint: to share one cache, run every replica of this model with the same page_format") {
-		t.Errorf("ns forks: meaning and hint:\n%s\n%s", lines[4], lines[5])
-	}
-	t.Logf("strata ns forks:\n%s", out)
+	checkTwoForks(t, n.run(t, "ns", "forks"),
+		"tenant acme, model llama-3-8b, revision r1: 2 format forks, differing in page_format",
+		[][]string{
+			{"FORK", "PAGE_FORMAT", "SHARDS", "ID", "PAGE_BYTES", "PAGES", "BYTES", "HIT%"},
+			{"1", layerFirst, "1", a[:12], "16KiB", "2", "32KiB", "-"},
+			{"2", kvFirst, "1", b[:12], "16KiB", "1", "16KiB", "-"},
+		},
+		meaning, "hint: to share one cache, run every replica of this model with the same page_format")
 
 	var doc struct {
 		Groups []forkGroupJSON `json:"groups"`
 	}
-	out = n.run(t, "ns", "forks", "-o", "json")
+	out := n.run(t, "ns", "forks", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Groups) != 1 {
 		t.Fatalf("ns forks -o json: %v\n%s", err, out)
 	}
@@ -383,4 +357,25 @@ func TestFormatFork(t *testing.T) {
 	if got := forkKind([]string{"kv_format_version", "page_format"}); got != kindFormat {
 		t.Errorf("a version fork that changes the format is a %s fork", got)
 	}
+}
+
+// checkTwoForks checks the text of `ns forks` for one group of two forks:
+// its heading, its table (want, heading row first), its meaning line and
+// that the hint line starts with hint.
+func checkTwoForks(t *testing.T, out, heading string, want [][]string, meaning, hint string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("ns forks: want a heading, a table of 2 forks, meaning and hint:\n%s", out)
+	}
+	if lines[0] != heading {
+		t.Errorf("ns forks heading = %q, want %q", lines[0], heading)
+	}
+	if rows := table(strings.Join(lines[1:4], "\n")); !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("ns forks table:\n got %q\nwant %q", rows, want)
+	}
+	if lines[4] != meaning || !strings.HasPrefix(lines[5], hint) {
+		t.Errorf("ns forks: meaning and hint:\n%s\n%s", lines[4], lines[5])
+	}
+	t.Logf("strata ns forks:\n%s", out)
 }
