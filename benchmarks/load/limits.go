@@ -142,10 +142,7 @@ func (w *tcpWorkload) Do(_ context.Context, op Op, wk, i int) error {
 func (*tcpWorkload) After(context.Context, Op, int) error { return nil }
 
 func (w *tcpWorkload) Close(context.Context) error {
-	var err error
-	for _, c := range w.conns {
-		err = errors.Join(err, c.Close())
-	}
+	err := closeAll(w.conns)
 	if w.srv != nil {
 		w.srv.Close()
 	}

@@ -607,3 +607,12 @@ func RandomBytes(n int, seed uint64) []byte {
 	_, _ = r.Read(b)
 	return b
 }
+
+// closeAll closes every one of cs and joins their errors.
+func closeAll[C io.Closer](cs []C) error {
+	var err error
+	for _, c := range cs {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}

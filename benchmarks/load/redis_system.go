@@ -98,13 +98,7 @@ func (w *redisWorkload) Do(_ context.Context, op Op, wk, i int) error {
 
 func (*redisWorkload) After(context.Context, Op, int) error { return nil }
 
-func (w *redisWorkload) Close(context.Context) error {
-	var err error
-	for _, c := range w.conns {
-		err = errors.Join(err, c.Close())
-	}
-	return err
-}
+func (w *redisWorkload) Close(context.Context) error { return closeAll(w.conns) }
 
 // putSlot is the working-set page that put number i of worker wk
 // overwrites, for systems that overwrite rather than write fresh pages:

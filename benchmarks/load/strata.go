@@ -212,10 +212,7 @@ func (s *Strata) Name() string {
 
 // Close closes the clients and the node this system started.
 func (s *Strata) Close() error {
-	var err error
-	for _, c := range s.clients {
-		err = errors.Join(err, c.Close())
-	}
+	err := closeAll(s.clients)
 	if s.node != nil {
 		err = errors.Join(err, s.node.Close(), os.RemoveAll(s.dir))
 	}
