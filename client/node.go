@@ -80,11 +80,26 @@ func dialNode(addr string, opts Options) (*nodeClient, error) {
 // Close closes the planes and the connection, after waiting for
 // background aborts.
 func (c *nodeClient) Close() error {
-	shmErr := c.closeShm()
+	shmErr := closeSession(&c.shmMu, &c.shm)
 	c.closeRaw()
-	rdmaErr := c.closeRDMA()
+	rdmaErr := closeSession(&c.rdmaMu, &c.rdma)
 	c.bg.Wait()
 	return errors.Join(shmErr, rdmaErr, c.conn.Close())
+}
+
+// closeSession takes a plane's session out of cur, under mu (which
+// serialises starting and replacing it), and closes it, if any.
+func closeSession[S any, P interface {
+	*S
+	close() error
+}](mu *sync.Mutex, cur *atomic.Pointer[S]) error {
+	mu.Lock()
+	s := P(cur.Swap(nil))
+	mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.close()
 }
 
 // open performs the namespace handshake with the node: it validates and

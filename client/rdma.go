@@ -164,17 +164,6 @@ func (c *nodeClient) rdmaFallback(count *atomic.Int64, why, nodeID string, err e
 	c.log.Info("rdma: using the next plane: "+why, "node", nodeID, "err", err)
 }
 
-// closeRDMA closes the session, if any.
-func (c *nodeClient) closeRDMA() error {
-	c.rdmaMu.Lock()
-	s := c.rdma.Swap(nil)
-	c.rdmaMu.Unlock()
-	if s == nil {
-		return nil
-	}
-	return s.close()
-}
-
 // rdmaFor is the rdma session for this namespace's node, or nil.
 func (n *nodeNS) rdmaFor() *rdmaSession { return n.c.rdmaSession(n.nodeID) }
 

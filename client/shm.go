@@ -297,17 +297,6 @@ func (c *nodeClient) shmSession(nodeID string) *shmSession {
 	return s
 }
 
-// closeShm closes the session, if any.
-func (c *nodeClient) closeShm() error {
-	c.shmMu.Lock()
-	s := c.shm.Swap(nil)
-	c.shmMu.Unlock()
-	if s == nil {
-		return nil
-	}
-	return s.close()
-}
-
 // usingShm reports whether calls currently go through shared memory.
 func (c *nodeClient) usingShm() bool {
 	s := c.shm.Load()

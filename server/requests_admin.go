@@ -19,10 +19,16 @@ import (
 // namespaces are the namespaces caller c may see; only tenant's when
 // tenant is not "".
 func (s *Server) namespaces(c caller, tenant string) []store.NamespaceStats {
-	var out []store.NamespaceStats
-	for _, st := range s.cfg.Store.Admin().Namespaces() {
-		if c.mayUse(st.Tenant) == nil && (tenant == "" || tenant == st.Tenant) {
-			out = append(out, st)
+	return visible(c, tenant, s.cfg.Store.Admin().Namespaces(), func(st store.NamespaceStats) string { return st.Tenant })
+}
+
+// visible are the items caller c may see, each of the tenant tenantOf
+// names; only tenant's when tenant is not "".
+func visible[T any](c caller, tenant string, items []T, tenantOf func(T) string) []T {
+	var out []T
+	for _, it := range items {
+		if t := tenantOf(it); c.mayUse(t) == nil && (tenant == "" || tenant == t) {
+			out = append(out, it)
 		}
 	}
 	return out
@@ -68,13 +74,7 @@ func (s *Server) usage(c caller) map[string]store.Usage {
 // leases are the store's active read leases that caller c may see, soonest
 // expiry first; only tenant's when tenant is not "".
 func (s *Server) leases(c caller, tenant string) []store.LeaseInfo {
-	var out []store.LeaseInfo
-	for _, l := range s.cfg.Store.Admin().Leases() {
-		if c.mayUse(l.Tenant) == nil && (tenant == "" || tenant == l.Tenant) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return visible(c, tenant, s.cfg.Store.Admin().Leases(), func(l store.LeaseInfo) string { return l.Tenant })
 }
 
 // dropNamespace drops namespace id's pages from the store and forgets its

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,13 +50,12 @@ func (c *Conn) PeerGone() bool {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConn(nc)
 	if err != nil {
 		return true
+	}
+	if rc == nil {
+		return false
 	}
 	gone := false
 	if err := rc.Read(func(fd uintptr) bool {

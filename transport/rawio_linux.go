@@ -38,15 +38,33 @@ type RawSocket struct {
 // descriptor (or the platform no raw path). A RawSocket is for one reader
 // and one writer at a time, like the net.Conn under it.
 func NewRawSocket(nc net.Conn) *RawSocket {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc, err := rawConn(nc)
+	if rc == nil || err != nil {
 		return nil
 	}
 	return &RawSocket{rc: rc, lend: lender{r: -1, w: -1}}
+}
+
+// rawConn is nc's raw connection, or nil where nc has no file descriptor;
+// an error is SyscallConn's (nc is closed).
+func rawConn(nc net.Conn) (syscall.RawConn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, nil
+	}
+	return sc.SyscallConn()
+}
+
+// callErr is the error of a system call made through a RawConn: the
+// RawConn's own (the connection closed), else errno as op's, else nil.
+func callErr(op string, err error, errno syscall.Errno) error {
+	switch {
+	case err != nil:
+		return err
+	case errno != 0:
+		return os.NewSyscallError(op, errno)
+	}
+	return nil
 }
 
 // Read implements io.Reader: one read(2) of what is there, waiting for
@@ -90,12 +108,10 @@ func (r *RawSocket) Read(p []byte) (int, error) {
 			return false // wait until readable
 		}
 	})
-	switch {
-	case err != nil:
+	if err := callErr("read", err, errno); err != nil {
 		return 0, err
-	case errno != 0:
-		return 0, os.NewSyscallError("read", errno)
-	case n == 0:
+	}
+	if n == 0 {
 		return 0, io.EOF
 	}
 	return int(n), nil
@@ -135,13 +151,7 @@ func (r *RawSocket) Writev(bufs ...[]byte) error {
 		return true
 	})
 	clear(r.iov) // drop the references to the caller's bytes
-	switch {
-	case err != nil:
-		return err
-	case errno != 0:
-		return os.NewSyscallError("writev", errno)
-	}
-	return nil
+	return callErr("writev", err, errno)
 }
 
 // advance drops the first n bytes of iov.

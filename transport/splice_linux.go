@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -159,13 +158,7 @@ func (r *RawSocket) drainPipe(n int) error {
 		}
 		return true
 	})
-	switch {
-	case err != nil:
-		return err
-	case errno != 0:
-		return os.NewSyscallError("splice", errno)
-	}
-	return nil
+	return callErr("splice", err, errno)
 }
 
 // closeLend closes the lending pipe, after any write under way (Conn.Close
