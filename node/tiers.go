@@ -57,10 +57,7 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 	switch name {
 	case "host":
 		h, err := tiers.NewHost(tiers.HostConfig{Capacity: n.cfg.HostBytes, Prefault: n.cfg.HostPrefault})
-		if err != nil {
-			return nil, fmt.Errorf("host tier: %w", err)
-		}
-		return h, nil
+		return opened(name, h, err)
 	case "ssd":
 		if n.cfg.SSDBytes <= 0 {
 			return nil, unsized("ssd", explicit)
@@ -71,10 +68,7 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 		}
 		s, err := tiers.NewSSD(tiers.SSDConfig{Dir: dir, Capacity: n.cfg.SSDBytes, Sync: n.cfg.SSDSync, Logger: n.log,
 			Background: true}) // no fallocate or fsync under the store's lock
-		if err != nil {
-			return nil, fmt.Errorf("ssd tier: %w", err)
-		}
-		return s, nil
+		return opened(name, s, err)
 	case "gpu":
 		if n.cfg.GPUBytes <= 0 {
 			return nil, unsized("gpu", explicit)
@@ -84,12 +78,18 @@ func (n *Node) openTier(name string, explicit bool) (tiers.Tier, error) {
 			n.log.Warn("gpu tier unavailable; running without it", "err", err)
 			return nil, nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("gpu tier: %w", err)
-		}
-		return g, nil
+		return opened(name, g, err)
 	}
 	return nil, fmt.Errorf("unknown tier %q: want gpu, host or ssd", name)
+}
+
+// opened is openTier's answer for a tier's constructor's: the tier, or the
+// error naming the tier (and never a nil *Host or *SSD as a non-nil Tier).
+func opened[T tiers.Tier](name string, t T, err error) (tiers.Tier, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s tier: %w", name, err)
+	}
+	return t, nil
 }
 
 // unsized is openTier's answer for a tier given no capacity: nothing (the
