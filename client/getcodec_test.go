@@ -2,23 +2,25 @@ package client
 
 import (
 	"bytes"
+	"flag"
 	"math/rand/v2"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratakv/strata/internal/testing/splitbuf"
+	"github.com/stratakv/strata/internal/testing/testseed"
 	"github.com/stratakv/strata/namespace"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
+
+var getInSeed = flag.Uint64("getin.seed", 0, "seed of TestGetInReassemblesPages (0: from the clock)")
 
 // TestGetInReassemblesPages decodes a Get stream's messages, cut at random
 // places, straight into page buffers, and checks the pages and their
 // checksums.
 func TestGetInReassemblesPages(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 3))
+	r := testseed.Rand(t, *getInSeed, "getin.seed")
 	for round := range 50 {
 		size, chunk := 1+r.IntN(100000), 1+r.IntN(30000)
 		pages := make([][]byte, 1+r.IntN(4))

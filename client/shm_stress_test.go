@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/testseed"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
@@ -43,11 +44,7 @@ func versionedPage(k namespace.Key, v uint64, size int) []byte {
 // exactly a version that was put for its key (a raced copy is a miss).
 // Bounded by -shm.stress; reproduce with -shm.seed.
 func TestShmStress(t *testing.T) {
-	seed := *shmStressSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -shm.seed=%d)", seed, seed)
+	seed := testseed.Choose(t, *shmStressSeed, "shm.seed")
 	n, _ := shmNode(t, func(c *node.Config) { c.HostBytes = 2 << 20 }) // 128 pages of 16 KiB
 	ctx := ctxT(t)
 	c, ns := openShm(t, n)

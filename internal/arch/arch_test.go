@@ -55,7 +55,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 rdma transport",
-		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testlog internal/testing/testnode membership node"},
+		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testlog internal/testing/testnode internal/testing/testseed membership node"},
 	"client/admin":               {"internal/dial proto/strata/v1", "internal/testing/admintest internal/testing/leaktest internal/testing/testnode namespace node proto/pbconv"},
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
