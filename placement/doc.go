@@ -96,5 +96,6 @@
 //
 // testdata/vectors.json holds seeds, hashes, scores (as binary64 bit
 // patterns) and rankings for fixed views and keys; testdata/check_vectors.py
-// reproduces them with the Python standard library alone.
+// checks that the Python client (python/strata_client/placement.py, the
+// Python standard library alone) reproduces them.
 package placement

@@ -171,8 +171,8 @@ func vectorCompare(vv vectorView, vk vectorKey, a, b string) int {
 	return 1
 }
 
-// TestPythonVectors runs the stdlib-only Python reimplementation against the
-// vectors; it skips where python3 is not installed.
+// TestPythonVectors checks the Python client's placement (stdlib only)
+// against the vectors; it skips where python3 is not installed.
 func TestPythonVectors(t *testing.T) {
 	golden.Python(t, "testdata/check_vectors.py", vectorsPath)
 }
