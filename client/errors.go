@@ -49,6 +49,30 @@ var (
 	ErrUnavailable = errors.New("no node available")
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = errors.New("client closed")
+
+	// The transfer rooms' refusals (transfer.go, docs/design.md §14).
+
+	// ErrRoomBusy is returned by OpenRoom for a room with a live attempt.
+	ErrRoomBusy = errors.New("room has a live attempt")
+	// ErrStaleAttempt is returned by a room call naming an attempt that is
+	// not the room's current one; it changed nothing.
+	ErrStaleAttempt = errors.New("stale attempt")
+	// ErrNoRoom is returned when the room's node holds no record of it.
+	ErrNoRoom = errors.New("no such room")
+	// ErrTransferAborted is returned for an attempt that was aborted.
+	ErrTransferAborted = errors.New("transfer aborted")
+	// ErrTransferExpired is returned for an attempt that expired.
+	ErrTransferExpired = errors.New("transfer expired")
+	// ErrTransferState is returned for a room call its attempt's state
+	// does not allow.
+	ErrTransferState = errors.New("call not allowed in the attempt's state")
+	// ErrNamespaceMismatch is returned by AwaitRoom when the consumer's
+	// namespace is not the producer's; the message names the fields.
+	ErrNamespaceMismatch = errors.New("namespace differs from the producer's")
+	// ErrPinQuota is returned by PublishRoom over the pin quota.
+	ErrPinQuota = errors.New("transfer pins over quota")
+	// ErrPageNotPresent is returned by PublishRoom for a page not published.
+	ErrPageNotPresent = errors.New("page not published")
 )
 
 // errNotAdmitted marks a node's refusal of pages it values below what it
@@ -73,6 +97,11 @@ var refusals = []struct {
 	{pb.ReasonInvalidArgument, ErrInvalid}, {pb.ReasonBatchTooLarge, ErrBatchTooLarge},
 	{pb.ReasonNoSpace, ErrNoSpace}, {pb.ReasonQuota, ErrQuota},
 	{pb.ReasonShuttingDown, ErrUnavailable}, {pb.ReasonNotAdmitted, errNotAdmitted},
+	{pb.ReasonRoomBusy, ErrRoomBusy}, {pb.ReasonStaleAttempt, ErrStaleAttempt}, {pb.ReasonNoRoom, ErrNoRoom},
+	{pb.ReasonTransferAborted, ErrTransferAborted}, {pb.ReasonTransferExpired, ErrTransferExpired},
+	{pb.ReasonTransferState, ErrTransferState}, {pb.ReasonMismatch, ErrNamespaceMismatch},
+	{pb.ReasonPinQuota, ErrPinQuota}, {pb.ReasonPageNotPresent, ErrPageNotPresent},
+	{pb.ReasonTooManyRooms, ErrQuota},
 }
 
 // refusal is the sentinel of a refusal's reason, nil for none.

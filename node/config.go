@@ -9,6 +9,7 @@ import (
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transfer"
 )
 
 // The node's configuration: every field, its default, and setDefaults,
@@ -186,6 +187,10 @@ type Config struct {
 	// this node holds whose owner is another alive member go back to it.
 	// Handoff.Every negative turns it off.
 	Handoff peer.HandoffConfig
+	// Transfer tunes the transfer rooms (transfer.Config; its Pinner is
+	// the node's). MaxPinnedBytes 0 takes a quarter of HostBytes; a nil
+	// TenantPinnedBytes gives each tenant half of MaxPinnedBytes.
+	Transfer transfer.Config
 	// EtcdDialTimeout bounds the first round trip to etcd at start (and
 	// each attempt to reach it again while degraded). Default 5s.
 	EtcdDialTimeout time.Duration

@@ -49,6 +49,7 @@ import (
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
+	"github.com/stratakv/strata/transfer"
 )
 
 // Version is reported by NodeInfo and registrations.
@@ -76,6 +77,8 @@ type Node struct {
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *peer.Sender
 	handoff  *peer.Handoff          // nil when off
+	rooms    *transfer.Rooms        // the transfer rooms (transfer.go)
+	pins     *peer.Pinner           // pins the rooms' pages where they live
 	shm      *server.ShmListener    // nil without a host tier or with ShmSocket "off"
 	raw      *server.RawListener    // nil with RawListen "off" or when it could not bind
 	rdma     *rdmaPlane             // nil without RDMADevice or when it could not serve (rdma.go)
@@ -161,13 +164,14 @@ func (n *Node) start(ctx context.Context) error {
 		n.handoff = peer.NewHandoff(n.id, n.store, cfg.peerDial(), cfg.Handoff, n.log)
 		n.handoff.Start(n.members)
 	}
+	n.startTransfer()
 	if reg := n.reg.Load(); reg != nil {
 		if err := n.startCoord(reg); err != nil {
 			return err
 		}
 	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
-		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n},
+		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n}, Rooms: n.rooms,
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Audit: n.audit, Logger: n.log})
 	if err != nil {
@@ -214,6 +218,7 @@ func (n *Node) start(ctx context.Context) error {
 	go func() { n.served <- n.grpc.Serve(srv.Track(n.lis)) }()
 	n.wg.Add(1)
 	go n.advertise()
+	n.sweepRooms()
 	if n.degraded.Load() {
 		n.health.SetServingStatus(RegistryHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
 		n.wg.Add(1)

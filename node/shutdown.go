@@ -32,6 +32,7 @@ func (n *Node) Close() error {
 		n.log.Warn("leaving the cluster", "err", err)
 	}
 	n.srv.Stop()
+	n.closeTransfer() // waiting consumers hear of it before the drain
 	done := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()
@@ -88,6 +89,7 @@ func (n *Node) closeCoord() {
 func (n *Node) closeParts() error {
 	var errs []error
 	n.closeCoord()
+	n.closeTransfer()
 	if n.shm != nil {
 		errs = append(errs, n.shm.Close())
 	}

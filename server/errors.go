@@ -15,6 +15,7 @@ import (
 	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/transfer"
 )
 
 // Errors the server raises itself; each maps to one code and reason below.
@@ -76,6 +77,21 @@ var mapping = []struct {
 	{store.ErrClosed, codes.Unavailable, pb.ReasonShuttingDown, frame.CodeShuttingDown},
 	// Admin only (no frame op drops namespaces): asking again will not help.
 	{errNoUnregister, codes.Unimplemented, "", frame.CodeBadRequest},
+	// Transfer rooms and their pins are served on gRPC alone (the pages
+	// move on every plane, by ordinary gets): no frame carries these, and
+	// their frame column is never sent (grpcOnly in errors_test.go).
+	{store.ErrNotPresent, codes.FailedPrecondition, pb.ReasonPageNotPresent, frame.CodeBadRequest},
+	{transfer.ErrRoomBusy, codes.FailedPrecondition, pb.ReasonRoomBusy, frame.CodeBadRequest},
+	{transfer.ErrStaleAttempt, codes.FailedPrecondition, pb.ReasonStaleAttempt, frame.CodeBadRequest},
+	{transfer.ErrNoRoom, codes.NotFound, pb.ReasonNoRoom, frame.CodeBadRequest},
+	{transfer.ErrAborted, codes.Aborted, pb.ReasonTransferAborted, frame.CodeBadRequest},
+	{transfer.ErrExpired, codes.DeadlineExceeded, pb.ReasonTransferExpired, frame.CodeBadRequest},
+	{transfer.ErrWrongState, codes.FailedPrecondition, pb.ReasonTransferState, frame.CodeBadRequest},
+	{transfer.ErrMismatch, codes.FailedPrecondition, pb.ReasonMismatch, frame.CodeBadRequest},
+	{transfer.ErrPinQuota, codes.ResourceExhausted, pb.ReasonPinQuota, frame.CodeBadRequest},
+	{transfer.ErrTooManyRooms, codes.ResourceExhausted, pb.ReasonTooManyRooms, frame.CodeBadRequest},
+	{transfer.ErrBadRequest, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
+	{transfer.ErrClosed, codes.Unavailable, pb.ReasonShuttingDown, frame.CodeShuttingDown},
 }
 
 // toStatus converts an error to a gRPC status error with an ErrorInfo

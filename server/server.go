@@ -26,6 +26,7 @@ import (
 	"github.com/stratakv/strata/proto/pbconv"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
+	"github.com/stratakv/strata/transfer"
 )
 
 // Registry records namespaces cluster-wide (etcd). Implementations return
@@ -76,6 +77,9 @@ type Config struct {
 	// Coordination, if set, reports the eviction cutoffs the node applies
 	// and their coordinator (server/cluster.go). Default nil: none.
 	Coordination Coordination
+	// Rooms serves the Transfer service (requests_transfer.go). Default
+	// nil: the node refuses transfer calls.
+	Rooms *transfer.Rooms
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
 	// StallTimeout is how long a gRPC Get may take to send one page, or a
@@ -95,6 +99,7 @@ type Server struct {
 	pb.UnimplementedStrataServer
 	pb.UnimplementedAdminServer
 	pb.UnimplementedClusterServer
+	pb.UnimplementedTransferServer
 
 	cfg      Config
 	log      *slog.Logger
@@ -164,7 +169,7 @@ func (s *Server) SetRecovery(r []*pb.TierRecovery) { s.cfg.Recovery = r }
 // Their handlers' errors become gRPC statuses (toStatus) on the way out,
 // before any interceptor sees them.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	for _, d := range []*grpc.ServiceDesc{&pb.Strata_ServiceDesc, &pb.Admin_ServiceDesc, &pb.Cluster_ServiceDesc} {
+	for _, d := range []*grpc.ServiceDesc{&pb.Strata_ServiceDesc, &pb.Admin_ServiceDesc, &pb.Cluster_ServiceDesc, &pb.Transfer_ServiceDesc} {
 		g.RegisterService(withStatus(d), s)
 	}
 }

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -150,6 +151,7 @@ type Grant struct {
 // Stats counts the rooms' outcomes since start.
 type Stats struct {
 	Live, Tombstones  int
+	Waiting           int // consumers waiting in Await
 	PinnedBytes       uint64
 	Opened, Published uint64
 	Acked, Expired    uint64
@@ -173,6 +175,7 @@ type Rooms struct {
 	pinned  uint64
 	tenant  map[string]uint64 // pinned bytes by tenant
 	live    int
+	waiting int
 	stats   Stats
 }
 
@@ -365,6 +368,7 @@ func (r *Rooms) Await(ctx context.Context, tenant, room string, a Attempt, consu
 		var ch chan struct{}
 		if wait {
 			ch = r.waiterLocked(key)
+			r.waiting++
 		}
 		r.mu.Unlock()
 		if release != nil {
@@ -376,6 +380,11 @@ func (r *Rooms) Await(ctx context.Context, tenant, room string, a Attempt, consu
 		select {
 		case <-ch:
 		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+		if ctx.Err() != nil {
 			return Grant{}, fmt.Errorf("awaiting room %q: %w", room, context.Cause(ctx))
 		}
 	}
@@ -558,7 +567,7 @@ func (r *Rooms) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	s.Live, s.Tombstones, s.PinnedBytes = r.live, len(r.tombs), r.pinned
+	s.Live, s.Tombstones, s.PinnedBytes, s.Waiting = r.live, len(r.tombs), r.pinned, r.waiting
 	return s
 }
 
@@ -609,4 +618,10 @@ func (r *Rooms) notifyLocked(key string) {
 		close(ch)
 		delete(r.waiters, key)
 	}
+}
+
+// RoomKey is the placement key of a room: its record lives on the node
+// that owns this key, found by producer and consumer alike.
+func RoomKey(room string) namespace.Key {
+	return namespace.Key(sha256.Sum256([]byte("strata transfer room\x00" + room)))
 }

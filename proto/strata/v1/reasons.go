@@ -32,6 +32,16 @@ const (
 	ReasonShuttingDown      = "SHUTTING_DOWN"
 	ReasonRegistry          = "REGISTRY_UNAVAILABLE"
 	ReasonInternal          = "INTERNAL"
+	ReasonPageNotPresent    = "PAGE_NOT_PRESENT"
+	ReasonRoomBusy          = "ROOM_BUSY"
+	ReasonStaleAttempt      = "STALE_ATTEMPT"
+	ReasonNoRoom            = "NO_ROOM"
+	ReasonTransferAborted   = "TRANSFER_ABORTED"
+	ReasonTransferExpired   = "TRANSFER_EXPIRED"
+	ReasonTransferState     = "TRANSFER_STATE"
+	ReasonMismatch          = "NAMESPACE_MISMATCH"
+	ReasonPinQuota          = "PIN_QUOTA"
+	ReasonTooManyRooms      = "TOO_MANY_ROOMS"
 )
 
 // ReasonOf returns the strata ErrorInfo reason of a gRPC error, or "".

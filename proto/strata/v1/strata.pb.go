@@ -37,6 +37,17 @@
 //     TRUNCATED            Aborted             one-call Put stream ended inside a page
 //     REGISTRY_UNAVAILABLE Unavailable         a new namespace could not be recorded in etcd
 //     SHUTTING_DOWN        Unavailable         the node is draining
+//     PAGE_NOT_PRESENT     FailedPrecondition  a transfer publish or pin names a page not published
+//     ROOM_BUSY            FailedPrecondition  the room has a live attempt
+//     STALE_ATTEMPT        FailedPrecondition  the call names an attempt that is not the room's current one
+//     NO_ROOM              NotFound            no record of the room on this node
+//     TRANSFER_ABORTED     Aborted             the attempt was aborted (the message says why)
+//     TRANSFER_EXPIRED     DeadlineExceeded    the attempt expired unpublished, or its pin's TTL passed
+//     TRANSFER_STATE       FailedPrecondition  the call is not allowed in the attempt's state
+//     NAMESPACE_MISMATCH   FailedPrecondition  the consumer's namespace is not the producer's; the
+//                                              message names the differing descriptor fields
+//     PIN_QUOTA            ResourceExhausted   pinning would take the tenant or node over its pin quota
+//     TOO_MANY_ROOMS       ResourceExhausted   the node holds its cap of live rooms
 //     INTERNAL             Internal            a bug or an I/O failure; the message says which
 //   Per-page outcomes of batch calls (Reserve, Commit, Put) are enums in the
 //   response, so one bad page never fails its neighbours.
@@ -448,6 +459,125 @@ func (x MemberState) Number() protoreflect.EnumNumber {
 // Deprecated: Use MemberState.Descriptor instead.
 func (MemberState) EnumDescriptor() ([]byte, []int) {
 	return file_strata_v1_strata_proto_rawDescGZIP(), []int{6}
+}
+
+type RoomState int32
+
+const (
+	RoomState_ROOM_STATE_UNSPECIFIED RoomState = 0
+	RoomState_ROOM_STATE_OPEN        RoomState = 1
+	RoomState_ROOM_STATE_PUBLISHED   RoomState = 2
+	RoomState_ROOM_STATE_LOADING     RoomState = 3
+	RoomState_ROOM_STATE_DRAINING    RoomState = 4 // aborted while the consumer may read: pinned until Ack
+	RoomState_ROOM_STATE_ACKED       RoomState = 5
+	RoomState_ROOM_STATE_ABORTED     RoomState = 6
+	RoomState_ROOM_STATE_EXPIRED     RoomState = 7
+)
+
+// Enum value maps for RoomState.
+var (
+	RoomState_name = map[int32]string{
+		0: "ROOM_STATE_UNSPECIFIED",
+		1: "ROOM_STATE_OPEN",
+		2: "ROOM_STATE_PUBLISHED",
+		3: "ROOM_STATE_LOADING",
+		4: "ROOM_STATE_DRAINING",
+		5: "ROOM_STATE_ACKED",
+		6: "ROOM_STATE_ABORTED",
+		7: "ROOM_STATE_EXPIRED",
+	}
+	RoomState_value = map[string]int32{
+		"ROOM_STATE_UNSPECIFIED": 0,
+		"ROOM_STATE_OPEN":        1,
+		"ROOM_STATE_PUBLISHED":   2,
+		"ROOM_STATE_LOADING":     3,
+		"ROOM_STATE_DRAINING":    4,
+		"ROOM_STATE_ACKED":       5,
+		"ROOM_STATE_ABORTED":     6,
+		"ROOM_STATE_EXPIRED":     7,
+	}
+)
+
+func (x RoomState) Enum() *RoomState {
+	p := new(RoomState)
+	*p = x
+	return p
+}
+
+func (x RoomState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RoomState) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_v1_strata_proto_enumTypes[7].Descriptor()
+}
+
+func (RoomState) Type() protoreflect.EnumType {
+	return &file_strata_v1_strata_proto_enumTypes[7]
+}
+
+func (x RoomState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RoomState.Descriptor instead.
+func (RoomState) EnumDescriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{7}
+}
+
+type AbortReason int32
+
+const (
+	AbortReason_ABORT_REASON_UNSPECIFIED      AbortReason = 0
+	AbortReason_ABORT_REASON_USER_CANCEL      AbortReason = 1
+	AbortReason_ABORT_REASON_TIMEOUT          AbortReason = 2
+	AbortReason_ABORT_REASON_PRODUCER_FAILURE AbortReason = 3
+	AbortReason_ABORT_REASON_CONSUMER_FAILURE AbortReason = 4
+)
+
+// Enum value maps for AbortReason.
+var (
+	AbortReason_name = map[int32]string{
+		0: "ABORT_REASON_UNSPECIFIED",
+		1: "ABORT_REASON_USER_CANCEL",
+		2: "ABORT_REASON_TIMEOUT",
+		3: "ABORT_REASON_PRODUCER_FAILURE",
+		4: "ABORT_REASON_CONSUMER_FAILURE",
+	}
+	AbortReason_value = map[string]int32{
+		"ABORT_REASON_UNSPECIFIED":      0,
+		"ABORT_REASON_USER_CANCEL":      1,
+		"ABORT_REASON_TIMEOUT":          2,
+		"ABORT_REASON_PRODUCER_FAILURE": 3,
+		"ABORT_REASON_CONSUMER_FAILURE": 4,
+	}
+)
+
+func (x AbortReason) Enum() *AbortReason {
+	p := new(AbortReason)
+	*p = x
+	return p
+}
+
+func (x AbortReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AbortReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_v1_strata_proto_enumTypes[8].Descriptor()
+}
+
+func (AbortReason) Type() protoreflect.EnumType {
+	return &file_strata_v1_strata_proto_enumTypes[8]
+}
+
+func (x AbortReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AbortReason.Descriptor instead.
+func (AbortReason) EnumDescriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{8}
 }
 
 // Descriptor names everything that makes KV pages interchangeable. Its
@@ -4692,6 +4822,1123 @@ func (x *HintsResponse) GetApplied() uint32 {
 	return 0
 }
 
+type PinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	TtlMs         uint32                 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"` // the room's tenant, for logs
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinRequest) Reset() {
+	*x = PinRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinRequest) ProtoMessage() {}
+
+func (x *PinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinRequest.ProtoReflect.Descriptor instead.
+func (*PinRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PinRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *PinRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *PinRequest) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *PinRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type PinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PinId         uint64                 `protobuf:"varint,1,opt,name=pin_id,json=pinId,proto3" json:"pin_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinResponse) Reset() {
+	*x = PinResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinResponse) ProtoMessage() {}
+
+func (x *PinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinResponse.ProtoReflect.Descriptor instead.
+func (*PinResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *PinResponse) GetPinId() uint64 {
+	if x != nil {
+		return x.PinId
+	}
+	return 0
+}
+
+type UnpinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	PinId         uint64                 `protobuf:"varint,2,opt,name=pin_id,json=pinId,proto3" json:"pin_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpinRequest) Reset() {
+	*x = UnpinRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpinRequest) ProtoMessage() {}
+
+func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpinRequest.ProtoReflect.Descriptor instead.
+func (*UnpinRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *UnpinRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *UnpinRequest) GetPinId() uint64 {
+	if x != nil {
+		return x.PinId
+	}
+	return 0
+}
+
+type UnpinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpinResponse) Reset() {
+	*x = UnpinResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpinResponse) ProtoMessage() {}
+
+func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpinResponse.ProtoReflect.Descriptor instead.
+func (*UnpinResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+}
+
+type OpenRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenRoomRequest) Reset() {
+	*x = OpenRoomRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenRoomRequest) ProtoMessage() {}
+
+func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenRoomRequest.ProtoReflect.Descriptor instead.
+func (*OpenRoomRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *OpenRoomRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+type OpenRoomResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       uint64                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenRoomResponse) Reset() {
+	*x = OpenRoomResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenRoomResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenRoomResponse) ProtoMessage() {}
+
+func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenRoomResponse.ProtoReflect.Descriptor instead.
+func (*OpenRoomResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *OpenRoomResponse) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *OpenRoomResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type PublishRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Room    string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The producer's namespace: its ID must be the descriptor's.
+	NamespaceId   []byte      `protobuf:"bytes,3,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Descriptor_   *Descriptor `protobuf:"bytes,4,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Keys          [][]byte    `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"` // committed pages, in order
+	Tokens        uint32      `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishRequest) Reset() {
+	*x = PublishRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishRequest) ProtoMessage() {}
+
+func (x *PublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
+func (*PublishRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *PublishRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *PublishRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetDescriptor_() *Descriptor {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetTokens() uint32 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+type PublishResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PinExpiresUnixMs int64                  `protobuf:"varint,1,opt,name=pin_expires_unix_ms,json=pinExpiresUnixMs,proto3" json:"pin_expires_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PublishResponse) Reset() {
+	*x = PublishResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResponse) ProtoMessage() {}
+
+func (x *PublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
+func (*PublishResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
+	if x != nil {
+		return x.PinExpiresUnixMs
+	}
+	return 0
+}
+
+type AwaitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt       uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`                      // 0: whichever the room publishes
+	Descriptor_   *Descriptor            `protobuf:"bytes,3,opt,name=descriptor,proto3" json:"descriptor,omitempty"`                 // the consumer's namespace
+	TimeoutMs     uint32                 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the call's deadline alone
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitRequest) Reset() {
+	*x = AwaitRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitRequest) ProtoMessage() {}
+
+func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
+func (*AwaitRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *AwaitRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *AwaitRequest) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AwaitRequest) GetDescriptor_() *Descriptor {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return nil
+}
+
+func (x *AwaitRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type AwaitResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Attempt          uint64                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	NamespaceId      []byte                 `protobuf:"bytes,2,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Keys             [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	Tokens           uint32                 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Bytes            uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	PinExpiresUnixMs int64                  `protobuf:"varint,6,opt,name=pin_expires_unix_ms,json=pinExpiresUnixMs,proto3" json:"pin_expires_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AwaitResponse) Reset() {
+	*x = AwaitResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitResponse) ProtoMessage() {}
+
+func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
+func (*AwaitResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *AwaitResponse) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AwaitResponse) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *AwaitResponse) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *AwaitResponse) GetTokens() uint32 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *AwaitResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *AwaitResponse) GetPinExpiresUnixMs() int64 {
+	if x != nil {
+		return x.PinExpiresUnixMs
+	}
+	return 0
+}
+
+type AckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt       uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRequest) Reset() {
+	*x = AckRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRequest) ProtoMessage() {}
+
+func (x *AckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
+func (*AckRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *AckRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *AckRequest) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type AckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResponse) Reset() {
+	*x = AckResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResponse) ProtoMessage() {}
+
+func (x *AckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
+func (*AckResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
+}
+
+type AbortRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt       uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Reason        AbortReason            `protobuf:"varint,3,opt,name=reason,proto3,enum=strata.v1.AbortReason" json:"reason,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRoomRequest) Reset() {
+	*x = AbortRoomRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRoomRequest) ProtoMessage() {}
+
+func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRoomRequest.ProtoReflect.Descriptor instead.
+func (*AbortRoomRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *AbortRoomRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *AbortRoomRequest) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AbortRoomRequest) GetReason() AbortReason {
+	if x != nil {
+		return x.Reason
+	}
+	return AbortReason_ABORT_REASON_UNSPECIFIED
+}
+
+func (x *AbortRoomRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type AbortRoomResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         RoomState              `protobuf:"varint,1,opt,name=state,proto3,enum=strata.v1.RoomState" json:"state,omitempty"` // after the abort: ABORTED, or DRAINING
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRoomResponse) Reset() {
+	*x = AbortRoomResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRoomResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRoomResponse) ProtoMessage() {}
+
+func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRoomResponse.ProtoReflect.Descriptor instead.
+func (*AbortRoomResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *AbortRoomResponse) GetState() RoomState {
+	if x != nil {
+		return x.State
+	}
+	return RoomState_ROOM_STATE_UNSPECIFIED
+}
+
+type RoomStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomStatusRequest) Reset() {
+	*x = RoomStatusRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomStatusRequest) ProtoMessage() {}
+
+func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomStatusRequest.ProtoReflect.Descriptor instead.
+func (*RoomStatusRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *RoomStatusRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+type RoomInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Tenant           string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Room             string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt          uint64                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	State            RoomState              `protobuf:"varint,4,opt,name=state,proto3,enum=strata.v1.RoomState" json:"state,omitempty"`
+	Reason           AbortReason            `protobuf:"varint,5,opt,name=reason,proto3,enum=strata.v1.AbortReason" json:"reason,omitempty"`
+	Detail           string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	Pages            uint32                 `protobuf:"varint,7,opt,name=pages,proto3" json:"pages,omitempty"`
+	Tokens           uint32                 `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Bytes            uint64                 `protobuf:"varint,9,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	OpenedUnixMs     int64                  `protobuf:"varint,10,opt,name=opened_unix_ms,json=openedUnixMs,proto3" json:"opened_unix_ms,omitempty"`
+	PublishedUnixMs  int64                  `protobuf:"varint,11,opt,name=published_unix_ms,json=publishedUnixMs,proto3" json:"published_unix_ms,omitempty"`
+	DoneUnixMs       int64                  `protobuf:"varint,12,opt,name=done_unix_ms,json=doneUnixMs,proto3" json:"done_unix_ms,omitempty"`
+	PinExpiresUnixMs int64                  `protobuf:"varint,13,opt,name=pin_expires_unix_ms,json=pinExpiresUnixMs,proto3" json:"pin_expires_unix_ms,omitempty"`
+	Mismatches       uint32                 `protobuf:"varint,14,opt,name=mismatches,proto3" json:"mismatches,omitempty"` // consumers refused for their namespace
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RoomInfo) Reset() {
+	*x = RoomInfo{}
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomInfo) ProtoMessage() {}
+
+func (x *RoomInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
+func (*RoomInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *RoomInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RoomInfo) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomInfo) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetState() RoomState {
+	if x != nil {
+		return x.State
+	}
+	return RoomState_ROOM_STATE_UNSPECIFIED
+}
+
+func (x *RoomInfo) GetReason() AbortReason {
+	if x != nil {
+		return x.Reason
+	}
+	return AbortReason_ABORT_REASON_UNSPECIFIED
+}
+
+func (x *RoomInfo) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *RoomInfo) GetPages() uint32 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetTokens() uint32 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetOpenedUnixMs() int64 {
+	if x != nil {
+		return x.OpenedUnixMs
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetPublishedUnixMs() int64 {
+	if x != nil {
+		return x.PublishedUnixMs
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetDoneUnixMs() int64 {
+	if x != nil {
+		return x.DoneUnixMs
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetPinExpiresUnixMs() int64 {
+	if x != nil {
+		return x.PinExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetMismatches() uint32 {
+	if x != nil {
+		return x.Mismatches
+	}
+	return 0
+}
+
+type RoomStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          *RoomInfo              `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomStatusResponse) Reset() {
+	*x = RoomStatusResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomStatusResponse) ProtoMessage() {}
+
+func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomStatusResponse.ProtoReflect.Descriptor instead.
+func (*RoomStatusResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *RoomStatusResponse) GetRoom() *RoomInfo {
+	if x != nil {
+		return x.Room
+	}
+	return nil
+}
+
+func (x *RoomStatusResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type ListRoomsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"` // filter; empty = all the caller may see
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoomsRequest) Reset() {
+	*x = ListRoomsRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoomsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoomsRequest) ProtoMessage() {}
+
+func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
+func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListRoomsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ListRoomsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rooms         []*RoomInfo            `protobuf:"bytes,1,rep,name=rooms,proto3" json:"rooms,omitempty"` // oldest first, live and ended
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoomsResponse) Reset() {
+	*x = ListRoomsResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoomsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoomsResponse) ProtoMessage() {}
+
+func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoomsResponse.ProtoReflect.Descriptor instead.
+func (*ListRoomsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ListRoomsResponse) GetRooms() []*RoomInfo {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *ListRoomsResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 type DropNamespaceRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -4706,7 +5953,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +5965,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +5978,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -4760,7 +6007,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4772,7 +6019,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4785,7 +6032,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -4826,7 +6073,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4838,7 +6085,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4851,7 +6098,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -4879,7 +6126,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4891,7 +6138,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4904,7 +6151,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -4938,7 +6185,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4950,7 +6197,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4963,7 +6210,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -4993,7 +6240,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5005,7 +6252,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5018,7 +6265,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -5067,7 +6314,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5079,7 +6326,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5092,7 +6339,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -5466,7 +6713,91 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12*\n" +
 	"\x05hints\x18\x02 \x03(\v2\x14.strata.v1.ChildHintR\x05hints\")\n" +
 	"\rHintsResponse\x12\x18\n" +
-	"\aapplied\x18\x01 \x01(\rR\aapplied\"Y\n" +
+	"\aapplied\x18\x01 \x01(\rR\aapplied\"r\n" +
+	"\n" +
+	"PinRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\rR\x05ttlMs\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"$\n" +
+	"\vPinResponse\x12\x15\n" +
+	"\x06pin_id\x18\x01 \x01(\x04R\x05pinId\"H\n" +
+	"\fUnpinRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x15\n" +
+	"\x06pin_id\x18\x02 \x01(\x04R\x05pinId\"\x0f\n" +
+	"\rUnpinResponse\"%\n" +
+	"\x0fOpenRoomRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"E\n" +
+	"\x10OpenRoomResponse\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\xc4\x01\n" +
+	"\x0ePublishRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x04R\aattempt\x12!\n" +
+	"\fnamespace_id\x18\x03 \x01(\fR\vnamespaceId\x125\n" +
+	"\n" +
+	"descriptor\x18\x04 \x01(\v2\x15.strata.v1.DescriptorR\n" +
+	"descriptor\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x16\n" +
+	"\x06tokens\x18\x06 \x01(\rR\x06tokens\"@\n" +
+	"\x0fPublishResponse\x12-\n" +
+	"\x13pin_expires_unix_ms\x18\x01 \x01(\x03R\x10pinExpiresUnixMs\"\x92\x01\n" +
+	"\fAwaitRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x04R\aattempt\x125\n" +
+	"\n" +
+	"descriptor\x18\x03 \x01(\v2\x15.strata.v1.DescriptorR\n" +
+	"descriptor\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMs\"\xbd\x01\n" +
+	"\rAwaitResponse\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12!\n" +
+	"\fnamespace_id\x18\x02 \x01(\fR\vnamespaceId\x12\x12\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\rR\x06tokens\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12-\n" +
+	"\x13pin_expires_unix_ms\x18\x06 \x01(\x03R\x10pinExpiresUnixMs\":\n" +
+	"\n" +
+	"AckRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x04R\aattempt\"\r\n" +
+	"\vAckResponse\"\x88\x01\n" +
+	"\x10AbortRoomRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x04R\aattempt\x12.\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x16.strata.v1.AbortReasonR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"?\n" +
+	"\x11AbortRoomResponse\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.strata.v1.RoomStateR\x05state\"'\n" +
+	"\x11RoomStatusRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"\xcb\x03\n" +
+	"\bRoomInfo\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x04R\aattempt\x12*\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x14.strata.v1.RoomStateR\x05state\x12.\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x16.strata.v1.AbortReasonR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05pages\x18\a \x01(\rR\x05pages\x12\x16\n" +
+	"\x06tokens\x18\b \x01(\rR\x06tokens\x12\x14\n" +
+	"\x05bytes\x18\t \x01(\x04R\x05bytes\x12$\n" +
+	"\x0eopened_unix_ms\x18\n" +
+	" \x01(\x03R\fopenedUnixMs\x12*\n" +
+	"\x11published_unix_ms\x18\v \x01(\x03R\x0fpublishedUnixMs\x12 \n" +
+	"\fdone_unix_ms\x18\f \x01(\x03R\n" +
+	"doneUnixMs\x12-\n" +
+	"\x13pin_expires_unix_ms\x18\r \x01(\x03R\x10pinExpiresUnixMs\x12\x1e\n" +
+	"\n" +
+	"mismatches\x18\x0e \x01(\rR\n" +
+	"mismatches\"V\n" +
+	"\x12RoomStatusResponse\x12'\n" +
+	"\x04room\x18\x01 \x01(\v2\x13.strata.v1.RoomInfoR\x04room\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"*\n" +
+	"\x10ListRoomsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"W\n" +
+	"\x11ListRoomsResponse\x12)\n" +
+	"\x05rooms\x18\x01 \x03(\v2\x13.strata.v1.RoomInfoR\x05rooms\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"Y\n" +
 	"\x14DropNamespaceRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1e\n" +
 	"\n" +
@@ -5536,7 +6867,22 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x15\n" +
 	"\x11MEMBER_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11MEMBER_STATE_LEFT\x10\x042\xe0\x06\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x04*\xcd\x01\n" +
+	"\tRoomState\x12\x1a\n" +
+	"\x16ROOM_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fROOM_STATE_OPEN\x10\x01\x12\x18\n" +
+	"\x14ROOM_STATE_PUBLISHED\x10\x02\x12\x16\n" +
+	"\x12ROOM_STATE_LOADING\x10\x03\x12\x17\n" +
+	"\x13ROOM_STATE_DRAINING\x10\x04\x12\x14\n" +
+	"\x10ROOM_STATE_ACKED\x10\x05\x12\x16\n" +
+	"\x12ROOM_STATE_ABORTED\x10\x06\x12\x16\n" +
+	"\x12ROOM_STATE_EXPIRED\x10\a*\xa9\x01\n" +
+	"\vAbortReason\x12\x1c\n" +
+	"\x18ABORT_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ABORT_REASON_USER_CANCEL\x10\x01\x12\x18\n" +
+	"\x14ABORT_REASON_TIMEOUT\x10\x02\x12!\n" +
+	"\x1dABORT_REASON_PRODUCER_FAILURE\x10\x03\x12!\n" +
+	"\x1dABORT_REASON_CONSUMER_FAILURE\x10\x042\xe0\x06\n" +
 	"\x06Strata\x12R\n" +
 	"\rOpenNamespace\x12\x1f.strata.v1.OpenNamespaceRequest\x1a .strata.v1.OpenNamespaceResponse\x12=\n" +
 	"\x06Lookup\x12\x18.strata.v1.LookupRequest\x1a\x19.strata.v1.LookupResponse\x126\n" +
@@ -5561,11 +6907,22 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\rDropNamespace\x12\x1f.strata.v1.DropNamespaceRequest\x1a .strata.v1.DropNamespaceResponse\x12X\n" +
 	"\x0fSetNamespaceTTL\x12!.strata.v1.SetNamespaceTTLRequest\x1a\".strata.v1.SetNamespaceTTLResponse\x12I\n" +
 	"\n" +
-	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\xd0\x01\n" +
+	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\xc2\x02\n" +
 	"\aCluster\x12@\n" +
 	"\aMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse\x12G\n" +
 	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01\x12:\n" +
-	"\x05Hints\x12\x17.strata.v1.HintsRequest\x1a\x18.strata.v1.HintsResponseB5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\x05Hints\x12\x17.strata.v1.HintsRequest\x1a\x18.strata.v1.HintsResponse\x124\n" +
+	"\x03Pin\x12\x15.strata.v1.PinRequest\x1a\x16.strata.v1.PinResponse\x12:\n" +
+	"\x05Unpin\x12\x17.strata.v1.UnpinRequest\x1a\x18.strata.v1.UnpinResponse2\xde\x03\n" +
+	"\bTransfer\x12C\n" +
+	"\bOpenRoom\x12\x1a.strata.v1.OpenRoomRequest\x1a\x1b.strata.v1.OpenRoomResponse\x12@\n" +
+	"\aPublish\x12\x19.strata.v1.PublishRequest\x1a\x1a.strata.v1.PublishResponse\x12:\n" +
+	"\x05Await\x12\x17.strata.v1.AwaitRequest\x1a\x18.strata.v1.AwaitResponse\x124\n" +
+	"\x03Ack\x12\x15.strata.v1.AckRequest\x1a\x16.strata.v1.AckResponse\x12F\n" +
+	"\tAbortRoom\x12\x1b.strata.v1.AbortRoomRequest\x1a\x1c.strata.v1.AbortRoomResponse\x12I\n" +
+	"\n" +
+	"RoomStatus\x12\x1c.strata.v1.RoomStatusRequest\x1a\x1d.strata.v1.RoomStatusResponse\x12F\n" +
+	"\tListRooms\x12\x1b.strata.v1.ListRoomsRequest\x1a\x1c.strata.v1.ListRoomsResponseB5Z3github.com/stratakv/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_strata_proto_rawDescOnce sync.Once
@@ -5579,8 +6936,8 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 	return file_strata_v1_strata_proto_rawDescData
 }
 
-var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -5589,176 +6946,223 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(ReserveStatus)(0),              // 4: strata.v1.ReserveStatus
 	(CommitStatus)(0),               // 5: strata.v1.CommitStatus
 	(MemberState)(0),                // 6: strata.v1.MemberState
-	(*Descriptor)(nil),              // 7: strata.v1.Descriptor
-	(*ComputeProfile)(nil),          // 8: strata.v1.ComputeProfile
-	(*OpenNamespaceRequest)(nil),    // 9: strata.v1.OpenNamespaceRequest
-	(*OpenNamespaceResponse)(nil),   // 10: strata.v1.OpenNamespaceResponse
-	(*LookupRequest)(nil),           // 11: strata.v1.LookupRequest
-	(*LookupResponse)(nil),          // 12: strata.v1.LookupResponse
-	(*Lease)(nil),                   // 13: strata.v1.Lease
-	(*GetRequest)(nil),              // 14: strata.v1.GetRequest
-	(*GetResponse)(nil),             // 15: strata.v1.GetResponse
-	(*PageHeader)(nil),              // 16: strata.v1.PageHeader
-	(*PageSpec)(nil),                // 17: strata.v1.PageSpec
-	(*ReserveRequest)(nil),          // 18: strata.v1.ReserveRequest
-	(*Reservation)(nil),             // 19: strata.v1.Reservation
-	(*ReserveResponse)(nil),         // 20: strata.v1.ReserveResponse
-	(*WriteRequest)(nil),            // 21: strata.v1.WriteRequest
-	(*WriteResponse)(nil),           // 22: strata.v1.WriteResponse
-	(*CommitItem)(nil),              // 23: strata.v1.CommitItem
-	(*CommitRequest)(nil),           // 24: strata.v1.CommitRequest
-	(*CommitResult)(nil),            // 25: strata.v1.CommitResult
-	(*CommitResponse)(nil),          // 26: strata.v1.CommitResponse
-	(*AbortRequest)(nil),            // 27: strata.v1.AbortRequest
-	(*AbortResponse)(nil),           // 28: strata.v1.AbortResponse
-	(*PutRequest)(nil),              // 29: strata.v1.PutRequest
-	(*PutHeader)(nil),               // 30: strata.v1.PutHeader
-	(*PutResponse)(nil),             // 31: strata.v1.PutResponse
-	(*RenewLeaseRequest)(nil),       // 32: strata.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),      // 33: strata.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),     // 34: strata.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),    // 35: strata.v1.ReleaseLeaseResponse
-	(*DeleteRequest)(nil),           // 36: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 37: strata.v1.DeleteResponse
-	(*OrphansRequest)(nil),          // 38: strata.v1.OrphansRequest
-	(*OrphansResponse)(nil),         // 39: strata.v1.OrphansResponse
-	(*RdmaPlane)(nil),               // 40: strata.v1.RdmaPlane
-	(*RdmaEndpoint)(nil),            // 41: strata.v1.RdmaEndpoint
-	(*RdmaRequest)(nil),             // 42: strata.v1.RdmaRequest
-	(*RdmaResponse)(nil),            // 43: strata.v1.RdmaResponse
-	(*RdmaPage)(nil),                // 44: strata.v1.RdmaPage
-	(*TierStats)(nil),               // 45: strata.v1.TierStats
-	(*NamespaceInfo)(nil),           // 46: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),   // 47: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 48: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),     // 49: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 50: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                 // 51: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),         // 52: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),        // 53: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),         // 54: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),        // 55: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),         // 56: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),        // 57: strata.v1.NodeInfoResponse
-	(*TenantUsage)(nil),             // 58: strata.v1.TenantUsage
-	(*TierRecovery)(nil),            // 59: strata.v1.TierRecovery
-	(*Member)(nil),                  // 60: strata.v1.Member
-	(*MembersRequest)(nil),          // 61: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 62: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 63: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 64: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 65: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 66: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 67: strata.v1.HintsResponse
-	(*DropNamespaceRequest)(nil),    // 68: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 69: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 70: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 71: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 72: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 73: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 74: strata.v1.ListLeasesResponse
-	nil,                             // 75: strata.v1.Descriptor.ExtraEntry
+	(RoomState)(0),                  // 7: strata.v1.RoomState
+	(AbortReason)(0),                // 8: strata.v1.AbortReason
+	(*Descriptor)(nil),              // 9: strata.v1.Descriptor
+	(*ComputeProfile)(nil),          // 10: strata.v1.ComputeProfile
+	(*OpenNamespaceRequest)(nil),    // 11: strata.v1.OpenNamespaceRequest
+	(*OpenNamespaceResponse)(nil),   // 12: strata.v1.OpenNamespaceResponse
+	(*LookupRequest)(nil),           // 13: strata.v1.LookupRequest
+	(*LookupResponse)(nil),          // 14: strata.v1.LookupResponse
+	(*Lease)(nil),                   // 15: strata.v1.Lease
+	(*GetRequest)(nil),              // 16: strata.v1.GetRequest
+	(*GetResponse)(nil),             // 17: strata.v1.GetResponse
+	(*PageHeader)(nil),              // 18: strata.v1.PageHeader
+	(*PageSpec)(nil),                // 19: strata.v1.PageSpec
+	(*ReserveRequest)(nil),          // 20: strata.v1.ReserveRequest
+	(*Reservation)(nil),             // 21: strata.v1.Reservation
+	(*ReserveResponse)(nil),         // 22: strata.v1.ReserveResponse
+	(*WriteRequest)(nil),            // 23: strata.v1.WriteRequest
+	(*WriteResponse)(nil),           // 24: strata.v1.WriteResponse
+	(*CommitItem)(nil),              // 25: strata.v1.CommitItem
+	(*CommitRequest)(nil),           // 26: strata.v1.CommitRequest
+	(*CommitResult)(nil),            // 27: strata.v1.CommitResult
+	(*CommitResponse)(nil),          // 28: strata.v1.CommitResponse
+	(*AbortRequest)(nil),            // 29: strata.v1.AbortRequest
+	(*AbortResponse)(nil),           // 30: strata.v1.AbortResponse
+	(*PutRequest)(nil),              // 31: strata.v1.PutRequest
+	(*PutHeader)(nil),               // 32: strata.v1.PutHeader
+	(*PutResponse)(nil),             // 33: strata.v1.PutResponse
+	(*RenewLeaseRequest)(nil),       // 34: strata.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 35: strata.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),     // 36: strata.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 37: strata.v1.ReleaseLeaseResponse
+	(*DeleteRequest)(nil),           // 38: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 39: strata.v1.DeleteResponse
+	(*OrphansRequest)(nil),          // 40: strata.v1.OrphansRequest
+	(*OrphansResponse)(nil),         // 41: strata.v1.OrphansResponse
+	(*RdmaPlane)(nil),               // 42: strata.v1.RdmaPlane
+	(*RdmaEndpoint)(nil),            // 43: strata.v1.RdmaEndpoint
+	(*RdmaRequest)(nil),             // 44: strata.v1.RdmaRequest
+	(*RdmaResponse)(nil),            // 45: strata.v1.RdmaResponse
+	(*RdmaPage)(nil),                // 46: strata.v1.RdmaPage
+	(*TierStats)(nil),               // 47: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 48: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 49: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 50: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 51: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 52: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 53: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 54: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 55: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 56: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 57: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 58: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 59: strata.v1.NodeInfoResponse
+	(*TenantUsage)(nil),             // 60: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 61: strata.v1.TierRecovery
+	(*Member)(nil),                  // 62: strata.v1.Member
+	(*MembersRequest)(nil),          // 63: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 64: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 65: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 66: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 67: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 68: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 69: strata.v1.HintsResponse
+	(*PinRequest)(nil),              // 70: strata.v1.PinRequest
+	(*PinResponse)(nil),             // 71: strata.v1.PinResponse
+	(*UnpinRequest)(nil),            // 72: strata.v1.UnpinRequest
+	(*UnpinResponse)(nil),           // 73: strata.v1.UnpinResponse
+	(*OpenRoomRequest)(nil),         // 74: strata.v1.OpenRoomRequest
+	(*OpenRoomResponse)(nil),        // 75: strata.v1.OpenRoomResponse
+	(*PublishRequest)(nil),          // 76: strata.v1.PublishRequest
+	(*PublishResponse)(nil),         // 77: strata.v1.PublishResponse
+	(*AwaitRequest)(nil),            // 78: strata.v1.AwaitRequest
+	(*AwaitResponse)(nil),           // 79: strata.v1.AwaitResponse
+	(*AckRequest)(nil),              // 80: strata.v1.AckRequest
+	(*AckResponse)(nil),             // 81: strata.v1.AckResponse
+	(*AbortRoomRequest)(nil),        // 82: strata.v1.AbortRoomRequest
+	(*AbortRoomResponse)(nil),       // 83: strata.v1.AbortRoomResponse
+	(*RoomStatusRequest)(nil),       // 84: strata.v1.RoomStatusRequest
+	(*RoomInfo)(nil),                // 85: strata.v1.RoomInfo
+	(*RoomStatusResponse)(nil),      // 86: strata.v1.RoomStatusResponse
+	(*ListRoomsRequest)(nil),        // 87: strata.v1.ListRoomsRequest
+	(*ListRoomsResponse)(nil),       // 88: strata.v1.ListRoomsResponse
+	(*DropNamespaceRequest)(nil),    // 89: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 90: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 91: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 92: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 93: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 94: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 95: strata.v1.ListLeasesResponse
+	nil,                             // 96: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	75, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	96, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	8,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
+	10, // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
 	0,  // 4: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
-	7,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
 	1,  // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	0,  // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	40, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
-	13, // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
-	16, // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
+	42, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
+	15, // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
+	18, // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
 	1,  // 11: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	17, // 12: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	19, // 12: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
 	4,  // 13: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	19, // 14: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	23, // 15: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	21, // 14: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	25, // 15: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
 	5,  // 16: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	25, // 17: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	30, // 18: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	17, // 19: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	25, // 20: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	13, // 21: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
-	41, // 22: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
-	41, // 23: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
-	44, // 24: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
+	27, // 17: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	32, // 18: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	19, // 19: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	27, // 20: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	15, // 21: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	43, // 22: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
+	43, // 23: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
+	46, // 24: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
 	3,  // 25: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	7,  // 26: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	45, // 27: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	46, // 28: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	46, // 29: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	9,  // 26: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	47, // 27: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	48, // 28: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	48, // 29: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
 	3,  // 30: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	51, // 31: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	51, // 32: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	45, // 33: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	59, // 34: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	58, // 35: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	53, // 31: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	53, // 32: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	47, // 33: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	61, // 34: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	60, // 35: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
 	3,  // 36: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
 	6,  // 37: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	45, // 38: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	60, // 39: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	63, // 40: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	64, // 41: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	47, // 38: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	62, // 39: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	65, // 40: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	66, // 41: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
 	3,  // 42: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	65, // 43: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	46, // 44: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	73, // 45: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	9,  // 46: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	11, // 47: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	14, // 48: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	18, // 49: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	21, // 50: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	24, // 51: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	27, // 52: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	29, // 53: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	32, // 54: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	34, // 55: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	36, // 56: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	38, // 57: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	42, // 58: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
-	47, // 59: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	49, // 60: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	52, // 61: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	54, // 62: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	56, // 63: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	68, // 64: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	70, // 65: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	72, // 66: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	61, // 67: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	61, // 68: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	66, // 69: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	10, // 70: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	12, // 71: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	15, // 72: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	20, // 73: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	22, // 74: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	26, // 75: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	28, // 76: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	31, // 77: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	33, // 78: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	35, // 79: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	37, // 80: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	39, // 81: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	43, // 82: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
-	48, // 83: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	50, // 84: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	53, // 85: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	55, // 86: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	57, // 87: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	69, // 88: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	71, // 89: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	74, // 90: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	62, // 91: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	62, // 92: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	67, // 93: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	70, // [70:94] is the sub-list for method output_type
-	46, // [46:70] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	67, // 43: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	9,  // 44: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,  // 45: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
+	8,  // 46: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
+	7,  // 47: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
+	7,  // 48: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
+	8,  // 49: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
+	85, // 50: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
+	85, // 51: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
+	48, // 52: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	94, // 53: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	11, // 54: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	13, // 55: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	16, // 56: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	20, // 57: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	23, // 58: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	26, // 59: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	29, // 60: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	31, // 61: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	34, // 62: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	36, // 63: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	38, // 64: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	40, // 65: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	44, // 66: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	49, // 67: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	51, // 68: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	54, // 69: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	56, // 70: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	58, // 71: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	89, // 72: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	91, // 73: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	93, // 74: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	63, // 75: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	63, // 76: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	68, // 77: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	70, // 78: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
+	72, // 79: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
+	74, // 80: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
+	76, // 81: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
+	78, // 82: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
+	80, // 83: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
+	82, // 84: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
+	84, // 85: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
+	87, // 86: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
+	12, // 87: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	14, // 88: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	17, // 89: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	22, // 90: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	24, // 91: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	28, // 92: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	30, // 93: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	33, // 94: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	35, // 95: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	37, // 96: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	39, // 97: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	41, // 98: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	45, // 99: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	50, // 100: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	52, // 101: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	55, // 102: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	57, // 103: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	59, // 104: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	90, // 105: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	92, // 106: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	95, // 107: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	64, // 108: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	64, // 109: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	69, // 110: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	71, // 111: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
+	73, // 112: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
+	75, // 113: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
+	77, // 114: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
+	79, // 115: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
+	81, // 116: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
+	83, // 117: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
+	86, // 118: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
+	88, // 119: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
+	87, // [87:120] is the sub-list for method output_type
+	54, // [54:87] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -5771,10 +7175,10 @@ func file_strata_v1_strata_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   69,
+			NumEnums:      9,
+			NumMessages:   88,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_strata_v1_strata_proto_goTypes,
 		DependencyIndexes: file_strata_v1_strata_proto_depIdxs,

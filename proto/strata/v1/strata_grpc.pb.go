@@ -37,6 +37,17 @@
 //     TRUNCATED            Aborted             one-call Put stream ended inside a page
 //     REGISTRY_UNAVAILABLE Unavailable         a new namespace could not be recorded in etcd
 //     SHUTTING_DOWN        Unavailable         the node is draining
+//     PAGE_NOT_PRESENT     FailedPrecondition  a transfer publish or pin names a page not published
+//     ROOM_BUSY            FailedPrecondition  the room has a live attempt
+//     STALE_ATTEMPT        FailedPrecondition  the call names an attempt that is not the room's current one
+//     NO_ROOM              NotFound            no record of the room on this node
+//     TRANSFER_ABORTED     Aborted             the attempt was aborted (the message says why)
+//     TRANSFER_EXPIRED     DeadlineExceeded    the attempt expired unpublished, or its pin's TTL passed
+//     TRANSFER_STATE       FailedPrecondition  the call is not allowed in the attempt's state
+//     NAMESPACE_MISMATCH   FailedPrecondition  the consumer's namespace is not the producer's; the
+//                                              message names the differing descriptor fields
+//     PIN_QUOTA            ResourceExhausted   pinning would take the tenant or node over its pin quota
+//     TOO_MANY_ROOMS       ResourceExhausted   the node holds its cap of live rooms
 //     INTERNAL             Internal            a bug or an I/O failure; the message says which
 //   Per-page outcomes of batch calls (Reserve, Commit, Put) are enums in the
 //   response, so one bad page never fails its neighbours.
@@ -1044,6 +1055,8 @@ const (
 	Cluster_Members_FullMethodName      = "/strata.v1.Cluster/Members"
 	Cluster_WatchMembers_FullMethodName = "/strata.v1.Cluster/WatchMembers"
 	Cluster_Hints_FullMethodName        = "/strata.v1.Cluster/Hints"
+	Cluster_Pin_FullMethodName          = "/strata.v1.Cluster/Pin"
+	Cluster_Unpin_FullMethodName        = "/strata.v1.Cluster/Unpin"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1060,6 +1073,12 @@ type ClusterClient interface {
 	// parent pages, and parent-gone notices to every other node. Hints are
 	// advisory: a node may drop them.
 	Hints(ctx context.Context, in *HintsRequest, opts ...grpc.CallOption) (*HintsResponse, error)
+	// Pin holds pages of a transfer room for its consumer on the node that
+	// owns them (the room's node asks each owner once per publish); Unpin
+	// releases them. Every page published or nothing pinned
+	// (PAGE_NOT_PRESENT).
+	Pin(ctx context.Context, in *PinRequest, opts ...grpc.CallOption) (*PinResponse, error)
+	Unpin(ctx context.Context, in *UnpinRequest, opts ...grpc.CallOption) (*UnpinResponse, error)
 }
 
 type clusterClient struct {
@@ -1109,6 +1128,26 @@ func (c *clusterClient) Hints(ctx context.Context, in *HintsRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Pin(ctx context.Context, in *PinRequest, opts ...grpc.CallOption) (*PinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PinResponse)
+	err := c.cc.Invoke(ctx, Cluster_Pin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Unpin(ctx context.Context, in *UnpinRequest, opts ...grpc.CallOption) (*UnpinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnpinResponse)
+	err := c.cc.Invoke(ctx, Cluster_Unpin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1123,6 +1162,12 @@ type ClusterServer interface {
 	// parent pages, and parent-gone notices to every other node. Hints are
 	// advisory: a node may drop them.
 	Hints(context.Context, *HintsRequest) (*HintsResponse, error)
+	// Pin holds pages of a transfer room for its consumer on the node that
+	// owns them (the room's node asks each owner once per publish); Unpin
+	// releases them. Every page published or nothing pinned
+	// (PAGE_NOT_PRESENT).
+	Pin(context.Context, *PinRequest) (*PinResponse, error)
+	Unpin(context.Context, *UnpinRequest) (*UnpinResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1141,6 +1186,12 @@ func (UnimplementedClusterServer) WatchMembers(*MembersRequest, grpc.ServerStrea
 }
 func (UnimplementedClusterServer) Hints(context.Context, *HintsRequest) (*HintsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Hints not implemented")
+}
+func (UnimplementedClusterServer) Pin(context.Context, *PinRequest) (*PinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pin not implemented")
+}
+func (UnimplementedClusterServer) Unpin(context.Context, *UnpinRequest) (*UnpinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Unpin not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1210,6 +1261,42 @@ func _Cluster_Hints_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Pin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Pin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Pin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Pin(ctx, req.(*PinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Unpin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnpinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Unpin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Unpin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Unpin(ctx, req.(*UnpinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1225,6 +1312,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Hints",
 			Handler:    _Cluster_Hints_Handler,
 		},
+		{
+			MethodName: "Pin",
+			Handler:    _Cluster_Pin_Handler,
+		},
+		{
+			MethodName: "Unpin",
+			Handler:    _Cluster_Unpin_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -1233,5 +1328,361 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
+	Metadata: "strata/v1/strata.proto",
+}
+
+const (
+	Transfer_OpenRoom_FullMethodName   = "/strata.v1.Transfer/OpenRoom"
+	Transfer_Publish_FullMethodName    = "/strata.v1.Transfer/Publish"
+	Transfer_Await_FullMethodName      = "/strata.v1.Transfer/Await"
+	Transfer_Ack_FullMethodName        = "/strata.v1.Transfer/Ack"
+	Transfer_AbortRoom_FullMethodName  = "/strata.v1.Transfer/AbortRoom"
+	Transfer_RoomStatus_FullMethodName = "/strata.v1.Transfer/RoomStatus"
+	Transfer_ListRooms_FullMethodName  = "/strata.v1.Transfer/ListRooms"
+)
+
+// TransferClient is the client API for Transfer service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Transfer serves prefill-decode handoff through the store (docs/design.md
+// §14): a producer opens a room (the routing label both engines know) and
+// gets an attempt, puts its pages as usual, then publishes the attempt;
+// the consumer awaits the room, reads the pages with ordinary gets into
+// memory it owns, and acknowledges. Calls go to the node that owns the
+// room (placement of TransferRoomKey); every call after Open names its
+// attempt, and a call naming an old one changes nothing (STALE_ATTEMPT).
+// Rooms are the caller's tenant's.
+type TransferClient interface {
+	OpenRoom(ctx context.Context, in *OpenRoomRequest, opts ...grpc.CallOption) (*OpenRoomResponse, error)
+	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
+	// Await waits until the room has a published attempt (or the one named)
+	// and hands it to the caller, whose namespace must be the producer's
+	// (NAMESPACE_MISMATCH names the differing fields). Bounded by the call's
+	// deadline and timeout_ms.
+	Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error)
+	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	AbortRoom(ctx context.Context, in *AbortRoomRequest, opts ...grpc.CallOption) (*AbortRoomResponse, error)
+	RoomStatus(ctx context.Context, in *RoomStatusRequest, opts ...grpc.CallOption) (*RoomStatusResponse, error)
+	ListRooms(ctx context.Context, in *ListRoomsRequest, opts ...grpc.CallOption) (*ListRoomsResponse, error)
+}
+
+type transferClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTransferClient(cc grpc.ClientConnInterface) TransferClient {
+	return &transferClient{cc}
+}
+
+func (c *transferClient) OpenRoom(ctx context.Context, in *OpenRoomRequest, opts ...grpc.CallOption) (*OpenRoomResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpenRoomResponse)
+	err := c.cc.Invoke(ctx, Transfer_OpenRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishResponse)
+	err := c.cc.Invoke(ctx, Transfer_Publish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AwaitResponse)
+	err := c.cc.Invoke(ctx, Transfer_Await_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckResponse)
+	err := c.cc.Invoke(ctx, Transfer_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) AbortRoom(ctx context.Context, in *AbortRoomRequest, opts ...grpc.CallOption) (*AbortRoomResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortRoomResponse)
+	err := c.cc.Invoke(ctx, Transfer_AbortRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) RoomStatus(ctx context.Context, in *RoomStatusRequest, opts ...grpc.CallOption) (*RoomStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RoomStatusResponse)
+	err := c.cc.Invoke(ctx, Transfer_RoomStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transferClient) ListRooms(ctx context.Context, in *ListRoomsRequest, opts ...grpc.CallOption) (*ListRoomsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRoomsResponse)
+	err := c.cc.Invoke(ctx, Transfer_ListRooms_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TransferServer is the server API for Transfer service.
+// All implementations must embed UnimplementedTransferServer
+// for forward compatibility.
+//
+// Transfer serves prefill-decode handoff through the store (docs/design.md
+// §14): a producer opens a room (the routing label both engines know) and
+// gets an attempt, puts its pages as usual, then publishes the attempt;
+// the consumer awaits the room, reads the pages with ordinary gets into
+// memory it owns, and acknowledges. Calls go to the node that owns the
+// room (placement of TransferRoomKey); every call after Open names its
+// attempt, and a call naming an old one changes nothing (STALE_ATTEMPT).
+// Rooms are the caller's tenant's.
+type TransferServer interface {
+	OpenRoom(context.Context, *OpenRoomRequest) (*OpenRoomResponse, error)
+	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
+	// Await waits until the room has a published attempt (or the one named)
+	// and hands it to the caller, whose namespace must be the producer's
+	// (NAMESPACE_MISMATCH names the differing fields). Bounded by the call's
+	// deadline and timeout_ms.
+	Await(context.Context, *AwaitRequest) (*AwaitResponse, error)
+	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	AbortRoom(context.Context, *AbortRoomRequest) (*AbortRoomResponse, error)
+	RoomStatus(context.Context, *RoomStatusRequest) (*RoomStatusResponse, error)
+	ListRooms(context.Context, *ListRoomsRequest) (*ListRoomsResponse, error)
+	mustEmbedUnimplementedTransferServer()
+}
+
+// UnimplementedTransferServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTransferServer struct{}
+
+func (UnimplementedTransferServer) OpenRoom(context.Context, *OpenRoomRequest) (*OpenRoomResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OpenRoom not implemented")
+}
+func (UnimplementedTransferServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
+}
+func (UnimplementedTransferServer) Await(context.Context, *AwaitRequest) (*AwaitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Await not implemented")
+}
+func (UnimplementedTransferServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedTransferServer) AbortRoom(context.Context, *AbortRoomRequest) (*AbortRoomResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortRoom not implemented")
+}
+func (UnimplementedTransferServer) RoomStatus(context.Context, *RoomStatusRequest) (*RoomStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RoomStatus not implemented")
+}
+func (UnimplementedTransferServer) ListRooms(context.Context, *ListRoomsRequest) (*ListRoomsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRooms not implemented")
+}
+func (UnimplementedTransferServer) mustEmbedUnimplementedTransferServer() {}
+func (UnimplementedTransferServer) testEmbeddedByValue()                  {}
+
+// UnsafeTransferServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TransferServer will
+// result in compilation errors.
+type UnsafeTransferServer interface {
+	mustEmbedUnimplementedTransferServer()
+}
+
+func RegisterTransferServer(s grpc.ServiceRegistrar, srv TransferServer) {
+	// If the following call panics, it indicates UnimplementedTransferServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Transfer_ServiceDesc, srv)
+}
+
+func _Transfer_OpenRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).OpenRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_OpenRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).OpenRoom(ctx, req.(*OpenRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_Publish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).Publish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_Publish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).Publish(ctx, req.(*PublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_Await_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AwaitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).Await(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_Await_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).Await(ctx, req.(*AwaitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).Ack(ctx, req.(*AckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_AbortRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).AbortRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_AbortRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).AbortRoom(ctx, req.(*AbortRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_RoomStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RoomStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).RoomStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_RoomStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).RoomStatus(ctx, req.(*RoomStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transfer_ListRooms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRoomsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).ListRooms(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_ListRooms_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).ListRooms(ctx, req.(*ListRoomsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Transfer_ServiceDesc is the grpc.ServiceDesc for Transfer service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Transfer_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "strata.v1.Transfer",
+	HandlerType: (*TransferServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "OpenRoom",
+			Handler:    _Transfer_OpenRoom_Handler,
+		},
+		{
+			MethodName: "Publish",
+			Handler:    _Transfer_Publish_Handler,
+		},
+		{
+			MethodName: "Await",
+			Handler:    _Transfer_Await_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _Transfer_Ack_Handler,
+		},
+		{
+			MethodName: "AbortRoom",
+			Handler:    _Transfer_AbortRoom_Handler,
+		},
+		{
+			MethodName: "RoomStatus",
+			Handler:    _Transfer_RoomStatus_Handler,
+		},
+		{
+			MethodName: "ListRooms",
+			Handler:    _Transfer_ListRooms_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "strata/v1/strata.proto",
 }

@@ -815,6 +815,16 @@ class ClusterStub(object):
                 request_serializer=strata_dot_v1_dot_strata__pb2.HintsRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_strata__pb2.HintsResponse.FromString,
                 )
+        self.Pin = channel.unary_unary(
+                '/strata.v1.Cluster/Pin',
+                request_serializer=strata_dot_v1_dot_strata__pb2.PinRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.PinResponse.FromString,
+                )
+        self.Unpin = channel.unary_unary(
+                '/strata.v1.Cluster/Unpin',
+                request_serializer=strata_dot_v1_dot_strata__pb2.UnpinRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.UnpinResponse.FromString,
+                )
 
 
 class ClusterServicer(object):
@@ -844,6 +854,22 @@ class ClusterServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pin(self, request, context):
+        """Pin holds pages of a transfer room for its consumer on the node that
+        owns them (the room's node asks each owner once per publish); Unpin
+        releases them. Every page published or nothing pinned
+        (PAGE_NOT_PRESENT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unpin(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -861,6 +887,16 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.Hints,
                     request_deserializer=strata_dot_v1_dot_strata__pb2.HintsRequest.FromString,
                     response_serializer=strata_dot_v1_dot_strata__pb2.HintsResponse.SerializeToString,
+            ),
+            'Pin': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pin,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.PinRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.PinResponse.SerializeToString,
+            ),
+            'Unpin': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unpin,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.UnpinRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.UnpinResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -922,5 +958,326 @@ class Cluster(object):
         return grpc.experimental.unary_unary(request, target, '/strata.v1.Cluster/Hints',
             strata_dot_v1_dot_strata__pb2.HintsRequest.SerializeToString,
             strata_dot_v1_dot_strata__pb2.HintsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Pin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Cluster/Pin',
+            strata_dot_v1_dot_strata__pb2.PinRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.PinResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Unpin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Cluster/Unpin',
+            strata_dot_v1_dot_strata__pb2.UnpinRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.UnpinResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+
+class TransferStub(object):
+    """Transfer serves prefill-decode handoff through the store (docs/design.md
+    §14): a producer opens a room (the routing label both engines know) and
+    gets an attempt, puts its pages as usual, then publishes the attempt;
+    the consumer awaits the room, reads the pages with ordinary gets into
+    memory it owns, and acknowledges. Calls go to the node that owns the
+    room (placement of TransferRoomKey); every call after Open names its
+    attempt, and a call naming an old one changes nothing (STALE_ATTEMPT).
+    Rooms are the caller's tenant's.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.OpenRoom = channel.unary_unary(
+                '/strata.v1.Transfer/OpenRoom',
+                request_serializer=strata_dot_v1_dot_strata__pb2.OpenRoomRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.OpenRoomResponse.FromString,
+                )
+        self.Publish = channel.unary_unary(
+                '/strata.v1.Transfer/Publish',
+                request_serializer=strata_dot_v1_dot_strata__pb2.PublishRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.PublishResponse.FromString,
+                )
+        self.Await = channel.unary_unary(
+                '/strata.v1.Transfer/Await',
+                request_serializer=strata_dot_v1_dot_strata__pb2.AwaitRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.AwaitResponse.FromString,
+                )
+        self.Ack = channel.unary_unary(
+                '/strata.v1.Transfer/Ack',
+                request_serializer=strata_dot_v1_dot_strata__pb2.AckRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.AckResponse.FromString,
+                )
+        self.AbortRoom = channel.unary_unary(
+                '/strata.v1.Transfer/AbortRoom',
+                request_serializer=strata_dot_v1_dot_strata__pb2.AbortRoomRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.AbortRoomResponse.FromString,
+                )
+        self.RoomStatus = channel.unary_unary(
+                '/strata.v1.Transfer/RoomStatus',
+                request_serializer=strata_dot_v1_dot_strata__pb2.RoomStatusRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.RoomStatusResponse.FromString,
+                )
+        self.ListRooms = channel.unary_unary(
+                '/strata.v1.Transfer/ListRooms',
+                request_serializer=strata_dot_v1_dot_strata__pb2.ListRoomsRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.ListRoomsResponse.FromString,
+                )
+
+
+class TransferServicer(object):
+    """Transfer serves prefill-decode handoff through the store (docs/design.md
+    §14): a producer opens a room (the routing label both engines know) and
+    gets an attempt, puts its pages as usual, then publishes the attempt;
+    the consumer awaits the room, reads the pages with ordinary gets into
+    memory it owns, and acknowledges. Calls go to the node that owns the
+    room (placement of TransferRoomKey); every call after Open names its
+    attempt, and a call naming an old one changes nothing (STALE_ATTEMPT).
+    Rooms are the caller's tenant's.
+    """
+
+    def OpenRoom(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Publish(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Await(self, request, context):
+        """Await waits until the room has a published attempt (or the one named)
+        and hands it to the caller, whose namespace must be the producer's
+        (NAMESPACE_MISMATCH names the differing fields). Bounded by the call's
+        deadline and timeout_ms.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Ack(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortRoom(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RoomStatus(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRooms(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_TransferServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'OpenRoom': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenRoom,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.OpenRoomRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.OpenRoomResponse.SerializeToString,
+            ),
+            'Publish': grpc.unary_unary_rpc_method_handler(
+                    servicer.Publish,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.PublishRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.PublishResponse.SerializeToString,
+            ),
+            'Await': grpc.unary_unary_rpc_method_handler(
+                    servicer.Await,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.AwaitRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.AwaitResponse.SerializeToString,
+            ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.AckRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.AckResponse.SerializeToString,
+            ),
+            'AbortRoom': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortRoom,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.AbortRoomRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.AbortRoomResponse.SerializeToString,
+            ),
+            'RoomStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.RoomStatus,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.RoomStatusRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.RoomStatusResponse.SerializeToString,
+            ),
+            'ListRooms': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRooms,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.ListRoomsRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.ListRoomsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'strata.v1.Transfer', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Transfer(object):
+    """Transfer serves prefill-decode handoff through the store (docs/design.md
+    §14): a producer opens a room (the routing label both engines know) and
+    gets an attempt, puts its pages as usual, then publishes the attempt;
+    the consumer awaits the room, reads the pages with ordinary gets into
+    memory it owns, and acknowledges. Calls go to the node that owns the
+    room (placement of TransferRoomKey); every call after Open names its
+    attempt, and a call naming an old one changes nothing (STALE_ATTEMPT).
+    Rooms are the caller's tenant's.
+    """
+
+    @staticmethod
+    def OpenRoom(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/OpenRoom',
+            strata_dot_v1_dot_strata__pb2.OpenRoomRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.OpenRoomResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Publish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/Publish',
+            strata_dot_v1_dot_strata__pb2.PublishRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.PublishResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Await(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/Await',
+            strata_dot_v1_dot_strata__pb2.AwaitRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.AwaitResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/Ack',
+            strata_dot_v1_dot_strata__pb2.AckRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.AckResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AbortRoom(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/AbortRoom',
+            strata_dot_v1_dot_strata__pb2.AbortRoomRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.AbortRoomResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RoomStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/RoomStatus',
+            strata_dot_v1_dot_strata__pb2.RoomStatusRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.RoomStatusResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRooms(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Transfer/ListRooms',
+            strata_dot_v1_dot_strata__pb2.ListRoomsRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.ListRoomsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
