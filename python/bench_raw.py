@@ -189,11 +189,13 @@ def bench(addr: str, args) -> None:
                 turns.append(("limit", limit.run))
             for _, fn in turns:  # warm up: connections, caches
                 fn(0.2)
-            rates = rounds(turns, args, nr.page_bytes)
+            mb = nr.page_bytes / 1e6
+            print(f"{args.page_kib} KiB pages, {args.pages}-page working set, {args.batch} key(s) per get, "
+                  f"{args.rounds} rounds of {args.seconds:g}s per path")
+            rates = rounds(turns, args, lambda v: f"{v:6.0f} pages/s {v * mb:5.0f} MB/s")
         finally:
             if limit is not None:
                 limit.close()
-        mb = nr.page_bytes / 1e6
         med = {name: statistics.median(v) for name, v in rates.items()}
         print("median: " + ", ".join(f"{n} {v:.0f} pages/s ({v * mb:.0f} MB/s)" for n, v in med.items()))
         ratios = [f"raw / grpc = {med['raw'] / med['grpc']:.2f}"]
@@ -210,33 +212,24 @@ def bench(addr: str, args) -> None:
             for _, fn in turns:
                 fn(0.2)
             print(f"lookups of {len(lkeys)} keys ({want} present):")
-            lr = {name: [] for name, _ in turns}
-            for r in range(args.rounds):
-                k = r % len(turns)
-                line = []
-                for name, fn in turns[k:] + turns[:k]:
-                    v = fn(args.seconds)
-                    lr[name].append(v)
-                    line.append(f"{name} {v:6.0f} lookups/s")
-                print(f"round {r + 1}: " + " | ".join(line))
+            lr = rounds(turns, args, lambda v: f"{v:6.0f} lookups/s")
             lm = {name: statistics.median(v) for name, v in lr.items()}
             print("median: " + ", ".join(f"{n} {v:.0f} lookups/s ({1e3 / v:.2f} ms each)" for n, v in lm.items())
                   + f"; raw / grpc = {lm['raw'] / lm['grpc']:.2f}; raw lookups {cr.stats['raw_lookups']}")
 
 
-def rounds(turns: List[Tuple[str, object]], args, page_bytes: int) -> dict:
-    """Run every turn once per round, the order rotating round by round."""
-    mb = page_bytes / 1e6
-    print(f"{args.page_kib} KiB pages, {args.pages}-page working set, {args.batch} key(s) per get, "
-          f"{args.rounds} rounds of {args.seconds:g}s per path")
+def rounds(turns: List[Tuple[str, object]], args, show) -> dict:
+    """Run every turn once per round for args.seconds, the order rotating
+    round by round, printing each round's rates (show formats one); returns
+    each turn's rates."""
     rates = {name: [] for name, _ in turns}
     for r in range(args.rounds):
         k = r % len(turns)
         line = []
         for name, fn in turns[k:] + turns[:k]:
-            ops = fn(args.seconds)
-            rates[name].append(ops)
-            line.append(f"{name} {ops:6.0f} pages/s {ops * mb:5.0f} MB/s")
+            v = fn(args.seconds)
+            rates[name].append(v)
+            line.append(f"{name} {show(v)}")
         print(f"round {r + 1}: " + " | ".join(line))
     return rates
 

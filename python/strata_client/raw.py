@@ -42,6 +42,7 @@ import ssl
 import struct
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors as E
@@ -101,20 +102,17 @@ class ConnectionLost(E.UnavailableError):
         self.timed_out = timed_out
 
 
+@dataclass(slots=True)
 class PutSpec:
     """One page of a Reserve or a Put: the fields the gRPC put's PageSpec
     carries (the cost hint on a connection of COST_HINT_VERSION and up)."""
 
-    __slots__ = ("key", "parent", "depth", "size", "chain_depth", "cost_hint")
-
-    def __init__(self, key: bytes, parent: Optional[bytes], depth: int, size: int, chain_depth: int,
-                 cost_hint: float = 0.0):
-        self.key = key
-        self.parent = parent
-        self.depth = depth
-        self.size = size
-        self.chain_depth = chain_depth
-        self.cost_hint = cost_hint
+    key: bytes
+    parent: Optional[bytes]
+    depth: int
+    size: int
+    chain_depth: int
+    cost_hint: float = 0.0
 
 
 # ---- addresses ------------------------------------------------------------------

@@ -75,7 +75,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 try:
     from sglang.srt.mem_cache.hicache_storage import (  # type: ignore
@@ -550,32 +550,30 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
 
     def batch_get_v1(self, keys: List[str], host_indices: Any, extra_info: Optional[Any] = None) -> List[bool]:
         """Read pages straight into the registered host pool."""
-        n = len(keys)
-        try:
-            if n == 0:
-                return []
-            pool = self._kv_pool()
-            if pool is None:  # a logical anchor: nothing to move
-                return [True] * n
-            return self._get_pool(self._ensure(), pool, keys, host_indices)
-        except Exception as e:
-            self._fail("batch_get_v1", e)
-            self._count(get_pages=n, get_misses=n)
-            return [False] * n
+        return self._v1("batch_get_v1", len(keys), ("get_pages", "get_misses"),
+                        lambda ns, pool: self._get_pool(ns, pool, keys, host_indices))
 
     def batch_set_v1(self, keys: List[str], host_indices: Any, extra_info: Optional[Any] = None) -> List[bool]:
         """Write pages from the registered host pool."""
-        n = len(keys)
+        return self._v1("batch_set_v1", len(keys), ("set_pages", "set_failed"),
+                        lambda ns, pool: self._set_pool(ns, pool, keys, host_indices, extra_info))
+
+    def _v1(self, op: str, n: int, failed: Tuple[str, ...], move: Callable[[Namespace, Any], List[bool]]) -> List[bool]:
+        """A v1 call of n pages: move(ns, pool) moves them between the node
+        and the registered host pool. Without a pool (a logical anchor)
+        there is nothing to move: all True. On an error, op's failure is
+        logged and the n pages are counted in each counter of failed: all
+        False."""
         try:
             if n == 0:
                 return []
             pool = self._kv_pool()
-            if pool is None:  # a logical anchor: nothing to store
+            if pool is None:
                 return [True] * n
-            return self._set_pool(self._ensure(), pool, keys, host_indices, extra_info)
+            return move(self._ensure(), pool)
         except Exception as e:
-            self._fail("batch_set_v1", e)
-            self._count(set_pages=n, set_failed=n)
+            self._fail(op, e)
+            self._count(**{c: n for c in failed})
             return [False] * n
 
     # ---- per-pool transfers (v2: KV plus side pools) ------------------------------

@@ -52,6 +52,21 @@ class TwoNodeTest(unittest.TestCase):
             return None
         return on_b
 
+    def put_placed(self, pages):
+        """Puts pages(attempt)'s (ns, keys, data) until they lie where the
+        view says (see placed): up to three attempts, each into the fresh
+        namespace pages opens, with a fresh client after a miss. Returns
+        (ns, keys, data, on_b)."""
+        for attempt in range(3):
+            ns, keys, data = pages(attempt)
+            res = ns.put_chain(keys, data)
+            self.assertTrue(all(r.stored for r in res), res)
+            on_b = self.placed(ns, keys)
+            if on_b is not None:
+                return ns, keys, data, on_b
+            self.new_client()
+        self.fail("three puts in a row did not follow the two-node view")
+
     def tearDown(self):
         self.client.close()
         for n in reversed(self.nodes):  # a's etcd last
@@ -61,21 +76,14 @@ class TwoNodeTest(unittest.TestCase):
         # Pages of 256 KiB so that a 48-page get takes a little while.
         # As in the hung-node test: put again, into a fresh namespace with a
         # fresh client, until the pages lie as placed.
-        for attempt in range(3):
+        def pages(attempt):
             ns = self.client.open(small_descriptor(model=f"cluster/test/{attempt}", num_layers=8, num_kv_heads=4,
                                                    head_dim=128, page_tokens=16))
             self.assertEqual(ns.page_bytes, 2 * 8 * 4 * 128 * 2 * 16)
-            toks = list(range(16 * 48))
-            keys = ns.page_keys(toks)
-            data = [os.urandom(ns.page_bytes) for _ in keys]
-            res = ns.put_chain(keys, data)
-            self.assertTrue(all(r.stored for r in res), res)
-            on_b = self.placed(ns, keys)
-            if on_b is not None:
-                break
-            self.new_client()
-        else:
-            self.fail("three puts in a row did not follow the two-node view")
+            keys = ns.page_keys(list(range(16 * 48)))
+            return ns, keys, [os.urandom(ns.page_bytes) for _ in keys]
+
+        ns, keys, data, on_b = self.put_placed(pages)
         self.assertTrue(any(on_b) and not all(on_b), "both nodes should own some of 48 keys")
 
         # Each node holds exactly the keys it owns (placement agrees with the nodes' routing).
@@ -138,16 +146,12 @@ class TwoNodeTest(unittest.TestCase):
     def test_hung_node_costs_one_node_timeout(self):
         # The pages must lie where the view says (see placed); if they do
         # not, put again, into a fresh namespace, with a fresh client.
-        for attempt in range(3):
+        def pages(attempt):
             ns = self.client.open(small_descriptor(model=f"cluster/hung/{attempt}"))
             keys = ns.page_keys(list(range(16 * 32)))
-            self.assertTrue(all(r.stored for r in ns.put_chain(keys, [bytes(ns.page_bytes)] * len(keys))))
-            on_b = self.placed(ns, keys)
-            if on_b is not None:
-                break
-            self.new_client()
-        else:
-            self.fail("three puts in a row did not follow the two-node view")
+            return ns, keys, [bytes(ns.page_bytes)] * len(keys)
+
+        ns, keys, _, on_b = self.put_placed(pages)
         self.b.pause()  # alive but silent
         try:
             t0 = time.monotonic()

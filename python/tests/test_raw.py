@@ -4,6 +4,7 @@ limits over raw, Go-written pages read over raw, and the page reader and
 put framing against a scripted node on a socket pair (checksum mismatch,
 refusals, protocol violations, lost connections, deadlines)."""
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -25,6 +26,19 @@ def _session(client: Client) -> R.RawSession:
     """The raw session of the client's only node."""
     (node,) = [n for n in client._nodes.values() if n.handles]
     return node.raw
+
+
+@contextlib.contextmanager
+def _node_client(*node_args, **client_kw):
+    """A node started with node_args and a client of it (client_kw, without
+    background refreshes) with a namespace of small_descriptor(); the node
+    stops after."""
+    node = Node(extra_args=node_args)
+    try:
+        with Client(node.addr, refresh_interval=0, **client_kw) as c:
+            yield c, c.open(small_descriptor())
+    finally:
+        node.stop()
 
 
 class RawNodeTest(OneNodeTest):
@@ -355,103 +369,78 @@ class RawNodeTest(OneNodeTest):
 
 class RawBatchLimitTest(unittest.TestCase):
     def test_batches_split_by_welcome_limit(self):
-        node = Node(extra_args=["--max-batch", "4"])
-        try:
-            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
-                ns = c.open(small_descriptor())
-                keys = ns.page_keys(list(range(16 * 10)))
-                data = [os.urandom(ns.page_bytes) for _ in keys]
-                res = ns.put_chain(keys, data)
-                self.assertEqual([r.status for r in res], ["COMMITTED"] * 10)
-                self.assertEqual(c.stats["raw_puts"], 3)
-                out = ns.get(keys)
-                self.assertEqual([bytes(o) for o in out], data)
-                self.assertEqual(c.stats["raw_reads"], 3)
-                self.assertEqual(c.stats["raw_put_one_calls"], 3)  # 4 + 4 + 2 pages
-                r = ns.lookup(keys, lease=True)
-                self.assertEqual((r.hit_prefix, c.stats["raw_lookups"]), (10, 3))
-                self.assertEqual(len(r.lease.node_leases[_session(c).node_id]), 3)  # one node lease per batch
-                self.assertEqual([bytes(o) for o in ns.get(keys[:4], lease=r.lease)], data[:4])
-                r.lease.release()
-                self.assertEqual(_session(c).max_batch, 4)
-                self.assertEqual(c.stats["raw_fallbacks"], 0)
-        finally:
-            node.stop()
+        with _node_client("--max-batch", "4", node_timeout=5.0) as (c, ns):
+            keys = ns.page_keys(list(range(16 * 10)))
+            data = [os.urandom(ns.page_bytes) for _ in keys]
+            res = ns.put_chain(keys, data)
+            self.assertEqual([r.status for r in res], ["COMMITTED"] * 10)
+            self.assertEqual(c.stats["raw_puts"], 3)
+            out = ns.get(keys)
+            self.assertEqual([bytes(o) for o in out], data)
+            self.assertEqual(c.stats["raw_reads"], 3)
+            self.assertEqual(c.stats["raw_put_one_calls"], 3)  # 4 + 4 + 2 pages
+            r = ns.lookup(keys, lease=True)
+            self.assertEqual((r.hit_prefix, c.stats["raw_lookups"]), (10, 3))
+            self.assertEqual(len(r.lease.node_leases[_session(c).node_id]), 3)  # one node lease per batch
+            self.assertEqual([bytes(o) for o in ns.get(keys[:4], lease=r.lease)], data[:4])
+            r.lease.release()
+            self.assertEqual(_session(c).max_batch, 4)
+            self.assertEqual(c.stats["raw_fallbacks"], 0)
 
 
 class RawFallbackTest(unittest.TestCase):
     def test_node_without_raw_plane(self):
-        node = Node(extra_args=["--raw-listen", "off"])
-        try:
-            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
-                ns = c.open(small_descriptor())
-                self.assertFalse(c.raw_active)
-                self.assertEqual(list(c.raw_status().values()), [False])
-                self.assertIsNone(_session(c))
-                keys = ns.page_keys(list(range(16 * 3)))
-                data = [os.urandom(ns.page_bytes) for _ in keys]
-                self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
-                self.assertEqual([bytes(o) for o in ns.get(keys)], data)
-                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
-        finally:
-            node.stop()
+        with _node_client("--raw-listen", "off", node_timeout=5.0) as (c, ns):
+            self.assertFalse(c.raw_active)
+            self.assertEqual(list(c.raw_status().values()), [False])
+            self.assertIsNone(_session(c))
+            keys = ns.page_keys(list(range(16 * 3)))
+            data = [os.urandom(ns.page_bytes) for _ in keys]
+            self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
+            self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+            self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
 
     def test_unreachable_raw_address(self):
-        node = Node()
-        try:
-            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
-                ns = c.open(small_descriptor())
-                self.assertTrue(c.raw_active)
-                # The node advertises an address no one listens on (as after a
-                # firewall or a restart on another port): calls go over gRPC.
-                probe = socket.socket()
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-                probe.close()
-                (n,) = [x for x in c._nodes.values() if x.handles]
-                n.set_raw(f"0.0.0.0:{port}", "")
-                self.assertEqual(n.raw.addr, ("127.0.0.1", port))
-                keys = ns.page_keys(list(range(16 * 2)))
-                data = [os.urandom(ns.page_bytes) for _ in keys]
-                self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
-                self.assertEqual([bytes(o) for o in ns.get(keys)], data)
-                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
-                self.assertEqual(c.stats["raw_fallbacks"], 2)  # the put and the get
-                self.assertFalse(c.raw_active)
-                self.assertIsInstance(n.raw.last_error, OSError)
-        finally:
-            node.stop()
+        with _node_client(node_timeout=5.0) as (c, ns):
+            self.assertTrue(c.raw_active)
+            # The node advertises an address no one listens on (as after a
+            # firewall or a restart on another port): calls go over gRPC.
+            probe = socket.socket()
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            probe.close()
+            (n,) = [x for x in c._nodes.values() if x.handles]
+            n.set_raw(f"0.0.0.0:{port}", "")
+            self.assertEqual(n.raw.addr, ("127.0.0.1", port))
+            keys = ns.page_keys(list(range(16 * 2)))
+            data = [os.urandom(ns.page_bytes) for _ in keys]
+            self.assertTrue(all(r.stored for r in ns.put_chain(keys, data)))
+            self.assertEqual([bytes(o) for o in ns.get(keys)], data)
+            self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (0, 0))
+            self.assertEqual(c.stats["raw_fallbacks"], 2)  # the put and the get
+            self.assertFalse(c.raw_active)
+            self.assertIsInstance(n.raw.last_error, OSError)
 
     def test_raw_off_option(self):
-        node = Node()
-        try:
-            with Client(node.addr, raw=False, refresh_interval=0) as c:
-                ns = c.open(small_descriptor())
-                self.assertFalse(c.raw_active)
-                keys = ns.page_keys(list(range(16)))
-                ns.put_chain(keys, [bytes(ns.page_bytes)])
-                self.assertEqual(bytes(ns.get(keys)[0]), bytes(ns.page_bytes))
-                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"], c.stats["raw_fallbacks"]), (0, 0, 0))
-        finally:
-            node.stop()
+        with _node_client(raw=False) as (c, ns):
+            self.assertFalse(c.raw_active)
+            keys = ns.page_keys(list(range(16)))
+            ns.put_chain(keys, [bytes(ns.page_bytes)])
+            self.assertEqual(bytes(ns.get(keys)[0]), bytes(ns.page_bytes))
+            self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"], c.stats["raw_fallbacks"]), (0, 0, 0))
 
     def test_tenant_token_over_raw(self):
-        node = Node(extra_args=["--tenant-token", "acme=s3cret"])
-        try:
-            with Client(node.addr, token="s3cret", refresh_interval=0) as c:
-                ns = c.open(small_descriptor())
-                self.assertTrue(c.raw_active)
-                keys = ns.page_keys(list(range(16)))
-                data = os.urandom(ns.page_bytes)
-                self.assertTrue(ns.put_chain(keys, [data])[0].stored)
-                self.assertEqual(bytes(ns.get(keys)[0]), data)
-                self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (1, 1))
-                # A wrong token is refused at the handshake.
-                s = _session(c)
-                with self.assertRaises(E.UnauthenticatedError):
-                    R.RawConn.dial(s.addr, "wrong", s.node_id)
-        finally:
-            node.stop()
+        with _node_client("--tenant-token", "acme=s3cret", token="s3cret") as (c, ns):
+            self.assertTrue(c.raw_active)
+            keys = ns.page_keys(list(range(16)))
+            data = os.urandom(ns.page_bytes)
+            self.assertTrue(ns.put_chain(keys, [data])[0].stored)
+            self.assertEqual(bytes(ns.get(keys)[0]), data)
+            self.assertEqual((c.stats["raw_reads"], c.stats["raw_puts"]), (1, 1))
+            # A wrong token is refused at the handshake.
+            s = _session(c)
+            with self.assertRaises(E.UnauthenticatedError):
+                R.RawConn.dial(s.addr, "wrong", s.node_id)
 
 
 class RawCrossLanguageTest(unittest.TestCase):
