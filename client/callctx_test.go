@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/stacks"
 	"github.com/stratakv/strata/transport"
 )
@@ -122,22 +121,12 @@ func TestConnPoolInterrupt(t *testing.T) {
 		}
 	}
 	p.give(conns[1], false) // idle
-	failed := make(chan error, 1)
-	go func() {
+	err = stacks.Interrupt(t, "the read waiting, then interrupted", 2*time.Second, func() error {
 		_, _, err := conns[0].Recv()
-		failed <- err
-	}()
-	poll.Until(t, 5*time.Second, time.Millisecond, "the read waiting", func() bool {
-		return len(failed) > 0 || stacks.Blocked("transport.(*Conn).Recv", "client.TestConnPoolInterrupt")
-	})
-	p.interrupt()
-	select {
-	case err := <-failed:
-		if err == nil {
-			t.Fatal("an interrupted read succeeded")
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("interrupt did not end a blocked read")
+		return err
+	}, p.interrupt, "transport.(*Conn).Recv", "client.TestConnPoolInterrupt")
+	if err == nil {
+		t.Fatal("an interrupted read succeeded")
 	}
 	p.give(conns[0], true)
 	if c, open := p.take(); c != conns[1] || !open {

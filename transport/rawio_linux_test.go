@@ -73,22 +73,12 @@ func TestRawIODeadlineCloseEOF(t *testing.T) {
 	if err := b.SetDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
+	err := stacks.Interrupt(t, "the read waiting, then closed", 5*time.Second, func() error {
 		_, err := b.raw.Read(make([]byte, 8))
-		done <- err
-	}()
-	poll.Until(t, 5*time.Second, time.Millisecond, "the read waiting", func() bool {
-		return len(done) > 0 || stacks.Blocked("transport.(*RawSocket).Read", "transport.TestRawIODeadlineCloseEOF")
-	})
-	b.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("read on a closed connection: %v, want %v", err, net.ErrClosed)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end a waiting read")
+		return err
+	}, func() { b.Close() }, "transport.(*RawSocket).Read", "transport.TestRawIODeadlineCloseEOF")
+	if !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read on a closed connection: %v, want %v", err, net.ErrClosed)
 	}
 	a2, b2 := streamPair(t)
 	a2.Close()

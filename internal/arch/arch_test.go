@@ -76,7 +76,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/leaktest":  {"internal/testing/poll internal/testing/stacks", ""},
 	"internal/testing/poll":      {"", ""},
 	"internal/testing/scrape":    {"", ""},
-	"internal/testing/stacks":    {"", "internal/testing/poll"},
+	"internal/testing/stacks":    {"internal/testing/poll", ""},
 	"internal/testing/testlog":   {"", ""},
 	"internal/testing/testnode":  {"membership namespace node proto/pbconv proto/strata/v1 registry", "internal/testing/leaktest"},
 	"internal/testing/testseed":  {"", ""},

@@ -42,8 +42,8 @@ var ranks = map[string]int{
 	"internal/testing/corrupt": 10, "internal/testing/golden": 10,
 	"internal/testing/poll": 10, "internal/testing/scrape": 10, "internal/testing/splitbuf": 10,
 	"internal/testing/testlog": 10, "internal/testing/testseed": 10,
-	"internal/testing/stacks":    10,
-	"internal/testing/leaktest":  11, // waits with poll
+	"internal/testing/stacks":    11, // waits with poll
+	"internal/testing/leaktest":  12, // waits with poll, finds with stacks
 	"internal/testing/testnode":  11,
 	"internal/testing/admintest": 12,
 	"benchmarks":                 13, "deploy": 13, "internal/arch": 13,

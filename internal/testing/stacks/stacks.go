@@ -7,6 +7,10 @@ package stacks
 import (
 	"runtime"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratakv/strata/internal/testing/poll"
 )
 
 // G is one goroutine as runtime.Stack prints it.
@@ -28,6 +32,27 @@ func Blocked(fns ...string) bool {
 		}
 	}
 	return false
+}
+
+// Interrupt runs call in a goroutine and waits until it is blocked with
+// each of fns in its stack, or has returned (what names the wait in a
+// failure); then it runs interrupt and returns call's error, failing tb
+// when call has not returned within limit. fns are as Blocked's: the
+// function call waits in, and the test that defines call (whose name its
+// closure's holds).
+func Interrupt(tb testing.TB, what string, limit time.Duration, call func() error, interrupt func(), fns ...string) error {
+	tb.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	poll.Until(tb, 5*time.Second, time.Millisecond, what, func() bool { return len(done) > 0 || Blocked(fns...) })
+	interrupt()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		tb.Fatalf("%s: still waiting %v after the interrupt", what, limit)
+		return nil
+	}
 }
 
 // Find lists the goroutines but the caller's with each of fns in their

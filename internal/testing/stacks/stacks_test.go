@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -30,6 +31,23 @@ func TestBlocked(t *testing.T) {
 	close(release)
 	<-done
 	poll.Until(t, 5*time.Second, time.Millisecond, "the goroutine gone", func() bool { return len(Find("stacks.waitOn")) == 0 })
+}
+
+// TestInterrupt: the interrupt runs once the call is blocked where named,
+// and the call's error comes back.
+func TestInterrupt(t *testing.T) {
+	release := make(chan struct{})
+	var blocked bool
+	err := Interrupt(t, "the call waiting", 5*time.Second, func() error {
+		waitOn(release)
+		return errors.New("released")
+	}, func() {
+		blocked = Blocked("stacks.waitOn", "stacks.TestInterrupt")
+		close(release)
+	}, "stacks.waitOn", "stacks.TestInterrupt")
+	if !blocked || err == nil || err.Error() != "released" {
+		t.Fatalf("blocked at the interrupt %t, error %v; want true, released", blocked, err)
+	}
 }
 
 //go:noinline
