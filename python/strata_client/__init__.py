@@ -16,7 +16,8 @@ version is ``__version__`` below, read by python/pyproject.toml).
 
 Engine adapters: strata_client.sglang (HiCacheStorage backend) and
 strata_client.lmcache (LMCache remote connector), strata_client.vllm (vLLM
-KV connector); non-blocking calls: strata_client.futures; descriptor helpers from
+KV connector); prefill–decode transfer rooms: Client.open_room and the
+other room calls (strata_client.transfer); non-blocking calls: strata_client.futures; descriptor helpers from
 engine settings: strata_client.engines.
 """
 
@@ -40,16 +41,28 @@ from .descriptor import (
     vllm_none_hash,
 )
 from .errors import (
+    DeadlineError,
     InvalidArgumentError,
     LeaseExpiredError,
+    NamespaceMismatchError,
     NamespaceNotFoundError,
+    NoRoomError,
+    PageNotPresentError,
+    PinQuotaError,
+    RoomBusyError,
+    StaleAttemptError,
     StrataError,
     TenantDeniedError,
+    TooManyRoomsError,
+    TransferAbortedError,
+    TransferExpiredError,
+    TransferStateError,
     UnauthenticatedError,
     UnavailableError,
     VersionMismatchError,
 )
 from .placement import View
+from .transfer import Grant, Room, RoomInfo
 
 __version__ = "0.1.0"
 
@@ -60,4 +73,7 @@ __all__ = [
     "sglang_page_hash", "sglang_page_hashes", "vllm_block_hash", "vllm_block_hashes", "vllm_none_hash",
     "InvalidArgumentError", "LeaseExpiredError", "NamespaceNotFoundError", "StrataError", "TenantDeniedError",
     "UnauthenticatedError", "UnavailableError", "VersionMismatchError", "View",
+    "Grant", "Room", "RoomInfo", "DeadlineError", "NamespaceMismatchError", "NoRoomError", "PageNotPresentError",
+    "PinQuotaError", "RoomBusyError", "StaleAttemptError", "TooManyRoomsError", "TransferAbortedError",
+    "TransferExpiredError", "TransferStateError",
 ]

@@ -42,6 +42,7 @@ from .raw import RawSession, resolve_addr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .namespace import Namespace
+    from .transfer import Grant, Room, RoomInfo
 
 __all__ = ["Client", "Cluster", "Page", "PutResult", "LookupResult", "Lease", "Member", "chain_pages"]
 
@@ -627,6 +628,58 @@ class Client:
             if not isinstance(e, E.UnavailableError):
                 raise e
         raise errs[0]
+
+    # ---- transfer rooms (transfer.py; docs/design.md §14) -----------------------
+
+    def open_room(self, room: str, timeout: Optional[float] = None) -> "Room":
+        """Open a new attempt at ``room`` for the producer (RoomBusyError
+        while the room has a live attempt)."""
+        return _transfer().open_room(self, room, timeout)
+
+    def publish_room(self, room: "Room", ns: "Namespace", keys: Sequence[bytes], tokens: int,
+                     timeout: Optional[float] = None) -> int:
+        """Pin the producer's committed pages (``keys`` in order, holding
+        ``tokens`` tokens, of ``ns``) for the consumer and make the attempt
+        visible to it; returns when the pin expires (unix ms). Every page
+        must be committed (PageNotPresentError, nothing pinned); an attempt
+        aborted first publishes nothing (TransferAbortedError)."""
+        return _transfer().publish_room(self, room, ns, keys, tokens, timeout)
+
+    def await_room(self, room: str, ns: "Namespace", attempt: int = 0, timeout: float = 10.0) -> "Grant":
+        """Wait at most ``timeout`` seconds (DeadlineError) until ``room``
+        has a published attempt (``attempt``, or whichever comes when 0) and
+        take it for the consumer, whose namespace ``ns`` must be the
+        producer's: NamespaceMismatchError, naming the differing fields,
+        otherwise (the attempt is then aborted and the producer told)."""
+        return _transfer().await_room(self, room, ns, attempt, timeout)
+
+    def ack_room(self, room: "Room", timeout: Optional[float] = None) -> None:
+        """The consumer's word that it loaded the pages, or, after an abort,
+        that it stopped reading them: the pin is released."""
+        _transfer().ack_room(self, room, timeout)
+
+    def abort_room(self, room: "Room", reason: str, detail: str = "", timeout: Optional[float] = None) -> str:
+        """End an attempt, from either side, for ``reason`` (user_cancel,
+        timeout, producer_failure, consumer_failure). Returns the state
+        after: "aborted", or "draining" while a consumer that took the pages
+        may read them (its ack_room ends it)."""
+        return _transfer().abort_room(self, room, reason, detail, timeout)
+
+    def room_status(self, room: str, timeout: Optional[float] = None) -> "RoomInfo":
+        """The room's current record: the producer learns here how its
+        attempt ended, a consumer's namespace mismatch among it."""
+        return _transfer().room_status(self, room, timeout)
+
+    def list_rooms(self, tenant: str = "", timeout: Optional[float] = None) -> Dict[str, List["RoomInfo"]]:
+        """The rooms of ``tenant`` ("": the caller's, or every tenant's for
+        the admin) on every node not quarantined, by node ID."""
+        return _transfer().list_rooms(self, tenant, timeout)
+
+
+def _transfer():
+    from . import transfer  # the transfer module builds on this one
+
+    return transfer
 
 
 # The Go package calls the cluster client "Cluster".

@@ -29,6 +29,17 @@ __all__ = [
     "ProtocolError",
     "ClosedError",
     "InternalError",
+    "DeadlineError",
+    "RoomBusyError",
+    "StaleAttemptError",
+    "NoRoomError",
+    "TransferAbortedError",
+    "TransferExpiredError",
+    "TransferStateError",
+    "NamespaceMismatchError",
+    "PinQuotaError",
+    "PageNotPresentError",
+    "TooManyRoomsError",
     "ErrorInfo",
     "REASONS",
     "from_rpc",
@@ -82,6 +93,30 @@ ProtocolError = _error("ProtocolError", "PROTOCOL", "A node's answer broke the p
 ClosedError = _error("ClosedError", "CLOSED", "The client is closed.")
 InternalError = _error("InternalError", "INTERNAL", "The node failed the request for a reason of its own (a bug, a "
                        "storage failure): not a refusal of the request, nor the node being unreachable.")
+DeadlineError = _error("DeadlineError", "DEADLINE", "The call's own timeout passed while the node waited for the "
+                       "awaited event (a room await with nothing published in time): not the node failing.",
+                       TimeoutError)
+
+# Transfer rooms (strata.proto, service Transfer; the Go client's sentinels).
+RoomBusyError = _error("RoomBusyError", "ROOM_BUSY", "The room has a live attempt: it is reusable once that attempt "
+                       "is acknowledged, aborted and drained, or expired.")
+StaleAttemptError = _error("StaleAttemptError", "STALE_ATTEMPT", "The call names an attempt that is not the room's "
+                           "current one (a late or duplicate call): it changed nothing.")
+NoRoomError = _error("NoRoomError", "NO_ROOM", "The room's node holds no record of the room.")
+TransferAbortedError = _error("TransferAbortedError", "TRANSFER_ABORTED", "The attempt was aborted (the message "
+                              "says why): a publish after it published nothing.")
+TransferExpiredError = _error("TransferExpiredError", "TRANSFER_EXPIRED", "The attempt expired: its producer never "
+                              "published in time, or its pin's TTL passed before the acknowledgement.")
+TransferStateError = _error("TransferStateError", "TRANSFER_STATE", "The call is not allowed in the attempt's state "
+                            "(a second publish, an ack before the consumer took the pages).")
+NamespaceMismatchError = _error("NamespaceMismatchError", "NAMESPACE_MISMATCH", "The consumer's namespace is not the "
+                                "producer's; the message names the differing descriptor fields. The attempt is "
+                                "aborted and the producer sees why: never a hit.")
+PinQuotaError = _error("PinQuotaError", "PIN_QUOTA", "Pinning the published pages would take the tenant or the "
+                       "node over its quota of pinned bytes.")
+PageNotPresentError = _error("PageNotPresentError", "PAGE_NOT_PRESENT", "A publish names a page that is not "
+                             "committed: nothing was pinned.")
+TooManyRoomsError = _error("TooManyRoomsError", "TOO_MANY_ROOMS", "The room's node holds its cap of live rooms.")
 
 
 # REASONS is the one table of strata's error reasons: the google.rpc
@@ -114,6 +149,17 @@ REASONS = [
     ("QUOTA", None, 18, "QUOTA"),
     ("TRUNCATED", None, 0, ""),
     ("REGISTRY_UNAVAILABLE", UnavailableError, 0, ""),
+    # Transfer rooms are served on gRPC alone (server/errors.go).
+    ("PAGE_NOT_PRESENT", PageNotPresentError, 0, ""),
+    ("ROOM_BUSY", RoomBusyError, 0, ""),
+    ("STALE_ATTEMPT", StaleAttemptError, 0, ""),
+    ("NO_ROOM", NoRoomError, 0, ""),
+    ("TRANSFER_ABORTED", TransferAbortedError, 0, ""),
+    ("TRANSFER_EXPIRED", TransferExpiredError, 0, ""),
+    ("TRANSFER_STATE", TransferStateError, 0, ""),
+    ("NAMESPACE_MISMATCH", NamespaceMismatchError, 0, ""),
+    ("PIN_QUOTA", PinQuotaError, 0, ""),
+    ("TOO_MANY_ROOMS", TooManyRoomsError, 0, ""),
 ]
 
 _BY_REASON = {reason: cls for reason, cls, _, _ in REASONS if cls is not None}

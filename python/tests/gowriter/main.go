@@ -5,12 +5,15 @@
 //
 //	gowriter -addr 127.0.0.1:7070 -mode put -tokens 1,2,3,... [descriptor flags]
 //	gowriter -addr 127.0.0.1:7070 -mode get -tokens 1,2,3,...
+//	gowriter -addr 127.0.0.1:7070 -mode put -room R -tokens 1,2,3,...
 //
 // Page i's bytes are deterministic: byte j is (seed + 31*i + j) mod 251, so
 // the other side can check them without being sent the data. put prints
 // {"namespace_id", "page_bytes", "keys", "results"}; get prints
 // {"namespace_id", "keys", "hit_prefix", "found", "sha256"} where sha256 is
-// the hex digest of each page read (empty for a miss).
+// the hex digest of each page read (empty for a miss). put with -room opens
+// the transfer room R before the put and publishes the pages in it after,
+// adding "attempt".
 package main
 
 import (
@@ -42,6 +45,7 @@ func run() error {
 		mode       = flag.String("mode", "put", "put or get")
 		tokensFlag = flag.String("tokens", "", "comma-separated token ids")
 		seed       = flag.Int("seed", 7, "data pattern seed")
+		room       = flag.String("room", "", "put: open this transfer room first and publish the pages in it")
 		d          namespace.Descriptor
 	)
 	flag.StringVar(&d.Tenant, "tenant", "acme", "tenant")
@@ -92,6 +96,13 @@ func run() error {
 	out := map[string]any{"namespace_id": ns.ID().String(), "page_bytes": ns.PageBytes(), "keys": hexKeys}
 	switch *mode {
 	case "put":
+		var r client.Room
+		if *room != "" {
+			if r, err = cl.OpenRoom(ctx, *room); err != nil {
+				return err
+			}
+			out["attempt"] = r.Attempt
+		}
 		data := make([][]byte, len(keys))
 		for i := range data {
 			data[i] = make([]byte, ns.PageBytes())
@@ -108,6 +119,11 @@ func run() error {
 			statuses[i] = r.Status.String()
 		}
 		out["results"] = statuses
+		if *room != "" {
+			if _, err := cl.PublishRoom(ctx, r, ns, keys, len(keys)*int(d.PageTokens)); err != nil {
+				return err
+			}
+		}
 	case "get":
 		hit, err := ns.Lookup(ctx, keys, false, 0)
 		if err != nil {
