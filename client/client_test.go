@@ -128,12 +128,28 @@ func tokens(n int, seed uint32) []uint32 {
 	return out
 }
 
+// pagesFor is a page of ns's size for each of keys, its bytes its key's
+// first eight repeated (pageData).
 func pagesFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
 	data := make([][]byte, len(keys))
 	for i, k := range keys {
-		data[i] = bytes.Repeat(k[:8], ns.PageBytes()/8)
+		data[i] = pageData(k, ns.PageBytes())
 	}
 	return data
+}
+
+// mustStore fails t unless a put (what names it) answered no error and
+// stored every page.
+func mustStore(t testing.TB, what string, res []client.PutResult, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for i, r := range res {
+		if !r.Status.Stored() {
+			t.Fatalf("%s: page %d: %v %s", what, i, r.Status, r.Reason)
+		}
+	}
 }
 
 func TestPutLookupGet(t *testing.T) {

@@ -19,12 +19,7 @@ var benchDescriptor = namespace.Descriptor{Tenant: "bench", Model: "m", ModelRev
 func openBench(b *testing.B, nodes []*clusterNode, d namespace.Descriptor, pages int) (*client.Namespace, []namespace.Key) {
 	b.Helper()
 	ctx := context.Background()
-	c, err := client.Dial(ctx, nodes[0].Addr(), client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	ns, err := c.Open(ctx, d)
+	ns, err := dialWith(b, nodes[0].Addr(), client.Options{}).Open(ctx, d)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -148,19 +148,8 @@ func owners(c *client.Client, keys []namespace.Key) []string {
 
 func putAll(t testing.TB, ns *client.Namespace, keys []namespace.Key) {
 	t.Helper()
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = pageData(k, ns.PageBytes())
-	}
-	res, err := ns.Put(ctxT(t), client.ChainPages(keys, data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if !r.Status.Stored() {
-			t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
-		}
-	}
+	res, err := ns.Put(ctxT(t), client.ChainPages(keys, pagesFor(ns, keys)))
+	mustStore(t, "put", res, err)
 }
 
 func buffers(n, size int) [][]byte {

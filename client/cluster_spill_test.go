@@ -161,14 +161,7 @@ func TestClusterSpillNotAdmitted(t *testing.T) {
 	}
 	cold := keysOwnedBy(c, owner.ID(), perNode/16, r)
 	res, err := sns.Put(ctx, rootPages(sns, cold))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, pr := range res {
-		if !pr.Status.Stored() {
-			t.Fatalf("cold page %d: %v %s", i, pr.Status, pr.Reason)
-		}
-	}
+	mustStore(t, "put of the cold pages", res, err)
 	ownerAfter, otherAfter := nodePages(t, owner.Addr()), nodePages(t, other.Addr())
 	t.Logf("owner %d -> %d pages, spill candidate %d -> %d, %d cold pages put", ownerBefore, ownerAfter, otherBefore, otherAfter, len(cold))
 	if otherAfter-otherBefore != len(cold) || ownerAfter != ownerBefore {

@@ -243,16 +243,9 @@ func TestClusterHungNode(t *testing.T) {
 		var res []client.PutResult
 		var err error
 		within(t, 2*nodeTimeout+slack, "put", func() {
-			res, err = ns.Put(ctxT(t), client.ChainPages(keys, dataFor(ns, keys)))
+			res, err = ns.Put(ctxT(t), client.ChainPages(keys, pagesFor(ns, keys)))
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if !r.Status.Stored() { // the hung node's pages spilled to their next candidate
-				t.Fatalf("page %d: %v %s", i, r.Status, r.Reason)
-			}
-		}
+		mustStore(t, "put", res, err) // the hung node's pages spilled to their next candidate
 		var lr client.LookupResult
 		within(t, nodeTimeout+slack, "lookup", func() { lr, err = ns.Lookup(ctxT(t), keys, true, 0) })
 		if err != nil {
@@ -334,14 +327,6 @@ func TestClusterHungNode(t *testing.T) {
 			t.Fatalf("read %d of %d", n, len(keys))
 		}
 	})
-}
-
-func dataFor(ns *client.Namespace, keys []namespace.Key) [][]byte {
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = pageData(k, ns.PageBytes())
-	}
-	return data
 }
 
 // TestClusterFourthNode: a fourth node of equal weight takes about a
@@ -451,7 +436,7 @@ func TestClusterStaleCache(t *testing.T) {
 		}
 	}
 	// A Put the stale cache skips: the pages stay missing (a miss, no error).
-	res, err := ns.Put(ctx, client.ChainPages(keys, dataFor(ns, keys)))
+	res, err := ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +459,7 @@ func TestClusterStaleCache(t *testing.T) {
 	}
 	c.WaitCache()
 	// The lookup dropped the stale entries: writing again stores them.
-	res, err = ns.Put(ctx, client.ChainPages(keys, dataFor(ns, keys)))
+	res, err = ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestEveryOwnerDownIsAMiss(t *testing.T) {
 			}
 		}
 		var res []client.PutResult
-		within(t, nodeTimeout+slack, "put", func() { res, err = ns.Put(ctx, client.ChainPages(keys, dataFor(ns, keys))) })
+		within(t, nodeTimeout+slack, "put", func() { res, err = ns.Put(ctx, client.ChainPages(keys, pagesFor(ns, keys))) })
 		if err != nil {
 			t.Fatalf("round %d: put with its node down: %v; want pages not stored", round, err)
 		}

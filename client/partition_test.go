@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -84,19 +83,9 @@ func TestPartitionHeals(t *testing.T) {
 	})
 	// The rest keep serving: a prompt written now lands on the two and reads back.
 	keys := ns.PageKeys(tokens(16*60, 77))
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = bytes.Repeat(k[:8], ns.PageBytes()/8)
-	}
+	data := pagesFor(ns, keys)
 	res, err := ns.Put(ctx, client.ChainPages(keys, data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if !r.Status.Stored() {
-			t.Fatalf("page %d during the partition: %v %s", i, r.Status, r.Reason)
-		}
-	}
+	mustStore(t, "put during the partition", res, err)
 	lr, err := ns.Lookup(ctx, keys, false, 0)
 	if err != nil || lr.HitPrefix != len(keys) {
 		t.Fatalf("lookup during the partition: hit prefix %d of %d, %v", lr.HitPrefix, len(keys), err)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
@@ -286,14 +287,7 @@ func checkOtherTiers(t *testing.T, n *node.Node, active func(*client.Client) boo
 	}
 	for start := 0; start < len(keys); start += 50 {
 		res, err := ns.Put(ctx, client.ChainPages(keys[start:start+50], data[start:start+50]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if !r.Status.Stored() {
-				t.Fatalf("page %d: %v %s", start+i, r.Status, r.Reason)
-			}
-		}
+		mustStore(t, fmt.Sprintf("put from page %d", start), res, err)
 	}
 	lr, err := ns.Lookup(ctx, keys, true, 0)
 	if err != nil || lr.HitPrefix != len(keys) || lr.Lease == nil {
