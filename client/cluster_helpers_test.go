@@ -59,17 +59,25 @@ func waitNodeView(t testing.TB, nd *clusterNode, want int) {
 	conn := rawConn(t, nd.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if err := awaitAlive(ctx, conn, want); err != nil {
+		t.Fatalf("waiting for %d alive members: %v", want, err)
+	}
+}
+
+// awaitAlive watches the members conn's node reports until want of them
+// are alive.
+func awaitAlive(ctx context.Context, conn *grpc.ClientConn, want int) error {
 	stream, err := pb.NewClusterClient(conn).WatchMembers(ctx, &pb.MembersRequest{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			t.Fatalf("waiting for %d alive members: %v", want, err)
+			return err
 		}
 		if alivePB(resp.GetMembers()) == want {
-			return
+			return nil
 		}
 	}
 }

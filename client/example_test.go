@@ -13,7 +13,6 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // exampleCluster starts a throwaway cluster of n nodes that share the first
@@ -53,19 +52,10 @@ func exampleCluster(n int) (addr string, stop func()) {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	stream, err := pb.NewClusterClient(conn).WatchMembers(ctx, &pb.MembersRequest{})
-	if err != nil {
+	if err := awaitAlive(ctx, conn, n); err != nil {
 		log.Fatal(err)
 	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			log.Fatal(err)
-		}
-		if alivePB(resp.GetMembers()) == n {
-			return nodes[0].Addr(), stop
-		}
-	}
+	return nodes[0].Addr(), stop
 }
 
 // examplePrompt stores the KV pages of a prompt of pages pages, then looks
