@@ -268,7 +268,8 @@ func TestDashboardPanels(t *testing.T) {
 	}
 	walk(d.Panels)
 	for _, want := range []string{"Key hit rate", "Prefill FLOPs saved /s", "Bytes by tier", "Puts by outcome /s",
-		"Evictions and demotions /s", "RPC latency p50 / p99 by method"} {
+		"Evictions and demotions /s", "RPC latency p50 / p99 by method", "Room outcomes /s by reason",
+		"Publish to loaded p50 / p99", "Transfer bytes loaded /s", "Transfer pinned bytes by node"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q among %q", want, titles)
 		}

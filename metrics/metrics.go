@@ -5,7 +5,9 @@
 // at scrape time from a Source, so it can never drift from what the store
 // holds; metrics does not import the store: the node adapts its store to
 // Source (see ReadStore). Traffic (RPC latency, transfer bytes, prefill FLOPs saved) is
-// counted as it happens by the server through Recorder.
+// counted as it happens by the server through Recorder. The transfer
+// rooms' counts are read at scrape time too (ReadRooms); their
+// publish-to-loaded time is observed as consumers acknowledge (rooms.go).
 package metrics
 
 import (
@@ -41,6 +43,7 @@ type Registry struct {
 	tokensSaved   *prometheus.CounterVec
 	flopsBack     *prometheus.CounterVec // retracted: counted by a lookup, then taken back
 	tokensBack    *prometheus.CounterVec
+	roomSeconds   prometheus.Histogram // publish to ack of transfer attempts (rooms.go)
 
 	// The per-page hot path's series, resolved once: a label lookup
 	// (hashing, hex-encoding the namespace) cost about as much as the rest
@@ -85,7 +88,8 @@ func New(describe Describer) *Registry {
 			"(as strata_prefill_flops_retracted_total)."},
 		[]string{"namespace", "tenant", "model"})
 	r.pageIn, r.pageOut = r.pageSeconds.WithLabelValues("in"), r.pageSeconds.WithLabelValues("out")
-	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved, r.flopsBack, r.tokensBack,
+	r.roomSeconds = newRoomSeconds()
+	r.reg.MustRegister(r.rpcSeconds, r.transferBytes, r.pageSeconds, r.flopsSaved, r.tokensSaved, r.flopsBack, r.tokensBack, r.roomSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }

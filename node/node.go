@@ -201,6 +201,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.grpc = grpc.NewServer(n.grpcOptions(srv)...)
 	srv.Register(n.grpc)
 	srv.Metrics().ReadStore(storeMetrics{n.store})
+	srv.Metrics().ReadRooms(roomMetrics{n.rooms})
 	if err := n.startAdmin(); err != nil {
 		return err
 	}

@@ -121,6 +121,11 @@ type Config struct {
 	MaxTombstones int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Acked, when set, is called with an attempt's record each time a
+	// consumer's Ack ends it loaded (Published to Done is its
+	// publish-to-loaded time), after the rooms' lock is released. The
+	// node's metrics observe it. Default none.
+	Acked func(Status)
 }
 
 // Status is an attempt's record as the CLI and the producer see it.
@@ -155,6 +160,7 @@ type Stats struct {
 	PinnedBytes       uint64
 	Opened, Published uint64
 	Acked, Expired    uint64
+	AckedBytes        uint64             // bytes of the acknowledged attempts
 	Aborted           [numReasons]uint64 // by Reason
 	Mismatches        uint64
 	Busy, Stale       uint64 // Opens refused for a live attempt; calls naming an old attempt
@@ -428,10 +434,13 @@ func (r *Rooms) Ack(tenant, room string, a Attempt) error {
 	r.mu.Lock()
 	rec, err := r.currentLocked(tenant, room, a)
 	var pin Pin
+	var acked *Status
 	switch {
 	case err != nil:
 	case rec.State == Loading:
 		pin = r.endLocked(rec, Acked, ReasonNone, "")
+		st := rec.Status
+		acked = &st
 	case rec.State == Draining:
 		pin = r.endLocked(rec, Aborted, rec.Reason, rec.Detail)
 	case rec.State == Acked:
@@ -441,6 +450,9 @@ func (r *Rooms) Ack(tenant, room string, a Attempt) error {
 	r.mu.Unlock()
 	if pin != nil {
 		pin.Release()
+	}
+	if acked != nil && r.cfg.Acked != nil {
+		r.cfg.Acked(*acked)
 	}
 	return err
 }
@@ -484,6 +496,7 @@ func (r *Rooms) endLocked(rec *record, st State, reason Reason, detail string) P
 	switch st {
 	case Acked:
 		r.stats.Acked++
+		r.stats.AckedBytes += rec.Bytes
 	case Expired:
 		r.stats.Expired++
 	}

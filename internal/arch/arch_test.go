@@ -47,7 +47,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"transfer":       {"namespace", ""},
 	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
 	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store transfer", "internal/testing/leaktest internal/testing/poll"},
-	"metrics":        {"namespace", "client internal/testing/testnode node"},
+	"metrics":        {"namespace", "client internal/testing/poll internal/testing/testnode node transfer"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 rdma store tiers transfer transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/splitbuf internal/testing/testnode node"},
 	"node": {"eviction/coord peer transfer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers transport",
