@@ -97,6 +97,14 @@ var refusals = []struct {
 	{pb.ReasonInvalidArgument, ErrInvalid}, {pb.ReasonBatchTooLarge, ErrBatchTooLarge},
 	{pb.ReasonNoSpace, ErrNoSpace}, {pb.ReasonQuota, ErrQuota},
 	{pb.ReasonShuttingDown, ErrUnavailable}, {pb.ReasonNotAdmitted, errNotAdmitted},
+}
+
+// roomRefusals are the refusals of the transfer rooms' calls, which go on
+// gRPC alone (docs/design.md §14): no frame code carries them.
+var roomRefusals = []struct {
+	reason string
+	err    error
+}{
 	{pb.ReasonRoomBusy, ErrRoomBusy}, {pb.ReasonStaleAttempt, ErrStaleAttempt}, {pb.ReasonNoRoom, ErrNoRoom},
 	{pb.ReasonTransferAborted, ErrTransferAborted}, {pb.ReasonTransferExpired, ErrTransferExpired},
 	{pb.ReasonTransferState, ErrTransferState}, {pb.ReasonMismatch, ErrNamespaceMismatch},
@@ -107,6 +115,11 @@ var refusals = []struct {
 // refusal is the sentinel of a refusal's reason, nil for none.
 func refusal(reason string) error {
 	for _, r := range refusals {
+		if reason != "" && r.reason == reason {
+			return r.err
+		}
+	}
+	for _, r := range roomRefusals {
 		if reason != "" && r.reason == reason {
 			return r.err
 		}
