@@ -55,10 +55,11 @@ type Member struct {
 
 // nodeConn is the services of one node.
 type nodeConn struct {
-	addr    string
-	admin   pb.AdminClient
-	cluster pb.ClusterClient
-	data    pb.StrataClient // for DeleteKeys
+	addr     string
+	admin    pb.AdminClient
+	cluster  pb.ClusterClient
+	data     pb.StrataClient   // for DeleteKeys
+	transfer pb.TransferClient // for Rooms
 }
 
 // Label names a member in messages: its ID and the address dialled.
@@ -137,7 +138,8 @@ func (c *Cluster) connect(addr string, o Options) (*nodeConn, error) {
 		return nil, fmt.Errorf("bad endpoint %q: %w", addr, err)
 	}
 	c.conns = append(c.conns, cc)
-	return &nodeConn{addr: addr, admin: pb.NewAdminClient(cc), cluster: pb.NewClusterClient(cc), data: pb.NewStrataClient(cc)}, nil
+	return &nodeConn{addr: addr, admin: pb.NewAdminClient(cc), cluster: pb.NewClusterClient(cc), data: pb.NewStrataClient(cc),
+		transfer: pb.NewTransferClient(cc)}, nil
 }
 
 // viewOfOne is the view of a node without the Cluster service (or without

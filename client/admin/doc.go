@@ -14,6 +14,7 @@
 //	Keys, StatKeys       a namespace's keys merged in key order, per copy
 //	KeysByPrefix         the keys that start with some hex digits
 //	Leases               the active leases, soonest expiry first
+//	Rooms                the transfer rooms, oldest first
 //	SetTTL, DeleteKeys,  changes made on every member that knows the
 //	Drop                 namespace
 //

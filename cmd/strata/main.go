@@ -14,6 +14,7 @@
 //	strata keys stat 3f2a <key-or-prefix>...
 //	strata keys rm 3f2a <key-or-prefix>...
 //	strata lease ls
+//	strata transfer ls --tenant acme
 //
 // The node asked is the first of --endpoints that answers (a
 // comma-separated list; --endpoint is the same flag; env STRATA_ENDPOINTS,
@@ -21,7 +22,7 @@
 // STRATA_TOKEN) is sent as "authorization: Bearer <token>" to every node.
 // Every command prints a table, or one JSON document with -o json.
 //
-// The ns, keys and lease commands are cluster-wide: they take the
+// The ns, keys, lease and transfer commands are cluster-wide: they take the
 // membership from the node asked and ask every alive (or suspect) member in
 // parallel, each call under --timeout, then merge the answers. A member
 // that fails is reported on stderr ("node X unreachable: ...; results may

@@ -60,7 +60,7 @@ connections TLS, checking nodes' certificates against that CA bundle;
 --cert and --key (env STRATA_CERT, STRATA_KEY) are the client certificate a
 node with --tls-client-auth requires.
 
-ns, keys and lease ask every alive member and merge the answers; a member
+ns, keys, lease and transfer ask every alive member and merge the answers; a member
 that fails is reported on stderr and left out, and a listing exits 0 unless
 every member failed.`,
 		SilenceUsage:  true,
@@ -81,7 +81,8 @@ every member failed.`,
 	f.StringVar(&g.serverName, "server-name", "", "name the nodes' certificates must carry (default the host dialed)")
 	f.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call to a node")
-	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g), newTenantCmd(g, getenv))
+	root.AddCommand(newNSCmd(g), newKeysCmd(g), newNodeCmd(g), newClusterCmd(g), newLeaseCmd(g), newTenantCmd(g, getenv),
+		newTransferCmd(g))
 	return root
 }
 
