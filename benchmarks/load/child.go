@@ -90,6 +90,8 @@ func serveChild(role string) error {
 			return fmt.Errorf("starting node: %w", err)
 		}
 		addr, stop = nd.Addr(), func() error { return errors.Join(nd.Close(), os.RemoveAll(dir)) }
+	case roleProducer, roleConsumer:
+		return servePeer(role, int(n))
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}

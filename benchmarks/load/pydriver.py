@@ -17,7 +17,8 @@ roles:
              get I           read page I of the working set into a reused buffer
              put K           store one page under key number K
              look I N        ask about N keys of the working set from I*N on
-             put-range A B   put keys numbered A..B-1 (Mooncake: warming the segment)
+             put-range A B   put keys numbered A..B-1 (Mooncake: warming the segment, a transfer's producer)
+             get-range A B   read keys numbered A..B-1 into a reused buffer (Mooncake: a transfer's consumer)
              del A B         remove the keys numbered A..B-1 that put stored
              flush           drop everything the workload stored (Redis: FLUSHALL)
 
@@ -88,6 +89,13 @@ class MooncakeWorker:
             err = self.put(k)
             if err:
                 return "key %d: %s" % (k, err)
+        return None
+
+    def get_range(self, a, b):
+        for k in range(a, b):
+            got = self.store.get_into(self.pkey(k), self.dp, self.n)
+            if got != self.n:
+                return "key %d: get_into: %d" % (k, got)
         return None
 
     def look(self, i, n):
@@ -197,7 +205,7 @@ def worker(a):
     out.write(b"ready\n")
     out.flush()
     ops = {"get": w.get, "put": w.put, "prep": w.prep, "del": w.delete, "look": w.look,
-           "put-range": getattr(w, "put_range", None), "flush": w.flush}
+           "put-range": getattr(w, "put_range", None), "get-range": getattr(w, "get_range", None), "flush": w.flush}
     for raw in sys.stdin.buffer:
         f = raw.split()
         try:

@@ -262,7 +262,7 @@ func (w *pyWorkload) Close(context.Context) error {
 	return err
 }
 
-// pyProc is one pydriver.py process.
+// pyProc is one pydriver.py process, or a transfer peer (startLineProc).
 type pyProc struct {
 	cmd   *exec.Cmd
 	in    *bufio.Writer
@@ -272,10 +272,19 @@ type pyProc struct {
 	errs  *tailBuffer
 }
 
-// startPyProc runs pydriver.py with args and waits (up to a minute) for
-// its first line, which must start with "ready".
+// startPyProc runs pydriver.py with args (startLineProc).
 func startPyProc(ctx context.Context, python, script string, args ...string) (*pyProc, error) {
-	cmd := exec.Command(python, append([]string{"-u", script}, args...)...)
+	p, err := startLineProc(ctx, exec.Command(python, append([]string{"-u", script}, args...)...))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", filepath.Base(script), args[0], err)
+	}
+	return p, nil
+}
+
+// startLineProc starts cmd, a process that answers one command a line
+// (pydriver.py, a transfer peer), and waits (up to a minute) for its
+// first line, which must start with "ready".
+func startLineProc(ctx context.Context, cmd *exec.Cmd) (*pyProc, error) {
 	p := &pyProc{cmd: cmd, errs: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = p.errs
 	in, err := cmd.StdinPipe()
@@ -308,23 +317,35 @@ func startPyProc(ctx context.Context, python, script string, args ...string) (*p
 		err = ctx.Err()
 	}
 	p.close()
-	return nil, fmt.Errorf("%s %s: %w\n%s", filepath.Base(script), args[0], err, p.errs.String())
+	return nil, fmt.Errorf("%w\n%s", err, p.errs.String())
 }
 
-// call sends one command and reads its answer.
+// call sends one command and reads its answer, a bare "ok" unless it failed.
 func (p *pyProc) call(format string, a ...any) error {
+	out, err := p.ask(format, a...)
+	if err == nil && out != "" {
+		err = fmt.Errorf("worker process: answered %q, want ok", "ok "+out)
+	}
+	return err
+}
+
+// ask sends one command and returns what its answer says after "ok".
+func (p *pyProc) ask(format string, a ...any) (string, error) {
 	fmt.Fprintf(p.in, format+"\n", a...)
 	if err := p.in.Flush(); err != nil {
-		return fmt.Errorf("python worker: %w\n%s", err, p.errs.String())
+		return "", fmt.Errorf("worker process: %w\n%s", err, p.errs.String())
 	}
 	line, err := p.out.ReadSlice('\n')
 	if err != nil {
-		return fmt.Errorf("python worker: %w\n%s", err, p.errs.String())
+		return "", fmt.Errorf("worker process: %w\n%s", err, p.errs.String())
 	}
 	if len(line) == 3 && string(line) == "ok\n" {
-		return nil
+		return "", nil
 	}
-	return errors.New(strings.TrimPrefix(strings.TrimSpace(string(line)), "err "))
+	if out, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "ok "); ok {
+		return out, nil
+	}
+	return "", errors.New(strings.TrimPrefix(strings.TrimSpace(string(line)), "err "))
 }
 
 // close ends the process (endProcess).

@@ -4,7 +4,9 @@
 // loopback, persistence off), the raw loopback TCP limit and the memcpy
 // limit, and on request Mooncake Store (--systems mooncake, with Redis
 // through the same Python workers as redis-py). It writes results.md (markdown tables), results.csv and PNG plots
-// into --out. benchmarks/README.md documents the command.
+// into --out. With --transfer it measures instead the transfer of one
+// prompt's KV from a producer process to a consumer process (transfer.go).
+// benchmarks/README.md documents the command.
 package main
 
 import (
@@ -45,6 +47,7 @@ type config struct {
 	// mooncakePython is the interpreter with the mooncake wheel, for the
 	// mooncake and redis-py systems.
 	mooncakePython string
+	transfer       transferConfig // --transfer: the transfer case instead (transfer.go)
 	out            string
 	progress       io.Writer
 	log            io.Writer
@@ -94,6 +97,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.token, "token", os.Getenv("STRATA_TOKEN"), "tenant token (default $STRATA_TOKEN)")
 	fs.StringVar(&cfg.out, "out", "strata-load-out", "directory for results.md, results.csv and the plots")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	addTransferFlags(fs, &cfg.transfer)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -182,6 +186,9 @@ func parseBytes(s string) (int64, error) {
 
 // run starts the systems, measures, and writes the report.
 func run(ctx context.Context, cfg config) (err error) {
+	if cfg.transfer.on {
+		return runTransfer(ctx, cfg)
+	}
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}

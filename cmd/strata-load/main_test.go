@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratakv/strata/benchmarks/load"
 )
@@ -22,24 +20,8 @@ func TestMain(m *testing.M) {
 // per case: every system (Redis only where redis-server is installed), every
 // operation, the report and the plots.
 func TestRunSmoke(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	cfg, err := parseFlags([]string{"--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms", "--warmup", "20ms", "--settle", "20ms",
-		"--working-set", "256K", "--put-budget", "128K", "--lookup-keys", "8", "--host-bytes", "16M",
-		"--node-procs", "1", "--out", out, "--quiet"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	cfg.log = &log
-	if err := run(ctx, cfg); err != nil {
-		t.Fatalf("run: %v\n%s", err, log.String())
-	}
-	md, err := os.ReadFile(filepath.Join(out, "results.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, md, log := runCommand(t, "results.md", "--sizes", "4K,16K", "--concurrency", "1,2", "--duration", "30ms", "--warmup", "20ms",
+		"--settle", "20ms", "--working-set", "256K", "--put-budget", "128K", "--lookup-keys", "8", "--host-bytes", "16M", "--node-procs", "1")
 	for _, want := range []string{"## put", "## get", "## lookup", "| strata | 4KiB | 1 |", "| tcp | 16KiB | 2 |",
 		"| memcpy | 4KiB | 2 |", "strata get ÷ baselines", "the strata node runs with GOMAXPROCS 1 (--node-procs)"} {
 		if !strings.Contains(string(md), want) {
