@@ -71,6 +71,8 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 0, "default read-lease TTL (default 10s)")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", 0, "maximum read-lease TTL (default 60s)")
 	fs.DurationVar(&cfg.ReserveTTL, "reserve-ttl", 0, "default reservation deadline (default 30s)")
+	fs.DurationVar(&cfg.Transfer.PinTTL, "transfer-pin-ttl", 0, "how long a transfer room's publish pins its pages for the consumer; an attempt not acknowledged by then expires and its pins go (default 60s)")
+	fs.DurationVar(&cfg.Transfer.OpenTTL, "transfer-open-ttl", 0, "how long an opened transfer attempt waits for its producer's publish before it expires (default 30s)")
 	fs.DurationVar(&cfg.MaxReserveTTL, "max-reserve-ttl", 0, "longest reservation deadline a client may ask for (default 5m; --reserve-ttl may not exceed it)")
 	cfg.ReserveShare = node.DefaultReserveShare
 	fs.Var(share{&cfg.ReserveShare}, "reserve-share", "the most of each tier (a `share` in (0, 1]) that one tenant's open reservations may hold, every tenant's alike (tokens from flags or etcd, quota or none); a page past it in every tier is refused as over quota")

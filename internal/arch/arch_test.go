@@ -60,7 +60,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transport"},
+	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
 	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
