@@ -37,6 +37,38 @@ scheduler to the workers every step.
   them (with ``kv_load_failure_policy: recompute``; vLLM's default ``fail``
   fails the request instead). Nothing raises into vLLM.
 
+Prefill–decode disaggregation (``kv_role``; docs/design.md §14): vLLM's
+P/D convention, as its NIXL and Mooncake connectors follow it. A proxy
+sends the prompt to the prefill engine with ``max_tokens: 1`` and
+``kv_transfer_params: {"do_remote_decode": true}``, takes the
+``kv_transfer_params`` of its answer and sends the request to the decode
+engine with them (``strata_client.pd_proxy`` is such a proxy).
+
+- ``kv_producer`` (or ``kv_both``), for a request with
+  ``do_remote_decode``: the scheduler opens one room per TP shard
+  (``shard_room``; the room is ``kv_transfer_params["strata_room"]`` when
+  the proxy sets one, else the request id) while the request waits;
+  every full prompt block is saved; ``request_finished`` holds the
+  blocks (``delay_free``) and answers the proxy's parameters
+  (``do_remote_prefill``, ``strata_room``, ``strata_attempts``,
+  ``strata_tokens``, ``strata_addr``); each worker publishes its shard's
+  pages once its puts are verified and reports the request in
+  ``get_finished``'s sending set: vLLM frees the blocks then, not when the
+  decode is done. A publish that fails aborts the room
+  (``producer_failure``) so that the decode hears it at once.
+- ``kv_consumer`` (or ``kv_both``), for a request with
+  ``do_remote_prefill`` and those parameters: ``get_num_new_matched_tokens``
+  answers the published tokens beyond the local prefix, loaded
+  asynchronously (``WAITING_FOR_REMOTE_KVS``); the worker awaits its
+  shard's room, checks that the producer's keys are the keys of its own
+  blocks, reads them into its blocks and acknowledges. Any failure (the
+  room aborted or expired, nothing published in time, a namespace that is
+  not the producer's -- another dtype, model revision, TP layout --, keys
+  that differ, a page missing) is logged with its reason, counted by
+  reason (``pd_error_*``) and its blocks go to
+  ``get_block_ids_with_load_errors``: vLLM recomputes them. A mismatch is
+  never a hit.
+
 Only one KV cache group is handled (no ``SupportsHMA``: vLLM then turns its
 hybrid KV cache manager off, as it logs).
 """
@@ -53,7 +85,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
-__all__ = ["StrataConnector", "StrataConnectorMetadata", "LoadSpec", "SaveSpec", "ConnectorSettings"]
+__all__ = ["StrataConnector", "StrataConnectorMetadata", "LoadSpec", "SaveSpec", "PublishSpec", "RoomSpec",
+           "ConnectorSettings", "shard_room"]
 
 
 # ---- settings ----------------------------------------------------------------------
@@ -75,6 +108,8 @@ class ConnectorSettings:
     save_decode: bool = False  # strata_save_decode: also save blocks of generated tokens
     io_threads: int = 4  # strata_io_threads: client calls in flight per process
     connect_retry: float = 5.0  # seconds between connection attempts while strata is unreachable
+    role: str = "kv_both"  # vLLM's kv_role: kv_producer, kv_consumer or kv_both (P/D, above)
+    pd_await_timeout: float = 10.0  # strata_pd_await_timeout: a consumer's wait for the producer's room
 
     @classmethod
     def from_extra(cls, extra: Dict[str, Any]) -> "ConnectorSettings":
@@ -92,12 +127,24 @@ class ConnectorSettings:
             save_decode=_bool(g("strata_save_decode", None, False)),
             io_threads=int(g("strata_io_threads", None, 4)),
             connect_retry=float(g("strata_connect_retry", None, 5.0)),
+            pd_await_timeout=float(g("strata_pd_await_timeout", None, 10.0)),
         )
         if not s.addr:
             raise ValueError("StrataConnector: kv_connector_extra_config.strata_addr (or STRATA_ADDR) is required")
-        if s.node_timeout <= 0 or s.lookup_timeout <= 0 or s.io_threads <= 0:
-            raise ValueError("StrataConnector: strata_node_timeout, strata_lookup_timeout and strata_io_threads must be > 0")
+        if s.node_timeout <= 0 or s.lookup_timeout <= 0 or s.io_threads <= 0 or s.pd_await_timeout <= 0:
+            raise ValueError("StrataConnector: strata_node_timeout, strata_lookup_timeout, strata_io_threads and "
+                             "strata_pd_await_timeout must be > 0")
         return s
+
+    @property
+    def produces(self) -> bool:
+        """Whether this engine publishes requests that ask do_remote_decode."""
+        return self.role in ("kv_producer", "kv_both")
+
+    @property
+    def consumes(self) -> bool:
+        """Whether this engine loads requests that ask do_remote_prefill."""
+        return self.role in ("kv_consumer", "kv_both")
 
 
 def _bool(v: Any) -> bool:
@@ -110,6 +157,17 @@ def _bool(v: Any) -> bool:
 
 
 @dataclass
+class RoomSpec:
+    """The producer's room a P/D load reads: its name (``strata_room``),
+    the attempt of each shard (``strata_attempts``) and the tokens
+    published."""
+
+    room: str
+    attempts: Dict[str, int]
+    tokens: int
+
+
+@dataclass
 class LoadSpec:
     """Blocks of one request to read from strata into the engine."""
 
@@ -119,6 +177,7 @@ class LoadSpec:
     first_depth: int  # page index of the first block in the request
     # per shard "tp_rank/pp_rank": (pages, {node id: [(lease id, expires unix ms)]})
     leases: Dict[str, Tuple[int, Dict[str, List[Tuple[int, int]]]]] = field(default_factory=dict)
+    room: Optional[RoomSpec] = None  # a P/D load: await the room, not a lease
 
 
 @dataclass
@@ -133,9 +192,21 @@ class SaveSpec:
 
 
 @dataclass
+class PublishSpec:
+    """A finished P/D request of the producer: once its saves are done,
+    each worker publishes the first ``len(hashes)`` blocks in its shard's
+    room."""
+
+    req_id: str
+    room: RoomSpec
+    hashes: List[bytes]  # vLLM block hash ending each page, from the first block
+
+
+@dataclass
 class StrataConnectorMetadata(KVConnectorMetadata):
     loads: List[LoadSpec] = field(default_factory=list)
     saves: List[SaveSpec] = field(default_factory=list)
+    publishes: List[PublishSpec] = field(default_factory=list)
     # requests whose blocks the scheduler keeps until the workers report
     # their saves finished (request_finished returned True)
     deferred: Set[str] = field(default_factory=set)
@@ -144,6 +215,12 @@ class StrataConnectorMetadata(KVConnectorMetadata):
 
 def shard_name(tp_rank: int, pp_rank: int) -> str:
     return f"{tp_rank}/{pp_rank}"
+
+
+def shard_room(room: str, shard: str) -> str:
+    """The transfer room of one shard's pages: each TP shard has its own
+    namespace, so its own room and attempt."""
+    return f"{room}#{shard}"
 
 
 # ---- the connector --------------------------------------------------------------------
@@ -155,6 +232,7 @@ class StrataConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config: Any, role: KVConnectorRole, kv_cache_config: Any = None):
         super().__init__(vllm_config, role, kv_cache_config)
         settings = ConnectorSettings.from_extra(dict(self._kv_transfer_config.kv_connector_extra_config or {}))
+        settings.role = str(self._kv_transfer_config.kv_role or "kv_both")
         self._sched = None
         self._worker = None
         if role == KVConnectorRole.SCHEDULER:

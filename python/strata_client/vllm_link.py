@@ -93,6 +93,11 @@ class Link:
         with self._lock:
             return self._client is not None
 
+    def client(self) -> Optional[Client]:
+        """The client (None until connected): transfer rooms are its calls."""
+        with self._lock:
+            return self._client
+
     def ns(self, shard: str) -> Optional[Namespace]:
         with self._lock:
             return self._ns.get(shard)

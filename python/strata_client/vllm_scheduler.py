@@ -22,6 +22,18 @@ request and plans each step's loads and saves. Invariants:
   allocated, preempted, finished) are released here.
 - A request whose saves went to the workers is held at ``request_finished``
   (its blocks stay allocated) until every worker reports its saves done.
+- Loads go to the workers in the step they are planned in, whether or not
+  vLLM schedules the request in it: an asynchronously loading request
+  waits (WAITING_FOR_REMOTE_KVS) and is in no scheduled list until it
+  loaded.
+- P/D (strata_client.vllm's doc): a producer's rooms are opened on the
+  pool when the request is first asked about, and every full prompt block
+  of the request is saved (a local prefix-cache hit too: the room needs
+  every page committed); ``request_finished`` waits for the opening at most
+  ``strata_node_timeout``, hands the publication to the workers and holds
+  the blocks until they published. A consumer's answer comes from the
+  proxy's parameters alone (no lookup); a room it will not load is aborted
+  (``consumer_failure``), so its pin goes before its TTL.
 """
 
 from __future__ import annotations
@@ -35,7 +47,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .client import Lease
 from .engines import vllm_connector_descriptor
-from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
+from .transfer import CONSUMER_FAILURE, PRODUCER_FAILURE, USER_CANCEL, Room
+from .vllm import LoadSpec, PublishSpec, RoomSpec, SaveSpec, StrataConnectorMetadata, shard_name, shard_room
 from .vllm_link import Counters, Link
 
 log = logging.getLogger("strata_client.vllm")
@@ -63,6 +76,10 @@ class _Req:
     block_ids: List[int] = field(default_factory=list)
     saved: int = 0  # blocks below this are stored, loaded or local hits: not saved again
     sent_saves: bool = False
+    pd_room: Optional[str] = None  # producer: the room its pages are published in
+    pd_open: Optional[Future] = None  # producer: -> {shard: attempt}
+    pd_load: Optional[RoomSpec] = None  # consumer: the producer's room to load
+    pd_start: int = 0  # consumer: the first block to load (the local prefix, in blocks)
 
 
 class SchedulerSide:
@@ -85,8 +102,11 @@ class SchedulerSide:
         self._lock = threading.Lock()  # guards _reqs, _deferred and lookup results (the pool's callbacks set them)
         self._reqs: Dict[str, _Req] = {}
         self._deferred: Set[str] = set()
+        self._publishes: List[PublishSpec] = []
         self.stats = Counters("lookups", "lookup_hits", "hit_blocks", "lookup_timeouts", "lookup_errors", "renewals",
-                              "renew_failures", "plan_errors", "loads_planned", "saves_planned", "not_connected")
+                              "renew_failures", "plan_errors", "loads_planned", "saves_planned", "not_connected",
+                              "pd_rooms_opened", "pd_open_failures", "pd_publishes_planned", "pd_not_published",
+                              "pd_remote_prefills", "pd_loads_planned", "pd_bad_params", "pd_rooms_released")
         self.link = Link(settings, self._descriptors, "sched")
         self.link.start()
 
@@ -131,7 +151,13 @@ class SchedulerSide:
             if st is None:
                 st = self._reqs[rid] = _Req(request)
         start = num_computed // self.block_tokens
-        st.saved = max(st.saved, start)  # local prefix-cache hits were saved by whoever computed them
+        params = getattr(request, "kv_transfer_params", None) or {}
+        if self.s.consumes and params.get("do_remote_prefill") and params.get("strata_room"):
+            return self._remote_prefill(st, params, start)
+        if self.s.produces and params.get("do_remote_decode"):
+            self._open_rooms(st, params)
+        if st.pd_room is None:
+            st.saved = max(st.saved, start)  # local prefix-cache hits were saved by whoever computed them
         if not self.link.ready():
             self.stats.add("not_connected")
             return 0, False
@@ -174,6 +200,115 @@ class SchedulerSide:
                 return None, False
         self._maybe_renew(st, now_ms)
         return (st.hit_end - start) * self.block_tokens, True
+
+    # ---- P/D ----
+
+    def _remote_prefill(self, st: _Req, params: Dict[str, Any], start: int) -> Tuple[int, bool]:
+        """A consumer's answer for a request the producer prefilled: the
+        published tokens beyond the local prefix, loaded asynchronously."""
+        if st.pd_load is None:
+            try:
+                st.pd_load = RoomSpec(str(params["strata_room"]),
+                                      {str(k): int(v) for k, v in dict(params.get("strata_attempts") or {}).items()},
+                                      int(params.get("strata_tokens") or 0))
+            except (TypeError, ValueError) as e:
+                log.warning("strata: P/D: request %s has kv_transfer_params %r that name no room (%s): it is "
+                            "computed here", st.request.request_id, params, e)
+                self.stats.add("pd_bad_params")
+                return 0, False
+            self.stats.add("pd_remote_prefills")
+        if not self.link.ready():
+            self.stats.add("not_connected")
+            return 0, False
+        tokens = min(st.pd_load.tokens, st.request.num_prompt_tokens) // self.block_tokens * self.block_tokens
+        st.pd_start = start
+        st.saved = max(st.saved, start)
+        count = tokens - start * self.block_tokens
+        return (count, True) if count > 0 else (0, False)
+
+    def _open_rooms(self, st: _Req, params: Dict[str, Any]) -> None:
+        """Open the producer's room of every shard, on the pool, once."""
+        req = st.request
+        if st.pd_room is not None or req.num_prompt_tokens < self.block_tokens or not self.link.ready():
+            return
+        room = str(params.get("strata_room") or req.request_id)
+        shards, c = list(self.link.shards()), self.link.client()
+
+        def job() -> Dict[str, int]:
+            out: Dict[str, int] = {}
+            try:
+                for shard in shards:
+                    out[shard] = c.open_room(shard_room(room, shard)).attempt
+            except Exception:
+                _abort_rooms(c, RoomSpec(room, out, 0), PRODUCER_FAILURE, "opening the other shards' rooms failed")
+                raise
+            self.stats.add("pd_rooms_opened", len(out))
+            return out
+
+        st.pd_room, st.pd_open = room, self.link.pool.submit(job)
+
+    def _opened(self, st: _Req) -> Optional[Dict[str, int]]:
+        """The attempts of the producer's rooms, waiting for the opening at
+        most strata_node_timeout; None (logged, counted) when it failed."""
+        try:
+            return st.pd_open.result(timeout=self.s.node_timeout)
+        except Exception as e:
+            if not st.pd_open.done():  # rooms opened after this give up are aborted
+                c, room = self.link.client(), st.pd_room
+                st.pd_open.add_done_callback(lambda f: f.exception() is None and _abort_rooms(
+                    c, RoomSpec(room, f.result(), 0), PRODUCER_FAILURE, "opened after the prefill gave up"))
+            log.warning("strata: P/D: opening the rooms of %s failed (%s): the decode computes its prompt",
+                        st.request.request_id, e or type(e).__name__)
+            self.stats.add("pd_open_failures")
+            return None
+
+    def _finish_producer(self, st: _Req, request: Any) -> Optional[Dict[str, Any]]:
+        """request_finished for a request to publish: plans the publication
+        and returns the proxy's kv_transfer_params (None: nothing
+        published, the decode computes the prompt)."""
+        from vllm.v1.request import RequestStatus
+
+        attempts = self._opened(st)
+        if attempts is None:
+            return None
+        spec = RoomSpec(st.pd_room, attempts, 0)
+        if request.status not in (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED):
+            self._release(spec, USER_CANCEL, f"the prefill ended {request.status.name}")
+            return None
+        n = min(st.saved, request.num_prompt_tokens // self.block_tokens,
+                len(request.block_hashes) // self.hashes_per_block)
+        if n <= 0:
+            self.stats.add("pd_not_published")
+            self._release(spec, PRODUCER_FAILURE, "no block of the prompt was saved")
+            return None
+        spec.tokens = n * self.block_tokens
+        with self._lock:
+            self._publishes.append(PublishSpec(request.request_id, spec, [self.block_hash(request, i) for i in range(n)]))
+        self.stats.add("pd_publishes_planned")
+        return {"do_remote_prefill": True, "do_remote_decode": False, "strata_room": spec.room,
+                "strata_attempts": dict(attempts), "strata_tokens": spec.tokens, "strata_addr": self.s.addr}
+
+    def _plan_remote_load(self, st: _Req, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        params = request.kv_transfer_params
+        if not params.get("do_remote_prefill"):
+            return  # the second call, after the load
+        params["do_remote_prefill"] = False  # one transfer per request, as vLLM's own P/D connectors
+        if num_external_tokens <= 0:
+            self._release(st.pd_load, CONSUMER_FAILURE, "the decode did not load the room (prompt computed here)")
+            return
+        start, count = st.pd_start, num_external_tokens // self.block_tokens
+        block_ids = list(blocks.get_block_ids()[0])
+        st.load = LoadSpec(req_id=request.request_id, block_ids=block_ids[start:start + count],
+                           hashes=[self.block_hash(request, i) for i in range(start, start + count)],
+                           first_depth=start, room=st.pd_load)
+        st.saved = max(st.saved, start + count)
+        self.stats.add("pd_loads_planned")
+
+    def _release(self, spec: RoomSpec, reason: str, detail: str) -> None:
+        """Abort a room's attempts on the pool (its pins go now, not at their TTL)."""
+        if spec.attempts and self.link.ready():
+            self.stats.add("pd_rooms_released")
+            self.link.pool.submit(_abort_rooms, self.link.client(), spec, reason, detail)
 
     def _begin_lookup(self, st: _Req, start: int, end: int) -> None:
         hashes = [self.block_hash(st.request, i) for i in range(start, end)]
@@ -273,6 +408,9 @@ class SchedulerSide:
         st = self._reqs.get(request.request_id)
         if st is None:
             return
+        if st.pd_load is not None:
+            self._plan_remote_load(st, request, blocks, num_external_tokens)
+            return
         if num_external_tokens <= 0:
             if st.load is None:
                 self._drop_lookup(st)
@@ -310,6 +448,12 @@ class SchedulerSide:
 
         with self._lock:
             meta.deferred, self._deferred = self._deferred, set()
+            meta.publishes, self._publishes = self._publishes, []
+            reqs = list(self._reqs.values())
+        for st in reqs:  # a request loading asynchronously is not scheduled until it loaded
+            if st.load is not None:
+                meta.loads.append(st.load)
+                st.load = None
         for rid in getattr(so, "preempted_req_ids", None) or ():
             st = self._reqs.get(rid)
             if st is not None:
@@ -323,9 +467,6 @@ class SchedulerSide:
             if new_ids is not None:
                 ids = list(new_ids[0])
                 st.block_ids = ids if full else st.block_ids + ids
-            if st.load is not None:
-                meta.loads.append(st.load)
-                st.load = None
             self._plan_saves(st, so.num_scheduled_tokens.get(rid, 0), meta)
 
     def _plan_saves(self, st: _Req, scheduled: int, meta: StrataConnectorMetadata) -> None:
@@ -355,10 +496,13 @@ class SchedulerSide:
             if st is None:
                 return False, None
             self._drop_lookup(st)
-            if st.sent_saves:
+            if st.pd_load is not None and (request.kv_transfer_params or {}).get("do_remote_prefill"):
+                self._release(st.pd_load, CONSUMER_FAILURE, f"the decode ended {request.status.name} before it loaded")
+            params = self._finish_producer(st, request) if st.pd_room is not None else None
+            if st.sent_saves or params is not None:
                 with self._lock:
                     self._deferred.add(request.request_id)
-                return True, None
+                return True, params
         except Exception:
             log.exception("strata: request_finished failed")
             self.stats.add("plan_errors")
@@ -380,6 +524,14 @@ def _done(v: Any) -> Future:
     f.set_result(v)
     return f
 
+
+
+def _abort_rooms(c: Any, spec: RoomSpec, reason: str, detail: str) -> None:
+    for shard, attempt in spec.attempts.items():
+        try:
+            c.abort_room(Room(shard_room(spec.room, shard), attempt), reason, detail)
+        except Exception as e:  # the pin's TTL ends it
+            log.info("strata: P/D: aborting room %r attempt %d: %s", shard_room(spec.room, shard), attempt, e)
 
 
 def _release_all(leases: Dict[str, Lease]) -> None:

@@ -26,6 +26,16 @@ per head for head-outer ones), and the page is those runs in order.
   reported in ``get_finished``'s sending set once its saves ended.
 - ``handle_preemptions`` waits for the saves of preempted requests before
   vLLM reuses their blocks.
+- P/D producer: a ``PublishSpec`` is published in the shard's room once
+  every save of its request ended (the pages verified by the node), and
+  the request is reported in the sending set only then; a publish that
+  fails aborts the room (``producer_failure``).
+- P/D consumer: a load naming a room awaits the shard's attempt (at most
+  ``strata_pd_await_timeout``), checks that the producer's keys are the
+  keys of its own blocks, reads them under the room's pin and acknowledges
+  (after an abort too: the ack is its word that it stopped reading). A
+  failure is logged with its reason and counted as ``pd_error_<reason>``;
+  its blocks are load errors, never a hit.
 """
 
 from __future__ import annotations
@@ -35,10 +45,12 @@ import threading
 from concurrent.futures import Future, wait
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from . import errors as E
 from .buffers import ScatterBuffer
 from .client import Page
 from .engines import vllm_connector_descriptor, vllm_page_format
-from .vllm import LoadSpec, SaveSpec, StrataConnectorMetadata, shard_name
+from .transfer import CONSUMER_FAILURE, PRODUCER_FAILURE, TIMEOUT, Room
+from .vllm import LoadSpec, PublishSpec, SaveSpec, StrataConnectorMetadata, shard_name, shard_room
 from .vllm_link import Counters, Link
 
 log = logging.getLogger("strata_client.vllm")
@@ -60,7 +72,9 @@ class WorkerSide:
         self._saves: Dict[str, List[Future]] = {}
         self._deferred: Set[str] = set()
         self.stats = Counters("loads", "loaded_pages", "load_failures", "failed_pages", "saves", "saved_pages",
-                              "save_failures", "saves_skipped", "errors")
+                              "save_failures", "saves_skipped", "errors", "pd_published", "pd_published_pages",
+                              "pd_publish_failures", "pd_loads", "pd_loaded_pages", "pd_load_errors",
+                              *(f"pd_error_{r}" for r in _PD_ERRORS))
         self.link: Optional[Link] = None
         self.disabled = ""
 
@@ -142,6 +156,9 @@ class WorkerSide:
     def start_load_kv(self, meta: StrataConnectorMetadata) -> None:
         try:
             with self._lock:
+                for pub in meta.publishes:  # before deferred: a request is reported once it published
+                    after = list(self._saves.get(pub.req_id, []))
+                    self._saves.setdefault(pub.req_id, []).append(self._after(after, self._publish_job, pub))
                 self._deferred |= set(meta.deferred)
             for ld in meta.loads:
                 self._start_load(ld)
@@ -160,17 +177,14 @@ class WorkerSide:
     def _load_job(self, ld: LoadSpec) -> int:
         """Reads ld's pages; returns how many from the start arrived verified."""
         ns = self.link.ns(self.shard)
+        if ld.room is not None:
+            return self._room_load(ns, ld)
         lease = None
         exported = ld.leases.get(self.shard)
         if exported is not None:
             lease = ns.adopt_lease(exported)
         try:
-            keys = [ns.key_from_engine_hash(h) for h in ld.hashes]
-            if self._device is None or self._device.type == "cpu":
-                bufs = [ScatterBuffer([_mv(r) for r in self._runs(b)]) for b in ld.block_ids]
-                got = ns.get(keys, bufs, lease=lease, timeout=self.s.lookup_timeout + self.s.node_timeout * 2)
-                return _prefix(got)
-            return self._load_via_staging(ns, keys, ld, lease)
+            return self._read(ns, [ns.key_from_engine_hash(h) for h in ld.hashes], ld, lease)
         except Exception as e:  # node down, lease expired, ...: the blocks are recomputed
             log.warning("strata: load of %s failed: %s", ld.req_id, e)
             return 0
@@ -180,6 +194,116 @@ class WorkerSide:
                     lease.release(timeout=self.s.node_timeout)
                 except Exception as e:  # the node lets it expire; the load's answer stands
                     log.info("strata: releasing the lease of %s: %s", ld.req_id, e)
+
+    def _read(self, ns: Any, keys: List[bytes], ld: LoadSpec, lease: Any) -> int:
+        """Verified reads of keys into ld's blocks; how many from the start arrived."""
+        if self._device is None or self._device.type == "cpu":
+            bufs = [ScatterBuffer([_mv(r) for r in self._runs(b)]) for b in ld.block_ids]
+            got = ns.get(keys, bufs, lease=lease, timeout=self.s.lookup_timeout + self.s.node_timeout * 2)
+            return _prefix(got)
+        return self._load_via_staging(ns, keys, ld, lease)
+
+    # ---- P/D ----
+
+    def _room_load(self, ns: Any, ld: LoadSpec) -> int:
+        """A consumer's load of the producer's room; how many blocks from
+        the start arrived verified (0 on any failure, logged and counted)."""
+        self.stats.add("pd_loads")
+        attempt = ld.room.attempts.get(self.shard)
+        room = shard_room(ld.room.room, self.shard)
+        if attempt is None:
+            return self._pd_fail(ld, room, "params", f"the producer published no room for shard {self.shard}")
+        c = self.link.client()
+        try:
+            g = c.await_room(room, ns, attempt=attempt, timeout=self.s.pd_await_timeout)
+        except E.DeadlineError as e:
+            _abort(c, Room(room, attempt), TIMEOUT, f"the decode waited {self.s.pd_await_timeout:g}s")
+            return self._pd_fail(ld, room, "timeout", e)
+        except Exception as e:  # a refusal, or the room's node down: recomputed
+            return self._pd_fail(ld, room, _PD_ERRORS_BY_CLASS.get(type(e), "other"), e)
+        n, why = 0, ""
+        try:
+            keys = [ns.key_from_engine_hash(h) for h in ld.hashes]
+            if g.keys[ld.first_depth:ld.first_depth + len(keys)] != keys:
+                why = ("keys", f"the producer's keys of blocks {ld.first_depth}..{ld.first_depth + len(keys) - 1} are "
+                               "not this prompt's (other tokens or another block hash seed)")
+            else:
+                n = self._read(ns, keys, ld, None)  # under the room's pin
+                if n < len(keys):
+                    why = ("pages", f"page {ld.first_depth + n} missing or failing its checksum")
+        except Exception as e:
+            why = ("other", f"{type(e).__name__}: {e}")
+        finally:
+            if why:
+                _abort(c, g.room, CONSUMER_FAILURE, why[1])
+            try:
+                c.ack_room(g.room)  # it stopped reading: the pin goes
+            except Exception as e:  # the pin's TTL ends it
+                log.info("strata: P/D: acknowledging room %r attempt %d: %s", room, g.room.attempt, e)
+        if why:
+            self._pd_fail(ld, room, *why)
+            return 0  # a prefix of another attempt's pages is no hit either
+        self.stats.add("pd_loaded_pages", n)
+        return n
+
+    def _pd_fail(self, ld: LoadSpec, room: str, reason: str, detail: Any) -> int:
+        self.stats.add("pd_load_errors")
+        self.stats.add(f"pd_error_{reason}")
+        log.warning("strata: P/D load of %s from room %r failed (%s: %s): its %d blocks are recomputed", ld.req_id,
+                    room, reason, detail, len(ld.block_ids))
+        return 0
+
+    def _publish_job(self, pub: PublishSpec) -> None:
+        """Publish the shard's pages of a finished P/D request (its saves ended)."""
+        attempt = pub.room.attempts.get(self.shard)
+        room = Room(shard_room(pub.room.room, self.shard), attempt or 0)
+        c = self.link.client() if self.link is not None else None
+        ns = self.link.ns(self.shard) if self.link is not None else None
+        try:
+            if attempt is None:
+                raise ValueError(f"no room was opened for shard {self.shard}")
+            if c is None or ns is None:
+                raise ConnectionError(f"strata not connected ({self.disabled or 'connecting'})")
+            keys = [ns.key_from_engine_hash(h) for h in pub.hashes]
+            c.publish_room(room, ns, keys, pub.room.tokens)
+            self.stats.add("pd_published")
+            self.stats.add("pd_published_pages", len(keys))
+        except Exception as e:
+            self.stats.add("pd_publish_failures")
+            log.warning("strata: P/D: publishing %s in room %r failed (%s): the decode recomputes it", pub.req_id,
+                        room.name, e)
+            if c is not None and attempt is not None:
+                _abort(c, room, PRODUCER_FAILURE, f"publish failed: {e}")
+
+    def _after(self, futs: List[Future], fn: Any, *args: Any) -> Future:
+        """A future of fn(*args), run on the pool once every one of futs is done."""
+        out: Future = Future()
+        pending = [f for f in futs if not f.done()]
+        left = [len(pending)]
+        lock = threading.Lock()
+
+        def run(_: Any = None) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0] > 0:
+                    return
+            try:
+                if self.link is None:
+                    fn(*args)
+                    out.set_result(None)
+                    return
+                self.link.pool.submit(fn, *args).add_done_callback(lambda f: out.set_result(None))
+            except Exception as e:  # the pool is shut down: the request is reported, not held forever
+                log.warning("strata: P/D: %s not run: %s", getattr(fn, "__name__", fn), e)
+                if not out.done():
+                    out.set_result(None)
+
+        if not pending:
+            left[0] = 1
+            run()
+        for f in pending:
+            f.add_done_callback(run)
+        return out
 
     def _load_via_staging(self, ns: Any, keys: List[bytes], ld: LoadSpec, lease: Any) -> int:
         import torch
@@ -296,6 +420,26 @@ class WorkerSide:
     def close(self) -> None:
         if self.link is not None:
             self.link.close()
+
+
+# The reasons a P/D load fails, each counted as pd_error_<reason>.
+_PD_ERRORS = ("mismatch", "aborted", "expired", "timeout", "unavailable", "refused", "keys", "pages", "params", "other")
+_PD_ERRORS_BY_CLASS = {
+    E.NamespaceMismatchError: "mismatch",
+    E.TransferAbortedError: "aborted",
+    E.TransferExpiredError: "expired",
+    E.UnavailableError: "unavailable",
+    E.StaleAttemptError: "refused",
+    E.NoRoomError: "refused",
+    E.TransferStateError: "refused",
+}
+
+
+def _abort(c: Any, room: Any, reason: str, detail: str) -> None:
+    try:
+        c.abort_room(room, reason, detail)
+    except Exception as e:  # the pin's TTL ends it
+        log.info("strata: P/D: aborting room %r attempt %d: %s", room.name, room.attempt, e)
 
 
 def _ranks(pc: Any) -> Tuple[int, int]:

@@ -53,14 +53,14 @@ def _require_vllm():
 # ---- vLLM objects ------------------------------------------------------------
 
 
-def vllm_config(addr, cache_dtype="auto", **extra):
+def vllm_config(addr, cache_dtype="auto", role="kv_both", **extra):
     from vllm.config import CacheConfig, KVTransferConfig, ParallelConfig, SchedulerConfig, VllmConfig
 
     ex = {"strata_addr": addr, "strata_tenant": "acme", "strata_model": "xlang/vllm-test", "strata_model_revision": "r1",
           "strata_node_timeout": 2.0, "strata_lookup_timeout": 3.0, "strata_connect_retry": 0.2}
     ex.update(extra)
     ktc = KVTransferConfig(kv_connector="StrataConnector", kv_connector_module_path="strata_client.vllm",
-                           kv_role="kv_both", kv_load_failure_policy="recompute", kv_connector_extra_config=ex)
+                           kv_role=role, kv_load_failure_policy="recompute", kv_connector_extra_config=ex)
     return VllmConfig(cache_config=CacheConfig(block_size=BLOCK, cache_dtype=cache_dtype), parallel_config=ParallelConfig(),
                       scheduler_config=SchedulerConfig(disable_hybrid_kv_cache_manager=True, max_model_len=4096,
                                                        is_encoder_decoder=False),
