@@ -4,7 +4,9 @@
 # verifies every byte it reads, through kill -9 and restart, SIGSTOP of a
 # node, an etcd outage with a node restarted during it, a partition (a
 # node's link cut in network namespaces the test makes; skipped where it
-# cannot: not root, no ip), stalled readers and writers (a gRPC get that
+# cannot: not root, no ip), a transfer's consumer cut off from the room's
+# node the same way (its await ends within its deadline; a grant lost in
+# the cut holds the room until the pin's TTL), stalled readers and writers (a gRPC get that
 # stops reading, half a raw-plane frame, half a page on a put stream), a
 # 75 s soak (STRATA_CHAOS_SOAK) sampling the nodes' goroutines, FDs and
 # RSS, then one node on a full tmpfs SSD directory against an empty one,

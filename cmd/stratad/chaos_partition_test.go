@@ -41,7 +41,13 @@ const (
 	envPartStratad = "STRATA_CHAOS_STRATAD"
 )
 
-func TestChaosPartition(t *testing.T) {
+func TestChaosPartition(t *testing.T) { runPartitioned(t, "TestChaosPartitionInside") }
+
+// runPartitioned makes the two network namespaces and their link, and
+// runs the test binary's test inside within the first (skipped where
+// namespaces cannot be made); the inside test finds the second namespace
+// and its end of the link, and the stratad binary, in its environment.
+func runPartitioned(t *testing.T, inside string) {
 	if os.Geteuid() != 0 {
 		t.Skip("a partition needs network namespaces: run as root")
 	}
@@ -88,7 +94,7 @@ func TestChaosPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", nsA, os.Args[0],
-		"-test.run", "^TestChaosPartitionInside$", "-test.v", "-test.count=1", "-test.timeout", deadline.String())
+		"-test.run", "^"+inside+"$", "-test.v", "-test.count=1", "-test.timeout", deadline.String())
 	cmd.Env = append(os.Environ(), envPartNetnsB+"="+nsB, envPartLinkB+"="+linkB, envPartStratad+"="+bin)
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {

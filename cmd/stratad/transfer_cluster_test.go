@@ -487,9 +487,21 @@ func (p *party) next(prefix string, within time.Duration) string {
 // do sends the party a command and returns its answer.
 func (p *party) do(cmd string) partyAnswer {
 	p.t.Helper()
+	p.send(cmd)
+	return p.answer()
+}
+
+// send sends the party a command; answer takes its answer.
+func (p *party) send(cmd string) {
+	p.t.Helper()
 	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
 		p.t.Fatalf("party %d: %s: %v", p.cmd.Process.Pid, cmd, err)
 	}
+}
+
+// answer is the party's answer to the command sent last.
+func (p *party) answer() partyAnswer {
+	p.t.Helper()
 	a := partyAnswer{line: p.next("", time.Minute)}
 	for !strings.HasPrefix(a.line, "ok ") && !strings.HasPrefix(a.line, "err ") {
 		p.t.Logf("party %d: %s", p.cmd.Process.Pid, a.line)
