@@ -13,7 +13,6 @@ import threading
 import time
 import unittest
 
-import _support
 from _support import Node, gowriter, go_pattern, small_descriptor
 from strata_client import Client
 from strata_client import errors as E

@@ -14,8 +14,8 @@ installed wheel ships no P/D proxy: its toy proxy is in vLLM's tests).
 - A decode whose namespace differs (another KV dtype and model revision)
   gets a load error for every block, logged naming the differing fields,
   counted, and the producer sees the refusal in its room: never a hit.
-- A room aborted before the decode loads: every block a load error, the
-  reason logged; vLLM recomputes them (the engine then writes them).
+- A room aborted before the decode loads, and the room of another prompt:
+  every block a load error, the reason logged; vLLM recomputes them.
 """
 
 from __future__ import annotations
@@ -97,7 +97,6 @@ class VLLMPDTest(unittest.TestCase):
             cls.node.stop()
             raise
         from strata_client import Client
-        from strata_client.pd_proxy import Proxy
 
         cls.client = Client(a, node_timeout=5.0)
         cls.proxies = []
@@ -187,6 +186,20 @@ class VLLMPDTest(unittest.TestCase):
         self.assertEqual((got["n"], len(got["errors"])), (2 * V.BLOCK, 2))
         self.assertEqual(got["worker"]["pd_error_aborted"], 1)
         self.assertTrue(any("aborted" in l and "recomputed" in l for l in got["log"]), got["log"])
+
+    def test_another_prompts_room_is_a_load_error(self):
+        # Parameters of another prompt (a proxy's mix-up): the producer's
+        # keys are not the decode's blocks', so nothing is loaded into them.
+        a, b = list(range(900, 900 + 2 * V.BLOCK + 1)), list(range(950, 950 + 2 * V.BLOCK + 1))
+        p = _post(self.prefill.url, {"model": "m", "prompt": a, "max_tokens": 1,
+                                     "kv_transfer_params": {"do_remote_decode": True, "strata_room": "mixup-1"}})
+        p = p["kv_transfer_params"]
+        got = _obs(_post(self.decode.url, {"model": "m", "prompt": b, "max_tokens": 4, "kv_transfer_params": p}))
+        self.assertEqual((got["n"], len(got["errors"]), got["digests"]), (2 * V.BLOCK, 2, []))
+        self.assertEqual(got["worker"]["pd_error_keys"], 1)
+        info = self.client.room_status("mixup-1#0/0")
+        self.assertEqual((info.state, info.reason), ("aborted", "consumer_failure"))
+        self.assertIn("not this prompt's", info.detail)
 
 
 if __name__ == "__main__":
