@@ -432,7 +432,9 @@ func startParty(t *testing.T, netns string, seeds []string, alive int) *party {
 	if netns != "" {
 		cmd = exec.Command("ip", append([]string{"netns", "exec", netns, os.Args[0]}, args...)...)
 	}
-	cmd.Env = append(os.Environ(), envPartySeeds+"="+strings.Join(seeds, ","), envPartyAlive+"="+strconv.Itoa(alive))
+	// TMPDIR: the directory its TestMain makes, which a kill -9 leaves, goes with the test's.
+	cmd.Env = append(os.Environ(), envPartySeeds+"="+strings.Join(seeds, ","), envPartyAlive+"="+strconv.Itoa(alive),
+		"TMPDIR="+t.TempDir())
 	p := &party{t: t, cmd: cmd, lines: make(chan string, 64)}
 	cmd.Stderr = &p.stderr
 	var err error
