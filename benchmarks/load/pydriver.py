@@ -38,6 +38,11 @@ import subprocess
 import sys
 import time
 
+# OBJECT_HAS_LEASE: Mooncake's answer to removing a key under a read lease.
+OBJECT_HAS_LEASE = -706
+# LEASED_S bounds how long a removal waits for read leases to end.
+LEASED_S = 30
+
 
 def page_bytes(n):
     buf = (ctypes.c_char * n)()
@@ -105,11 +110,23 @@ class MooncakeWorker:
         return None if hit == n else "batch_is_exist: %d of %d" % (hit, n)
 
     def delete(self, a, b):
+        # A key read moments ago is under Mooncake's read lease
+        # (kv_lease_ttl, default 5 s): its removal answers OBJECT_HAS_LEASE
+        # (-706) until the lease ends, so those are tried again, off the
+        # clock, for at most LEASED_S.
+        deadline = time.monotonic() + LEASED_S
         for s in range(a, b, 1000):
-            res = self.store.batch_remove([self.pkey(k) for k in range(s, min(b, s + 1000))])
-            bad = [r for r in res if r != 0]
-            if bad:
-                return "batch_remove: %d of %d failed (%d)" % (len(bad), len(res), bad[0])
+            keys = [self.pkey(k) for k in range(s, min(b, s + 1000))]
+            while keys:
+                res = self.store.batch_remove(keys)
+                bad = [r for r in res if r not in (0, OBJECT_HAS_LEASE)]
+                if bad:
+                    return "batch_remove: %d of %d failed (%d)" % (len(bad), len(res), bad[0])
+                keys = [k for k, r in zip(keys, res) if r == OBJECT_HAS_LEASE]
+                if keys and time.monotonic() > deadline:
+                    return "batch_remove: %d keys still leased after %d s" % (len(keys), LEASED_S)
+                if keys:
+                    time.sleep(0.1)
         return None
 
     def flush(self):
