@@ -48,6 +48,7 @@ package client
 
 import (
 	"cmp"
+	"crypto/rand"
 	"context"
 	"errors"
 	"fmt"
@@ -235,6 +236,7 @@ type Member struct {
 type Client struct {
 	opts  Options
 	log   *slog.Logger
+	taker string // names this client to the transfer rooms (AwaitRoom)
 	cache *locations // nil when disabled
 	// sources are the addresses to learn the view from: the dialed one,
 	// then the seeds. Set once by Dial.
@@ -288,7 +290,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts.setDefaults()
 	opts.readPoll = transport.NewReadPoll(opts.RawPoll)
 	opts.rdmaCounts = &rdmaCounts{}
-	c := &Client{opts: opts, log: opts.Logger, conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
+	c := &Client{opts: opts, log: opts.Logger, taker: rand.Text(), conns: map[string]*nodeClient{}, quarantine: map[string]time.Time{},
 		aliveSince: map[string]time.Time{}, cuts: map[uint64]func(){}}
 	c.sources = dedupe(append([]string{addr}, opts.Seeds...))
 	c.ctx, c.cancel = context.WithCancel(context.Background())

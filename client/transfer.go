@@ -129,11 +129,13 @@ func (c *Client) PublishRoom(ctx context.Context, room Room, ns *Namespace, keys
 // whichever comes when 0) and takes it for the consumer, whose namespace
 // ns must be the producer's: ErrNamespaceMismatch, naming the differing
 // fields, otherwise (the attempt is then aborted and the producer told).
-// ctx bounds the wait.
+// ctx bounds the wait. The client names itself as the taker, so that its
+// next AwaitRoom of a room whose grant it took but never received (a
+// partition, an answer lost) is handed that grant again.
 func (c *Client) AwaitRoom(ctx context.Context, room string, attempt uint64, ns *Namespace) (Grant, error) {
 	var g Grant
 	err := c.roomCall(ctx, room, "await room", func(ctx context.Context, t pb.TransferClient) error {
-		req := &pb.AwaitRequest{Room: room, Attempt: attempt, Descriptor_: pbconv.DescriptorProto(ns.Descriptor())}
+		req := &pb.AwaitRequest{Room: room, Attempt: attempt, Descriptor_: pbconv.DescriptorProto(ns.Descriptor()), Taker: c.taker}
 		if d, ok := ctx.Deadline(); ok {
 			req.TimeoutMs = uint32(max(time.Until(d).Milliseconds(), 1))
 		}

@@ -64,7 +64,7 @@ func (s *Server) Await(ctx context.Context, req *pb.AwaitRequest) (*pb.AwaitResp
 			return nil, badRequest("await: no descriptor")
 		}
 		g, err := s.awaitRoom(ctx, c, req.GetRoom(), transfer.Attempt(req.GetAttempt()), pbconv.Descriptor(req.GetDescriptor_()),
-			time.Duration(req.GetTimeoutMs())*time.Millisecond)
+			time.Duration(req.GetTimeoutMs())*time.Millisecond, req.GetTaker())
 		if err != nil {
 			return nil, err
 		}

@@ -62,9 +62,9 @@ func (s *Server) transferNamespace(c caller, d namespace.Descriptor) (namespace.
 }
 
 // awaitRoom waits, at most timeout (0: the caller's deadline alone), for
-// the room's published attempt.
+// the room's published attempt, for the consumer named taker.
 func (s *Server) awaitRoom(ctx context.Context, c caller, room string, a transfer.Attempt, d namespace.Descriptor,
-	timeout time.Duration) (transfer.Grant, error) {
+	timeout time.Duration, taker string) (transfer.Grant, error) {
 	r, err := s.rooms()
 	if err != nil {
 		return transfer.Grant{}, err
@@ -77,7 +77,7 @@ func (s *Server) awaitRoom(ctx context.Context, c caller, room string, a transfe
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return r.Await(ctx, c.tenant, room, a, d)
+	return r.AwaitAs(ctx, c.tenant, room, a, d, taker)
 }
 
 func (s *Server) ackRoom(c caller, room string, a transfer.Attempt) error {

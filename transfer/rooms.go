@@ -187,7 +187,8 @@ type Rooms struct {
 
 type record struct {
 	Status
-	publishing bool // a Publish is pinning, the lock released
+	publishing bool   // a Publish is pinning, the lock released
+	taker      string // the consumer that took the pages (AwaitAs), "" for an anonymous one
 	pin        Pin
 	pages      Pages // what was published
 }
@@ -364,13 +365,24 @@ func (r *Rooms) unreserveLocked(tenant string, n uint64) {
 // comes when a is 0) and gives it to the consumer, whose namespace must be
 // the producer's. ctx bounds the wait.
 func (r *Rooms) Await(ctx context.Context, tenant, room string, a Attempt, consumer namespace.Descriptor) (Grant, error) {
+	return r.AwaitAs(ctx, tenant, room, a, consumer, "")
+}
+
+// AwaitAs is Await for a consumer that names itself with taker, a token
+// of its choosing: while the attempt it took is loading, a later AwaitAs
+// with the same taker is handed the same grant again. A grant whose answer
+// never reached its consumer (a partition, an await whose request arrived
+// after the consumer gave up on it) is then taken back by that consumer's
+// next await instead of holding the room until the pin's TTL. Another
+// consumer, or one without a taker, is refused (ErrWrongState).
+func (r *Rooms) AwaitAs(ctx context.Context, tenant, room string, a Attempt, consumer namespace.Descriptor, taker string) (Grant, error) {
 	if room == "" {
 		return Grant{}, fmt.Errorf("%w: empty room name", ErrBadRequest)
 	}
 	key := roomKey(tenant, room)
 	for {
 		r.mu.Lock()
-		g, wait, release, err := r.takeLocked(key, room, a, consumer)
+		g, wait, release, err := r.takeLocked(key, room, a, consumer, taker)
 		var ch chan struct{}
 		if wait {
 			ch = r.waiterLocked(key)
@@ -399,7 +411,7 @@ func (r *Rooms) Await(ctx context.Context, tenant, room string, a Attempt, consu
 // takeLocked is one look of Await: the grant, or whether to wait, or the
 // error; and a pin to release after the lock when a mismatch aborted the
 // attempt.
-func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descriptor) (Grant, bool, Pin, error) {
+func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descriptor, taker string) (Grant, bool, Pin, error) {
 	if r.closed {
 		return Grant{}, false, nil, ErrClosed
 	}
@@ -412,6 +424,11 @@ func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descr
 		return Grant{}, false, nil, fmt.Errorf("%w: room %q is at attempt %d, not %d", ErrStaleAttempt, room, rec.Attempt, a)
 	case rec.State == Open:
 		return Grant{}, true, nil, nil
+	case rec.State == Loading && taker != "" && rec.taker == taker: // its own grant again
+		if diff := namespace.LayoutDiff(rec.pages.Namespace, consumer); len(diff) > 0 {
+			return Grant{}, false, nil, fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
+		}
+		return Grant{Attempt: rec.Attempt, Pages: rec.pages, PinExpires: rec.PinExpires}, false, nil, nil
 	case rec.State != Published:
 		return Grant{}, false, nil, endErr(rec)
 	}
@@ -422,7 +439,7 @@ func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descr
 		pin := r.endLocked(rec, Aborted, ConsumerFailure, detail)
 		return Grant{}, false, pin, fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
 	}
-	rec.State = Loading
+	rec.State, rec.taker = Loading, taker
 	r.notifyLocked(key)
 	return Grant{Attempt: rec.Attempt, Pages: rec.pages, PinExpires: rec.PinExpires}, false, nil, nil
 }

@@ -493,3 +493,36 @@ func TestCloseReleasesAndWakes(t *testing.T) {
 		}
 	})
 }
+
+// TestTakerTakesItsGrantAgain: a consumer that names itself gets the
+// grant it took again while it loads (its first answer was lost); another
+// consumer, or one without a name, does not.
+func TestTakerTakesItsGrantAgain(t *testing.T) {
+	f := newFixture(t, Config{})
+	a := f.openPublish(t, "r", 2)
+	ctx := context.Background()
+	g, err := f.AwaitAs(ctx, "acme", "r", 0, desc, "decode-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.AwaitAs(ctx, "acme", "r", 0, desc, "decode-7")
+	if err != nil || again.Attempt != a || len(again.Pages.Keys) != len(g.Pages.Keys) {
+		t.Fatalf("the same taker's second await: %+v, %v; want attempt %d again", again, err, a)
+	}
+	for _, other := range []string{"decode-8", ""} {
+		if _, err := f.AwaitAs(ctx, "acme", "r", 0, desc, other); !errors.Is(err, ErrWrongState) {
+			t.Fatalf("taker %q: %v, want ErrWrongState", other, err)
+		}
+	}
+	d := desc
+	d.DType = "fp16"
+	if _, err := f.AwaitAs(ctx, "acme", "r", 0, d, "decode-7"); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("the same taker in another namespace: %v, want ErrMismatch", err)
+	}
+	if st := f.state(t, "r"); st != Loading || f.pn.pins() != 1 {
+		t.Fatalf("after the re-takes: %s with %d pins, want loading with 1", st, f.pn.pins())
+	}
+	if err := f.Ack("acme", "r", a); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import secrets
 import ssl
 import threading
 import time
@@ -390,6 +391,8 @@ class Client:
         self.node_timeout = float(node_timeout)
         self.quarantine = float(quarantine)
         self._md = (("authorization", "Bearer " + token),) if token else None
+        # Names this client to the transfer rooms (await_room's taker).
+        self._taker = secrets.token_hex(16)
         self._token = token or ""
         self.raw_enabled = bool(raw)
         self._tls = _TLS(ca, cert, key, server_name) if (ca or cert or key) else None

@@ -161,8 +161,10 @@ def publish_room(c: "Client", room: Room, ns: "Namespace", keys: Sequence[bytes]
 
 
 def await_room(c: "Client", room: str, ns: "Namespace", attempt: int = 0, timeout: float = 10.0) -> Grant:
+    # The client names itself (taker): its next await of a room whose
+    # grant it took but never received is handed that grant again.
     req = pb.AwaitRequest(room=room, attempt=int(attempt), descriptor=ns.descriptor.to_proto(),
-                          timeout_ms=max(1, int(timeout * 1000)))
+                          timeout_ms=max(1, int(timeout * 1000)), taker=c._taker)
     resp = room_call(c, room, "await room", lambda t, s: t.Await(req, timeout=s, metadata=c._md), timeout, waits=True)
     if bytes(resp.namespace_id) != ns.id:
         raise E.ProtocolError(f"await room {room!r}: the node handed pages of namespace {bytes(resp.namespace_id).hex()}, "

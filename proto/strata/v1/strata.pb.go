@@ -5248,11 +5248,17 @@ func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
 }
 
 type AwaitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	Attempt       uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`                      // 0: whichever the room publishes
-	Descriptor_   *Descriptor            `protobuf:"bytes,3,opt,name=descriptor,proto3" json:"descriptor,omitempty"`                 // the consumer's namespace
-	TimeoutMs     uint32                 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the call's deadline alone
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Room        string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Attempt     uint64                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`                      // 0: whichever the room publishes
+	Descriptor_ *Descriptor            `protobuf:"bytes,3,opt,name=descriptor,proto3" json:"descriptor,omitempty"`                 // the consumer's namespace
+	TimeoutMs   uint32                 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the call's deadline alone
+	// taker names the consumer (a token of its choosing, e.g. random per
+	// client): while the attempt it took is loading, a later Await with the
+	// same taker is handed the same grant again, so a grant whose answer was
+	// lost (a partition, a request that arrived after the consumer gave up)
+	// does not hold the room until the pin's TTL. Empty: no second answer.
+	Taker         string `protobuf:"bytes,5,opt,name=taker,proto3" json:"taker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5313,6 +5319,13 @@ func (x *AwaitRequest) GetTimeoutMs() uint32 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *AwaitRequest) GetTaker() string {
+	if x != nil {
+		return x.Taker
+	}
+	return ""
 }
 
 type AwaitResponse struct {
@@ -6741,7 +6754,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x16\n" +
 	"\x06tokens\x18\x06 \x01(\rR\x06tokens\"@\n" +
 	"\x0fPublishResponse\x12-\n" +
-	"\x13pin_expires_unix_ms\x18\x01 \x01(\x03R\x10pinExpiresUnixMs\"\x92\x01\n" +
+	"\x13pin_expires_unix_ms\x18\x01 \x01(\x03R\x10pinExpiresUnixMs\"\xa8\x01\n" +
 	"\fAwaitRequest\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x04R\aattempt\x125\n" +
@@ -6749,7 +6762,8 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"descriptor\x18\x03 \x01(\v2\x15.strata.v1.DescriptorR\n" +
 	"descriptor\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMs\"\xbd\x01\n" +
+	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMs\x12\x14\n" +
+	"\x05taker\x18\x05 \x01(\tR\x05taker\"\xbd\x01\n" +
 	"\rAwaitResponse\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12!\n" +
 	"\fnamespace_id\x18\x02 \x01(\fR\vnamespaceId\x12\x12\n" +
