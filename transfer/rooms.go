@@ -425,7 +425,7 @@ func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descr
 	case rec.State == Open:
 		return Grant{}, true, nil, nil
 	case rec.State == Loading && taker != "" && rec.taker == taker: // its own grant again
-		if diff := namespace.LayoutDiff(rec.pages.Namespace, consumer); len(diff) > 0 {
+		if diff := namespace.LayoutDiff(consumer, rec.pages.Namespace); len(diff) > 0 { // refused, the attempt left as it is
 			return Grant{}, false, nil, fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
 		}
 		return Grant{Attempt: rec.Attempt, Pages: rec.pages, PinExpires: rec.PinExpires}, false, nil, nil
