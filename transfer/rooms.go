@@ -314,9 +314,12 @@ func (r *Rooms) Publish(ctx context.Context, tenant, room string, a Attempt, p P
 		r.mu.Unlock()
 		return time.Time{}, fmt.Errorf("pinning %d pages of room %q attempt %d: %w", len(p.Keys), room, a, err)
 	}
-	if rec.State != Open { // aborted or expired while pinning: non-publishing
+	if rec.State != Open || r.closed { // aborted, expired or closed while pinning: non-publishing
 		r.unreserveLocked(tenant, p.Bytes)
 		err = endErr(rec)
+		if r.closed {
+			err = ErrClosed
+		}
 		r.mu.Unlock()
 		pin.Release()
 		return time.Time{}, err

@@ -526,3 +526,25 @@ func TestTakerTakesItsGrantAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseDuringPublish: a publish whose pin lands after Close keeps
+// nothing pinned.
+func TestCloseDuringPublish(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.pn.entered, f.pn.proceed = make(chan struct{}), make(chan struct{})
+	a, _ := f.Open("acme", "r")
+	done := make(chan error)
+	go func() {
+		_, err := f.Publish(context.Background(), "acme", "r", a, pages(2))
+		done <- err
+	}()
+	<-f.pn.entered
+	f.Close()
+	close(f.pn.proceed)
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a publish that Close overtook: %v, want ErrClosed", err)
+	}
+	if f.pn.pins() != 0 || f.PinnedBytes("acme") != 0 {
+		t.Fatalf("after Close: %d pins, %d bytes pinned", f.pn.pins(), f.PinnedBytes("acme"))
+	}
+}
