@@ -48,8 +48,8 @@ package client
 
 import (
 	"cmp"
-	"crypto/rand"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -236,7 +236,7 @@ type Member struct {
 type Client struct {
 	opts  Options
 	log   *slog.Logger
-	taker string // names this client to the transfer rooms (AwaitRoom)
+	taker string     // names this client to the transfer rooms (AwaitRoom)
 	cache *locations // nil when disabled
 	// sources are the addresses to learn the view from: the dialed one,
 	// then the seeds. Set once by Dial.

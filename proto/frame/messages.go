@@ -69,7 +69,9 @@ type Error struct {
 
 // Error is the refusal as people read it, on either plane: the node's
 // message, then the code's name and number.
-func (e *Error) Error() string { return fmt.Sprintf("%s (%s, code %d)", e.Message, e.Code, uint16(e.Code)) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%s, code %d)", e.Message, e.Code, uint16(e.Code))
+}
 
 func (*Error) Op() uint8                { return OpError }
 func (m *Error) Append(b []byte) []byte { return appendStr(appendU16(b, uint16(m.Code)), m.Message) }
