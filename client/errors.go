@@ -87,10 +87,7 @@ var errNotAdmitted = errors.New("not admitted")
 // client is checked against too), so the two wires cannot map one refusal
 // apart. A refusal without a row (INTERNAL, LEASE_LIMIT, the write errors)
 // keeps its status or frame error, unwrapped by a sentinel, on any plane.
-var refusals = []struct {
-	reason string
-	err    error
-}{
+var refusals = []refusalRow{
 	{pb.ReasonLeaseExpired, ErrLeaseExpired}, {pb.ReasonLeaseNotFound, ErrLeaseNotFound},
 	{pb.ReasonNamespaceNotFound, ErrNamespaceNotFound}, {pb.ReasonTenantDenied, ErrTenantDenied},
 	{pb.ReasonUnauthenticated, ErrUnauthenticated}, {pb.ReasonVersionMismatch, ErrVersion},
@@ -101,10 +98,7 @@ var refusals = []struct {
 
 // roomRefusals are the refusals of the transfer rooms' calls, which go on
 // gRPC alone (docs/design.md §14): no frame code carries them.
-var roomRefusals = []struct {
-	reason string
-	err    error
-}{
+var roomRefusals = []refusalRow{
 	{pb.ReasonRoomBusy, ErrRoomBusy}, {pb.ReasonStaleAttempt, ErrStaleAttempt}, {pb.ReasonNoRoom, ErrNoRoom},
 	{pb.ReasonTransferAborted, ErrTransferAborted}, {pb.ReasonTransferExpired, ErrTransferExpired},
 	{pb.ReasonTransferState, ErrTransferState}, {pb.ReasonMismatch, ErrNamespaceMismatch},
@@ -112,16 +106,19 @@ var roomRefusals = []struct {
 	{pb.ReasonTooManyRooms, ErrQuota},
 }
 
+// refusalRow maps a refusal's reason to its sentinel.
+type refusalRow struct {
+	reason string
+	err    error
+}
+
 // refusal is the sentinel of a refusal's reason, nil for none.
 func refusal(reason string) error {
-	for _, r := range refusals {
-		if reason != "" && r.reason == reason {
-			return r.err
-		}
-	}
-	for _, r := range roomRefusals {
-		if reason != "" && r.reason == reason {
-			return r.err
+	for _, table := range [...][]refusalRow{refusals, roomRefusals} {
+		for _, r := range table {
+			if reason != "" && r.reason == reason {
+				return r.err
+			}
 		}
 	}
 	return nil

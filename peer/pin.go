@@ -23,15 +23,15 @@ import (
 type Pinner struct {
 	self    string
 	st      *store.Store
-	members Members // nil: a cluster of one
+	members Members // the alive members, this node included
 	log     *slog.Logger
 
 	mu    sync.Mutex // guards peers
 	peers peers
 }
 
-// NewPinner returns a Pinner for node self's store st, dialing other
-// owners with o (the admin token, TLS). members may be nil.
+// NewPinner returns a Pinner for node self's store st, placing pages over
+// members and dialing other owners with o (the admin token, TLS).
 func NewPinner(self string, st *store.Store, members Members, o dial.Options, log *slog.Logger) *Pinner {
 	return &Pinner{self: self, st: st, members: members, log: log.With("component", "transfer-pins"), peers: newPeers(o)}
 }
@@ -79,13 +79,6 @@ func (p *Pinner) Pin(ctx context.Context, tenant string, pg transfer.Pages, ttl 
 
 // owners groups the indices of keys by owner; owner "" is this node.
 func (p *Pinner) owners(keys []namespace.Key) (map[int][]int, map[int]string, error) {
-	if p.members == nil {
-		all := make([]int, len(keys))
-		for i := range all {
-			all[i] = i
-		}
-		return map[int][]int{0: all}, map[int]string{0: ""}, nil
-	}
 	view, addrs := placementOf(p.members.Alive())
 	if view == nil {
 		return nil, nil, errors.New("pinning transfer pages: no alive members to place them over")

@@ -427,20 +427,19 @@ func (r *Rooms) takeLocked(key, room string, a Attempt, consumer namespace.Descr
 		return Grant{}, false, nil, fmt.Errorf("%w: room %q is at attempt %d, not %d", ErrStaleAttempt, room, rec.Attempt, a)
 	case rec.State == Open:
 		return Grant{}, true, nil, nil
-	case rec.State == Loading && taker != "" && rec.taker == taker: // its own grant again
-		if diff := namespace.LayoutDiff(consumer, rec.pages.Namespace); len(diff) > 0 { // refused, the attempt left as it is
-			return Grant{}, false, nil, fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
-		}
-		return Grant{Attempt: rec.Attempt, Pages: rec.pages, PinExpires: rec.PinExpires}, false, nil, nil
-	case rec.State != Published:
+	case rec.State != Published && (rec.State != Loading || taker == "" || rec.taker != taker):
 		return Grant{}, false, nil, endErr(rec)
 	}
+	// Published, or Loading and taken by this taker: its own grant again.
 	if diff := namespace.LayoutDiff(rec.pages.Namespace, consumer); len(diff) > 0 {
+		err := fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
+		if rec.State == Loading {
+			return Grant{}, false, nil, err // the grant's first take stands
+		}
 		rec.Mismatches++
 		r.stats.Mismatches++
-		detail := "consumer namespace differs in " + strings.Join(diff, ", ")
-		pin := r.endLocked(rec, Aborted, ConsumerFailure, detail)
-		return Grant{}, false, pin, fmt.Errorf("%w: room %q attempt %d: fields %s", ErrMismatch, room, rec.Attempt, strings.Join(diff, ", "))
+		pin := r.endLocked(rec, Aborted, ConsumerFailure, "consumer namespace differs in "+strings.Join(diff, ", "))
+		return Grant{}, false, pin, err
 	}
 	rec.State, rec.taker = Loading, taker
 	r.notifyLocked(key)
