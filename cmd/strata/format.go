@@ -141,18 +141,24 @@ func formatTime(unixMs int64, now time.Time) string {
 	return t.Format("2006-01-02T15:04:05.000Z") + " (" + formatAge(now.Sub(t)) + " ago)"
 }
 
-// tierName is "gpu", "host" or "ssd"; "unspecified" for the zero value.
-func tierName(t pb.Tier) string {
-	return strings.ToLower(strings.TrimPrefix(t.String(), "TIER_"))
+// enumName is a protobuf enum value as the CLI prints it: its name in
+// lower case, without the prefix its type's values share; the zero value
+// (UNSPECIFIED) is unspecified.
+func enumName[E interface {
+	~int32
+	String() string
+}](e E, prefix, unspecified string) string {
+	if e == 0 {
+		return unspecified
+	}
+	return strings.ToLower(strings.TrimPrefix(e.String(), prefix))
 }
 
+// tierName is "gpu", "host" or "ssd"; "unspecified" for the zero value.
+func tierName(t pb.Tier) string { return enumName(t, "TIER_", "unspecified") }
+
 // checksumName is "crc32c" or "sha256"; unspecified means CRC-32C.
-func checksumName(a pb.ChecksumAlgorithm) string {
-	if a == pb.ChecksumAlgorithm_CHECKSUM_ALGORITHM_UNSPECIFIED {
-		return "crc32c"
-	}
-	return strings.ToLower(strings.TrimPrefix(a.String(), "CHECKSUM_ALGORITHM_"))
-}
+func checksumName(a pb.ChecksumAlgorithm) string { return enumName(a, "CHECKSUM_ALGORITHM_", "crc32c") }
 
 // keyFormatName is the descriptor's key format as descriptors spell it;
 // UNSPECIFIED is sha256-chain, the default.
@@ -165,9 +171,7 @@ func keyFormatName(f pb.KeyFormat) string {
 }
 
 // stateName is "alive", "suspect", "dead" or "left".
-func stateName(s pb.MemberState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "MEMBER_STATE_"))
-}
+func stateName(s pb.MemberState) string { return enumName(s, "MEMBER_STATE_", "unspecified") }
 
 // usage is a tier's use as "12MiB/1GiB".
 func usage(used, capacity uint64) string {

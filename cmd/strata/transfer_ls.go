@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,15 +113,8 @@ func writeRooms(w io.Writer, rows []admin.RoomRow, nodes bool, now time.Time) er
 
 // roomState is "open", "published", "loading", "draining", "acked",
 // "aborted" or "expired".
-func roomState(s pb.RoomState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "ROOM_STATE_"))
-}
+func roomState(s pb.RoomState) string { return enumName(s, "ROOM_STATE_", "unspecified") }
 
 // abortReason is "user_cancel", "timeout", "producer_failure" or
 // "consumer_failure"; "" for none.
-func abortReason(r pb.AbortReason) string {
-	if r == pb.AbortReason_ABORT_REASON_UNSPECIFIED {
-		return ""
-	}
-	return strings.ToLower(strings.TrimPrefix(r.String(), "ABORT_REASON_"))
-}
+func abortReason(r pb.AbortReason) string { return enumName(r, "ABORT_REASON_", "") }
