@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testing/panics"
 )
 
 func mustNew(t testing.TB, cfg Config) *Queue {
@@ -480,34 +482,24 @@ func TestHandles(t *testing.T) {
 	if b := q.Insert(page(0)); b != a {
 		t.Fatalf("handle %d not reused (got %d)", a, b)
 	}
-	mustPanic(t, "stale handle", func() { q.Hit(a + 1) })
-	mustPanic(t, "zero handle", func() { q.Hit(0) })
+	panics.Expect(t, "stale handle", func() { q.Hit(a + 1) })
+	panics.Expect(t, "zero handle", func() { q.Hit(0) })
 }
 
 func TestMisuse(t *testing.T) {
 	q := mustNew(t, Config{Kind: KindLRU})
 	a := q.Insert(page(0))
 	q.Pin(a)
-	mustPanic(t, "Evict of a pinned page", func() { q.Evict(a) })
+	panics.Expect(t, "Evict of a pinned page", func() { q.Evict(a) })
 	q.Unpin(a)
-	mustPanic(t, "Unpin of an unpinned page", func() { q.Unpin(a) })
+	panics.Expect(t, "Unpin of an unpinned page", func() { q.Unpin(a) })
 	q.ChildAdded(a, true)
-	mustPanic(t, "Evict of a page with local children", func() { q.Evict(a) })
+	panics.Expect(t, "Evict of a page with local children", func() { q.Evict(a) })
 	q.ChildRemoved(a, true)
-	mustPanic(t, "ChildRemoved without children", func() { q.ChildRemoved(a, true) })
+	panics.Expect(t, "ChildRemoved without children", func() { q.ChildRemoved(a, true) })
 	q.ChildRemoved(a, false) // remote hints are best effort
-	mustPanic(t, "zero-byte page", func() { q.Insert(Page{}) })
+	panics.Expect(t, "zero-byte page", func() { q.Insert(Page{}) })
 	q.Evict(a)
-}
-
-func mustPanic(t *testing.T, what string, f func()) {
-	t.Helper()
-	defer func() {
-		if recover() == nil {
-			t.Errorf("%s did not panic", what)
-		}
-	}()
-	f()
 }
 
 // TestChainCost: a shallow page put with deeper pages of its sequence is

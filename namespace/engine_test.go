@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testing/panics"
 )
 
 func TestSGLangPageHash(t *testing.T) {
@@ -29,14 +31,7 @@ func TestSGLangPageHash(t *testing.T) {
 	if got := SGLangPageHash(strings.ToUpper(prior), toks); got != hex.EncodeToString(h1[:]) {
 		t.Fatal("upper-case prior hex (which bytes.fromhex accepts) hashes differently")
 	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("a prior that is not hex did not panic")
-			}
-		}()
-		SGLangPageHash("not hex", toks)
-	}()
+	panics.Expect(t, "a prior that is not hex", func() { SGLangPageHash("not hex", toks) })
 }
 
 func TestSGLangPageHashes(t *testing.T) {

@@ -6,9 +6,12 @@ import (
 	"encoding"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testing/panics"
 )
 
 // sha256Midstates returns, for each whole page of msg, the hash value
@@ -119,14 +122,9 @@ func TestBlockKeysPanics(t *testing.T) {
 		f  KeyFormat
 		pt int
 	}{{KeyBlocks, 8}, {KeyBlocks, 0}, {KeyBlocks, 24}, {UnknownKeyFormat, 16}, {KeyChain, 0}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%v.AppendPageKeys with page_tokens %d did not panic", tc.f, tc.pt)
-				}
-			}()
+		panics.Expect(t, fmt.Sprintf("%v.AppendPageKeys with page_tokens %d", tc.f, tc.pt), func() {
 			tc.f.AppendPageKeys(nil, Key{}, make([]uint32, 64), tc.pt)
-		}()
+		})
 	}
 }
 

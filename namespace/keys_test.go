@@ -3,9 +3,12 @@ package namespace
 import (
 	stdsha256 "crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/stratakv/strata/internal/testing/panics"
 )
 
 // refNextKey is the docs/design.md §3 formula written with the standard library,
@@ -116,14 +119,7 @@ func TestAppendPageKeysAllocs(t *testing.T) {
 
 func TestPageKeysPanicsOnBadPageSize(t *testing.T) {
 	for _, pt := range []int{0, -1} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("PageKeys with pageTokens %d did not panic", pt)
-				}
-			}()
-			PageKeys(ID{}, []uint32{1, 2}, pt)
-		}()
+		panics.Expect(t, fmt.Sprintf("PageKeys with pageTokens %d", pt), func() { PageKeys(ID{}, []uint32{1, 2}, pt) })
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stratakv/strata/internal/testing/panics"
 	"github.com/stratakv/strata/internal/testing/testseed"
 )
 
@@ -250,14 +251,7 @@ func TestGPUAllocBadFree(t *testing.T) {
 			live, _ := a.alloc(4096)
 			a.free(freed)
 			bad := tt.ext(live, freed)
-			func() {
-				defer func() {
-					if recover() == nil {
-						t.Errorf("free(%+v) did not panic", bad)
-					}
-				}()
-				a.free(bad)
-			}()
+			panics.Expect(t, fmt.Sprintf("free(%+v)", bad), func() { a.free(bad) })
 			a.free(live)
 		})
 	}

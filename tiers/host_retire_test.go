@@ -1,6 +1,10 @@
 package tiers
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stratakv/strata/internal/testing/panics"
+)
 
 // TestHostRetire: a retired extent keeps its bytes but answers a new
 // generation, so a copy checked against the old one fails; Free takes the
@@ -19,14 +23,7 @@ func TestHostRetire(t *testing.T) {
 	if string(h.Bytes(r)[:4]) != "page" {
 		t.Fatal("retiring changed the bytes")
 	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("Free of the extent as it was before Retire did not panic")
-			}
-		}()
-		h.Free(a)
-	}()
+	panics.Expect(t, "Free of the extent as it was before Retire", func() { h.Free(a) })
 	h.Free(r)
 	for _, e := range fill(t, h, 64*kib) {
 		if e.Off == a.Off && (e.Gen == a.Gen || e.Gen == r.Gen) {

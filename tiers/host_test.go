@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratakv/strata/internal/testing/panics"
 )
 
 const (
@@ -480,14 +482,7 @@ func TestHostClose(t *testing.T) {
 	if err := unix.Fstat(fd, new(unix.Stat_t)); err == nil {
 		t.Errorf("memfd %d still open after Close", fd)
 	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Error("Bytes after Close did not panic")
-			}
-		}()
-		h.Bytes(ext)
-	}()
+	panics.Expect(t, "Bytes after Close", func() { h.Bytes(ext) })
 }
 
 // TestHostNoAllocs pins that Alloc and Free do not allocate once a class has

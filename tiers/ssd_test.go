@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratakv/strata/internal/testing/panics"
 	"github.com/stratakv/strata/internal/testing/testlog"
 )
 
@@ -398,12 +399,12 @@ func TestSSDRoundTrip(t *testing.T) {
 	if err := s.Seal(ext, m); !errors.Is(err, ErrStale) {
 		t.Fatalf("Seal after Free: %v, want ErrStale", err)
 	}
-	ssdMustPanic(t, "double Free", func() { s.Free(ext) })
+	panics.Expect(t, "double Free", func() { s.Free(ext) })
 	ext2, _ := ssdPut(t, s, key, 100_000, ssdAlgCRC32C, true)
 	if ext2.Off != ext.Off || ext2.Gen <= ext.Gen {
 		t.Fatalf("reuse: %+v after %+v; want the same slot, a higher generation", ext2, ext)
 	}
-	ssdMustPanic(t, "Free of a stale generation", func() { s.Free(ext) })
+	panics.Expect(t, "Free of a stale generation", func() { s.Free(ext) })
 	if _, err := s.Alloc(0); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Alloc(0): %v", err)
 	}
@@ -440,16 +441,6 @@ func mustCheckSSD(t testing.TB, s *SSD) {
 	if err := checkSSD(s); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func ssdMustPanic(t *testing.T, what string, fn func()) {
-	t.Helper()
-	defer func() {
-		if recover() == nil {
-			t.Fatalf("%s did not panic", what)
-		}
-	}()
-	fn()
 }
 
 // TestSSDRecover seals pages of several sizes and both checksums, leaves

@@ -22,9 +22,9 @@ const module = "github.com/stratakv/strata/"
 // packages move or appear, edit this table.
 var layers = map[string]struct{ imports, tests string }{
 	// Pure leaves: no strata imports but their own helpers.
-	"eviction":                  {"", ""},
+	"eviction":                  {"", "internal/testing/panics"},
 	"placement":                 {"", "internal/testing/golden"},
-	"namespace":                 {"internal/cpuid internal/crc32c", "internal/testing/golden"},
+	"namespace":                 {"internal/cpuid internal/crc32c", "internal/testing/golden internal/testing/panics"},
 	"internal/crc32c":           {"internal/cpuid", ""},
 	"internal/cpuid":            {"", ""},
 	"internal/certs":            {"", "internal/testing/testcerts"},
@@ -40,7 +40,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks namespace tiers"},
 
 	// The node's parts.
-	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/poll internal/testing/testlog internal/testing/testseed"},
+	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/panics internal/testing/poll internal/testing/testlog internal/testing/testseed"},
 	"store":          {"eviction namespace tiers", "internal/testing/leaktest internal/testing/poll"},
 	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testlog"},
 	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
@@ -74,6 +74,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/corrupt":   {"", ""},
 	"internal/testing/golden":    {"", ""},
 	"internal/testing/leaktest":  {"internal/testing/poll internal/testing/stacks", ""},
+	"internal/testing/panics":    {"", ""},
 	"internal/testing/poll":      {"", ""},
 	"internal/testing/scrape":    {"", ""},
 	"internal/testing/stacks":    {"internal/testing/poll", ""},

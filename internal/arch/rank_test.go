@@ -39,7 +39,7 @@ var ranks = map[string]int{
 	"cmd/strata-load":       9,
 
 	// Test helpers and test-only packages: above everything they exercise.
-	"internal/testing/corrupt": 10, "internal/testing/golden": 10,
+	"internal/testing/corrupt": 10, "internal/testing/golden": 10, "internal/testing/panics": 10,
 	"internal/testing/poll": 10, "internal/testing/scrape": 10, "internal/testing/splitbuf": 10,
 	"internal/testing/testlog": 10, "internal/testing/testseed": 10,
 	"internal/testing/stacks":    11, // waits with poll
