@@ -112,6 +112,23 @@ func (f fixture) openPublish(t *testing.T, room string, n int) Attempt {
 	return a
 }
 
+// publishHeld starts a publish of two pages by room "r"'s attempt a and
+// returns once the publish is inside Pin, held there; release lets it go on
+// and answers its error.
+func (f fixture) publishHeld(a Attempt) (release func() error) {
+	f.pn.entered, f.pn.proceed = make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := f.Publish(context.Background(), "acme", "r", a, pages(2))
+		done <- err
+	}()
+	<-f.pn.entered
+	return func() error {
+		close(f.pn.proceed)
+		return <-done
+	}
+}
+
 func (f fixture) take(t *testing.T, room string, a Attempt) Grant {
 	t.Helper()
 	g, err := f.Await(context.Background(), "acme", room, a, desc)
@@ -188,19 +205,12 @@ func TestAbortBeforePublishIsNonPublishing(t *testing.T) {
 	}
 
 	// The abort lands while Publish is inside Pin.
-	f.pn.entered, f.pn.proceed = make(chan struct{}), make(chan struct{})
 	a2, _ := f.Open("acme", "r")
-	done := make(chan error)
-	go func() {
-		_, err := f.Publish(context.Background(), "acme", "r", a2, pages(2))
-		done <- err
-	}()
-	<-f.pn.entered
+	release := f.publishHeld(a2)
 	if st, err := f.Abort("acme", "r", a2, UserCancel, "client went away"); err != nil || st != Aborted {
 		t.Fatalf("abort during publish: %s, %v", st, err)
 	}
-	close(f.pn.proceed)
-	if err := <-done; !errors.Is(err, ErrAborted) {
+	if err := release(); !errors.Is(err, ErrAborted) {
 		t.Fatalf("publish that an abort overtook: %v, want ErrAborted", err)
 	}
 	if f.pn.pins() != 0 || f.PinnedBytes("acme") != 0 {
@@ -531,17 +541,10 @@ func TestTakerTakesItsGrantAgain(t *testing.T) {
 // nothing pinned.
 func TestCloseDuringPublish(t *testing.T) {
 	f := newFixture(t, Config{})
-	f.pn.entered, f.pn.proceed = make(chan struct{}), make(chan struct{})
 	a, _ := f.Open("acme", "r")
-	done := make(chan error)
-	go func() {
-		_, err := f.Publish(context.Background(), "acme", "r", a, pages(2))
-		done <- err
-	}()
-	<-f.pn.entered
+	release := f.publishHeld(a)
 	f.Close()
-	close(f.pn.proceed)
-	if err := <-done; !errors.Is(err, ErrClosed) {
+	if err := release(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a publish that Close overtook: %v, want ErrClosed", err)
 	}
 	if f.pn.pins() != 0 || f.PinnedBytes("acme") != 0 {
