@@ -8,6 +8,18 @@ import (
 	"github.com/stratakv/strata/benchmarks/load"
 )
 
+// closeEach is a func that closes every system *systems holds when it is
+// called (those appended after closeEach included), joining their errors.
+func closeEach[S interface{ Close() error }](systems *[]S) func() error {
+	return func() error {
+		var err error
+		for _, s := range *systems {
+			err = errors.Join(err, s.Close())
+		}
+		return err
+	}
+}
+
 // startSystems starts what cfg names, in order: one strata system per
 // transport (each followed by its strata-old with --old-node), then the
 // baselines. Redis is left out, with a note on
@@ -15,13 +27,7 @@ import (
 // everything started, even on error.
 func startSystems(ctx context.Context, cfg config) ([]load.System, func() error, error) {
 	var systems []load.System
-	closeAll := func() error {
-		var err error
-		for _, s := range systems {
-			err = errors.Join(err, s.Close())
-		}
-		return err
-	}
+	closeAll := closeEach(&systems)
 	for _, name := range cfg.systems {
 		switch name {
 		case "strata":

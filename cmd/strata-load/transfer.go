@@ -108,13 +108,7 @@ func runTransfer(ctx context.Context, cfg config) (err error) {
 // everything started, even on error.
 func startTransferSystems(ctx context.Context, cfg config, tc load.TransferConfig) ([]load.TransferSystem, func() error, error) {
 	var systems []load.TransferSystem
-	closeAll := func() error {
-		var err error
-		for _, s := range systems {
-			err = errors.Join(err, s.Close())
-		}
-		return err
-	}
+	closeAll := closeEach(&systems)
 	p := tc.Params()
 	for _, name := range cfg.systems {
 		var s load.TransferSystem
