@@ -159,7 +159,7 @@ func TestRemoteChildHints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Data = pageOf(p.Key, ns.PageBytes())
+		p.Data = testnode.PageOf(p.Key, ns.PageBytes())
 		res, err := ns.Put(ctx, []client.Page{p})
 		if err != nil || !res[0].Status.Stored() {
 			t.Fatalf("put on %s: %+v, %v", addr, res, err)

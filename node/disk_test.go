@@ -129,7 +129,7 @@ func TestFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		for j, k := range last {
-			if !ok[j] || !bytes.Equal(bufs[j], pageOf(k, ns.PageBytes())) {
+			if !ok[j] || !bytes.Equal(bufs[j], testnode.PageOf(k, ns.PageBytes())) {
 				t.Fatalf("newest page %d not served exact on a full disk", j)
 			}
 		}

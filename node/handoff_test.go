@@ -68,7 +68,7 @@ func TestHandoffNeverLowersDurability(t *testing.T) {
 				}
 			})
 			k := ownedBy(view, b.ID(), 3)
-			id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{k}, pageOf)
+			id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{k}, testnode.PageOf)
 			if got := tierOf(t, ctx, a, id, k); got != pb.Tier_TIER_SSD {
 				t.Fatalf("a holds the page on %v, want SSD", got)
 			}
@@ -118,7 +118,7 @@ func TestHandoffPendingPastOneRound(t *testing.T) {
 	for salt := range byte(10) {
 		keys = append(keys, ownedBy(view, b.ID(), 10+salt))
 	}
-	id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, keys, pageOf)
+	id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, keys, testnode.PageOf)
 	poll.Until(t, 15*time.Second, 50*time.Millisecond, "every page handed to b", func() bool {
 		for _, k := range keys {
 			if tierOf(t, ctx, b, id, k) == pb.Tier_TIER_UNSPECIFIED {
@@ -144,8 +144,8 @@ func TestHandoffPendingPastOneRound(t *testing.T) {
 // lies on the node that hands it back keeps its place in the sequence.
 func TestHandoff(t *testing.T) {
 	ctx, a, b, view := handoffPair(t, nil)
-	parent, child := ownedBy(view, a.ID(), 1), ownedBy(view, b.ID(), 2)                        // a sequence: a's page, then b's
-	id, size := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{parent, child}, pageOf) // both on a
+	parent, child := ownedBy(view, a.ID(), 1), ownedBy(view, b.ID(), 2)                                 // a sequence: a's page, then b's
+	id, size := testnode.PutOn(t, ctx, a.Addr(), desc, []namespace.Key{parent, child}, testnode.PageOf) // both on a
 
 	holds := func(n *testnode.Node, k namespace.Key) bool {
 		t.Helper()
@@ -168,7 +168,7 @@ func TestHandoff(t *testing.T) {
 	}
 	bufs := [][]byte{make([]byte, size), make([]byte, size)}
 	found, err := ns.Get(ctx, []namespace.Key{parent, child}, bufs, nil)
-	if err != nil || !found[0] || !found[1] || string(bufs[1]) != string(pageOf(child, size)) {
+	if err != nil || !found[0] || !found[1] || string(bufs[1]) != string(testnode.PageOf(child, size)) {
 		t.Fatalf("get after the handoff: %v, %v", found, err)
 	}
 }

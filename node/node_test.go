@@ -1,9 +1,7 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"testing"
 	"time"
 
@@ -18,15 +16,6 @@ import (
 
 var desc = namespace.Descriptor{Tenant: "tiers", Model: "m", ModelRevision: "r", Engine: "test", DType: "bf16",
 	PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64} // 16 KiB pages
-
-func pageOf(k namespace.Key, size int) []byte {
-	out := make([]byte, 0, size)
-	for b := k; len(out) < size; {
-		b = sha256.Sum256(b[:])
-		out = append(out, b[:]...)
-	}
-	return out[:size]
-}
 
 func start(t *testing.T, dir string, host, ssd int64) (*testnode.Node, *client.Namespace) {
 	t.Helper()
@@ -54,7 +43,7 @@ func openNS(t *testing.T, addr string, opts client.Options, d namespace.Descript
 }
 
 // chain returns the keys of pages [from, from+n) of one token sequence in
-// ns, with their bytes (pageOf), as a chain to put.
+// ns, with their bytes (testnode.PageOf), as a chain to put.
 func chain(ns *client.Namespace, from, n int) ([]namespace.Key, []client.Page) {
 	toks := make([]uint32, 16*(from+n))
 	for i := range toks {
@@ -63,7 +52,7 @@ func chain(ns *client.Namespace, from, n int) ([]namespace.Key, []client.Page) {
 	keys := ns.PageKeys(toks)[from:]
 	pages := client.ChainPages(keys, make([][]byte, len(keys)))
 	for i := range pages {
-		pages[i].Data, pages[i].Depth = pageOf(keys[i], ns.PageBytes()), uint32(from+i)
+		pages[i].Data, pages[i].Depth = testnode.PageOf(keys[i], ns.PageBytes()), uint32(from+i)
 	}
 	return keys, pages
 }
@@ -99,14 +88,7 @@ func readBack(t *testing.T, ns *client.Namespace, keys []namespace.Key) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, k := range batch {
-			if ok[j] {
-				if !bytes.Equal(bufs[j], pageOf(k, ns.PageBytes())) {
-					t.Fatalf("page %x: wrong bytes", k[:6])
-				}
-				found++
-			}
-		}
+		found += testnode.CountExact(t, batch, ok, bufs)
 	}
 	return found
 }
@@ -124,10 +106,7 @@ func TestHostOverflowsToSSD(t *testing.T) {
 	keys := ns.PageKeys(toks)
 	for i := 0; i < len(keys); i += 64 {
 		batch := keys[i : i+64]
-		data := make([][]byte, len(batch))
-		for j, k := range batch {
-			data[j] = pageOf(k, ns.PageBytes())
-		}
+		data := testnode.PagesOf(batch, ns.PageBytes())
 		pages := client.ChainPages(batch, data)
 		for j := range pages {
 			pages[j].Depth = uint32(i + j)

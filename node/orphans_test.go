@@ -58,7 +58,7 @@ func parentGone(t *testing.T) {
 	onA, onB := open(a), open(b)
 	put := func(ns *client.Namespace, p client.Page) {
 		t.Helper()
-		p.Data = pageOf(p.Key, ns.PageBytes())
+		p.Data = testnode.PageOf(p.Key, ns.PageBytes())
 		res, err := ns.Put(ctx, []client.Page{p})
 		if err != nil || !res[0].Status.Stored() {
 			t.Fatalf("put: %+v, %v", res, err)

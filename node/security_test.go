@@ -68,7 +68,7 @@ func TestTLSNode(t *testing.T) {
 		tokens := make([]uint32, 2*desc.PageTokens)
 		tokens[0] = map[bool]uint32{false: 1, true: 2}[noRaw]
 		keys := ns.PageKeys(tokens)
-		pages := [][]byte{pageOf(keys[0], ns.PageBytes()), pageOf(keys[1], ns.PageBytes())}
+		pages := testnode.PagesOf(keys, ns.PageBytes())
 		if _, err := ns.Put(ctx, client.ChainPages(keys, pages)); err != nil {
 			t.Fatal(err)
 		}
@@ -270,10 +270,7 @@ func TestTenantsFromEtcd(t *testing.T) {
 			tokens[i] = seed + uint32(i)
 		}
 		keys := ns.PageKeys(tokens)
-		data := make([][]byte, len(keys))
-		for i, k := range keys {
-			data[i] = pageOf(k, ns.PageBytes())
-		}
+		data := testnode.PagesOf(keys, ns.PageBytes())
 		return client.ChainPages(keys, data)
 	}
 	bPages := pagesOf(b, 1<<20, 64)

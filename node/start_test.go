@@ -227,7 +227,7 @@ func readBackQuiet(ns *client.Namespace, keys []namespace.Key) int {
 	}
 	found := 0
 	for j, k := range keys {
-		if ok[j] && string(bufs[j]) == string(pageOf(k, ns.PageBytes())) {
+		if ok[j] && string(bufs[j]) == string(testnode.PageOf(k, ns.PageBytes())) {
 			found++
 		}
 	}

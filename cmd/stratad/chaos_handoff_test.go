@@ -96,11 +96,7 @@ func writeChains(t *testing.T, ns *client.Namespace, seed uint32, n int) []names
 		for i := range toks {
 			toks[i] = seed<<16 | seq<<8 | uint32(i)
 		}
-		keys := ns.PageKeys(toks)
-		data := make([][]byte, len(keys))
-		for i, k := range keys {
-			data[i] = pageOf(k, ns.PageBytes())
-		}
+		keys, data := chainOf(ns, toks)
 		ctx, cancel := context.WithTimeout(context.Background(), chaosCallTimeout)
 		res, err := ns.Put(ctx, client.ChainPages(keys, data))
 		cancel()
@@ -147,7 +143,7 @@ func getAll(ns *client.Namespace, keys []namespace.Key) (served, late int) {
 			continue
 		}
 		for i, k := range batch {
-			if found[i] && string(bufs[i]) == string(pageOf(k, ns.PageBytes())) {
+			if found[i] && exact(k, bufs[i]) {
 				served++
 			}
 		}

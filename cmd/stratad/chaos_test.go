@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -205,11 +204,7 @@ func (l *chaosLoad) write() {
 		for i := range toks {
 			toks[i] = seq<<8 | uint32(i)
 		}
-		keys := l.ns.PageKeys(toks)
-		data := make([][]byte, len(keys))
-		for i, k := range keys {
-			data[i] = pageOf(k, l.ns.PageBytes())
-		}
+		keys, data := chainOf(l.ns, toks)
 		l.call(func(ctx context.Context) {
 			res, err := l.ns.Put(ctx, client.ChainPages(keys, data))
 			if err != nil {
@@ -259,7 +254,7 @@ func (l *chaosLoad) read(seed uint64) {
 					l.missed.Add(1)
 					continue
 				}
-				if !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())) {
+				if !exact(k, bufs[i]) {
 					l.wrong.Add(1)
 				} else {
 					l.served.Add(1)
@@ -301,7 +296,7 @@ func (l *chaosLoad) notServedOf(t *testing.T, acked []namespace.Key) (failed, mi
 			switch {
 			case !found[i]:
 				*into = append(*into, k)
-			case !bytes.Equal(bufs[i], pageOf(k, l.ns.PageBytes())):
+			case !exact(k, bufs[i]):
 				l.wrong.Add(1)
 				missing = append(missing, k)
 			}

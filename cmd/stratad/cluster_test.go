@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,12 +87,7 @@ func clusterPages(ns *client.Namespace, seed uint32, pages int) ([]namespace.Key
 	for i := range toks {
 		toks[i] = seed<<20 | uint32(i)
 	}
-	keys := ns.PageKeys(toks)
-	data := make([][]byte, len(keys))
-	for i, k := range keys {
-		data[i] = pageOf(k, ns.PageBytes())
-	}
-	return keys, data
+	return chainOf(ns, toks)
 }
 
 // readAll gets keys and checks that whatever is found is byte-exact; it
@@ -105,16 +99,7 @@ func readAll(t *testing.T, ctx context.Context, ns *client.Namespace, keys []nam
 	if err != nil && !errors.Is(err, client.ErrUnavailable) {
 		t.Fatal(err)
 	}
-	n := 0
-	for i, k := range keys {
-		if found[i] {
-			if !bytes.Equal(bufs[i], pageOf(k, ns.PageBytes())) {
-				t.Fatalf("page %x served with wrong bytes", k[:6])
-			}
-			n++
-		}
-	}
-	return n
+	return testnode.CountExact(t, keys, found, bufs)
 }
 
 // TestClusterProcesses runs three stratad processes on one etcd process:

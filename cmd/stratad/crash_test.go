@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"os"
 	"os/exec"
@@ -25,18 +24,6 @@ import (
 // ssdDescriptor has 64 KiB pages.
 var ssdDescriptor = namespace.Descriptor{Tenant: "crash", Model: "m", ModelRevision: "r", Engine: "test",
 	DType: "bf16", PageTokens: 16, NumLayers: 4, NumKVHeads: 4, HeadDim: 64}
-
-// pageOf derives a page's bytes from its key, so a reader can tell any
-// served page's bytes are exactly the ones written for that key.
-func pageOf(k namespace.Key, size int) []byte {
-	out := make([]byte, 0, size)
-	block := k
-	for len(out) < size {
-		block = sha256.Sum256(block[:])
-		out = append(out, block[:]...)
-	}
-	return out[:size]
-}
 
 // startSSDNode runs stratad (built once; the test is skipped in -short
 // mode) with an SSD tier in data.
@@ -102,11 +89,7 @@ func TestKillDuringPuts(t *testing.T) {
 				for i := range toks {
 					toks[i] = uint32(w)<<24 | seq<<8 | uint32(i)
 				}
-				keys := ns.PageKeys(toks)
-				data := make([][]byte, len(keys))
-				for i, k := range keys {
-					data[i] = pageOf(k, ns.PageBytes())
-				}
+				keys, data := chainOf(ns, toks)
 				mu.Lock()
 				tried = append(tried, keys...)
 				mu.Unlock()
@@ -158,7 +141,7 @@ func TestKillDuringPuts(t *testing.T) {
 			}
 			for i, k := range batch {
 				switch {
-				case found[i] && !bytes.Equal(bufs[i], pageOf(k, ns.PageBytes())):
+				case found[i] && !exact(k, bufs[i]):
 					t.Fatalf("page %x served with other bytes", k[:6])
 				case found[i]:
 					served++
@@ -215,11 +198,7 @@ func TestCorruptSSD(t *testing.T) {
 	for i := range toks {
 		toks[i] = uint32(i * 3)
 	}
-	keys := ns.PageKeys(toks)
-	pages := make([][]byte, len(keys))
-	for i, k := range keys {
-		pages[i] = pageOf(k, ns.PageBytes())
-	}
+	keys, pages := chainOf(ns, toks)
 	if _, err := ns.Put(ctx, client.ChainPages(keys, pages)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -90,6 +91,17 @@ func dialOpen(t *testing.T, ctx context.Context, addr string, opts client.Option
 	}
 	return c, ns
 }
+
+// chainOf is the keys of toks in ns, with their pages' bytes
+// (testnode.PageOf): a chain to put.
+func chainOf(ns *client.Namespace, toks []uint32) ([]namespace.Key, [][]byte) {
+	keys := ns.PageKeys(toks)
+	return keys, testnode.PagesOf(keys, ns.PageBytes())
+}
+
+// exact says whether b holds exactly the bytes of k's page
+// (testnode.PageOf).
+func exact(k namespace.Key, b []byte) bool { return bytes.Equal(b, testnode.PageOf(k, len(b))) }
 
 // pageBufs returns n buffers of ns's page size.
 func pageBufs(ns *client.Namespace, n int) [][]byte {

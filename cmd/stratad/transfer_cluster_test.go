@@ -264,7 +264,7 @@ func putChain(ctx context.Context, ns *client.Namespace, keys []namespace.Key, d
 }
 
 // loaded gets keys into fresh buffers and counts the pages found with the
-// bytes pageOf gives them; a page with other bytes fails t.
+// bytes testnode.PageOf gives them; a page with other bytes fails t.
 func loaded(t *testing.T, ns *client.Namespace, keys []namespace.Key) (int, error) {
 	n, err := loadPages(t.Context(), ns, keys)
 	if errors.Is(err, errWrongBytes) {
@@ -281,7 +281,7 @@ func loadPages(ctx context.Context, ns *client.Namespace, keys []namespace.Key) 
 	n := 0
 	for i, k := range keys {
 		if i < len(found) && found[i] {
-			if !bytes.Equal(bufs[i], pageOf(k, ns.PageBytes())) {
+			if !exact(k, bufs[i]) {
 				return n, fmt.Errorf("page %d (%x): %w", i, k[:6], errWrongBytes)
 			}
 			n++

@@ -125,7 +125,7 @@ func oldClient(t *testing.T, p previous, addr, op string, seed uint32, data stri
 	return strings.TrimSpace(string(out))
 }
 
-// oldPut has the old client put prompt seed, with the bytes pageOf gives.
+// oldPut has the old client put prompt seed, with the bytes testnode.PageOf gives.
 func oldPut(t *testing.T, p previous, ns *client.Namespace, addr string, seed uint32) {
 	t.Helper()
 	keys, data := clusterPages(ns, seed, upgradePages)
@@ -153,7 +153,7 @@ func oldGet(t *testing.T, p previous, ns *client.Namespace, addr string, seed ui
 	}
 	size := ns.PageBytes()
 	for i, k := range keys {
-		if !bytes.Equal(data[i*size:(i+1)*size], pageOf(k, size)) {
+		if !exact(k, data[i*size:(i+1)*size]) {
 			t.Fatalf("old client via %s: page %d of prompt %d has wrong bytes", addr, i, seed)
 		}
 	}

@@ -8,7 +8,9 @@
 // Around the nodes: loopback addresses free or closed (FreePort,
 // ClosedAddr), a gRPC connection to a node (Dial), a fake gRPC server
 // (Serve), a wait for a node's membership view (AwaitMembers), and a
-// gossip member whose gRPC address answers nothing (StartGhost).
+// gossip member whose gRPC address answers nothing (StartGhost), and the
+// bytes a test writes as a key's page and checks what it reads back
+// against (PageOf, PagesOf, CountExact).
 // internal/poll waits for anything else the nodes do next;
 // client/admin/admintest fills nodes with namespaces and pages.
 package testnode
