@@ -549,16 +549,24 @@ def parse_page_format(s: str) -> PageFormat:
         raise DescriptorError(f"page_format: {len(parts)} segments; at most {MAX_PAGE_FORMAT_SEGMENTS} allowed")
     segs: List[PageSegment] = []
     total = 0
-    for i, p in enumerate(parts, 1):
-        try:
-            seg = _parse_page_segment(p)
-        except ValueError as e:
-            raise DescriptorError(f"page_format: segment {i} {_goquote(p)}: {e}") from None
+    for i, seg in _numbered(parts, _parse_page_segment, "page_format: segment", DescriptorError):
         segs.append(seg)
         total += seg.nbytes
         if total > MAX_PAGE_BYTES:
             raise DescriptorError(f"page_format: describes more than {MAX_PAGE_BYTES} bytes (at segment {i})")
     return PageFormat(tuple(segs))
+
+
+def _numbered(items, parse, what, error=ValueError):
+    """Yield ``(n, parse(item))`` for each of items, n counting from 1, one
+    at a time; a ValueError from parse is raised again as error, its
+    message naming the item after what (``axis 2 "Hx": ...``)."""
+    for n, item in enumerate(items, 1):
+        try:
+            v = parse(item)
+        except ValueError as e:
+            raise error(f"{what} {n} {_goquote(item)}: {e}") from None
+        yield n, v
 
 
 def _parse_page_segment(s: str) -> PageSegment:
@@ -581,11 +589,7 @@ def _parse_page_segment(s: str) -> PageSegment:
         raise ValueError(f"{len(names)} axes; at most {MAX_PAGE_FORMAT_AXES} allowed")
     out = []
     n = w
-    for j, a in enumerate(names, 1):
-        try:
-            ax = _parse_page_axis(a)
-        except ValueError as e:
-            raise ValueError(f"axis {j} {_goquote(a)}: {e}") from None
+    for _, ax in _numbered(names, _parse_page_axis, "axis"):
         out.append(ax)
         n *= ax[1]
         if n > MAX_PAGE_BYTES:
