@@ -186,14 +186,7 @@ func TestCorruptSSD(t *testing.T) {
 	cmd, addr := startSSDNode(t, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := c.Open(ctx, ssdDescriptor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := dialOpen(t, ctx, addr, client.Options{}, 0, ssdDescriptor)
 	toks := make([]uint32, 16*40)
 	for i := range toks {
 		toks[i] = uint32(i * 3)
@@ -237,14 +230,7 @@ func TestCorruptSSD(t *testing.T) {
 	if rec := info.GetRecovery(); len(rec) != 1 || rec[0].GetDropped() < 2 {
 		t.Fatalf("recovery report %v: want the corrupt slots counted as dropped", rec)
 	}
-	c, err = client.Dial(ctx, addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if ns, err = c.Open(ctx, ssdDescriptor); err != nil {
-		t.Fatal(err)
-	}
+	_, ns = dialOpen(t, ctx, addr, client.Options{}, 0, ssdDescriptor)
 	bufs := make([][]byte, len(keys))
 	for i := range bufs {
 		bufs[i] = make([]byte, ns.PageBytes())

@@ -125,17 +125,9 @@ func TestRunNodeThenList(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	d := namespace.Descriptor{Tenant: "readme", Model: "Qwen/Qwen2.5-7B", ModelRevision: "main", Engine: "sglang",
 		DType: "bf16", PageTokens: 64, NumLayers: 4, NumKVHeads: 4, HeadDim: 128}
-	ns, err := c.Open(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ns := dialOpen(t, ctx, addr, client.Options{}, 0, d)
 	toks := make([]uint32, 64*3)
 	for i := range toks {
 		toks[i] = uint32(i)

@@ -159,19 +159,6 @@ func oldGet(t *testing.T, p previous, ns *client.Namespace, addr string, seed ui
 	}
 }
 
-// dialAlive dials addr for the test, and waits until the client sees alive
-// nodes.
-func dialAlive(ctx context.Context, t *testing.T, addr string, alive int) *client.Client {
-	t.Helper()
-	c, err := client.Dial(ctx, addr, client.Options{NodeTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	waitAlive(t, c, alive, 30*time.Second)
-	return c
-}
-
 // upgradePages is the length of each prompt of the upgrade test, in pages.
 const upgradePages = 200
 
@@ -199,11 +186,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := dialAlive(ctx, t, newAddr, 2)
-	ns, err := c.Open(ctx, upgradeDescriptor("r1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := dialOpen(t, ctx, newAddr, client.Options{NodeTimeout: 5 * time.Second}, 2, upgradeDescriptor("r1"))
 	const pages = upgradePages
 
 	// The new client writes prompt 1, the old one prompt 2 (through the old node).
