@@ -214,9 +214,28 @@ func (s *shmSession) acquire() (c *transport.Conn, ok bool) {
 
 // pin keeps the mapping for a call that needs no connection; false when
 // the session cannot be used. unpin ends it.
+//
+// Such a call asks the node nothing, so it would go on copying from the
+// arena of a node that died: bytes that still verify, but a mapping that
+// keeps the dead node's memory allocated for as long as this client
+// lives. So pin looks at the session's longest-idle connection (a peek,
+// once it has idled past peekAfter): when the node closed it, a new
+// connection must be had, else the node is gone and the session broken
+// (closed once no call uses it: the arena is unmapped).
 func (s *shmSession) pin() bool {
 	if s.broken.Load() {
 		return false
+	}
+	if s.pool.dropGone() {
+		c, fds, _, err := s.dial(false)
+		if err != nil {
+			s.broken.Store(true)
+			return false
+		}
+		closeFDs(fds)
+		if s.pool.lend(c) {
+			s.pool.give(c, false)
+		}
 	}
 	s.use.RLock()
 	s.pool.mu.Lock()

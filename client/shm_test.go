@@ -10,8 +10,10 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/proto/frame"
@@ -307,4 +309,30 @@ func checkOtherTiers(t *testing.T, n *node.Node, active func(*client.Client) boo
 	if !active(c) {
 		t.Fatal("the transport broke during the test")
 	}
+}
+
+// TestShmNodeGoneUnmaps: gets served from the location cache ask the node
+// nothing, yet once the node is gone the session notices (its idle
+// connection closed, no new one to be had), stops reading the dead node's
+// arena and unmaps it: the pages are misses, and the client does not keep
+// the dead node's memory.
+func TestShmNodeGoneUnmaps(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	tn := addNodeWith(t, nil, func(c *node.Config) { c.ShmSocket = sock })
+	ctx := ctxT(t)
+	c, ns := openShm(t, tn.Node)
+	keys := ns.PageKeys(tokens(16*4, 9))
+	putWant(ctx, t, ns, client.ChainPages(keys, pagesFor(ns, keys)), client.Committed, "put")
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = make([]byte, ns.PageBytes())
+	}
+	if found, err := ns.Get(ctx, keys, bufs, nil); err != nil || !found[0] {
+		t.Fatalf("get: %v %v", found, err)
+	}
+	tn.Close()
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "the client to stop using the gone node's arena", func() bool {
+		found, _ := ns.Get(ctx, keys, bufs, nil)
+		return !found[0] && !c.ShmActive()
+	})
 }

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import os
 import secrets
 import ssl
 import threading
@@ -345,6 +346,25 @@ class _Deadline:
         return max(0.001, min(node_timeout, self.end - time.monotonic()))
 
 
+# The process that made the first Client (and so set gRPC up): gRPC's
+# channels do not survive fork() unless GRPC_ENABLE_FORK_SUPPORT is on.
+_grpc_pid = 0
+
+
+def _check_grpc_fork() -> None:
+    """Raises ForkedClientError in a process forked from one that had made
+    a Client, where gRPC would fail obscurely ("Socket operation on
+    non-socket") or hang; notes this process as gRPC's otherwise."""
+    global _grpc_pid
+    pid = os.getpid()
+    if _grpc_pid and _grpc_pid != pid and os.environ.get("GRPC_ENABLE_FORK_SUPPORT", "").lower() not in ("1", "true"):
+        raise E.ForkedClientError(
+            f"strata: this process was forked from process {_grpc_pid} after it had made a strata Client; gRPC "
+            "does not survive fork(): fork before the first Client, or start children with spawn (vLLM: "
+            "VLLM_WORKER_MULTIPROC_METHOD=spawn)")
+    _grpc_pid = pid
+
+
 class Client:
     """A client of a strata cluster (one node is a cluster of one).
 
@@ -364,6 +384,15 @@ class Client:
     ``raw``: move page bytes of Get and Put over a node's raw tcp data plane
     (raw.py) when the node advertises one, gRPC otherwise (default True;
     False keeps everything on gRPC, like the Go client's ``NoRaw``).
+
+    ``native``: run get and put batches through the native plane
+    (native.py: the Go client as a shared library, one call per batch with
+    the GIL released once, same-host shared memory when the node is on this
+    host). None (default): when the library loads; True: the same, and a
+    warning when it cannot; False: the Python planes only.
+    ``native_status()`` of ``strata_client.native`` says why it is off.
+    A client must not be used in a process forked from the one that made
+    it: such calls raise ``ForkedClientError`` (make a Client in the child).
     """
 
     def __init__(
@@ -382,7 +411,9 @@ class Client:
         cert: Optional[str] = None,
         key: Optional[str] = None,
         server_name: Optional[str] = None,
+        native: Optional[bool] = None,
     ):
+        _check_grpc_fork()
         if isinstance(addresses, str):
             addresses = [a for a in addresses.split(",") if a.strip()]
         self._seeds = [a.strip() for a in addresses]
@@ -423,9 +454,17 @@ class Client:
             "raw_put_one_calls": 0,
             "raw_lookups": 0,
             "raw_fallbacks": 0,
+            # Native plane (native.py): get and put batches served by the
+            # Go client in one call, and data calls that could not be
+            # (buffers it cannot name, or its namespace would not open).
+            "native_gets": 0,
+            "native_puts": 0,
+            "native_fallbacks": 0,
         }
         self._view: Optional[_View] = None
         self._refresh(_Deadline(connect_timeout if connect_timeout is not None else max(self.node_timeout, 1.0) * 2), raise_errors=True)
+        self._pid = os.getpid()
+        self._native = self._dial_native(native, ca, cert, key, server_name, connect_timeout)
         self._stop = threading.Event()
         self._refresher: Optional[threading.Thread] = None
         if refresh_interval and refresh_interval > 0:
@@ -434,12 +473,54 @@ class Client:
 
     # ---- lifecycle -----------------------------------------------------------
 
+    def _dial_native(self, want: Optional[bool], ca: Optional[str], cert: Optional[str], key: Optional[str],
+                     server_name: Optional[str], connect_timeout: Optional[float]):
+        """The native client (native.py), or None: the Python planes."""
+        if want is False:
+            return None
+        from . import native
+
+        lib = native.load()
+        if lib is None:
+            if want:
+                native._log.warning("strata: native=True but the native plane is off: %s", native.native_status())
+            return None
+        opts = {"addrs": self._seeds, "token": self._token, "ca": ca or "", "cert": cert or "", "key": key or "",
+                "server_name": server_name or "", "node_timeout_ms": int(self.node_timeout * 1000),
+                "dial_timeout_ms": int((connect_timeout if connect_timeout is not None else
+                                        max(self.node_timeout, 1.0) * 2) * 1000),
+                "no_raw": not self.raw_enabled, "no_shm": not self.raw_enabled, "shm_verify": True}
+        try:
+            return native.NativeClient(lib, opts)
+        except E.StrataError as e:
+            native._log.error("strata: native plane off for this client, batches run in Python: %s", e)
+            self.stats["native_fallbacks"] += 1
+            return None
+
+    @property
+    def native_active(self) -> bool:
+        """Whether get and put batches run on the native plane."""
+        return self._native is not None
+
+    def native_stats(self) -> Dict[str, Any]:
+        """The native client's counters (shm_active, raw_active,
+        checksum_failures, all_failed), {} without one."""
+        return self._native.stats() if self._native is not None else {}
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            raise E.ForkedClientError(
+                f"strata client made in process {self._pid} used in forked process {os.getpid()}: its connections "
+                "belong to the parent; make a new Client in the child")
+
     def close(self) -> None:
         """Stop the view refresher and close every connection."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if getattr(self, "_native", None) is not None:
+            self._native.close()
         self._stop.set()
         if self._refresher is not None:
             self._refresher.join(timeout=self.node_timeout + 1)

@@ -44,6 +44,8 @@ __all__ = [
     "REASONS",
     "from_rpc",
     "from_frame",
+    "exception_for_reason",
+    "ForkedClientError",
     "decode_status_details",
 ]
 
@@ -166,6 +168,20 @@ _BY_REASON = {reason: cls for reason, cls, _, _ in REASONS if cls is not None}
 _KNOWN = {reason for reason, _, _, _ in REASONS}
 # FRAME_CODES: frame error code -> (its name, its reason); FRAME_CODE_OF:
 # name -> code.
+
+
+class ForkedClientError(StrataError):
+    """A client (or the native library, or gRPC) used in a process forked
+    from the one that set it up: make the Client in the child, and fork
+    before the parent makes its first one (or start children with spawn)."""
+
+
+def exception_for_reason(reason: str) -> type:
+    """The exception class a refusal of reason raises (StrataError for a
+    reason without its own class)."""
+    return _BY_REASON.get(reason, StrataError)
+
+
 FRAME_CODES = {code: (name, reason) for reason, _, code, name in REASONS if code}
 FRAME_CODE_OF = {name: code for code, (name, _) in FRAME_CODES.items()}
 # FRAME_INTERNAL is the code of a code the client does not know (the spec:

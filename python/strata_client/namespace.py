@@ -1,8 +1,11 @@
 """A namespace opened on a strata cluster: page keys, lookup with leases,
 get into caller buffers, the one-call Put stream, delete, listing.
 
-Get and Put move page bytes over a node's raw tcp data plane (raw.py) when
-the node advertises one and a connection can be had, over gRPC otherwise.
+Get and Put batches run on the client's native plane (native.py: the Go
+client, one call per batch, shared memory with a node on this host) when
+it has one; otherwise they move page bytes over a node's raw tcp data
+plane (raw.py) when the node advertises one and a connection can be had,
+over gRPC otherwise.
 
 See client.py for the routing and failure model: a failed node's keys are
 misses, never exceptions; only request errors are raised.
@@ -10,6 +13,7 @@ misses, never exceptions; only request errors are raised.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -35,9 +39,15 @@ from .client import (
     with_chain_depths,
 )
 from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
+from .native import ForkedClientError, NativeNamespace
 from .raw import ADDR_HEADER, MAX_WRITE_CHUNK, ONE_CALL_MAX_PAGES, ConnectionLost, PutSpec, RawConn, RawSession
 
 __all__ = ["Namespace"]
+
+_log = logging.getLogger("strata_client")
+# How long a namespace that would not open on the native plane keeps its
+# calls on the Python planes before it is tried there again.
+_NATIVE_RETRY_S = 5.0
 
 
 class Namespace:
@@ -52,6 +62,8 @@ class Namespace:
         self.checksum_algorithm: str = d.checksum
         self.key_format: str = d.key_format
         self.page_format: str = d.page_format  # how a page's bytes are laid out; "" = not stated
+        self._native: Optional[NativeNamespace] = None  # opened on first use (_native_ns)
+        self._native_failed = 0.0  # when it last would not open (time.monotonic)
 
     def __repr__(self) -> str:
         return f"Namespace(id={self.id.hex()[:12]}, page_bytes={self.page_bytes}, page_tokens={self.page_tokens})"
@@ -73,6 +85,69 @@ class Namespace:
         workers): gets name it, ``renew``/``release`` end it."""
         pages, node_leases = exported
         return Lease(self, int(pages), {str(n): [(int(i), int(e)) for i, e in ls] for n, ls in node_leases.items()})
+
+    # ---- the native plane (native.py) ---------------------------------------------
+
+    def _native_ns(self, timeout: Optional[float]) -> Optional[NativeNamespace]:
+        """This namespace on the client's native plane, opened on first
+        use; None: the Python planes serve the call (no native client, or
+        the namespace would not open there: logged, counted in
+        native_fallbacks, tried again after _NATIVE_RETRY_S)."""
+        c = self.client
+        if c._native is None:
+            return None
+        nn = self._native
+        if nn is not None:
+            return nn
+        with c._lock:
+            last = self._native_failed
+        if last and time.monotonic() - last < _NATIVE_RETRY_S:
+            c._count("native_fallbacks")
+            return None
+        try:
+            nn = c._native.open(self.descriptor.canonical(), timeout)
+        except ForkedClientError:
+            raise
+        except E.StrataError as e:
+            _log.error("strata: namespace %s would not open on the native plane, its calls run in Python: %s",
+                       self.id.hex()[:12], e)
+            with c._lock:
+                self._native_failed = time.monotonic()
+            c._count("native_fallbacks")
+            return None
+        with c._lock:
+            if self._native is None:
+                self._native = nn
+            else:
+                nn.close()
+            return self._native
+
+    def _get_native(self, nn: NativeNamespace, keys: List[bytes], bufs: Sequence[Any], lease: Optional[Lease],
+                    timeout: Optional[float]) -> List[Optional[Any]]:
+        """get in one native call: every page read and verified by the Go
+        client on its best plane, straight into bufs."""
+        found, err, bad = nn.get(keys, bufs, lease.export() if lease is not None else None, timeout,
+                                 self.page_bytes)
+        c = self.client
+        c._count("native_gets")
+        if bad:
+            c._count("checksum_failures", bad)
+        if err is not None:
+            raise err
+        return [b if f else None for b, f in zip(bufs, found)]
+
+    def _put_native(self, nn: NativeNamespace, ps: List[Page], timeout: Optional[float]) -> List[PutResult]:
+        """put in one native call: each page copied and checksummed once,
+        published on its owner (or its spill candidate) by the Go client."""
+        for p in ps:
+            _key(p.key)
+        got, err = nn.put([bytes(p.key) for p in ps], [bytes(p.parent) if p.parent else None for p in ps],
+                          [int(p.depth) for p in ps], [int(p.chain_depth) for p in ps],
+                          [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes)
+        self.client._count("native_puts")
+        if err is not None:
+            raise err
+        return [PutResult(_STATUS_NAMES.get(st, str(st)), reason) for st, reason in got]
 
     # ---- handshake ---------------------------------------------------------------
 
@@ -444,12 +519,17 @@ class Namespace:
         CPU torch tensor, ScatterBuffer) or, with ``bufs`` None, into new
         bytearrays. Returns, per key, the buffer holding the verified page or
         None for a miss (absent, node failed, or checksum mismatch)."""
+        self.client._check_fork()
         keys = [_key(k) for k in keys]
         n = len(keys)
         if bufs is None:
             bufs = [bytearray(self.page_bytes) for _ in range(n)]
         elif len(bufs) != n:
             raise E.InvalidArgumentError(f"get: {len(bufs)} buffers for {n} keys")
+        if n:
+            nn = self._native_ns(timeout)
+            if nn is not None:
+                return self._get_native(nn, keys, bufs, lease, timeout)
         dests = [_dest(b) for b in bufs]
         for j, d in enumerate(dests):
             if len(d) < self.page_bytes:
@@ -543,6 +623,11 @@ class Namespace:
                 p = Page(key=k, data=d)
             ps.append(p)
         ps = with_chain_depths(ps)  # before the sequence is split over nodes
+        self.client._check_fork()
+        if ps:
+            nn = self._native_ns(timeout)
+            if nn is not None:
+                return self._put_native(nn, ps, timeout)
         views = []
         for j, p in enumerate(ps):
             mv = readable_bytes(p.data)

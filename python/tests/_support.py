@@ -90,7 +90,8 @@ def bin_dir():
         if _build_error:
             raise unittest.SkipTest(_build_error)
         pre = os.environ.get("STRATA_TEST_BIN")
-        if pre and all(os.access(os.path.join(pre, b), os.X_OK) for b in ("stratad", "gowriter")):
+        if pre and all(os.access(os.path.join(pre, b), os.X_OK) for b in ("stratad", "gowriter", "libstrata.so")):
+            os.environ["STRATA_NATIVE_LIB"] = os.path.join(pre, "libstrata.so")
             _bin_dir = pre
             return _bin_dir
         if shutil.which("go") is None:
@@ -106,7 +107,16 @@ def bin_dir():
         if p.returncode != 0:
             _build_error = "go build failed:\n" + p.stdout.decode(errors="replace")
             raise AssertionError(_build_error)
-        sys.stderr.write(f"[strata tests] built stratad and gowriter in {time.time() - t0:.1f}s\n")
+        # The native plane (strata_client.native) from this tree, never a
+        # stale copy: the clients the tests make load it from here.
+        lib = os.path.join(d, "libstrata.so")
+        p = subprocess.run([os.path.join(REPO, "scripts", "buildnative.sh"), lib], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        if p.returncode != 0:
+            _build_error = "building the native library failed:\n" + p.stdout.decode(errors="replace")
+            raise AssertionError(_build_error)
+        os.environ["STRATA_NATIVE_LIB"] = lib
+        sys.stderr.write(f"[strata tests] built stratad, gowriter and libstrata.so in {time.time() - t0:.1f}s\n")
         _bin_dir = d
         return _bin_dir
 
@@ -291,14 +301,18 @@ class NodeTest(unittest.TestCase):
 
 class OneNodeTest(unittest.TestCase):
     """A test class sharing one node, a client of it and a namespace of
-    small_descriptor() (cls.node, cls.client, cls.ns)."""
+    small_descriptor() (cls.node, cls.client, cls.ns). native: the client's
+    native argument (None: the native plane when the library loads; False
+    for a class that tests the Python planes)."""
+
+    native = None
 
     @classmethod
     def setUpClass(cls):
         from strata_client import Client
 
         cls.node = Node()
-        cls.client = Client(cls.node.addr, node_timeout=5.0)
+        cls.client = Client(cls.node.addr, node_timeout=5.0, native=cls.native)
         cls.ns = cls.client.open(small_descriptor())
 
     @classmethod

@@ -38,7 +38,10 @@ class SingleNodeTest(OneNodeTest):
         # answers them REJECTED; a page before it stays.
         import strata_client.namespace as nsmod
 
-        ns = self.ns
+        # The Python planes, whose checksum this test replaces.
+        c = Client(self.node.addr, node_timeout=5.0, refresh_interval=0, native=False)
+        self.addCleanup(c.close)
+        ns = c.open(small_descriptor())
         keys = ns.page_keys(self.tokens(16 * 4, 7000))
         data = [os.urandom(ns.page_bytes) for _ in keys]
         real = nsmod.checksum

@@ -25,7 +25,7 @@ class TwoNodeTest(unittest.TestCase):
         alive and which has quarantined nothing yet."""
         if self.client is not None:
             self.client.close()
-        self.client = Client(self.a.addr, node_timeout=1.5, quarantine=30.0, refresh_interval=0.5)
+        self.client = Client(self.a.addr, node_timeout=1.5, quarantine=30.0, refresh_interval=0.5, native=False)
         deadline = time.time() + 20
         while time.time() < deadline:
             self.client.refresh()

@@ -35,13 +35,14 @@ def _node_client(*node_args, **client_kw):
     stops after."""
     node = Node(extra_args=node_args)
     try:
-        with Client(node.addr, refresh_interval=0, **client_kw) as c:
+        with Client(node.addr, refresh_interval=0, native=False, **client_kw) as c:
             yield c, c.open(small_descriptor())
     finally:
         node.stop()
 
 
 class RawNodeTest(OneNodeTest):
+    native = False  # the Python raw plane
     """One node serving the raw plane (its default)."""
 
     def keys(self, n, base):
@@ -91,7 +92,7 @@ class RawNodeTest(OneNodeTest):
         self.assertEqual([bytes(k.checksum) for k in info.keys], [checksum("crc32c", d) for d in data])
 
         # A gRPC-only client reads the raw-put pages; raw reads gRPC-put ones.
-        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+        with Client(self.node.addr, raw=False, refresh_interval=0, native=False) as g:
             self.assertFalse(g.raw_active)
             gns = g.open(small_descriptor())
             self.assertEqual([bytes(o) for o in gns.get(keys)], data)
@@ -268,7 +269,7 @@ class RawNodeTest(OneNodeTest):
             self.assertEqual(c.stats["raw_put_one_calls"], one + (n <= most))
             self.assertEqual([k.cost_hint for k in stat(keys)], hints)
 
-        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+        with Client(self.node.addr, raw=False, refresh_interval=0, native=False) as g:
             gns = g.open(small_descriptor())
             for i, bad in enumerate((-1.0, float("nan"), float("inf"))):
                 for via, space in (("raw data plane", ns), ("gRPC", gns)):
@@ -295,7 +296,7 @@ class RawNodeTest(OneNodeTest):
         keys = self.keys(6, 100_000)
         data = [os.urandom(ns.page_bytes) for _ in keys]
         ns.put([Page(keys[i], data[i]) for i in (0, 1, 3, 4)])  # a miss at 2, the end missing
-        with Client(self.node.addr, raw=False, refresh_interval=0) as g:
+        with Client(self.node.addr, raw=False, refresh_interval=0, native=False) as g:
             gns = g.open(small_descriptor())
             n = c.stats["raw_lookups"]
             got = ns.lookup(keys)
@@ -450,7 +451,7 @@ class RawCrossLanguageTest(unittest.TestCase):
             toks = list(range(7_000, 7_000 + 16 * 4))
             out = gowriter("-addr", node.addr, "-mode", "put", "-seed", "5", "-tokens", ",".join(map(str, toks)))
             self.assertEqual(out["results"], ["COMMIT_STATUS_COMMITTED"] * 4)
-            with Client(node.addr, node_timeout=5.0, refresh_interval=0) as c:
+            with Client(node.addr, node_timeout=5.0, refresh_interval=0, native=False) as c:
                 ns = c.open(small_descriptor())
                 keys = ns.page_keys(toks)
                 got = ns.get(keys)

@@ -78,15 +78,23 @@ class TLSNodeTest(unittest.TestCase):
 
     def test_served_with_ca_and_client_cert(self):
         cert, key = self.client_cert
-        for raw in (True, False):
-            with Client(self.node.addr, ca=self.ca.ca_file, cert=cert, key=key, raw=raw, refresh_interval=0) as c:
+        # The Python planes (raw tcp with TLS, gRPC) and the native plane
+        # (the Go client's TLS, raw tcp).
+        for raw, native in ((True, False), (False, False), (True, True)):
+            with Client(self.node.addr, ca=self.ca.ca_file, cert=cert, key=key, raw=raw, refresh_interval=0,
+                        native=native) as c:
+                self.assertEqual(c.native_active, native)
                 ns = c.open(small_descriptor())
-                keys = ns.page_keys(list(range(7 + raw, 7 + raw + 32)))
+                keys = ns.page_keys(list(range(7 + raw + 2 * native, 7 + raw + 2 * native + 32)))
                 data = [os.urandom(ns.page_bytes) for _ in keys]
                 self.assertEqual([r.status for r in ns.put_chain(keys, data)], ["COMMITTED"] * 2)
                 bufs = [bytearray(ns.page_bytes) for _ in keys]
                 ns.get(keys, bufs)
                 self.assertEqual([bytes(b) for b in bufs], data)
+                if native:
+                    self.assertEqual((c.stats["native_puts"], c.stats["native_gets"]), (1, 1))
+                    self.assertTrue(c.native_stats()["raw_active"], c.native_stats())
+                    continue
                 self.assertEqual(c.raw_active, raw)
                 if raw:
                     self.assertGreater(c.stats["raw_reads"], 0)
