@@ -391,6 +391,9 @@ class Client:
     host). None (default): when the library loads; True: the same, and a
     warning when it cannot; False: the Python planes only.
     ``native_status()`` of ``strata_client.native`` says why it is off.
+    ``shm``: let the native plane use a same-host node's shared memory
+    (default True; False keeps its pages on raw tcp, as ``raw=False`` keeps
+    them on gRPC).
     A client must not be used in a process forked from the one that made
     it: such calls raise ``ForkedClientError`` (make a Client in the child).
     """
@@ -412,6 +415,7 @@ class Client:
         key: Optional[str] = None,
         server_name: Optional[str] = None,
         native: Optional[bool] = None,
+        shm: bool = True,
     ):
         _check_grpc_fork()
         if isinstance(addresses, str):
@@ -464,6 +468,7 @@ class Client:
         self._view: Optional[_View] = None
         self._refresh(_Deadline(connect_timeout if connect_timeout is not None else max(self.node_timeout, 1.0) * 2), raise_errors=True)
         self._pid = os.getpid()
+        self._shm = bool(shm)
         self._native = self._dial_native(native, ca, cert, key, server_name, connect_timeout)
         self._stop = threading.Event()
         self._refresher: Optional[threading.Thread] = None
@@ -489,7 +494,7 @@ class Client:
                 "server_name": server_name or "", "node_timeout_ms": int(self.node_timeout * 1000),
                 "dial_timeout_ms": int((connect_timeout if connect_timeout is not None else
                                         max(self.node_timeout, 1.0) * 2) * 1000),
-                "no_raw": not self.raw_enabled, "no_shm": not self.raw_enabled, "shm_verify": True}
+                "no_raw": not self.raw_enabled, "no_shm": not (self.raw_enabled and self._shm), "shm_verify": True}
         try:
             return native.NativeClient(lib, opts)
         except E.StrataError as e:
