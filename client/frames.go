@@ -84,13 +84,13 @@ func (p *connPool) take() (c *transport.Conn, open bool) {
 	return c, true
 }
 
-// dropGone closes the longest-idle connection when it has sat idle past
-// peekAfter and the node closed it (one non-blocking peek), and reports
-// whether it did: the node idled it out, or is gone.
+// dropGone closes the longest-idle connection when the node closed it
+// (one non-blocking peek), and reports whether it did: the node idled it
+// out, or is gone.
 func (p *connPool) dropGone() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.idle) == 0 || time.Since(p.since[0]) <= peekAfter || !p.idle[0].PeerGone() {
+	if p.closed || len(p.idle) == 0 || !p.idle[0].PeerGone() {
 		return false
 	}
 	p.shut(p.idle[0])

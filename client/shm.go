@@ -46,6 +46,9 @@ const (
 	// shmMinDeadline is the least time left on a reservation for an
 	// in-place write: past its deadline the extent can be reused.
 	shmMinDeadline = time.Second
+	// peekEvery is how often at most a call that asks the node nothing
+	// (a get from the location cache) looks whether the node is gone (pin).
+	peekEvery = time.Millisecond
 )
 
 // shmSession is a mapped arena and its control connections.
@@ -63,6 +66,8 @@ type shmSession struct {
 	lookups atomic.Int64 // lookups answered through the session
 	// slotPuts counts the put batches that went into granted slots.
 	slotPuts atomic.Int64
+	// peeked is when (unix ns) pin last looked whether the node is gone.
+	peeked atomic.Int64
 
 	// use is read-held while a call uses the mapping; close write-locks it.
 	use sync.RWMutex
@@ -219,22 +224,25 @@ func (s *shmSession) acquire() (c *transport.Conn, ok bool) {
 // arena of a node that died: bytes that still verify, but a mapping that
 // keeps the dead node's memory allocated for as long as this client
 // lives. So pin looks at the session's longest-idle connection (a peek,
-// once it has idled past peekAfter): when the node closed it, a new
-// connection must be had, else the node is gone and the session broken
-// (closed once no call uses it: the arena is unmapped).
+// at most every peekEvery): when the node closed it, a new connection must
+// be had, else the node is gone and the session broken (closed once no
+// call uses it: the arena is unmapped).
 func (s *shmSession) pin() bool {
 	if s.broken.Load() {
 		return false
 	}
-	if s.pool.dropGone() {
-		c, fds, _, err := s.dial(false)
-		if err != nil {
-			s.broken.Store(true)
-			return false
-		}
-		closeFDs(fds)
-		if s.pool.lend(c) {
-			s.pool.give(c, false)
+	if now := time.Now().UnixNano(); now-s.peeked.Load() > int64(peekEvery) {
+		s.peeked.Store(now)
+		if s.pool.dropGone() {
+			c, fds, _, err := s.dial(false)
+			if err != nil {
+				s.broken.Store(true)
+				return false
+			}
+			closeFDs(fds)
+			if s.pool.lend(c) {
+				s.pool.give(c, false)
+			}
 		}
 	}
 	s.use.RLock()

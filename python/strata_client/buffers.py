@@ -42,7 +42,10 @@ def writable_view(buf: Any) -> memoryview:
 
 
 def readable_bytes(data: Any) -> memoryview:
-    """A read-only byte view of page data (bytes-like, numpy, CPU torch)."""
+    """A read-only byte view of page data (bytes-like, numpy, CPU torch; a
+    ScatterBuffer's segments joined, a copy)."""
+    if isinstance(data, ScatterBuffer):
+        return memoryview(b"".join(bytes(s) for s in data.segments))
     if isinstance(data, (bytes, bytearray, memoryview)):
         mv = memoryview(data)
     elif hasattr(data, "numpy") and hasattr(data, "element_size"):  # torch.Tensor
@@ -78,6 +81,16 @@ class ScatterBuffer:
     def __init__(self, segments: Sequence[Any]):
         self.segments = [writable_view(s) for s in segments]
         self._len = sum(len(s) for s in self.segments)
+
+    @classmethod
+    def of_data(cls, segments: Sequence[Any]) -> "ScatterBuffer":
+        """Page data to put made of segments, read-only ones (bytes)
+        allowed: the native plane gathers them in the call that publishes
+        the page; the Python planes join them (readable_bytes)."""
+        b = cls.__new__(cls)
+        b.segments = [readable_bytes(s) for s in segments]
+        b._len = sum(len(s) for s in b.segments)
+        return b
 
     def __len__(self) -> int:
         return self._len

@@ -282,6 +282,7 @@ class StrataConnector(Connected, RemoteConnector):
             self.read_shapes, self.read_dtypes, self.read_fmt = list(self.meta_shapes), list(self.meta_dtypes), self.meta_fmt
         self.meta_bytes = int(self.remote_metadata_bytes) if self.save_chunk_meta else 0
         self.payload_max = self.meta_bytes + self.chunk_bytes
+        self._zeros = b""  # the zero padding of encoded pages (_encode), grown as needed
         self.page_bytes = HEADER.size + self.payload_max
 
     def descriptor(self):
@@ -501,19 +502,24 @@ class StrataConnector(Connected, RemoteConnector):
 
     # ---- put -----------------------------------------------------------------------------
 
-    def _encode(self, memory_obj: Any) -> bytearray:
-        """The framed page of a chunk: its one copy."""
+    def _encode(self, memory_obj: Any) -> ScatterBuffer:
+        """The framed page of a chunk: its header, the chunk's own bytes
+        and zeros to the page size, as segments. The put gathers them (the
+        native plane off the GIL, in the call that publishes the batch; the
+        Python planes with one copy), so the chunk is not copied here."""
         data = readable_bytes(memory_obj.byte_array)
         length = self.meta_bytes + len(data)
         if len(data) == 0 or length > self.payload_max:
             raise ValueError(f"chunk of {len(data)} bytes does not fit pages of {self.chunk_bytes} chunk bytes")
-        page = bytearray(self.page_bytes)
-        HEADER.pack_into(page, 0, MAGIC, 0, length)
+        head = bytearray(HEADER.size + self.meta_bytes)
+        HEADER.pack_into(head, 0, MAGIC, 0, length)
         if self.save_chunk_meta:
             md = RemoteMetadata(len(data), memory_obj.get_shapes(), memory_obj.get_dtypes(), memory_obj.get_memory_format())
-            md.serialize_into(memoryview(page)[HEADER.size:HEADER.size + self.meta_bytes])
-        page[HEADER.size + self.meta_bytes:HEADER.size + length] = data
-        return page
+            md.serialize_into(memoryview(head)[HEADER.size:])
+        pad = self.page_bytes - HEADER.size - length
+        if len(self._zeros) < pad:
+            self._zeros = bytes(pad)
+        return ScatterBuffer.of_data([head, data, memoryview(self._zeros)[:pad]])
 
     def _put_many(self, keys: List[Any], objs: List[Any]) -> None:
         n = len(keys)

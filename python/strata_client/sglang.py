@@ -522,7 +522,9 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
     def _set_pool(self, ns: Namespace, pool: Any, keys: Sequence[str], host_indices: Any, extra_info: Any) -> List[bool]:
         """Pages written from the pool's buffers with at most one copy each:
         a page of one segment is sent from the pool itself; a page of
-        several (K and V of a page_first pool) is copied once into a reused
+        several (K and V of a page_first pool) goes to the native plane as
+        its segments (gathered there, in the call that publishes the
+        batch) or, on the Python planes, is copied once into a reused
         staging buffer (ctypes.memmove, which releases the GIL), in rounds
         of at most _STAGING_BYTES."""
         segs = self._segments(keys, host_indices, pool)
@@ -530,6 +532,12 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         if all(len(s) == 1 for s in segs):
             return self._store(ns, keys, extra_info,
                                lambda i, j: _ptr_view(*segs[i][0]) if segs[i][0][1] == size else None)
+        if ns.client.native_active:
+            # The native plane gathers a page's segments itself, off the
+            # GIL, in the same call that publishes the batch.
+            return self._store(ns, keys, extra_info,
+                               lambda i, j: ScatterBuffer([_ptr_view(p, sz) for p, sz in segs[i]])
+                               if sum(sz for _, sz in segs[i]) == size else None)
         per_round = max(1, min(len(keys), _STAGING_BYTES // max(1, size)))
         buf = self._staging.buf
         if buf is None or len(buf) < per_round * size:

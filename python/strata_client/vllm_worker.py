@@ -363,12 +363,19 @@ class WorkerSide:
             pin = self._device is not None and self._device.type == "cuda"
             pages = []
             parent = ns.key_from_engine_hash(sv.parent) if sv.parent is not None else None
+            on_host = self._device is None or self._device.type == "cpu"
             for j, b in enumerate(sv.block_ids):
-                buf = torch.empty(self._page_bytes, dtype=torch.uint8, pin_memory=pin)
-                off = 0
-                for r in self._runs(b):
-                    buf[off:off + r.numel()].copy_(r)
-                    off += r.numel()
+                if on_host:
+                    # The block's runs as they lie in the cache: the put
+                    # gathers them (on the native plane, off the GIL, in
+                    # the call that publishes the batch).
+                    buf = ScatterBuffer([_mv(r) for r in self._runs(b)])
+                else:
+                    buf = torch.empty(self._page_bytes, dtype=torch.uint8, pin_memory=pin)
+                    off = 0
+                    for r in self._runs(b):
+                        buf[off:off + r.numel()].copy_(r)
+                        off += r.numel()
                 key = ns.key_from_engine_hash(sv.hashes[j])
                 pages.append(Page(key=key, data=buf, parent=parent, depth=sv.first_depth + j))
                 parent = key
