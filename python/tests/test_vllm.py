@@ -244,6 +244,42 @@ def save_prompt(s, w, rid, tokens, block_ids):
 
 def peer_main(addr, tokens_json, layout):
     """Look the prompt up and load it with fresh connectors; print JSON."""
+    print(json.dumps(peer_run(addr, tokens_json, layout)))
+
+
+def _peer_worker(addr, tokens_json, layout, q):
+    """peer_run in a worker process vLLM's way started; its answer on q."""
+    try:
+        q.put(peer_run(addr, tokens_json, layout))
+    except BaseException as e:  # the parent fails with it rather than wait
+        q.put({"error": f"{type(e).__name__}: {e}"})
+        raise
+
+
+def peer_mp_main(method, addr, tokens_json, layout):
+    """A process standing for vLLM's executor: with
+    VLLM_WORKER_MULTIPROC_METHOD=method it starts a worker through vLLM's
+    own get_mp_context (fork or spawn), as MultiprocExecutor does before
+    any connector exists, and the worker builds its connectors and loads
+    the prompt. Prints the worker's answer and exit code as JSON."""
+    os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = method
+    from vllm.utils.system_utils import get_mp_context
+
+    ctx = get_mp_context()
+    q = ctx.Queue()
+    p = ctx.Process(target=_peer_worker, args=(addr, tokens_json, layout, q))
+    p.start()
+    out = q.get(timeout=200)
+    p.join(30)
+    out["exitcode"] = p.exitcode
+    out["method"] = ctx.get_start_method()
+    print(json.dumps(out))
+
+
+def peer_run(addr, tokens_json, layout):
+    """Look the prompt up and load it with fresh connectors."""
+    from strata_client import native
+
     tokens = json.loads(tokens_json)
     cfg, kvc = vllm_config(addr), kv_cache_config()
     s, w = connectors(cfg, kvc)
@@ -261,10 +297,10 @@ def peer_main(addr, tokens_json, layout):
     out = {"n": n, "async": async_load, "errors": errors, "ids": ids,
            "digests": [block_digest(caches, names, b) for b in ids[: n // BLOCK]],
            "module": type(s).__module__, "vllm": __import__("vllm").__file__,
-           "worker": w.counters(), "scheduler": s.counters()}
+           "worker": w.counters(), "scheduler": s.counters(), "native": native.native_status()}
     s.shutdown()
     w.shutdown()
-    print(json.dumps(out))
+    return out
 
 
 # ---- tests -------------------------------------------------------------------------
@@ -326,6 +362,28 @@ class VLLMConnectorTest(unittest.TestCase):
         self.assertTrue(out["async"])
         self.assertEqual(out["errors"], [])
         self.assertEqual(out["digests"], want, "loaded bytes differ from the saved blocks")
+
+    def test_worker_started_by_fork_and_by_spawn(self):
+        # vLLM's MultiprocExecutor starts its workers with get_mp_context():
+        # fork (its default) or spawn. Either way the worker's connector
+        # loads the saved prompt byte-exact, on the native plane.
+        s, w, caches = self._writer()
+        tokens = list(range(3000, 3000 + 3 * BLOCK + 5))  # 3 full blocks and a partial one
+        save_prompt(s, w, "w-mp", tokens, [9, 10, 11, 12])
+        want = [block_digest(caches, self.names, b) for b in (9, 10, 11)]
+        for method in ("fork", "spawn"):
+            with self.subTest(method):
+                p = subprocess.run([sys.executable, os.path.abspath(__file__), "peer-mp", method, self.node.addr,
+                                    json.dumps(tokens), "LBHNC"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   timeout=300, env=dict(os.environ, PYTHONPATH=_support.PYROOT))
+                self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace")[-3000:])
+                out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+                self.assertEqual(out.get("method"), method, out)
+                self.assertEqual(out.get("exitcode"), 0, out)
+                self.assertEqual(out["n"], 3 * BLOCK, out)
+                self.assertEqual(out["digests"], want, "loaded bytes differ from the saved blocks")
+                self.assertTrue(out["native"].startswith("loaded"), out["native"])
+                self.assertGreater(out["worker"]["loaded_pages"], 0, out["worker"])
 
     def test_kernel_block_split_hits_its_own_saves(self):
         # An attention backend with smaller kernel blocks (16-token blocks
@@ -539,5 +597,7 @@ class VLLMHashTest(unittest.TestCase):
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "peer":
         peer_main(*sys.argv[2:5])
+    elif len(sys.argv) > 1 and sys.argv[1] == "peer-mp":
+        peer_mp_main(*sys.argv[2:6])
     else:
         unittest.main()
