@@ -3,7 +3,8 @@ library (cmd/libstrata, strata_client/_native/libstrata.so; native.py says
 why). pyproject.toml holds everything else.
 
 `pip install ./python` runs this from the checkout (pip builds a local
-directory in place), so the Go module is the directory above. It needs the
+directory in place), so the Go module is the directory above
+($STRATA_GO_MODULE names it for a copy of python/ built elsewhere). It needs the
 README's toolchain: go and a C compiler (cgo). STRATA_BUILD_NATIVE=0 builds
 a package without the library (its clients run on the Python planes and say
 so); without go the build fails, saying how to skip it, rather than ship a
@@ -19,7 +20,9 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+# The Go module the library is built from: the checkout python/ is in, or
+# STRATA_GO_MODULE (a copy of python/ built elsewhere).
+REPO = os.environ.get("STRATA_GO_MODULE") or os.path.dirname(HERE)
 
 
 class BuildWithNative(build_py):

@@ -101,18 +101,24 @@ class ReadmeTest(unittest.TestCase):
                 "tests", "__pycache__", "build", "*.egg-info"))
             p = subprocess.run([sys.executable, "-m", "pip", "--python", vpy, "--disable-pip-version-check",
                                 "install", "--no-index", "--no-build-isolation", src],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
+                               env=dict(os.environ, STRATA_GO_MODULE=_support.REPO))  # the copy's checkout
             out = p.stdout.decode(errors="replace")
             self.assertEqual(p.returncode, 0, "pip install ./python failed:\n" + out)
             check = ("import os, strata_client; "
                      "print('FROM', os.path.realpath(strata_client.__file__))\n")
+            # The installed package's own native library, not the tests' build.
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STRATA_NATIVE_LIB")}
+            code += "\nfrom strata_client import native; print('NATIVE', native.native_status())\n"
             p = subprocess.run([vpy, "-c", check + code], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+                               timeout=120, env=env)
             out = p.stdout.decode(errors="replace")
             self.assertEqual(p.returncode, 0, "README example failed:\n" + out + "\nnode log:\n" + self.node.log())
             lines = out.strip().splitlines()
             self.assertTrue(lines[0].startswith("FROM " + os.path.realpath(purelib) + os.sep), lines[0])
-            self.assertEqual(lines[-1], r"4 [b'\x00', b'\x01', b'\x02', b'\x03']")
+            self.assertEqual(lines[-2], r"4 [b'\x00', b'\x01', b'\x02', b'\x03']")
+            self.assertEqual(lines[-1], "NATIVE loaded: " + os.path.join(
+                os.path.dirname(lines[0][len("FROM "):]), "_native", "libstrata.so"))
 
 
 if __name__ == "__main__":
