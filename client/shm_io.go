@@ -79,14 +79,15 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 				others = append(others, i)
 			}
 		}
-		if err := s.shm.Read(ctx, ops); err != nil {
+		sums, err := n.readShm(ctx, s, ops)
+		if err != nil {
 			return ctx.Err() == nil, fmt.Errorf("get: %w", err) // an extent outside the arena breaks the session
 		}
 		found = make([]bool, len(keys))
 		var bad []error
 		for j, op := range ops {
 			i := idx[j]
-			if op.OK && n.c.verifyShm && !bytes.Equal(n.desc.Checksum.Sum(op.Buf[:op.Ext.Len]), g.Pages[i].Checksum) {
+			if op.OK && sums != nil && !bytes.Equal(sums[j].sum(), g.Pages[i].Checksum) {
 				bad = append(bad, fmt.Errorf("page %d: %w", i, ErrChecksum))
 				continue
 			}
@@ -137,7 +138,8 @@ func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.
 		}
 		ops = append(ops, transport.Op{Ext: l.ext, Buf: bufs[i]})
 	}
-	if err := s.shm.Read(ctx, ops); err != nil {
+	sums, err := n.readShm(ctx, s, ops)
+	if err != nil {
 		return nil, nil // the node's answer will say what is wrong
 	}
 	hit := true
@@ -147,8 +149,8 @@ func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.
 			hit = false
 			continue
 		}
-		if n.c.verifyShm {
-			if l, _ := s.locs.get(n.id, keys[i]); !bytes.Equal(n.desc.Checksum.Sum(op.Buf[:op.Ext.Len]), l.sum) {
+		if sums != nil {
+			if l, _ := s.locs.get(n.id, keys[i]); !bytes.Equal(sums[i].sum(), l.sum) {
 				s.locs.forget(n.id, keys[i])
 				hit = false
 			}
@@ -165,4 +167,18 @@ func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.
 	}
 	s.countServed(n.id, len(keys), bytes)
 	return found, nil
+}
+
+// readShm copies ops out of the arena; with Options.ShmVerifyChecksums it
+// checksums each page as it copies it (one pass: each chunk while it is in
+// cache) and returns the sums, by op, to compare; nil sums without.
+func (n *nodeNS) readShm(ctx context.Context, s *shmSession, ops []transport.Op) ([]pageSum, error) {
+	if !n.c.verifyShm {
+		return nil, s.shm.Read(ctx, ops)
+	}
+	sums := make([]pageSum, len(ops))
+	for j := range sums {
+		sums[j] = newPageSum(n.desc.Checksum)
+	}
+	return sums, s.shm.ReadEach(ctx, ops, func(j int, p []byte) { sums[j].write(p) })
 }

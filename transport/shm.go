@@ -83,9 +83,17 @@ func (s *Shm) WriteEach(ctx context.Context, ops []Op, each func(i int, p []byte
 	return s.copy(ctx, ops, true, each)
 }
 
+// ReadEach is Read that hands the bytes of op i's page, just copied into
+// its Buf, to each(i, p), at most WriteChunk bytes at a time and in order,
+// so a reader verifies what it read while it is in cache. A copy that
+// raced a reclaim has been handed over too: its OK is false.
+func (s *Shm) ReadEach(ctx context.Context, ops []Op, each func(i int, p []byte)) error {
+	return s.copy(ctx, ops, false, each)
+}
+
 // copy runs Read's or Write's copies, stopping at the first op that fails
-// and checking ctx every 16 ops; a write hands what it copied to each,
-// chunk by chunk, if each is not nil.
+// and checking ctx every 16 ops; it hands what it copied to each, chunk by
+// chunk, if each is not nil.
 func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []byte)) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -115,6 +123,14 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		case write:
 			copy(win, op.Buf)
 			op.OK = true
+		case each != nil:
+			dst := op.Buf[:len(win)]
+			for off := 0; off < len(win); off += WriteChunk {
+				end := min(len(win), off+WriteChunk)
+				copy(dst[off:end], win[off:end])
+				each(i, dst[off:end])
+			}
+			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
 		default:
 			copy(op.Buf, win)
 			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
