@@ -51,6 +51,7 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 	if lease != nil {
 		req.Lease = lease.ID
 	}
+	pcs := piecesOf(ctx)
 	var others []int
 	ok, err = s.with(func(c *transport.Conn) (bool, error) {
 		others = others[:0]
@@ -73,7 +74,7 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 				if p.Ext.Len > int64(len(bufs[i])) {
 					return false, fmt.Errorf("get: page %d is %d bytes, buffer %d: %w", i, p.Ext.Len, len(bufs[i]), ErrBufferTooSmall)
 				}
-				ops = append(ops, transport.Op{Ext: p.Ext, Buf: bufs[i]})
+				ops = append(ops, transport.Op{Ext: p.Ext, Buf: bufs[i], Pieces: pcs.of(bufs[i])})
 				idx = append(idx, i)
 			case frame.PageElse:
 				others = append(others, i)
@@ -93,6 +94,9 @@ func (s *shmSession) get(ctx context.Context, n *nodeNS, keys []namespace.Key, b
 			}
 			found[i] = op.OK
 			if op.OK {
+				if op.Pieces != nil {
+					pcs.wrote(bufs[i])
+				}
 				s.locs.put(n.id, keys[i], shmLoc{ext: op.Ext, sum: g.Pages[i].Checksum})
 			} else {
 				// The extent changed under the copy: without a lease the page
@@ -131,12 +135,13 @@ func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.
 	if len(keys) > 1 {
 		ops = make([]transport.Op, 0, len(keys))
 	}
+	pcs := piecesOf(ctx)
 	for i, k := range keys {
 		l, ok := s.locs.get(n.id, k)
 		if !ok || l.ext.Len > int64(len(bufs[i])) {
 			return nil, nil
 		}
-		ops = append(ops, transport.Op{Ext: l.ext, Buf: bufs[i]})
+		ops = append(ops, transport.Op{Ext: l.ext, Buf: bufs[i], Pieces: pcs.of(bufs[i])})
 	}
 	sums, err := n.readShm(ctx, s, ops)
 	if err != nil {
@@ -164,6 +169,9 @@ func (n *nodeNS) getCached(ctx context.Context, s *shmSession, keys []namespace.
 	for i := range found {
 		found[i] = true
 		bytes += ops[i].Ext.Len
+		if ops[i].Pieces != nil {
+			pcs.wrote(bufs[i])
+		}
 	}
 	s.countServed(n.id, len(keys), bytes)
 	return found, nil

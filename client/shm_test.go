@@ -336,3 +336,46 @@ func TestShmNodeGoneUnmaps(t *testing.T) {
 		return !found[0] && !c.ShmActive()
 	})
 }
+
+// TestShmGetIntoPieces: a Get whose pages are registered in a Pieces reads
+// them over shared memory straight into their pieces (Written), both from
+// the node's answer and from the location cache; over tcp the page lands
+// in its buffer as always, and Written says so.
+func TestShmGetIntoPieces(t *testing.T) {
+	n, _ := shmNode(t, nil)
+	ctx := ctxT(t)
+	_, ns := openShm(t, n)
+	keys := ns.PageKeys(tokens(16*3, 21))
+	data := pagesFor(ns, keys)
+	putWant(ctx, t, ns, client.ChainPages(keys, data), client.Committed, "put")
+	tcp := dialWith(t, n.Addr(), client.Options{NoShm: true})
+	for _, tc := range []struct {
+		name    string
+		ns      *client.Namespace
+		written bool
+	}{{"shm", ns, true}, {"shm, cached", ns, true}, {"tcp", open(t, tcp), false}} {
+		bufs := make([][]byte, len(keys))
+		pieces := make([][][]byte, len(keys))
+		pcs := client.NewPieces()
+		for i := range keys {
+			bufs[i] = make([]byte, ns.PageBytes())
+			cut := 100 + i
+			pieces[i] = [][]byte{make([]byte, cut), make([]byte, ns.PageBytes()/2-cut), make([]byte, ns.PageBytes()-ns.PageBytes()/2)}
+			pcs.Add(bufs[i], pieces[i])
+		}
+		found, err := tc.ns.Get(client.WithPieces(ctx, pcs), keys, bufs, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i := range keys {
+			got := bufs[i]
+			if pcs.Written(bufs[i]) {
+				got = bytes.Join(pieces[i], nil)
+			}
+			if !found[i] || pcs.Written(bufs[i]) != tc.written || !bytes.Equal(got, data[i]) {
+				t.Fatalf("%s: page %d found %v, written %v (want %v), bytes equal %v", tc.name, i, found[i],
+					pcs.Written(bufs[i]), tc.written, bytes.Equal(got, data[i]))
+			}
+		}
+	}
+}

@@ -102,7 +102,10 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 	for i := range ops {
 		op := &ops[i]
 		op.OK = false
-		win, err := s.window(op.Ext, len(op.Buf))
+		win, err := s.window(op.Ext, op.dstLen())
+		if err == nil && write && op.Pieces != nil {
+			err = fmt.Errorf("a write from pieces: %w", ErrOutOfRange)
+		}
 		if err == nil && write && int64(len(op.Buf)) != op.Ext.Len {
 			err = fmt.Errorf("%d bytes for a %d-byte extent: %w", len(op.Buf), op.Ext.Len, ErrOutOfRange)
 		}
@@ -123,6 +126,13 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		case write:
 			copy(win, op.Buf)
 			op.OK = true
+		case op.Pieces != nil:
+			scatter(win, op.Pieces, func(p []byte) {
+				if each != nil {
+					each(i, p)
+				}
+			})
+			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
 		case each != nil:
 			dst := op.Buf[:len(win)]
 			for off := 0; off < len(win); off += WriteChunk {
@@ -145,6 +155,23 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		}
 	}
 	return nil
+}
+
+// scatter copies src into pieces in order, at most WriteChunk bytes at a
+// time, handing each chunk just written to each.
+func scatter(src []byte, pieces [][]byte, each func([]byte)) {
+	for _, p := range pieces {
+		if len(src) == 0 {
+			return
+		}
+		p = p[:min(len(p), len(src))]
+		for off := 0; off < len(p); off += WriteChunk {
+			end := min(len(p), off+WriteChunk)
+			copy(p[off:end], src[off:end])
+			each(p[off:end])
+		}
+		src = src[len(p):]
+	}
 }
 
 // Close unmaps the arena and generations. A second Close returns ErrClosed.

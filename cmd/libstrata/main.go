@@ -10,8 +10,10 @@
 // (ctypes does, around every foreign call) instead of once per page and
 // chunk. Page buffers are the caller's memory, named by pointer and
 // length: pages are read straight into them and written straight from
-// them. A page in several pieces (a K and a V segment) goes through a
-// staging buffer of the namespace, in rounds of at most stageBytes.
+// them. A page in several pieces (a K and a V segment) is read straight
+// into them over shared memory (client.Pieces), else through a staging
+// buffer of the namespace, as it is always written; in rounds of at most
+// stageBytes.
 //
 // Objects cross as handles (runtime/cgo.Handle). Every call answers 0 for
 // success, else 1 with "REASON\tmessage" in its err buffer (client.Reason
@@ -327,7 +329,9 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 		}
 		errs = append(errs, err)
 	}
-	// Pages in pieces: a staging round at a time.
+	// Pages in pieces: a staging round at a time. The shared-memory plane
+	// writes them straight into their pieces (client.Pieces); a page that
+	// came on another plane is in its staging buffer, and scattered here.
 	if len(bufs.split) > 0 {
 		slab := s.slab()
 		defer s.stage.Put(slab)
@@ -344,11 +348,17 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 				}
 				rk[j], rb[j] = ks[i], (*slab)[j*pb:(j+1)*pb]
 			}
-			f, err := s.ns.Get(ctx, rk, rb, lease)
+			pcs := client.NewPieces()
+			for j, i := range round {
+				pcs.Add(rb[j], bufs.pieces[i])
+			}
+			f, err := s.ns.Get(client.WithPieces(ctx, pcs), rk, rb, lease)
 			errs = append(errs, err)
 			parallel(len(round), func(j int) {
 				if j < len(f) && f[j] {
-					scatter(rb[j], bufs.pieces[round[j]])
+					if !pcs.Written(rb[j]) {
+						scatter(rb[j], bufs.pieces[round[j]])
+					}
 					out[round[j]] = 1
 				}
 			})
