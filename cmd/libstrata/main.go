@@ -5,7 +5,8 @@
 //	go build -buildmode=c-shared -o libstrata.so ./cmd/libstrata
 //
 // It serves whole batches: one call reads or publishes every page of a
-// batch on whichever plane the Go client picks (same-host shared memory,
+// batch, or looks a batch of keys up (without a lease: leases stay with the
+// Python client, whose Lease other processes adopt), on whichever plane the Go client picks (same-host shared memory,
 // raw tcp, gRPC), so a Python caller releases the GIL once per batch
 // (ctypes does, around every foreign call) instead of once per page and
 // chunk. Page buffers are the caller's memory, named by pointer and
@@ -53,7 +54,7 @@ import (
 
 // abiVersion is what strata_abi answers: native.py refuses a library of
 // another version (a stale build beside newer Python).
-const abiVersion = 1
+const abiVersion = 2
 
 // stageBytes bounds the staging memory a namespace keeps for pages in
 // several pieces: a batch of them goes in rounds of at most this much.
@@ -453,6 +454,30 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 	}
 	writeString(strings.Join(why, "\n"), reasons, reasonsLen)
 	if err := errors.Join(errs...); err != nil {
+		return fail(err, errBuf, errLen)
+	}
+	return 0
+}
+
+//export strata_lookup
+func strata_lookup(h C.uint64_t, n C.int, keys unsafe.Pointer, timeoutMs C.int64_t, present *C.uint8_t, hit *C.int,
+	errBuf *C.char, errLen C.size_t) (rc C.int) {
+	defer recovered(&rc, errBuf, errLen)
+	s := cgo.Handle(h).Value().(*nsState)
+	if n <= 0 {
+		return 0
+	}
+	ctx, cancel := timeoutCtx(timeoutMs)
+	defer cancel()
+	res, err := s.ns.Lookup(ctx, keysOf(int(n), keys), false, 0)
+	out := unsafe.Slice((*uint8)(unsafe.Pointer(present)), int(n))
+	for i, p := range res.Present {
+		if i < len(out) {
+			out[i] = b2u(p)
+		}
+	}
+	*hit = C.int(res.HitPrefix)
+	if err != nil {
 		return fail(err, errBuf, errLen)
 	}
 	return 0

@@ -458,11 +458,12 @@ class Client:
             "raw_put_one_calls": 0,
             "raw_lookups": 0,
             "raw_fallbacks": 0,
-            # Native plane (native.py): get and put batches served by the
-            # Go client in one call, and data calls that could not be
+            # Native plane (native.py): get and put batches and lease-less
+            # lookups served by the Go client in one call, and calls that could not be
             # (buffers it cannot name, or its namespace would not open).
             "native_gets": 0,
             "native_puts": 0,
+            "native_lookups": 0,
             "native_fallbacks": 0,
         }
         self._view: Optional[_View] = None

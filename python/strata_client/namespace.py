@@ -347,10 +347,19 @@ class Namespace:
         """How many keys from the start are present (the hit prefix), which
         are present, and with ``lease`` a lease on the hit prefix. A node
         that fails counts as having none of its keys."""
+        self.client._check_fork()
         keys = [_key(k) for k in keys]
         res = LookupResult(0, [False] * len(keys), None)
         if not keys:
             return res
+        if not lease:
+            nn = self._native_ns(timeout)
+            if nn is not None:
+                hit, present, err = nn.lookup(keys, timeout)
+                self.client._count("native_lookups")
+                if err is not None:
+                    raise err
+                return LookupResult(hit, present, None)
         r, dl = self.client._routing(), _Deadline(timeout)
         groups = _by_primary(r, keys)
 

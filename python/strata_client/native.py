@@ -40,7 +40,7 @@ from . import errors as E
 
 __all__ = ["load", "native_status", "NativeClient", "NativeNamespace", "ForkedClientError", "ABI"]
 
-ABI = 1  # cmd/libstrata's abiVersion
+ABI = 2  # cmd/libstrata's abiVersion
 _ERR_LEN = 4096
 _log = logging.getLogger("strata_client.native")
 
@@ -81,6 +81,9 @@ class _Lib:
                                    c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_int64, c.POINTER(c.c_int32),
                                    c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
         lib.strata_put.restype = c.c_int
+        lib.strata_lookup.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_int64, c.POINTER(c.c_uint8),
+                                      c.POINTER(c.c_int), c.c_char_p, c.c_size_t]
+        lib.strata_lookup.restype = c.c_int
         lib.strata_stats.argtypes = [c.c_uint64, c.c_char_p, c.c_size_t]
         lib.strata_stats.restype = None
         self.lib = lib
@@ -296,6 +299,23 @@ class NativeNamespace:
         if reason == "CHECKSUM":
             return out, None, max(1, msg.count("checksum mismatch"))
         return out, error_for("get", reason, msg), 0
+
+    def lookup(self, keys: Sequence[bytes], timeout: Optional[float]) -> Tuple[int, List[bool], Optional[E.StrataError]]:
+        """Which keys are present, without a lease, in one call: (hit
+        prefix, present per key, the call's error or None)."""
+        self._c._check()
+        n = len(keys)
+        present = (ctypes.c_uint8 * n)()
+        hit = ctypes.c_int(0)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        rc = self._c._lib.lib.strata_lookup(self._h, n, _keys(keys), _ms(timeout), present, ctypes.byref(hit), err,
+                                            _ERR_LEN)
+        out = [bool(x) for x in present]
+        if not rc:
+            return hit.value, out, None
+        text = err.raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        reason, _, msg = text.partition("\t")
+        return hit.value, out, error_for("lookup", reason, msg)
 
     def put(self, keys: Sequence[bytes], parents: Sequence[Optional[bytes]], depths: Sequence[int],
             chain_depths: Sequence[int], costs: Sequence[float], datas: Sequence[Any],

@@ -46,6 +46,24 @@ class NativeNodeTest(OneNodeTest):
         st = c.native_stats()
         self.assertTrue(st["shm_active"], st)  # the node is on this host: shared memory
 
+    def test_lookups_without_a_lease(self):
+        ns, c = self.ns, self.client
+        keys, data = _pages(ns, 5, 1700)
+        ns.put_chain(keys[:3], data[:3])
+        ns.put([(keys[4], data[4])])
+        before = dict(c.stats)
+        hit, present, lease = ns.lookup(keys)
+        self.assertEqual((hit, present, lease), (3, [True, True, True, False, True], None))
+        self.assertEqual(c.stats["native_lookups"] - before["native_lookups"], 1)
+        with Client(self.node.addr, refresh_interval=0, native=False) as py:
+            self.assertEqual(tuple(py.open(small_descriptor()).lookup(keys)), (hit, present, None))
+        # A lease is the Python client's (other processes adopt it).
+        hit, _, lease = ns.lookup(keys, lease=True)
+        self.assertEqual(hit, 3)
+        self.assertIsNotNone(lease)
+        lease.release()
+        self.assertEqual(c.stats["native_lookups"] - before["native_lookups"], 1)
+
     def test_torch_tensors_of_the_engines_dtypes(self):
         try:
             import torch
