@@ -51,7 +51,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,29 +61,7 @@ sys.path.insert(0, HERE)
 GIB = 1 << 30
 
 
-class Busy(threading.Thread):
-    """A pure-Python loop (bench_sglang.py's): how far it gets shows what
-    the batch leaves of the GIL."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.stop = threading.Event()
-        self.loops = 0
-        self.cpu = 0.0
-
-    def run(self):
-        t0 = time.thread_time()
-        while not self.stop.is_set():
-            self.loops += _spin(1000)
-            self.cpu = time.thread_time() - t0
-
-
-def _spin(k: int) -> int:
-    """k iterations of Python bytecode (the GIL held)."""
-    x = 0
-    for _ in range(k):
-        x += 1
-    return x
+from bench_common import Busy  # noqa: E402
 
 
 def parse_size(s: str) -> int:

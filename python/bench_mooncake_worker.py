@@ -4,10 +4,10 @@ mooncake-transfer-engine-non-cuda wheel), standard library otherwise.
 
     python bench_mooncake_worker.py bench --page-bytes 8388608 --pages 128 --rounds 5
 
-The deployment is strata-load's (benchmarks/load/pydriver.py "serve", and
-benchmarks/README.md, "Mooncake"): a mooncake_master from the wheel on
-127.0.0.1 (free ports) and a store server, a process of its own
-("serve" below) that mounts the global segment every page is stored in,
+The deployment is strata-load's, by its own driver (benchmarks/load/pydriver.py
+"serve"; benchmarks/README.md, "Mooncake"): a mooncake_master from the wheel
+on 127.0.0.1 (free ports) and a store server, a process of its own that
+mounts the global segment every page is stored in,
 protocol tcp, metadata P2PHANDSHAKE. This process is the client, like an
 engine's: a MooncakeDistributedStore with no segment of its own, so every
 page crosses the TCP transport to the store server. Its page buffers are
@@ -30,27 +30,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 
-class Busy(threading.Thread):
-    """A pure-Python loop (bench_sglang.py's): the GIL held."""
+from bench_common import Busy  # noqa: E402  (python/, this script's directory)
 
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.stop = threading.Event()
-        self.loops = 0
-        self.cpu = 0.0
-
-    def run(self):
-        t0 = time.thread_time()
-        while not self.stop.is_set():
-            x = 0
-            for _ in range(1000):
-                x += 1
-            self.loops += x
-            self.cpu = time.thread_time() - t0
+# strata-load's driver, whose "serve" deploys the master and store server.
+PYDRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "load", "pydriver.py")
 
 
 def free_port():
@@ -59,41 +45,6 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
-
-
-def serve(a):
-    """mooncake_master and the store server (pydriver.py's serve)."""
-    import mooncake
-    from mooncake.store import MooncakeDistributedStore
-
-    master_bin = os.path.join(os.path.dirname(mooncake.__file__), "mooncake_master")
-    host, port = a.master.rsplit(":", 1)
-    master = subprocess.Popen(
-        [master_bin, "--rpc_address=" + host, "--rpc_port=" + port, "--metrics_host=127.0.0.1",
-         "--metrics_port=%d" % a.metrics_port, "--rpc_thread_num=4", "--enable_metric_reporting=false",
-         "--logtostderr=false", "--minloglevel=2"],
-        stdout=subprocess.DEVNULL, stderr=sys.stderr)
-    try:
-        store = MooncakeDistributedStore()
-        deadline = time.time() + 30
-        while True:  # the master may not listen yet
-            rc = store.setup("127.0.0.1", "P2PHANDSHAKE", a.segment, 16 << 20, "tcp", "", a.master)
-            if rc == 0 or time.time() > deadline or master.poll() is not None:
-                break
-            time.sleep(0.2)
-        if rc != 0:
-            raise RuntimeError("store server setup: %d (master exit status %s)" % (rc, master.poll()))
-        sys.stdout.write("ready %d\n" % master.pid)
-        sys.stdout.flush()
-        sys.stdin.read()
-        store.close()
-    finally:
-        master.terminate()
-        try:
-            master.wait(10)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
 
 
 def bench(a):
@@ -105,7 +56,7 @@ def bench(a):
     # The working set and one put round's pages, with room under the
     # master's eviction watermark (strata-load's sizing).
     segment = (2 * total) * 5 // 4 + (64 << 20)
-    srv = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--master", master,
+    srv = subprocess.Popen([sys.executable, PYDRIVER, "serve", "--master", master,
                             "--metrics-port", str(free_port()), "--segment", str(segment)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr)
     try:
@@ -207,7 +158,7 @@ def bench(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("role", choices=["serve", "bench"])
+    p.add_argument("role", choices=["bench"])
     p.add_argument("--master", default="")
     p.add_argument("--metrics-port", type=int, default=0)
     p.add_argument("--segment", type=int, default=1 << 30)
@@ -215,7 +166,7 @@ def main():
     p.add_argument("--pages", type=int, default=128)
     p.add_argument("--rounds", type=int, default=5)
     a = p.parse_args()
-    (serve if a.role == "serve" else bench)(a)
+    bench(a)
 
 
 if __name__ == "__main__":

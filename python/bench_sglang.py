@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,29 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "tests"))
 sys.path.insert(0, HERE)
 
 
-class Busy(threading.Thread):
-    """A pure-Python loop: how far it gets shows what the backend leaves
-    of the GIL."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.stop = threading.Event()
-        self.loops = 0
-        self.cpu = 0.0
-
-    def run(self):
-        t0 = time.thread_time()
-        while not self.stop.is_set():
-            self.loops += _spin(1000)
-            self.cpu = time.thread_time() - t0
-
-
-def _spin(k: int) -> int:
-    """k iterations of Python bytecode (the GIL held)."""
-    x = 0
-    for _ in range(k):
-        x += 1
-    return x
+from bench_common import Busy  # noqa: E402
 
 
 def main() -> int:

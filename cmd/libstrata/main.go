@@ -183,6 +183,24 @@ type pageBufs struct {
 	split  []int      // the pages in several pieces
 }
 
+// batch is a batch call's namespace and page buffers (none for n <= 0).
+func batch(h C.uint64_t, n C.int, nsegs *C.int32_t, segs *C.strata_seg) (*nsState, pageBufs, error) {
+	s := cgo.Handle(h).Value().(*nsState)
+	if n <= 0 {
+		return s, pageBufs{}, nil
+	}
+	bufs, err := buffers(int(n), nsegs, segs)
+	return s, bufs, err
+}
+
+// failIf answers fail(wrapped) when err is not nil, else 0.
+func failIf(wrapped, err error, buf *C.char, n C.size_t) C.int {
+	if err == nil {
+		return 0
+	}
+	return fail(wrapped, buf, n)
+}
+
 func buffers(n int, nsegs *C.int32_t, segs *C.strata_seg) (pageBufs, error) {
 	counts := unsafe.Slice((*int32)(unsafe.Pointer(nsegs)), n)
 	total := 0
@@ -287,13 +305,9 @@ type leaseSpec struct {
 func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, segs *C.strata_seg, leaseJSON *C.char,
 	timeoutMs C.int64_t, found *C.uint8_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
-	s := cgo.Handle(h).Value().(*nsState)
-	if n <= 0 {
-		return 0
-	}
-	bufs, err := buffers(int(n), nsegs, segs)
-	if err != nil {
-		return fail(fmt.Errorf("get: %w", err), errBuf, errLen)
+	s, bufs, err := batch(h, n, nsegs, segs)
+	if err != nil || n <= 0 {
+		return failIf(fmt.Errorf("get: %w", err), err, errBuf, errLen)
 	}
 	ks := keysOf(int(n), keys)
 	ctx, cancel := timeoutCtx(timeoutMs)
@@ -386,13 +400,9 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 	cost *C.double, nsegs *C.int32_t, segs *C.strata_seg, timeoutMs C.int64_t, status *C.int32_t,
 	reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
-	s := cgo.Handle(h).Value().(*nsState)
-	if n <= 0 {
-		return 0
-	}
-	bufs, err := buffers(int(n), nsegs, segs)
-	if err != nil {
-		return fail(fmt.Errorf("put: %w", err), errBuf, errLen)
+	s, bufs, err := batch(h, n, nsegs, segs)
+	if err != nil || n <= 0 {
+		return failIf(fmt.Errorf("put: %w", err), err, errBuf, errLen)
 	}
 	ks, ps := keysOf(int(n), keys), keysOf(int(n), parents)
 	hp := unsafe.Slice((*uint8)(unsafe.Pointer(hasParent)), int(n))
