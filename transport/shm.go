@@ -126,23 +126,8 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		case write:
 			copy(win, op.Buf)
 			op.OK = true
-		case op.Pieces != nil:
-			scatter(win, op.Pieces, func(p []byte) {
-				if each != nil {
-					each(i, p)
-				}
-			})
-			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
-		case each != nil:
-			dst := op.Buf[:len(win)]
-			for off := 0; off < len(win); off += WriteChunk {
-				end := min(len(win), off+WriteChunk)
-				copy(dst[off:end], win[off:end])
-				each(i, dst[off:end])
-			}
-			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
 		default:
-			copy(op.Buf, win)
+			readOp(op, win, i, each)
 			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
 		}
 		if err != nil {
@@ -155,6 +140,29 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		}
 	}
 	return nil
+}
+
+// readOp copies win, op's extent, into op's destination (its Pieces, or
+// its Buf), handing what it copied to each, chunk by chunk, if each is not
+// nil.
+func readOp(op *Op, win []byte, i int, each func(int, []byte)) {
+	switch {
+	case op.Pieces != nil:
+		scatter(win, op.Pieces, func(p []byte) {
+			if each != nil {
+				each(i, p)
+			}
+		})
+	case each != nil:
+		dst := op.Buf[:len(win)]
+		for off := 0; off < len(win); off += WriteChunk {
+			end := min(len(win), off+WriteChunk)
+			copy(dst[off:end], win[off:end])
+			each(i, dst[off:end])
+		}
+	default:
+		copy(op.Buf, win)
+	}
 }
 
 // scatter copies src into pieces in order, at most WriteChunk bytes at a

@@ -358,7 +358,7 @@ class GrpcChecksumTest(unittest.TestCase):
         try:
             host, port = node.addr.rsplit(":", 1)
             proxy.target = (host, int(port))
-            with Client(proxy.addr, raw=False, refresh_interval=0, node_timeout=5.0) as c:
+            with Client(proxy.addr, raw=False, refresh_interval=0, node_timeout=5.0, native=False) as c:
                 ns = c.open(small_descriptor())
                 self.assertEqual([n.address for n in c._nodes.values()], [proxy.addr])
                 keys = ns.page_keys(list(range(3000, 3000 + 16 * 2)))
