@@ -112,10 +112,11 @@ def timed(cell: Cell, busy: bool, fn) -> None:
 # ---- the loopback limit (strata-load's tcp system) -------------------------------------
 
 
-def loopback(sizes, duration: str, tmp: str):
+def loopback(sizes, duration: str, tmp: str, repeats: int = 3):
     """{(op, page bytes): GB/s} of strata-load's tcp system, one worker
-    (one connection, one request in flight), and the command that measured
-    it; or (None, reason)."""
+    (one connection, one request in flight), the median of repeats runs
+    (one run of it moved by half between two runs on this VM), and the
+    command that measured it; or (None, reason)."""
     exe = os.path.join(tmp, "strata-load")
     p = subprocess.run(["go", "build", "-o", exe, "./cmd/strata-load"], cwd=REPO, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=600)
@@ -124,15 +125,19 @@ def loopback(sizes, duration: str, tmp: str):
     out = os.path.join(tmp, "strata-load-out")
     cmd = [exe, "--systems", "tcp", "--ops", "get,put", "--sizes", ",".join(f"{s // 1024}K" for s in sizes),
            "--concurrency", "1", "--duration", duration, "--quiet", "--out", out]
-    p = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    if p.returncode != 0:
-        return None, "strata-load failed: " + p.stdout.decode(errors="replace")[-500:]
-    res = {}
-    with open(os.path.join(out, "results.csv")) as f:
-        for row in csv.DictReader(f):
-            if row["system"] == "tcp" and row["workers"] == "1" and not row.get("error"):
-                res[(row["op"], int(row["page_bytes"]))] = float(row["gb_per_s"])
-    shown = "strata-load " + " ".join(cmd[1:-1]) + " <dir>"
+    runs = {}
+    for _ in range(repeats):
+        p = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        if p.returncode != 0:
+            return None, "strata-load failed: " + p.stdout.decode(errors="replace")[-500:]
+        with open(os.path.join(out, "results.csv")) as f:
+            for row in csv.DictReader(f):
+                if row["system"] == "tcp" and row["workers"] == "1" and not row.get("error"):
+                    runs.setdefault((row["op"], int(row["page_bytes"])), []).append(float(row["gb_per_s"]))
+    res = {k: statistics.median(v) for k, v in runs.items()}
+    shown = (f"median of {repeats} runs of strata-load " + " ".join(cmd[1:-1]) + " <dir> (GB/s each: " +
+             "; ".join(f"{op} {b // 1024} KiB " + ", ".join(f"{x:.2f}" for x in v) for (op, b), v in sorted(runs.items()))
+             + ")")
     return res, shown
 
 
