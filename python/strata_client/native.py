@@ -178,7 +178,7 @@ class _Buffers:
         self.keep: List[Any] = []
         self.sizes: List[int] = []
         for i, b in enumerate(bufs):
-            pieces = _pieces(b)
+            pieces = _pieces(b, writable, i)
             total = 0
             for p in pieces:
                 a = np.frombuffer(p, dtype=np.uint8) if not isinstance(p, np.ndarray) else p.reshape(-1).view(np.uint8)
@@ -194,24 +194,32 @@ class _Buffers:
         self.segs = (_Seg * max(1, len(segs)))(*segs)
 
 
-def _pieces(b: Any) -> List[Any]:
+def _pieces(b: Any, writable: bool, i: int) -> List[Any]:
+    """Buffer b's pieces, in place. A destination (writable) that is not
+    contiguous is refused: a contiguous copy would be filled instead of
+    it. Page data may be copied to make it contiguous (as readable_bytes
+    does for the Python planes)."""
     from .buffers import ScatterBuffer, readable_bytes
 
     if isinstance(b, ScatterBuffer):
         return list(b.segments)
     if hasattr(b, "numpy") and hasattr(b, "element_size"):  # torch.Tensor: its bytes, any dtype
-        return [readable_bytes(b) if not b.is_contiguous() else _tensor_u8(b)]
+        if b.is_contiguous() and getattr(b.device, "type", "cpu") == "cpu":
+            return [_tensor_u8(b)]
+        if writable:
+            raise E.InvalidArgumentError(f"get: buffer {i} must be a contiguous CPU tensor")
+        return [readable_bytes(b)]
     mv = memoryview(b)
-    if mv.format != "B" or mv.ndim != 1:
-        mv = mv.cast("B") if mv.contiguous else memoryview(mv.tobytes())
-    return [mv]
+    if not mv.contiguous:
+        if writable:
+            raise E.InvalidArgumentError(f"get: buffer {i} is not contiguous")
+        return [memoryview(mv.tobytes())]
+    return [mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv]
 
 
 def _tensor_u8(t: Any) -> Any:
     from .buffers import _tensor_bytes
 
-    if getattr(t.device, "type", "cpu") != "cpu":
-        raise E.InvalidArgumentError("page buffers must be CPU tensors")
     return _tensor_bytes(t.detach())
 
 

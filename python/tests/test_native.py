@@ -129,6 +129,26 @@ class NativeNodeTest(OneNodeTest):
             ns.get(keys, [bytearray(ns.page_bytes), bytes(ns.page_bytes)])  # read-only
         with self.assertRaises(E.InvalidArgumentError):
             ns.get(keys, [bytearray(ns.page_bytes)])  # one buffer for two keys
+        import numpy as np
+
+        strided = np.zeros(2 * ns.page_bytes, dtype=np.uint8)[::2]  # a view that is not contiguous
+        with self.assertRaises(E.InvalidArgumentError):
+            ns.get(keys, [bytearray(ns.page_bytes), strided])
+        self.assertFalse(strided.any(), "a refused destination was written")
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - the test venv has torch
+            return
+        t = torch.zeros(ns.page_bytes, 2, dtype=torch.uint8)[:, 0]  # not contiguous
+        with self.assertRaises(E.InvalidArgumentError):
+            ns.get(keys, [bytearray(ns.page_bytes), t])
+        # As page data a strided tensor is fine: copied to put.
+        src = torch.from_numpy(np.frombuffer(data[0], dtype=np.uint8).copy())
+        wide = torch.zeros(ns.page_bytes, 2, dtype=torch.uint8)
+        wide[:, 0] = src
+        k2 = ns.page_keys(list(range(1190, 1206)))
+        self.assertEqual([r.status for r in ns.put([(k2[0], wide[:, 0])])], ["COMMITTED"])
+        self.assertEqual(bytes(ns.get(k2)[0]), data[0])
 
     def test_closed_client(self):
         c = Client(self.node.addr, refresh_interval=0)
