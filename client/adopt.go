@@ -2,11 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
 // NodeLease names one node's lease as another process holds it: the
@@ -45,37 +42,4 @@ func (n *Namespace) AdoptLease(ctx context.Context, pages int, leases []NodeLeas
 		}
 	}
 	return l, nil
-}
-
-// Reason is the refusal reason (strata.proto's ErrorInfo reasons, e.g.
-// "LEASE_EXPIRED") of the first client sentinel err wraps, else
-// "DEADLINE" for a context's deadline, "CLOSED" for ErrClosed, "PROTOCOL"
-// for ErrProtocol, "CHECKSUM" for ErrChecksum (pages that did not verify,
-// reported not found), the reason of a gRPC status it carries, and "" for
-// none of them: what a caller in another language (the Python client's
-// native plane) maps to its own errors.
-func Reason(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, table := range [...][]refusalRow{refusals, roomRefusals} {
-		for _, row := range table {
-			if errors.Is(err, row.err) {
-				return row.reason
-			}
-		}
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "DEADLINE"
-	case errors.Is(err, ErrClosed):
-		return "CLOSED"
-	case errors.Is(err, ErrProtocol):
-		return "PROTOCOL"
-	case errors.Is(err, ErrBufferTooSmall):
-		return pb.ReasonInvalidArgument
-	case errors.Is(err, ErrChecksum):
-		return "CHECKSUM"
-	}
-	return pb.ReasonOf(err)
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -112,9 +113,12 @@ type refusalRow struct {
 	err    error
 }
 
+// refusalTables are both tables, looked up in order.
+var refusalTables = [...][]refusalRow{refusals, roomRefusals}
+
 // refusal is the sentinel of a refusal's reason, nil for none.
 func refusal(reason string) error {
-	for _, table := range [...][]refusalRow{refusals, roomRefusals} {
+	for _, table := range refusalTables {
 		for _, r := range table {
 			if reason != "" && r.reason == reason {
 				return r.err
@@ -148,4 +152,37 @@ func fromFrame(op string, m frame.Message) error {
 		return fmt.Errorf("%s: %w: %w", op, s, e)
 	}
 	return fmt.Errorf("%s: %w", op, e)
+}
+
+// Reason is the refusal reason (strata.proto's ErrorInfo reasons, e.g.
+// "LEASE_EXPIRED") of the first client sentinel err wraps, else
+// "DEADLINE" for a context's deadline, "CLOSED" for ErrClosed, "PROTOCOL"
+// for ErrProtocol, "CHECKSUM" for ErrChecksum (pages that did not verify,
+// reported not found), the reason of a gRPC status it carries, and "" for
+// none of them: what a caller in another language (the Python client's
+// native plane) maps to its own errors.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, table := range refusalTables {
+		for _, row := range table {
+			if errors.Is(err, row.err) {
+				return row.reason
+			}
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "DEADLINE"
+	case errors.Is(err, ErrClosed):
+		return "CLOSED"
+	case errors.Is(err, ErrProtocol):
+		return "PROTOCOL"
+	case errors.Is(err, ErrBufferTooSmall):
+		return pb.ReasonInvalidArgument
+	case errors.Is(err, ErrChecksum):
+		return "CHECKSUM"
+	}
+	return pb.ReasonOf(err)
 }

@@ -107,23 +107,24 @@ func (n *Namespace) Get(ctx context.Context, keys []namespace.Key, bufs [][]byte
 	return found, out.err(ctx, n.c, "get")
 }
 
-// countChecksum is how many of err's joined errors are ErrChecksum (one a
-// page whose bytes did not verify).
-func countChecksum(err error) int {
+// CountChecksum is how many of err's joined errors are ErrChecksum (one a
+// page whose bytes did not verify): the pages a Get reported not found
+// for that reason.
+func CountChecksum(err error) int {
 	switch e := err.(type) {
 	case nil:
 		return 0
 	case interface{ Unwrap() []error }:
 		n := 0
 		for _, x := range e.Unwrap() {
-			n += countChecksum(x)
+			n += CountChecksum(x)
 		}
 		return n
 	}
 	if err == ErrChecksum {
 		return 1
 	}
-	return countChecksum(errors.Unwrap(err))
+	return CountChecksum(errors.Unwrap(err))
 }
 
 // exception returns the node whose lease covers k when it is not k's
@@ -197,7 +198,7 @@ func (n *Namespace) getNode(ctx context.Context, r *routing, i int, keys []names
 			}
 			if err != nil {
 				bad = append(bad, err) // checksum failures: the batch went through
-				n.c.checksumFailures.Add(int64(countChecksum(err)))
+				n.c.checksumFailures.Add(int64(CountChecksum(err)))
 			}
 			return nil
 		})

@@ -15,7 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,29 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "tests"))
 
 import _support  # noqa: E402
 import _lmcache_support as S  # noqa: E402
-
-
-class Busy:
-    """A Python thread that never waits (what a scheduler loop looks like to the GIL)."""
-
-    def __init__(self):
-        self.stop = threading.Event()
-        self.cpu = 0.0
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        t0 = time.thread_time()
-        x = 0
-        while not self.stop.is_set():
-            for _ in range(1000):
-                x += 1
-        self.cpu = time.thread_time() - t0
-
-    def end(self):
-        self.stop.set()
-        self.t.join()
-        return self.cpu
+from bench_common import Busy  # noqa: E402
 
 
 def measure(fn, rounds, busy, prep=None):
@@ -54,11 +31,15 @@ def measure(fn, rounds, busy, prep=None):
         if prep is not None:
             prep()  # off the clock
         b = Busy() if busy else None
+        if b is not None:
+            b.start()
         c0, w0 = time.process_time(), time.perf_counter()
         fn()
         w, c = time.perf_counter() - w0, time.process_time() - c0
         if b is not None:
-            c -= b.end()
+            b.stop.set()
+            b.join()
+            c -= b.cpu
         walls.append(w)
         cpus.append(c)
     return statistics.median(walls), statistics.median(cpus)

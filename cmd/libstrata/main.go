@@ -54,7 +54,7 @@ import (
 
 // abiVersion is what strata_abi answers: native.py refuses a library of
 // another version (a stale build beside newer Python).
-const abiVersion = 2
+const abiVersion = 3
 
 // stageBytes bounds the staging memory a namespace keeps for pages in
 // several pieces: a batch of them goes in rounds of at most this much.
@@ -193,14 +193,6 @@ func batch(h C.uint64_t, n C.int, nsegs *C.int32_t, segs *C.strata_seg) (*nsStat
 	return s, bufs, err
 }
 
-// failIf answers fail(wrapped) when err is not nil, else 0.
-func failIf(wrapped, err error, buf *C.char, n C.size_t) C.int {
-	if err == nil {
-		return 0
-	}
-	return fail(wrapped, buf, n)
-}
-
 func buffers(n int, nsegs *C.int32_t, segs *C.strata_seg) (pageBufs, error) {
 	counts := unsafe.Slice((*int32)(unsafe.Pointer(nsegs)), n)
 	total := 0
@@ -303,11 +295,14 @@ type leaseSpec struct {
 
 //export strata_get
 func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, segs *C.strata_seg, leaseJSON *C.char,
-	timeoutMs C.int64_t, found *C.uint8_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
+	timeoutMs C.int64_t, found *C.uint8_t, bad *C.int, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
 	s, bufs, err := batch(h, n, nsegs, segs)
-	if err != nil || n <= 0 {
-		return failIf(fmt.Errorf("get: %w", err), err, errBuf, errLen)
+	if err != nil {
+		return fail(fmt.Errorf("get: %w", err), errBuf, errLen)
+	}
+	if n <= 0 {
+		return 0
 	}
 	ks := keysOf(int(n), keys)
 	ctx, cancel := timeoutCtx(timeoutMs)
@@ -382,7 +377,9 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	*bad = C.int(client.CountChecksum(err))
+	if err != nil {
 		return fail(err, errBuf, errLen)
 	}
 	return 0
@@ -401,8 +398,11 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 	reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
 	s, bufs, err := batch(h, n, nsegs, segs)
-	if err != nil || n <= 0 {
-		return failIf(fmt.Errorf("put: %w", err), err, errBuf, errLen)
+	if err != nil {
+		return fail(fmt.Errorf("put: %w", err), errBuf, errLen)
+	}
+	if n <= 0 {
+		return 0
 	}
 	ks, ps := keysOf(int(n), keys), keysOf(int(n), parents)
 	hp := unsafe.Slice((*uint8)(unsafe.Pointer(hasParent)), int(n))

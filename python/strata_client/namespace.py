@@ -139,9 +139,7 @@ class Namespace:
     def _put_native(self, nn: NativeNamespace, ps: List[Page], timeout: Optional[float]) -> List[PutResult]:
         """put in one native call: each page copied and checksummed once,
         published on its owner (or its spill candidate) by the Go client."""
-        for p in ps:
-            _key(p.key)
-        got, err = nn.put([bytes(p.key) for p in ps], [bytes(p.parent) if p.parent else None for p in ps],
+        got, err = nn.put([_key(p.key) for p in ps], [_key(p.parent) if p.parent else None for p in ps],
                           [int(p.depth) for p in ps], [int(p.chain_depth) for p in ps],
                           [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes)
         self.client._count("native_puts")
@@ -631,12 +629,12 @@ class Namespace:
                 k, d = p
                 p = Page(key=k, data=d)
             ps.append(p)
-        ps = with_chain_depths(ps)  # before the sequence is split over nodes
         self.client._check_fork()
         if ps:
             nn = self._native_ns(timeout)
             if nn is not None:
-                return self._put_native(nn, ps, timeout)
+                return self._put_native(nn, ps, timeout)  # the Go client sets the chain depths
+        ps = with_chain_depths(ps)  # before the sequence is split over nodes
         views = []
         for j, p in enumerate(ps):
             mv = readable_bytes(p.data)

@@ -37,10 +37,11 @@ import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors as E
+from .buffers import ScatterBuffer, _tensor_bytes, readable_bytes
 
 __all__ = ["load", "native_status", "NativeClient", "NativeNamespace", "ForkedClientError", "ABI"]
 
-ABI = 2  # cmd/libstrata's abiVersion
+ABI = 3  # cmd/libstrata's abiVersion
 _ERR_LEN = 4096
 _log = logging.getLogger("strata_client.native")
 
@@ -74,7 +75,7 @@ class _Lib:
         lib.strata_ns_free.argtypes = [c.c_uint64]
         lib.strata_ns_free.restype = None
         lib.strata_get.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_char_p,
-                                   c.c_int64, c.POINTER(c.c_uint8), c.c_char_p, c.c_size_t]
+                                   c.c_int64, c.POINTER(c.c_uint8), c.POINTER(c.c_int), c.c_char_p, c.c_size_t]
         lib.strata_get.restype = c.c_int
         lib.strata_put.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_char_p, c.POINTER(c.c_uint8),
                                    c.POINTER(c.c_uint32), c.POINTER(c.c_uint32), c.POINTER(c.c_double),
@@ -88,12 +89,6 @@ class _Lib:
         lib.strata_stats.restype = None
         self.lib = lib
 
-    def check(self) -> None:
-        if os.getpid() != self.pid:
-            raise ForkedClientError(
-                f"strata native library loaded by process {self.pid} used in forked process {os.getpid()}: "
-                "the Go runtime does not survive fork(); make the Client in the child (it then uses the Python "
-                "planes) or start workers with spawn")
 
 
 _lock = threading.Lock()
@@ -146,10 +141,16 @@ def native_status() -> str:
     return _status
 
 
-def _raise(op: str, err: bytes) -> None:
-    text = err.split(b"\0", 1)[0].decode("utf-8", "replace")
+def _reason(err: Any) -> Tuple[str, str]:
+    """(reason, message) of a failed call's err buffer ("REASON\tmessage")."""
+    text = err.raw.split(b"\0", 1)[0].decode("utf-8", "replace")
     reason, _, msg = text.partition("\t")
-    raise error_for(op, reason, msg)
+    return reason, msg
+
+
+def _error(op: str, err: Any) -> E.StrataError:
+    """The exception of a failed call's err buffer."""
+    return error_for(op, *_reason(err))
 
 
 def error_for(op: str, reason: str, msg: str) -> E.StrataError:
@@ -199,13 +200,11 @@ def _pieces(b: Any, writable: bool, i: int) -> List[Any]:
     contiguous is refused: a contiguous copy would be filled instead of
     it. Page data may be copied to make it contiguous (as readable_bytes
     does for the Python planes)."""
-    from .buffers import ScatterBuffer, readable_bytes
-
     if isinstance(b, ScatterBuffer):
         return list(b.segments)
     if hasattr(b, "numpy") and hasattr(b, "element_size"):  # torch.Tensor: its bytes, any dtype
         if b.is_contiguous() and getattr(b.device, "type", "cpu") == "cpu":
-            return [_tensor_u8(b)]
+            return [_tensor_bytes(b.detach())]
         if writable:
             raise E.InvalidArgumentError(f"get: buffer {i} must be a contiguous CPU tensor")
         return [readable_bytes(b)]
@@ -217,10 +216,7 @@ def _pieces(b: Any, writable: bool, i: int) -> List[Any]:
     return [mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv]
 
 
-def _tensor_u8(t: Any) -> Any:
-    from .buffers import _tensor_bytes
 
-    return _tensor_bytes(t.detach())
 
 
 def _keys(keys: Sequence[bytes]) -> bytes:
@@ -236,7 +232,7 @@ class NativeClient:
         self._h = ctypes.c_uint64(0)
         err = ctypes.create_string_buffer(_ERR_LEN)
         if lib.lib.strata_dial(json.dumps(opts).encode(), ctypes.byref(self._h), err, _ERR_LEN):
-            _raise("dial", err.raw)
+            raise _error("dial", err)
         self._pid = os.getpid()
         self._closed = False
 
@@ -253,7 +249,7 @@ class NativeClient:
         h = ctypes.c_uint64(0)
         err = ctypes.create_string_buffer(_ERR_LEN)
         if self._lib.lib.strata_open(self._h, canonical, len(canonical), _ms(timeout), ctypes.byref(h), err, _ERR_LEN):
-            _raise("open", err.raw)
+            raise _error("open", err)
         return NativeNamespace(self, h)
 
     def stats(self) -> dict:
@@ -297,16 +293,16 @@ class NativeNamespace:
             pages, by_node = lease
             spec = json.dumps({"pages": pages, "leases": [{"node": node, "id": ls[0][0], "expires_ms": ls[0][1]}
                                                           for node, ls in by_node.items() if ls]}).encode()
-        rc = self._c._lib.lib.strata_get(self._h, n, _keys(keys), b.counts, b.segs, spec, _ms(timeout), found, err,
-                                         _ERR_LEN)
+        bad = ctypes.c_int(0)
+        rc = self._c._lib.lib.strata_get(self._h, n, _keys(keys), b.counts, b.segs, spec, _ms(timeout), found,
+                                         ctypes.byref(bad), err, _ERR_LEN)
         out = [bool(x) for x in found]
         if not rc:
             return out, None, 0
-        text = err.raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        reason, _, msg = text.partition("\t")
-        if reason == "CHECKSUM":
-            return out, None, max(1, msg.count("checksum mismatch"))
-        return out, error_for("get", reason, msg), 0
+        reason, msg = _reason(err)
+        if reason == "CHECKSUM":  # pages that did not verify: misses, counted
+            return out, None, bad.value
+        return out, error_for("get", reason, msg), bad.value
 
     def lookup(self, keys: Sequence[bytes], timeout: Optional[float]) -> Tuple[int, List[bool], Optional[E.StrataError]]:
         """Which keys are present, without a lease, in one call: (hit
@@ -319,11 +315,7 @@ class NativeNamespace:
         rc = self._c._lib.lib.strata_lookup(self._h, n, _keys(keys), _ms(timeout), present, ctypes.byref(hit), err,
                                             _ERR_LEN)
         out = [bool(x) for x in present]
-        if not rc:
-            return hit.value, out, None
-        text = err.raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        reason, _, msg = text.partition("\t")
-        return hit.value, out, error_for("lookup", reason, msg)
+        return hit.value, out, _error("lookup", err) if rc else None
 
     def put(self, keys: Sequence[bytes], parents: Sequence[Optional[bytes]], depths: Sequence[int],
             chain_depths: Sequence[int], costs: Sequence[float], datas: Sequence[Any],
@@ -350,11 +342,7 @@ class NativeNamespace:
                                          st, reasons, rlen, err, _ERR_LEN)
         why = reasons.value.decode("utf-8", "replace").split("\n")
         out = [(int(st[i]), why[i] if i < len(why) else "") for i in range(n)]
-        if not rc:
-            return out, None
-        text = err.raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        reason, _, msg = text.partition("\t")
-        return out, error_for("put", reason, msg)
+        return out, _error("put", err) if rc else None
 
     def close(self) -> None:
         if os.getpid() == self._c._pid and not self._c._closed:
