@@ -469,8 +469,7 @@ class Client:
         self._view: Optional[_View] = None
         self._refresh(_Deadline(connect_timeout if connect_timeout is not None else max(self.node_timeout, 1.0) * 2), raise_errors=True)
         self._pid = os.getpid()
-        self._shm = bool(shm)
-        self._native = self._dial_native(native, ca, cert, key, server_name, connect_timeout)
+        self._native = self._dial_native(native, bool(shm), ca, cert, key, server_name, connect_timeout)
         self._stop = threading.Event()
         self._refresher: Optional[threading.Thread] = None
         if refresh_interval and refresh_interval > 0:
@@ -479,8 +478,8 @@ class Client:
 
     # ---- lifecycle -----------------------------------------------------------
 
-    def _dial_native(self, want: Optional[bool], ca: Optional[str], cert: Optional[str], key: Optional[str],
-                     server_name: Optional[str], connect_timeout: Optional[float]):
+    def _dial_native(self, want: Optional[bool], shm: bool, ca: Optional[str], cert: Optional[str],
+                     key: Optional[str], server_name: Optional[str], connect_timeout: Optional[float]):
         """The native client (native.py), or None: the Python planes."""
         if want is False:
             return None
@@ -495,7 +494,7 @@ class Client:
                 "server_name": server_name or "", "node_timeout_ms": int(self.node_timeout * 1000),
                 "dial_timeout_ms": int((connect_timeout if connect_timeout is not None else
                                         max(self.node_timeout, 1.0) * 2) * 1000),
-                "no_raw": not self.raw_enabled, "no_shm": not (self.raw_enabled and self._shm), "shm_verify": True}
+                "no_raw": not self.raw_enabled, "no_shm": not (self.raw_enabled and shm), "shm_verify": True}
         try:
             return native.NativeClient(lib, opts)
         except E.StrataError as e:
