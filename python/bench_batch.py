@@ -61,7 +61,7 @@ sys.path.insert(0, HERE)
 GIB = 1 << 30
 
 
-from bench_common import Busy  # noqa: E402
+from bench_common import alone, beside  # noqa: E402
 
 
 def parse_size(s: str) -> int:
@@ -92,21 +92,10 @@ class Cell:
 
 
 def timed(cell: Cell, busy: bool, fn) -> None:
-    th = Busy() if busy else None
-    if th:
-        th.start()
-        time.sleep(0.2)
-    c0, l0 = (th.cpu, th.loops) if th else (0.0, 0)
-    p0, w0 = time.process_time(), time.perf_counter()
-    fn()
-    p1, w1 = time.process_time(), time.perf_counter()
-    bcpu, loops = ((th.cpu - c0), (th.loops - l0)) if th else (0.0, 0)
-    if th:
-        th.stop.set()
-        th.join()
-    cell.wall.append(w1 - w0)
-    cell.cpu.append((p1 - p0) - bcpu)
-    cell.loops.append(loops / max(w1 - w0, 1e-9))
+    wall, cpu, loops = beside(fn, busy)
+    cell.wall.append(wall)
+    cell.cpu.append(cpu)
+    cell.loops.append(loops)
 
 
 # ---- the loopback limit (strata-load's tcp system) -------------------------------------
@@ -450,16 +439,7 @@ def main() -> int:
             results.append((s, rounds, rows))
             print(f"native: {native.native_status()}", flush=True)
 
-        th = Busy()
-        th.start()
-        time.sleep(0.5)
-        l0, w0 = th.loops, time.perf_counter()
-        time.sleep(1.0)
-        alone = (th.loops - l0) / (time.perf_counter() - w0)
-        th.stop.set()
-        th.join()
-
-        print(f"\n# Results (commit {commit}); busy thread alone: {alone / 1e6:.1f} M loops/s")
+        print(f"\n# Results (commit {commit}); busy thread alone: {alone(0.5, 1.0) / 1e6:.1f} M loops/s")
         for s, rounds, rows in results:
             print(f"\n{a.pages} × {human(s)} ({human(s * a.pages)} a batch), p50 of {rounds} rounds; "
                   "a / b: alone / beside the busy thread\n")

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "tests"))
 
 import _support  # noqa: E402
 import _lmcache_support as S  # noqa: E402
-from bench_common import Busy  # noqa: E402
+from bench_common import beside  # noqa: E402
 
 
 def measure(fn, rounds, busy, prep=None):
@@ -30,19 +30,24 @@ def measure(fn, rounds, busy, prep=None):
     for _ in range(rounds):
         if prep is not None:
             prep()  # off the clock
-        b = Busy() if busy else None
-        if b is not None:
-            b.start()
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn()
-        w, c = time.perf_counter() - w0, time.process_time() - c0
-        if b is not None:
-            b.stop.set()
-            b.join()
-            c -= b.cpu
+        w, c, _ = beside(fn, busy, settle=0)
         walls.append(w)
         cpus.append(c)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def compare(a, write, read, drop):
+    """Warms write and read up (a.warmup rounds each), then prints the
+    medians of measure for each, alone and beside a busy thread; drop
+    clears the last round's writes before the next. write and read are
+    (label, function) pairs."""
+    for _ in range(a.warmup):
+        write[1]()
+        read[1]()
+    for busy in (False, True):
+        for (label, fn), prep in ((write, drop), (read, None)):
+            w, c = measure(fn, a.rounds, busy, prep)
+            print(f"{label:28}  busy={busy!s:5}  wall {w:.3f}s  cpu {c:.3f}s")
 
 
 def main():
@@ -99,14 +104,8 @@ def main():
         from strata_client import native
 
         print(f"native plane: {native.native_status()}")
-        for _ in range(a.warmup):  # the arena and this process's mapping of it touched once
-            put()
-            get()
-        for busy in (False, True):
-            w, c = measure(put, a.rounds, busy, drop_remote)
-            print(f"remote connector batched_put  busy={busy!s:5}  wall {w:.3f}s  cpu {c:.3f}s")
-            w, c = measure(get, a.rounds, busy)
-            print(f"remote connector batched_get  busy={busy!s:5}  wall {w:.3f}s  cpu {c:.3f}s")
+        # The warm-up touches the arena and this process's mapping of it once.
+        compare(a, ("remote connector batched_put", put), ("remote connector batched_get", get), drop_remote)
 
         ad = StrataL2Adapter({"addr": node.addr, "tenant": "acme"})
         shapes, dtypes = md.get_shapes(), md.get_dtypes()
@@ -134,14 +133,7 @@ def main():
             wait(ad._loads, tid)
             assert ad.query_load_result(tid).popcount() == n
 
-        for _ in range(a.warmup):
-            store()
-            load()
-        for busy in (False, True):
-            w, c = measure(store, a.rounds, busy, drop_stored)
-            print(f"mp L2 adapter store task      busy={busy!s:5}  wall {w:.3f}s  cpu {c:.3f}s")
-            w, c = measure(load, a.rounds, busy)
-            print(f"mp L2 adapter load task       busy={busy!s:5}  wall {w:.3f}s  cpu {c:.3f}s")
+        compare(a, ("mp L2 adapter store task", store), ("mp L2 adapter load task", load), drop_stored)
         del shapes, dtypes
         ad.close()
         for o in objs:

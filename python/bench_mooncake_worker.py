@@ -18,7 +18,7 @@ Gets read the same working set (stored once, then read once unmeasured);
 puts store fresh keys, removed after each round off the clock (they were
 never read, so no read lease holds them); one unmeasured put round warms
 the segment first. Each case runs alone and beside a busy pure-Python
-thread (bench_sglang.py's Busy); "cpu" is this process's CPU time less the
+thread (bench_common.Busy); "cpu" is this process's CPU time less the
 busy thread's own. The result is one JSON object on stdout; progress and
 Mooncake's logs go to stderr.
 """
@@ -30,10 +30,9 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 
-from bench_common import Busy  # noqa: E402  (python/, this script's directory)
+from bench_common import beside  # noqa: E402  (python/, this script's directory)
 
 # strata-load's driver, whose "serve" deploys the master and store server.
 PYDRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "load", "pydriver.py")
@@ -116,25 +115,11 @@ def bench(a):
             out["cases"][name] = {"wall": [], "cpu": [], "busy_loops": []}
 
         def timed(name, fn):
-            busy = name.endswith("_busy")
-            th = Busy() if busy else None
-            if th:
-                th.start()
-                time.sleep(0.2)
-            c0 = th.cpu if th else 0.0
-            l0 = th.loops if th else 0
-            p0, w0 = time.process_time(), time.perf_counter()
-            fn()
-            p1, w1 = time.process_time(), time.perf_counter()
-            bcpu = (th.cpu - c0) if th else 0.0
-            loops = (th.loops - l0) if th else 0
-            if th:
-                th.stop.set()
-                th.join()
+            wall, cpu, loops = beside(fn, name.endswith("_busy"))
             c = out["cases"][name]
-            c["wall"].append(w1 - w0)
-            c["cpu"].append((p1 - p0) - bcpu)
-            c["busy_loops"].append(loops / max(w1 - w0, 1e-9))
+            c["wall"].append(wall)
+            c["cpu"].append(cpu)
+            c["busy_loops"].append(loops)
 
         for r in range(a.rounds):
             for name in ("get", "get_busy"):

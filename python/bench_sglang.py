@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "tests"))
 sys.path.insert(0, HERE)
 
 
-from bench_common import Busy  # noqa: E402
+from bench_common import alone, beside  # noqa: E402
 
 
 def main() -> int:
@@ -79,34 +78,16 @@ def main() -> int:
                 base += 1
                 keys = get_storage_hash_str(list(range(base * 10**7, base * 10**7 + n * pt)), None, page_size=pt)
                 for op in ("set", "get"):
-                    th = Busy() if busy else None
-                    if th:
-                        th.start()
-                        time.sleep(0.2)
-                    l0, c0, w0 = (th.loops if th else 0), (th.cpu if th else 0.0), time.perf_counter()
-                    p0 = time.process_time()
+                    res = []
                     if op == "set":
-                        res = b.batch_set_v1(keys, idx, HiCacheStorageExtraInfo(prefix_keys=[]))
+                        call = lambda: res.extend(b.batch_set_v1(keys, idx, HiCacheStorageExtraInfo(prefix_keys=[])))
                     else:
-                        res = b.batch_get_v1(keys, idx)
-                    p1, w1 = time.process_time(), time.perf_counter()
-                    loops = (th.loops - l0) if th else 0
-                    bcpu = (th.cpu - c0) if th else 0.0
-                    if th:
-                        th.stop.set()
-                        th.join()
+                        call = lambda: res.extend(b.batch_get_v1(keys, idx))
+                    wall, cpu, loops = beside(call, busy)
                     assert all(res), f"{op}: {res.count(False)} pages failed"
-                    rows.append((op, busy, r, w1 - w0, (p1 - p0) - bcpu, loops / max(w1 - w0, 1e-9)))
+                    rows.append((op, busy, r, wall, cpu, loops))
                 b.clear()
-        th = Busy()
-        th.start()
-        time.sleep(1.0)
-        l0, w0 = th.loops, time.perf_counter()
-        time.sleep(2.0)
-        alone = (th.loops - l0) / (time.perf_counter() - w0)
-        th.stop.set()
-        th.join()
-        print(f"busy thread alone: {alone:.0f} loops/s")
+        print(f"busy thread alone: {alone(1.0, 2.0):.0f} loops/s")
         print(f"{'op':4} {'busy':5} {'round':5} {'wall s':>7} {'engine CPU s':>12} {'GB/s':>6} {'busy loops/s':>13}")
         for op, busy, r, wall, cpu, lps in rows:
             print(f"{op:4} {str(busy):5} {r:5} {wall:7.3f} {cpu:12.3f} {n * size / wall / 1e9:6.2f} {lps:13.0f}")
