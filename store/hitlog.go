@@ -28,6 +28,20 @@ import (
 // most one batch, so the bookkeeping never falls behind the lookups. With
 // one engine worker a lookup's latency is then the index's alone.
 //
+// # Small lookups
+//
+// Waking the applier is dearer than the bookkeeping of a few keys: the
+// wake is a futex call that starts another thread, and both threads'
+// context switches cost more than the round trip itself on a VM (a
+// one-key lookup took 42 µs at p50 to Redis's 20 with the wake, a runtime
+// trace showing the applier woken on every lookup; benchmarks/README.md,
+// "The round trip"). So a lookup of fewer than wakeKeys keys leaves its
+// batch in the log without waking the applier. Nothing reads what the
+// batch changes without applying the log first (below), so a batch left
+// there is as good as applied; the next lookup finds it and does the
+// bookkeeping of both inline (the applier is "busy"), or sheds it under
+// contention, as for any batch the applier has not yet taken.
+//
 // # Shedding under contention
 //
 // With many engine workers most lookups find the applier busy, and the
@@ -198,11 +212,18 @@ func (s *Store) logLookup(n *nsState, now int32, keys []namespace.Key, hits []*e
 	b.entries = append(b.entries[:0], hits...)
 	l.pending = b
 	l.mu.Unlock()
+	if len(keys) < wakeKeys {
+		return // left for the next section under s.mu (Small lookups)
+	}
 	select {
 	case s.hitWake <- struct{}{}:
 	default:
 	}
 }
+
+// wakeKeys is the fewest keys of a lookup whose batch wakes the applier
+// (Small lookups).
+const wakeKeys = 32
 
 // applyHitLog applies the hit log (lock does): the applier calls it
 // whenever a lookup leaves a batch in the log.

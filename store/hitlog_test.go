@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +16,11 @@ import (
 func TestApplierAppliesTheLog(t *testing.T) {
 	s, _ := newTestStore(t, 64, nil)
 	chain := putChain(t, s, "log", 4)
-	if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+	asked := slices.Clone(chain) // wakeKeys keys: the batch wakes the applier
+	for i := len(asked); i < wakeKeys; i++ {
+		asked = append(asked, namespace.Key{0xab, byte(i)})
+	}
+	if res, err := s.Reader().Lookup(testNS.ID, asked, false, 0); err != nil || res.HitPrefix != len(chain) {
 		t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
 	}
 	poll.Until(t, 5*time.Second, time.Millisecond, "the applier taking the lookup's batch from the log", func() bool {
@@ -24,6 +29,30 @@ func TestApplierAppliesTheLog(t *testing.T) {
 		return s.hits.pending == nil
 	})
 	wantHits(t, s, testNS.ID, chain, 1)
+}
+
+// TestSmallLookupLeftInTheLog: a lookup of fewer than wakeKeys keys
+// leaves its batch in the log without waking the applier, and whatever
+// reads the store afterwards sees its hits (the log is applied first).
+func TestSmallLookupLeftInTheLog(t *testing.T) {
+	s, _ := newTestStore(t, 64, nil)
+	chain := putChain(t, s, "small", 3)
+	if res, err := s.Reader().Lookup(testNS.ID, chain, false, 0); err != nil || res.HitPrefix != len(chain) {
+		t.Fatalf("lookup: hit prefix %d, %v", res.HitPrefix, err)
+	}
+	if len(s.hitWake) != 0 {
+		t.Fatal("a 3-key lookup woke the applier")
+	}
+	s.hits.mu.Lock()
+	logged := s.hits.pending != nil
+	s.hits.mu.Unlock()
+	if !logged {
+		t.Fatal("a 3-key lookup left nothing in the log")
+	}
+	wantHits(t, s, testNS.ID, chain, 1)
+	lookupAll(t, s, testNS.ID, chain) // finds the log empty: leaves its own
+	lookupAll(t, s, testNS.ID, chain) // finds the last one's: applies both inline
+	wantHits(t, s, testNS.ID, chain, 3)
 }
 
 // wantHits checks that every page of keys in namespace id is present with
