@@ -39,6 +39,7 @@ func (a Admin) DropNamespace(id namespace.ID) (int, error) {
 			s.dropReservationLocked(wid, r, CommitAborted)
 		}
 	}
+	s.clearedLocked(n)
 	s.policy.remoteWaiting -= len(n.remoteWaiting)
 	s.nsMu.Lock()
 	delete(s.ns, id)

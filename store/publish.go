@@ -25,6 +25,9 @@ type PageSpec struct {
 	// Depth: none. The page is admitted and kept at least as a fresh page
 	// at that depth would be (eviction.Page.ChainCost).
 	ChainDepth uint32
+	// Info is what the put carries for the KV event stream alone (events.go);
+	// nil none. The store keeps none of it.
+	Info *PutInfo
 }
 
 // ReserveStatus is the answer to one page of a Reserve. The values are the
@@ -470,7 +473,11 @@ func (s *Store) publishLocked(r *reservation, sum []byte) bool {
 	p, now := r.spec, s.clock(time.Now())
 	e := newEntry(r.ns, p.Key, r.ext)
 	e.depth, e.tier, e.create, e.access, e.cost = p.Depth, uint8(r.tier), now, now, costHint(p.CostHint)
-	return s.insertLocked(e, p.Parent, p.HasParent, sum, p.ChainDepth)
+	if !s.insertLocked(e, p.Parent, p.HasParent, sum, p.ChainDepth) {
+		return false
+	}
+	s.storedLocked(e, p.Parent, p.HasParent, p.Info)
+	return true
 }
 
 // costHint is a writer's cost hint as an entry keeps it: 0 for none or
@@ -680,6 +687,7 @@ func (s *Store) removeLocked(e *entry, evicted bool) {
 	sh.mu.Lock()
 	sh.m.delete(e.key)
 	sh.mu.Unlock()
+	s.removedLocked(e)
 	s.goneLocked(e)
 	s.unlinkLocked(e)
 	s.untrackLocked(e, evicted)

@@ -88,5 +88,6 @@ func (s *Store) insertRecovered(n *nsState, tier int, ext tiers.Extent, m tiers.
 	if !s.insertLocked(e, m.Parent, m.HasParent, m.Checksum, 0) {
 		return errDuplicate
 	}
+	s.storedLocked(e, m.Parent, m.HasParent, nil)
 	return nil
 }

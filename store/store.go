@@ -63,6 +63,11 @@ type Config struct {
 	// goroutine every few milliseconds, never under the store's lock.
 	// Default: none.
 	OnRemoteParent func([]ChildHint)
+	// OnEvent, when set, receives each change of the store's contents
+	// (events.go: a page stored or removed, a namespace dropped), in the
+	// order they happen. It is called under the store's lock: it must not
+	// block nor call the store. Default: none.
+	OnEvent func(Event)
 	// OrphanGrace is how long after its last put (its commit, or a
 	// Reserve answered EXISTS) a page whose parent is reported gone
 	// (ParentsGone) is only marked as an orphan instead of dropped: a parent dropped and put again while its notice was in

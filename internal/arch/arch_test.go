@@ -33,6 +33,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/splitbuf": {"", ""},
 	"proto/strata/v1":           {"", ""},
 	"rdma":                      {"", ""},
+	"events":                    {"", "internal/testing/leaktest internal/testing/poll"},
 
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
@@ -106,6 +107,8 @@ var owners = []struct{ prefix, pkg string }{
 	{"gonum.org/", "benchmarks/load"},
 	{"github.com/schollz/progressbar", "benchmarks/load"},
 	{"go.yaml.in/yaml/", "cmd/stratad"}, // the config file
+	{"github.com/go-zeromq/", "events"},
+	{"github.com/vmihailenco/msgpack", "events"},
 }
 
 // wire lists the packages that may import gRPC and protobuf: the

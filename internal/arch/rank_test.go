@@ -17,7 +17,7 @@ import (
 var ranks = map[string]int{
 	// Leaves.
 	"internal/cpuid": 0, "internal/grpcbuf": 0, "internal/certs": 0,
-	"placement": 0, "eviction": 0, "proto/strata/v1": 0, "rdma": 0,
+	"placement": 0, "eviction": 0, "events": 0, "proto/strata/v1": 0, "rdma": 0,
 	"internal/testing/testcerts": 0, // a leaf; strata-load makes its CA with it too (helperUsers)
 	"internal/crc32c":            1, "internal/dial": 1,
 	"namespace": 2,

@@ -1,0 +1,379 @@
+package events
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/security/null"
+)
+
+// Config configures a Publisher. Zero fields take their defaults.
+type Config struct {
+	// Listen is the PUB socket's TCP address, host:port; port 0 picks a
+	// free one (Addr says which). Required.
+	Listen string
+	// Replay is the ROUTER replay socket's TCP address; port 0 picks a
+	// free one. Default "": no replay socket.
+	Replay string
+	// Node names the publisher in its topics. Required.
+	Node string
+	// Incarnation is the node's incarnation, in every topic. Default 0.
+	Incarnation uint64
+	// Auth checks a subscriber's PLAIN credentials (both sockets). Default
+	// nil: the NULL mechanism, every peer accepted.
+	Auth func(user, password string) bool
+	// Buffer is how many batches the replay ring keeps. Default 10000
+	// (vLLM's buffer_steps).
+	Buffer int
+	// Queue is how many events may wait to be sent; an event past it is
+	// dropped and counted as an overrun, and its namespace resynchronised
+	// (see the package doc). Default 65536.
+	Queue int
+	// SubscriberQueue is how many batches may wait for one subscriber;
+	// past it that subscriber misses batches (it sees the gap in the
+	// sequence numbers and asks the replay socket), as past libzmq's
+	// high-water mark. Default 10000.
+	SubscriberQueue int
+	// MaxBatch bounds the events of one batch. Default 1024.
+	MaxBatch int
+	// MaxConns bounds the connections of each socket. Default 64.
+	MaxConns int
+	// HandshakeTimeout bounds a connection's ZMTP handshake. Default 5s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds writing one message to a peer; a peer that takes
+	// longer is disconnected. Default 10s.
+	WriteTimeout time.Duration
+	// Resync, when set, emits a namespace's current blocks as Stored
+	// events (in any order; emit may be called from Resync's goroutine
+	// only). The publisher calls it after an overrun, once its queue is
+	// empty, right after a Cleared for the namespace. Default nil: an
+	// overrun is followed by the Cleared alone.
+	Resync func(namespace string, emit func(Event))
+	// Logger receives the publisher's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Listen == "" || c.Node == "" {
+		return errors.New("events: a publisher needs Listen and Node")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Buffer, 10000)
+	def(&c.Queue, 65536)
+	def(&c.SubscriberQueue, 10000)
+	def(&c.MaxBatch, 1024)
+	def(&c.MaxConns, 64)
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 5 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Stats counts what a publisher did since New.
+type Stats struct {
+	Batches  uint64 // batches sent (each one sequence number)
+	Events   uint64 // events sent
+	Overruns uint64 // events dropped at a full queue
+	Resyncs  uint64 // namespaces resynchronised after an overrun
+	Bad      uint64 // events left out because they did not encode (bad extra keys)
+	// SubscriberDrops counts batches a slow subscriber missed.
+	SubscriberDrops uint64
+	Replays         uint64 // replay requests served
+	Refused         uint64 // connections refused: credentials, handshake, too many
+	Subscribers     int    // connected now
+	LastEvent       time.Time
+}
+
+// record is one sent batch, as the ring keeps it for replay.
+type record struct {
+	seq     uint64
+	topic   []byte
+	payload []byte
+}
+
+// Publisher sends a stream of KV events: a PUB socket for the stream, a
+// ROUTER socket replaying its last batches. Publish never blocks.
+type Publisher struct {
+	cfg  Config
+	log  *slog.Logger
+	sec  zmq4.Security
+	pub  net.Listener
+	rep  net.Listener // nil without Config.Replay
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	queue  chan Event
+	closed atomic.Bool
+
+	lostMu   sync.Mutex
+	lost     map[string]bool // guarded by lostMu: namespaces an overrun touched
+	lostWake chan struct{}
+
+	ringMu sync.Mutex
+	ring   []record // guarded by ringMu: ring[seq % len] for the last len sequence numbers
+	next   uint64   // guarded by ringMu: the next sequence number
+
+	connMu sync.Mutex
+	conns  map[net.Conn]bool    // guarded by connMu: every open connection (true: the PUB socket's)
+	subs   map[*subscriber]bool // guarded by connMu: the PUB socket's handshaken subscribers
+	nconns [2]int               // guarded by connMu: connections per socket (0 PUB, 1 ROUTER)
+
+	batches, events, overruns, resyncs, bad, subDrops, replays, refused atomic.Uint64
+	lastEvent                                                           atomic.Int64
+}
+
+// New binds the sockets and starts the publisher.
+func New(cfg Config) (*Publisher, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}),
+		queue: make(chan Event, cfg.Queue), lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
+		ring: make([]record, cfg.Buffer), conns: map[net.Conn]bool{}, subs: map[*subscriber]bool{}}
+	if cfg.Auth != nil {
+		p.sec = plainServer{auth: cfg.Auth}
+	} else {
+		p.sec = null.Security()
+	}
+	var err error
+	if p.pub, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("events: listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Replay != "" {
+		if p.rep, err = net.Listen("tcp", cfg.Replay); err != nil {
+			_ = p.pub.Close()
+			return nil, fmt.Errorf("events: listening on %s: %w", cfg.Replay, err)
+		}
+		p.wg.Add(1)
+		go p.accept(p.rep, false)
+	}
+	p.wg.Add(2)
+	go p.accept(p.pub, true)
+	go p.loop()
+	return p, nil
+}
+
+// Addr is the PUB socket's address.
+func (p *Publisher) Addr() string { return p.pub.Addr().String() }
+
+// ReplayAddr is the replay socket's address; "" without one.
+func (p *Publisher) ReplayAddr() string {
+	if p.rep == nil {
+		return ""
+	}
+	return p.rep.Addr().String()
+}
+
+// Topic is the topic of a namespace's batches under an incarnation.
+func (p *Publisher) Topic(namespace string, incarnation uint64) string {
+	return "kv@" + p.cfg.Node + "." + strconv.FormatUint(incarnation, 10) + "@" + namespace
+}
+
+// Publish queues e; it never blocks. It reports false when the queue was
+// full: e is dropped, counted as an overrun, and its namespace is
+// resynchronised once the queue drains.
+func (p *Publisher) Publish(e Event) bool {
+	if p.closed.Load() {
+		return false
+	}
+	select {
+	case p.queue <- e:
+		return true
+	default:
+	}
+	p.overruns.Add(1)
+	p.lostMu.Lock()
+	p.lost[e.Namespace] = true
+	p.lostMu.Unlock()
+	select {
+	case p.lostWake <- struct{}{}:
+	default:
+	}
+	return false
+}
+
+// Stats returns the publisher's counters.
+func (p *Publisher) Stats() Stats {
+	p.connMu.Lock()
+	subs := len(p.subs)
+	p.connMu.Unlock()
+	st := Stats{Batches: p.batches.Load(), Events: p.events.Load(), Overruns: p.overruns.Load(),
+		Resyncs: p.resyncs.Load(), Bad: p.bad.Load(), SubscriberDrops: p.subDrops.Load(),
+		Replays: p.replays.Load(), Refused: p.refused.Load(), Subscribers: subs}
+	if t := p.lastEvent.Load(); t != 0 {
+		st.LastEvent = time.Unix(0, t)
+	}
+	return st
+}
+
+// Close stops the publisher: the sockets close, queued events are
+// dropped, its goroutines are waited for.
+func (p *Publisher) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	err := p.pub.Close()
+	if p.rep != nil {
+		err = errors.Join(err, p.rep.Close())
+	}
+	p.connMu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.connMu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+// loop sends what is queued, in batches, and resynchronises the namespaces
+// an overrun touched once the queue is empty.
+func (p *Publisher) loop() {
+	defer p.wg.Done()
+	buf := make([]Event, 0, p.cfg.MaxBatch)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case e := <-p.queue:
+			buf = append(buf[:0], e)
+		drain:
+			for len(buf) < p.cfg.MaxBatch {
+				select {
+				case e := <-p.queue:
+					buf = append(buf, e)
+				default:
+					break drain
+				}
+			}
+			p.send(buf)
+		case <-p.lostWake:
+		}
+		if len(p.queue) == 0 {
+			p.resync()
+		}
+	}
+}
+
+// resync sends, for each namespace an overrun touched, a Cleared and then
+// the namespace's blocks (Config.Resync). It runs once every event queued
+// before the overrun was sent, so that a consumer applying the stream in
+// order ends with the node's contents: an event older than the resync's
+// reading of a block is sent before the Cleared; one newer, after it or
+// after the block's Stored, and the last word on each block is the newest.
+func (p *Publisher) resync() {
+	p.lostMu.Lock()
+	lost := p.lost
+	if len(lost) == 0 {
+		p.lostMu.Unlock()
+		return
+	}
+	p.lost = map[string]bool{}
+	p.lostMu.Unlock()
+	for ns := range lost {
+		p.resyncs.Add(1)
+		buf := []Event{{Namespace: ns, Kind: Cleared}}
+		if p.cfg.Resync != nil {
+			p.cfg.Resync(ns, func(e Event) {
+				e.Namespace = ns
+				if buf = append(buf, e); len(buf) >= p.cfg.MaxBatch {
+					p.send(buf)
+					buf = buf[:0]
+				}
+			})
+		}
+		p.send(buf)
+	}
+}
+
+// send sends events as batches: one per run of events of one topic.
+func (p *Publisher) send(events []Event) {
+	for len(events) > 0 {
+		n := 1
+		for n < len(events) && events[n].Namespace == events[0].Namespace && events[n].Incarnation == events[0].Incarnation {
+			n++
+		}
+		p.sendBatch(events[:n])
+		events = events[n:]
+	}
+}
+
+func (p *Publisher) sendBatch(events []Event) {
+	now := time.Now()
+	payload, bad, err := encodeBatch(now, events)
+	p.bad.Add(uint64(bad))
+	if err != nil {
+		p.log.Error("events: encoding a batch", "err", err)
+		p.bad.Add(uint64(len(events) - bad))
+		return
+	}
+	inc := p.cfg.Incarnation
+	if events[0].Incarnation != 0 {
+		inc = events[0].Incarnation
+	}
+	r := record{topic: []byte(p.Topic(events[0].Namespace, inc)), payload: payload}
+	p.ringMu.Lock()
+	r.seq = p.next
+	p.next++
+	p.ring[r.seq%uint64(len(p.ring))] = r
+	p.ringMu.Unlock()
+	p.batches.Add(1)
+	p.events.Add(uint64(len(events) - bad))
+	p.lastEvent.Store(now.UnixNano())
+
+	msg := zmq4.NewMsgFrom(r.topic, seqBytes(r.seq), r.payload)
+	p.connMu.Lock()
+	for s := range p.subs {
+		if !s.wants(r.topic) {
+			continue
+		}
+		select {
+		case s.out <- msg:
+		default:
+			p.subDrops.Add(1)
+		}
+	}
+	p.connMu.Unlock()
+}
+
+// since returns the ring's records from sequence number start on, oldest
+// first.
+func (p *Publisher) since(start uint64) []record {
+	p.ringMu.Lock()
+	defer p.ringMu.Unlock()
+	oldest := uint64(0)
+	if p.next > uint64(len(p.ring)) {
+		oldest = p.next - uint64(len(p.ring))
+	}
+	start = max(start, oldest)
+	out := make([]record, 0, p.next-min(start, p.next))
+	for s := start; s < p.next; s++ {
+		out = append(out, p.ring[s%uint64(len(p.ring))])
+	}
+	return out
+}
+
+func seqBytes(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, seq)
+}
+
+// endSeq is vLLM's end-of-replay marker, -1 as 8 big-endian bytes.
+var endSeq = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
