@@ -191,6 +191,8 @@ type Config struct {
 	// the node's). MaxPinnedBytes 0 takes a quarter of HostBytes; a nil
 	// TenantPinnedBytes gives each tenant half of MaxPinnedBytes.
 	Transfer transfer.Config
+	// Events turns the KV event stream on (node/events.go). Default off.
+	Events EventsConfig
 	// EtcdDialTimeout bounds the first round trip to etcd at start (and
 	// each attempt to reach it again while degraded). Default 5s.
 	EtcdDialTimeout time.Duration

@@ -76,6 +76,7 @@ type Node struct {
 	srv      *server.Server
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *peer.Sender
+	events   *nodeEvents            // nil without Config.Events.Tenants (events.go)
 	handoff  *peer.Handoff          // nil when off
 	rooms    *transfer.Rooms        // the transfer rooms (transfer.go)
 	pins     *peer.Pinner           // pins the rooms' pages where they live
@@ -143,9 +144,12 @@ func (n *Node) start(ctx context.Context) error {
 	if n.tls, err = n.serverTLS(); err != nil {
 		return err
 	}
+	if err := n.startEvents(); err != nil {
+		return err
+	}
 	if n.store, err = store.New(store.Config{Tiers: n.tiers, DefaultLeaseTTL: cfg.LeaseTTL,
 		MaxLeaseTTL: cfg.MaxLeaseTTL, ReserveTTL: cfg.ReserveTTL, MaxReserveTTL: cfg.MaxReserveTTL, ReserveShare: cfg.ReserveShare,
-		OnRemoteParent: n.hints.Add, OrphanGrace: cfg.OrphanGrace,
+		OnRemoteParent: n.hints.Add, OnEvent: n.eventHook(), OrphanGrace: cfg.OrphanGrace,
 		LookupBookkeeping: cfg.LookupBookkeeping, Logger: n.log}); err != nil {
 		return err
 	}
@@ -184,6 +188,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.restoreNamespaces(ctx, srv); err != nil {
 		return err
 	}
+	n.clearPreviousIncarnation()
 	rec, err := n.store.Recover()
 	if err != nil {
 		return err

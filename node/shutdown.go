@@ -105,6 +105,7 @@ func (n *Node) closeParts() error {
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}
+	errs = append(errs, n.closeEvents())
 	if reg := n.reg.Load(); reg != nil {
 		errs = append(errs, reg.Close())
 	}

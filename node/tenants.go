@@ -50,6 +50,7 @@ func (n *Node) loadTenants(ctx context.Context) error {
 		}
 	}
 	n.srv.SetTokens(tokens, admins)
+	n.setEventTokens(tokens, admins)
 	n.store.Admin().SetQuotas(quotas)
 	n.auditTenants(seen)
 	return nil

@@ -51,7 +51,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"metrics":        {"namespace", "client internal/testing/poll internal/testing/testnode node transfer"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 rdma store tiers transfer transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/splitbuf internal/testing/testnode node"},
-	"node": {"eviction/coord peer transfer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers transport",
+	"node": {"events eviction/coord peer transfer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/testcerts internal/testing/testnode proto/frame proto/pbconv registry server transport"},
 
 	// The client side.

@@ -1,0 +1,268 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/stratakv/strata/events"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/server"
+	"github.com/stratakv/strata/store"
+)
+
+// The node's KV event stream (package events; docs/design.md §15): one
+// publisher per tenant that opts in (Config.Events.Tenants), fed by the
+// store's OnEvent, each on its own sockets and accepting only its tenant's
+// PLAIN credentials: the tenant's name as the user, one of its tokens as
+// the password (an open node, with no tokens at all, takes any password).
+//
+// Epochs: the node's incarnation, kept in DataDir/incarnation and raised at
+// each start that publishes events, is in every topic. A node that starts
+// again first sends, for each opted-in namespace it knows, an
+// AllBlocksCleared under its previous incarnation's topic, then, as the
+// store recovers the SSD tier, a BlockStored for each page it recovered
+// (under the new one; without tokens, which the SSD does not keep).
+
+// EventsConfig turns the KV event stream on.
+type EventsConfig struct {
+	// Tenants maps each tenant whose namespaces publish events to its
+	// sockets. Default none: no stream.
+	Tenants map[string]EventsListen
+	// Namespaces, when not empty, limits the stream to these namespaces
+	// (of the tenants above). Default: every namespace of those tenants.
+	Namespaces []namespace.ID
+	// Buffer, Queue: events.Config's (batches kept for replay, events
+	// waiting to be sent). Defaults: the package's.
+	Buffer, Queue int
+}
+
+// EventsListen is where one tenant's stream is served: TCP addresses,
+// host:port, port 0 picking a free one.
+type EventsListen struct {
+	Pub    string // the PUB socket; required
+	Replay string // the ROUTER replay socket; "" none
+}
+
+// nodeEvents is the node's part of the stream; its maps are read-only
+// after startEvents.
+type nodeEvents struct {
+	pubs     map[string]*events.Publisher // by tenant
+	only     map[namespace.ID]bool        // nil: every namespace
+	previous uint64                       // the incarnation before this one; 0 none
+	// tokens is the hashes of the tokens in force, to the tenant (or ""
+	// for an admin's): set by loadTenants.
+	tokens atomic.Pointer[map[string]string]
+}
+
+// startEvents raises the node's incarnation and starts a publisher per
+// opted-in tenant; nothing without Config.Events.Tenants.
+func (n *Node) startEvents() error {
+	cfg := n.cfg.Events
+	if len(cfg.Tenants) == 0 {
+		return nil
+	}
+	prev, err := raiseIncarnation(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	ev := &nodeEvents{pubs: map[string]*events.Publisher{}, previous: prev}
+	if len(cfg.Namespaces) > 0 {
+		ev.only = map[namespace.ID]bool{}
+		for _, id := range cfg.Namespaces {
+			ev.only[id] = true
+		}
+	}
+	n.events = ev
+	for tenant, l := range cfg.Tenants {
+		p, err := events.New(events.Config{Listen: l.Pub, Replay: l.Replay, Node: n.id, Incarnation: prev + 1,
+			Auth: ev.auth(tenant), Buffer: cfg.Buffer, Queue: cfg.Queue, Resync: n.resyncEvents, Logger: n.log})
+		if err != nil {
+			return fmt.Errorf("tenant %s's event stream: %w", tenant, err)
+		}
+		ev.pubs[tenant] = p
+		n.log.Info("KV event stream", "tenant", tenant, "pub", p.Addr(), "replay", p.ReplayAddr(), "incarnation", prev+1)
+	}
+	return nil
+}
+
+// auth accepts tenant's name with one of its tokens, or an admin token.
+func (ev *nodeEvents) auth(tenant string) func(user, password string) bool {
+	return func(user, password string) bool {
+		if user != tenant {
+			return false
+		}
+		tokens := ev.tokens.Load()
+		switch {
+		case tokens == nil:
+			return false // before the first loadTenants
+		case len(*tokens) == 0:
+			return true // an open node
+		}
+		who, ok := (*tokens)[server.HashToken(password)]
+		return ok && (who == tenant || who == "")
+	}
+}
+
+// setEventTokens puts the tokens in force for the stream's credentials:
+// tenant tokens by hash, and the admins' hashes.
+func (n *Node) setEventTokens(tokens map[string]string, admins []string) {
+	if n.events == nil {
+		return
+	}
+	m := make(map[string]string, len(tokens)+len(admins)+1)
+	for h, t := range tokens {
+		m[h] = t
+	}
+	for _, h := range append(admins, hashOptional(n.cfg.AdminToken)) {
+		if h != "" {
+			m[h] = ""
+		}
+	}
+	n.events.tokens.Store(&m)
+}
+
+// eventHook is the store's OnEvent: nil without a stream.
+func (n *Node) eventHook() func(store.Event) {
+	if n.events == nil {
+		return nil
+	}
+	return n.events.onStore
+}
+
+// onStore turns a store event of an opted-in namespace into the stream's;
+// it runs under the store's lock and never blocks (events.Publisher.Publish).
+func (ev *nodeEvents) onStore(e store.Event) {
+	p := ev.pubs[e.Tenant]
+	if p == nil || ev.only != nil && !ev.only[e.Namespace] {
+		return
+	}
+	out := events.Event{Namespace: e.Namespace.String(), BlockSize: e.PageTokens, Tier: string(e.Tier)}
+	switch e.Kind {
+	case store.EventStored:
+		out.Kind, out.Block = events.Stored, e.Key[:]
+		if e.HasParent {
+			out.Parent = e.Parent[:]
+		}
+		if e.Info != nil {
+			out.Tokens, out.LoraName, out.ExtraKeys = e.Info.Tokens, e.Info.LoraName, e.Info.ExtraKeys
+		}
+	case store.EventRemoved:
+		out.Kind, out.Block = events.Removed, e.Key[:]
+	case store.EventCleared:
+		out.Kind = events.Cleared
+	default:
+		return
+	}
+	p.Publish(out)
+}
+
+// clearPreviousIncarnation sends, for each opted-in namespace the store
+// knows (the registered ones: call it after restoreNamespaces, before
+// Recover), an AllBlocksCleared under the previous incarnation's topic.
+func (n *Node) clearPreviousIncarnation() {
+	ev := n.events
+	if ev == nil || ev.previous == 0 {
+		return
+	}
+	for _, ns := range n.store.Admin().Namespaces() {
+		if p := ev.pubs[ns.Tenant]; p != nil && (ev.only == nil || ev.only[ns.ID]) {
+			p.Publish(events.Event{Namespace: ns.ID.String(), Kind: events.Cleared, Incarnation: ev.previous})
+		}
+	}
+}
+
+// resyncEvents emits a namespace's current pages (events.Config.Resync),
+// a page of keys at a time.
+func (n *Node) resyncEvents(ns string, emit func(events.Event)) {
+	id, err := namespace.ParseID(ns)
+	if err != nil {
+		return
+	}
+	var after *namespace.Key
+	for {
+		infos, next, err := n.store.Admin().ListKeys(id, after, 1024)
+		if err != nil {
+			return // dropped meanwhile: its AllBlocksCleared went out
+		}
+		stats, _ := n.store.Admin().NamespaceStats(id)
+		for _, in := range infos {
+			e := events.Event{Kind: events.Stored, Block: in.Key[:], BlockSize: stats.PageTokens, Tier: string(in.Tier)}
+			if in.HasParent {
+				e.Parent = in.Parent[:]
+			}
+			emit(e)
+		}
+		if next == nil {
+			return
+		}
+		after = next
+	}
+}
+
+// EventsAddrs returns tenant's stream's PUB and replay addresses; "" when
+// it has none.
+func (n *Node) EventsAddrs(tenant string) (pub, replay string) {
+	if n.events == nil || n.events.pubs[tenant] == nil {
+		return "", ""
+	}
+	p := n.events.pubs[tenant]
+	return p.Addr(), p.ReplayAddr()
+}
+
+// EventsStats returns tenant's stream's counters.
+func (n *Node) EventsStats(tenant string) (events.Stats, bool) {
+	if n.events == nil || n.events.pubs[tenant] == nil {
+		return events.Stats{}, false
+	}
+	return n.events.pubs[tenant].Stats(), true
+}
+
+// closeEvents stops the publishers (after the store: nothing more to send).
+func (n *Node) closeEvents() error {
+	if n.events == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range n.events.pubs {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// raiseIncarnation reads the node's incarnation from dir, writes the next
+// one (synced) and returns the one read, 0 when there was none.
+func raiseIncarnation(dir string) (uint64, error) {
+	path := filepath.Join(dir, "incarnation")
+	var prev uint64
+	if b, err := os.ReadFile(path); err == nil {
+		if prev, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err != nil {
+			return 0, fmt.Errorf("reading %s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	_, err = fmt.Fprintf(f, "%d\n", prev+1)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return prev, nil
+}

@@ -1,0 +1,274 @@
+package node_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/events"
+	"github.com/stratakv/strata/internal/testing/poll"
+	"github.com/stratakv/strata/internal/testing/testnode"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/node"
+	pb "github.com/stratakv/strata/proto/strata/v1"
+)
+
+// consumer is a router's index fed by one tenant's stream: the block
+// hashes its events say the node holds, and every topic it saw. It
+// applies batches in sequence order and fills a gap from the replay
+// socket, as vLLM's subscriber example does.
+type consumer struct {
+	sub                *events.Subscriber
+	replay, user, pass string
+
+	mu     sync.Mutex
+	held   map[string]bool // guarded by mu
+	topics map[string]int  // guarded by mu: events seen per topic
+	next   uint64          // guarded by mu: the next sequence number to apply
+	done   chan struct{}
+}
+
+func newConsumer(t *testing.T, pub, replay, user, pass string, held ...string) *consumer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := events.Subscribe(ctx, pub, user, pass, "kv@")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	c := &consumer{sub: sub, replay: replay, user: user, pass: pass, held: map[string]bool{},
+		topics: map[string]int{}, done: make(chan struct{})}
+	for _, h := range held {
+		c.held[h] = true
+	}
+	go c.run()
+	t.Cleanup(func() {
+		cancel()
+		sub.Close()
+		<-c.done
+	})
+	return c
+}
+
+func (c *consumer) run() {
+	defer close(c.done)
+	if err := c.fill(); err != nil { // what was sent before the subscription
+		return
+	}
+	for {
+		m, err := c.sub.Recv()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		next := c.next
+		c.mu.Unlock()
+		if m.Seq > next && c.fill() != nil { // a gap: a batch was missed
+			return
+		}
+		c.apply(m)
+	}
+}
+
+// fill applies what the replay socket holds from the next sequence number.
+func (c *consumer) fill() error {
+	c.mu.Lock()
+	next := c.next
+	c.mu.Unlock()
+	missed, err := events.Replay(context.Background(), c.replay, c.user, c.pass, next)
+	for _, r := range missed {
+		c.apply(r)
+	}
+	return err
+}
+
+func (c *consumer) apply(m events.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.Seq < c.next {
+		return // applied already (a replay overlapping the stream)
+	}
+	c.next = m.Seq + 1
+	for _, e := range m.Batch.Events {
+		c.topics[m.Topic]++
+		switch e.Kind {
+		case events.Stored:
+			for _, h := range e.Hashes {
+				c.held[string(h)] = true
+			}
+		case events.Removed:
+			for _, h := range e.Hashes {
+				delete(c.held, string(h))
+			}
+		case events.Cleared:
+			clear(c.held) // one namespace per stream in these tests
+		}
+	}
+}
+
+func (c *consumer) keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for h := range c.held {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *consumer) seen() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps(c.topics)
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// nodeKeys lists a namespace's keys on the node (Admin.ListKeys), as the
+// tenant sees them.
+func nodeKeys(t *testing.T, addr, token string, id namespace.ID) []string {
+	t.Helper()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+	admin := pb.NewAdminClient(testnode.Dial(t, addr))
+	var out []string
+	var after []byte
+	for {
+		resp, err := admin.ListKeys(ctx, &pb.ListKeysRequest{NamespaceId: id[:], AfterKey: after, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range resp.GetKeys() {
+			out = append(out, string(k.GetKey()))
+		}
+		if len(resp.GetKeys()) == 0 || len(resp.GetNextAfterKey()) == 0 {
+			break
+		}
+		after = resp.GetNextAfterKey()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitMatch waits until the consumer's index equals the node's keys.
+func waitMatch(t *testing.T, c *consumer, addr, token string, id namespace.ID, what string) {
+	t.Helper()
+	var want, got []string
+	if !poll.Within(10*time.Second, 5*time.Millisecond, func() bool {
+		want, got = nodeKeys(t, addr, token, id), c.keys()
+		return slices.Equal(want, got)
+	}) {
+		t.Fatalf("%s: the consumer holds %d blocks, the node lists %d", what, len(got), len(want))
+	}
+}
+
+var tenantTokens = map[string]string{"acme-token": "acme", "globex-token": "globex"}
+
+// TestEventsMatchNodeContents: a consumer of a tenant's stream, fed by a
+// real node's sockets, holds exactly the keys the node lists after puts,
+// after the evictions a small host tier forces, and after the namespace
+// is dropped; a consumer of another tenant's stream receives none of its
+// events, and another tenant's credentials are refused on its sockets.
+func TestEventsMatchNodeContents(t *testing.T) {
+	n := testnode.Start(t, node.Config{Tiers: []string{"host"}, HostBytes: 48 * 16 << 10, TenantTokens: tenantTokens,
+		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{
+			"acme":   {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"},
+			"globex": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"},
+		}}})
+	acmePub, acmeReplay := n.EventsAddrs("acme")
+	globexPub, globexReplay := n.EventsAddrs("globex")
+	for _, creds := range [][2]string{{"globex", "globex-token"}, {"acme", "globex-token"}, {"acme", ""}} {
+		if s, err := events.Subscribe(context.Background(), acmePub, creds[0], creds[1], ""); err == nil {
+			s.Close()
+			t.Errorf("acme's stream accepted credentials %q", creds)
+		}
+	}
+	acme := newConsumer(t, acmePub, acmeReplay, "acme", "acme-token")
+	globex := newConsumer(t, globexPub, globexReplay, "globex", "globex-token")
+
+	d := desc
+	d.Tenant = "acme"
+	_, ns := openNS(t, n.Addr(), client.Options{Token: "acme-token"}, d)
+	for i := range 6 { // 6 chains of 16 pages: twice the host tier
+		_, pages := chain(ns, 16*i, 16)
+		for j := range pages {
+			pages[j].Data[0] ^= byte(i) // keys differ per chain already; bytes too
+		}
+		if _, err := ns.Put(context.Background(), pages); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			waitMatch(t, acme, n.Addr(), "acme-token", ns.ID(), "after two chains")
+		}
+	}
+	waitMatch(t, acme, n.Addr(), "acme-token", ns.ID(), "after the evictions")
+	st, _ := n.EventsStats("acme")
+	if st.Overruns != 0 || len(acme.keys()) >= 96 {
+		t.Fatalf("after 96 pages into a 48-page tier: %d held, stats %+v", len(acme.keys()), st)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer acme-token")
+	nsID := ns.ID()
+	if _, err := pb.NewAdminClient(testnode.Dial(t, n.Addr())).DropNamespace(ctx, &pb.DropNamespaceRequest{NamespaceId: nsID[:]}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the drop's AllBlocksCleared", func() bool { return len(acme.keys()) == 0 })
+	if seen := globex.seen(); len(seen) != 0 {
+		t.Fatalf("globex's stream carried %v", seen)
+	}
+	for topic := range acme.seen() {
+		if want := "kv@" + n.ID() + ".1@" + ns.ID().String(); topic != want {
+			t.Fatalf("topic %q, want %q", topic, want)
+		}
+	}
+}
+
+// TestEventsAfterRestart: a node started again on its data directory
+// clears what its previous incarnation published (under that
+// incarnation's topic) and announces what it recovered from SSD, so that
+// a consumer that kept its index across the restart matches the node.
+func TestEventsAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	listen := map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"}}
+	cfg := node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: 16 * 16 << 10, SSDBytes: 64 << 20,
+		TenantTokens: tenantTokens, Events: node.EventsConfig{Tenants: listen}}
+	n := testnode.Start(t, cfg)
+	pub, replay := n.EventsAddrs("acme")
+	before := newConsumer(t, pub, replay, "acme", "acme-token")
+	d := desc
+	d.Tenant = "acme"
+	c, ns := openNS(t, n.Addr(), client.Options{Token: "acme-token"}, d)
+	_, pages := chain(ns, 0, 40)
+	if _, err := ns.Put(context.Background(), pages); err != nil {
+		t.Fatal(err)
+	}
+	nsID := ns.ID()
+	waitMatch(t, before, n.Addr(), "acme-token", nsID, "before the restart")
+	held := before.keys()
+	c.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = testnode.Start(t, cfg)
+	pub, replay = n.EventsAddrs("acme")
+	after := newConsumer(t, pub, replay, "acme", "acme-token", held...)
+	waitMatch(t, after, n.Addr(), "acme-token", nsID, "after the restart")
+	if len(held) != 40 || len(after.keys()) != 40 {
+		t.Fatalf("%d pages held before the restart, %d after, want the 40 put", len(held), len(after.keys()))
+	}
+	seen := after.seen()
+	old, cur := "kv@"+n.ID()+".1@"+nsID.String(), "kv@"+n.ID()+".2@"+nsID.String()
+	if seen[old] != 1 || seen[cur] == 0 || len(seen) != 2 {
+		t.Fatalf("topics after the restart %v, want one AllBlocksCleared under %s and the recovered pages under %s", seen, old, cur)
+	}
+}
