@@ -1,0 +1,198 @@
+"""A real stratad's KV event stream, read by vLLM's own consumer code: a
+pyzmq SUB socket (PLAIN, the tenant's name and token) and the replay
+socket, each batch decoded with the installed wheel's msgspec classes
+(vllm.distributed.kv_events.KVEventBatch). The index the events build
+matches the node's keys after puts, evictions, deletes and a namespace
+drop; another tenant's credentials are refused and its stream carries
+none of the first tenant's events (issue 43)."""
+
+import os
+import re
+import time
+import unittest
+
+import grpc
+
+from _support import Node, small_descriptor
+from strata_client import Client
+from strata_client._proto import strata_pb2 as pb
+from strata_client._proto.strata_pb2_grpc import AdminStub
+
+try:
+    import msgspec
+    import zmq
+    from vllm.distributed.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
+except ImportError as e:  # pragma: no cover - the test venv has them
+    if os.environ.get("STRATA_REQUIRE_ENGINES"):
+        raise
+    raise unittest.SkipTest(f"vLLM or pyzmq not installed: {e}")
+
+END_SEQ = (-1).to_bytes(8, "big", signed=True)
+_STREAM = re.compile(r'msg="KV event stream" tenant=(\w+) pub=(\S+) replay=(\S+)')
+
+
+def stream_addrs(node, tenant, within=10.0):
+    """The PUB and replay addresses the node logged for tenant's stream."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        for m in _STREAM.finditer(node.log()):
+            if m.group(1) == tenant:
+                return m.group(2), m.group(3)
+        time.sleep(0.01)
+    raise AssertionError(f"no event stream logged for {tenant}:\n{node.log()}")
+
+
+class Consumer:
+    """A router's index of one tenant's stream, as vLLM's subscriber
+    example builds one: SUB for the live batches, the replay socket (REQ)
+    for what came before the subscription or was missed, every payload
+    decoded with msgspec into vLLM's KVEventBatch."""
+
+    def __init__(self, ctx, pub, replay, user, password):
+        self.ctx, self.replay_addr, self.creds = ctx, replay, (user, password)
+        self.decoder = msgspec.msgpack.Decoder(type=KVEventBatch)
+        self.sub = self._socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+        self.sub.connect("tcp://" + pub)
+        self.next = 0
+        self.held = set()
+        self.topics = {}
+        self.kinds = []
+
+    def _socket(self, kind):
+        s = self.ctx.socket(kind)
+        s.plain_username, s.plain_password = (c.encode() for c in self.creds)
+        s.linger = 0
+        return s
+
+    def close(self):
+        self.sub.close()
+
+    def replay(self, start, timeout_ms=5000):
+        """The replay socket's batches from start on (REQ, as vLLM's example)."""
+        req = self._socket(zmq.REQ)
+        req.rcvtimeo = timeout_ms
+        req.connect("tcp://" + self.replay_addr)
+        try:
+            req.send(start.to_bytes(8, "big"))
+            got = []
+            while True:
+                topic, seq, payload = req.recv_multipart()
+                if seq == END_SEQ:
+                    return got
+                got.append((topic, int.from_bytes(seq, "big"), payload))
+                # A REQ socket takes one reply per request: ask for the rest.
+                req.close()
+                req = self._socket(zmq.REQ)
+                req.rcvtimeo = timeout_ms
+                req.connect("tcp://" + self.replay_addr)
+                req.send((got[-1][1] + 1).to_bytes(8, "big"))
+        finally:
+            req.close()
+
+    def apply(self, topic, seq, payload):
+        if seq < self.next:
+            return
+        self.next = seq + 1
+        batch = self.decoder.decode(payload)
+        for ev in batch.events:
+            self.topics[topic] = self.topics.get(topic, 0) + 1
+            self.kinds.append(type(ev).__name__)
+            if isinstance(ev, BlockStored):
+                self.held.update(ev.block_hashes)
+            elif isinstance(ev, BlockRemoved):
+                self.held.difference_update(ev.block_hashes)
+            elif isinstance(ev, AllBlocksCleared):
+                self.held.clear()
+
+    def poll(self, timeout_ms=50):
+        """Applies what arrives within timeout_ms, filling gaps by replay."""
+        if self.next == 0:
+            for b in self.replay(0):
+                self.apply(*b)
+        while self.sub.poll(timeout_ms):
+            topic, seq_b, payload = self.sub.recv_multipart()
+            seq = int.from_bytes(seq_b, "big")
+            if seq > self.next:
+                for b in self.replay(self.next):
+                    self.apply(*b)
+            self.apply(topic, seq, payload)
+            timeout_ms = 0
+
+
+class EventStreamTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # 40 pages of 8 KiB in the host tier: the puts below evict.
+        cls.node = Node(host_bytes="320KiB", extra_args=[
+            "--tenant-token", "acme=acme-token", "--tenant-token", "globex=globex-token",
+            "--events", "acme=127.0.0.1:0,127.0.0.1:0", "--events", "globex=127.0.0.1:0,127.0.0.1:0"])
+        cls.ctx = zmq.Context()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ctx.term()
+        cls.node.stop()
+
+    def wait_match(self, consumer, ns, what, within=10.0):
+        deadline = time.time() + within
+        want = None
+        while time.time() < deadline:
+            consumer.poll()
+            want = set(ns.list_keys())
+            if consumer.held == want:
+                return
+        self.fail(f"{what}: the consumer holds {len(consumer.held)} blocks, the node lists {len(want)}")
+
+    def test_stream_matches_node(self):
+        pub, replay = stream_addrs(self.node, "acme")
+        gpub, greplay = stream_addrs(self.node, "globex")
+        acme = Consumer(self.ctx, pub, replay, "acme", "acme-token")
+        self.addCleanup(acme.close)
+        globex = Consumer(self.ctx, gpub, greplay, "globex", "globex-token")
+        self.addCleanup(globex.close)
+
+        client = Client(self.node.addr, token="acme-token", node_timeout=5.0, refresh_interval=0)
+        self.addCleanup(client.close)
+        ns = client.open(small_descriptor(tenant="acme"))
+        for i in range(6):  # 6 chains of 16 pages: 96 pages into 40 pages of room
+            toks = [100_000 * (i + 1) + j for j in range(16 * 16)]
+            keys = ns.page_keys(toks)
+            res = ns.put_chain(keys, [os.urandom(ns.page_bytes) for _ in keys])
+            self.assertTrue(all(r.status in ("COMMITTED", "REJECTED") for r in res), res)
+        self.wait_match(acme, ns, "after the puts and evictions")
+        self.assertIn("BlockRemoved", acme.kinds)  # evictions were announced
+        self.assertLess(len(acme.held), 96)
+
+        held = sorted(acme.held)
+        self.assertEqual(ns.delete(held[:3]), 3)
+        self.wait_match(acme, ns, "after a delete")
+
+        # The topic names the node's incarnation and the namespace.
+        (topic,) = set(acme.topics)
+        self.assertRegex(topic.decode(), r"^kv@[\w-]+\.1@" + ns.id.hex() + "$")
+
+        # Another tenant's credentials are refused on acme's sockets: no
+        # handshake, nothing received, no replay answer.
+        intruder = Consumer(self.ctx, pub, replay, "globex", "globex-token")
+        self.addCleanup(intruder.close)
+        with self.assertRaises(zmq.Again):
+            intruder.replay(0, timeout_ms=500)
+        self.assertFalse(intruder.sub.poll(200))
+        # globex's own stream carries none of acme's events: its replay
+        # ring is empty.
+        self.assertEqual(globex.replay(0), [])
+
+        # A drop clears the namespace on the stream.
+        with grpc.insecure_channel(self.node.addr) as ch:
+            AdminStub(ch).DropNamespace(pb.DropNamespaceRequest(namespace_id=ns.id),
+                                        metadata=[("authorization", "Bearer acme-token")], timeout=10)
+        deadline = time.time() + 10
+        while acme.held and time.time() < deadline:
+            acme.poll()
+        self.assertEqual(acme.held, set())
+        self.assertEqual(acme.kinds[-1], "AllBlocksCleared")
+
+
+if __name__ == "__main__":
+    unittest.main()
