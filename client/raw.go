@@ -185,7 +185,7 @@ func (s *rawSession) dialVersion(version uint16) (*transport.Conn, error) {
 		return nil, err
 	}
 	if s.tls != nil {
-		tc := tls.Client(nc, s.tls)
+		tc := tls.Client(transport.UnderTLS(nc), s.tls)
 		_ = tc.SetDeadline(time.Now().Add(handshakeLimit))
 		if err := tc.Handshake(); err != nil {
 			nc.Close()

@@ -93,7 +93,7 @@ func (s *Server) ListenRaw(cfg RawConfig) (*RawListener, error) {
 			_ = tc.SetNoDelay(true)
 		}
 		if cfg.TLS != nil {
-			nc = tls.Server(nc, cfg.TLS) // the handshake runs at the Hello's read, under its deadline
+			nc = tls.Server(transport.UnderTLS(nc), cfg.TLS) // the handshake runs at the Hello's read, under its deadline
 		}
 		c := transport.NewStreamConn(nc, cfg.MaxFrame)
 		return c, &frameConn{s: s, c: c, writes: map[uint64]heldWrite{},

@@ -20,6 +20,13 @@ func TestSpecsFromEitherWire(t *testing.T) {
 		CostHint: 5e9, ChainDepth: 7}
 	v := reflect.ValueOf(want)
 	for i := range v.NumField() {
+		// Info (the KV event stream's tokens, LoRA and extra keys) is on
+		// no wire yet: the store carries it from a put to its event, and
+		// no decoder fills it until the put messages have the fields
+		// (docs/design.md §15, what remains).
+		if v.Type().Field(i).Name == "Info" {
+			continue
+		}
 		if v.Field(i).IsZero() {
 			t.Fatalf("the sample leaves %s unset", v.Type().Field(i).Name)
 		}

@@ -134,6 +134,15 @@ func (c *Conn) writev(lend bool, bufs ...[]byte) error {
 		}
 		return c.raw.Writev(bufs...)
 	}
+	if b := baseOf(c.nc); b != nil {
+		b.hold()
+		nb := net.Buffers(bufs)
+		_, err := nb.WriteTo(c.nc)
+		if rerr := b.release(); err == nil {
+			err = rerr
+		}
+		return err
+	}
 	nb := net.Buffers(bufs)
 	_, err := nb.WriteTo(c.nc)
 	return err

@@ -50,6 +50,9 @@ func (c *Conn) PeerGone() bool {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
+	if b, ok := nc.(*tlsBase); ok {
+		nc = b.Conn
+	}
 	rc, err := rawConn(nc)
 	if err != nil {
 		return true

@@ -38,7 +38,7 @@ var layers = map[string]struct{ imports, tests string }{
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
 	"proto/pbconv": {"namespace proto/strata/v1 rdma", ""},
-	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks namespace tiers"},
+	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testcerts namespace tiers"},
 
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/panics internal/testing/poll internal/testing/testlog internal/testing/testseed"},
