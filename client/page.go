@@ -34,6 +34,29 @@ type Page struct {
 	// Every plane carries it; a node older than frame.CostHintVersion
 	// gets hinted pages over gRPC.
 	CostHint float64
+	// Event is what the put says of the page for the nodes' KV event
+	// stream alone (docs/design.md §15): the BlockStored that announces
+	// the page carries it, and no node keeps it. nil: none (the event has
+	// no tokens). A batch with a page that carries it goes over gRPC: the
+	// frame planes (raw tcp, shared memory) have no such field.
+	Event *EventInfo
+}
+
+// EventInfo is a page's part of vLLM's BlockStored event.
+type EventInfo struct {
+	// Tokens are the page's token ids (at most 65,536).
+	Tokens []uint32
+	// LoraName is the LoRA adapter the page was computed with; "" none.
+	LoraName string
+	// ExtraKeys is the engine's extra keys for the page, one msgpack value
+	// (vLLM's BlockStored.extra_keys entry; at most 64 KiB); nil none.
+	ExtraKeys []byte
+}
+
+// withEvents reports whether a page of pages carries event info: only
+// gRPC carries that put.
+func withEvents(pages []Page) bool {
+	return slices.ContainsFunc(pages, func(p Page) bool { return p.Event != nil })
 }
 
 // costHinted reports whether a page of pages has a cost hint: a frame
@@ -48,6 +71,9 @@ func pbSpec(p Page) *pb.PageSpec {
 	spec := &pb.PageSpec{Key: p.Key[:], Depth: p.Depth, Size: uint64(len(p.Data)), ChainDepth: p.ChainDepth, CostHint: p.CostHint}
 	if p.HasParent {
 		spec.ParentKey = p.Parent[:]
+	}
+	if e := p.Event; e != nil {
+		spec.EventInfo = &pb.PageEventInfo{TokenIds: e.Tokens, LoraName: e.LoraName, ExtraKeys: e.ExtraKeys}
 	}
 	return spec
 }

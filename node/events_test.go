@@ -27,9 +27,10 @@ type consumer struct {
 	replay, user, pass string
 
 	mu     sync.Mutex
-	held   map[string]bool // guarded by mu
-	topics map[string]int  // guarded by mu: events seen per topic
-	next   uint64          // guarded by mu: the next sequence number to apply
+	held   map[string]bool           // guarded by mu
+	stored map[string]events.Decoded // guarded by mu: each block's last BlockStored
+	topics map[string]int            // guarded by mu: events seen per topic
+	next   uint64                    // guarded by mu: the next sequence number to apply
 	done   chan struct{}
 }
 
@@ -41,7 +42,7 @@ func newConsumer(t *testing.T, pub, replay, user, pass string, held ...string) *
 		cancel()
 		t.Fatal(err)
 	}
-	c := &consumer{sub: sub, replay: replay, user: user, pass: pass, held: map[string]bool{},
+	c := &consumer{sub: sub, replay: replay, user: user, pass: pass, held: map[string]bool{}, stored: map[string]events.Decoded{},
 		topics: map[string]int{}, done: make(chan struct{})}
 	for _, h := range held {
 		c.held[h] = true
@@ -100,6 +101,7 @@ func (c *consumer) apply(m events.Message) {
 		case events.Stored:
 			for _, h := range e.Hashes {
 				c.held[string(h)] = true
+				c.stored[string(h)] = e
 			}
 		case events.Removed:
 			for _, h := range e.Hashes {
@@ -173,6 +175,18 @@ func waitMatch(t *testing.T, c *consumer, addr, token string, id namespace.ID, w
 	}
 }
 
+// acmeOn subscribes a consumer to tenant acme's stream on n and opens an
+// acme namespace there.
+func acmeOn(t *testing.T, n *testnode.Node) (*consumer, *client.Client, *client.Namespace) {
+	t.Helper()
+	pub, replay := n.EventsAddrs("acme")
+	acme := newConsumer(t, pub, replay, "acme", "acme-token")
+	d := desc
+	d.Tenant = "acme"
+	c, ns := openNS(t, n.Addr(), client.Options{Token: "acme-token"}, d)
+	return acme, c, ns
+}
+
 var tenantTokens = map[string]string{"acme-token": "acme", "globex-token": "globex"}
 
 // TestEventsMatchNodeContents: a consumer of a tenant's stream, fed by a
@@ -243,11 +257,7 @@ func TestEventsAfterRestart(t *testing.T) {
 	cfg := node.Config{DataDir: dir, Tiers: []string{"host", "ssd"}, HostBytes: 16 * 16 << 10, SSDBytes: 64 << 20,
 		TenantTokens: tenantTokens, Events: node.EventsConfig{Tenants: listen}}
 	n := testnode.Start(t, cfg)
-	pub, replay := n.EventsAddrs("acme")
-	before := newConsumer(t, pub, replay, "acme", "acme-token")
-	d := desc
-	d.Tenant = "acme"
-	c, ns := openNS(t, n.Addr(), client.Options{Token: "acme-token"}, d)
+	before, c, ns := acmeOn(t, n)
 	_, pages := chain(ns, 0, 40)
 	if _, err := ns.Put(context.Background(), pages); err != nil {
 		t.Fatal(err)
@@ -260,7 +270,7 @@ func TestEventsAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = testnode.Start(t, cfg)
-	pub, replay = n.EventsAddrs("acme")
+	pub, replay := n.EventsAddrs("acme")
 	// A block of the old incarnation the node no longer has: only its
 	// AllBlocksCleared takes it out of the consumer's index.
 	after := newConsumer(t, pub, replay, "acme", "acme-token", append(held, "a block gone with the old incarnation")...)
@@ -273,5 +283,35 @@ func TestEventsAfterRestart(t *testing.T) {
 	seen := after.seen()
 	if seen[old] != 1 || seen[cur] == 0 || len(seen) != 2 {
 		t.Fatalf("topics after the restart %v, want one AllBlocksCleared under %s and the recovered pages under %s", seen, old, cur)
+	}
+}
+
+// TestEventsCarryPutTokens: the tokens and LoRA name a Go client's put
+// carries for a page (client.Page.Event) reach the page's BlockStored; the
+// put goes over gRPC although the node serves the raw plane, which has no
+// field for them.
+func TestEventsCarryPutTokens(t *testing.T) {
+	n := testnode.Start(t, node.Config{Tiers: []string{"host"}, TenantTokens: tenantTokens,
+		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"}}}})
+	acme, _, ns := acmeOn(t, n)
+	keys, pages := chain(ns, 0, 3)
+	for i := range pages {
+		pages[i].Event = &client.EventInfo{Tokens: []uint32{uint32(100 + i), uint32(200 + i)}, LoraName: "lora-" + string(rune('a'+i))}
+	}
+	if _, err := ns.Put(context.Background(), pages); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the pages announced", func() bool {
+		acme.mu.Lock()
+		defer acme.mu.Unlock()
+		return len(acme.stored) == len(keys)
+	})
+	acme.mu.Lock()
+	defer acme.mu.Unlock()
+	for i, k := range keys {
+		e := acme.stored[string(k[:])]
+		if want := []int64{int64(100 + i), int64(200 + i)}; !slices.Equal(e.Tokens, want) || e.LoraName != pages[i].Event.LoraName {
+			t.Errorf("page %d: BlockStored tokens %v lora %q, want %v %q", i, e.Tokens, e.LoraName, want, pages[i].Event.LoraName)
+		}
 	}
 }

@@ -28,10 +28,18 @@ func pageSpec(p *pb.PageSpec) (store.PageSpec, error) {
 		}
 		spec.HasParent = true
 	}
+	if ei := p.GetEventInfo(); ei != nil {
+		spec.Info = &store.PutInfo{Tokens: ei.GetTokenIds(), LoraName: ei.GetLoraName(), ExtraKeys: ei.GetExtraKeys()}
+		if len(spec.Info.ExtraKeys) == 0 {
+			spec.Info.ExtraKeys = nil
+		}
+	}
 	return spec, nil
 }
 
 // frameSpec is a frame's page spec as the store's; checkSpec validates it.
+// The frame protocol carries no event info (PageSpec.Info): a client sends
+// a page that has some over gRPC.
 func frameSpec(p frame.PageSpec) store.PageSpec {
 	return store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
 		ChainDepth: p.ChainDepth, CostHint: p.CostHint}
@@ -46,12 +54,22 @@ const maxPageSize = 1 << 40
 // unevictable.
 const maxChainAhead = 1 << 20
 
+// maxEventTokens and maxExtraKeys bound what a page's put carries for the
+// KV event stream (store.PutInfo): the tokens of one page, and the
+// engine's extra keys, one msgpack value.
+const (
+	maxEventTokens = 1 << 16
+	maxExtraKeys   = 64 << 10
+)
+
 // checkSpec validates a page spec, whichever wire it came from: a size in
 // (0, maxPageSize] (the store then checks it is the namespace's), a page
 // that is not its own parent (the store would treat it as parentless, but
 // a writer that sends one has its chain wrong), a chain depth at most
-// maxChainAhead past the page's depth, and a cost hint that is a finite
-// number of FLOPs >= 0.
+// maxChainAhead past the page's depth, a cost hint that is a finite
+// number of FLOPs >= 0, and event info within maxEventTokens tokens and
+// maxExtraKeys bytes of extra keys (the publisher checks that these are
+// one msgpack value, and leaves an event out that does not).
 func checkSpec(spec store.PageSpec) error {
 	k := spec.Key
 	switch {
@@ -64,6 +82,9 @@ func checkSpec(spec store.PageSpec) error {
 			k[:6], spec.ChainDepth, maxChainAhead, spec.Depth)
 	case spec.CostHint < 0 || math.IsNaN(spec.CostHint) || math.IsInf(spec.CostHint, 0):
 		return badRequest("page %x: cost hint %g is not a finite number of FLOPs >= 0", k[:6], spec.CostHint)
+	case spec.Info != nil && (len(spec.Info.Tokens) > maxEventTokens || len(spec.Info.ExtraKeys) > maxExtraKeys):
+		return badRequest("page %x: event info of %d tokens and %d bytes of extra keys (at most %d and %d)",
+			k[:6], len(spec.Info.Tokens), len(spec.Info.ExtraKeys), maxEventTokens, maxExtraKeys)
 	}
 	return nil
 }

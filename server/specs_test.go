@@ -17,28 +17,27 @@ import (
 // decoders carry it.
 func TestSpecsFromEitherWire(t *testing.T) {
 	want := store.PageSpec{Key: namespace.Key{1}, Parent: namespace.Key{2}, HasParent: true, Depth: 3, Size: 4096,
-		CostHint: 5e9, ChainDepth: 7}
+		CostHint: 5e9, ChainDepth: 7, Info: &store.PutInfo{Tokens: []uint32{8, 9}, LoraName: "l", ExtraKeys: []byte{0x90}}}
 	v := reflect.ValueOf(want)
 	for i := range v.NumField() {
-		// Info (the KV event stream's tokens, LoRA and extra keys) is on
-		// no wire yet: the store carries it from a put to its event, and
-		// no decoder fills it until the put messages have the fields
-		// (docs/design.md §15, what remains).
-		if v.Type().Field(i).Name == "Info" {
-			continue
-		}
 		if v.Field(i).IsZero() {
 			t.Fatalf("the sample leaves %s unset", v.Type().Field(i).Name)
 		}
 	}
 	got, err := pageSpec(&pb.PageSpec{Key: want.Key[:], ParentKey: want.Parent[:], Depth: want.Depth,
-		Size: uint64(want.Size), CostHint: want.CostHint, ChainDepth: want.ChainDepth})
-	if err != nil || got != want {
+		Size: uint64(want.Size), CostHint: want.CostHint, ChainDepth: want.ChainDepth,
+		EventInfo: &pb.PageEventInfo{TokenIds: want.Info.Tokens, LoraName: want.Info.LoraName, ExtraKeys: want.Info.ExtraKeys}})
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("from gRPC: %+v, %v; want %+v", got, err, want)
 	}
+	// Info (the KV event stream's tokens, LoRA and extra keys) is not on
+	// the frame plane: a client sends a page that carries it over gRPC
+	// (docs/design.md §15).
+	noInfo := want
+	noInfo.Info = nil
 	if got := frameSpec(frame.PageSpec{Key: want.Key, Parent: want.Parent, HasParent: true, Depth: want.Depth,
-		Size: want.Size, ChainDepth: want.ChainDepth, CostHint: want.CostHint}); got != want {
-		t.Errorf("from a frame: %+v; want %+v", got, want)
+		Size: want.Size, ChainDepth: want.ChainDepth, CostHint: want.CostHint}); got != noInfo {
+		t.Errorf("from a frame: %+v; want %+v", got, noInfo)
 	}
 	if err := checkSpec(want); err != nil {
 		t.Errorf("valid spec refused: %v", err)
@@ -57,6 +56,10 @@ func TestCheckSpec(t *testing.T) {
 		"negative cost":  func(p *store.PageSpec) { p.CostHint = -1 },
 		"not a number":   func(p *store.PageSpec) { p.CostHint = math.NaN() },
 		"infinite cost":  func(p *store.PageSpec) { p.CostHint = math.Inf(1) },
+		"too many tokens": func(p *store.PageSpec) {
+			p.Info = &store.PutInfo{Tokens: make([]uint32, maxEventTokens+1)}
+		},
+		"huge extra keys": func(p *store.PageSpec) { p.Info = &store.PutInfo{ExtraKeys: make([]byte, maxExtraKeys+1)} },
 	} {
 		p := ok
 		mod(&p)

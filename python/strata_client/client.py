@@ -94,6 +94,24 @@ class Page:
     chain_depth: int = 0
 
 
+@dataclass
+class EventInfo:
+    """What a put says of one page for the nodes' KV event stream alone
+    (docs/design.md §15): the page's token ids, its LoRA adapter and the
+    engine's extra keys (one msgpack value, vLLM's BlockStored.extra_keys
+    entry). The BlockStored that announces the page carries them; no node
+    keeps them. A put with event info goes over gRPC, the one plane that
+    carries it."""
+
+    tokens: Sequence[int] = ()
+    lora_name: str = ""
+    extra_keys: Optional[bytes] = None
+
+    def to_proto(self) -> Any:
+        return pb.PageEventInfo(token_ids=[int(t) for t in self.tokens], lora_name=self.lora_name,
+                                extra_keys=bytes(self.extra_keys or b""))
+
+
 def chain_pages(keys: Sequence[bytes], data: Sequence[Any], first_depth: int = 0, parent: Optional[bytes] = None) -> List[Page]:
     """Pages of one token sequence: each page's parent is the key before it."""
     out = []

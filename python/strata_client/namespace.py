@@ -27,6 +27,7 @@ from .client import (
     PROTOCOL_VERSION,
     _STATUS_NAMES,
     Client,
+    EventInfo,
     Lease,
     LookupResult,
     Page,
@@ -618,19 +619,29 @@ class Namespace:
 
     # ---- put -----------------------------------------------------------------------
 
-    def put(self, pages: Sequence[Union[Page, Tuple[bytes, Any]]], timeout: Optional[float] = None) -> List[PutResult]:
+    def put(self, pages: Sequence[Union[Page, Tuple[bytes, Any]]], timeout: Optional[float] = None,
+            events: Optional[Sequence[Optional[EventInfo]]] = None) -> List[PutResult]:
         """Publish pages with the one-call Put stream (header + data chunks
         per page, checksummed). Each page goes to its owner; a page the owner
         rejects (no room) or cannot take (node down) is retried once on its
-        next placement candidate. Returns one PutResult per page."""
+        next placement candidate. Returns one PutResult per page.
+
+        events, when given, has one EventInfo (or None) per page: the page's
+        tokens, LoRA and extra keys for the nodes' KV event stream (its
+        BlockStored carries them). Such a put goes over gRPC, the one plane
+        that carries them (not the native or raw planes)."""
         ps: List[Page] = []
         for p in pages:
             if not isinstance(p, Page):
                 k, d = p
                 p = Page(key=k, data=d)
             ps.append(p)
+        evs: List[Optional[EventInfo]] = list(events) if events is not None else [None] * len(ps)
+        if len(evs) != len(ps):
+            raise E.InvalidArgumentError(f"put: {len(evs)} event infos for {len(ps)} pages")
+        with_events = any(e is not None for e in evs)
         self.client._check_fork()
-        if ps:
+        if ps and not with_events:
             nn = self._native_ns(timeout)
             if nn is not None:
                 return self._put_native(nn, ps, timeout)  # the Go client sets the chain depths
@@ -671,11 +682,14 @@ class Namespace:
                 res: List[Optional[PutResult]] = [None] * len(group)
 
                 def fn(node: _Node, h: _NSHandle, t: float):
-                    done = self._put_raw(node, [ps[p] for p in group], [views[p] for p in group], [sums[p] for p in group], t)
+                    done: List[PutResult] = []
+                    if not with_events:
+                        done = self._put_raw(node, [ps[p] for p in group], [views[p] for p in group], [sums[p] for p in group], t)
                     res[:len(done)] = done
                     for start in range(len(done), len(group), h.max_batch):
                         batch = group[start:start + h.max_batch]
-                        got = self._put_batch(node, h, [ps[p] for p in batch], [views[p] for p in batch], [sums[p] for p in batch], t)
+                        got = self._put_batch(node, h, [ps[p] for p in batch], [views[p] for p in batch], [sums[p] for p in batch], t,
+                                              [evs[p] for p in batch])
                         res[start:start + len(batch)] = got
                     return res
 
@@ -742,17 +756,20 @@ class Namespace:
         if groups:
             self._fan(r, dl, "delete", groups, begin)
 
-    def _put_batch(self, node: _Node, h: _NSHandle, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float) -> List[PutResult]:
+    def _put_batch(self, node: _Node, h: _NSHandle, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float,
+                   evs: Sequence[Optional[EventInfo]]) -> List[PutResult]:
         chunk = h.max_chunk
         ns_id = self.id
 
         def gen() -> Iterator[Any]:
             first = True
-            for p, mv, cs in zip(pages, views, sums):
+            for p, mv, cs, ev in zip(pages, views, sums, evs):
                 spec = pb.PageSpec(key=bytes(p.key), depth=int(p.depth), size=len(mv), cost_hint=float(p.cost_hint or 0.0),
                                    chain_depth=int(p.chain_depth))
                 if p.parent:
                     spec.parent_key = bytes(p.parent)
+                if ev is not None:
+                    spec.event_info.CopyFrom(ev.to_proto())
                 msg = pb.PutRequest(header=pb.PutHeader(page=spec, checksum=cs), data=bytes(mv[:chunk]))
                 if first:
                     msg.namespace_id = ns_id

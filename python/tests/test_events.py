@@ -14,7 +14,7 @@ import unittest
 import grpc
 
 from _support import Node, small_descriptor
-from strata_client import Client
+from strata_client import Client, EventInfo, chain_pages
 from strata_client._proto import strata_pb2 as pb
 from strata_client._proto.strata_pb2_grpc import AdminStub
 
@@ -58,6 +58,7 @@ class Consumer:
         self.held = set()
         self.topics = {}
         self.kinds = []
+        self.stored = {}  # block hash -> its last BlockStored
 
     def _socket(self, kind):
         s = self.ctx.socket(kind)
@@ -100,6 +101,8 @@ class Consumer:
             self.kinds.append(type(ev).__name__)
             if isinstance(ev, BlockStored):
                 self.held.update(ev.block_hashes)
+                for h in ev.block_hashes:
+                    self.stored[h] = ev
             elif isinstance(ev, BlockRemoved):
                 self.held.difference_update(ev.block_hashes)
             elif isinstance(ev, AllBlocksCleared):
@@ -192,6 +195,33 @@ class EventStreamTest(unittest.TestCase):
             acme.poll()
         self.assertEqual(acme.held, set())
         self.assertEqual(acme.kinds[-1], "AllBlocksCleared")
+
+    def test_tokens_reach_block_stored(self):
+        """A put's tokens, LoRA name and extra keys (events=) reach the
+        BlockStored that announces each page, as vLLM's class decodes it."""
+        pub, replay = stream_addrs(self.node, "acme")
+        acme = Consumer(self.ctx, pub, replay, "acme", "acme-token")
+        self.addCleanup(acme.close)
+        client = Client(self.node.addr, token="acme-token", node_timeout=5.0, refresh_interval=0)
+        self.addCleanup(client.close)
+        ns = client.open(small_descriptor(tenant="acme", model="tokens"))
+        toks = [7_000_000 + j for j in range(4 * 16)]
+        keys = ns.page_keys(toks)
+        evs = [EventInfo(tokens=toks[16 * i:16 * (i + 1)], lora_name="sql-lora" if i == 1 else "",
+                         extra_keys=msgspec.msgpack.encode(["mm-hash", i]) if i == 2 else None) for i in range(4)]
+        res = ns.put(chain_pages(keys, [os.urandom(ns.page_bytes) for _ in keys]), events=evs)
+        self.assertTrue(all(r.status == "COMMITTED" for r in res), res)
+        deadline = time.time() + 10
+        while not all(k in acme.stored for k in keys) and time.time() < deadline:
+            acme.poll()
+        for i, k in enumerate(keys):
+            ev = acme.stored.get(k)
+            self.assertIsNotNone(ev, f"page {i} never announced")
+            self.assertEqual(list(ev.token_ids), toks[16 * i:16 * (i + 1)])
+            self.assertEqual(ev.block_size, 16)
+            self.assertEqual(ev.parent_block_hash, keys[i - 1] if i else None)
+            self.assertEqual(ev.lora_name, "sql-lora" if i == 1 else None)
+            self.assertEqual(ev.extra_keys, [("mm-hash", 2)] if i == 2 else None)
 
 
 if __name__ == "__main__":

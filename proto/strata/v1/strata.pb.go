@@ -1524,7 +1524,13 @@ type PageSpec struct {
 	// children's own worth reaches it: a prefix page is worth what it makes
 	// reachable, and without this a cutoff refuses shallow pages while
 	// admitting the deeper ones that need them (orphans from birth).
-	ChainDepth    uint32 `protobuf:"varint,6,opt,name=chain_depth,json=chainDepth,proto3" json:"chain_depth,omitempty"`
+	ChainDepth uint32 `protobuf:"varint,6,opt,name=chain_depth,json=chainDepth,proto3" json:"chain_depth,omitempty"`
+	// What the page's put says of it for the node's KV event stream alone
+	// (docs/design.md §15): the node hands it to the page's BlockStored and
+	// keeps none of it. Unset: the event carries no tokens. Only on gRPC:
+	// the frame protocol has no such field, and a client sends a page that
+	// carries it over gRPC.
+	EventInfo     *PageEventInfo `protobuf:"bytes,7,opt,name=event_info,json=eventInfo,proto3" json:"event_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1601,6 +1607,77 @@ func (x *PageSpec) GetChainDepth() uint32 {
 	return 0
 }
 
+func (x *PageSpec) GetEventInfo() *PageEventInfo {
+	if x != nil {
+		return x.EventInfo
+	}
+	return nil
+}
+
+// PageEventInfo is a page's part of vLLM's BlockStored event.
+type PageEventInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"` // the page's tokens; at most 65,536
+	LoraName string                 `protobuf:"bytes,2,opt,name=lora_name,json=loraName,proto3" json:"lora_name,omitempty"`         // the LoRA adapter; "" none
+	// The engine's extra keys for the page: one msgpack value (vLLM's
+	// BlockStored.extra_keys entry, a tuple as an array); empty none; at
+	// most 64 KiB.
+	ExtraKeys     []byte `protobuf:"bytes,3,opt,name=extra_keys,json=extraKeys,proto3" json:"extra_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PageEventInfo) Reset() {
+	*x = PageEventInfo{}
+	mi := &file_strata_v1_strata_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PageEventInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PageEventInfo) ProtoMessage() {}
+
+func (x *PageEventInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PageEventInfo.ProtoReflect.Descriptor instead.
+func (*PageEventInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PageEventInfo) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *PageEventInfo) GetLoraName() string {
+	if x != nil {
+		return x.LoraName
+	}
+	return ""
+}
+
+func (x *PageEventInfo) GetExtraKeys() []byte {
+	if x != nil {
+		return x.ExtraKeys
+	}
+	return nil
+}
+
 type ReserveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -1612,7 +1689,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[11]
+	mi := &file_strata_v1_strata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1701,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[11]
+	mi := &file_strata_v1_strata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1714,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReserveRequest) GetNamespaceId() []byte {
@@ -1673,7 +1750,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_strata_v1_strata_proto_msgTypes[12]
+	mi := &file_strata_v1_strata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1762,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[12]
+	mi := &file_strata_v1_strata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1775,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Reservation) GetStatus() ReserveStatus {
@@ -1738,7 +1815,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[13]
+	mi := &file_strata_v1_strata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1827,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[13]
+	mi := &file_strata_v1_strata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1840,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReserveResponse) GetReservations() []*Reservation {
@@ -1787,7 +1864,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[14]
+	mi := &file_strata_v1_strata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1876,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[14]
+	mi := &file_strata_v1_strata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1889,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteRequest) GetNamespaceId() []byte {
@@ -1852,7 +1929,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[15]
+	mi := &file_strata_v1_strata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1941,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[15]
+	mi := &file_strata_v1_strata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1954,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteResponse) GetBytes() uint64 {
@@ -1898,7 +1975,7 @@ type CommitItem struct {
 
 func (x *CommitItem) Reset() {
 	*x = CommitItem{}
-	mi := &file_strata_v1_strata_proto_msgTypes[16]
+	mi := &file_strata_v1_strata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +1987,7 @@ func (x *CommitItem) String() string {
 func (*CommitItem) ProtoMessage() {}
 
 func (x *CommitItem) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[16]
+	mi := &file_strata_v1_strata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2000,7 @@ func (x *CommitItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitItem.ProtoReflect.Descriptor instead.
 func (*CommitItem) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommitItem) GetWriteId() uint64 {
@@ -1957,7 +2034,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[17]
+	mi := &file_strata_v1_strata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2046,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[17]
+	mi := &file_strata_v1_strata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2059,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitRequest) GetNamespaceId() []byte {
@@ -2009,7 +2086,7 @@ type CommitResult struct {
 
 func (x *CommitResult) Reset() {
 	*x = CommitResult{}
-	mi := &file_strata_v1_strata_proto_msgTypes[18]
+	mi := &file_strata_v1_strata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2098,7 @@ func (x *CommitResult) String() string {
 func (*CommitResult) ProtoMessage() {}
 
 func (x *CommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[18]
+	mi := &file_strata_v1_strata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2111,7 @@ func (x *CommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
 func (*CommitResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommitResult) GetStatus() CommitStatus {
@@ -2060,7 +2137,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[19]
+	mi := &file_strata_v1_strata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2149,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[19]
+	mi := &file_strata_v1_strata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2162,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitResponse) GetResults() []*CommitResult {
@@ -2105,7 +2182,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[20]
+	mi := &file_strata_v1_strata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2194,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[20]
+	mi := &file_strata_v1_strata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2207,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbortRequest) GetNamespaceId() []byte {
@@ -2156,7 +2233,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[21]
+	mi := &file_strata_v1_strata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2245,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[21]
+	mi := &file_strata_v1_strata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2258,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AbortResponse) GetAborted() uint32 {
@@ -2205,7 +2282,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[22]
+	mi := &file_strata_v1_strata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2294,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[22]
+	mi := &file_strata_v1_strata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2307,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PutRequest) GetNamespaceId() []byte {
@@ -2264,7 +2341,7 @@ type PutHeader struct {
 
 func (x *PutHeader) Reset() {
 	*x = PutHeader{}
-	mi := &file_strata_v1_strata_proto_msgTypes[23]
+	mi := &file_strata_v1_strata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2353,7 @@ func (x *PutHeader) String() string {
 func (*PutHeader) ProtoMessage() {}
 
 func (x *PutHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[23]
+	mi := &file_strata_v1_strata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2366,7 @@ func (x *PutHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutHeader.ProtoReflect.Descriptor instead.
 func (*PutHeader) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{23}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutHeader) GetPage() *PageSpec {
@@ -2315,7 +2392,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[24]
+	mi := &file_strata_v1_strata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2404,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[24]
+	mi := &file_strata_v1_strata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2417,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{24}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutResponse) GetResults() []*CommitResult {
@@ -2361,7 +2438,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[25]
+	mi := &file_strata_v1_strata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2450,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[25]
+	mi := &file_strata_v1_strata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2463,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{25}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenewLeaseRequest) GetNamespaceId() []byte {
@@ -2419,7 +2496,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[26]
+	mi := &file_strata_v1_strata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2508,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[26]
+	mi := &file_strata_v1_strata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2521,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{26}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLeaseResponse) GetLease() *Lease {
@@ -2464,7 +2541,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[27]
+	mi := &file_strata_v1_strata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2553,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[27]
+	mi := &file_strata_v1_strata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2566,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{27}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseLeaseRequest) GetNamespaceId() []byte {
@@ -2514,7 +2591,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[28]
+	mi := &file_strata_v1_strata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2603,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[28]
+	mi := &file_strata_v1_strata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2616,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{28}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{29}
 }
 
 type DeleteRequest struct {
@@ -2552,7 +2629,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[29]
+	mi := &file_strata_v1_strata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2641,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[29]
+	mi := &file_strata_v1_strata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2654,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{29}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRequest) GetNamespaceId() []byte {
@@ -2603,7 +2680,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[30]
+	mi := &file_strata_v1_strata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2692,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[30]
+	mi := &file_strata_v1_strata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2705,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{30}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteResponse) GetDeleted() uint32 {
@@ -2659,7 +2736,7 @@ type OrphansRequest struct {
 
 func (x *OrphansRequest) Reset() {
 	*x = OrphansRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	mi := &file_strata_v1_strata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2748,7 @@ func (x *OrphansRequest) String() string {
 func (*OrphansRequest) ProtoMessage() {}
 
 func (x *OrphansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[31]
+	mi := &file_strata_v1_strata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2761,7 @@ func (x *OrphansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphansRequest.ProtoReflect.Descriptor instead.
 func (*OrphansRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OrphansRequest) GetNamespaceId() []byte {
@@ -2717,7 +2794,7 @@ type OrphansResponse struct {
 
 func (x *OrphansResponse) Reset() {
 	*x = OrphansResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2806,7 @@ func (x *OrphansResponse) String() string {
 func (*OrphansResponse) ProtoMessage() {}
 
 func (x *OrphansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[32]
+	mi := &file_strata_v1_strata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2819,7 @@ func (x *OrphansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphansResponse.ProtoReflect.Descriptor instead.
 func (*OrphansResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OrphansResponse) GetMarked() uint32 {
@@ -2762,7 +2839,7 @@ type RdmaPlane struct {
 
 func (x *RdmaPlane) Reset() {
 	*x = RdmaPlane{}
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2851,7 @@ func (x *RdmaPlane) String() string {
 func (*RdmaPlane) ProtoMessage() {}
 
 func (x *RdmaPlane) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[33]
+	mi := &file_strata_v1_strata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2864,7 @@ func (x *RdmaPlane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RdmaPlane.ProtoReflect.Descriptor instead.
 func (*RdmaPlane) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RdmaPlane) GetDevice() string {
@@ -2815,7 +2892,7 @@ type RdmaEndpoint struct {
 
 func (x *RdmaEndpoint) Reset() {
 	*x = RdmaEndpoint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2904,7 @@ func (x *RdmaEndpoint) String() string {
 func (*RdmaEndpoint) ProtoMessage() {}
 
 func (x *RdmaEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[34]
+	mi := &file_strata_v1_strata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2917,7 @@ func (x *RdmaEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RdmaEndpoint.ProtoReflect.Descriptor instead.
 func (*RdmaEndpoint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RdmaEndpoint) GetLid() uint32 {
@@ -2906,7 +2983,7 @@ type RdmaRequest struct {
 
 func (x *RdmaRequest) Reset() {
 	*x = RdmaRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +2995,7 @@ func (x *RdmaRequest) String() string {
 func (*RdmaRequest) ProtoMessage() {}
 
 func (x *RdmaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[35]
+	mi := &file_strata_v1_strata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3008,7 @@ func (x *RdmaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RdmaRequest.ProtoReflect.Descriptor instead.
 func (*RdmaRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RdmaRequest) GetConnect() *RdmaEndpoint {
@@ -2974,7 +3051,7 @@ type RdmaResponse struct {
 
 func (x *RdmaResponse) Reset() {
 	*x = RdmaResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3063,7 @@ func (x *RdmaResponse) String() string {
 func (*RdmaResponse) ProtoMessage() {}
 
 func (x *RdmaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[36]
+	mi := &file_strata_v1_strata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3076,7 @@ func (x *RdmaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RdmaResponse.ProtoReflect.Descriptor instead.
 func (*RdmaResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RdmaResponse) GetConnect() *RdmaEndpoint {
@@ -3035,7 +3112,7 @@ type RdmaPage struct {
 
 func (x *RdmaPage) Reset() {
 	*x = RdmaPage{}
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3124,7 @@ func (x *RdmaPage) String() string {
 func (*RdmaPage) ProtoMessage() {}
 
 func (x *RdmaPage) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[37]
+	mi := &file_strata_v1_strata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3137,7 @@ func (x *RdmaPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RdmaPage.ProtoReflect.Descriptor instead.
 func (*RdmaPage) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RdmaPage) GetFound() bool {
@@ -3119,7 +3196,7 @@ type TierStats struct {
 
 func (x *TierStats) Reset() {
 	*x = TierStats{}
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3208,7 @@ func (x *TierStats) String() string {
 func (*TierStats) ProtoMessage() {}
 
 func (x *TierStats) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[38]
+	mi := &file_strata_v1_strata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3221,7 @@ func (x *TierStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStats.ProtoReflect.Descriptor instead.
 func (*TierStats) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TierStats) GetTier() Tier {
@@ -3210,7 +3287,7 @@ type NamespaceInfo struct {
 
 func (x *NamespaceInfo) Reset() {
 	*x = NamespaceInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3299,7 @@ func (x *NamespaceInfo) String() string {
 func (*NamespaceInfo) ProtoMessage() {}
 
 func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[39]
+	mi := &file_strata_v1_strata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3312,7 @@ func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceInfo.ProtoReflect.Descriptor instead.
 func (*NamespaceInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NamespaceInfo) GetId() []byte {
@@ -3338,7 +3415,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3427,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[40]
+	mi := &file_strata_v1_strata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3440,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNamespacesRequest) GetTenant() string {
@@ -3383,7 +3460,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3472,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[41]
+	mi := &file_strata_v1_strata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3485,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNamespacesResponse) GetNamespaces() []*NamespaceInfo {
@@ -3435,7 +3512,7 @@ type GetNamespaceRequest struct {
 
 func (x *GetNamespaceRequest) Reset() {
 	*x = GetNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3524,7 @@ func (x *GetNamespaceRequest) String() string {
 func (*GetNamespaceRequest) ProtoMessage() {}
 
 func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[42]
+	mi := &file_strata_v1_strata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3537,7 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetNamespaceRequest) GetNamespaceId() []byte {
@@ -3487,7 +3564,7 @@ type GetNamespaceResponse struct {
 
 func (x *GetNamespaceResponse) Reset() {
 	*x = GetNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3576,7 @@ func (x *GetNamespaceResponse) String() string {
 func (*GetNamespaceResponse) ProtoMessage() {}
 
 func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[43]
+	mi := &file_strata_v1_strata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3589,7 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{43}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetNamespaceResponse) GetNamespace() *NamespaceInfo {
@@ -3555,7 +3632,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3644,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[44]
+	mi := &file_strata_v1_strata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3657,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{44}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KeyInfo) GetKey() []byte {
@@ -3685,7 +3762,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +3774,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[45]
+	mi := &file_strata_v1_strata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +3787,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{45}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListKeysRequest) GetNamespaceId() []byte {
@@ -3745,7 +3822,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3834,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[46]
+	mi := &file_strata_v1_strata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3847,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{46}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -3804,7 +3881,7 @@ type StatKeysRequest struct {
 
 func (x *StatKeysRequest) Reset() {
 	*x = StatKeysRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3893,7 @@ func (x *StatKeysRequest) String() string {
 func (*StatKeysRequest) ProtoMessage() {}
 
 func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[47]
+	mi := &file_strata_v1_strata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3906,7 @@ func (x *StatKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysRequest.ProtoReflect.Descriptor instead.
 func (*StatKeysRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{47}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatKeysRequest) GetNamespaceId() []byte {
@@ -3856,7 +3933,7 @@ type StatKeysResponse struct {
 
 func (x *StatKeysResponse) Reset() {
 	*x = StatKeysResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3945,7 @@ func (x *StatKeysResponse) String() string {
 func (*StatKeysResponse) ProtoMessage() {}
 
 func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[48]
+	mi := &file_strata_v1_strata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3958,7 @@ func (x *StatKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatKeysResponse.ProtoReflect.Descriptor instead.
 func (*StatKeysResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{48}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatKeysResponse) GetKeys() []*KeyInfo {
@@ -3906,7 +3983,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +3995,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[49]
+	mi := &file_strata_v1_strata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4008,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{49}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
 }
 
 type NodeInfoResponse struct {
@@ -3972,7 +4049,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4061,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[50]
+	mi := &file_strata_v1_strata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4074,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{50}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -4151,7 +4228,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4240,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[51]
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4253,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{51}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TenantUsage) GetTenant() string {
@@ -4241,7 +4318,7 @@ type TierRecovery struct {
 
 func (x *TierRecovery) Reset() {
 	*x = TierRecovery{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4330,7 @@ func (x *TierRecovery) String() string {
 func (*TierRecovery) ProtoMessage() {}
 
 func (x *TierRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4343,7 @@ func (x *TierRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
 func (*TierRecovery) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TierRecovery) GetTier() Tier {
@@ -4325,7 +4402,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4414,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4427,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Member) GetNodeId() string {
@@ -4410,7 +4487,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4499,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4512,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 type MembersResponse struct {
@@ -4452,7 +4529,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4541,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4554,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -4528,7 +4605,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4540,7 +4617,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4553,7 +4630,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -4596,7 +4673,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4608,7 +4685,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4621,7 +4698,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -4663,7 +4740,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4752,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4765,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -4736,7 +4813,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4748,7 +4825,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4761,7 +4838,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -4787,7 +4864,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +4876,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +4889,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -4834,7 +4911,7 @@ type PinRequest struct {
 
 func (x *PinRequest) Reset() {
 	*x = PinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +4923,7 @@ func (x *PinRequest) String() string {
 func (*PinRequest) ProtoMessage() {}
 
 func (x *PinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +4936,7 @@ func (x *PinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinRequest.ProtoReflect.Descriptor instead.
 func (*PinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PinRequest) GetNamespaceId() []byte {
@@ -4899,7 +4976,7 @@ type PinResponse struct {
 
 func (x *PinResponse) Reset() {
 	*x = PinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4911,7 +4988,7 @@ func (x *PinResponse) String() string {
 func (*PinResponse) ProtoMessage() {}
 
 func (x *PinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4924,7 +5001,7 @@ func (x *PinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinResponse.ProtoReflect.Descriptor instead.
 func (*PinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PinResponse) GetPinId() uint64 {
@@ -4944,7 +5021,7 @@ type UnpinRequest struct {
 
 func (x *UnpinRequest) Reset() {
 	*x = UnpinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4956,7 +5033,7 @@ func (x *UnpinRequest) String() string {
 func (*UnpinRequest) ProtoMessage() {}
 
 func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4969,7 +5046,7 @@ func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinRequest.ProtoReflect.Descriptor instead.
 func (*UnpinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UnpinRequest) GetNamespaceId() []byte {
@@ -4994,7 +5071,7 @@ type UnpinResponse struct {
 
 func (x *UnpinResponse) Reset() {
 	*x = UnpinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5006,7 +5083,7 @@ func (x *UnpinResponse) String() string {
 func (*UnpinResponse) ProtoMessage() {}
 
 func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5019,7 +5096,7 @@ func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinResponse.ProtoReflect.Descriptor instead.
 func (*UnpinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
 }
 
 type OpenRoomRequest struct {
@@ -5031,7 +5108,7 @@ type OpenRoomRequest struct {
 
 func (x *OpenRoomRequest) Reset() {
 	*x = OpenRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5043,7 +5120,7 @@ func (x *OpenRoomRequest) String() string {
 func (*OpenRoomRequest) ProtoMessage() {}
 
 func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5056,7 +5133,7 @@ func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomRequest.ProtoReflect.Descriptor instead.
 func (*OpenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *OpenRoomRequest) GetRoom() string {
@@ -5076,7 +5153,7 @@ type OpenRoomResponse struct {
 
 func (x *OpenRoomResponse) Reset() {
 	*x = OpenRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5088,7 +5165,7 @@ func (x *OpenRoomResponse) String() string {
 func (*OpenRoomResponse) ProtoMessage() {}
 
 func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5101,7 +5178,7 @@ func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomResponse.ProtoReflect.Descriptor instead.
 func (*OpenRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *OpenRoomResponse) GetAttempt() uint64 {
@@ -5133,7 +5210,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5145,7 +5222,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5158,7 +5235,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -5212,7 +5289,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5224,7 +5301,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5237,7 +5314,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
@@ -5265,7 +5342,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +5354,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +5367,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AwaitRequest) GetRoom() string {
@@ -5342,7 +5419,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5354,7 +5431,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5367,7 +5444,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AwaitResponse) GetAttempt() uint64 {
@@ -5422,7 +5499,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5511,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +5524,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AckRequest) GetRoom() string {
@@ -5472,7 +5549,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5484,7 +5561,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5497,7 +5574,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
 }
 
 type AbortRoomRequest struct {
@@ -5512,7 +5589,7 @@ type AbortRoomRequest struct {
 
 func (x *AbortRoomRequest) Reset() {
 	*x = AbortRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5601,7 @@ func (x *AbortRoomRequest) String() string {
 func (*AbortRoomRequest) ProtoMessage() {}
 
 func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5614,7 @@ func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomRequest.ProtoReflect.Descriptor instead.
 func (*AbortRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AbortRoomRequest) GetRoom() string {
@@ -5577,7 +5654,7 @@ type AbortRoomResponse struct {
 
 func (x *AbortRoomResponse) Reset() {
 	*x = AbortRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5589,7 +5666,7 @@ func (x *AbortRoomResponse) String() string {
 func (*AbortRoomResponse) ProtoMessage() {}
 
 func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5602,7 +5679,7 @@ func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomResponse.ProtoReflect.Descriptor instead.
 func (*AbortRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AbortRoomResponse) GetState() RoomState {
@@ -5621,7 +5698,7 @@ type RoomStatusRequest struct {
 
 func (x *RoomStatusRequest) Reset() {
 	*x = RoomStatusRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5710,7 @@ func (x *RoomStatusRequest) String() string {
 func (*RoomStatusRequest) ProtoMessage() {}
 
 func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5723,7 @@ func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusRequest.ProtoReflect.Descriptor instead.
 func (*RoomStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RoomStatusRequest) GetRoom() string {
@@ -5678,7 +5755,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5690,7 +5767,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5703,7 +5780,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RoomInfo) GetTenant() string {
@@ -5814,7 +5891,7 @@ type RoomStatusResponse struct {
 
 func (x *RoomStatusResponse) Reset() {
 	*x = RoomStatusResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5826,7 +5903,7 @@ func (x *RoomStatusResponse) String() string {
 func (*RoomStatusResponse) ProtoMessage() {}
 
 func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5839,7 +5916,7 @@ func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusResponse.ProtoReflect.Descriptor instead.
 func (*RoomStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RoomStatusResponse) GetRoom() *RoomInfo {
@@ -5865,7 +5942,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5877,7 +5954,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5890,7 +5967,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListRoomsRequest) GetTenant() string {
@@ -5910,7 +5987,7 @@ type ListRoomsResponse struct {
 
 func (x *ListRoomsResponse) Reset() {
 	*x = ListRoomsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5922,7 +5999,7 @@ func (x *ListRoomsResponse) String() string {
 func (*ListRoomsResponse) ProtoMessage() {}
 
 func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5935,7 +6012,7 @@ func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsResponse.ProtoReflect.Descriptor instead.
 func (*ListRoomsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListRoomsResponse) GetRooms() []*RoomInfo {
@@ -5966,7 +6043,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5978,7 +6055,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5991,7 +6068,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -6020,7 +6097,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6032,7 +6109,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6045,7 +6122,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -6086,7 +6163,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6098,7 +6175,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6111,7 +6188,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -6139,7 +6216,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6151,7 +6228,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6164,7 +6241,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -6198,7 +6275,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6210,7 +6287,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6223,7 +6300,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -6253,7 +6330,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6342,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6355,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -6327,7 +6404,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6339,7 +6416,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6352,7 +6429,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -6479,7 +6556,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1a\n" +
 	"\bchecksum\x18\x04 \x01(\fR\bchecksum\x12K\n" +
-	"\x12checksum_algorithm\x18\x05 \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\x11checksumAlgorithm\"\xa3\x01\n" +
+	"\x12checksum_algorithm\x18\x05 \x01(\x0e2\x1c.strata.v1.ChecksumAlgorithmR\x11checksumAlgorithm\"\xdc\x01\n" +
 	"\bPageSpec\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1d\n" +
 	"\n" +
@@ -6488,7 +6565,14 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x1b\n" +
 	"\tcost_hint\x18\x05 \x01(\x01R\bcostHint\x12\x1f\n" +
 	"\vchain_depth\x18\x06 \x01(\rR\n" +
-	"chainDepth\"\x7f\n" +
+	"chainDepth\x127\n" +
+	"\n" +
+	"event_info\x18\a \x01(\v2\x18.strata.v1.PageEventInfoR\teventInfo\"h\n" +
+	"\rPageEventInfo\x12\x1b\n" +
+	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x1b\n" +
+	"\tlora_name\x18\x02 \x01(\tR\bloraName\x12\x1d\n" +
+	"\n" +
+	"extra_keys\x18\x03 \x01(\fR\textraKeys\"\x7f\n" +
 	"\x0eReserveRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12)\n" +
 	"\x05pages\x18\x02 \x03(\v2\x13.strata.v1.PageSpecR\x05pages\x12\x1f\n" +
@@ -6951,7 +7035,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -6973,86 +7057,87 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*GetResponse)(nil),             // 17: strata.v1.GetResponse
 	(*PageHeader)(nil),              // 18: strata.v1.PageHeader
 	(*PageSpec)(nil),                // 19: strata.v1.PageSpec
-	(*ReserveRequest)(nil),          // 20: strata.v1.ReserveRequest
-	(*Reservation)(nil),             // 21: strata.v1.Reservation
-	(*ReserveResponse)(nil),         // 22: strata.v1.ReserveResponse
-	(*WriteRequest)(nil),            // 23: strata.v1.WriteRequest
-	(*WriteResponse)(nil),           // 24: strata.v1.WriteResponse
-	(*CommitItem)(nil),              // 25: strata.v1.CommitItem
-	(*CommitRequest)(nil),           // 26: strata.v1.CommitRequest
-	(*CommitResult)(nil),            // 27: strata.v1.CommitResult
-	(*CommitResponse)(nil),          // 28: strata.v1.CommitResponse
-	(*AbortRequest)(nil),            // 29: strata.v1.AbortRequest
-	(*AbortResponse)(nil),           // 30: strata.v1.AbortResponse
-	(*PutRequest)(nil),              // 31: strata.v1.PutRequest
-	(*PutHeader)(nil),               // 32: strata.v1.PutHeader
-	(*PutResponse)(nil),             // 33: strata.v1.PutResponse
-	(*RenewLeaseRequest)(nil),       // 34: strata.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),      // 35: strata.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),     // 36: strata.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),    // 37: strata.v1.ReleaseLeaseResponse
-	(*DeleteRequest)(nil),           // 38: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 39: strata.v1.DeleteResponse
-	(*OrphansRequest)(nil),          // 40: strata.v1.OrphansRequest
-	(*OrphansResponse)(nil),         // 41: strata.v1.OrphansResponse
-	(*RdmaPlane)(nil),               // 42: strata.v1.RdmaPlane
-	(*RdmaEndpoint)(nil),            // 43: strata.v1.RdmaEndpoint
-	(*RdmaRequest)(nil),             // 44: strata.v1.RdmaRequest
-	(*RdmaResponse)(nil),            // 45: strata.v1.RdmaResponse
-	(*RdmaPage)(nil),                // 46: strata.v1.RdmaPage
-	(*TierStats)(nil),               // 47: strata.v1.TierStats
-	(*NamespaceInfo)(nil),           // 48: strata.v1.NamespaceInfo
-	(*ListNamespacesRequest)(nil),   // 49: strata.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 50: strata.v1.ListNamespacesResponse
-	(*GetNamespaceRequest)(nil),     // 51: strata.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 52: strata.v1.GetNamespaceResponse
-	(*KeyInfo)(nil),                 // 53: strata.v1.KeyInfo
-	(*ListKeysRequest)(nil),         // 54: strata.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),        // 55: strata.v1.ListKeysResponse
-	(*StatKeysRequest)(nil),         // 56: strata.v1.StatKeysRequest
-	(*StatKeysResponse)(nil),        // 57: strata.v1.StatKeysResponse
-	(*NodeInfoRequest)(nil),         // 58: strata.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),        // 59: strata.v1.NodeInfoResponse
-	(*TenantUsage)(nil),             // 60: strata.v1.TenantUsage
-	(*TierRecovery)(nil),            // 61: strata.v1.TierRecovery
-	(*Member)(nil),                  // 62: strata.v1.Member
-	(*MembersRequest)(nil),          // 63: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 64: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 65: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 66: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 67: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 68: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 69: strata.v1.HintsResponse
-	(*PinRequest)(nil),              // 70: strata.v1.PinRequest
-	(*PinResponse)(nil),             // 71: strata.v1.PinResponse
-	(*UnpinRequest)(nil),            // 72: strata.v1.UnpinRequest
-	(*UnpinResponse)(nil),           // 73: strata.v1.UnpinResponse
-	(*OpenRoomRequest)(nil),         // 74: strata.v1.OpenRoomRequest
-	(*OpenRoomResponse)(nil),        // 75: strata.v1.OpenRoomResponse
-	(*PublishRequest)(nil),          // 76: strata.v1.PublishRequest
-	(*PublishResponse)(nil),         // 77: strata.v1.PublishResponse
-	(*AwaitRequest)(nil),            // 78: strata.v1.AwaitRequest
-	(*AwaitResponse)(nil),           // 79: strata.v1.AwaitResponse
-	(*AckRequest)(nil),              // 80: strata.v1.AckRequest
-	(*AckResponse)(nil),             // 81: strata.v1.AckResponse
-	(*AbortRoomRequest)(nil),        // 82: strata.v1.AbortRoomRequest
-	(*AbortRoomResponse)(nil),       // 83: strata.v1.AbortRoomResponse
-	(*RoomStatusRequest)(nil),       // 84: strata.v1.RoomStatusRequest
-	(*RoomInfo)(nil),                // 85: strata.v1.RoomInfo
-	(*RoomStatusResponse)(nil),      // 86: strata.v1.RoomStatusResponse
-	(*ListRoomsRequest)(nil),        // 87: strata.v1.ListRoomsRequest
-	(*ListRoomsResponse)(nil),       // 88: strata.v1.ListRoomsResponse
-	(*DropNamespaceRequest)(nil),    // 89: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 90: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 91: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 92: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 93: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 94: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 95: strata.v1.ListLeasesResponse
-	nil,                             // 96: strata.v1.Descriptor.ExtraEntry
+	(*PageEventInfo)(nil),           // 20: strata.v1.PageEventInfo
+	(*ReserveRequest)(nil),          // 21: strata.v1.ReserveRequest
+	(*Reservation)(nil),             // 22: strata.v1.Reservation
+	(*ReserveResponse)(nil),         // 23: strata.v1.ReserveResponse
+	(*WriteRequest)(nil),            // 24: strata.v1.WriteRequest
+	(*WriteResponse)(nil),           // 25: strata.v1.WriteResponse
+	(*CommitItem)(nil),              // 26: strata.v1.CommitItem
+	(*CommitRequest)(nil),           // 27: strata.v1.CommitRequest
+	(*CommitResult)(nil),            // 28: strata.v1.CommitResult
+	(*CommitResponse)(nil),          // 29: strata.v1.CommitResponse
+	(*AbortRequest)(nil),            // 30: strata.v1.AbortRequest
+	(*AbortResponse)(nil),           // 31: strata.v1.AbortResponse
+	(*PutRequest)(nil),              // 32: strata.v1.PutRequest
+	(*PutHeader)(nil),               // 33: strata.v1.PutHeader
+	(*PutResponse)(nil),             // 34: strata.v1.PutResponse
+	(*RenewLeaseRequest)(nil),       // 35: strata.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 36: strata.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),     // 37: strata.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 38: strata.v1.ReleaseLeaseResponse
+	(*DeleteRequest)(nil),           // 39: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 40: strata.v1.DeleteResponse
+	(*OrphansRequest)(nil),          // 41: strata.v1.OrphansRequest
+	(*OrphansResponse)(nil),         // 42: strata.v1.OrphansResponse
+	(*RdmaPlane)(nil),               // 43: strata.v1.RdmaPlane
+	(*RdmaEndpoint)(nil),            // 44: strata.v1.RdmaEndpoint
+	(*RdmaRequest)(nil),             // 45: strata.v1.RdmaRequest
+	(*RdmaResponse)(nil),            // 46: strata.v1.RdmaResponse
+	(*RdmaPage)(nil),                // 47: strata.v1.RdmaPage
+	(*TierStats)(nil),               // 48: strata.v1.TierStats
+	(*NamespaceInfo)(nil),           // 49: strata.v1.NamespaceInfo
+	(*ListNamespacesRequest)(nil),   // 50: strata.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 51: strata.v1.ListNamespacesResponse
+	(*GetNamespaceRequest)(nil),     // 52: strata.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),    // 53: strata.v1.GetNamespaceResponse
+	(*KeyInfo)(nil),                 // 54: strata.v1.KeyInfo
+	(*ListKeysRequest)(nil),         // 55: strata.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),        // 56: strata.v1.ListKeysResponse
+	(*StatKeysRequest)(nil),         // 57: strata.v1.StatKeysRequest
+	(*StatKeysResponse)(nil),        // 58: strata.v1.StatKeysResponse
+	(*NodeInfoRequest)(nil),         // 59: strata.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),        // 60: strata.v1.NodeInfoResponse
+	(*TenantUsage)(nil),             // 61: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 62: strata.v1.TierRecovery
+	(*Member)(nil),                  // 63: strata.v1.Member
+	(*MembersRequest)(nil),          // 64: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 65: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 66: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 67: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 68: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 69: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 70: strata.v1.HintsResponse
+	(*PinRequest)(nil),              // 71: strata.v1.PinRequest
+	(*PinResponse)(nil),             // 72: strata.v1.PinResponse
+	(*UnpinRequest)(nil),            // 73: strata.v1.UnpinRequest
+	(*UnpinResponse)(nil),           // 74: strata.v1.UnpinResponse
+	(*OpenRoomRequest)(nil),         // 75: strata.v1.OpenRoomRequest
+	(*OpenRoomResponse)(nil),        // 76: strata.v1.OpenRoomResponse
+	(*PublishRequest)(nil),          // 77: strata.v1.PublishRequest
+	(*PublishResponse)(nil),         // 78: strata.v1.PublishResponse
+	(*AwaitRequest)(nil),            // 79: strata.v1.AwaitRequest
+	(*AwaitResponse)(nil),           // 80: strata.v1.AwaitResponse
+	(*AckRequest)(nil),              // 81: strata.v1.AckRequest
+	(*AckResponse)(nil),             // 82: strata.v1.AckResponse
+	(*AbortRoomRequest)(nil),        // 83: strata.v1.AbortRoomRequest
+	(*AbortRoomResponse)(nil),       // 84: strata.v1.AbortRoomResponse
+	(*RoomStatusRequest)(nil),       // 85: strata.v1.RoomStatusRequest
+	(*RoomInfo)(nil),                // 86: strata.v1.RoomInfo
+	(*RoomStatusResponse)(nil),      // 87: strata.v1.RoomStatusResponse
+	(*ListRoomsRequest)(nil),        // 88: strata.v1.ListRoomsRequest
+	(*ListRoomsResponse)(nil),       // 89: strata.v1.ListRoomsResponse
+	(*DropNamespaceRequest)(nil),    // 90: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 91: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 92: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 93: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 94: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 95: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 96: strata.v1.ListLeasesResponse
+	nil,                             // 97: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	96, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	97, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	10, // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
@@ -7060,123 +7145,124 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	9,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
 	1,  // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	0,  // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	42, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
+	43, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
 	15, // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
 	18, // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
 	1,  // 11: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	19, // 12: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
-	4,  // 13: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	21, // 14: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	25, // 15: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
-	5,  // 16: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	27, // 17: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	32, // 18: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	19, // 19: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	27, // 20: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	15, // 21: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
-	43, // 22: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
-	43, // 23: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
-	46, // 24: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
-	3,  // 25: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	9,  // 26: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	47, // 27: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	48, // 28: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	48, // 29: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	3,  // 30: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	53, // 31: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	53, // 32: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	47, // 33: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	61, // 34: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	60, // 35: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
-	3,  // 36: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	6,  // 37: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	47, // 38: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	62, // 39: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	65, // 40: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	66, // 41: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	3,  // 42: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	67, // 43: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	9,  // 44: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
-	9,  // 45: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
-	8,  // 46: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
-	7,  // 47: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
-	7,  // 48: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
-	8,  // 49: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
-	85, // 50: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
-	85, // 51: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
-	48, // 52: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	94, // 53: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	11, // 54: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	13, // 55: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	16, // 56: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	20, // 57: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	23, // 58: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	26, // 59: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	29, // 60: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	31, // 61: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	34, // 62: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	36, // 63: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	38, // 64: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	40, // 65: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	44, // 66: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
-	49, // 67: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	51, // 68: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	54, // 69: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	56, // 70: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	58, // 71: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	89, // 72: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	91, // 73: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	93, // 74: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	63, // 75: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	63, // 76: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	68, // 77: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	70, // 78: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
-	72, // 79: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
-	74, // 80: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
-	76, // 81: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
-	78, // 82: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
-	80, // 83: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
-	82, // 84: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
-	84, // 85: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
-	87, // 86: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
-	12, // 87: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	14, // 88: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	17, // 89: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	22, // 90: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	24, // 91: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	28, // 92: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	30, // 93: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	33, // 94: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	35, // 95: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	37, // 96: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	39, // 97: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	41, // 98: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	45, // 99: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
-	50, // 100: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	52, // 101: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	55, // 102: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	57, // 103: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	59, // 104: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	90, // 105: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	92, // 106: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	95, // 107: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	64, // 108: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	64, // 109: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	69, // 110: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	71, // 111: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
-	73, // 112: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
-	75, // 113: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
-	77, // 114: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
-	79, // 115: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
-	81, // 116: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
-	83, // 117: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
-	86, // 118: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
-	88, // 119: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
-	87, // [87:120] is the sub-list for method output_type
-	54, // [54:87] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	20, // 12: strata.v1.PageSpec.event_info:type_name -> strata.v1.PageEventInfo
+	19, // 13: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	4,  // 14: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
+	22, // 15: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	26, // 16: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	5,  // 17: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
+	28, // 18: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	33, // 19: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	19, // 20: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	28, // 21: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	15, // 22: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	44, // 23: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
+	44, // 24: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
+	47, // 25: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
+	3,  // 26: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
+	9,  // 27: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	48, // 28: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	49, // 29: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	49, // 30: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	3,  // 31: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
+	54, // 32: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	54, // 33: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	48, // 34: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	62, // 35: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	61, // 36: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	3,  // 37: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	6,  // 38: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	48, // 39: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	63, // 40: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	66, // 41: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	67, // 42: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,  // 43: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	68, // 44: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	9,  // 45: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,  // 46: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
+	8,  // 47: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
+	7,  // 48: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
+	7,  // 49: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
+	8,  // 50: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
+	86, // 51: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
+	86, // 52: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
+	49, // 53: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	95, // 54: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	11, // 55: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	13, // 56: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	16, // 57: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	21, // 58: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	24, // 59: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	27, // 60: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	30, // 61: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	32, // 62: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	35, // 63: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	37, // 64: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	39, // 65: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	41, // 66: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	45, // 67: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	50, // 68: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	52, // 69: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	55, // 70: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	57, // 71: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	59, // 72: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	90, // 73: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	92, // 74: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	94, // 75: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	64, // 76: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	64, // 77: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	69, // 78: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	71, // 79: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
+	73, // 80: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
+	75, // 81: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
+	77, // 82: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
+	79, // 83: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
+	81, // 84: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
+	83, // 85: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
+	85, // 86: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
+	88, // 87: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
+	12, // 88: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	14, // 89: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	17, // 90: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	23, // 91: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	25, // 92: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	29, // 93: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	31, // 94: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	34, // 95: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	36, // 96: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	38, // 97: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	40, // 98: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	42, // 99: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	46, // 100: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	51, // 101: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	53, // 102: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	56, // 103: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	58, // 104: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	60, // 105: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	91, // 106: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	93, // 107: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	96, // 108: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	65, // 109: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	65, // 110: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	70, // 111: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	72, // 112: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
+	74, // 113: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
+	76, // 114: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
+	78, // 115: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
+	80, // 116: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
+	82, // 117: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
+	84, // 118: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
+	87, // 119: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
+	89, // 120: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
+	88, // [88:121] is the sub-list for method output_type
+	55, // [55:88] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -7190,7 +7276,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   88,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
