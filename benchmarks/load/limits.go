@@ -42,17 +42,22 @@ type memcpyWorkload struct {
 
 func (*memcpyWorkload) Supports(op Op) bool { return op == Put || op == Get }
 
+// Batches is true: a put or get copies Params.Batch pages.
+func (*memcpyWorkload) Batches() bool { return true }
+
 func (w *memcpyWorkload) Do(_ context.Context, op Op, wk, i int) error {
-	n := w.p.PageBytes
-	switch op {
-	case Get:
-		j := i % w.p.Pages
-		copy(w.bufs[wk], w.ws[j*n:(j+1)*n])
-	case Put:
-		j := putSlot(w.p, wk, i)
-		copy(w.ws[j*n:(j+1)*n], w.data)
-	default:
-		return fmt.Errorf("memcpy: no %s", op)
+	n, b := w.p.PageBytes, max(1, w.p.Batch)
+	for k := i * b; k < (i+1)*b; k++ {
+		switch op {
+		case Get:
+			j := k % w.p.Pages
+			copy(w.bufs[wk], w.ws[j*n:(j+1)*n])
+		case Put:
+			j := putSlot(w.p, wk, k)
+			copy(w.ws[j*n:(j+1)*n], w.data)
+		default:
+			return fmt.Errorf("memcpy: no %s", op)
+		}
 	}
 	return nil
 }

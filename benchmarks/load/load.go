@@ -68,6 +68,8 @@ type Params struct {
 	// warm-up included: all it writes where puts stop at the budget, about
 	// what a Trimmer's case holds at once (0 when no put runs).
 	PutBytes int
+	// Batch is how many pages one put or get moves (1: one page).
+	Batch int
 }
 
 // A Workload runs the operations of one page size.
@@ -150,6 +152,11 @@ type Config struct {
 	PutBudget int
 	// LookupKeys is how many keys one lookup asks about. Default 1000.
 	LookupKeys int
+	// Batch is how many pages one put or get moves, as one call of the
+	// system (strata: one Put or Get of Batch pages; Redis: Batch SETs or
+	// GETs pipelined, one write, then the replies); systems without a
+	// batch (Batcher) skip put and get. Default 1.
+	Batch int
 	// Progress, if set, receives the progress bar. Default none.
 	Progress io.Writer
 }
@@ -182,6 +189,26 @@ func (c *Config) defaults() {
 	if c.LookupKeys <= 0 {
 		c.LookupKeys = 1000
 	}
+	if c.Batch <= 0 {
+		c.Batch = 1
+	}
+}
+
+// Batcher is implemented by workloads whose puts and gets move
+// Params.Batch pages each.
+type Batcher interface {
+	Batches() bool
+}
+
+// supports reports whether wl runs op with p's batch.
+func supports(wl Workload, op Op, p Params) bool {
+	if !wl.Supports(op) {
+		return false
+	}
+	if b, ok := wl.(Batcher); p.Batch > 1 && op != Lookup && (!ok || !b.Batches()) {
+		return false
+	}
+	return true
 }
 
 // Result is one measured case.
@@ -261,7 +288,7 @@ func Run(ctx context.Context, cfg Config, systems []System) ([]Result, error) {
 	}
 	for _, size := range cfg.PageSizes {
 		p := Params{PageBytes: size, Pages: max(maxWorkers, cfg.WorkingSet/size, 1),
-			Workers: maxWorkers, LookupKeys: cfg.LookupKeys}
+			Workers: maxWorkers, LookupKeys: cfg.LookupKeys, Batch: cfg.Batch}
 		if slices.Contains(cfg.Ops, Put) {
 			p.PutBytes = cfg.PutBudget + cfg.PutBudget/8
 		}
@@ -302,7 +329,7 @@ func runSize(ctx context.Context, cfg Config, systems []System, wls []Workload, 
 		for _, w := range cfg.Concurrency {
 			var run []int // the systems that have op
 			for i, wl := range wls {
-				if wl.Supports(op) {
+				if supports(wl, op, p) {
 					run = append(run, i)
 				} else {
 					bar.skip()
@@ -369,7 +396,7 @@ func (s *slice) result(system string, op Op, p Params, workers int) Result {
 	}
 	switch op {
 	case Put, Get:
-		r.BytesPerOp = p.PageBytes
+		r.BytesPerOp = p.PageBytes * max(1, p.Batch)
 	case Lookup:
 		r.KeysPerOp = p.LookupKeys
 	}
@@ -391,7 +418,7 @@ func freshPuts(wl Workload, op Op) bool {
 // bound).
 func sliceBudget(cfg Config, wl Workload, op Op, p Params) int64 {
 	if _, ok := wl.(Trimmer); freshPuts(wl, op) && !ok {
-		return int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds))
+		return int64(max(1, cfg.PutBudget/p.PageBytes/cfg.Rounds/max(1, p.Batch)))
 	}
 	return 0
 }
@@ -399,7 +426,7 @@ func sliceBudget(cfg Config, wl Workload, op Op, p Params) int64 {
 // newTrim is the trimming of op's fresh puts on wl (Trimmer), or nil.
 func newTrim(cfg Config, wl Workload, op Op, p Params) *trim {
 	if t, ok := wl.(Trimmer); ok && freshPuts(wl, op) {
-		return &trim{t: t, window: int64(max(2, cfg.PutBudget/p.PageBytes))}
+		return &trim{t: t, window: int64(max(2, cfg.PutBudget/p.PageBytes/max(1, p.Batch)))}
 	}
 	return nil
 }

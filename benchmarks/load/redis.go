@@ -178,12 +178,31 @@ func appendBulk(dst []byte, s string) []byte {
 
 // Get reads the value of key, which must be len(buf) bytes long, into buf.
 func (rc *RedisConn) Get(key string, buf []byte) error {
-	h := append(rc.hdr[:0], "*2\r\n$3\r\nGET\r\n"...)
-	h = appendBulk(h, key)
+	return rc.Gets([]string{key}, [][]byte{buf})
+}
+
+// Gets pipelines a GET of each key, in one write, then reads each value
+// (which must be len(bufs[i]) bytes long) into bufs[i].
+func (rc *RedisConn) Gets(keys []string, bufs [][]byte) error {
+	h := rc.hdr[:0]
+	for _, key := range keys {
+		h = append(h, "*2\r\n$3\r\nGET\r\n"...)
+		h = appendBulk(h, key)
+	}
 	rc.hdr = h
 	if err := rc.s.writev(h); err != nil {
 		return err
 	}
+	for i, key := range keys {
+		if err := rc.readValue(key, bufs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readValue reads a GET's reply, a value of len(buf) bytes, into buf.
+func (rc *RedisConn) readValue(key string, buf []byte) error {
 	line, err := rc.line()
 	if err != nil {
 		return err
@@ -222,6 +241,35 @@ func (rc *RedisConn) SendSet(key string, data []byte) error {
 	h = appendBulkHeader(h, len(data))
 	rc.hdr = h
 	return rc.s.writev(h, data, crlf)
+}
+
+// Sets pipelines a SET of data under each key, in one writev, then reads
+// the replies.
+func (rc *RedisConn) Sets(keys []string, data []byte) error {
+	h := rc.hdr[:0]
+	ends := make([]int, len(keys))
+	for i, key := range keys {
+		h = append(h, "*3\r\n$3\r\nSET\r\n"...)
+		h = appendBulk(h, key)
+		h = appendBulkHeader(h, len(data))
+		ends[i] = len(h)
+	}
+	rc.hdr = h
+	iov := make([][]byte, 0, 3*len(keys))
+	start := 0
+	for _, end := range ends {
+		iov = append(iov, h[start:end], data, crlf)
+		start = end
+	}
+	if err := rc.s.writev(iov...); err != nil {
+		return err
+	}
+	for range keys {
+		if err := rc.ExpectSimple("OK"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Exists sends EXISTS keys... and returns the count the server answers

@@ -55,7 +55,12 @@ func (r *Redis) Prepare(ctx context.Context, p Params) (Workload, error) {
 			return nil, err
 		}
 		w.conns = append(w.conns, NewRedisConn(c))
-		w.bufs = append(w.bufs, make([]byte, p.PageBytes))
+		bufs := make([][]byte, max(1, p.Batch))
+		for k := range bufs {
+			bufs[k] = make([]byte, p.PageBytes)
+		}
+		w.bufs = append(w.bufs, bufs)
+		w.batch = append(w.batch, make([]string, len(bufs)))
 		w.scratch = append(w.scratch, make([]string, p.LookupKeys))
 	}
 	if err := PopulateRedis(w.conns[0], p.Pages, w.data); err != nil {
@@ -70,18 +75,30 @@ type redisWorkload struct {
 	keys    []string
 	data    []byte
 	conns   []*RedisConn
-	bufs    [][]byte
+	bufs    [][][]byte // per worker, Batch page buffers
+	batch   [][]string // per worker, a batch's keys
 	scratch [][]string
 }
+
+// Batches is true: a put or get pipelines Params.Batch SETs or GETs.
+func (*redisWorkload) Batches() bool { return true }
 
 func (*redisWorkload) Supports(Op) bool { return true }
 
 func (w *redisWorkload) Do(_ context.Context, op Op, wk, i int) error {
 	switch op {
 	case Get:
-		return w.conns[wk].Get(w.keys[i%w.p.Pages], w.bufs[wk])
+		keys := w.batch[wk]
+		for k := range keys {
+			keys[k] = w.keys[(i*len(keys)+k)%w.p.Pages]
+		}
+		return w.conns[wk].Gets(keys, w.bufs[wk])
 	case Put:
-		return w.conns[wk].Set(w.keys[putSlot(w.p, wk, i)], w.data)
+		keys := w.batch[wk]
+		for k := range keys {
+			keys[k] = w.keys[putSlot(w.p, wk, i*len(keys)+k)]
+		}
+		return w.conns[wk].Sets(keys, w.data)
 	case Lookup:
 		keys := w.scratch[wk]
 		for j := range keys {

@@ -264,7 +264,12 @@ func (s *Strata) Prepare(ctx context.Context, p Params) (Workload, error) {
 			return nil, errors.New("transport tcp: the node does not serve the raw tcp data plane (started with --raw-listen off?); use --transport grpc")
 		}
 		w.nss = append(w.nss, ns)
-		w.bufs = append(w.bufs, [][]byte{make([]byte, p.PageBytes)})
+		bufs := make([][]byte, max(1, p.Batch))
+		for k := range bufs {
+			bufs[k] = make([]byte, p.PageBytes)
+		}
+		w.bufs = append(w.bufs, bufs)
+		w.batch = append(w.batch, batchScratch{keys: make([]namespace.Key, len(bufs)), pages: make([]client.Page, len(bufs))})
 		w.scratch = append(w.scratch, make([]namespace.Key, p.LookupKeys))
 	}
 	if w.trimNS, err = s.clients[p.Workers].Open(ctx, d); err != nil {
@@ -296,12 +301,22 @@ type strataWorkload struct {
 	data    []byte
 	nss     []*client.Namespace // one per worker
 	keys    []namespace.Key     // the working set
-	bufs    [][][]byte          // per worker, one page buffer
+	bufs    [][][]byte          // per worker, Batch page buffers
+	batch   []batchScratch      // per worker, a batch's keys and pages
 	scratch [][]namespace.Key   // per worker, lookup keys
 	putBase uint64              // page number of the next put case's first page
 	trimNS  *client.Namespace   // the namespace through a client of its own, for Trim
 	trimmed uint64              // puts of this case below it are deleted (Trim)
 }
+
+// batchScratch is one worker's keys and pages of a batch.
+type batchScratch struct {
+	keys  []namespace.Key
+	pages []client.Page
+}
+
+// Batches is true: a put or get moves Params.Batch pages, one Put or Get.
+func (*strataWorkload) Batches() bool { return true }
 
 // PageKey is the key of page number n: a one-page chain from the namespace
 // over the tokens (n, n>>32), so every n is a fresh key.
@@ -318,22 +333,34 @@ func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
 	ns := w.nss[wk]
 	switch op {
 	case Get:
-		j := i % w.p.Pages
-		found, err := ns.Get(ctx, w.keys[j:j+1], w.bufs[wk], nil)
-		if err == nil && !found[0] {
-			err = fmt.Errorf("page %d not found", j)
+		b := w.batch[wk]
+		for k := range b.keys {
+			b.keys[k] = w.keys[(i*len(b.keys)+k)%w.p.Pages]
+		}
+		found, err := ns.Get(ctx, b.keys, w.bufs[wk], nil)
+		for k := range found {
+			if err == nil && !found[k] {
+				err = fmt.Errorf("page %d not found", (i*len(b.keys)+k)%w.p.Pages)
+			}
 		}
 		return err
 	case Put:
-		res, err := ns.Put(ctx, []client.Page{{Key: PageKey(ns.ID(), w.putBase+uint64(i)), Data: w.data}})
-		switch {
-		case err == nil && res[0].Status == client.Exists:
-			// No other put uses this key (TestFreshPutsNeverRepeatAKey):
-			// the client redid the put on its next plane after the first
-			// had published the page and then broken (client.plane).
-			err = fmt.Errorf("put of a fresh page answered %v %s: the client's first plane published it and broke, and the next redid it", res[0].Status, res[0].Reason)
-		case err == nil && res[0].Status != client.Committed:
-			err = fmt.Errorf("put: %v %s", res[0].Status, res[0].Reason)
+		b := w.batch[wk]
+		for k := range b.pages {
+			b.pages[k] = client.Page{Key: PageKey(ns.ID(), w.putBase+uint64(i*len(b.pages)+k)), Data: w.data}
+		}
+		res, err := ns.Put(ctx, b.pages)
+		for k := range res {
+			switch {
+			case err != nil:
+			case res[k].Status == client.Exists:
+				// No other put uses this key (TestFreshPutsNeverRepeatAKey):
+				// the client redid the put on its next plane after the first
+				// had published the page and then broken (client.plane).
+				err = fmt.Errorf("put of a fresh page answered %v %s: the client's first plane published it and broke, and the next redid it", res[k].Status, res[k].Reason)
+			case res[k].Status != client.Committed:
+				err = fmt.Errorf("put: %v %s", res[k].Status, res[k].Reason)
+			}
 		}
 		return err
 	case Lookup:
@@ -353,7 +380,8 @@ func (w *strataWorkload) Do(ctx context.Context, op Op, wk, i int) error {
 // Trim deletes the pages puts [from, to) of this case wrote, through a
 // client no worker uses.
 func (w *strataWorkload) Trim(ctx context.Context, from, to int) error {
-	if _, err := DeleteRange(ctx, w.trimNS, w.putBase+uint64(from), w.putBase+uint64(to)); err != nil {
+	b := uint64(max(1, w.p.Batch))
+	if _, err := DeleteRange(ctx, w.trimNS, w.putBase+uint64(from)*b, w.putBase+uint64(to)*b); err != nil {
 		return err
 	}
 	w.trimmed = uint64(to)
@@ -366,8 +394,9 @@ func (w *strataWorkload) After(ctx context.Context, op Op, n int) error {
 	if op != Put || n == 0 {
 		return nil
 	}
-	from := w.putBase + min(w.trimmed, uint64(n))
-	w.putBase += uint64(n)
+	b := uint64(max(1, w.p.Batch))
+	from := w.putBase + min(w.trimmed, uint64(n))*b
+	w.putBase += uint64(n) * b
 	w.trimmed = 0
 	return w.deleteRange(ctx, from, w.putBase)
 }

@@ -40,6 +40,7 @@ type config struct {
 	workingSet int
 	putBudget  int
 	lookupKeys int
+	batch      int
 	hostBytes  int64
 	nodeProcs  int
 	oldNode    string // a stratad binary measured beside this build's node (strata-old)
@@ -89,6 +90,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
 	fs.StringVar(&pb, "put-budget", "512M", "about the most bytes of fresh pages a strata put case holds (it deletes the oldest as it runs); a mooncake put case stops after writing this much")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
+	fs.IntVar(&cfg.batch, "batch", 1, "pages one put or get moves: strata one Put or Get of that many pages, Redis as many SETs or GETs pipelined; memcpy copies that many pages; systems without batches (tcp, mooncake, redis-py) skip put and get")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
 	fs.StringVar(&cfg.oldNode, "old-node", "", "a stratad binary (an older build) whose node is measured too, as system strata-old (one per transport), with this build's client, taking turns with the others")
 	fs.IntVar(&cfg.nodeProcs, "node-procs", 0, "GOMAXPROCS of the strata node's process: the CPUs its goroutines run on at once (0: Go's default, every CPU)")
@@ -200,7 +202,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	started := time.Now().UTC()
 	results, runErr := load.Run(ctx, load.Config{Ops: cfg.ops, PageSizes: cfg.sizes, Concurrency: cfg.conc,
 		Duration: cfg.duration, Warmup: cfg.warmup, Settle: cfg.settle, Rounds: cfg.rounds, WorkingSet: cfg.workingSet, PutBudget: cfg.putBudget,
-		LookupKeys: cfg.lookupKeys, Progress: cfg.progress}, systems)
+		LookupKeys: cfg.lookupKeys, Batch: cfg.batch, Progress: cfg.progress}, systems)
 	if len(results) == 0 {
 		return runErr
 	}

@@ -40,6 +40,25 @@ func TestRunSmoke(t *testing.T) {
 	}
 }
 
+// TestBatchSmoke: --batch 3 runs strata's puts and gets as batches of 3
+// pages (each a fresh key or a working-set page found, or the case fails),
+// memcpy's and Redis's likewise, skips the tcp limit's, and says so.
+func TestBatchSmoke(t *testing.T) {
+	_, md, log := runCommand(t, "results.md", "--sizes", "4K", "--concurrency", "2", "--duration", "30ms", "--warmup", "20ms",
+		"--settle", "20ms", "--working-set", "64K", "--put-budget", "128K", "--ops", "put,get", "--batch", "3", "--host-bytes", "16M")
+	for _, want := range []string{"one operation moves a batch of 3 pages", "| strata | 4KiB | 2 |", "| memcpy | 4KiB | 2 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(string(md), "| tcp |") || strings.Contains(string(md), "failed") {
+		t.Errorf("results.md has a tcp row or a failed case:\n%s", md)
+	}
+	if !strings.Contains(log.String(), "skipping redis") && !strings.Contains(string(md), "| redis | 4KiB | 2 |") {
+		t.Errorf("results.md lacks redis rows:\n%s", md)
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	for in, want := range map[string]int64{"4096": 4096, "64K": 64 << 10, "256KiB": 256 << 10, "1M": 1 << 20,
 		"4MiB": 4 << 20, "2G": 2 << 30, "1gib": 1 << 30} {

@@ -40,7 +40,11 @@ func writeReport(cfg config, started time.Time, results []load.Result) error {
 	if cfg.oldNode != "" {
 		servers += fmt.Sprintf("; the strata-old systems' node runs %s (--old-node), with this build's client", cfg.oldNode)
 	}
-	h.WriteString("\n- one operation moves one page (lookup: asks about lookup-keys keys); " + servers + "\n")
+	moves := "one page"
+	if cfg.batch > 1 {
+		moves = fmt.Sprintf("a batch of %d pages (--batch: strata one Put or Get, Redis pipelined SETs or GETs, memcpy that many copies), p50 and p99 per batch", cfg.batch)
+	}
+	h.WriteString("\n- one operation moves " + moves + "; a lookup asks about lookup-keys keys; " + servers + "\n")
 	md, err := os.Create(filepath.Join(cfg.out, "results.md"))
 	if err != nil {
 		return err
