@@ -58,6 +58,10 @@ type Event struct {
 	// topic instead of the publisher's: a restarted node clears what its
 	// previous incarnation published.
 	Incarnation uint64
+	// Node, when not empty, sends a Cleared under that node's topic (with
+	// Incarnation) instead of the publisher's: a survivor clears the
+	// stream of a node that left the cluster.
+	Node string
 }
 
 // The wire types: vLLM's msgspec structs as the installed wheel encodes

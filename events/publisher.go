@@ -100,6 +100,8 @@ type Stats struct {
 	Refused         uint64 // connections refused: credentials, handshake, too many
 	Subscribers     int    // connected now
 	LastEvent       time.Time
+	// Next is the sequence number the next batch will carry.
+	Next uint64
 }
 
 // record is one sent batch, as the ring keeps it for replay.
@@ -184,7 +186,13 @@ func (p *Publisher) ReplayAddr() string {
 
 // Topic is the topic of a namespace's batches under an incarnation.
 func (p *Publisher) Topic(namespace string, incarnation uint64) string {
-	return "kv@" + p.cfg.Node + "." + strconv.FormatUint(incarnation, 10) + "@" + namespace
+	return Topic(p.cfg.Node, incarnation, namespace)
+}
+
+// Topic is the topic of node's batches for a namespace under an
+// incarnation: "kv@<node>.<incarnation>@<namespace>".
+func Topic(node string, incarnation uint64, namespace string) string {
+	return "kv@" + node + "." + strconv.FormatUint(incarnation, 10) + "@" + namespace
 }
 
 // Publish queues e; it never blocks. It reports false when the queue was
@@ -215,7 +223,10 @@ func (p *Publisher) Stats() Stats {
 	p.connMu.Lock()
 	subs := len(p.subs)
 	p.connMu.Unlock()
-	st := Stats{Batches: p.batches.Load(), Events: p.events.Load(), Overruns: p.overruns.Load(),
+	p.ringMu.Lock()
+	next := p.next
+	p.ringMu.Unlock()
+	st := Stats{Next: next, Batches: p.batches.Load(), Events: p.events.Load(), Overruns: p.overruns.Load(),
 		Resyncs: p.resyncs.Load(), Bad: p.bad.Load(), SubscriberDrops: p.subDrops.Load(),
 		Replays: p.replays.Load(), Refused: p.refused.Load(), Subscribers: subs}
 	if t := p.lastEvent.Load(); t != 0 {
@@ -308,7 +319,8 @@ func (p *Publisher) resync() {
 func (p *Publisher) send(events []Event) {
 	for len(events) > 0 {
 		n := 1
-		for n < len(events) && events[n].Namespace == events[0].Namespace && events[n].Incarnation == events[0].Incarnation {
+		for n < len(events) && events[n].Namespace == events[0].Namespace && events[n].Incarnation == events[0].Incarnation &&
+			events[n].Node == events[0].Node {
 			n++
 		}
 		p.sendBatch(events[:n])
@@ -329,7 +341,11 @@ func (p *Publisher) sendBatch(events []Event) {
 	if events[0].Incarnation != 0 {
 		inc = events[0].Incarnation
 	}
-	r := record{topic: []byte(p.Topic(events[0].Namespace, inc)), payload: payload}
+	node := p.cfg.Node
+	if events[0].Node != "" {
+		node = events[0].Node
+	}
+	r := record{topic: []byte(Topic(node, inc, events[0].Namespace)), payload: payload}
 	p.ringMu.Lock()
 	r.seq = p.next
 	p.next++

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/stratakv/strata/events"
+	"github.com/stratakv/strata/metrics"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/server"
 	"github.com/stratakv/strata/store"
@@ -220,6 +222,28 @@ func (n *Node) EventsStats(tenant string) (events.Stats, bool) {
 		return events.Stats{}, false
 	}
 	return n.events.pubs[tenant].Stats(), true
+}
+
+// eventStreams is the node's streams as its metrics and NodeInfo show them
+// (metrics.EventsSource); none without Config.Events.
+type eventStreams struct{ ev *nodeEvents }
+
+// EventStreams returns each tenant's stream's addresses and counters, in
+// tenant order.
+func (s eventStreams) EventStreams() []metrics.EventStream {
+	if s.ev == nil {
+		return nil
+	}
+	out := make([]metrics.EventStream, 0, len(s.ev.pubs))
+	for tenant, p := range s.ev.pubs {
+		st := p.Stats()
+		out = append(out, metrics.EventStream{Tenant: tenant, Pub: p.Addr(), Replay: p.ReplayAddr(),
+			Incarnation: s.ev.previous + 1, Seq: st.Next, Batches: st.Batches, Events: st.Events, Replays: st.Replays,
+			Overruns: st.Overruns, Resyncs: st.Resyncs, SubscriberDrops: st.SubscriberDrops, Refused: st.Refused,
+			Subscribers: st.Subscribers, LastEvent: st.LastEvent})
+	}
+	slices.SortFunc(out, func(a, b metrics.EventStream) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out
 }
 
 // closeEvents stops the publishers (after the store: nothing more to send).

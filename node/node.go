@@ -176,6 +176,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n}, Rooms: n.rooms,
+		Events: eventStreams{n.events},
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Audit: n.audit, Logger: n.log})
 	if err != nil {
@@ -207,6 +208,7 @@ func (n *Node) start(ctx context.Context) error {
 	srv.Register(n.grpc)
 	srv.Metrics().ReadStore(storeMetrics{n.store})
 	srv.Metrics().ReadRooms(roomMetrics{n.rooms})
+	srv.Metrics().ReadEvents(eventStreams{n.events})
 	if err := n.startAdmin(); err != nil {
 		return err
 	}

@@ -163,7 +163,29 @@ func (s *Server) NodeInfo(ctx context.Context, _ *pb.NodeInfoRequest) (*pb.NodeI
 			SlotBytes: uint64(open.TierSlotBytes[i])})
 	}
 	resp.Tenants = tenantUsage(s.usage(who), open.Tenants)
+	resp.EventStreams = s.eventStreams(who)
 	return resp, nil
+}
+
+// eventStreams is the node's KV event streams caller c may see.
+func (s *Server) eventStreams(c caller) []*pb.EventStreamInfo {
+	if s.cfg.Events == nil {
+		return nil
+	}
+	var out []*pb.EventStreamInfo
+	for _, e := range s.cfg.Events.EventStreams() {
+		if c.mayUse(e.Tenant) != nil {
+			continue
+		}
+		info := &pb.EventStreamInfo{Tenant: e.Tenant, PubAddress: e.Pub, ReplayAddress: e.Replay, Incarnation: e.Incarnation,
+			NextSeq: e.Seq, Events: e.Events, Batches: e.Batches, ReplayRequests: e.Replays, Overruns: e.Overruns,
+			Resyncs: e.Resyncs, SubscriberDrops: e.SubscriberDrops, Subscribers: uint32(e.Subscribers)}
+		if !e.LastEvent.IsZero() {
+			info.LastEventUnixMs = e.LastEvent.UnixMilli()
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // tenantUsage is what each tenant of u holds, in tenant order (u is what

@@ -80,6 +80,9 @@ type Config struct {
 	// Rooms serves the Transfer service (requests_transfer.go). Default
 	// nil: the node refuses transfer calls.
 	Rooms *transfer.Rooms
+	// Events gives the node's KV event streams, reported by NodeInfo.
+	// Default nil: none.
+	Events metrics.EventsSource
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
 	// StallTimeout is how long a gRPC Get may take to send one page, or a

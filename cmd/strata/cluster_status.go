@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,8 +23,11 @@ func newClusterStatusCmd(g *globals) *cobra.Command {
 		Long: `Summarise the cluster as the node asked (the first of --endpoints that
 answers) sees it: its members by state, the coordinator (the node elected
 to compute eviction cutoffs), etcd's health as that node sees it, each
-tier's capacity and usage summed over the cluster and per node, and what
-start-up recovery found on nodes with durable tiers.
+tier's capacity and usage summed over the cluster and per node, what
+start-up recovery found on nodes with durable tiers, and the health of
+each node's KV event streams (events and batches sent, replay requests
+served, queue overruns, subscribers, the last event's age): every tenant's
+for an admin token, the caller's own for a tenant's.
 
 Every alive (or suspect) member is asked for its figures in parallel, each
 under --timeout; the sums cover the members that answered, and one that
@@ -43,7 +47,8 @@ func (g *globals) clusterStatus(s admin.Status) clusterJSON {
 	doc := clusterJSON{NodeID: s.View.GetNodeId(), Coordinator: s.View.GetCoordinator(), Cutoffs: cutoffsView(s.View.GetCutoffs()),
 		Members: memberCountsJSON{Total: m.Total, Alive: m.Alive, Suspect: m.Suspect, Dead: m.Dead, Left: m.Left,
 			Answered: m.Answered},
-		Tiers: []clusterTierJSON{}, Nodes: []nodeJSON{}, Recovery: []nodeRecoveryJSON{}}
+		Tiers: []clusterTierJSON{}, Nodes: []nodeJSON{}, Recovery: []nodeRecoveryJSON{}, Events: []nodeEventStreamJSON{},
+		now: time.Now()}
 	if i := s.Asked; i != nil {
 		doc.Etcd = &etcdJSON{Endpoints: append([]string{}, i.GetEtcdEndpoints()...), Healthy: i.GetEtcdHealthy(),
 			Error: i.GetEtcdError()}
@@ -55,6 +60,9 @@ func (g *globals) clusterStatus(s admin.Status) clusterJSON {
 		doc.Nodes = append(doc.Nodes, nodeView(r))
 		for _, rec := range recoveryView(r.Info.GetRecovery()) {
 			doc.Recovery = append(doc.Recovery, nodeRecoveryJSON{NodeID: r.GetNodeId(), recoveryJSON: rec})
+		}
+		for _, e := range eventStreamsView(r.Info.GetEventStreams()) {
+			doc.Events = append(doc.Events, nodeEventStreamJSON{NodeID: r.GetNodeId(), eventStreamJSON: e})
 		}
 	}
 	return doc
@@ -109,6 +117,16 @@ func writeClusterStatus(w io.Writer, doc clusterJSON) error {
 		row(tw, append(cells, pages, orNone(n.Error))...)
 	}
 
+	if len(doc.Events) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "KV event streams:")
+		row(tw, "NODE", "TENANT", "SUBS", "EVENTS", "BATCHES", "REPLAYS", "OVERRUNS", "DROPS", "LAST EVENT")
+		for _, e := range doc.Events {
+			row(tw, e.NodeID, e.Tenant, e.Subscribers, e.Events, e.Batches, e.ReplayRequests, e.Overruns,
+				e.SubscriberDrops, eventAge(e.LastEventUnixMs, doc.now))
+		}
+	}
+
 	if len(doc.Recovery) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "recovery at start-up:")
@@ -118,6 +136,15 @@ func writeClusterStatus(w io.Writer, doc clusterJSON) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// eventAge is how long ago a stream sent its last batch ("3.2s ago"), or
+// none before its first.
+func eventAge(unixMs int64, now time.Time) string {
+	if unixMs == 0 {
+		return none
+	}
+	return now.Sub(time.UnixMilli(unixMs)).Round(100*time.Millisecond).String() + " ago"
 }
 
 // memberCounts is "3: 2 alive, 1 left", naming only states that occur.

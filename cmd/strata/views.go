@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"time"
 
 	"github.com/stratakv/strata/client/admin"
 	pb "github.com/stratakv/strata/proto/strata/v1"
@@ -233,6 +234,38 @@ type nodeInfoJSON struct {
 	EtcdEndpoints []string       `json:"etcd_endpoints"`
 	EtcdHealthy   bool           `json:"etcd_healthy"`
 	EtcdError     string         `json:"etcd_error"`
+	// EventStreams is the node's KV event streams the caller may see.
+	EventStreams []eventStreamJSON `json:"event_streams"`
+}
+
+// eventStreamJSON is an EventStreamInfo: one tenant's KV event stream on a
+// node (docs/design.md §15).
+type eventStreamJSON struct {
+	Tenant          string `json:"tenant"`
+	PubAddress      string `json:"pub_address"`
+	ReplayAddress   string `json:"replay_address"`
+	Incarnation     uint64 `json:"incarnation"`
+	NextSeq         uint64 `json:"next_seq"`
+	Events          uint64 `json:"events"`
+	Batches         uint64 `json:"batches"`
+	ReplayRequests  uint64 `json:"replay_requests"`
+	Overruns        uint64 `json:"overruns"`
+	Resyncs         uint64 `json:"resyncs"`
+	SubscriberDrops uint64 `json:"subscriber_drops"`
+	Subscribers     uint32 `json:"subscribers"`
+	LastEventUnixMs int64  `json:"last_event_unix_ms"` // 0: none sent yet
+}
+
+func eventStreamsView(es []*pb.EventStreamInfo) []eventStreamJSON {
+	out := []eventStreamJSON{}
+	for _, e := range es {
+		out = append(out, eventStreamJSON{Tenant: e.GetTenant(), PubAddress: e.GetPubAddress(),
+			ReplayAddress: e.GetReplayAddress(), Incarnation: e.GetIncarnation(), NextSeq: e.GetNextSeq(),
+			Events: e.GetEvents(), Batches: e.GetBatches(), ReplayRequests: e.GetReplayRequests(),
+			Overruns: e.GetOverruns(), Resyncs: e.GetResyncs(), SubscriberDrops: e.GetSubscriberDrops(),
+			Subscribers: e.GetSubscribers(), LastEventUnixMs: e.GetLastEventUnixMs()})
+	}
+	return out
 }
 
 // recoveryJSON is a TierRecovery.
@@ -257,7 +290,7 @@ func nodeView(r nodeReport) nodeJSON {
 			LeasesActive: i.GetLeasesActive(), Evictions: i.GetEvictions(), Demotions: i.GetDemotions(),
 			CorruptPages: i.GetCorruptPages(), Tiers: tiersView(i.GetTiers()), Recovery: recoveryView(i.GetRecovery()),
 			EtcdEndpoints: append([]string{}, i.GetEtcdEndpoints()...), EtcdHealthy: i.GetEtcdHealthy(),
-			EtcdError: i.GetEtcdError()}
+			EtcdError: i.GetEtcdError(), EventStreams: eventStreamsView(i.GetEventStreams())}
 	}
 	return v
 }
@@ -281,6 +314,15 @@ type clusterJSON struct {
 	Tiers       []clusterTierJSON  `json:"tiers"` // summed over the nodes that answered
 	Nodes       []nodeJSON         `json:"nodes"`
 	Recovery    []nodeRecoveryJSON `json:"recovery"` // every node's start-up recovery, per durable tier
+	// Events is every node's KV event streams the caller may see.
+	Events []nodeEventStreamJSON `json:"event_streams"`
+	now    time.Time             // when the figures were read
+}
+
+// nodeEventStreamJSON is one tenant's KV event stream on a node.
+type nodeEventStreamJSON struct {
+	NodeID string `json:"node_id"`
+	eventStreamJSON
 }
 
 // cutoffsJSON is the eviction cutoffs a node applies (docs/design.md §5.4).

@@ -4041,8 +4041,12 @@ type NodeInfoResponse struct {
 	// into it, or it is aborted, its connection closes or its deadline
 	// passes. Counted apart from reservations; their bytes (page bytes) are
 	// part of the tiers' used_bytes (TierStats.slot_bytes).
-	Slots         uint64 `protobuf:"varint,18,opt,name=slots,proto3" json:"slots,omitempty"`
-	SlotBytes     uint64 `protobuf:"varint,19,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
+	Slots     uint64 `protobuf:"varint,18,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotBytes uint64 `protobuf:"varint,19,opt,name=slot_bytes,json=slotBytes,proto3" json:"slot_bytes,omitempty"`
+	// The node's KV event streams (docs/design.md §15), one per tenant that
+	// opted in: every one for the admin (or a node without tokens), only
+	// the caller's own for a tenant token.
+	EventStreams  []*EventStreamInfo `protobuf:"bytes,20,rep,name=event_streams,json=eventStreams,proto3" json:"event_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4210,6 +4214,155 @@ func (x *NodeInfoResponse) GetSlotBytes() uint64 {
 	return 0
 }
 
+func (x *NodeInfoResponse) GetEventStreams() []*EventStreamInfo {
+	if x != nil {
+		return x.EventStreams
+	}
+	return nil
+}
+
+// One tenant's KV event stream on a node: its sockets and the pipeline's
+// health since the node started.
+type EventStreamInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Tenant          string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	PubAddress      string                 `protobuf:"bytes,2,opt,name=pub_address,json=pubAddress,proto3" json:"pub_address,omitempty"`                      // the ZMQ PUB socket
+	ReplayAddress   string                 `protobuf:"bytes,3,opt,name=replay_address,json=replayAddress,proto3" json:"replay_address,omitempty"`             // the ROUTER replay socket; "" none
+	Incarnation     uint64                 `protobuf:"varint,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                     // the node's, in every topic
+	NextSeq         uint64                 `protobuf:"varint,5,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`                              // the sequence number of the next batch
+	Events          uint64                 `protobuf:"varint,6,opt,name=events,proto3" json:"events,omitempty"`                                               // events sent
+	Batches         uint64                 `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"`                                             // batches sent
+	ReplayRequests  uint64                 `protobuf:"varint,8,opt,name=replay_requests,json=replayRequests,proto3" json:"replay_requests,omitempty"`         // requests the replay socket served
+	Overruns        uint64                 `protobuf:"varint,9,opt,name=overruns,proto3" json:"overruns,omitempty"`                                           // events dropped at the full queue (each resyncs its namespace)
+	Resyncs         uint64                 `protobuf:"varint,10,opt,name=resyncs,proto3" json:"resyncs,omitempty"`                                            // namespaces resynchronised after an overrun
+	SubscriberDrops uint64                 `protobuf:"varint,11,opt,name=subscriber_drops,json=subscriberDrops,proto3" json:"subscriber_drops,omitempty"`     // batches slow subscribers missed
+	Subscribers     uint32                 `protobuf:"varint,12,opt,name=subscribers,proto3" json:"subscribers,omitempty"`                                    // connected now
+	LastEventUnixMs int64                  `protobuf:"varint,13,opt,name=last_event_unix_ms,json=lastEventUnixMs,proto3" json:"last_event_unix_ms,omitempty"` // the last batch sent; 0 none yet
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *EventStreamInfo) Reset() {
+	*x = EventStreamInfo{}
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventStreamInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventStreamInfo) ProtoMessage() {}
+
+func (x *EventStreamInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventStreamInfo.ProtoReflect.Descriptor instead.
+func (*EventStreamInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *EventStreamInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *EventStreamInfo) GetPubAddress() string {
+	if x != nil {
+		return x.PubAddress
+	}
+	return ""
+}
+
+func (x *EventStreamInfo) GetReplayAddress() string {
+	if x != nil {
+		return x.ReplayAddress
+	}
+	return ""
+}
+
+func (x *EventStreamInfo) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetBatches() uint64 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetReplayRequests() uint64 {
+	if x != nil {
+		return x.ReplayRequests
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetOverruns() uint64 {
+	if x != nil {
+		return x.Overruns
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetResyncs() uint64 {
+	if x != nil {
+		return x.Resyncs
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetSubscriberDrops() uint64 {
+	if x != nil {
+		return x.SubscriberDrops
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetSubscribers() uint32 {
+	if x != nil {
+		return x.Subscribers
+	}
+	return 0
+}
+
+func (x *EventStreamInfo) GetLastEventUnixMs() int64 {
+	if x != nil {
+		return x.LastEventUnixMs
+	}
+	return 0
+}
+
 // What one tenant holds on a node. The tenant's reservation quotas
 // (reserve bytes, reservations, and the byte quota) count its slots and
 // its reservations together.
@@ -4228,7 +4381,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4240,7 +4393,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[52]
+	mi := &file_strata_v1_strata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4253,7 +4406,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{52}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TenantUsage) GetTenant() string {
@@ -4318,7 +4471,7 @@ type TierRecovery struct {
 
 func (x *TierRecovery) Reset() {
 	*x = TierRecovery{}
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4483,7 @@ func (x *TierRecovery) String() string {
 func (*TierRecovery) ProtoMessage() {}
 
 func (x *TierRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[53]
+	mi := &file_strata_v1_strata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4496,7 @@ func (x *TierRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRecovery.ProtoReflect.Descriptor instead.
 func (*TierRecovery) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{53}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TierRecovery) GetTier() Tier {
@@ -4402,7 +4555,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4567,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[54]
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4580,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{54}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Member) GetNodeId() string {
@@ -4487,7 +4640,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4652,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4665,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
 }
 
 type MembersResponse struct {
@@ -4529,7 +4682,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4541,7 +4694,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4554,7 +4707,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -4605,7 +4758,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4617,7 +4770,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4630,7 +4783,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -4673,7 +4826,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +4838,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +4851,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -4740,7 +4893,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4752,7 +4905,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4765,7 +4918,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -4813,7 +4966,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4978,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4991,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -4864,7 +5017,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4876,7 +5029,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4889,7 +5042,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -4911,7 +5064,7 @@ type PinRequest struct {
 
 func (x *PinRequest) Reset() {
 	*x = PinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4923,7 +5076,7 @@ func (x *PinRequest) String() string {
 func (*PinRequest) ProtoMessage() {}
 
 func (x *PinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4936,7 +5089,7 @@ func (x *PinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinRequest.ProtoReflect.Descriptor instead.
 func (*PinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PinRequest) GetNamespaceId() []byte {
@@ -4976,7 +5129,7 @@ type PinResponse struct {
 
 func (x *PinResponse) Reset() {
 	*x = PinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5141,7 @@ func (x *PinResponse) String() string {
 func (*PinResponse) ProtoMessage() {}
 
 func (x *PinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5154,7 @@ func (x *PinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinResponse.ProtoReflect.Descriptor instead.
 func (*PinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PinResponse) GetPinId() uint64 {
@@ -5021,7 +5174,7 @@ type UnpinRequest struct {
 
 func (x *UnpinRequest) Reset() {
 	*x = UnpinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5186,7 @@ func (x *UnpinRequest) String() string {
 func (*UnpinRequest) ProtoMessage() {}
 
 func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5199,7 @@ func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinRequest.ProtoReflect.Descriptor instead.
 func (*UnpinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UnpinRequest) GetNamespaceId() []byte {
@@ -5071,7 +5224,7 @@ type UnpinResponse struct {
 
 func (x *UnpinResponse) Reset() {
 	*x = UnpinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5083,7 +5236,7 @@ func (x *UnpinResponse) String() string {
 func (*UnpinResponse) ProtoMessage() {}
 
 func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5096,7 +5249,7 @@ func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinResponse.ProtoReflect.Descriptor instead.
 func (*UnpinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
 }
 
 type OpenRoomRequest struct {
@@ -5108,7 +5261,7 @@ type OpenRoomRequest struct {
 
 func (x *OpenRoomRequest) Reset() {
 	*x = OpenRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5120,7 +5273,7 @@ func (x *OpenRoomRequest) String() string {
 func (*OpenRoomRequest) ProtoMessage() {}
 
 func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5133,7 +5286,7 @@ func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomRequest.ProtoReflect.Descriptor instead.
 func (*OpenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *OpenRoomRequest) GetRoom() string {
@@ -5153,7 +5306,7 @@ type OpenRoomResponse struct {
 
 func (x *OpenRoomResponse) Reset() {
 	*x = OpenRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5165,7 +5318,7 @@ func (x *OpenRoomResponse) String() string {
 func (*OpenRoomResponse) ProtoMessage() {}
 
 func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5178,7 +5331,7 @@ func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomResponse.ProtoReflect.Descriptor instead.
 func (*OpenRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *OpenRoomResponse) GetAttempt() uint64 {
@@ -5210,7 +5363,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5222,7 +5375,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5235,7 +5388,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -5289,7 +5442,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5454,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5467,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
@@ -5342,7 +5495,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5354,7 +5507,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5367,7 +5520,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AwaitRequest) GetRoom() string {
@@ -5419,7 +5572,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5431,7 +5584,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5444,7 +5597,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AwaitResponse) GetAttempt() uint64 {
@@ -5499,7 +5652,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5511,7 +5664,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5524,7 +5677,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AckRequest) GetRoom() string {
@@ -5549,7 +5702,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5561,7 +5714,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5574,7 +5727,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
 }
 
 type AbortRoomRequest struct {
@@ -5589,7 +5742,7 @@ type AbortRoomRequest struct {
 
 func (x *AbortRoomRequest) Reset() {
 	*x = AbortRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5601,7 +5754,7 @@ func (x *AbortRoomRequest) String() string {
 func (*AbortRoomRequest) ProtoMessage() {}
 
 func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5614,7 +5767,7 @@ func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomRequest.ProtoReflect.Descriptor instead.
 func (*AbortRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AbortRoomRequest) GetRoom() string {
@@ -5654,7 +5807,7 @@ type AbortRoomResponse struct {
 
 func (x *AbortRoomResponse) Reset() {
 	*x = AbortRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5819,7 @@ func (x *AbortRoomResponse) String() string {
 func (*AbortRoomResponse) ProtoMessage() {}
 
 func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5832,7 @@ func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomResponse.ProtoReflect.Descriptor instead.
 func (*AbortRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AbortRoomResponse) GetState() RoomState {
@@ -5698,7 +5851,7 @@ type RoomStatusRequest struct {
 
 func (x *RoomStatusRequest) Reset() {
 	*x = RoomStatusRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5863,7 @@ func (x *RoomStatusRequest) String() string {
 func (*RoomStatusRequest) ProtoMessage() {}
 
 func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5876,7 @@ func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusRequest.ProtoReflect.Descriptor instead.
 func (*RoomStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RoomStatusRequest) GetRoom() string {
@@ -5755,7 +5908,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5767,7 +5920,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5780,7 +5933,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RoomInfo) GetTenant() string {
@@ -5891,7 +6044,7 @@ type RoomStatusResponse struct {
 
 func (x *RoomStatusResponse) Reset() {
 	*x = RoomStatusResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5903,7 +6056,7 @@ func (x *RoomStatusResponse) String() string {
 func (*RoomStatusResponse) ProtoMessage() {}
 
 func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5916,7 +6069,7 @@ func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusResponse.ProtoReflect.Descriptor instead.
 func (*RoomStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RoomStatusResponse) GetRoom() *RoomInfo {
@@ -5942,7 +6095,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5954,7 +6107,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5967,7 +6120,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListRoomsRequest) GetTenant() string {
@@ -5987,7 +6140,7 @@ type ListRoomsResponse struct {
 
 func (x *ListRoomsResponse) Reset() {
 	*x = ListRoomsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5999,7 +6152,7 @@ func (x *ListRoomsResponse) String() string {
 func (*ListRoomsResponse) ProtoMessage() {}
 
 func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6012,7 +6165,7 @@ func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsResponse.ProtoReflect.Descriptor instead.
 func (*ListRoomsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListRoomsResponse) GetRooms() []*RoomInfo {
@@ -6043,7 +6196,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6055,7 +6208,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6068,7 +6221,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -6097,7 +6250,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6109,7 +6262,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6122,7 +6275,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -6163,7 +6316,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6175,7 +6328,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6188,7 +6341,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -6216,7 +6369,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6228,7 +6381,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6241,7 +6394,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -6275,7 +6428,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6287,7 +6440,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6300,7 +6453,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -6330,7 +6483,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6342,7 +6495,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6355,7 +6508,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -6404,7 +6557,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6416,7 +6569,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6429,7 +6582,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -6736,7 +6889,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x10StatKeysResponse\x12&\n" +
 	"\x04keys\x18\x01 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xa8\x05\n" +
+	"\x0fNodeInfoRequest\"\xe9\x05\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12*\n" +
@@ -6759,7 +6912,24 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\atenants\x18\x11 \x03(\v2\x16.strata.v1.TenantUsageR\atenants\x12\x14\n" +
 	"\x05slots\x18\x12 \x01(\x04R\x05slots\x12\x1d\n" +
 	"\n" +
-	"slot_bytes\x18\x13 \x01(\x04R\tslotBytes\"\xd3\x01\n" +
+	"slot_bytes\x18\x13 \x01(\x04R\tslotBytes\x12?\n" +
+	"\revent_streams\x18\x14 \x03(\v2\x1a.strata.v1.EventStreamInfoR\feventStreams\"\xb9\x03\n" +
+	"\x0fEventStreamInfo\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vpub_address\x18\x02 \x01(\tR\n" +
+	"pubAddress\x12%\n" +
+	"\x0ereplay_address\x18\x03 \x01(\tR\rreplayAddress\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\x04R\vincarnation\x12\x19\n" +
+	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x16\n" +
+	"\x06events\x18\x06 \x01(\x04R\x06events\x12\x18\n" +
+	"\abatches\x18\a \x01(\x04R\abatches\x12'\n" +
+	"\x0freplay_requests\x18\b \x01(\x04R\x0ereplayRequests\x12\x1a\n" +
+	"\boverruns\x18\t \x01(\x04R\boverruns\x12\x18\n" +
+	"\aresyncs\x18\n" +
+	" \x01(\x04R\aresyncs\x12)\n" +
+	"\x10subscriber_drops\x18\v \x01(\x04R\x0fsubscriberDrops\x12 \n" +
+	"\vsubscribers\x18\f \x01(\rR\vsubscribers\x12+\n" +
+	"\x12last_event_unix_ms\x18\r \x01(\x03R\x0flastEventUnixMs\"\xd3\x01\n" +
 	"\vTenantUsage\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12%\n" +
@@ -7035,7 +7205,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -7098,46 +7268,47 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*StatKeysResponse)(nil),        // 58: strata.v1.StatKeysResponse
 	(*NodeInfoRequest)(nil),         // 59: strata.v1.NodeInfoRequest
 	(*NodeInfoResponse)(nil),        // 60: strata.v1.NodeInfoResponse
-	(*TenantUsage)(nil),             // 61: strata.v1.TenantUsage
-	(*TierRecovery)(nil),            // 62: strata.v1.TierRecovery
-	(*Member)(nil),                  // 63: strata.v1.Member
-	(*MembersRequest)(nil),          // 64: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 65: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 66: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 67: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 68: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 69: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 70: strata.v1.HintsResponse
-	(*PinRequest)(nil),              // 71: strata.v1.PinRequest
-	(*PinResponse)(nil),             // 72: strata.v1.PinResponse
-	(*UnpinRequest)(nil),            // 73: strata.v1.UnpinRequest
-	(*UnpinResponse)(nil),           // 74: strata.v1.UnpinResponse
-	(*OpenRoomRequest)(nil),         // 75: strata.v1.OpenRoomRequest
-	(*OpenRoomResponse)(nil),        // 76: strata.v1.OpenRoomResponse
-	(*PublishRequest)(nil),          // 77: strata.v1.PublishRequest
-	(*PublishResponse)(nil),         // 78: strata.v1.PublishResponse
-	(*AwaitRequest)(nil),            // 79: strata.v1.AwaitRequest
-	(*AwaitResponse)(nil),           // 80: strata.v1.AwaitResponse
-	(*AckRequest)(nil),              // 81: strata.v1.AckRequest
-	(*AckResponse)(nil),             // 82: strata.v1.AckResponse
-	(*AbortRoomRequest)(nil),        // 83: strata.v1.AbortRoomRequest
-	(*AbortRoomResponse)(nil),       // 84: strata.v1.AbortRoomResponse
-	(*RoomStatusRequest)(nil),       // 85: strata.v1.RoomStatusRequest
-	(*RoomInfo)(nil),                // 86: strata.v1.RoomInfo
-	(*RoomStatusResponse)(nil),      // 87: strata.v1.RoomStatusResponse
-	(*ListRoomsRequest)(nil),        // 88: strata.v1.ListRoomsRequest
-	(*ListRoomsResponse)(nil),       // 89: strata.v1.ListRoomsResponse
-	(*DropNamespaceRequest)(nil),    // 90: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 91: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 92: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 93: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 94: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 95: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 96: strata.v1.ListLeasesResponse
-	nil,                             // 97: strata.v1.Descriptor.ExtraEntry
+	(*EventStreamInfo)(nil),         // 61: strata.v1.EventStreamInfo
+	(*TenantUsage)(nil),             // 62: strata.v1.TenantUsage
+	(*TierRecovery)(nil),            // 63: strata.v1.TierRecovery
+	(*Member)(nil),                  // 64: strata.v1.Member
+	(*MembersRequest)(nil),          // 65: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 66: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 67: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 68: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 69: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 70: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 71: strata.v1.HintsResponse
+	(*PinRequest)(nil),              // 72: strata.v1.PinRequest
+	(*PinResponse)(nil),             // 73: strata.v1.PinResponse
+	(*UnpinRequest)(nil),            // 74: strata.v1.UnpinRequest
+	(*UnpinResponse)(nil),           // 75: strata.v1.UnpinResponse
+	(*OpenRoomRequest)(nil),         // 76: strata.v1.OpenRoomRequest
+	(*OpenRoomResponse)(nil),        // 77: strata.v1.OpenRoomResponse
+	(*PublishRequest)(nil),          // 78: strata.v1.PublishRequest
+	(*PublishResponse)(nil),         // 79: strata.v1.PublishResponse
+	(*AwaitRequest)(nil),            // 80: strata.v1.AwaitRequest
+	(*AwaitResponse)(nil),           // 81: strata.v1.AwaitResponse
+	(*AckRequest)(nil),              // 82: strata.v1.AckRequest
+	(*AckResponse)(nil),             // 83: strata.v1.AckResponse
+	(*AbortRoomRequest)(nil),        // 84: strata.v1.AbortRoomRequest
+	(*AbortRoomResponse)(nil),       // 85: strata.v1.AbortRoomResponse
+	(*RoomStatusRequest)(nil),       // 86: strata.v1.RoomStatusRequest
+	(*RoomInfo)(nil),                // 87: strata.v1.RoomInfo
+	(*RoomStatusResponse)(nil),      // 88: strata.v1.RoomStatusResponse
+	(*ListRoomsRequest)(nil),        // 89: strata.v1.ListRoomsRequest
+	(*ListRoomsResponse)(nil),       // 90: strata.v1.ListRoomsResponse
+	(*DropNamespaceRequest)(nil),    // 91: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 92: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 93: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 94: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 95: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 96: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 97: strata.v1.ListLeasesResponse
+	nil,                             // 98: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	97, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	98, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	10, // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
@@ -7172,97 +7343,98 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	54, // 32: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	54, // 33: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
 	48, // 34: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	62, // 35: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	61, // 36: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
-	3,  // 37: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	6,  // 38: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	48, // 39: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	63, // 40: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	66, // 41: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	67, // 42: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	3,  // 43: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	68, // 44: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	9,  // 45: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
-	9,  // 46: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
-	8,  // 47: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
-	7,  // 48: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
-	7,  // 49: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
-	8,  // 50: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
-	86, // 51: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
-	86, // 52: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
-	49, // 53: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	95, // 54: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	11, // 55: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	13, // 56: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	16, // 57: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	21, // 58: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	24, // 59: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	27, // 60: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	30, // 61: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	32, // 62: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	35, // 63: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	37, // 64: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	39, // 65: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	41, // 66: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	45, // 67: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
-	50, // 68: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	52, // 69: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	55, // 70: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	57, // 71: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	59, // 72: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	90, // 73: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	92, // 74: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	94, // 75: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	64, // 76: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	64, // 77: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	69, // 78: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	71, // 79: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
-	73, // 80: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
-	75, // 81: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
-	77, // 82: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
-	79, // 83: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
-	81, // 84: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
-	83, // 85: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
-	85, // 86: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
-	88, // 87: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
-	12, // 88: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	14, // 89: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	17, // 90: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	23, // 91: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	25, // 92: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	29, // 93: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	31, // 94: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	34, // 95: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	36, // 96: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	38, // 97: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	40, // 98: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	42, // 99: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	46, // 100: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
-	51, // 101: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	53, // 102: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	56, // 103: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	58, // 104: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	60, // 105: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	91, // 106: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	93, // 107: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	96, // 108: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	65, // 109: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	65, // 110: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	70, // 111: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	72, // 112: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
-	74, // 113: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
-	76, // 114: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
-	78, // 115: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
-	80, // 116: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
-	82, // 117: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
-	84, // 118: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
-	87, // 119: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
-	89, // 120: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
-	88, // [88:121] is the sub-list for method output_type
-	55, // [55:88] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	63, // 35: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	62, // 36: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	61, // 37: strata.v1.NodeInfoResponse.event_streams:type_name -> strata.v1.EventStreamInfo
+	3,  // 38: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	6,  // 39: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	48, // 40: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	64, // 41: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	67, // 42: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	68, // 43: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,  // 44: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	69, // 45: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	9,  // 46: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,  // 47: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
+	8,  // 48: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
+	7,  // 49: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
+	7,  // 50: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
+	8,  // 51: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
+	87, // 52: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
+	87, // 53: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
+	49, // 54: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	96, // 55: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	11, // 56: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	13, // 57: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	16, // 58: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	21, // 59: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	24, // 60: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	27, // 61: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	30, // 62: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	32, // 63: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	35, // 64: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	37, // 65: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	39, // 66: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	41, // 67: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	45, // 68: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	50, // 69: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	52, // 70: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	55, // 71: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	57, // 72: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	59, // 73: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	91, // 74: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	93, // 75: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	95, // 76: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	65, // 77: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	65, // 78: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	70, // 79: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	72, // 80: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
+	74, // 81: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
+	76, // 82: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
+	78, // 83: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
+	80, // 84: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
+	82, // 85: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
+	84, // 86: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
+	86, // 87: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
+	89, // 88: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
+	12, // 89: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	14, // 90: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	17, // 91: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	23, // 92: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	25, // 93: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	29, // 94: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	31, // 95: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	34, // 96: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	36, // 97: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	38, // 98: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	40, // 99: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	42, // 100: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	46, // 101: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	51, // 102: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	53, // 103: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	56, // 104: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	58, // 105: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	60, // 106: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	92, // 107: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	94, // 108: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	97, // 109: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	66, // 110: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	66, // 111: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	71, // 112: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	73, // 113: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
+	75, // 114: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
+	77, // 115: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
+	79, // 116: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
+	81, // 117: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
+	83, // 118: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
+	85, // 119: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
+	88, // 120: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
+	90, // 121: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
+	89, // [89:122] is the sub-list for method output_type
+	56, // [56:89] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -7276,7 +7448,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   89,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
