@@ -37,6 +37,10 @@ type Meta struct {
 	RawAddress string
 	// Tiers are the node's storage tiers, in the node's order.
 	Tiers []TierMeta
+	// EventsIncarnation is the incarnation in the topics of the node's KV
+	// event streams (docs/design.md §15); 0 when it publishes none. A
+	// survivor clears that node's streams under it when it leaves.
+	EventsIncarnation uint64
 	// Summary is opaque bytes (a value summary for placement). It is sent
 	// last and only if everything fits in MaxMetaSize: when it does not,
 	// the metadata goes out without Summary (never a truncated one).
@@ -62,13 +66,15 @@ func (m Meta) clone() Meta {
 //	uvarint  len, bytes   GRPCAddress
 //	uvarint  n tiers, then n × { uvarint len, bytes Kind; varint Capacity; varint Used }
 //	uvarint  len, bytes   RawAddress, only with flag bit 1
+//	uvarint  EventsIncarnation, only with flag bit 2
 //	bytes    Summary: the rest
 //
 // RawAddress comes after the tiers so that a node of an older build, which
 // ignores flag bit 1, still reads the address and tiers right (placement
 // weights agree across a rolling upgrade); it takes the address as the
 // start of the summary, which then does not decode, and goes without that
-// node's summaries until it is upgraded.
+// node's summaries until it is upgraded. EventsIncarnation follows it on
+// the same terms.
 //
 // NodeID is not encoded: it is memberlist's node name.
 type wireMeta struct {
@@ -81,6 +87,7 @@ const (
 	metaFormat  = 1
 	flagLeaving = 1 << 0
 	flagRaw     = 1 << 1
+	flagEvents  = 1 << 2
 )
 
 // errBadMeta is returned by decodeMeta for bytes that are not metadata
@@ -107,6 +114,10 @@ func encodeMeta(w wireMeta) ([]byte, error) {
 	if w.RawAddress != "" {
 		b[1] |= flagRaw
 		b = appendString(b, w.RawAddress)
+	}
+	if w.EventsIncarnation != 0 {
+		b[1] |= flagEvents
+		b = binary.AppendUvarint(b, w.EventsIncarnation)
 	}
 	b = append(b, w.Summary...)
 	if len(b) > MaxMetaSize {
@@ -148,6 +159,9 @@ func decodeMeta(name string, b []byte) (wireMeta, error) {
 	}
 	if flags&flagRaw != 0 {
 		w.RawAddress = d.string()
+	}
+	if flags&flagEvents != 0 {
+		w.EventsIncarnation = d.uvarint()
 	}
 	if d.err != nil {
 		return wireMeta{}, d.err

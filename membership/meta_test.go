@@ -39,6 +39,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		}},
 		{"raw address", wireMeta{Meta: Meta{NodeID: "n", GRPCAddress: "10.0.0.1:7000", RawAddress: "0.0.0.0:41234",
 			Tiers: []TierMeta{{Kind: "host", Capacity: 1, Used: 0}}}, version: 2}},
+		{"event stream", wireMeta{Meta: Meta{NodeID: "n", GRPCAddress: "10.0.0.1:7000", RawAddress: "0.0.0.0:41234",
+			EventsIncarnation: 1 << 40, Summary: []byte{9}}, version: 3}},
 		{"negative sizes survive", wireMeta{Meta: Meta{NodeID: "n", Tiers: []TierMeta{{Kind: "x", Capacity: -1, Used: math.MinInt64}}}, version: 7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

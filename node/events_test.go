@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,126 +16,6 @@ import (
 	"github.com/stratakv/strata/node"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
-
-// consumer is a router's index fed by one tenant's stream: the block
-// hashes its events say the node holds, and every topic it saw. It
-// applies batches in sequence order and fills a gap from the replay
-// socket, as vLLM's subscriber example does.
-type consumer struct {
-	sub                *events.Subscriber
-	replay, user, pass string
-
-	mu     sync.Mutex
-	held   map[string]bool           // guarded by mu
-	stored map[string]events.Decoded // guarded by mu: each block's last BlockStored
-	topics map[string]int            // guarded by mu: events seen per topic
-	next   uint64                    // guarded by mu: the next sequence number to apply
-	done   chan struct{}
-}
-
-func newConsumer(t *testing.T, pub, replay, user, pass string, held ...string) *consumer {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sub, err := events.Subscribe(ctx, pub, user, pass, "kv@")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	c := &consumer{sub: sub, replay: replay, user: user, pass: pass, held: map[string]bool{}, stored: map[string]events.Decoded{},
-		topics: map[string]int{}, done: make(chan struct{})}
-	for _, h := range held {
-		c.held[h] = true
-	}
-	go c.run()
-	t.Cleanup(func() {
-		cancel()
-		sub.Close()
-		<-c.done
-	})
-	return c
-}
-
-func (c *consumer) run() {
-	defer close(c.done)
-	if err := c.fill(); err != nil { // what was sent before the subscription
-		return
-	}
-	for {
-		m, err := c.sub.Recv()
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		next := c.next
-		c.mu.Unlock()
-		if m.Seq > next && c.fill() != nil { // a gap: a batch was missed
-			return
-		}
-		c.apply(m)
-	}
-}
-
-// fill applies what the replay socket holds from the next sequence number.
-func (c *consumer) fill() error {
-	c.mu.Lock()
-	next := c.next
-	c.mu.Unlock()
-	missed, err := events.Replay(context.Background(), c.replay, c.user, c.pass, next)
-	for _, r := range missed {
-		c.apply(r)
-	}
-	return err
-}
-
-func (c *consumer) apply(m events.Message) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m.Seq < c.next {
-		return // applied already (a replay overlapping the stream)
-	}
-	c.next = m.Seq + 1
-	for _, e := range m.Batch.Events {
-		c.topics[m.Topic]++
-		switch e.Kind {
-		case events.Stored:
-			for _, h := range e.Hashes {
-				c.held[string(h)] = true
-				c.stored[string(h)] = e
-			}
-		case events.Removed:
-			for _, h := range e.Hashes {
-				delete(c.held, string(h))
-			}
-		case events.Cleared:
-			clear(c.held) // one namespace per stream in these tests
-		}
-	}
-}
-
-func (c *consumer) keys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for h := range c.held {
-		out = append(out, h)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (c *consumer) seen() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps(c.topics)
-}
-
-func maps(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
 
 // nodeKeys lists a namespace's keys on the node (Admin.ListKeys), as the
 // tenant sees them.
@@ -313,5 +192,70 @@ func TestEventsCarryPutTokens(t *testing.T) {
 		if want := []int64{int64(100 + i), int64(200 + i)}; !slices.Equal(e.Tokens, want) || e.LoraName != pages[i].Event.LoraName {
 			t.Errorf("page %d: BlockStored tokens %v lora %q, want %v %q", i, e.Tokens, e.LoraName, want, pages[i].Event.LoraName)
 		}
+	}
+}
+
+// TestEventsAfterNodeLoss: three nodes publish acme's stream and a
+// consumer follows all three; when a node leaves the cluster, the
+// coordinator clears that node's topic on its own stream, and the
+// consumer's index matches what the survivors list.
+func TestEventsAfterNodeLoss(t *testing.T) {
+	cl := startCluster(t, 3, func(c *node.Config) {
+		c.TenantTokens = tenantTokens
+		c.Events = node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"}}}
+	})
+	nodes := cl.Nodes
+	_, leader := agreed(t, nodes, 0)
+	var lost *testnode.Node
+	var survivors []*testnode.Node
+	for _, n := range nodes {
+		if lost == nil && n.ID() != leader {
+			lost = n
+		} else {
+			survivors = append(survivors, n)
+		}
+	}
+	acme, _, ns := acmeOn(t, nodes[0])
+	for _, n := range nodes[1:] {
+		pub, replay := n.EventsAddrs("acme")
+		acme.follow(t, pub, replay)
+	}
+	for i := range 4 {
+		_, pages := chain(ns, 16*i, 16)
+		if _, err := ns.Put(context.Background(), pages); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nsID := ns.ID()
+	clusterKeys := func(nodes []*testnode.Node) []string {
+		var out []string
+		for _, n := range nodes {
+			out = append(out, nodeKeys(t, n.Addr(), "acme-token", nsID)...)
+		}
+		slices.Sort(out)
+		return out
+	}
+	var want, got []string
+	if !poll.Within(10*time.Second, 5*time.Millisecond, func() bool {
+		want, got = clusterKeys(nodes), acme.keys()
+		return slices.Equal(want, got)
+	}) {
+		t.Fatalf("before the loss: the consumer holds %d blocks, the nodes list %d", len(got), len(want))
+	}
+	if held := len(nodeKeys(t, lost.Addr(), "acme-token", nsID)); held == 0 {
+		t.Fatalf("the node to lose holds none of the %d pages", len(want))
+	}
+	if err := lost.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !poll.Within(20*time.Second, 10*time.Millisecond, func() bool {
+		want, got = clusterKeys(survivors), acme.keys()
+		return slices.Equal(want, got)
+	}) {
+		t.Fatalf("after the loss: the consumer holds %d blocks, the survivors list %d", len(got), len(want))
+	}
+	lostTopic := "kv@" + lost.ID() + ".1@" + nsID.String()
+	if seen := acme.seen()[lostTopic]; seen == 0 {
+		t.Fatalf("no events under %s", lostTopic)
 	}
 }

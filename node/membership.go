@@ -72,6 +72,9 @@ func (n *Node) meta() membership.Meta {
 	if a := n.rawAdv.Load(); a != nil {
 		m.RawAddress = *a
 	}
+	if n.events != nil {
+		m.EventsIncarnation = n.events.previous + 1
+	}
 	for _, t := range n.tiers {
 		st := t.Stats()
 		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})

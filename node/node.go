@@ -240,6 +240,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.wg.Add(1)
 	go n.watchTenants()
+	n.watchLostStreams()
 	n.log.Info("strata node serving", "node", n.id, "addr", n.lis.Addr().String(),
 		"admin", n.AdminAddr(), "gossip", n.members.GossipAddress(), "etcd", strings.Join(n.endpoints(), ","), "host_bytes", cfg.HostBytes,
 		"open", len(cfg.TenantTokens) == 0 && cfg.AdminToken == "", "degraded", n.degraded.Load())
