@@ -81,6 +81,7 @@ type heldWrite struct {
 func (sc *frameConn) serve() {
 	defer sc.cleanup()
 	defer sc.c.Close()
+	defer sc.c.Flush() // the answers queued before a request that ends the connection
 	log := sc.s.log.With("plane", sc.cfg.plane)
 	if err := sc.handshake(); err != nil {
 		log.Info("frame: handshake refused", "err", err)
@@ -93,6 +94,8 @@ func (sc *frameConn) serve() {
 			log.Info("frame: closing connection", "err", err)
 			return
 		}
+		// Answers queued (reply) go out when this read finds nothing to
+		// read (transport, "Answers queued behind the next request").
 		sc.armRead()
 		id, m, err := sc.c.RecvBulk()
 		switch {
@@ -136,7 +139,7 @@ func (sc *frameConn) serve() {
 
 func (sc *frameConn) reply(id uint64, m frame.Message) error {
 	sc.armWrite() // a Read answer's deadline may have passed since: every answer gets its own
-	return sc.c.Send(id, m)
+	return sc.c.Queue(id, m)
 }
 
 // armRead gives the next request at most the idle timeout to come: the

@@ -19,6 +19,7 @@ type Conn struct {
 	r        *bufio.Reader
 	raw      *RawSocket // stream sockets on Linux: reads and writes without the runtime's blocking-call path; else nil
 	wbuf     []byte
+	queued   []byte // frames Queue encoded, sent with the next write
 	rbuf     []byte
 	maxFrame int
 	deadline time.Time // the last one SetDeadline set
@@ -58,6 +59,7 @@ func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 	c := newConn(uc, maxFrame, 64<<10)
 	c.uc = uc
 	if c.raw = NewRawSocket(uc); c.raw != nil {
+		c.raw.idle = c.Flush
 		c.r.Reset(c.raw)
 	}
 	return c
@@ -70,6 +72,7 @@ func NewConn(uc *net.UnixConn, maxFrame int) *Conn {
 func NewStreamConn(nc net.Conn, maxFrame int) *Conn {
 	c := newConn(nc, maxFrame, streamBuffer)
 	if c.raw = NewRawSocket(nc); c.raw != nil {
+		c.raw.idle = c.Flush
 		c.r.Reset(c.raw)
 	}
 	return c
@@ -82,7 +85,9 @@ func newConn(nc net.Conn, maxFrame, buffer int) *Conn {
 	if maxFrame <= 0 {
 		maxFrame = frame.DefaultMaxFrame
 	}
-	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, buffer), maxFrame: maxFrame}
+	c := &Conn{nc: nc, maxFrame: maxFrame}
+	c.r = bufio.NewReaderSize(idleReader{c}, buffer)
+	return c
 }
 
 // SetReadPoll makes c's reads poll as p allows (nil: not at all). It
@@ -124,10 +129,69 @@ func (c *Conn) Send(id uint64, m frame.Message) error {
 	return nil
 }
 
-// writev writes every byte of bufs: through the raw socket where there is
-// one, else with one net.Buffers write. lend: the raw socket may lend the
-// large ones to the kernel (SendFramesLent).
+// # Answers queued behind the next request
+//
+// A client that pipelines requests (a batch of one-call Put frames, one
+// per page, sent in one writev) used to get each answer in a write of its
+// own: a system call on the node and a wake-up of the client's reader per
+// page, for a few bytes. So a server queues its small answers (Queue) and
+// sends them with its next write, or at the latest when a read of the
+// connection finds nothing to read and would wait: the read sends them
+// first (RawSocket's idle; idleReader where there is no raw socket). An
+// answer is then held only while the node has more requests in hand,
+// never while it waits for one, so no client waits longer for it than for
+// the answers of the requests it sent before it; a client that waits for
+// each answer gets it as soon as before. The check costs nothing: the
+// read that finds the socket empty was made anyway.
+
+// maxQueued bounds the answers queued (Queue) before they are sent anyway.
+const maxQueued = 64 << 10
+
+// Queue encodes a frame without bulk bytes to go out with the
+// connection's next write, or by Flush (Answers queued behind the next
+// request); a frame with bulk bytes is sent now, after them.
+func (c *Conn) Queue(id uint64, m frame.Message) error {
+	if _, ok := m.(frame.Bulk); ok {
+		return c.Send(id, m)
+	}
+	c.queued = frame.Append(c.queued, id, c.at(m))
+	if len(c.queued) >= maxQueued {
+		return c.Flush()
+	}
+	return nil
+}
+
+// Flush sends the frames Queue holds.
+func (c *Conn) Flush() error {
+	if len(c.queued) == 0 {
+		return nil
+	}
+	if err := c.writev(false); err != nil {
+		return fmt.Errorf("sending queued answers: %w", err)
+	}
+	return nil
+}
+
+// idleReader reads a connection without a raw socket, sending the queued
+// answers before each read of the connection (which may wait).
+type idleReader struct{ c *Conn }
+
+func (r idleReader) Read(p []byte) (int, error) {
+	if err := r.c.Flush(); err != nil {
+		return 0, err
+	}
+	return r.c.nc.Read(p)
+}
+
+// writev writes every byte of bufs, after the frames Queue holds: through
+// the raw socket where there is one, else with one net.Buffers write.
+// lend: the raw socket may lend the large ones to the kernel
+// (SendFramesLent).
 func (c *Conn) writev(lend bool, bufs ...[]byte) error {
+	if len(c.queued) > 0 {
+		bufs = append([][]byte{c.queued}, bufs...)
+		defer func() { c.queued = c.queued[:0] }()
+	}
 	if c.raw != nil {
 		if lend {
 			return c.raw.writevLent(bufs...)
@@ -152,6 +216,9 @@ func (c *Conn) writev(lend bool, bufs ...[]byte) error {
 func (c *Conn) SendFDs(id uint64, m frame.Message, fds ...int) error {
 	if c.uc == nil {
 		return fmt.Errorf("sending fds on a %s connection: %w", c.nc.LocalAddr().Network(), frame.ErrMalformed)
+	}
+	if err := c.Flush(); err != nil {
+		return err
 	}
 	c.wbuf = frame.Append(c.wbuf[:0], id, m)
 	n, _, err := c.uc.WriteMsgUnix(c.wbuf, rights(fds), nil)

@@ -32,6 +32,9 @@ type RawSocket struct {
 	iov  []unix.Iovec
 	poll *ReadPoll // nil: reads sleep as soon as nothing is there
 	lend lender    // Conn.SendFramesLent's pipe (splice_linux.go)
+	// idle, if set, runs when a read finds nothing to read, before it
+	// polls or waits (the Conn's queued answers are sent then).
+	idle func() error
 }
 
 // NewRawSocket is the raw path for nc, or nil where nc has no file
@@ -81,6 +84,8 @@ func (r *RawSocket) Read(p []byte) (int, error) {
 	}
 	var n uintptr
 	var errno syscall.Errno
+	var idleErr error
+	idle := r.idle
 	var until int64 // when polling ends (unix ns); 0: not polling
 	err := r.rc.Read(func(fd uintptr) bool {
 		for {
@@ -88,6 +93,20 @@ func (r *RawSocket) Read(p []byte) (int, error) {
 			switch {
 			case errno == unix.EINTR:
 				continue
+			case errno == unix.EAGAIN && idle != nil && poll > 0:
+				if idleErr, idle = idle(), nil; idleErr != nil {
+					return true
+				}
+				continue
+			case errno == unix.EAGAIN && idle != nil && poll == 0:
+				// Nothing to read: run idle (it writes, under the write
+				// lock, which this read does not hold), then wait. No
+				// second look is needed: bytes that came since the
+				// read(2) made the socket ready, which the wait sees (the
+				// runtime's poller records readiness from before the
+				// wait, as of the RawConn's Read).
+				idleErr = idle()
+				return idleErr != nil
 			case errno != unix.EAGAIN:
 				if until != 0 {
 					r.poll.hit()
@@ -108,6 +127,9 @@ func (r *RawSocket) Read(p []byte) (int, error) {
 			return false // wait until readable
 		}
 	})
+	if idleErr != nil {
+		return 0, idleErr
+	}
 	if err := callErr("read", err, errno); err != nil {
 		return 0, err
 	}
@@ -168,3 +190,4 @@ func advance(iov []unix.Iovec, n int) []unix.Iovec {
 	}
 	return iov
 }
+

@@ -6,7 +6,10 @@ import "net"
 
 // RawSocket is the raw system-call path of rawio_linux.go; elsewhere there
 // is none and stream connections use net.Conn.
-type RawSocket struct{ poll *ReadPoll }
+type RawSocket struct {
+	poll *ReadPoll
+	idle func() error
+}
 
 // NewRawSocket is nil: no raw path here.
 func NewRawSocket(net.Conn) *RawSocket { return nil }

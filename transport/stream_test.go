@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/stratakv/strata/namespace"
-
 	"github.com/stratakv/strata/proto/frame"
 )
 
@@ -220,5 +221,62 @@ func TestRecvBulk(t *testing.T) {
 	}
 	if id, m, err := b.RecvBulk(); err != nil || id != 5 || m.(*frame.AbortOK).Aborted != 5 {
 		t.Fatalf("after the bad put: %d %#v %v", id, m, err)
+	}
+}
+
+// TestQueuedAnswers: frames Queue holds are not sent until the next
+// write, which sends them first, in order, or Flush, or a read of the
+// connection that finds nothing to read.
+func TestQueuedAnswers(t *testing.T) {
+	a, b := streamPair(t)
+	for i := range 3 {
+		if err := a.Queue(uint64(i+1), &frame.AbortOK{Aborted: uint32(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Net().SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("queued frames reached the peer before a write: %v", err)
+	}
+	if err := b.Net().SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(4, &frame.AbortOK{Aborted: 3}); err != nil { // sends the queue first
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		id, m, err := b.Recv()
+		if ok, isOK := m.(*frame.AbortOK); err != nil || id != uint64(i+1) || !isOK || ok.Aborted != uint32(i) {
+			t.Fatalf("frame %d: id %d, %#v, %v", i, id, m, err)
+		}
+	}
+	if err := a.Queue(5, &frame.AbortOK{Aborted: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if id, m, err := b.Recv(); err != nil || id != 5 || m.(*frame.AbortOK).Aborted != 5 {
+		t.Fatalf("flushed frame: id %d, %#v, %v", id, m, err)
+	}
+	// A read of a that finds nothing sends what a queued, then waits.
+	if err := a.Queue(6, &frame.AbortOK{Aborted: 6}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := a.Recv()
+		got <- err
+	}()
+	if id, m, err := b.Recv(); err != nil || id != 6 || m.(*frame.AbortOK).Aborted != 6 {
+		t.Fatalf("frame sent by a's read: id %d, %#v, %v", id, m, err)
+	}
+	if err := b.Send(7, &frame.AbortOK{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }
