@@ -190,4 +190,3 @@ func advance(iov []unix.Iovec, n int) []unix.Iovec {
 	}
 	return iov
 }
-
