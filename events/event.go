@@ -62,6 +62,8 @@ type Event struct {
 	// Incarnation) instead of the publisher's: a survivor clears the
 	// stream of a node that left the cluster.
 	Node string
+
+	mark chan<- uint64 // a Mark, not an event: its place in the stream goes here
 }
 
 // The wire types: vLLM's msgspec structs as the installed wheel encodes

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -265,23 +266,69 @@ func (p *Publisher) loop() {
 		case <-p.stop:
 			return
 		case e := <-p.queue:
-			buf = append(buf[:0], e)
-		drain:
-			for len(buf) < p.cfg.MaxBatch {
-				select {
-				case e := <-p.queue:
-					buf = append(buf, e)
-				default:
-					break drain
-				}
-			}
-			p.send(buf)
+			buf = p.drain(buf[:0], e)
 		case <-p.lostWake:
 		}
 		if len(p.queue) == 0 {
 			p.resync()
 		}
 	}
+}
+
+// drain sends e and what is queued behind it, up to MaxBatch events, and
+// answers the marks among them once the events before each are sent.
+func (p *Publisher) drain(buf []Event, e Event) []Event {
+	for {
+		if e.mark != nil {
+			p.send(buf)
+			buf = buf[:0]
+			p.ringMu.Lock()
+			e.mark <- p.next
+			p.ringMu.Unlock()
+		} else {
+			buf = append(buf, e)
+		}
+		if len(buf) >= p.cfg.MaxBatch {
+			break
+		}
+		select {
+		case e = <-p.queue:
+			continue
+		default:
+		}
+		break
+	}
+	p.send(buf)
+	return buf
+}
+
+// Mark queues a mark behind every event published so far and returns a
+// wait for its place in the stream: the sequence number of the first batch
+// sent after it. Every event published before Mark goes out in a batch
+// numbered below it, every event published after Mark in one numbered
+// from it (a store's snapshot taken together with Mark, under the lock its
+// events are published under, is cut there). It never blocks; ok is false
+// when the queue is full (nothing was queued: ask again later).
+func (p *Publisher) Mark() (wait func(context.Context) (uint64, error), ok bool) {
+	if p.closed.Load() {
+		return nil, false
+	}
+	ch := make(chan uint64, 1)
+	select {
+	case p.queue <- Event{mark: ch}:
+	default:
+		return nil, false
+	}
+	return func(ctx context.Context) (uint64, error) {
+		select {
+		case seq := <-ch:
+			return seq, nil
+		case <-p.stop:
+			return 0, ErrClosed
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}, true
 }
 
 // resync sends, for each namespace an overrun touched, a Cleared and then

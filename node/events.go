@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -204,6 +205,36 @@ func (n *Node) resyncEvents(ns string, emit func(events.Event)) {
 		}
 		after = next
 	}
+}
+
+// Snapshot lists a namespace's pages at a point of its tenant's stream
+// (server.Snapshots): the store lists them and queues the publisher's mark
+// under its lock, the lock the stream's events are published under
+// (store.Admin.Snapshot), so the mark's sequence number cuts the stream
+// exactly where the list was read.
+func (n *Node) Snapshot(ctx context.Context, ns store.Namespace) (server.Snapshot, error) {
+	ev := n.events
+	if ev == nil || ev.pubs[ns.Tenant] == nil || ev.only != nil && !ev.only[ns.ID] {
+		return server.Snapshot{}, fmt.Errorf("namespace %s: %w", ns.ID.Short(), server.ErrNoEventStream)
+	}
+	p := ev.pubs[ns.Tenant]
+	var wait func(context.Context) (uint64, error)
+	keys, err := n.store.Admin().Snapshot(ns.ID, func() error {
+		var ok bool
+		if wait, ok = p.Mark(); !ok {
+			return fmt.Errorf("tenant %s: %w", ns.Tenant, server.ErrEventsBusy)
+		}
+		return nil
+	})
+	if err != nil {
+		return server.Snapshot{}, err
+	}
+	seq, err := wait(ctx)
+	if err != nil {
+		return server.Snapshot{}, err
+	}
+	inc := ev.previous + 1
+	return server.Snapshot{Seq: seq, Incarnation: inc, Topic: p.Topic(ns.ID.String(), inc), Keys: keys}, nil
 }
 
 // EventsAddrs returns tenant's stream's PUB and replay addresses; "" when

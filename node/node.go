@@ -176,7 +176,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n}, Rooms: n.rooms,
-		Events: eventStreams{n.events},
+		Events: eventStreams{n.events}, Snapshots: n,
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Audit: n.audit, Logger: n.log})
 	if err != nil {

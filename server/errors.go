@@ -39,6 +39,16 @@ var (
 	errNoUnregister = errors.New("this node's registry cannot delete namespace registrations")
 )
 
+// Errors a Snapshots implementation wraps.
+var (
+	// ErrNoEventStream is returned by SnapshotKeys for a namespace that
+	// publishes no KV event stream on this node.
+	ErrNoEventStream = errors.New("the namespace publishes no KV event stream here")
+	// ErrEventsBusy is returned by SnapshotKeys when the stream's queue is
+	// full, so that the dump cannot be placed in it: ask again.
+	ErrEventsBusy = errors.New("the KV event stream's queue is full")
+)
+
 // mapping is the one place errors become wire errors: per sentinel the
 // gRPC code and ErrorInfo reason (strata.proto documents the reasons) and
 // the frame protocol's error code. The first sentinel an error wraps
@@ -92,6 +102,9 @@ var mapping = []struct {
 	{transfer.ErrTooManyRooms, codes.ResourceExhausted, pb.ReasonTooManyRooms, frame.CodeBadRequest},
 	{transfer.ErrBadRequest, codes.InvalidArgument, pb.ReasonInvalidArgument, frame.CodeBadRequest},
 	{transfer.ErrClosed, codes.Unavailable, pb.ReasonShuttingDown, frame.CodeShuttingDown},
+	// The KV event stream's dumps are admin calls, on gRPC alone.
+	{ErrNoEventStream, codes.FailedPrecondition, "", frame.CodeBadRequest},
+	{ErrEventsBusy, codes.Unavailable, "", frame.CodeShuttingDown},
 }
 
 // toStatus converts an error to a gRPC status error with an ErrorInfo

@@ -43,6 +43,7 @@ var sentinels = map[string]error{
 	"transfer.ErrMismatch": transfer.ErrMismatch, "transfer.ErrPinQuota": transfer.ErrPinQuota,
 	"transfer.ErrTooManyRooms": transfer.ErrTooManyRooms, "transfer.ErrBadRequest": transfer.ErrBadRequest,
 	"transfer.ErrClosed": transfer.ErrClosed,
+	"server.ErrNoEventStream": ErrNoEventStream, "server.ErrEventsBusy": ErrEventsBusy,
 }
 
 // grpcOnly names the sentinels of calls no frame carries (the transfer
@@ -53,6 +54,7 @@ var grpcOnly = map[string]bool{
 	"transfer.ErrNoRoom": true, "transfer.ErrAborted": true, "transfer.ErrExpired": true,
 	"transfer.ErrWrongState": true, "transfer.ErrMismatch": true, "transfer.ErrPinQuota": true,
 	"transfer.ErrTooManyRooms": true, "transfer.ErrBadRequest": true,
+	"server.ErrNoEventStream": true, "server.ErrEventsBusy": true,
 }
 
 // frameMeaning is what each frame error code means on gRPC: the codes and

@@ -124,3 +124,11 @@ func (s *Server) checkHints(c caller, count int) error {
 // applyHints applies remote-child hints (store.ApplyHints); hints for
 // namespaces not here are for other nodes.
 func (s *Server) applyHints(hints []store.ChildHint) { s.cfg.Store.Evictor().ApplyHints(hints) }
+
+// prefixTiers is how many of keys, from the first, n holds, and the tier
+// of each of those (store.Admin.PrefixTiers).
+func (s *Server) prefixTiers(n store.Namespace, keys []namespace.Key) (longest int, tier []uint8, err error) {
+	tier = make([]uint8, len(keys))
+	longest, err = s.cfg.Store.Admin().PrefixTiers(n.ID, keys, tier)
+	return longest, tier, err
+}

@@ -83,6 +83,9 @@ type Config struct {
 	// Events gives the node's KV event streams, reported by NodeInfo.
 	// Default nil: none.
 	Events metrics.EventsSource
+	// Snapshots takes the dumps SnapshotKeys serves (snapshot.go).
+	// Default nil: SnapshotKeys fails with ErrNoEventStream.
+	Snapshots Snapshots
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
 	// StallTimeout is how long a gRPC Get may take to send one page, or a

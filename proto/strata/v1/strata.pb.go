@@ -4534,6 +4534,338 @@ func (x *TierRecovery) GetBytes() uint64 {
 	return 0
 }
 
+type SnapshotKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	PageSize      uint32                 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"` // keys per message; 0 = 1000 (capped by the node's batch limit)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotKeysRequest) Reset() {
+	*x = SnapshotKeysRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotKeysRequest) ProtoMessage() {}
+
+func (x *SnapshotKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotKeysRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotKeysRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SnapshotKeysRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *SnapshotKeysRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type SnapshotKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sequence number of the stream's first batch after the dump; the
+	// same in every message of one dump.
+	NextSeq     uint64 `protobuf:"varint,1,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	Incarnation uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the node's, as in the stream's topics
+	Topic       string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`              // the namespace's topic on the stream
+	// The dump's pages in key order: key, parent_key (empty for a first
+	// page) and tier set, the other fields not.
+	Keys          []*KeyInfo `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	Total         uint64     `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"` // pages in the whole dump
+	NodeId        string     `protobuf:"bytes,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotKeysResponse) Reset() {
+	*x = SnapshotKeysResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotKeysResponse) ProtoMessage() {}
+
+func (x *SnapshotKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotKeysResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotKeysResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SnapshotKeysResponse) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *SnapshotKeysResponse) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *SnapshotKeysResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SnapshotKeysResponse) GetKeys() []*KeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *SnapshotKeysResponse) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SnapshotKeysResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type QueryPrefixRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	// The prompt's page keys in order, or (keys empty) its token ids, from
+	// which the namespace's key format computes them (full pages only).
+	Keys          [][]byte `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	TokenIds      []uint32 `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryPrefixRequest) Reset() {
+	*x = QueryPrefixRequest{}
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryPrefixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryPrefixRequest) ProtoMessage() {}
+
+func (x *QueryPrefixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryPrefixRequest.ProtoReflect.Descriptor instead.
+func (*QueryPrefixRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *QueryPrefixRequest) GetNamespaceId() []byte {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return nil
+}
+
+func (x *QueryPrefixRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *QueryPrefixRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+type QueryPrefixResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Longest uint32                 `protobuf:"varint,1,opt,name=longest,proto3" json:"longest,omitempty"` // pages from the start this node holds, in any tier
+	// Per tier of the node, in tier order: pages from the start all in
+	// that tier.
+	Tiers         []*TierPrefix `protobuf:"bytes,2,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	PageTokens    uint32        `protobuf:"varint,3,opt,name=page_tokens,json=pageTokens,proto3" json:"page_tokens,omitempty"` // the namespace's tokens per page
+	Pages         uint32        `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`                             // pages asked about
+	NodeId        string        `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryPrefixResponse) Reset() {
+	*x = QueryPrefixResponse{}
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryPrefixResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryPrefixResponse) ProtoMessage() {}
+
+func (x *QueryPrefixResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryPrefixResponse.ProtoReflect.Descriptor instead.
+func (*QueryPrefixResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *QueryPrefixResponse) GetLongest() uint32 {
+	if x != nil {
+		return x.Longest
+	}
+	return 0
+}
+
+func (x *QueryPrefixResponse) GetTiers() []*TierPrefix {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *QueryPrefixResponse) GetPageTokens() uint32 {
+	if x != nil {
+		return x.PageTokens
+	}
+	return 0
+}
+
+func (x *QueryPrefixResponse) GetPages() uint32 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
+func (x *QueryPrefixResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type TierPrefix struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
+	Pages         uint32                 `protobuf:"varint,2,opt,name=pages,proto3" json:"pages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierPrefix) Reset() {
+	*x = TierPrefix{}
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierPrefix) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierPrefix) ProtoMessage() {}
+
+func (x *TierPrefix) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierPrefix.ProtoReflect.Descriptor instead.
+func (*TierPrefix) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *TierPrefix) GetTier() Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return Tier_TIER_UNSPECIFIED
+}
+
+func (x *TierPrefix) GetPages() uint32 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
 type Member struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -4555,7 +4887,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4567,7 +4899,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[55]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4580,7 +4912,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{55}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Member) GetNodeId() string {
@@ -4640,7 +4972,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4984,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[56]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4997,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{56}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 type MembersResponse struct {
@@ -4682,7 +5014,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +5026,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[57]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +5039,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{57}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -4758,7 +5090,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +5102,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[58]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +5115,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{58}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -4826,7 +5158,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4838,7 +5170,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4851,7 +5183,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -4893,7 +5225,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4905,7 +5237,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4918,7 +5250,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -4966,7 +5298,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4978,7 +5310,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4991,7 +5323,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -5017,7 +5349,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5029,7 +5361,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5042,7 +5374,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -5064,7 +5396,7 @@ type PinRequest struct {
 
 func (x *PinRequest) Reset() {
 	*x = PinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5076,7 +5408,7 @@ func (x *PinRequest) String() string {
 func (*PinRequest) ProtoMessage() {}
 
 func (x *PinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5089,7 +5421,7 @@ func (x *PinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinRequest.ProtoReflect.Descriptor instead.
 func (*PinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PinRequest) GetNamespaceId() []byte {
@@ -5129,7 +5461,7 @@ type PinResponse struct {
 
 func (x *PinResponse) Reset() {
 	*x = PinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5141,7 +5473,7 @@ func (x *PinResponse) String() string {
 func (*PinResponse) ProtoMessage() {}
 
 func (x *PinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5154,7 +5486,7 @@ func (x *PinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinResponse.ProtoReflect.Descriptor instead.
 func (*PinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PinResponse) GetPinId() uint64 {
@@ -5174,7 +5506,7 @@ type UnpinRequest struct {
 
 func (x *UnpinRequest) Reset() {
 	*x = UnpinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5186,7 +5518,7 @@ func (x *UnpinRequest) String() string {
 func (*UnpinRequest) ProtoMessage() {}
 
 func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5199,7 +5531,7 @@ func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinRequest.ProtoReflect.Descriptor instead.
 func (*UnpinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UnpinRequest) GetNamespaceId() []byte {
@@ -5224,7 +5556,7 @@ type UnpinResponse struct {
 
 func (x *UnpinResponse) Reset() {
 	*x = UnpinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5236,7 +5568,7 @@ func (x *UnpinResponse) String() string {
 func (*UnpinResponse) ProtoMessage() {}
 
 func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5249,7 +5581,7 @@ func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinResponse.ProtoReflect.Descriptor instead.
 func (*UnpinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
 }
 
 type OpenRoomRequest struct {
@@ -5261,7 +5593,7 @@ type OpenRoomRequest struct {
 
 func (x *OpenRoomRequest) Reset() {
 	*x = OpenRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5273,7 +5605,7 @@ func (x *OpenRoomRequest) String() string {
 func (*OpenRoomRequest) ProtoMessage() {}
 
 func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5286,7 +5618,7 @@ func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomRequest.ProtoReflect.Descriptor instead.
 func (*OpenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *OpenRoomRequest) GetRoom() string {
@@ -5306,7 +5638,7 @@ type OpenRoomResponse struct {
 
 func (x *OpenRoomResponse) Reset() {
 	*x = OpenRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5318,7 +5650,7 @@ func (x *OpenRoomResponse) String() string {
 func (*OpenRoomResponse) ProtoMessage() {}
 
 func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5331,7 +5663,7 @@ func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomResponse.ProtoReflect.Descriptor instead.
 func (*OpenRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *OpenRoomResponse) GetAttempt() uint64 {
@@ -5363,7 +5695,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5375,7 +5707,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5388,7 +5720,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -5442,7 +5774,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5786,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5799,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
@@ -5495,7 +5827,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5507,7 +5839,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5520,7 +5852,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AwaitRequest) GetRoom() string {
@@ -5572,7 +5904,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +5916,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +5929,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AwaitResponse) GetAttempt() uint64 {
@@ -5652,7 +5984,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5664,7 +5996,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5677,7 +6009,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AckRequest) GetRoom() string {
@@ -5702,7 +6034,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5714,7 +6046,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5727,7 +6059,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
 }
 
 type AbortRoomRequest struct {
@@ -5742,7 +6074,7 @@ type AbortRoomRequest struct {
 
 func (x *AbortRoomRequest) Reset() {
 	*x = AbortRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +6086,7 @@ func (x *AbortRoomRequest) String() string {
 func (*AbortRoomRequest) ProtoMessage() {}
 
 func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +6099,7 @@ func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomRequest.ProtoReflect.Descriptor instead.
 func (*AbortRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AbortRoomRequest) GetRoom() string {
@@ -5807,7 +6139,7 @@ type AbortRoomResponse struct {
 
 func (x *AbortRoomResponse) Reset() {
 	*x = AbortRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5819,7 +6151,7 @@ func (x *AbortRoomResponse) String() string {
 func (*AbortRoomResponse) ProtoMessage() {}
 
 func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5832,7 +6164,7 @@ func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomResponse.ProtoReflect.Descriptor instead.
 func (*AbortRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AbortRoomResponse) GetState() RoomState {
@@ -5851,7 +6183,7 @@ type RoomStatusRequest struct {
 
 func (x *RoomStatusRequest) Reset() {
 	*x = RoomStatusRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5863,7 +6195,7 @@ func (x *RoomStatusRequest) String() string {
 func (*RoomStatusRequest) ProtoMessage() {}
 
 func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5876,7 +6208,7 @@ func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusRequest.ProtoReflect.Descriptor instead.
 func (*RoomStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RoomStatusRequest) GetRoom() string {
@@ -5908,7 +6240,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5920,7 +6252,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5933,7 +6265,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RoomInfo) GetTenant() string {
@@ -6044,7 +6376,7 @@ type RoomStatusResponse struct {
 
 func (x *RoomStatusResponse) Reset() {
 	*x = RoomStatusResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6056,7 +6388,7 @@ func (x *RoomStatusResponse) String() string {
 func (*RoomStatusResponse) ProtoMessage() {}
 
 func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6069,7 +6401,7 @@ func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusResponse.ProtoReflect.Descriptor instead.
 func (*RoomStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RoomStatusResponse) GetRoom() *RoomInfo {
@@ -6095,7 +6427,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6107,7 +6439,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6120,7 +6452,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListRoomsRequest) GetTenant() string {
@@ -6140,7 +6472,7 @@ type ListRoomsResponse struct {
 
 func (x *ListRoomsResponse) Reset() {
 	*x = ListRoomsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6152,7 +6484,7 @@ func (x *ListRoomsResponse) String() string {
 func (*ListRoomsResponse) ProtoMessage() {}
 
 func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6165,7 +6497,7 @@ func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsResponse.ProtoReflect.Descriptor instead.
 func (*ListRoomsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListRoomsResponse) GetRooms() []*RoomInfo {
@@ -6196,7 +6528,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6208,7 +6540,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6221,7 +6553,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -6250,7 +6582,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6262,7 +6594,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6275,7 +6607,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -6316,7 +6648,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6328,7 +6660,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6341,7 +6673,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -6369,7 +6701,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6381,7 +6713,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6394,7 +6726,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -6428,7 +6760,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6440,7 +6772,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6453,7 +6785,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -6483,7 +6815,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6495,7 +6827,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6508,7 +6840,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -6557,7 +6889,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[88]
+	mi := &file_strata_v1_strata_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +6901,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[88]
+	mi := &file_strata_v1_strata_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +6914,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{88}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -6944,7 +7276,32 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\trecovered\x18\x02 \x01(\x04R\trecovered\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x12\n" +
 	"\x04torn\x18\x04 \x01(\x04R\x04torn\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xfe\x01\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"U\n" +
+	"\x13SnapshotKeysRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"\xc0\x01\n" +
+	"\x14SnapshotKeysResponse\x12\x19\n" +
+	"\bnext_seq\x18\x01 \x01(\x04R\anextSeq\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12&\n" +
+	"\x04keys\x18\x04 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x14\n" +
+	"\x05total\x18\x05 \x01(\x04R\x05total\x12\x17\n" +
+	"\anode_id\x18\x06 \x01(\tR\x06nodeId\"h\n" +
+	"\x12QueryPrefixRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x1b\n" +
+	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\"\xac\x01\n" +
+	"\x13QueryPrefixResponse\x12\x18\n" +
+	"\alongest\x18\x01 \x01(\rR\alongest\x12+\n" +
+	"\x05tiers\x18\x02 \x03(\v2\x15.strata.v1.TierPrefixR\x05tiers\x12\x1f\n" +
+	"\vpage_tokens\x18\x03 \x01(\rR\n" +
+	"pageTokens\x12\x14\n" +
+	"\x05pages\x18\x04 \x01(\rR\x05pages\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\"G\n" +
+	"\n" +
+	"TierPrefix\x12#\n" +
+	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x14\n" +
+	"\x05pages\x18\x02 \x01(\rR\x05pages\"\xfe\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12%\n" +
@@ -7165,7 +7522,7 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\fReleaseLease\x12\x1e.strata.v1.ReleaseLeaseRequest\x1a\x1f.strata.v1.ReleaseLeaseResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x12@\n" +
 	"\aOrphans\x12\x19.strata.v1.OrphansRequest\x1a\x1a.strata.v1.OrphansResponse\x12;\n" +
-	"\x04Rdma\x12\x16.strata.v1.RdmaRequest\x1a\x17.strata.v1.RdmaResponse(\x010\x012\xf7\x04\n" +
+	"\x04Rdma\x12\x16.strata.v1.RdmaRequest\x1a\x17.strata.v1.RdmaResponse(\x010\x012\x98\x06\n" +
 	"\x05Admin\x12U\n" +
 	"\x0eListNamespaces\x12 .strata.v1.ListNamespacesRequest\x1a!.strata.v1.ListNamespacesResponse\x12O\n" +
 	"\fGetNamespace\x12\x1e.strata.v1.GetNamespaceRequest\x1a\x1f.strata.v1.GetNamespaceResponse\x12C\n" +
@@ -7175,7 +7532,9 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\rDropNamespace\x12\x1f.strata.v1.DropNamespaceRequest\x1a .strata.v1.DropNamespaceResponse\x12X\n" +
 	"\x0fSetNamespaceTTL\x12!.strata.v1.SetNamespaceTTLRequest\x1a\".strata.v1.SetNamespaceTTLResponse\x12I\n" +
 	"\n" +
-	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse2\xc2\x02\n" +
+	"ListLeases\x12\x1c.strata.v1.ListLeasesRequest\x1a\x1d.strata.v1.ListLeasesResponse\x12Q\n" +
+	"\fSnapshotKeys\x12\x1e.strata.v1.SnapshotKeysRequest\x1a\x1f.strata.v1.SnapshotKeysResponse0\x01\x12L\n" +
+	"\vQueryPrefix\x12\x1d.strata.v1.QueryPrefixRequest\x1a\x1e.strata.v1.QueryPrefixResponse2\xc2\x02\n" +
 	"\aCluster\x12@\n" +
 	"\aMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse\x12G\n" +
 	"\fWatchMembers\x12\x19.strata.v1.MembersRequest\x1a\x1a.strata.v1.MembersResponse0\x01\x12:\n" +
@@ -7205,7 +7564,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -7271,170 +7630,182 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*EventStreamInfo)(nil),         // 61: strata.v1.EventStreamInfo
 	(*TenantUsage)(nil),             // 62: strata.v1.TenantUsage
 	(*TierRecovery)(nil),            // 63: strata.v1.TierRecovery
-	(*Member)(nil),                  // 64: strata.v1.Member
-	(*MembersRequest)(nil),          // 65: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 66: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 67: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 68: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 69: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 70: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 71: strata.v1.HintsResponse
-	(*PinRequest)(nil),              // 72: strata.v1.PinRequest
-	(*PinResponse)(nil),             // 73: strata.v1.PinResponse
-	(*UnpinRequest)(nil),            // 74: strata.v1.UnpinRequest
-	(*UnpinResponse)(nil),           // 75: strata.v1.UnpinResponse
-	(*OpenRoomRequest)(nil),         // 76: strata.v1.OpenRoomRequest
-	(*OpenRoomResponse)(nil),        // 77: strata.v1.OpenRoomResponse
-	(*PublishRequest)(nil),          // 78: strata.v1.PublishRequest
-	(*PublishResponse)(nil),         // 79: strata.v1.PublishResponse
-	(*AwaitRequest)(nil),            // 80: strata.v1.AwaitRequest
-	(*AwaitResponse)(nil),           // 81: strata.v1.AwaitResponse
-	(*AckRequest)(nil),              // 82: strata.v1.AckRequest
-	(*AckResponse)(nil),             // 83: strata.v1.AckResponse
-	(*AbortRoomRequest)(nil),        // 84: strata.v1.AbortRoomRequest
-	(*AbortRoomResponse)(nil),       // 85: strata.v1.AbortRoomResponse
-	(*RoomStatusRequest)(nil),       // 86: strata.v1.RoomStatusRequest
-	(*RoomInfo)(nil),                // 87: strata.v1.RoomInfo
-	(*RoomStatusResponse)(nil),      // 88: strata.v1.RoomStatusResponse
-	(*ListRoomsRequest)(nil),        // 89: strata.v1.ListRoomsRequest
-	(*ListRoomsResponse)(nil),       // 90: strata.v1.ListRoomsResponse
-	(*DropNamespaceRequest)(nil),    // 91: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 92: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 93: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 94: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 95: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 96: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 97: strata.v1.ListLeasesResponse
-	nil,                             // 98: strata.v1.Descriptor.ExtraEntry
+	(*SnapshotKeysRequest)(nil),     // 64: strata.v1.SnapshotKeysRequest
+	(*SnapshotKeysResponse)(nil),    // 65: strata.v1.SnapshotKeysResponse
+	(*QueryPrefixRequest)(nil),      // 66: strata.v1.QueryPrefixRequest
+	(*QueryPrefixResponse)(nil),     // 67: strata.v1.QueryPrefixResponse
+	(*TierPrefix)(nil),              // 68: strata.v1.TierPrefix
+	(*Member)(nil),                  // 69: strata.v1.Member
+	(*MembersRequest)(nil),          // 70: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 71: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 72: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 73: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 74: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 75: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 76: strata.v1.HintsResponse
+	(*PinRequest)(nil),              // 77: strata.v1.PinRequest
+	(*PinResponse)(nil),             // 78: strata.v1.PinResponse
+	(*UnpinRequest)(nil),            // 79: strata.v1.UnpinRequest
+	(*UnpinResponse)(nil),           // 80: strata.v1.UnpinResponse
+	(*OpenRoomRequest)(nil),         // 81: strata.v1.OpenRoomRequest
+	(*OpenRoomResponse)(nil),        // 82: strata.v1.OpenRoomResponse
+	(*PublishRequest)(nil),          // 83: strata.v1.PublishRequest
+	(*PublishResponse)(nil),         // 84: strata.v1.PublishResponse
+	(*AwaitRequest)(nil),            // 85: strata.v1.AwaitRequest
+	(*AwaitResponse)(nil),           // 86: strata.v1.AwaitResponse
+	(*AckRequest)(nil),              // 87: strata.v1.AckRequest
+	(*AckResponse)(nil),             // 88: strata.v1.AckResponse
+	(*AbortRoomRequest)(nil),        // 89: strata.v1.AbortRoomRequest
+	(*AbortRoomResponse)(nil),       // 90: strata.v1.AbortRoomResponse
+	(*RoomStatusRequest)(nil),       // 91: strata.v1.RoomStatusRequest
+	(*RoomInfo)(nil),                // 92: strata.v1.RoomInfo
+	(*RoomStatusResponse)(nil),      // 93: strata.v1.RoomStatusResponse
+	(*ListRoomsRequest)(nil),        // 94: strata.v1.ListRoomsRequest
+	(*ListRoomsResponse)(nil),       // 95: strata.v1.ListRoomsResponse
+	(*DropNamespaceRequest)(nil),    // 96: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 97: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 98: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 99: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 100: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 101: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 102: strata.v1.ListLeasesResponse
+	nil,                             // 103: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	98, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
-	1,  // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	10, // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
-	2,  // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
-	0,  // 4: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
-	9,  // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
-	1,  // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
-	0,  // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
-	43, // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
-	15, // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
-	18, // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
-	1,  // 11: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
-	20, // 12: strata.v1.PageSpec.event_info:type_name -> strata.v1.PageEventInfo
-	19, // 13: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
-	4,  // 14: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
-	22, // 15: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
-	26, // 16: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
-	5,  // 17: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
-	28, // 18: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
-	33, // 19: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
-	19, // 20: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
-	28, // 21: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
-	15, // 22: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
-	44, // 23: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
-	44, // 24: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
-	47, // 25: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
-	3,  // 26: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
-	9,  // 27: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
-	48, // 28: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
-	49, // 29: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
-	49, // 30: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	3,  // 31: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
-	54, // 32: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	54, // 33: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	48, // 34: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
-	63, // 35: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
-	62, // 36: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
-	61, // 37: strata.v1.NodeInfoResponse.event_streams:type_name -> strata.v1.EventStreamInfo
-	3,  // 38: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
-	6,  // 39: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	48, // 40: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	64, // 41: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	67, // 42: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	68, // 43: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	3,  // 44: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	69, // 45: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	9,  // 46: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
-	9,  // 47: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
-	8,  // 48: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
-	7,  // 49: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
-	7,  // 50: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
-	8,  // 51: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
-	87, // 52: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
-	87, // 53: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
-	49, // 54: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	96, // 55: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	11, // 56: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	13, // 57: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	16, // 58: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	21, // 59: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	24, // 60: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	27, // 61: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	30, // 62: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	32, // 63: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	35, // 64: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	37, // 65: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	39, // 66: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	41, // 67: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	45, // 68: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
-	50, // 69: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	52, // 70: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	55, // 71: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	57, // 72: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	59, // 73: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	91, // 74: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	93, // 75: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	95, // 76: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	65, // 77: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	65, // 78: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	70, // 79: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	72, // 80: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
-	74, // 81: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
-	76, // 82: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
-	78, // 83: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
-	80, // 84: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
-	82, // 85: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
-	84, // 86: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
-	86, // 87: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
-	89, // 88: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
-	12, // 89: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	14, // 90: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	17, // 91: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	23, // 92: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	25, // 93: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	29, // 94: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	31, // 95: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	34, // 96: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	36, // 97: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	38, // 98: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	40, // 99: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	42, // 100: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	46, // 101: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
-	51, // 102: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	53, // 103: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	56, // 104: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	58, // 105: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	60, // 106: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	92, // 107: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	94, // 108: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	97, // 109: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	66, // 110: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	66, // 111: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	71, // 112: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	73, // 113: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
-	75, // 114: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
-	77, // 115: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
-	79, // 116: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
-	81, // 117: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
-	83, // 118: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
-	85, // 119: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
-	88, // 120: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
-	90, // 121: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
-	89, // [89:122] is the sub-list for method output_type
-	56, // [56:89] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	103, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	1,   // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
+	10,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
+	2,   // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
+	0,   // 4: strata.v1.OpenNamespaceRequest.protocol:type_name -> strata.v1.ProtocolVersion
+	9,   // 5: strata.v1.OpenNamespaceRequest.descriptor:type_name -> strata.v1.Descriptor
+	1,   // 6: strata.v1.OpenNamespaceResponse.checksum:type_name -> strata.v1.ChecksumAlgorithm
+	0,   // 7: strata.v1.OpenNamespaceResponse.protocol:type_name -> strata.v1.ProtocolVersion
+	43,  // 8: strata.v1.OpenNamespaceResponse.rdma:type_name -> strata.v1.RdmaPlane
+	15,  // 9: strata.v1.LookupResponse.lease:type_name -> strata.v1.Lease
+	18,  // 10: strata.v1.GetResponse.header:type_name -> strata.v1.PageHeader
+	1,   // 11: strata.v1.PageHeader.checksum_algorithm:type_name -> strata.v1.ChecksumAlgorithm
+	20,  // 12: strata.v1.PageSpec.event_info:type_name -> strata.v1.PageEventInfo
+	19,  // 13: strata.v1.ReserveRequest.pages:type_name -> strata.v1.PageSpec
+	4,   // 14: strata.v1.Reservation.status:type_name -> strata.v1.ReserveStatus
+	22,  // 15: strata.v1.ReserveResponse.reservations:type_name -> strata.v1.Reservation
+	26,  // 16: strata.v1.CommitRequest.items:type_name -> strata.v1.CommitItem
+	5,   // 17: strata.v1.CommitResult.status:type_name -> strata.v1.CommitStatus
+	28,  // 18: strata.v1.CommitResponse.results:type_name -> strata.v1.CommitResult
+	33,  // 19: strata.v1.PutRequest.header:type_name -> strata.v1.PutHeader
+	19,  // 20: strata.v1.PutHeader.page:type_name -> strata.v1.PageSpec
+	28,  // 21: strata.v1.PutResponse.results:type_name -> strata.v1.CommitResult
+	15,  // 22: strata.v1.RenewLeaseResponse.lease:type_name -> strata.v1.Lease
+	44,  // 23: strata.v1.RdmaRequest.connect:type_name -> strata.v1.RdmaEndpoint
+	44,  // 24: strata.v1.RdmaResponse.connect:type_name -> strata.v1.RdmaEndpoint
+	47,  // 25: strata.v1.RdmaResponse.pages:type_name -> strata.v1.RdmaPage
+	3,   // 26: strata.v1.TierStats.tier:type_name -> strata.v1.Tier
+	9,   // 27: strata.v1.NamespaceInfo.descriptor:type_name -> strata.v1.Descriptor
+	48,  // 28: strata.v1.NamespaceInfo.tiers:type_name -> strata.v1.TierStats
+	49,  // 29: strata.v1.ListNamespacesResponse.namespaces:type_name -> strata.v1.NamespaceInfo
+	49,  // 30: strata.v1.GetNamespaceResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	3,   // 31: strata.v1.KeyInfo.tier:type_name -> strata.v1.Tier
+	54,  // 32: strata.v1.ListKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	54,  // 33: strata.v1.StatKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	48,  // 34: strata.v1.NodeInfoResponse.tiers:type_name -> strata.v1.TierStats
+	63,  // 35: strata.v1.NodeInfoResponse.recovery:type_name -> strata.v1.TierRecovery
+	62,  // 36: strata.v1.NodeInfoResponse.tenants:type_name -> strata.v1.TenantUsage
+	61,  // 37: strata.v1.NodeInfoResponse.event_streams:type_name -> strata.v1.EventStreamInfo
+	3,   // 38: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
+	54,  // 39: strata.v1.SnapshotKeysResponse.keys:type_name -> strata.v1.KeyInfo
+	68,  // 40: strata.v1.QueryPrefixResponse.tiers:type_name -> strata.v1.TierPrefix
+	3,   // 41: strata.v1.TierPrefix.tier:type_name -> strata.v1.Tier
+	6,   // 42: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	48,  // 43: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	69,  // 44: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	72,  // 45: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	73,  // 46: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,   // 47: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	74,  // 48: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	9,   // 49: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,   // 50: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
+	8,   // 51: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
+	7,   // 52: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
+	7,   // 53: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
+	8,   // 54: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
+	92,  // 55: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
+	92,  // 56: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
+	49,  // 57: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	101, // 58: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	11,  // 59: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	13,  // 60: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	16,  // 61: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	21,  // 62: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	24,  // 63: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	27,  // 64: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	30,  // 65: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	32,  // 66: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	35,  // 67: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	37,  // 68: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	39,  // 69: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	41,  // 70: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	45,  // 71: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	50,  // 72: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	52,  // 73: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	55,  // 74: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	57,  // 75: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	59,  // 76: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	96,  // 77: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	98,  // 78: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	100, // 79: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	64,  // 80: strata.v1.Admin.SnapshotKeys:input_type -> strata.v1.SnapshotKeysRequest
+	66,  // 81: strata.v1.Admin.QueryPrefix:input_type -> strata.v1.QueryPrefixRequest
+	70,  // 82: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	70,  // 83: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	75,  // 84: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	77,  // 85: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
+	79,  // 86: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
+	81,  // 87: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
+	83,  // 88: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
+	85,  // 89: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
+	87,  // 90: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
+	89,  // 91: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
+	91,  // 92: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
+	94,  // 93: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
+	12,  // 94: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	14,  // 95: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	17,  // 96: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	23,  // 97: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	25,  // 98: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	29,  // 99: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	31,  // 100: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	34,  // 101: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	36,  // 102: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	38,  // 103: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	40,  // 104: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	42,  // 105: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	46,  // 106: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	51,  // 107: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	53,  // 108: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	56,  // 109: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	58,  // 110: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	60,  // 111: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	97,  // 112: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	99,  // 113: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	102, // 114: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	65,  // 115: strata.v1.Admin.SnapshotKeys:output_type -> strata.v1.SnapshotKeysResponse
+	67,  // 116: strata.v1.Admin.QueryPrefix:output_type -> strata.v1.QueryPrefixResponse
+	71,  // 117: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	71,  // 118: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	76,  // 119: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	78,  // 120: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
+	80,  // 121: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
+	82,  // 122: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
+	84,  // 123: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
+	86,  // 124: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
+	88,  // 125: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
+	90,  // 126: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
+	93,  // 127: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
+	95,  // 128: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
+	94,  // [94:129] is the sub-list for method output_type
+	59,  // [59:94] is the sub-list for method input_type
+	59,  // [59:59] is the sub-list for extension type_name
+	59,  // [59:59] is the sub-list for extension extendee
+	0,   // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -7448,7 +7819,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   90,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

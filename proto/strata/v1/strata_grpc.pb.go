@@ -676,6 +676,8 @@ const (
 	Admin_DropNamespace_FullMethodName   = "/strata.v1.Admin/DropNamespace"
 	Admin_SetNamespaceTTL_FullMethodName = "/strata.v1.Admin/SetNamespaceTTL"
 	Admin_ListLeases_FullMethodName      = "/strata.v1.Admin/ListLeases"
+	Admin_SnapshotKeys_FullMethodName    = "/strata.v1.Admin/SnapshotKeys"
+	Admin_QueryPrefix_FullMethodName     = "/strata.v1.Admin/QueryPrefix"
 )
 
 // AdminClient is the client API for Admin service.
@@ -698,6 +700,19 @@ type AdminClient interface {
 	SetNamespaceTTL(ctx context.Context, in *SetNamespaceTTLRequest, opts ...grpc.CallOption) (*SetNamespaceTTLResponse, error)
 	// ListLeases lists this node's active read leases the caller may see.
 	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
+	// SnapshotKeys dumps a namespace's pages on this node (key, parent,
+	// tier), a page of keys per message, consistent with the tenant's KV
+	// event stream (docs/design.md §15): the dump holds every change the
+	// stream's batches before next_seq announce and none of those from
+	// next_seq on, so a consumer that applies the dump, then the stream from
+	// next_seq, misses nothing and counts nothing twice. FAILED_PRECONDITION
+	// when the namespace publishes no stream; UNAVAILABLE when the stream's
+	// queue is full (ask again).
+	SnapshotKeys(ctx context.Context, in *SnapshotKeysRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotKeysResponse], error)
+	// QueryPrefix reports how many of a prompt's pages, from the start, this
+	// node holds, in any tier and in each tier. It is not a use of the pages
+	// (no hit is counted, no lease taken).
+	QueryPrefix(ctx context.Context, in *QueryPrefixRequest, opts ...grpc.CallOption) (*QueryPrefixResponse, error)
 }
 
 type adminClient struct {
@@ -788,6 +803,35 @@ func (c *adminClient) ListLeases(ctx context.Context, in *ListLeasesRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) SnapshotKeys(ctx context.Context, in *SnapshotKeysRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotKeysResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_SnapshotKeys_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotKeysRequest, SnapshotKeysResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SnapshotKeysClient = grpc.ServerStreamingClient[SnapshotKeysResponse]
+
+func (c *adminClient) QueryPrefix(ctx context.Context, in *QueryPrefixRequest, opts ...grpc.CallOption) (*QueryPrefixResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryPrefixResponse)
+	err := c.cc.Invoke(ctx, Admin_QueryPrefix_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -808,6 +852,19 @@ type AdminServer interface {
 	SetNamespaceTTL(context.Context, *SetNamespaceTTLRequest) (*SetNamespaceTTLResponse, error)
 	// ListLeases lists this node's active read leases the caller may see.
 	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
+	// SnapshotKeys dumps a namespace's pages on this node (key, parent,
+	// tier), a page of keys per message, consistent with the tenant's KV
+	// event stream (docs/design.md §15): the dump holds every change the
+	// stream's batches before next_seq announce and none of those from
+	// next_seq on, so a consumer that applies the dump, then the stream from
+	// next_seq, misses nothing and counts nothing twice. FAILED_PRECONDITION
+	// when the namespace publishes no stream; UNAVAILABLE when the stream's
+	// queue is full (ask again).
+	SnapshotKeys(*SnapshotKeysRequest, grpc.ServerStreamingServer[SnapshotKeysResponse]) error
+	// QueryPrefix reports how many of a prompt's pages, from the start, this
+	// node holds, in any tier and in each tier. It is not a use of the pages
+	// (no hit is counted, no lease taken).
+	QueryPrefix(context.Context, *QueryPrefixRequest) (*QueryPrefixResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -841,6 +898,12 @@ func (UnimplementedAdminServer) SetNamespaceTTL(context.Context, *SetNamespaceTT
 }
 func (UnimplementedAdminServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLeases not implemented")
+}
+func (UnimplementedAdminServer) SnapshotKeys(*SnapshotKeysRequest, grpc.ServerStreamingServer[SnapshotKeysResponse]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotKeys not implemented")
+}
+func (UnimplementedAdminServer) QueryPrefix(context.Context, *QueryPrefixRequest) (*QueryPrefixResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueryPrefix not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1007,6 +1070,35 @@ func _Admin_ListLeases_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SnapshotKeys_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotKeysRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).SnapshotKeys(m, &grpc.GenericServerStream[SnapshotKeysRequest, SnapshotKeysResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SnapshotKeysServer = grpc.ServerStreamingServer[SnapshotKeysResponse]
+
+func _Admin_QueryPrefix_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryPrefixRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).QueryPrefix(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_QueryPrefix_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).QueryPrefix(ctx, req.(*QueryPrefixRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1046,8 +1138,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListLeases",
 			Handler:    _Admin_ListLeases_Handler,
 		},
+		{
+			MethodName: "QueryPrefix",
+			Handler:    _Admin_QueryPrefix_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SnapshotKeys",
+			Handler:       _Admin_SnapshotKeys_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "strata/v1/strata.proto",
 }
 

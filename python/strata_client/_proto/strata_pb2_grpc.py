@@ -538,6 +538,16 @@ class AdminStub(object):
                 request_serializer=strata_dot_v1_dot_strata__pb2.ListLeasesRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_strata__pb2.ListLeasesResponse.FromString,
                 )
+        self.SnapshotKeys = channel.unary_stream(
+                '/strata.v1.Admin/SnapshotKeys',
+                request_serializer=strata_dot_v1_dot_strata__pb2.SnapshotKeysRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.SnapshotKeysResponse.FromString,
+                )
+        self.QueryPrefix = channel.unary_unary(
+                '/strata.v1.Admin/QueryPrefix',
+                request_serializer=strata_dot_v1_dot_strata__pb2.QueryPrefixRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_strata__pb2.QueryPrefixResponse.FromString,
+                )
 
 
 class AdminServicer(object):
@@ -598,6 +608,29 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotKeys(self, request, context):
+        """SnapshotKeys dumps a namespace's pages on this node (key, parent,
+        tier), a page of keys per message, consistent with the tenant's KV
+        event stream (docs/design.md §15): the dump holds every change the
+        stream's batches before next_seq announce and none of those from
+        next_seq on, so a consumer that applies the dump, then the stream from
+        next_seq, misses nothing and counts nothing twice. FAILED_PRECONDITION
+        when the namespace publishes no stream; UNAVAILABLE when the stream's
+        queue is full (ask again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryPrefix(self, request, context):
+        """QueryPrefix reports how many of a prompt's pages, from the start, this
+        node holds, in any tier and in each tier. It is not a use of the pages
+        (no hit is counted, no lease taken).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -640,6 +673,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListLeases,
                     request_deserializer=strata_dot_v1_dot_strata__pb2.ListLeasesRequest.FromString,
                     response_serializer=strata_dot_v1_dot_strata__pb2.ListLeasesResponse.SerializeToString,
+            ),
+            'SnapshotKeys': grpc.unary_stream_rpc_method_handler(
+                    servicer.SnapshotKeys,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.SnapshotKeysRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.SnapshotKeysResponse.SerializeToString,
+            ),
+            'QueryPrefix': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryPrefix,
+                    request_deserializer=strata_dot_v1_dot_strata__pb2.QueryPrefixRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_strata__pb2.QueryPrefixResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -785,6 +828,40 @@ class Admin(object):
         return grpc.experimental.unary_unary(request, target, '/strata.v1.Admin/ListLeases',
             strata_dot_v1_dot_strata__pb2.ListLeasesRequest.SerializeToString,
             strata_dot_v1_dot_strata__pb2.ListLeasesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SnapshotKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/strata.v1.Admin/SnapshotKeys',
+            strata_dot_v1_dot_strata__pb2.SnapshotKeysRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.SnapshotKeysResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def QueryPrefix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/strata.v1.Admin/QueryPrefix',
+            strata_dot_v1_dot_strata__pb2.QueryPrefixRequest.SerializeToString,
+            strata_dot_v1_dot_strata__pb2.QueryPrefixResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
