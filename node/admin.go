@@ -10,7 +10,7 @@ import (
 )
 
 // startAdmin serves the admin HTTP endpoints: /metrics (Prometheus),
-// /healthz, and /debug/pprof/ when Config.Pprof is set. It uses its own mux,
+// /healthz, /query and /query_by_hash (server.IndexerHandler), and /debug/pprof/ when Config.Pprof is set. It uses its own mux,
 // never the default one.
 func (n *Node) startAdmin() error {
 	lis, err := net.Listen("tcp", n.cfg.AdminListen)
@@ -19,6 +19,9 @@ func (n *Node) startAdmin() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", n.srv.Metrics().Handler())
+	indexer := n.srv.IndexerHandler() // the prefix query, in Mooncake's Indexer API's shape
+	mux.Handle("POST /query", indexer)
+	mux.Handle("POST /query_by_hash", indexer)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, n.healthText()) })
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
