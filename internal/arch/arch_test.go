@@ -48,7 +48,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"transfer":       {"namespace", ""},
 	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
 	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store transfer", "internal/testing/leaktest internal/testing/poll"},
-	"metrics":        {"namespace", "client internal/testing/poll internal/testing/testnode node transfer"},
+	"metrics":        {"namespace", "client events internal/testing/poll internal/testing/testnode node transfer"},
 	"server": {"membership metrics namespace proto/frame proto/pbconv proto/strata/v1 rdma store tiers transfer transport",
 		"client internal/testing/leaktest internal/testing/poll internal/testing/splitbuf internal/testing/testnode node"},
 	"node": {"events eviction/coord peer transfer internal/certs internal/dial internal/grpcbuf membership metrics namespace placement proto/strata/v1 rdma registry server store tiers transport",
@@ -61,7 +61,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
+	"cmd/stratad":           {"node", "client events internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
 	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
 	"cmd/strata-load":       {"benchmarks/load", ""},
 	"cmd/libstrata":         {"client namespace", ""},
