@@ -24,7 +24,13 @@ import (
 
 func newHost(t *testing.T) (*tiers.Host, *Shm) {
 	t.Helper()
-	h, err := tiers.NewHost(tiers.HostConfig{Capacity: 1 << 20, SlabSize: 64 << 10})
+	return newHostOf(t, tiers.HostConfig{Capacity: 1 << 20, SlabSize: 64 << 10})
+}
+
+// newHostOf is a host tier of cfg and a mapping of its arena.
+func newHostOf(t *testing.T, cfg tiers.HostConfig) (*tiers.Host, *Shm) {
+	t.Helper()
+	h, err := tiers.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,16 +320,7 @@ func socketPair(t *testing.T) (*Conn, *Conn) {
 // hands each op's chunks to each in order, and fails with the lowest
 // failing op when ops in two runs fail; a write of as much writes them.
 func TestShmLargeBatchInRuns(t *testing.T) {
-	h, err := tiers.NewHost(tiers.HostConfig{Capacity: 16 << 20, SlabSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	s, err := MapShm(h.FD(), h.Size(), h.GenFD(), h.GenWords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	h, s := newHostOf(t, tiers.HostConfig{Capacity: 16 << 20, SlabSize: 1 << 20})
 	ctx := context.Background()
 	const pages, size = 24, 256 << 10 // 6 MiB
 	ops, exts := make([]Op, pages), make([]tiers.Extent, pages)
