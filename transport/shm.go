@@ -3,8 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -93,83 +91,16 @@ func (s *Shm) ReadEach(ctx context.Context, ops []Op, each func(i int, p []byte)
 	return s.copy(ctx, ops, false, each)
 }
 
-// # Large reads, copied on several threads
-//
-// The copies are the whole cost of a same-host get: a 1 GiB batch is
-// some 60 ms of memmove on one thread, while the engine that asked for it
-// (a Python process off the GIL, a Go client) waits, and the machine's
-// other CPUs are idle or busy elsewhere. So a read of at least
-// parallelBytes is cut into up to parallelParts runs of whole ops, of
-// about equal bytes, one per CPU the Go runtime may use (GOMAXPROCS),
-// copied at once: 32 pages of 256 KiB in 11-12 GB/s on one thread, 14.5-16.5
-// on two (strata-load --transport shm --batch 32, one worker, 2-core VM;
-// benchmarks/README.md). Writes stay on one thread: the node checksums a
-// put's pages as the client copies them, and the runs only took CPU from
-// it (6.1-7.6 GB/s on one thread, 6.8-6.9 on two). The copies do not touch each other (each
-// op its own extent and destination, each(i) for op i only), and the
-// generation fence is an atomic. Each run stops at its first op that
-// fails; the error of the lowest such op is returned, so ops after it in
-// another run may have been copied, which a caller that sees the error
-// ignores as it does the ops before it.
-
-// parallelBytes is the smallest batch copied on several threads, and
-// parallelParts the most threads.
-const (
-	parallelBytes = 4 << 20
-	parallelParts = 4
-)
-
-// copy runs Read's or Write's copies, on several threads for a large read
-// (Large reads, copied on several threads); it hands what it copied to
-// each, chunk by chunk, if each is not nil.
+// copy runs Read's or Write's copies, stopping at the first op that fails
+// and checking ctx every 16 ops; it hands what it copied to each, chunk by
+// chunk, if each is not nil.
 func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []byte)) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	var fence atomic.Uint64
-	parts := min(runtime.GOMAXPROCS(0), parallelParts, len(ops))
-	if write {
-		parts = 1
-	}
-	var total int64
 	for i := range ops {
-		total += ops[i].Ext.Len
-	}
-	if parts < 2 || total < parallelBytes {
-		return s.copyRun(ctx, ops, 0, write, each, &fence)
-	}
-	fails := make([]error, parts) // by run, so in op order
-	var wg sync.WaitGroup
-	start, done := 0, int64(0)
-	for p := range parts {
-		end := start
-		for end < len(ops) && (p == parts-1 || done < total*int64(p+1)/int64(parts)) {
-			done += ops[end].Ext.Len
-			end++
-		}
-		run, base := ops[start:end], start
-		if p == parts-1 {
-			fails[p] = s.copyRun(ctx, run, base, write, each, &fence)
-			break
-		}
-		wg.Go(func() { fails[p] = s.copyRun(ctx, run, base, write, each, &fence) })
-		start = end
-	}
-	wg.Wait()
-	for _, err := range fails {
-		if err != nil {
-			return err // the lowest failing op's
-		}
-	}
-	return nil
-}
-
-// copyRun copies ops, which start at op base of the batch, stopping at the
-// first that fails and checking ctx every 16 ops.
-func (s *Shm) copyRun(ctx context.Context, ops []Op, base int, write bool, each func(int, []byte), fence *atomic.Uint64) error {
-	for j := range ops {
-		i := base + j
-		op := &ops[j]
+		op := &ops[i]
 		op.OK = false
 		win, err := s.window(op.Ext, op.dstLen())
 		if err == nil && write && op.Pieces != nil {
@@ -180,7 +111,7 @@ func (s *Shm) copyRun(ctx context.Context, ops []Op, base int, write bool, each 
 		}
 		switch {
 		case err != nil:
-		case s.generation(op.Ext.GenIndex, fence) != op.Ext.Gen:
+		case s.generation(op.Ext.GenIndex, &fence) != op.Ext.Gen:
 			if write {
 				err = ErrStale
 			}
@@ -197,12 +128,12 @@ func (s *Shm) copyRun(ctx context.Context, ops []Op, base int, write bool, each 
 			op.OK = true
 		default:
 			readOp(op, win, i, each)
-			op.OK = s.generation(op.Ext.GenIndex, fence) == op.Ext.Gen
+			op.OK = s.generation(op.Ext.GenIndex, &fence) == op.Ext.Gen
 		}
 		if err != nil {
 			return fmt.Errorf("shm %s of op %d: %w", verb(write), i, err)
 		}
-		if j%16 == 15 {
+		if i%16 == 15 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}

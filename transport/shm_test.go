@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +23,7 @@ import (
 
 func newHost(t *testing.T) (*tiers.Host, *Shm) {
 	t.Helper()
-	return newHostOf(t, tiers.HostConfig{Capacity: 1 << 20, SlabSize: 64 << 10})
-}
-
-// newHostOf is a host tier of cfg and a mapping of its arena.
-func newHostOf(t *testing.T, cfg tiers.HostConfig) (*tiers.Host, *Shm) {
-	t.Helper()
-	h, err := tiers.NewHost(cfg)
+	h, err := tiers.NewHost(tiers.HostConfig{Capacity: 1 << 20, SlabSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,52 +306,4 @@ func socketPair(t *testing.T) (*Conn, *Conn) {
 	a, b := NewConn(s, 0), NewConn(c, 0)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
-}
-
-// TestShmLargeBatchInRuns: a read past parallelBytes, copied in runs on
-// several threads (where GOMAXPROCS allows), reads every op's bytes and
-// hands each op's chunks to each in order, and fails with the lowest
-// failing op when ops in two runs fail; a write of as much writes them.
-func TestShmLargeBatchInRuns(t *testing.T) {
-	h, s := newHostOf(t, tiers.HostConfig{Capacity: 16 << 20, SlabSize: 1 << 20})
-	ctx := context.Background()
-	const pages, size = 24, 256 << 10 // 6 MiB
-	ops, exts := make([]Op, pages), make([]tiers.Extent, pages)
-	for i := range ops {
-		e, err := h.Alloc(size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exts[i] = e
-		ops[i] = Op{Ext: extentOf(h, e), Buf: bytes.Repeat([]byte{byte(i + 1)}, size)}
-	}
-	seen := make([][]byte, pages)
-	if err := s.WriteEach(ctx, ops, func(i int, p []byte) { seen[i] = append(seen[i], p...) }); err != nil {
-		t.Fatal(err)
-	}
-	for i, op := range ops {
-		if !op.OK || !bytes.Equal(h.Bytes(exts[i]), op.Buf) || !bytes.Equal(seen[i], op.Buf) {
-			t.Fatalf("write op %d: ok %v, arena equal %v, handed equal %v", i, op.OK, bytes.Equal(h.Bytes(exts[i]), op.Buf), bytes.Equal(seen[i], op.Buf))
-		}
-	}
-	reads := make([]Op, pages)
-	read := make([][]byte, pages)
-	for i := range reads {
-		reads[i] = Op{Ext: ops[i].Ext, Buf: make([]byte, size)}
-	}
-	if err := s.ReadEach(ctx, reads, func(i int, p []byte) { read[i] = append(read[i], p...) }); err != nil {
-		t.Fatal(err)
-	}
-	for i, op := range reads {
-		if !op.OK || !bytes.Equal(op.Buf, ops[i].Buf) || !bytes.Equal(read[i], ops[i].Buf) {
-			t.Fatalf("read op %d: ok %v, bytes equal %v, handed equal %v", i, op.OK, bytes.Equal(op.Buf, ops[i].Buf), bytes.Equal(read[i], ops[i].Buf))
-		}
-	}
-	// Reads of freed extents are misses, not errors; an out-of-range one
-	// fails the read. Two in different runs: the lower one's error.
-	bad := func(i int) frame.Extent { e := reads[i].Ext; e.Off = 1 << 40; return e }
-	reads[5].Ext, reads[20].Ext = bad(5), bad(20)
-	if err := s.Read(ctx, reads); !errors.Is(err, ErrOutOfRange) || !strings.Contains(err.Error(), "op 5:") {
-		t.Fatalf("a read with ops 5 and 20 out of range: %v, want op 5's ErrOutOfRange", err)
-	}
 }
