@@ -32,10 +32,11 @@ import (
 //
 // Waking the applier is dearer than the bookkeeping of a few keys: the
 // wake is a futex call that starts another thread, and both threads'
-// context switches cost more than the round trip itself on a VM (a
-// one-key lookup took 42 µs at p50 to Redis's 20 with the wake, a runtime
-// trace showing the applier woken on every lookup; benchmarks/README.md,
-// "The round trip"). So a lookup of fewer than wakeKeys keys leaves its
+// context switches cost more than the round trip itself on a VM. A
+// runtime trace of a node under one-key lookups showed the applier woken
+// on every one; without the wake the p50 fell from 87 to 54 µs, old node
+// beside new (benchmarks/README.md, "The raw plane against its limits").
+// So a lookup of fewer than wakeKeys keys leaves its
 // batch in the log without waking the applier. Nothing reads what the
 // batch changes without applying the log first (below), so a batch left
 // there is as good as applied; the next lookup finds it and does the
