@@ -40,6 +40,10 @@ const (
 	childBytesEnv = "STRATA_LOAD_BYTES"
 	childSeedEnv  = "STRATA_LOAD_SEED"
 	childTLSEnv   = "STRATA_LOAD_TLS" // "cert,key": the node serves TLS
+	// childEventsEnv names a tenant whose KV event stream the node
+	// publishes (node.Config.Events) on a free port, which the child
+	// prints after its address: "addr A events E".
+	childEventsEnv = "STRATA_LOAD_EVENTS"
 )
 
 // ServeChild, in a process started by startChild, serves its role until
@@ -83,6 +87,10 @@ func serveChild(role string) error {
 		if files := os.Getenv(childTLSEnv); files != "" {
 			ncfg.TLSCert, ncfg.TLSKey, _ = strings.Cut(files, ",")
 		}
+		tenant := os.Getenv(childEventsEnv)
+		if tenant != "" {
+			ncfg.Events = eventsConfig(tenant)
+		}
 		nd, err := node.Start(ctx, ncfg)
 		cancel()
 		if err != nil {
@@ -90,6 +98,10 @@ func serveChild(role string) error {
 			return fmt.Errorf("starting node: %w", err)
 		}
 		addr, stop = nd.Addr(), func() error { return errors.Join(nd.Close(), os.RemoveAll(dir)) }
+		if tenant != "" {
+			pub, _ := nd.EventsAddrs(tenant)
+			addr += " events " + pub
+		}
 	case roleProducer, roleConsumer:
 		return servePeer(role, int(n))
 	default:

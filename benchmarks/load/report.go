@@ -114,32 +114,48 @@ func writeRatios(b *strings.Builder, op Op, results []Result) {
 // writeOldRatios writes, for each strata-old system (an older build's node,
 // StrataConfig.Label "old") and the strata system of its transport, the
 // new one's throughput over the old one's, and both p99s and CPU per
-// operation, case by case: whether this build is slower than the old.
+// operation, case by case: whether this build is slower than the old; and
+// likewise each strata-events system (a node publishing its KV events)
+// over the strata system of its transport: what the stream costs.
 func writeOldRatios(b *strings.Builder, op Op, results []Result) {
+	writeLabelRatios(b, op, results, "old", "new", "old")
+	writeLabelRatios(b, op, results, "events", "events", "none")
+}
+
+// writeLabelRatios writes, for each strata-<label> system and the strata
+// system of its transport, the labelled one's throughput over the other's
+// (with and without name the two columns), p99s and CPU per operation.
+func writeLabelRatios(b *strings.Builder, op Op, results []Result, label, with, without string) {
 	type key struct {
 		sys           string
 		size, workers int
 	}
 	idx := map[key]Result{}
-	var olds []string
+	var labelled []string
+	prefix := "strata-" + label
 	for _, r := range results {
 		if r.Op != op {
 			continue
 		}
 		idx[key{r.System, r.PageBytes, r.Workers}] = r
-		if strings.HasPrefix(r.System, "strata-old") && !slices.Contains(olds, r.System) {
-			olds = append(olds, r.System)
+		if (r.System == prefix || strings.HasPrefix(r.System, prefix+"-")) && !slices.Contains(labelled, r.System) {
+			labelled = append(labelled, r.System)
 		}
 	}
-	for _, old := range olds {
-		sys := "strata" + strings.TrimPrefix(old, "strata-old")
-		fmt.Fprintf(b, "\n%s ÷ %s, %s (throughput ratio; p99 µs and cpu-µs/op, new / old)\n\n"+
-			"| page | workers | new ÷ old | p99 new / old | cpu new / old |\n|---|---:|---:|---:|---:|\n", sys, old, op)
+	for _, l := range labelled {
+		sys := "strata" + strings.TrimPrefix(l, prefix)
+		first, second, firstName, secondName := sys, l, with, without
+		if label != "old" {
+			first, second = l, sys
+		}
+		fmt.Fprintf(b, "\n%s ÷ %s, %s (throughput ratio; p99 µs and cpu-µs/op, %s / %s)\n\n"+
+			"| page | workers | %s ÷ %s | p99 %s / %s | cpu %s / %s |\n|---|---:|---:|---:|---:|\n",
+			first, second, op, firstName, secondName, firstName, secondName, firstName, secondName, firstName, secondName)
 		for _, r := range results {
-			if r.Op != op || r.System != old {
+			if r.Op != op || r.System != second {
 				continue
 			}
-			n, ok := idx[key{sys, r.PageBytes, r.Workers}]
+			n, ok := idx[key{first, r.PageBytes, r.Workers}]
 			fmt.Fprintf(b, "| %s | %d |", SizeLabel(r.PageBytes), r.Workers)
 			switch {
 			case !ok:

@@ -49,6 +49,10 @@ type StrataConfig struct {
 	NodeBinary string
 	// Label, if set, names the system strata-<label> (Name). Default none.
 	Label string
+	// Events makes the node publish the tenant's KV event stream (node
+	// Config.Events), which one subscriber of this process drains while
+	// the system runs (events.go). Only for a node this starts.
+	Events bool
 
 	tls *tlsFiles // set by StartStrata for a -tls transport
 }
@@ -89,6 +93,7 @@ type Strata struct {
 	child   *child     // the node's process, or neither for an external node
 	dir     string
 	clients []*client.Client
+	drain   *eventDrain // the event stream's subscriber (Events)
 }
 
 // StartStrata starts the in-process node when cfg.Addr is empty.
@@ -107,6 +112,9 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	}
 	if cfg.NodeProcs < 0 || cfg.NodeProcs > 0 && (cfg.Addr != "" || cfg.InProcess) {
 		return nil, fmt.Errorf("node GOMAXPROCS %d: only for the node started as a process of its own", cfg.NodeProcs)
+	}
+	if cfg.Events && (cfg.Addr != "" || cfg.NodeBinary != "") {
+		return nil, errors.New("events: only for the node strata-load starts from its own build")
 	}
 	if cfg.NodeBinary != "" && (cfg.Addr != "" || cfg.InProcess) {
 		return nil, fmt.Errorf("node binary %s: only for the node started as a process of its own", cfg.NodeBinary)
@@ -138,12 +146,22 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 			if cfg.tls != nil {
 				env = append(env, childTLSEnv+"="+cfg.tls.cert+","+cfg.tls.key)
 			}
+			if cfg.Events {
+				env = append(env, childEventsEnv+"="+cfg.Tenant)
+			}
 			c, err = startChild(ctx, roleNode, env...)
 		}
 		if err != nil {
 			return nil, err
 		}
 		s.child, s.cfg.Addr = c, c.addr
+		if a, pub, ok := strings.Cut(c.addr, " events "); ok {
+			s.cfg.Addr = a
+			if s.drain, err = drainEvents(ctx, pub, cfg.Tenant); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
 		return s, nil
 	}
 	dir, err := os.MkdirTemp("", "strata-load-node-")
@@ -157,12 +175,22 @@ func StartStrata(ctx context.Context, cfg StrataConfig) (*Strata, error) {
 	if cfg.tls != nil {
 		ncfg.TLSCert, ncfg.TLSKey = cfg.tls.cert, cfg.tls.key
 	}
+	if cfg.Events {
+		ncfg.Events = eventsConfig(cfg.Tenant)
+	}
 	n, err := node.Start(sctx, ncfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting node: %w", err)
 	}
 	s.node, s.cfg.Addr = n, n.Addr()
+	if cfg.Events {
+		pub, _ := n.EventsAddrs(cfg.Tenant)
+		if s.drain, err = drainEvents(ctx, pub, cfg.Tenant); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -213,6 +241,9 @@ func (s *Strata) Name() string {
 // Close closes the clients and the node this system started.
 func (s *Strata) Close() error {
 	err := closeAll(s.clients)
+	if s.drain != nil {
+		err = errors.Join(err, s.drain.Close())
+	}
 	if s.node != nil {
 		err = errors.Join(err, s.node.Close(), os.RemoveAll(s.dir))
 	}

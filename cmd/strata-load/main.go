@@ -44,6 +44,7 @@ type config struct {
 	hostBytes  int64
 	nodeProcs  int
 	oldNode    string // a stratad binary measured beside this build's node (strata-old)
+	events     bool   // each strata system also measured on a node publishing its KV events (strata-events)
 	token      string
 	// mooncakePython is the interpreter with the mooncake wheel, for the
 	// mooncake and redis-py systems.
@@ -90,6 +91,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&ws, "working-set", "256M", "bytes of pages a get reads round-robin")
 	fs.StringVar(&pb, "put-budget", "512M", "about the most bytes of fresh pages a strata put case holds (it deletes the oldest as it runs); a mooncake put case stops after writing this much")
 	fs.IntVar(&cfg.lookupKeys, "lookup-keys", 1000, "keys per lookup")
+	fs.BoolVar(&cfg.events, "events", false, "measure each strata transport also on a node that publishes the tenant's KV event stream to a subscriber this process runs, as system strata-events (issue 43: the stream's cost)")
 	fs.IntVar(&cfg.batch, "batch", 1, "pages one put or get moves: strata one Put or Get of that many pages, Redis as many SETs or GETs pipelined; memcpy copies that many pages; systems without batches (tcp, mooncake, redis-py) skip put and get")
 	fs.StringVar(&h, "host-bytes", "1G", "host tier of the in-process node")
 	fs.StringVar(&cfg.oldNode, "old-node", "", "a stratad binary (an older build) whose node is measured too, as system strata-old (one per transport), with this build's client, taking turns with the others")

@@ -104,3 +104,16 @@ func TestOldNodeNeedsItsOwnProcess(t *testing.T) {
 		t.Errorf("--old-node /bin/stratad: %q, %v", cfg.oldNode, err)
 	}
 }
+
+// TestEventsSmoke: --events measures each strata transport also on a node
+// publishing the KV event stream to a subscriber of the load generator,
+// and writes the events-on over events-off table.
+func TestEventsSmoke(t *testing.T) {
+	_, md, _ := runCommand(t, "results.md", "--systems", "strata", "--sizes", "4K", "--concurrency", "1", "--duration", "30ms",
+		"--warmup", "20ms", "--settle", "20ms", "--working-set", "64K", "--put-budget", "128K", "--ops", "put", "--events", "--host-bytes", "16M")
+	for _, want := range []string{"| strata | 4KiB | 1 |", "| strata-events | 4KiB | 1 |", "strata-events ÷ strata, put", "events ÷ none"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -39,6 +39,14 @@ func startSystems(ctx context.Context, cfg config) ([]load.System, func() error,
 					return systems, closeAll, fmt.Errorf("strata (%s): %w", tr, err)
 				}
 				systems = append(systems, s)
+				if cfg.events {
+					ecfg := scfg
+					ecfg.Events, ecfg.Label = true, "events"
+					if s, err = load.StartStrata(ctx, ecfg); err != nil {
+						return systems, closeAll, fmt.Errorf("strata-events (%s): %w", tr, err)
+					}
+					systems = append(systems, s)
+				}
 				if cfg.oldNode == "" {
 					continue
 				}

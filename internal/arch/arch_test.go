@@ -67,7 +67,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"cmd/libstrata":         {"client namespace", ""},
 	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
 	"benchmarks":            {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
-	"benchmarks/load":       {"client internal/testing/testcerts namespace node transport", "internal/testing/leaktest"},
+	"benchmarks/load":       {"client events internal/testing/testcerts namespace node transport", "internal/testing/leaktest internal/testing/poll"},
 	"deploy":                {"", "client internal/testing/testnode namespace node"},
 	"python/tests/gowriter": {"client namespace", ""},
 
