@@ -79,6 +79,12 @@ type Config struct {
 	// remove the old one. Default none: gossip in clear.
 	Keys [][]byte
 
+	// Network, if not nil, is the in-process network gossip goes over
+	// instead of UDP and TCP sockets: BindAddr, BindPort and AdvertiseAddr
+	// are then ignored, and the member takes a fresh address of the
+	// network's. A seam for running many members in one process (the
+	// cluster simulator). Default nil: sockets.
+	Network *Network
 	// Partition, if not nil, drops this member's gossip to and from the
 	// peers it blocks: a seam for fault injection. Default nil.
 	Partition *Partition

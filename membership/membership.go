@@ -586,11 +586,16 @@ func positive(d time.Duration) time.Duration {
 	return max(d, time.Nanosecond)
 }
 
-// newTransport binds memberlist's UDP+TCP transport, wrapped in cfg's
+// newTransport binds memberlist's UDP+TCP transport (or attaches to
+// cfg's Network), wrapped in cfg's
 // Partition if any, and returns it with the port it bound. With BindPort 0
 // the kernel picks the TCP port and UDP binds the same number, which can
 // collide; that is retried.
 func newTransport(cfg Config, lg *log.Logger) (memberlist.NodeAwareTransport, int, error) {
+	if cfg.Network != nil {
+		t := cfg.Network.attach()
+		return withPartition(t, cfg.Partition), t.port(), nil
+	}
 	tries := 1
 	if cfg.BindPort == 0 {
 		tries = 10
@@ -610,9 +615,13 @@ func newTransport(cfg Config, lg *log.Logger) (memberlist.NodeAwareTransport, in
 	if err != nil {
 		return nil, 0, fmt.Errorf("binding gossip on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
 	}
-	port := nt.GetAutoBindPort()
-	if cfg.Partition != nil {
-		return newPartitionTransport(nt, cfg.Partition), port, nil
+	return withPartition(nt, cfg.Partition), nt.GetAutoBindPort(), nil
+}
+
+// withPartition wraps t in p, if p is not nil.
+func withPartition(t memberlist.NodeAwareTransport, p *Partition) memberlist.NodeAwareTransport {
+	if p == nil {
+		return t
 	}
-	return nt, port, nil
+	return newPartitionTransport(t, p)
 }
