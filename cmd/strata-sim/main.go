@@ -14,7 +14,9 @@
 // sessions with think times, documents read once and a few hot system
 // prompts; tool-using agents with long system prompts, growing contexts,
 // forks and retries), from the seed (default 1); --write-trace keeps a
-// copy.
+// copy. gen:recency and gen:scan (workload_disagree.go) are workloads whose
+// best fixed half-life is far from the synthetic trace's: chat whose reuse
+// follows recency alone, and long scans over a small hot set.
 //
 // Each trace block (hash id, 512 tokens; the last block of a prompt may be
 // partial) is a page. Its placement key is SHA-256(parent key || LE-uint64

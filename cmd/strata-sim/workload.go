@@ -42,10 +42,12 @@ import (
 var workloads = map[string]func(seed uint64) []record{
 	"conversation": genConversation,
 	"agent":        genAgent,
+	"recency":      genRecency, // workload_disagree.go
+	"scan":         genScan,
 }
 
 // workloadNames is the generators' names, sorted, for messages.
-func workloadNames() string { return "agent, conversation" }
+func workloadNames() string { return "agent, conversation, recency, scan" }
 
 // genSource parses "gen:NAME[:SEED]" and returns the generator's records,
 // or ok false when source names a file.
@@ -242,6 +244,16 @@ var conversationParams = genParams{requests: 4000, systemPrompts: 8, sessionEver
 var agentParams = genParams{requests: 4000, agentKinds: 4, taskEvery: 6000, meanSteps: 14, toolMs: 3000,
 	toolTokens: 900, forkChance: 0.06, retryChance: 0.04, callTokens: 120, agentSysToks: 7000}
 
+// prompts is n fresh contexts (system prompts, templates) of lo + [0,
+// hi-lo) tokens each.
+func (s *genSim) prompts(n, lo, hi int) []genCtx {
+	out := make([]genCtx, n)
+	for i := range out {
+		out[i].extend(&s.ids, lo+s.r.IntN(hi-lo))
+	}
+	return out
+}
+
 // zipf picks one of n with probability ∝ 1/(i+1)^1.1.
 func (s *genSim) zipf(n int) int {
 	w, tot := make([]float64, n), 0.0
@@ -263,10 +275,7 @@ func (s *genSim) zipf(n int) int {
 func genConversation(seed uint64) []record {
 	p := conversationParams
 	s := &genSim{r: rand.New(rand.NewPCG(seed, 0xc0ffee)), want: p.requests}
-	systems := make([]genCtx, p.systemPrompts)
-	for i := range systems {
-		systems[i].extend(&s.ids, 300+s.r.IntN(p.systemTokensMax-300))
-	}
+	systems := s.prompts(p.systemPrompts, 300, p.systemTokensMax)
 	var arrive func(t float64)
 	arrive = func(t float64) {
 		c := systems[s.zipf(len(systems))].fork()
@@ -282,18 +291,7 @@ func genConversation(seed uint64) []record {
 				})
 			}
 		} else {
-			turns := 1 + int(s.exp(p.meanTurns-1)+0.5)
-			var turn func(t float64)
-			turn = func(t float64) {
-				c.extend(&s.ids, s.lognormal(p.userTokens, 0.8, 5, 4000))
-				out := s.lognormal(p.answerTokens, 0.7, 5, 4000)
-				s.emit(t, &c, out)
-				if turns--; turns > 0 {
-					c.extend(&s.ids, out)
-					s.at(t+s.exp(p.thinkMs), turn)
-				}
-			}
-			turn(t)
+			s.chat(c, 1+int(s.exp(p.meanTurns-1)+0.5), t, p)
 		}
 		s.at(t+s.exp(p.sessionEvery), arrive)
 	}
@@ -301,14 +299,28 @@ func genConversation(seed uint64) []record {
 	return s.run()
 }
 
+// chat emits a chat session on c from t: turns turns, each c extended by a
+// user message (median p.userTokens), sent, then extended by its answer
+// (median p.answerTokens), a think time (mean p.thinkMs) apart.
+func (s *genSim) chat(c genCtx, turns int, t float64, p genParams) {
+	var turn func(t float64)
+	turn = func(t float64) {
+		c.extend(&s.ids, s.lognormal(p.userTokens, 0.8, 5, 4000))
+		out := s.lognormal(p.answerTokens, 0.7, 5, 4000)
+		s.emit(t, &c, out)
+		if turns--; turns > 0 {
+			c.extend(&s.ids, out)
+			s.at(t+s.exp(p.thinkMs), turn)
+		}
+	}
+	turn(t)
+}
+
 // genAgent is the agent/tool workload of seed.
 func genAgent(seed uint64) []record {
 	p := agentParams
 	s := &genSim{r: rand.New(rand.NewPCG(seed, 0xa9e27)), want: p.requests}
-	kinds := make([]genCtx, p.agentKinds)
-	for i := range kinds {
-		kinds[i].extend(&s.ids, p.agentSysToks/2+s.r.IntN(p.agentSysToks))
-	}
+	kinds := s.prompts(p.agentKinds, p.agentSysToks/2, p.agentSysToks/2+p.agentSysToks)
 	var task func(c genCtx, steps int, t float64)
 	task = func(c genCtx, steps int, t float64) {
 		var step func(t float64)
