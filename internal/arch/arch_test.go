@@ -61,15 +61,16 @@ var layers = map[string]struct{ imports, tests string }{
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":           {"node", "client events internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
-	"cmd/strata":            {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
-	"cmd/strata-load":       {"benchmarks/load", ""},
-	"cmd/libstrata":         {"client namespace", ""},
-	"cmd/strata-sim":        {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
-	"benchmarks":            {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
-	"benchmarks/load":       {"client events internal/testing/testcerts namespace node transport", "internal/testing/leaktest internal/testing/poll"},
-	"deploy":                {"", "client internal/testing/testnode namespace node"},
-	"python/tests/gowriter": {"client namespace", ""},
+	"cmd/stratad":            {"node", "client events internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
+	"cmd/strata":             {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
+	"cmd/strata-load":        {"benchmarks/load", ""},
+	"cmd/libstrata":          {"client namespace", ""},
+	"cmd/strata-sim":         {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
+	"cmd/strata-cluster-sim": {"eviction eviction/coord membership namespace peer placement store", "internal/testing/leaktest"},
+	"benchmarks":             {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},
+	"benchmarks/load":        {"client events internal/testing/testcerts namespace node transport", "internal/testing/leaktest internal/testing/poll"},
+	"deploy":                 {"", "client internal/testing/testnode namespace node"},
+	"python/tests/gowriter":  {"client namespace", ""},
 
 	// Test helpers (imported by tests only) and this test.
 	"internal/arch":              {"", ""},

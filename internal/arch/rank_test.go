@@ -34,7 +34,7 @@ var ranks = map[string]int{
 	"client/admin": 7,
 
 	// Programs and benchmarks.
-	"cmd/stratad": 8, "cmd/strata": 8, "cmd/libstrata": 8, "cmd/strata-sim": 8, "benchmarks/load": 8,
+	"cmd/stratad": 8, "cmd/strata": 8, "cmd/libstrata": 8, "cmd/strata-sim": 8, "cmd/strata-cluster-sim": 8, "benchmarks/load": 8,
 	"python/tests/gowriter": 8,
 	"cmd/strata-load":       9,
 

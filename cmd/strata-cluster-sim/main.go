@@ -1,0 +1,88 @@
+// Command strata-cluster-sim runs N strata members' cluster code in one
+// process and measures what grows with N (issue 45, step 1): the shipped
+// membership package over an in-process gossip network
+// (membership.Config.Network, with the shipped timing defaults and
+// metadata as a node advertises it, value summaries included), the
+// shipped hint routing (peer.RouteCandidates), placement (package
+// placement) and the coordinator's round (coord.Compute over the
+// summaries as gossip delivered them). Nothing is re-implemented.
+//
+//	go run ./cmd/strata-cluster-sim --n 10,100,300,1000 --csv cluster.csv
+//
+// For each N it starts N members (each joining the first three), waits
+// until all see all alive, then reports:
+//   - gossip bytes and messages per node per second over --window
+//     (packets and streams, as they would cross UDP and TCP);
+//   - the time until 99% of the others see a crash (Dead), a new member
+//     (Alive) and a graceful leave (Left; members that see the leaver
+//     Dead instead are counted apart), each bounded by --phase-timeout;
+//   - the messages one evicted parent's gone notice costs and one child
+//     hint costs, as RouteCandidates groups them;
+//   - the fraction of --keys keys whose owner changes on a join and on a
+//     leave, beside 1/N;
+//   - the CPU time and bytes allocated by one coordinator round.
+//
+// Output is a markdown table, one row per N, and with --csv the same as
+// CSV. A cluster that does not converge within --phase-timeout is
+// reported as such and its timed figures left empty.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is the command line.
+type config struct {
+	Sizes        []int         // cluster sizes; default 10,100,300,1000
+	Window       time.Duration // gossip measuring window; default 10 s
+	PhaseTimeout time.Duration // bound on each timed phase; default 30 s
+	Keys         int           // keys for the placement figures; default 100,000
+	Rounds       int           // coordinator rounds timed; default 20
+	CSV          string        // CSV output path; default none
+}
+
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("strata-cluster-sim", flag.ContinueOnError)
+	sizes := fs.String("n", "10,100,300,1000", "cluster sizes, comma-separated")
+	fs.DurationVar(&cfg.Window, "window", 10*time.Second, "gossip measuring window")
+	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 30*time.Second, "bound on each timed phase (start, crash, join, leave)")
+	fs.IntVar(&cfg.Keys, "keys", 100_000, "keys for the placement figures")
+	fs.IntVar(&cfg.Rounds, "rounds", 20, "coordinator rounds timed")
+	fs.StringVar(&cfg.CSV, "csv", "", "also write the table as CSV to this file")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 3 {
+			return cfg, fmt.Errorf("--n %q: sizes are integers of at least 3", *sizes)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	if cfg.Window <= 0 || cfg.PhaseTimeout <= 0 || cfg.Keys <= 0 || cfg.Rounds <= 0 {
+		return cfg, fmt.Errorf("--window, --phase-timeout, --keys and --rounds must be positive")
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "strata-cluster-sim:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "strata-cluster-sim:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/stratakv/strata/eviction/coord"
+	"github.com/stratakv/strata/membership"
+	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/peer"
+	"github.com/stratakv/strata/placement"
+	"github.com/stratakv/strata/store"
+)
+
+// quorum is the share of members a change must reach.
+const quorum = 0.99
+
+// timed is one timed phase's result: how long until quorum saw it, and
+// how many of how many members ever did.
+type timed struct {
+	D         time.Duration
+	OK        bool
+	Saw, Of   int
+	Attempted bool
+}
+
+func (t timed) String() string {
+	switch {
+	case !t.Attempted:
+		return "-"
+	case !t.OK:
+		return fmt.Sprintf(">timeout (%d/%d)", t.Saw, t.Of)
+	}
+	return fmt.Sprintf("%.2f", t.D.Seconds())
+}
+
+// gossipRate measures what crosses c's network over window, per member and
+// second: bytes and messages (packets plus streams).
+func gossipRate(ctx context.Context, c *cluster, window time.Duration) (bytes, msgs float64, err error) {
+	before := c.net.Stats()
+	start := time.Now()
+	t := time.NewTimer(window)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-t.C:
+	}
+	after := c.net.Stats()
+	per := float64(len(c.live())) * time.Since(start).Seconds()
+	bytes = float64(after.PacketBytes-before.PacketBytes+after.StreamBytes-before.StreamBytes) / per
+	msgs = float64(after.Packets-before.Packets+after.Streams-before.Streams) / per
+	return bytes, msgs, nil
+}
+
+// crash shuts the last member down, as a crash would, and times how long
+// the others take to see it Dead.
+func crash(ctx context.Context, c *cluster, timeout time.Duration) timed {
+	i := len(c.members) - 1
+	victim := c.members[i]
+	start := time.Now()
+	_ = victim.Shutdown()
+	c.members[i] = nil
+	return observe(ctx, c.live(), start, timeout, stateIs(c.ids[i], membership.Dead))
+}
+
+// join starts one more member and times how long the others take to see it
+// Alive.
+func join(ctx context.Context, c *cluster, timeout time.Duration) (timed, error) {
+	others := c.live()
+	i := len(c.members)
+	start := time.Now()
+	m, err := c.add(ctx, i)
+	if err != nil {
+		return timed{}, err
+	}
+	c.members, c.ids = append(c.members, m), append(c.ids, nodeID(i))
+	return observe(ctx, others, start, timeout, stateIs(nodeID(i), membership.Alive)), nil
+}
+
+// leave makes the member in the middle leave gracefully and times how long
+// the others take to see it Left; also how many saw it Dead instead.
+func leave(ctx context.Context, c *cluster, timeout time.Duration) (left timed, dead int) {
+	i := len(c.members) / 2
+	for c.members[i] == nil {
+		i++
+	}
+	id, leaver := c.ids[i], c.members[i]
+	c.members[i] = nil
+	others := c.live()
+	start := time.Now()
+	_ = leaver.Leave(time.Second) // Close's bound, as a node leaves
+	left = observe(ctx, others, start, timeout, stateIs(id, membership.Left))
+	for _, m := range others {
+		if stateIs(id, membership.Dead)(m.Members()) {
+			dead++
+		}
+	}
+	return left, dead
+}
+
+func observe(ctx context.Context, ms []*membership.Membership, start time.Time, timeout time.Duration, cond func([]membership.Member) bool) timed {
+	d, ok, saw := seenBy(ctx, ms, start, timeout, quorum, cond)
+	return timed{D: d, OK: ok, Saw: saw, Of: len(ms), Attempted: true}
+}
+
+// hintMessages returns how many members one evicted parent's gone notice
+// and one child hint reach, as the node's sender routes them
+// (peer.RouteCandidates over a placement view of the n members).
+func hintMessages(n int) (notice, child int, err error) {
+	v, err := placement.NewView(weighted(n))
+	if err != nil {
+		return 0, 0, err
+	}
+	key := namespace.Key(sha256.Sum256([]byte("parent")))
+	count := func(h store.ChildHint) int {
+		candidates := func(k namespace.Key, dst []int) []int { return v.Candidates(k, dst) }
+		groups, _ := peer.RouteCandidates(n, 0, candidates, []store.ChildHint{h})
+		sent := 0
+		for _, g := range groups {
+			if len(g) > 0 {
+				sent++
+			}
+		}
+		return sent
+	}
+	return count(store.ChildHint{Parent: key, Gone: true}), count(store.ChildHint{Parent: key, Added: true}), nil
+}
+
+// weighted returns n placement nodes weighted by their host capacity, as
+// the client weighs them.
+func weighted(n int) []placement.Node {
+	nodes := make([]placement.Node, n)
+	for i := range nodes {
+		nodes[i] = placement.Node{ID: nodeID(i), Weight: float64(nodeMeta(i).Tiers[0].Capacity)}
+	}
+	return nodes
+}
+
+// moved returns the fraction of keys whose owner changes when one member
+// joins n, and when one of n leaves.
+func moved(n, keys int) (onJoin, onLeave float64, err error) {
+	nodes := weighted(n + 1)
+	all, err := placement.NewView(nodes)
+	if err != nil {
+		return 0, 0, err
+	}
+	before, err := placement.NewView(nodes[:n])
+	if err != nil {
+		return 0, 0, err
+	}
+	less, err := placement.NewView(slices.Delete(slices.Clone(nodes[:n]), n/2, n/2+1))
+	if err != nil {
+		return 0, 0, err
+	}
+	var joinMoves, leaveMoves int
+	var seed [8]byte
+	for k := range keys {
+		binary.LittleEndian.PutUint64(seed[:], uint64(k))
+		key := sha256.Sum256(seed[:])
+		owner := before.Node(before.Owner(key)).ID
+		if all.Node(all.Owner(key)).ID != owner {
+			joinMoves++
+		}
+		if less.Node(less.Owner(key)).ID != owner {
+			leaveMoves++
+		}
+	}
+	return float64(joinMoves) / float64(keys), float64(leaveMoves) / float64(keys), nil
+}
+
+// coordRound times the coordinator's round as coord.Coordinator runs it
+// (coord.Compute over m's Alive members, their summaries as gossip
+// delivered them): the median of rounds, with the bytes one round
+// allocates; and how many members' summaries it had.
+func coordRound(m *membership.Membership, rounds int) (wall time.Duration, alloc uint64, withSummary int, err error) {
+	for _, mem := range m.Alive() {
+		if len(mem.Meta.Summary) > 0 {
+			withSummary++
+		}
+	}
+	times := make([]time.Duration, rounds)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for r := range times {
+		start := time.Now()
+		if _, err := coord.Compute(m.Alive(), coord.DefaultHeadroom); err != nil {
+			return 0, 0, 0, err
+		}
+		times[r] = time.Since(start)
+	}
+	runtime.ReadMemStats(&after)
+	slices.Sort(times)
+	return times[rounds/2], (after.TotalAlloc - before.TotalAlloc) / uint64(rounds), withSummary, nil
+}

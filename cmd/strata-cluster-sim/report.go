@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// columns are the table's headings and each result's cells.
+var columns = []struct {
+	head string
+	cell func(r result) string
+}{
+	{"N", func(r result) string { return strconv.Itoa(r.N) }},
+	{"start, 99% see all (s)", func(r result) string { return r.Start.String() }},
+	{"gossip B/node/s", func(r result) string { return f0(r.GossipBytes) }},
+	{"gossip msgs/node/s", func(r result) string { return fmt.Sprintf("%.1f", r.GossipMsgs) }},
+	{"crash seen Dead by 99% (s)", func(r result) string { return r.Crash.String() }},
+	{"join seen by 99% (s)", func(r result) string { return r.Join.String() }},
+	{"leave seen Left by 99% (s)", func(r result) string { return r.Leave.String() }},
+	{"leave seen Dead", func(r result) string { return strconv.Itoa(r.LeaveSeenDead) }},
+	{"msgs per evicted parent (gone notice)", func(r result) string { return strconv.Itoa(r.NoticeMsgs) }},
+	{"msgs per child hint", func(r result) string { return strconv.Itoa(r.ChildHintMsgs) }},
+	{"moved on join", func(r result) string { return fmt.Sprintf("%.4f", r.MovedJoin) }},
+	{"moved on leave", func(r result) string { return fmt.Sprintf("%.4f", r.MovedLeave) }},
+	{"1/N", func(r result) string { return fmt.Sprintf("%.4f", 1/float64(r.N)) }},
+	{"coord round (ms)", func(r result) string { return fmt.Sprintf("%.3f", float64(r.CoordRound.Microseconds())/1000) }},
+	{"coord round alloc (KiB)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.CoordAlloc)/1024) }},
+	{"summaries in round", func(r result) string { return fmt.Sprintf("%d/%d", r.CoordSummaries, r.CoordMembers) }},
+	{"elapsed (s)", func(r result) string { return f0(r.Elapsed.Seconds()) }},
+	{"error", func(r result) string { return r.Err }},
+}
+
+func f0(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
+
+func writeMarkdown(w io.Writer, rs []result) error {
+	row := func(cells []string) string {
+		s := "|"
+		for _, c := range cells {
+			s += " " + c + " |"
+		}
+		return s + "\n"
+	}
+	heads, rule := make([]string, len(columns)), make([]string, len(columns))
+	for i, c := range columns {
+		heads[i], rule[i] = c.head, "---"
+	}
+	out := row(heads) + row(rule)
+	for _, r := range rs {
+		out += row(cells(r))
+	}
+	_, err := io.WriteString(w, out)
+	return err
+}
+
+func writeCSV(w io.Writer, rs []result) error {
+	cw := csv.NewWriter(w)
+	heads := make([]string, len(columns))
+	for i, c := range columns {
+		heads[i] = c.head
+	}
+	_ = cw.Write(heads)
+	for _, r := range rs {
+		_ = cw.Write(cells(r))
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func cells(r result) []string {
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		out[i] = c.cell(r)
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// result is one cluster size's figures.
+type result struct {
+	N              int
+	Start          timed   // until quorum of the N see all N alive
+	GossipBytes    float64 // per member per second
+	GossipMsgs     float64 // per member per second
+	Crash, Join    timed
+	Leave          timed
+	LeaveSeenDead  int     // members that saw the leaver Dead, not Left
+	NoticeMsgs     int     // per evicted parent
+	ChildHintMsgs  int     // per child hint
+	MovedJoin      float64 // share of keys whose owner changes
+	MovedLeave     float64
+	CoordRound     time.Duration
+	CoordAlloc     uint64 // bytes
+	CoordSummaries int    // members whose summaries the round had
+	CoordMembers   int
+	Elapsed        time.Duration
+	Err            string
+}
+
+// run measures every size in cfg.Sizes in turn and writes the table.
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	var results []result
+	for _, n := range cfg.Sizes {
+		start := time.Now()
+		r, err := measure(ctx, cfg, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			r.Err = err.Error()
+		}
+		r.Elapsed = time.Since(start)
+		results = append(results, r)
+		fmt.Fprintf(os.Stderr, "strata-cluster-sim: N=%d done in %v\n", n, r.Elapsed.Round(time.Second))
+	}
+	if err := writeMarkdown(out, results); err != nil {
+		return err
+	}
+	if cfg.CSV == "" {
+		return nil
+	}
+	f, err := os.Create(cfg.CSV)
+	if err != nil {
+		return err
+	}
+	if err := writeCSV(f, results); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// measure runs one cluster of n members through every phase.
+func measure(ctx context.Context, cfg config, n int) (result, error) {
+	r := result{N: n}
+	var err error
+	if r.NoticeMsgs, r.ChildHintMsgs, err = hintMessages(n); err != nil {
+		return r, err
+	}
+	if r.MovedJoin, r.MovedLeave, err = moved(n, cfg.Keys); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+	c, err := startCluster(sctx, n)
+	cancel()
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	r.Start = observe(ctx, c.live(), start, cfg.PhaseTimeout, allAlive(n))
+	if !r.Start.OK {
+		return r, fmt.Errorf("%d members did not converge within %v", n, cfg.PhaseTimeout)
+	}
+	if r.GossipBytes, r.GossipMsgs, err = gossipRate(ctx, c, cfg.Window); err != nil {
+		return r, err
+	}
+	if r.CoordRound, r.CoordAlloc, r.CoordSummaries, err = coordRound(c.members[0], cfg.Rounds); err != nil {
+		return r, err
+	}
+	r.CoordMembers = n
+	r.Crash = crash(ctx, c, cfg.PhaseTimeout)
+	if r.Join, err = join(ctx, c, cfg.PhaseTimeout); err != nil {
+		return r, err
+	}
+	r.Leave, r.LeaveSeenDead = leave(ctx, c, cfg.PhaseTimeout)
+	return r, ctx.Err()
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunFive runs the whole measurement on five members over a short
+// window and checks the figures that do not depend on timing exactly, and
+// that the timed ones were reached.
+func TestRunFive(t *testing.T) {
+	cfg, err := parseFlags([]string{"--n", "5", "--window", "500ms", "--phase-timeout", "10s", "--keys", "20000", "--rounds", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := measure(t.Context(), cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md, csv bytes.Buffer
+	if err := writeMarkdown(&md, []result{r}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", md.String())
+	if r.NoticeMsgs != 4 || r.ChildHintMsgs != 2 {
+		t.Errorf("messages: notice %d, child hint %d; want 4 (every member but the sender) and 2", r.NoticeMsgs, r.ChildHintMsgs)
+	}
+	if !r.Start.OK || !r.Crash.OK || !r.Join.OK {
+		t.Errorf("start %v, crash %v, join %v: want each seen by 99%%", r.Start, r.Crash, r.Join)
+	}
+	if r.GossipBytes <= 0 || r.GossipMsgs <= 0 {
+		t.Errorf("gossip %v B/s, %v msgs/s: want both counted", r.GossipBytes, r.GossipMsgs)
+	}
+	if r.CoordSummaries != 5 || r.CoordRound <= 0 || r.CoordRound > time.Second {
+		t.Errorf("coordinator round %v over %d summaries, want 5 in under 1 s", r.CoordRound, r.CoordSummaries)
+	}
+	if r.MovedJoin <= 0 || r.MovedJoin > 0.5 || r.MovedLeave <= 0 || r.MovedLeave > 0.5 {
+		t.Errorf("moved %v on join, %v on leave; want about 1/5 each", r.MovedJoin, r.MovedLeave)
+	}
+	if err := writeCSV(&csv, []result{r}); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(csv.String(), "\n"); lines != 2 {
+		t.Errorf("CSV has %d lines, want a heading and one row:\n%s", lines, csv.String())
+	}
+}
+
+func TestFlagsRejected(t *testing.T) {
+	for _, args := range [][]string{{"--n", "2"}, {"--n", "x"}, {"--window", "0s"}, {"--keys", "-1"}} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
