@@ -18,6 +18,11 @@ from strata_client import Client, EventInfo, chain_pages
 from strata_client._proto import strata_pb2 as pb
 from strata_client._proto.strata_pb2_grpc import AdminStub
 
+# Importing vLLM settles its platform once per process: CPU here, as
+# test_vllm and test_lmcache ask (this machine has no GPU), which the
+# suite's later tests in this process then get.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
 try:
     import msgspec
     import zmq
