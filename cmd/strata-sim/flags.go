@@ -41,6 +41,10 @@ type config struct {
 	// 0, the default, lets the policy learn it from
 	// eviction.DefaultHalfLife (1 capacity).
 	HalfLife float64
+	// HalfLives, when set, is the sweep's candidate half-lives: ours-node
+	// is replayed once more with each fixed, and the report is the sweep
+	// table (sweep.go) instead of the full one; default none.
+	HalfLives []float64
 	// AdmitShare is the share of the cluster-wide cutoff below which the
 	// stores refuse a put (store.EvictionTuning.AdmitShare; only
 	// ours-global sets a cutoff); 0, the default, leaves
@@ -58,6 +62,7 @@ func parseFlags(args []string) (config, error) {
 		ratios   string
 		sizes    string
 		policies string
+		sweep    string
 	)
 	fs := flag.NewFlagSet("strata-sim", flag.ContinueOnError)
 	fs.StringVar(&cfg.Trace, "trace", "", "Mooncake-format JSON-lines trace (timestamp, input_length, output_length, hash_ids), or gen:NAME[:SEED] for a generated workload ("+workloadNames()+")")
@@ -79,6 +84,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Slice, "slice", 0, "replay only the first N requests (after --every); 0: all")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Float64Var(&cfg.HalfLife, "half-life", 0, "fixed half-life of the cost policy's reuse counts, in page operations per page of capacity; 0: learned online")
+	fs.StringVar(&sweep, "half-lives", "", "sweep: also replay ours-node with each of these fixed half-lives (comma-separated, e.g. 0.125,0.25,0.5,1,2,4,8) and print one row per size: lru, the learned policies, each candidate, the best fixed one, belady")
 	fs.Float64Var(&cfg.History, "history", 0, "distinct recent keys the cost policy's frequency history remembers, per page of a node's capacity (2 bytes each); 0: the policy's default, 8")
 	fs.Float64Var(&cfg.AdmitShare, "admit-share", 0, "share of the cluster-wide cutoff below which the stores of ours-global refuse a put, in (0, 1]; 0: the policy's default")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +105,19 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.Policies, err = parsePolicies(policies); err != nil {
 		return config{}, err
+	}
+	if sweep != "" {
+		if cfg.HalfLives, err = parseFloats(sweep, ","); err != nil {
+			return config{}, fmt.Errorf("--half-lives: %w", err)
+		}
+		for _, h := range cfg.HalfLives {
+			if err := (store.EvictionTuning{HalfLife: h}).Validate(); err != nil {
+				return config{}, fmt.Errorf("--half-lives: %w", err)
+			}
+			v, _ := variantByName("ours-node")
+			v.name, v.halfLife = sweepName(h), h
+			cfg.Policies = append(cfg.Policies, v)
+		}
 	}
 	if cfg.Epoch < 1 || cfg.Every < 1 || cfg.Placements < 1 {
 		return config{}, errors.New("--epoch, --every and --placements must be >= 1")

@@ -9,23 +9,7 @@ import (
 
 // writeTable prints the rows as a markdown table.
 func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
-	ratios := make([]string, len(cfg.Ratios))
-	for i, r := range cfg.Ratios {
-		ratios[i] = fmt.Sprint(r)
-	}
-	placement := "weighted by capacity"
-	if cfg.EqualPlacement {
-		placement = "equal weights"
-	}
-	once := 0
-	for i := range t.blocks {
-		if len(t.blocks[i].uses) == 1 {
-			once++
-		}
-	}
-	fmt.Fprintf(w, "trace %s: %d requests, %d distinct blocks (%.1f GiB of KV), %.0f%% of them used by one request only; %d nodes, capacity ratios %s, placement %s, %d placement(s); model %.3g params, %d layers, %d heads × %d, %d KV heads\n\n",
-		cfg.Trace, len(t.reqs), len(t.blocks), float64(t.bytes)/(1<<30), 100*float64(once)/float64(len(t.blocks)), cfg.Nodes, strings.Join(ratios, ":"), placement, max(cfg.Placements, 1),
-		cfg.Profile.Params, cfg.Profile.Layers, cfg.Profile.Heads, cfg.Profile.HeadDim, cfg.Profile.KVHeads)
+	writeSetup(w, cfg, t)
 	multi := max(cfg.Placements, 1) > 1
 	head := "| size | capacity (KV bytes = blocks) | policy | prefill FLOPs saved | vs lru |"
 	if multi {
@@ -54,6 +38,27 @@ func writeTable(w io.Writer, cfg config, t *trace, rows []row) {
 			bound, 100*r.hit, 100*r.orphanMean, 100*r.orphanMax, r.evictions, r.rejected, r.spilled)
 		fmt.Fprintln(w, line)
 	}
+}
+
+// writeSetup prints the line that states the trace and the cluster.
+func writeSetup(w io.Writer, cfg config, t *trace) {
+	ratios := make([]string, len(cfg.Ratios))
+	for i, r := range cfg.Ratios {
+		ratios[i] = fmt.Sprint(r)
+	}
+	placement := "weighted by capacity"
+	if cfg.EqualPlacement {
+		placement = "equal weights"
+	}
+	once := 0
+	for i := range t.blocks {
+		if len(t.blocks[i].uses) == 1 {
+			once++
+		}
+	}
+	fmt.Fprintf(w, "trace %s: %d requests, %d distinct blocks (%.1f GiB of KV), %.0f%% of them used by one request only; %d nodes, capacity ratios %s, placement %s, %d placement(s); model %.3g params, %d layers, %d heads × %d, %d KV heads\n\n",
+		cfg.Trace, len(t.reqs), len(t.blocks), float64(t.bytes)/(1<<30), 100*float64(once)/float64(len(t.blocks)), cfg.Nodes, strings.Join(ratios, ":"), placement, max(cfg.Placements, 1),
+		cfg.Profile.Params, cfg.Profile.Layers, cfg.Profile.Heads, cfg.Profile.HeadDim, cfg.Profile.KVHeads)
 }
 
 // jsonReport is the --json output: the replay's setup and one row per

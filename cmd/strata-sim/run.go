@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	if cfg.JSON {
 		return writeJSON(w, cfg, t, rows)
 	}
+	if len(cfg.HalfLives) > 0 {
+		writeSweep(w, cfg, t, rows)
+		return nil
+	}
 	writeTable(w, cfg, t, rows)
 	return nil
 }
@@ -60,7 +65,7 @@ func simulate(ctx context.Context, t *trace, cfg config) ([]result, error) {
 			}
 			for _, v := range cfg.Policies {
 				jobs = append(jobs, simConfig{variant: v, profile: cfg.Profile, capacities: caps,
-					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement, halfLife: cfg.HalfLife, history: cfg.History, admitShare: cfg.AdmitShare})
+					epoch: cfg.Epoch, sizePct: size, seed: seed, equalPlace: cfg.EqualPlacement, halfLife: cmp.Or(v.halfLife, cfg.HalfLife), history: cfg.History, admitShare: cfg.AdmitShare})
 			}
 		}
 	}

@@ -51,6 +51,9 @@ type variant struct {
 	bypass bool
 	// infinite: no capacity limit.
 	infinite bool
+	// halfLife, when > 0, fixes the cost policy's half-life for this
+	// variant whatever --half-life says: the sweep's candidates (sweep.go).
+	halfLife float64
 }
 
 // bound is the Belady form a variant is measured against: belady-bypass
