@@ -273,6 +273,21 @@ func (m *Membership) Members() []Member {
 	return out
 }
 
+// Member returns the member id as this member sees it, and whether it is
+// known (Alive, or Dead or Left within Config.DeadRetention). Unlike
+// Members it costs the same whatever the cluster's size.
+func (m *Membership) Member(id string) (Member, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.members[id]
+	if !ok || ((e.State == Dead || e.State == Left) && time.Since(e.changed) > m.cfg.DeadRetention) {
+		return Member{}, false
+	}
+	mem := e.Member
+	mem.Meta = mem.Meta.clone()
+	return mem, true
+}
+
 // Alive returns the members that are Alive or Suspect, this one included,
 // sorted by NodeID. Suspect members count as alive: a suspect may well
 // refute, and a page owner that does turn out dead costs a miss, not an

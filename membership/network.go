@@ -26,6 +26,7 @@ type Network struct {
 	nextPort int
 
 	packets, packetBytes atomic.Int64
+	lost                 atomic.Int64
 	streams, streamBytes atomic.Int64
 }
 
@@ -34,6 +35,9 @@ type NetworkStats struct {
 	// Packets and PacketBytes count the packets sent (UDP's share of
 	// gossip: probes, acks, gossip rounds), lost ones included.
 	Packets, PacketBytes int64
+	// Lost counts the packets lost: to a member gone, or whose inbox was
+	// full.
+	Lost int64
 	// Streams counts the streams dialed (TCP's share: joins, push-pull
 	// state exchanges, fallback probes); StreamBytes the bytes written on
 	// them, both ways.
@@ -52,7 +56,7 @@ func NewNetwork() *Network {
 // Stats returns what has crossed the network so far.
 func (n *Network) Stats() NetworkStats {
 	return NetworkStats{
-		Packets: n.packets.Load(), PacketBytes: n.packetBytes.Load(),
+		Packets: n.packets.Load(), PacketBytes: n.packetBytes.Load(), Lost: n.lost.Load(),
 		Streams: n.streams.Load(), StreamBytes: n.streamBytes.Load(),
 	}
 }
@@ -113,18 +117,22 @@ func (t *memTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time
 	now := time.Now()
 	t.net.packets.Add(1)
 	t.net.packetBytes.Add(int64(len(b)))
-	if dest := t.net.peer(a.Addr); dest != nil {
-		dest.deliver(&memberlist.Packet{Buf: bytes.Clone(b), From: t.addr, Timestamp: now})
+	if dest := t.net.peer(a.Addr); dest == nil || !dest.deliver(&memberlist.Packet{Buf: bytes.Clone(b), From: t.addr, Timestamp: now}) {
+		t.net.lost.Add(1)
 	}
 	return now, nil
 }
 
-// deliver queues pkt, or loses it if the queue is full or t is shut down.
-func (t *memTransport) deliver(pkt *memberlist.Packet) {
+// deliver queues pkt, or loses it (and returns false) if the queue is
+// full or t is shut down.
+func (t *memTransport) deliver(pkt *memberlist.Packet) bool {
 	select {
 	case <-t.stop:
+		return false
 	case t.packets <- pkt:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -141,7 +149,9 @@ func (t *memTransport) IngestPacket(conn net.Conn, addr net.Addr, now time.Time,
 	if buf.Len() < 1 {
 		return fmt.Errorf("packet from %s too short", addr)
 	}
-	t.deliver(&memberlist.Packet{Buf: buf.Bytes(), From: addr, Timestamp: now})
+	if !t.deliver(&memberlist.Packet{Buf: buf.Bytes(), From: addr, Timestamp: now}) {
+		t.net.lost.Add(1)
+	}
 	return nil
 }
 

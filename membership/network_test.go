@@ -31,6 +31,12 @@ func TestNetworkJoinCrash(t *testing.T) {
 	}
 	for _, n := range []*testNode{a, b} {
 		seeC(t, n, Dead, 10*time.Second, start, "the crash")
+		if mem, ok := n.Member("c"); !ok || mem.State != Dead || mem.GossipAddress != c.GossipAddress() {
+			t.Errorf("%s: Member(c) = %+v, %v; want c dead", n.id, mem, ok)
+		}
+		if _, ok := n.Member("nobody"); ok {
+			t.Errorf("%s: Member(nobody) found", n.id)
+		}
 	}
 	s := net.Stats()
 	if s.Packets == 0 || s.PacketBytes == 0 || s.Streams == 0 || s.StreamBytes == 0 {
