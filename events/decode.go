@@ -163,3 +163,20 @@ func asInt(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// countEvents is how many events a KVEventBatch payload carries: the
+// length of its second field, read without decoding the events.
+func countEvents(payload []byte) (int, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(payload))
+	if n, err := dec.DecodeArrayLen(); err != nil || n < 2 {
+		return 0, fmt.Errorf("batch: %d fields, %v", n, err)
+	}
+	if err := dec.Skip(); err != nil { // ts
+		return 0, fmt.Errorf("batch: %w", err)
+	}
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return 0, fmt.Errorf("batch events: %w", err)
+	}
+	return n, nil
+}

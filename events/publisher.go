@@ -45,6 +45,13 @@ type Config struct {
 	SubscriberQueue int
 	// MaxBatch bounds the events of one batch. Default 1024.
 	MaxBatch int
+	// Linger is how long the publisher waits after sending a batch before
+	// it takes what was queued since, so that events coming faster than
+	// that ride one batch instead of waking the publisher once each (the
+	// wake, a futex and two context switches, cost a put on this VM more
+	// than the put: benchmarks/README.md, "KV events"). It delays an event
+	// by at most that. Default 1ms; negative: none.
+	Linger time.Duration
 	// MaxConns bounds the connections of each socket. Default 64.
 	MaxConns int
 	// HandshakeTimeout bounds a connection's ZMTP handshake. Default 5s.
@@ -76,6 +83,9 @@ func (c *Config) setDefaults() error {
 	def(&c.SubscriberQueue, 10000)
 	def(&c.MaxBatch, 1024)
 	def(&c.MaxConns, 64)
+	if c.Linger == 0 {
+		c.Linger = time.Millisecond
+	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 5 * time.Second
 	}
@@ -261,12 +271,31 @@ func (p *Publisher) Close() error {
 func (p *Publisher) loop() {
 	defer p.wg.Done()
 	buf := make([]Event, 0, p.cfg.MaxBatch)
+	var linger *time.Timer
+	if p.cfg.Linger > 0 {
+		linger = time.NewTimer(p.cfg.Linger)
+		linger.Stop()
+		defer linger.Stop()
+	}
 	for {
 		select {
 		case <-p.stop:
 			return
 		case e := <-p.queue:
 			buf = p.drain(buf[:0], e)
+			// Linger: what comes meanwhile is queued without a wake.
+			for linger != nil {
+				linger.Reset(p.cfg.Linger)
+				select {
+				case <-p.stop:
+					return
+				case <-linger.C:
+				}
+				if len(p.queue) == 0 {
+					break
+				}
+				buf = p.drain(buf[:0], <-p.queue)
+			}
 		case <-p.lostWake:
 		}
 		if len(p.queue) == 0 {

@@ -234,3 +234,16 @@ func TestDecodeArrayForm(t *testing.T) {
 		t.Fatalf("decoded %+v", got)
 	}
 }
+
+// TestRecvCount: RecvCount counts a batch's events as Recv decodes them.
+func TestRecvCount(t *testing.T) {
+	p := newPublisher(t, nil)
+	sub := subscribe(t, p, "acme", "acme-token")
+	p.Publish(Event{Namespace: "ns", Kind: Stored, Block: []byte("k1"), Tier: "host"})
+	if n, err := sub.RecvCount(); err != nil || n != 1 {
+		t.Fatalf("RecvCount: %d, %v", n, err)
+	}
+	if _, err := countEvents([]byte{0x91, 0x01}); err == nil {
+		t.Error("a one-field batch counted")
+	}
+}

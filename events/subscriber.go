@@ -104,3 +104,17 @@ func Replay(ctx context.Context, addr, user, pass string, start uint64) ([]Messa
 		out = append(out, msg)
 	}
 }
+
+// RecvCount waits for the next batch and returns how many events it
+// carries, without decoding them: a consumer that only counts (a load
+// generator draining the stream) then costs little more than the socket.
+func (s *Subscriber) RecvCount() (int, error) {
+	m, err := s.sock.Recv()
+	if err != nil {
+		return 0, err
+	}
+	if len(m.Frames) != 3 || len(m.Frames[1]) != 8 {
+		return 0, fmt.Errorf("message of %d frames, want topic, seq, payload", len(m.Frames))
+	}
+	return countEvents(m.Frames[2])
+}
