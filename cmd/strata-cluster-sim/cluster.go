@@ -17,6 +17,7 @@ import (
 // cluster is N members over one in-process network. Close stops them all.
 type cluster struct {
 	net     *membership.Network
+	sockets bool                     // gossip over loopback sockets, not net
 	members []*membership.Membership // nil once stopped
 	ids     []string
 }
@@ -28,8 +29,8 @@ const seedCount = 3
 const startParallel = 16
 
 // startCluster starts n members, each joining the first seedCount.
-func startCluster(ctx context.Context, n int) (*cluster, error) {
-	c := &cluster{net: membership.NewNetwork()}
+func startCluster(ctx context.Context, n int, sockets bool) (*cluster, error) {
+	c := &cluster{net: membership.NewNetwork(), sockets: sockets}
 	first, err := c.add(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -74,9 +75,11 @@ func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error
 		}
 	}
 	meta := nodeMeta(i)
-	m, err := membership.Start(ctx, membership.Config{
-		NodeID: nodeID(i), Seeds: seeds, Meta: func() membership.Meta { return meta }, Network: c.net,
-	})
+	cfg := membership.Config{NodeID: nodeID(i), Seeds: seeds, Meta: func() membership.Meta { return meta }, Network: c.net}
+	if c.sockets {
+		cfg.Network = nil
+	}
+	m, err := membership.Start(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting member %d: %w", i, err)
 	}
@@ -128,45 +131,41 @@ func (c *cluster) Close() {
 	c.members = nil
 }
 
-// evalEvery bounds how often a watcher re-reads its member's view.
-const evalEvery = 20 * time.Millisecond
-
-// seenBy waits until a share q of members see cond hold in their
-// Members (each watched on its subscription, re-read at most every
-// evalEvery), or timeout passes since start. It returns how long after
-// start the q-th share did (ok false if they did not), and how many
-// members ever saw it.
-func seenBy(ctx context.Context, members []*membership.Membership, start time.Time, timeout time.Duration, q float64,
-	cond func([]membership.Member) bool) (d time.Duration, ok bool, saw int) {
+// seenBy waits until a share q of members see cond hold (each watched on
+// its subscription, cond re-evaluated at most every every), or timeout
+// passes since start. It returns how long after start the q-th share did
+// (ok false if they did not), and how many members ever saw it.
+func seenBy(ctx context.Context, members []*membership.Membership, start time.Time, timeout, every time.Duration, q float64,
+	cond func(*membership.Membership) bool) (d time.Duration, ok bool, saw int) {
 	ctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
 	defer cancel()
 	need := max(1, int(q*float64(len(members))+0.999999))
 	times := make(chan time.Duration, len(members))
 	var wg sync.WaitGroup
 	for _, m := range members {
-		wg.Go(func() { watch(ctx, m, start, cond, times) })
+		wg.Go(func() { watch(ctx, m, start, every, cond, times) })
 	}
-	var seen []time.Duration
 	go func() { wg.Wait(); close(times) }()
 	for t := range times {
-		seen = append(seen, t)
-		if len(seen) == need {
+		saw++
+		if saw == need {
 			d, ok = t, true
 			cancel()
 		}
 	}
-	return d, ok, len(seen)
+	return d, ok, saw
 }
 
 // watch sends on times how long after start m first saw cond, if it did
-// before ctx ended.
-func watch(ctx context.Context, m *membership.Membership, start time.Time, cond func([]membership.Member) bool, times chan<- time.Duration) {
+// before ctx ended, re-evaluating cond at most every every.
+func watch(ctx context.Context, m *membership.Membership, start time.Time, every time.Duration,
+	cond func(*membership.Membership) bool, times chan<- time.Duration) {
 	ch, unsubscribe := m.Subscribe()
 	defer unsubscribe()
 	tick := time.NewTimer(0)
 	defer tick.Stop()
 	for {
-		if cond(m.Members()) {
+		if cond(m) {
 			times <- time.Since(start)
 			return
 		}
@@ -182,28 +181,43 @@ func watch(ctx context.Context, m *membership.Membership, start time.Time, cond 
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			tick.Reset(evalEvery)
+			tick.Reset(every)
 		}
 	}
 }
 
-// stateIs returns a condition: id is in state s.
-func stateIs(id string, s membership.State) func([]membership.Member) bool {
-	return func(ms []membership.Member) bool {
-		i := slices.IndexFunc(ms, func(m membership.Member) bool { return m.NodeID == id })
-		return i >= 0 && ms[i].State == s
+// stateIs returns a condition: a member sees id in state s.
+func stateIs(id string, s membership.State) func(*membership.Membership) bool {
+	return func(m *membership.Membership) bool {
+		mem, ok := m.Member(id)
+		return ok && mem.State == s
 	}
 }
 
-// allAlive returns a condition: n members are alive.
-func allAlive(n int) func([]membership.Member) bool {
-	return func(ms []membership.Member) bool {
-		alive := 0
-		for _, m := range ms {
-			if m.State == membership.Alive {
+// allAlive returns a condition: a member sees n members alive.
+func allAlive(n int) func(*membership.Membership) bool {
+	return func(m *membership.Membership) bool { return len(m.Alive()) == n }
+}
+
+// views summarises what the members see: the fewest and most members each
+// holds alive, and how many views hold some member dead.
+func (c *cluster) views() string {
+	fewest, most, withDead := len(c.members), 0, 0
+	for _, m := range c.live() {
+		alive, dead := 0, 0
+		for _, mem := range m.Members() {
+			switch mem.State {
+			case membership.Alive:
 				alive++
+			case membership.Dead:
+				dead++
 			}
 		}
-		return alive == n
+		fewest, most = min(fewest, alive), max(most, alive)
+		if dead > 0 {
+			withDead++
+		}
 	}
+	s := c.net.Stats()
+	return fmt.Sprintf("members see %d to %d alive; %d views hold a member dead; %d of %d packets lost", fewest, most, withDead, s.Lost, s.Packets)
 }

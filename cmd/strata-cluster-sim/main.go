@@ -46,6 +46,10 @@ type config struct {
 	Keys         int           // keys for the placement figures; default 100,000
 	Rounds       int           // coordinator rounds timed; default 20
 	CSV          string        // CSV output path; default none
+	// Sockets gossips over loopback UDP and TCP instead of the in-process
+	// network, to check the network against them; gossip is then not
+	// counted. Default false.
+	Sockets bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -56,6 +60,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 30*time.Second, "bound on each timed phase (start, crash, join, leave)")
 	fs.IntVar(&cfg.Keys, "keys", 100_000, "keys for the placement figures")
 	fs.IntVar(&cfg.Rounds, "rounds", 20, "coordinator rounds timed")
+	fs.BoolVar(&cfg.Sockets, "sockets", false, "gossip over loopback sockets instead of the in-process network (gossip not counted)")
 	fs.StringVar(&cfg.CSV, "csv", "", "also write the table as CSV to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

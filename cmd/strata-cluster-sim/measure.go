@@ -29,6 +29,7 @@ type timed struct {
 	Attempted bool
 }
 
+// String is the time in seconds, or why there is none.
 func (t timed) String() string {
 	switch {
 	case !t.Attempted:
@@ -97,16 +98,56 @@ func leave(ctx context.Context, c *cluster, timeout time.Duration) (left timed, 
 	_ = leaver.Leave(time.Second) // Close's bound, as a node leaves
 	left = observe(ctx, others, start, timeout, stateIs(id, membership.Left))
 	for _, m := range others {
-		if stateIs(id, membership.Dead)(m.Members()) {
+		if stateIs(id, membership.Dead)(m) {
 			dead++
 		}
 	}
 	return left, dead
 }
 
-func observe(ctx context.Context, ms []*membership.Membership, start time.Time, timeout time.Duration, cond func([]membership.Member) bool) timed {
-	d, ok, saw := seenBy(ctx, ms, start, timeout, quorum, cond)
+// watchEvery bounds how often a watcher re-reads one member's view of
+// one member (membership.Member: cheap whatever N).
+const watchEvery = 10 * time.Millisecond
+
+func observe(ctx context.Context, ms []*membership.Membership, start time.Time, timeout time.Duration, cond func(*membership.Membership) bool) timed {
+	return observeEvery(ctx, ms, start, timeout, watchEvery, cond)
+}
+
+func observeEvery(ctx context.Context, ms []*membership.Membership, start time.Time, timeout, every time.Duration, cond func(*membership.Membership) bool) timed {
+	d, ok, saw := seenBy(ctx, ms, start, timeout, every, quorum, cond)
 	return timed{D: d, OK: ok, Saw: saw, Of: len(ms), Attempted: true}
+}
+
+// startSample is how many members the start is watched on, and
+// startEvery how often each re-reads its whole view: Alive costs O(N),
+// so watching every member would cost O(N²).
+const (
+	startSample = 50
+	startEvery  = 500 * time.Millisecond
+)
+
+// converge waits until a sample of startSample members all see every
+// member alive, then checks that all do.
+func converge(ctx context.Context, c *cluster, start time.Time, timeout time.Duration) (timed, error) {
+	live := c.live()
+	sample := live
+	if len(live) > startSample {
+		sample = make([]*membership.Membership, startSample)
+		for i := range sample {
+			sample[i] = live[i*len(live)/startSample]
+		}
+	}
+	t := observeEvery(ctx, sample, start, timeout, startEvery, allAlive(len(live)))
+	if !t.OK {
+		return t, fmt.Errorf("%d members did not converge within %v: %s", len(live), timeout, c.views())
+	}
+	t.Saw, t.Of = 0, len(live)
+	for _, m := range live {
+		if allAlive(len(live))(m) {
+			t.Saw++
+		}
+	}
+	return t, nil
 }
 
 // hintMessages returns how many members one evicted parent's gone notice

@@ -13,13 +13,15 @@ var columns = []struct {
 	cell func(r result) string
 }{
 	{"N", func(r result) string { return strconv.Itoa(r.N) }},
-	{"start, 99% see all (s)", func(r result) string { return r.Start.String() }},
+	{"start: sample sees all (s)", func(r result) string { return r.Start.String() }},
+	{"then see all", func(r result) string { return fmt.Sprintf("%d/%d", r.Start.Saw, r.Start.Of) }},
 	{"gossip B/node/s", func(r result) string { return f0(r.GossipBytes) }},
 	{"gossip msgs/node/s", func(r result) string { return fmt.Sprintf("%.1f", r.GossipMsgs) }},
 	{"crash seen Dead by 99% (s)", func(r result) string { return r.Crash.String() }},
 	{"join seen by 99% (s)", func(r result) string { return r.Join.String() }},
 	{"leave seen Left by 99% (s)", func(r result) string { return r.Leave.String() }},
 	{"leave seen Dead", func(r result) string { return strconv.Itoa(r.LeaveSeenDead) }},
+	{"packets lost", func(r result) string { return fmt.Sprintf("%.4f", r.Lost) }},
 	{"msgs per evicted parent (gone notice)", func(r result) string { return strconv.Itoa(r.NoticeMsgs) }},
 	{"msgs per child hint", func(r result) string { return strconv.Itoa(r.ChildHintMsgs) }},
 	{"moved on join", func(r result) string { return fmt.Sprintf("%.4f", r.MovedJoin) }},

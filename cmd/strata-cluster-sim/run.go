@@ -17,6 +17,7 @@ type result struct {
 	Crash, Join    timed
 	Leave          timed
 	LeaveSeenDead  int     // members that saw the leaver Dead, not Left
+	Lost           float64 // share of packets lost
 	NoticeMsgs     int     // per evicted parent
 	ChildHintMsgs  int     // per child hint
 	MovedJoin      float64 // share of keys whose owner changes
@@ -74,18 +75,20 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	c, err := startCluster(sctx, n)
+	c, err := startCluster(sctx, n, cfg.Sockets)
 	cancel()
 	if err != nil {
 		return r, err
 	}
 	defer c.Close()
-	r.Start = observe(ctx, c.live(), start, cfg.PhaseTimeout, allAlive(n))
-	if !r.Start.OK {
-		return r, fmt.Errorf("%d members did not converge within %v", n, cfg.PhaseTimeout)
+	if r.Start, err = converge(ctx, c, start, cfg.PhaseTimeout); err != nil {
+		return r, err
 	}
 	if r.GossipBytes, r.GossipMsgs, err = gossipRate(ctx, c, cfg.Window); err != nil {
 		return r, err
+	}
+	if s := c.net.Stats(); s.Packets > 0 {
+		r.Lost = float64(s.Lost) / float64(s.Packets)
 	}
 	if r.CoordRound, r.CoordAlloc, r.CoordSummaries, err = coordRound(c.members[0], cfg.Rounds); err != nil {
 		return r, err
