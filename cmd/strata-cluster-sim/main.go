@@ -4,8 +4,9 @@
 // (membership.Config.Network, with the shipped timing defaults and
 // metadata as a node advertises it, value summaries included), the
 // shipped hint routing (peer.RouteCandidates), placement (package
-// placement) and the coordinator's round (coord.Compute over the
-// summaries as gossip delivered them). Nothing is re-implemented.
+// placement) and the coordinator's round (coord.Compute over N members'
+// metadata with their encoded summaries, as gossip delivers them).
+// Nothing is re-implemented.
 //
 //	go run ./cmd/strata-cluster-sim --n 10,100,300,1000 --csv cluster.csv
 //
@@ -20,7 +21,11 @@
 //     hint costs, as RouteCandidates groups them;
 //   - the fraction of --keys keys whose owner changes on a join and on a
 //     leave, beside 1/N;
-//   - the CPU time and bytes allocated by one coordinator round.
+//   - the time (one thread: its CPU time) and bytes allocated by one
+//     coordinator round, on N members' metadata built as the gossiping
+//     members advertise it (so it is measured even where N members do not
+//     converge); beside it, how many summaries gossip did deliver to one
+//     member.
 //
 // Output is a markdown table, one row per N, and with --csv the same as
 // CSV. A cluster that does not converge within --phase-timeout is

@@ -215,27 +215,38 @@ func moved(n, keys int) (onJoin, onLeave float64, err error) {
 	return float64(joinMoves) / float64(keys), float64(leaveMoves) / float64(keys), nil
 }
 
-// coordRound times the coordinator's round as coord.Coordinator runs it
-// (coord.Compute over m's Alive members, their summaries as gossip
-// delivered them): the median of rounds, with the bytes one round
-// allocates; and how many members' summaries it had.
-func coordRound(m *membership.Membership, rounds int) (wall time.Duration, alloc uint64, withSummary int, err error) {
-	for _, mem := range m.Alive() {
-		if len(mem.Meta.Summary) > 0 {
-			withSummary++
-		}
+// coordRound times the coordinator's round (coord.Compute, as
+// coord.Coordinator runs it each round) over n members as their gossip
+// delivers them: each member's metadata with its encoded summaries. It
+// returns the median of rounds and the bytes one round allocates.
+func coordRound(n, rounds int) (wall time.Duration, alloc uint64, err error) {
+	members := make([]membership.Member, n)
+	for i := range members {
+		members[i] = membership.Member{NodeID: nodeID(i), State: membership.Alive, Meta: nodeMeta(i)}
 	}
 	times := make([]time.Duration, rounds)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for r := range times {
 		start := time.Now()
-		if _, err := coord.Compute(m.Alive(), coord.DefaultHeadroom); err != nil {
-			return 0, 0, 0, err
+		if _, err := coord.Compute(members, coord.DefaultHeadroom); err != nil {
+			return 0, 0, err
 		}
 		times[r] = time.Since(start)
 	}
 	runtime.ReadMemStats(&after)
 	slices.Sort(times)
-	return times[rounds/2], (after.TotalAlloc - before.TotalAlloc) / uint64(rounds), withSummary, nil
+	return times[rounds/2], (after.TotalAlloc - before.TotalAlloc) / uint64(rounds), nil
+}
+
+// withSummaries returns how many of m's alive members' summaries gossip
+// delivered to m.
+func withSummaries(m *membership.Membership) int {
+	n := 0
+	for _, mem := range m.Alive() {
+		if len(mem.Meta.Summary) > 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -29,7 +29,7 @@ var columns = []struct {
 	{"1/N", func(r result) string { return fmt.Sprintf("%.4f", 1/float64(r.N)) }},
 	{"coord round (ms)", func(r result) string { return fmt.Sprintf("%.3f", float64(r.CoordRound.Microseconds())/1000) }},
 	{"coord round alloc (KiB)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.CoordAlloc)/1024) }},
-	{"summaries in round", func(r result) string { return fmt.Sprintf("%d/%d", r.CoordSummaries, r.CoordMembers) }},
+	{"summaries gossiped to a member", func(r result) string { return fmt.Sprintf("%d/%d", r.CoordSummaries, r.CoordMembers) }},
 	{"elapsed (s)", func(r result) string { return f0(r.Elapsed.Seconds()) }},
 	{"error", func(r result) string { return r.Err }},
 }

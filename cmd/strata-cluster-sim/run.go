@@ -73,6 +73,9 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	if r.MovedJoin, r.MovedLeave, err = moved(n, cfg.Keys); err != nil {
 		return r, err
 	}
+	if r.CoordRound, r.CoordAlloc, err = coordRound(n, cfg.Rounds); err != nil {
+		return r, err
+	}
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
 	c, err := startCluster(sctx, n, cfg.Sockets)
@@ -90,10 +93,7 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	if s := c.net.Stats(); s.Packets > 0 {
 		r.Lost = float64(s.Lost) / float64(s.Packets)
 	}
-	if r.CoordRound, r.CoordAlloc, r.CoordSummaries, err = coordRound(c.members[0], cfg.Rounds); err != nil {
-		return r, err
-	}
-	r.CoordMembers = n
+	r.CoordSummaries, r.CoordMembers = withSummaries(c.members[0]), n
 	r.Crash = crash(ctx, c, cfg.PhaseTimeout)
 	if r.Join, err = join(ctx, c, cfg.PhaseTimeout); err != nil {
 		return r, err
