@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -57,9 +56,10 @@ func startCluster(ctx context.Context, n int, sockets bool) (*cluster, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	if len(failed) > 0 {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("%d of %d members failed to start; the first: %w", len(failed), n, failed[0])
 	}
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // columns are the table's headings and each result's cells.
@@ -31,7 +32,7 @@ var columns = []struct {
 	{"coord round alloc (KiB)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.CoordAlloc)/1024) }},
 	{"summaries gossiped to a member", func(r result) string { return fmt.Sprintf("%d/%d", r.CoordSummaries, r.CoordMembers) }},
 	{"elapsed (s)", func(r result) string { return f0(r.Elapsed.Seconds()) }},
-	{"error", func(r result) string { return r.Err }},
+	{"error", func(r result) string { return oneLine(r.Err) }},
 }
 
 func f0(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
@@ -76,4 +77,15 @@ func cells(r result) []string {
 		out[i] = c.cell(r)
 	}
 	return out
+}
+
+// oneLine returns s up to its first line break, at most 300 bytes of it.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
