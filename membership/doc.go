@@ -32,11 +32,15 @@
 // memberlist reports a death and a graceful leave through the same event,
 // without the state that would tell them apart (hashicorp/memberlist#293).
 // So Leave first re-advertises the member's metadata with a leaving flag,
-// and only then broadcasts memberlist's leave: the others record it Left
-// as soon as the flag arrives (about 0.1 s on loopback), and a member that
-// goes away without the flag is Dead. Should the flagged metadata be lost
-// and the leave message arrive alone, the member is recorded Dead: a
-// graceful leave may look like a crash, never the reverse.
+// pushes it by push-pull (TCP) to up to leaveSyncPeers live members, and
+// only then broadcasts memberlist's leave: the others record it Left as
+// soon as the flag arrives (about 0.1 s on loopback), and a member that
+// goes away without the flag is Dead. Gossip alone raced the leave message
+// (a member that got the leave first held the leaver dead and dropped the
+// flag after it: TestLeaveSeenLeftByEveryone). Should the flagged metadata
+// still be lost (a member beyond leaveSyncPeers, or unreachable then) and
+// the leave message arrive alone, the member is recorded Dead: a graceful
+// leave may look like a crash, never the reverse.
 //
 // # Partitions
 //

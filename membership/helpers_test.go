@@ -81,7 +81,7 @@ func startCluster(t *testing.T, size int) []*testNode {
 		ids[i] = n.id
 	}
 	for _, n := range nodes {
-		waitFor(t, n, 5*time.Second, "all alive", func(ms []Member) bool {
+		waitFor(t, n, 15*time.Second, "all alive", func(ms []Member) bool {
 			return slices.Equal(nodeIDs(ms, Alive), ids)
 		})
 	}

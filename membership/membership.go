@@ -446,6 +446,13 @@ func (m *Membership) leave(timeout time.Duration) error {
 	if err != nil && m.livePeers() == 0 {
 		err = nil
 	}
+	// UpdateNode's wait ends when the gossip was sent often enough, not
+	// when every member has it; a member that gets memberlist's leave
+	// first holds the member dead at that incarnation and drops the flag
+	// that follows (seen Dead by one of four peers in most leaves). So the
+	// flag also goes by push-pull, over TCP, to up to leaveSyncPeers live
+	// members before the leave message.
+	m.syncLeaving(deadline)
 	if lerr := m.ml.Leave(positive(time.Until(deadline))); lerr != nil && m.livePeers() > 0 {
 		err = errors.Join(err, lerr)
 	}
@@ -453,6 +460,37 @@ func (m *Membership) leave(timeout time.Duration) error {
 		return fmt.Errorf("leaving: %w", err)
 	}
 	return nil
+}
+
+// leaveSyncPeers bounds the members a leaving member pushes its leaving
+// flag to directly (push-pull); in a larger cluster the rest learn it by
+// gossip, whose fan-out then reaches them first far more often.
+const leaveSyncPeers = 32
+
+// syncLeaving pushes this member's state (its metadata marked leaving) to
+// up to leaveSyncPeers live members by push-pull, in the first half of
+// what is left until deadline; a member that cannot be reached is left to
+// gossip.
+func (m *Membership) syncLeaving(deadline time.Time) {
+	var addrs []string
+	for _, node := range m.ml.Members() {
+		if node.Name != m.cfg.NodeID && len(addrs) < leaveSyncPeers {
+			addrs = append(addrs, node.Address())
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	m.wg.Go(func() { // stopWith waits for it, after memberlist's shutdown ends its calls
+		defer close(done)
+		_, _ = m.ml.Join(addrs) // a push-pull with each: the others merge our state
+	})
+	select {
+	case <-done:
+	case <-time.After(positive(time.Until(deadline) / 2)):
+		m.log.Warn("leaving: pushing the leaving flag to the members ran out of time; gossip carries it")
+	}
 }
 
 // livePeers returns how many other members memberlist holds alive or

@@ -354,3 +354,21 @@ func TestRestartOnNewPort(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaveSeenLeftByEveryone: in a cluster of four, every other member
+// sees a member that left as Left, never Dead: the leave's metadata
+// (leaving flag) reaches each of them before memberlist's leave message
+// does, which gossip alone does not promise (before syncLeaving, one of
+// the three saw it Dead in most runs). Not parallel: four members' start
+// on a busy machine is slow enough already.
+func TestLeaveSeenLeftByEveryone(t *testing.T) {
+	nodes := startCluster(t, 4)
+	start := time.Now()
+	if err := nodes[3].Leave(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes[:3] {
+		waitFor(t, n, 3*time.Second, "seeing d left", func(ms []Member) bool { return stateOf(ms, "d") == Left })
+		t.Logf("%s sees d left %v after Leave began", n.id, time.Since(start))
+	}
+}
