@@ -481,10 +481,21 @@ func (m *Membership) syncLeaving(deadline time.Time) {
 	if len(addrs) == 0 {
 		return
 	}
+	// One push-pull per member, all at once: memberlist's Join contacts its
+	// addresses one after another, up to its TCPTimeout (1 s) each.
+	// stopWith waits for them (each ends within that timeout).
+	var pushed sync.WaitGroup
+	for _, a := range addrs {
+		pushed.Add(1)
+		m.wg.Go(func() {
+			defer pushed.Done()
+			_, _ = m.ml.Join([]string{a}) // the other merges our state
+		})
+	}
 	done := make(chan struct{})
-	m.wg.Go(func() { // stopWith waits for it, after memberlist's shutdown ends its calls
-		defer close(done)
-		_, _ = m.ml.Join(addrs) // a push-pull with each: the others merge our state
+	m.wg.Go(func() {
+		pushed.Wait()
+		close(done)
 	})
 	select {
 	case <-done:
