@@ -26,6 +26,7 @@ An await whose timeout passes with nothing published raises DeadlineError.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
@@ -131,12 +132,16 @@ def room_call(c: "Client", room: str, op: str, fn: Callable[[Any, float], Any], 
     i = r.view.place.owner(room_key(room))
     nid = r.view.ids[i]
     t = c.node_timeout if timeout is None else max(0.001, float(timeout))
+    start = time.monotonic()
     try:
         node = c._node(r, i)
         return fn(pbg.TransferStub(node.channel), t)
     except Exception as e:
         err = E.from_rpc(f"{op} {room!r}", e, nid)
-        if waits and type(err) is E.UnavailableError and err.code == "DEADLINE_EXCEEDED":
+        # The node ends the call at the same deadline: its reset (CANCELLED)
+        # can reach the client before the client's own deadline fires.
+        timed_out = err.code == "DEADLINE_EXCEEDED" or (err.code == "CANCELLED" and time.monotonic() - start >= t)
+        if waits and type(err) is E.UnavailableError and timed_out:
             raise E.DeadlineError(f"{op} {room!r} (node {nid}): nothing published within {t:.3g}s", code=err.code,
                                   node=nid) from None
         if E.node_failed(err):
