@@ -472,12 +472,16 @@ const leaveSyncPeers = 32
 // what is left until deadline; a member that cannot be reached is left to
 // gossip.
 func (m *Membership) syncLeaving(deadline time.Time) {
+	// This member's own view, not memberlist's Members(), whose nodes
+	// memberlist keeps writing to.
 	var addrs []string
-	for _, node := range m.ml.Members() {
-		if node.Name != m.cfg.NodeID && len(addrs) < leaveSyncPeers {
-			addrs = append(addrs, node.Address())
+	m.mu.Lock()
+	for id, e := range m.members {
+		if id != m.cfg.NodeID && e.State == Alive && e.GossipAddress != "" && len(addrs) < leaveSyncPeers {
+			addrs = append(addrs, e.GossipAddress)
 		}
 	}
+	m.mu.Unlock()
 	if len(addrs) == 0 {
 		return
 	}
