@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/stratakv/strata/events"
@@ -57,6 +58,10 @@ type nodeEvents struct {
 	pubs     map[string]*events.Publisher // by tenant
 	only     map[namespace.ID]bool        // nil: every namespace
 	previous uint64                       // the incarnation before this one; 0 none
+	// names caches each namespace's ID as the stream names it (hex), so
+	// that an event, published under the store's lock, does not format
+	// it each time (namespace.ID -> string).
+	names sync.Map
 	// tokens is the hashes of the tokens in force, to the tenant (or ""
 	// for an admin's): set by loadTenants.
 	tokens atomic.Pointer[map[string]string]
@@ -144,24 +149,36 @@ func (ev *nodeEvents) onStore(e store.Event) {
 	if p == nil || ev.only != nil && !ev.only[e.Namespace] {
 		return
 	}
-	out := events.Event{Namespace: e.Namespace.String(), BlockSize: e.PageTokens, Tier: string(e.Tier)}
+	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: string(e.Tier)}
+	key := e.Key // the event keeps the key's bytes, not the whole store.Event
 	switch e.Kind {
 	case store.EventStored:
-		out.Kind, out.Block = events.Stored, e.Key[:]
+		out.Kind, out.Block = events.Stored, key[:]
 		if e.HasParent {
-			out.Parent = e.Parent[:]
+			parent := e.Parent
+			out.Parent = parent[:]
 		}
 		if e.Info != nil {
 			out.Tokens, out.LoraName, out.ExtraKeys = e.Info.Tokens, e.Info.LoraName, e.Info.ExtraKeys
 		}
 	case store.EventRemoved:
-		out.Kind, out.Block = events.Removed, e.Key[:]
+		out.Kind, out.Block = events.Removed, key[:]
 	case store.EventCleared:
 		out.Kind = events.Cleared
 	default:
 		return
 	}
 	p.Publish(out)
+}
+
+// name is the namespace id as the stream names it.
+func (ev *nodeEvents) name(id namespace.ID) string {
+	if v, ok := ev.names.Load(id); ok {
+		return v.(string)
+	}
+	n := id.String()
+	ev.names.Store(id, n)
+	return n
 }
 
 // clearPreviousIncarnation sends, for each opted-in namespace the store

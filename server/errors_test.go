@@ -42,7 +42,7 @@ var sentinels = map[string]error{
 	"transfer.ErrExpired": transfer.ErrExpired, "transfer.ErrWrongState": transfer.ErrWrongState,
 	"transfer.ErrMismatch": transfer.ErrMismatch, "transfer.ErrPinQuota": transfer.ErrPinQuota,
 	"transfer.ErrTooManyRooms": transfer.ErrTooManyRooms, "transfer.ErrBadRequest": transfer.ErrBadRequest,
-	"transfer.ErrClosed": transfer.ErrClosed,
+	"transfer.ErrClosed":      transfer.ErrClosed,
 	"server.ErrNoEventStream": ErrNoEventStream, "server.ErrEventsBusy": ErrEventsBusy,
 }
 
