@@ -265,10 +265,12 @@ func (n *Node) every(d time.Duration, f func()) {
 
 // grpcOptions are the gRPC server's: the server's options first (its codec
 // sends page bytes by reference from the arena and keeps received ones in
-// gRPC's buffers), TLS when configured, keepalive, windows.
+// gRPC's buffers), TLS when configured, keepalive, windows; the hint
+// sender sees the child hints the server accepts (who holds a parent's
+// children: its gone notice goes to them, peer.Holders).
 func (n *Node) grpcOptions(srv *server.Server) []grpc.ServerOption {
 	opts := append(srv.GRPCOptions(),
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise, n.rdma.server().Advertise),
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor, n.raw.Advertise, n.rdma.server().Advertise, n.hints.Received),
 		grpc.ChainStreamInterceptor(srv.StreamInterceptor),
 		grpc.MaxRecvMsgSize(srv.MaxRecvMsgSize()),
 		grpc.InitialWindowSize(8<<20),

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"math"
+	"slices"
 
 	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
@@ -28,18 +29,41 @@ func Route(members, self int, owner func(namespace.Key) int, hints []store.Child
 // learn of its remote children to send a parent-gone notice when it goes.
 // The candidate that does not hold the parent remembers the hint for a
 // while (store.ApplyHints), harmlessly. A hint whose only candidate is
-// self is dropped, and counted in dropped. The node's sender and the
-// simulator (cmd/strata-sim) route their stores' hints with it.
+// self is dropped, and counted in dropped. Parent-gone notices go to
+// every member but self: the node routes them with RouteKnown instead;
+// the trace simulator (cmd/strata-sim), which keeps no Holders, with this.
 func RouteCandidates(members, self int, candidates func(k namespace.Key, dst []int) []int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
+	return RouteKnown(members, self, candidates, nil, hints)
+}
+
+// RouteKnown is RouteCandidates with the nodes known to hold children of
+// each parent (holders, e.g. a Holders' Take by view index, which fills
+// dst): a parent-gone notice goes to those but self, and to the parent's
+// first two candidates but self when holders knows of none, so that a
+// notice costs at most MaxHolders messages whatever the cluster's size. A
+// nil holders sends notices to every member but self (RouteCandidates).
+// Notices follow each member's other hints. The node's sender and the
+// cluster simulator (cmd/strata-cluster-sim) route with it.
+func RouteKnown(members, self int, candidates func(k namespace.Key, dst []int) []int,
+	holders func(ns namespace.ID, parent namespace.Key, dst []int) []int, hints []store.ChildHint) (groups [][]store.ChildHint, dropped int) {
 	groups = make([][]store.ChildHint, members)
 	var gone []store.ChildHint
 	for i := range groups {
 		groups[i] = make([]store.ChildHint, 0, len(hints)/max(members-1, 1)+1)
 	}
 	var buf [2]int
+	var to []int
 	for _, c := range hints {
 		if c.Gone {
-			gone = append(gone, store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true})
+			g := store.ChildHint{NS: c.NS, Parent: c.Parent, Gone: true}
+			if holders == nil {
+				gone = append(gone, g)
+				continue
+			}
+			if to = holders(c.NS, c.Parent, to[:0]); len(to) == 0 {
+				to = append(to, candidates(c.Parent, buf[:])...)
+			}
+			noticeTo(groups, self, to, g)
 			continue
 		}
 		sent := false
@@ -62,16 +86,38 @@ func RouteCandidates(members, self int, candidates func(k namespace.Key, dst []i
 	return groups, dropped
 }
 
-// routeView is Route over a placement view, self named by its node id (a
-// node missing from the view sends parent-gone notices to every member).
-func routeView(view *placement.View, self string, hints []store.ChildHint) ([][]store.ChildHint, int) {
+// noticeTo appends notice g to the groups of members to, each once, but
+// self's and those out of range.
+func noticeTo(groups [][]store.ChildHint, self int, to []int, g store.ChildHint) {
+	for j, o := range to {
+		if o == self || o < 0 || o >= len(groups) || slices.Contains(to[:j], o) {
+			continue
+		}
+		groups[o] = append(groups[o], g)
+	}
+}
+
+// routeView is RouteKnown over a placement view, self named by its node
+// id, with the holders known (taken from known): nodes not in the view are
+// skipped.
+func routeView(view *placement.View, self string, known *Holders, hints []store.ChildHint) ([][]store.ChildHint, int) {
 	idx := -1
+	byID := make(map[string]int, view.Len())
 	for i := range view.Len() {
+		byID[view.Node(i).ID] = i
 		if view.Node(i).ID == self {
 			idx = i
 		}
 	}
-	return RouteCandidates(view.Len(), idx, func(k namespace.Key, dst []int) []int { return view.Candidates(k, dst) }, hints)
+	holders := func(ns namespace.ID, parent namespace.Key, dst []int) []int {
+		for _, id := range known.Take(ns, parent) {
+			if i, ok := byID[id]; ok {
+				dst = append(dst, i)
+			}
+		}
+		return dst
+	}
+	return RouteKnown(view.Len(), idx, func(k namespace.Key, dst []int) []int { return view.Candidates(k, dst) }, holders, hints)
 }
 
 // placementOf is the placement view over alive members, weighted by

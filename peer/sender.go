@@ -34,18 +34,13 @@ import (
 // it would be looked for) drops them, counted in Stats.
 //
 // Parent-gone notices (store.ChildHint.Gone: a page with remote children
-// left this node's store) travel the same queue, but this node does not
-// know which nodes hold the children (each child's hint went to the
-// parent's owner, not the other way), so each notice goes to every other
-// alive member, in the same RPC as that member's hints. That costs one
-// RPC per other member per flush that has notices (a flush carries every
-// notice queued since the last), and every notice is looked up on every
-// node (one map lookup where it has no children). It is acceptable now:
-// notices are sent only for pages that had remote children, flushes
-// batch them, and clusters are a few to a few dozen nodes, so the cost is
-// small next to the puts that caused them; the precise alternative (the
-// parent's node remembering which nodes sent child hints) would add state
-// per parent. A cluster of hundreds of nodes would want that.
+// left this node's store) travel the same queue, to the nodes that sent
+// child or value hints about that parent here (Holders: the Sender's
+// Received interceptor records them as the node's server accepts the
+// hints), or, for a parent none are known for, to its first two
+// placement candidates but this node (RouteKnown). A notice costs at most
+// MaxHolders messages however many members there are; before issue 45 it
+// went to every other member.
 
 const (
 	flushEvery = 20 * time.Millisecond // a flush without a wake-up
@@ -84,6 +79,8 @@ type Sender struct {
 	wg     sync.WaitGroup
 
 	peers peers // the flush goroutine's own
+
+	known Holders // who sent child hints, by parent
 }
 
 // New returns a Sender for the node self that dials peers with o (the
@@ -127,6 +124,13 @@ func (h *Sender) Close() {
 	h.wg.Wait()
 }
 
+// Received is a gRPC unary interceptor for the node's server: the Cluster
+// Hints calls it accepts tell the Sender where a parent's children are
+// (Holders.Received), so that the parent's gone notice goes there alone.
+func (h *Sender) Received(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return h.known.Received(ctx, req, info, handler)
+}
+
 // Stats returns the hints sent and dropped so far.
 func (h *Sender) Stats() Stats {
 	return Stats{Sent: h.sent.Load(), Dropped: h.dropped.Load()}
@@ -155,8 +159,8 @@ func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn f
 }
 
 // flush sends everything queued, a batch of at most batchMax per member
-// and RPC: child and value hints to their parent's owner, parent-gone
-// notices to every member but this one.
+// and RPC: child and value hints to their parent's first two candidates,
+// parent-gone notices to the nodes known to hold the parent's children.
 func (h *Sender) flush() {
 	h.mu.Lock()
 	hints := h.pending
@@ -170,7 +174,7 @@ func (h *Sender) flush() {
 		h.dropped.Add(int64(len(hints)))
 		return
 	}
-	routed, dropped := routeView(view, h.self, hints)
+	routed, dropped := routeView(view, h.self, &h.known, hints)
 	h.dropped.Add(int64(dropped))
 	groups := make([][]*pb.ChildHint, len(routed))
 	for i, r := range routed {

@@ -3,7 +3,7 @@
 // membership package over an in-process gossip network
 // (membership.Config.Network, with the shipped timing defaults and
 // metadata as a node advertises it, value summaries included), the
-// shipped hint routing (peer.RouteCandidates), placement (package
+// shipped hint routing (peer.RouteKnown, peer.Holders), placement (package
 // placement) and the coordinator's round (coord.Compute over N members'
 // metadata with their encoded summaries, as gossip delivers them).
 // Nothing is re-implemented.
@@ -17,8 +17,10 @@
 //   - the time until 99% of the others see a crash (Dead), a new member
 //     (Alive) and a graceful leave (Left; members that see the leaver
 //     Dead instead are counted apart), each bounded by --phase-timeout;
-//   - the messages one evicted parent's gone notice costs and one child
-//     hint costs, as RouteCandidates groups them;
+//   - the messages one evicted parent's gone notice costs (its four
+//     children on their own keys' owners, whose child hints its
+//     candidates recorded) and one child hint costs, and both together,
+//     as RouteKnown groups them;
 //   - the fraction of --keys keys whose owner changes on a join and on a
 //     leave, beside 1/N;
 //   - the time (one thread: its CPU time) and bytes allocated by one

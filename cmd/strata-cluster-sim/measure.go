@@ -150,27 +150,61 @@ func converge(ctx context.Context, c *cluster, start time.Time, timeout time.Dur
 	return t, nil
 }
 
-// hintMessages returns how many members one evicted parent's gone notice
-// and one child hint reach, as the node's sender routes them
-// (peer.RouteCandidates over a placement view of the n members).
-func hintMessages(n int) (notice, child int, err error) {
+// simChildren is how many children the evicted parent has, each on the
+// node that owns its own key.
+const simChildren = 4
+
+// hintMessages returns how many messages one evicted parent's gone notice
+// costs and one child hint, as the node's sender routes them
+// (peer.RouteKnown over a placement view of the n members): the parent's
+// simChildren children each send a child hint to the parent's candidates,
+// which record their senders (peer.Holders), and the parent's owner then
+// evicts it. total is every message of the parent's life: its children's
+// hints and its notice.
+func hintMessages(n int) (notice, child, total int, err error) {
 	v, err := placement.NewView(weighted(n))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	key := namespace.Key(sha256.Sum256([]byte("parent")))
-	count := func(h store.ChildHint) int {
-		candidates := func(k namespace.Key, dst []int) []int { return v.Candidates(k, dst) }
-		groups, _ := peer.RouteCandidates(n, 0, candidates, []store.ChildHint{h})
-		sent := 0
-		for _, g := range groups {
+	idx := make(map[string]int, n)
+	for i := range n {
+		idx[v.Node(i).ID] = i
+	}
+	key := func(s string) namespace.Key { return namespace.Key(sha256.Sum256([]byte(s))) }
+	candidates := func(k namespace.Key, dst []int) []int { return v.Candidates(k, dst) }
+	parent := key("parent")
+	owner := v.Owner(parent)
+	holders := make([]peer.Holders, n)
+	hints := 0
+	for c := range simChildren {
+		from := v.Owner(key(fmt.Sprint("child ", c)))
+		if from == owner {
+			continue // a child beside its parent sends no hint
+		}
+		hints++
+		groups, _ := peer.RouteKnown(n, from, candidates, nil, []store.ChildHint{{Parent: parent, Added: true}})
+		for to, g := range groups {
 			if len(g) > 0 {
-				sent++
+				holders[to].Record(v.Node(from).ID, g)
+				child++
 			}
 		}
-		return sent
 	}
-	return count(store.ChildHint{Parent: key, Gone: true}), count(store.ChildHint{Parent: key, Added: true}), nil
+	total = child
+	child /= max(hints, 1)
+	known := func(ns namespace.ID, p namespace.Key, dst []int) []int {
+		for _, id := range holders[owner].Take(ns, p) {
+			dst = append(dst, idx[id])
+		}
+		return dst
+	}
+	groups, _ := peer.RouteKnown(n, owner, candidates, known, []store.ChildHint{{Parent: parent, Gone: true}})
+	for _, g := range groups {
+		if len(g) > 0 {
+			notice++
+		}
+	}
+	return notice, child, total + notice, nil
 }
 
 // weighted returns n placement nodes weighted by their host capacity, as

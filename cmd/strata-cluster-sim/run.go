@@ -20,6 +20,7 @@ type result struct {
 	Lost           float64 // share of packets lost
 	NoticeMsgs     int     // per evicted parent
 	ChildHintMsgs  int     // per child hint
+	EvictionMsgs   int     // per evicted parent: its children's hints and its notice
 	MovedJoin      float64 // share of keys whose owner changes
 	MovedLeave     float64
 	CoordRound     time.Duration
@@ -67,7 +68,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 func measure(ctx context.Context, cfg config, n int) (result, error) {
 	r := result{N: n}
 	var err error
-	if r.NoticeMsgs, r.ChildHintMsgs, err = hintMessages(n); err != nil {
+	if r.NoticeMsgs, r.ChildHintMsgs, r.EvictionMsgs, err = hintMessages(n); err != nil {
 		return r, err
 	}
 	if r.MovedJoin, r.MovedLeave, err = moved(n, cfg.Keys); err != nil {

@@ -24,8 +24,9 @@ func TestRunFive(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", md.String())
-	if r.NoticeMsgs != 4 || r.ChildHintMsgs != 2 {
-		t.Errorf("messages: notice %d, child hint %d; want 4 (every member but the sender) and 2", r.NoticeMsgs, r.ChildHintMsgs)
+	if r.NoticeMsgs < 1 || r.NoticeMsgs > simChildren || r.ChildHintMsgs < 1 || r.ChildHintMsgs > 2 || r.EvictionMsgs > 3*simChildren {
+		t.Errorf("messages: notice %d, child hint %d, in all %d; want 1 to %d (the children's nodes), 1 or 2, at most %d",
+			r.NoticeMsgs, r.ChildHintMsgs, r.EvictionMsgs, simChildren, 3*simChildren)
 	}
 	if !r.Start.OK || !r.Crash.OK || !r.Join.OK {
 		t.Errorf("start %v, crash %v, join %v: want each seen by 99%%", r.Start, r.Crash, r.Join)
