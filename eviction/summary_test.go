@@ -172,3 +172,44 @@ func TestSummarizeSampled(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryFixedSize: a tier's summary encodes in SummarySize bytes
+// whatever its history (gossip metadata has a fixed budget, issue 45): a
+// queue that has held pages of every size and depth, hit unevenly and
+// emptied and refilled, and summaries at the extremes of every field.
+func TestSummaryFixedSize(t *testing.T) {
+	q := mustNew(t, Config{Kind: KindCost, History: -1})
+	r := rand.New(rand.NewPCG(45, 2))
+	var hs []Handle
+	for round := range 6 {
+		for i := range 2000 {
+			p := Page{Key: uint64(round*2000 + i), Bytes: 1 << r.IntN(40), Depth: uint32(r.IntN(1 << 12))}
+			h := q.Insert(p)
+			for range r.IntN(20) {
+				q.Hit(h)
+			}
+			hs = append(hs, h)
+		}
+		if round%2 == 1 { // empty it
+			for _, h := range hs {
+				q.Remove(h)
+			}
+			hs = hs[:0]
+		}
+		var s Summary
+		s.Turnover = r.Float64() * 1e6
+		q.Summarize(&s)
+		if b, err := s.MarshalBinary(); err != nil || len(b) != SummarySize {
+			t.Fatalf("round %d: %d bytes (%v), want %d", round, len(b), err, SummarySize)
+		}
+	}
+	for _, s := range []Summary{
+		{},
+		{Lo: math.MinInt16, Turnover: math.MaxFloat64},
+		{Lo: math.MaxInt16, Bytes: [SummaryBuckets]int64{0: math.MaxInt64, SummaryBuckets - 1: math.MaxInt64}},
+	} {
+		if b, err := s.MarshalBinary(); err != nil || len(b) != SummarySize {
+			t.Fatalf("%+v: %d bytes (%v), want %d", s, len(b), err, SummarySize)
+		}
+	}
+}

@@ -39,7 +39,15 @@ type tierSet struct {
 // bytes, and full nodes refuse (and clients spill) pages worth less. A
 // member whose metadata carries no (or an undecodable) summary for a tier
 // takes no part in that tier's cutoff: neither its bytes nor its capacity
-// count. It is O(members · tiers · buckets).
+// count.
+//
+// A round is O(N · summary size): each member's summary framing is at
+// most MaxMetaSize bytes (one eviction.SummarySize summary per tier, a
+// fixed size whatever the tier's history), decoded once, and the merge
+// (eviction.ComputeCutoffs) is O(members · buckets) per tier kind; so
+// O(members · tiers · buckets) in all, and its allocation is as linear.
+// strata-cluster-sim measures it: about 10 ms and 5 MiB at a thousand
+// members with two tiers each (docs/design.md §6.7).
 func Compute(members []membership.Member, headroom float64) ([]registry.TierCutoff, error) {
 	var sets []*tierSet
 	for _, m := range members {

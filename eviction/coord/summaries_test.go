@@ -2,6 +2,7 @@ package coord
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stratakv/strata/eviction"
@@ -162,4 +163,26 @@ func pow2q(q int) float64 {
 		v *= 1.189207115002721
 	}
 	return v
+}
+
+// TestEncodedSizeFixed: the framing's size depends on the number of tiers
+// alone, never on what the summaries hold (gossip metadata has a fixed
+// budget, issue 45), and stays within one member's metadata.
+func TestEncodedSizeFixed(t *testing.T) {
+	full := eviction.Summary{Turnover: 1e9, Lo: -32768}
+	for i := range full.Bytes {
+		full.Bytes[i] = math.MaxInt64 >> 1
+	}
+	for tiers := 1; tiers <= 3; tiers++ {
+		for _, s := range []eviction.Summary{{}, full} {
+			sums := make([]eviction.Summary, tiers)
+			for i := range sums {
+				sums[i] = s
+			}
+			b, n, err := EncodeSummaries(sums, membership.MaxMetaSize)
+			if err != nil || n != tiers || len(b) != 1+tiers*frameSize || len(b) > membership.MaxMetaSize {
+				t.Fatalf("%d tiers: %d bytes, %d tiers encoded (%v); want %d", tiers, len(b), n, err, 1+tiers*frameSize)
+			}
+		}
+	}
 }
