@@ -62,15 +62,26 @@ func (sc *frameConn) armWrite() { arm(sc.cfg.writeTimeout, &sc.writeBy, sc.c.Net
 
 // write takes a one-way Write: its bytes go into the reservation, which
 // must be one of this connection's (mine), through the store, which checks
-// the reservation is open and the range leaves no gap. A write that fails
-// is only logged: the reservation then lacks bytes and its commit answers
-// INCOMPLETE (or EXPIRED), which the client sees.
+// the reservation is open and the range leaves no gap. Bytes RecvBulk left
+// in the connection are read straight into the reservation's memory
+// (store.WriteInPlace); bytes of a refused write are dropped by the serve
+// loop. A write that fails is only logged: the reservation then lacks
+// bytes and its commit answers INCOMPLETE (or EXPIRED), which the client
+// sees.
 func (sc *frameConn) write(m *frame.Write) {
 	n, err := sc.namespace(m.NS)
 	switch {
 	case err != nil:
 	case !sc.mine(n, m.WriteID):
 		err = fmt.Errorf("write %d: not a reservation of this connection: %w", m.WriteID, store.ErrUnknownWrite)
+	case m.Data == nil && sc.c.Bulk() > 0:
+		err = sc.s.writeInPlace(n, m.WriteID, int64(min(m.Offset, 1<<62)), sc.c.Bulk(), func(dst []byte) error {
+			if err := sc.c.ReadBulk(dst); err != nil {
+				sc.broken = err // the stream is out of step: the connection closes
+				return err
+			}
+			return nil
+		})
 	default:
 		err = sc.s.write(n, m.WriteID, int64(min(m.Offset, 1<<62)), m.Data)
 	}

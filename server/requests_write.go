@@ -54,6 +54,16 @@ func (s *Server) write(n store.Namespace, writeID uint64, off int64, pieces ...[
 	return nil
 }
 
+// writeInPlace is write of n bytes that fill puts straight into the
+// reservation (store.WriteInPlace).
+func (s *Server) writeInPlace(n store.Namespace, writeID uint64, off int64, size int, fill func(dst []byte) error) error {
+	if err := s.cfg.Store.Publisher().WriteInPlace(n.ID, writeID, off, size, fill); err != nil {
+		return err
+	}
+	s.received(n, size)
+	return nil
+}
+
 // received counts page bytes received into a reservation.
 func (s *Server) received(n store.Namespace, bytes int) {
 	if bytes > 0 {

@@ -107,6 +107,11 @@ type reservation struct {
 	mu      sync.Mutex
 	closed  bool
 	written int64 // contiguous bytes from offset 0
+	// filling counts the in-place writes (WriteInPlace) putting bytes
+	// into the extent now; freeLater: the reservation ended during one,
+	// and the last to end frees the extent (fill.go).
+	filling   int
+	freeLater bool
 }
 
 // Reserve sets aside space for each page not yet published. ttl 0 means the
@@ -203,13 +208,9 @@ func (pub Publisher) Write(id namespace.ID, writeID uint64, off int64, p []byte)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
-	}
 	end := off + int64(len(p))
-	if off < 0 || off > r.written || end > r.spec.Size {
-		return fmt.Errorf("write %d: bytes [%d,%d) of a %d-byte page with %d written: %w",
-			writeID, off, end, r.spec.Size, r.written, ErrWriteOutOfRange)
+	if err := r.writable(writeID, off, end); err != nil {
+		return err
 	}
 	if err := s.cfg.Tiers[r.tier].WriteAt(r.ext, p, off); err != nil {
 		return fmt.Errorf("write %d to %s: %w", writeID, s.cfg.Tiers[r.tier].Kind(), err)
@@ -291,7 +292,7 @@ func (s *Store) finishCommit(writeID uint64, r *reservation, size int64, sum []b
 		st = CommitExists
 	}
 	if st != CommitCommitted {
-		s.cfg.Tiers[r.tier].Free(r.ext)
+		s.freeReservedLocked(r)
 	}
 	r.outcome = st
 	r.ns.outcomes[st].Add(1)
@@ -342,47 +343,12 @@ func (pub Publisher) Put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Du
 // PutInPlace is Put whose fill writes the page's bytes into dst (every
 // byte of it: Commit checks them): the reservation's own memory when its
 // tier is mapped, so the bytes are copied once, from the writer's source
-// (a socket) into the tier; else a buffer the store then writes.
+// (a socket) into the tier; else a buffer the store then writes
+// (WriteInPlace).
 func (pub Publisher) PutInPlace(id namespace.ID, spec PageSpec, sum []byte, ttl time.Duration, fill func(dst []byte) error) (PutResult, error) {
 	return pub.put(id, spec, sum, ttl, func(writeID uint64) error {
-		if dst, err := pub.s.inPlace(id, writeID); dst != nil || err != nil {
-			if err != nil {
-				return err
-			}
-			return fill(dst)
-		}
-		buf := make([]byte, spec.Size)
-		if err := fill(buf); err != nil {
-			return err
-		}
-		return pub.Write(id, writeID, 0, buf)
+		return pub.WriteInPlace(id, writeID, 0, int(spec.Size), fill)
 	})
-}
-
-// inPlace is the memory of open reservation writeID when its tier is
-// mapped, the whole page then counted as written (as DirectWrite does);
-// nil when it is not.
-func (s *Store) inPlace(id namespace.ID, writeID uint64) ([]byte, error) {
-	n, err := s.lockNamespace(id)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.openReservationLocked(n, writeID)
-	s.unlock()
-	if err != nil {
-		return nil, err
-	}
-	m, ok := s.cfg.Tiers[r.tier].(tiers.Mapped)
-	if !ok {
-		return nil, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
-	}
-	r.written = r.spec.Size
-	return m.Bytes(r.ext), nil
 }
 
 // put is Put and PutInPlace: fill writes reservation writeID.
@@ -412,12 +378,12 @@ func (pub Publisher) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Du
 func (s *Store) verify(r *reservation, size int64, sum []byte) CommitStatus {
 	r.mu.Lock()
 	r.closed = true
-	written := r.written
+	written, filling := r.written, r.filling
 	r.mu.Unlock()
 	switch {
 	case size != r.spec.Size:
 		return CommitSizeMismatch
-	case written < r.spec.Size:
+	case written < r.spec.Size || filling > 0: // bytes still arriving are not the page's yet
 		return CommitIncomplete
 	}
 	data, err := s.pageBytes(r.tier, r.ext, nil)
@@ -546,18 +512,16 @@ func (pub Publisher) Abort(id namespace.ID, writeIDs []uint64) (int, error) {
 }
 
 // dropReservationLocked ends a reservation that is not committing: closes
-// it to writes (waiting for an in-flight write), frees its extent and
+// it to writes (waiting for an in-flight write), frees its extent (or
+// leaves that to an in-place write still filling it: fill.go) and
 // remembers why.
 func (s *Store) dropReservationLocked(wid uint64, r *reservation, why CommitStatus) {
 	if r.committing {
 		return
 	}
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
 	delete(s.reservations, wid)
 	s.reservedLocked(r.ns.Tenant, r.tier, r.spec.Size, r.ext, -1)
-	s.cfg.Tiers[r.tier].Free(r.ext)
+	s.freeReservedLocked(r)
 	r.ns.outcomes[why].Add(1)
 	s.rememberLocked(wid, r, why)
 }

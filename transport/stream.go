@@ -128,23 +128,44 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 	return id, p, nil
 }
 
-// RecvBulk is Recv that leaves a Put's data in the connection, so that it
-// can be read straight where it goes: the Put returned has no Data (its
-// Page.Size is the data's length), and the data waits for ReadBulk, which
+// RecvBulk is Recv that leaves a Put's or a Write's data in the
+// connection, so that it can be read straight where it goes: the Put
+// returned has no Data (its Page.Size is the data's length), the Write no
+// Data (Bulk says its length), and the data waits for ReadBulk, which
 // reads it into the caller's buffer, or SkipBulk, which drops what is
 // left; SkipBulk must come before the next receive. Other frames are read
 // whole.
 func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
-	var h [frame.HeaderSize + frame.PutHeadSize]byte
+	var h [frame.HeaderSize + max(frame.PutHeadSize, frame.WriteHeadSize)]byte
 	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}
-	headLen := frame.PutHeadLen(c.version)
-	if op != frame.OpPut || n < headLen || n > c.maxFrame {
-		return c.recvBody(n, op, id)
+	switch {
+	case n > c.maxFrame:
+	case op == frame.OpPut && n >= frame.PutHeadLen(c.version):
+		return c.recvPutHead(h[frame.HeaderSize:], n, id)
+	case op == frame.OpWrite && n >= frame.WriteHeadSize:
+		head := h[frame.HeaderSize : frame.HeaderSize+frame.WriteHeadSize]
+		if _, err := io.ReadFull(c.r, head); err != nil {
+			return 0, nil, fmt.Errorf("reading a write's head: %w", err)
+		}
+		w := &frame.Write{}
+		if err := w.Decode(head); err != nil {
+			c.bulk = n - len(head)
+			return id, nil, fmt.Errorf("op %d: %w", op, err)
+		}
+		w.Data, c.bulk = nil, n-len(head)
+		return id, w, nil
 	}
-	head := h[frame.HeaderSize : frame.HeaderSize+headLen]
+	return c.recvBody(n, op, id)
+}
+
+// recvPutHead reads the head and checksum of an n-byte Put (RecvBulk)
+// into h and returns the Put, its data left in the connection.
+func (c *Conn) recvPutHead(h []byte, n int, id uint64) (uint64, frame.Message, error) {
+	headLen := frame.PutHeadLen(c.version)
+	head := h[:headLen]
 	if _, err := io.ReadFull(c.r, head); err != nil {
 		return 0, nil, fmt.Errorf("reading a put's head: %w", err)
 	}
@@ -162,12 +183,15 @@ func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
 	if err := p.Decode(body); err != nil {
 		// The head is bad; the data is skipped so the stream stays in step.
 		c.bulk = n - len(body)
-		return id, nil, fmt.Errorf("op %d: %w", op, err)
+		return id, nil, fmt.Errorf("op %d: %w", frame.OpPut, err)
 	}
 	c.bulk = n - len(body)
 	p.Page.Size = int64(c.bulk)
 	return id, p, nil
 }
+
+// Bulk is how many bytes of the data RecvBulk left are still to read.
+func (c *Conn) Bulk() int { return c.bulk }
 
 // ReadBulk reads len(dst) bytes of the data RecvBulk left into dst.
 func (c *Conn) ReadBulk(dst []byte) error {
@@ -177,7 +201,7 @@ func (c *Conn) ReadBulk(dst []byte) error {
 	k, err := io.ReadFull(c.r, dst)
 	c.bulk -= k
 	if err != nil {
-		return fmt.Errorf("reading a put's data: %w", err)
+		return fmt.Errorf("reading a frame's data: %w", err)
 	}
 	return nil
 }
@@ -190,7 +214,7 @@ func (c *Conn) SkipBulk() error {
 	k, err := io.CopyN(io.Discard, c.r, int64(c.bulk))
 	c.bulk -= int(k)
 	if err != nil {
-		return fmt.Errorf("skipping a put's data: %w", err)
+		return fmt.Errorf("skipping a frame's data: %w", err)
 	}
 	return nil
 }

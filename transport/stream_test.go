@@ -224,6 +224,40 @@ func TestRecvBulk(t *testing.T) {
 	}
 }
 
+// TestRecvBulkWrite: a Write's data stays in the connection too, its
+// length told by Bulk, and the frames after it are read in step whether
+// the data was read or skipped.
+func TestRecvBulkWrite(t *testing.T) {
+	a, b := streamPair(t)
+	data := bytes.Repeat([]byte("fedcba9876543210"), 1<<12) // 64 KiB
+	w := &frame.Write{NS: namespace.ID{1}, WriteID: 77, Offset: 4096, Data: data}
+	if err := a.SendFrames(Frame{ID: 1, Msg: w}, Frame{ID: 2, Msg: w}, Frame{ID: 3, Msg: &frame.Write{NS: namespace.ID{1}, WriteID: 78}},
+		Frame{ID: 4, Msg: &frame.AbortOK{Aborted: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	id, m, err := b.RecvBulk()
+	got, ok := m.(*frame.Write)
+	if err != nil || id != 1 || !ok || got.Data != nil || got.NS != w.NS || got.WriteID != 77 || got.Offset != 4096 || b.Bulk() != len(data) {
+		t.Fatalf("first write: %d %#v (bulk %d) %v", id, m, b.Bulk(), err)
+	}
+	in := make([]byte, len(data))
+	if err := b.ReadBulk(in); err != nil || !bytes.Equal(in, data) || b.Bulk() != 0 {
+		t.Fatalf("read in place: equal %v, bulk %d, %v", bytes.Equal(in, data), b.Bulk(), err)
+	}
+	if id, _, err := b.RecvBulk(); err != nil || id != 2 || b.Bulk() != len(data) {
+		t.Fatalf("second write: %d %v", id, err)
+	}
+	if err := b.SkipBulk(); err != nil {
+		t.Fatal(err)
+	}
+	if id, m, err := b.RecvBulk(); err != nil || id != 3 || m.(*frame.Write).WriteID != 78 || b.Bulk() != 0 {
+		t.Fatalf("an empty write: %d %#v %v", id, m, err)
+	}
+	if id, m, err := b.RecvBulk(); err != nil || id != 4 || m.(*frame.AbortOK).Aborted != 9 {
+		t.Fatalf("after the writes: %d %#v %v", id, m, err)
+	}
+}
+
 // TestQueuedAnswers: frames Queue holds are not sent until the next
 // write, which sends them first, in order, or Flush, or a read of the
 // connection that finds nothing to read.

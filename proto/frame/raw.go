@@ -115,6 +115,9 @@ type Write struct {
 	Data    []byte
 }
 
+// WriteHeadSize is the length of a Write's body before its data.
+const WriteHeadSize = 32 + 8 + 8
+
 func (*Write) Op() uint8                { return OpWrite }
 func (m *Write) Bulk() []byte           { return m.Data }
 func (m *Write) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...) }
