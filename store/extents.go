@@ -84,5 +84,6 @@ func (pub Publisher) DirectWrite(id namespace.ID, writeID uint64, mapped tiers.T
 		return tiers.Extent{}, false, fmt.Errorf("write %d: %w", writeID, ErrWriteClosed)
 	}
 	r.written = r.spec.Size
+	r.summed = -1 // written by the client, through its mapping
 	return r.ext, true, nil
 }

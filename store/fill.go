@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/stratakv/strata/internal/crc32c"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/tiers"
 )
@@ -41,7 +42,7 @@ func (pub Publisher) WriteInPlace(id namespace.ID, writeID uint64, off int64, n 
 		return pub.Write(id, writeID, off, buf)
 	}
 	err = fill(dst)
-	pub.s.endFill(r, off+int64(n), err == nil)
+	pub.s.endFill(r, off, dst, err == nil)
 	return err
 }
 
@@ -72,12 +73,22 @@ func (s *Store) beginFill(id namespace.ID, writeID uint64, off int64, n int) ([]
 	return m.Bytes(r.ext)[off:end:end], r, nil
 }
 
-// endFill ends a fill of r that reached end (ok: every byte of it), and
-// frees r's extent if r ended meanwhile and this was its last fill.
-func (s *Store) endFill(r *reservation, end int64, ok bool) {
+// endFill ends a fill of r that put dst at off (ok: every byte of it),
+// adding dst to r's running CRC-32C while it is still in the cache when
+// the fill continues the bytes summed, and frees r's extent if r ended
+// meanwhile and this was its last fill.
+func (s *Store) endFill(r *reservation, off int64, dst []byte, ok bool) {
 	r.mu.Lock()
 	r.filling--
 	if ok && !r.closed {
+		end := off + int64(len(dst))
+		switch {
+		case r.ns.Checksum != namespace.CRC32C:
+		case off == r.summed:
+			r.sum, r.summed = crc32c.Update(r.sum, dst), end
+		case off < r.summed:
+			r.summed = -1 // a rewrite of summed bytes: Commit reads them all
+		}
 		r.written = max(r.written, end)
 	}
 	free := r.freeLater && r.filling == 0

@@ -109,3 +109,57 @@ func TestWriteInPlace(t *testing.T) {
 		t.Fatalf("read %v", err)
 	}
 }
+
+// TestFillSum: the CRC-32C summed as in-place writes arrive decides the
+// commit as reading the bytes back would: a wrong checksum is refused, and
+// a rewrite of bytes already summed makes the commit read them all.
+func TestFillSum(t *testing.T) {
+	s, _, _ := newHostStore(t, 4)
+	pub := s.Publisher()
+	data := pageData(4)
+	junk := bytes.Repeat([]byte{0x5A}, 10)
+	fill := func(src []byte) func([]byte) error {
+		return func(dst []byte) error { copy(dst, src); return nil }
+	}
+	rewritten := bytes.Clone(data)
+	copy(rewritten, junk)
+	cases := []struct {
+		name   string
+		writes func(wid uint64) error
+		sum    []byte
+		want   CommitStatus
+	}{
+		{"in order", func(wid uint64) error {
+			return errors.Join(pub.WriteInPlace(testNS.ID, wid, 0, 100, fill(data[:100])),
+				pub.WriteInPlace(testNS.ID, wid, 100, pageSize-100, fill(data[100:])))
+		}, testNS.Checksum.Sum(data), CommitCommitted},
+		{"wrong checksum", func(wid uint64) error {
+			return pub.WriteInPlace(testNS.ID, wid, 0, pageSize, fill(data))
+		}, testNS.Checksum.Sum(rewritten), CommitChecksumMismatch},
+		{"rewritten, old checksum", func(wid uint64) error {
+			return errors.Join(pub.WriteInPlace(testNS.ID, wid, 0, pageSize, fill(data)),
+				pub.WriteInPlace(testNS.ID, wid, 0, len(junk), fill(junk)))
+		}, testNS.Checksum.Sum(data), CommitChecksumMismatch},
+		{"rewritten, new checksum", func(wid uint64) error {
+			return errors.Join(pub.WriteInPlace(testNS.ID, wid, 0, pageSize, fill(data)),
+				pub.WriteInPlace(testNS.ID, wid, 0, len(junk), fill(junk)))
+		}, testNS.Checksum.Sum(rewritten), CommitCommitted},
+		{"rewritten by a copied write, old checksum", func(wid uint64) error {
+			return errors.Join(pub.WriteInPlace(testNS.ID, wid, 0, pageSize, fill(data)),
+				pub.Write(testNS.ID, wid, 0, junk))
+		}, testNS.Checksum.Sum(data), CommitChecksumMismatch},
+		{"after a copied write", func(wid uint64) error {
+			return errors.Join(pub.Write(testNS.ID, wid, 0, junk),
+				pub.WriteInPlace(testNS.ID, wid, int64(len(junk)), pageSize-len(junk), fill(data[len(junk):])))
+		}, testNS.Checksum.Sum(rewritten), CommitCommitted},
+	}
+	for i, c := range cases {
+		wid := reserve(t, s, key(10+i))
+		if err := c.writes(wid); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if st, err := pub.Commit(testNS.ID, wid, pageSize, c.sum); st != c.want || err != nil {
+			t.Errorf("%s: commit %v, %v; want %v", c.name, st, err, c.want)
+		}
+	}
+}

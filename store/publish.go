@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -112,6 +113,11 @@ type reservation struct {
 	// and the last to end frees the extent (fill.go).
 	filling   int
 	freeLater bool
+	// sum is the CRC-32C of bytes [0, summed), computed as in-place
+	// writes put them into a mapped tier (endFill), so that Commit need
+	// not read them again; summed -1: bytes were written some other way.
+	sum    uint32
+	summed int64
 }
 
 // Reserve sets aside space for each page not yet published. ttl 0 means the
@@ -214,6 +220,9 @@ func (pub Publisher) Write(id namespace.ID, writeID uint64, off int64, p []byte)
 	}
 	if err := s.cfg.Tiers[r.tier].WriteAt(r.ext, p, off); err != nil {
 		return fmt.Errorf("write %d to %s: %w", writeID, s.cfg.Tiers[r.tier].Kind(), err)
+	}
+	if len(p) > 0 {
+		r.summed = -1 // Commit reads the tier's bytes back
 	}
 	r.written = max(r.written, end)
 	return nil
@@ -378,13 +387,20 @@ func (pub Publisher) put(id namespace.ID, spec PageSpec, sum []byte, ttl time.Du
 func (s *Store) verify(r *reservation, size int64, sum []byte) CommitStatus {
 	r.mu.Lock()
 	r.closed = true
-	written, filling := r.written, r.filling
+	written, filling, crc, summed := r.written, r.filling, r.sum, r.summed
 	r.mu.Unlock()
 	switch {
 	case size != r.spec.Size:
 		return CommitSizeMismatch
 	case written < r.spec.Size || filling > 0: // bytes still arriving are not the page's yet
 		return CommitIncomplete
+	case summed == size && r.ns.Checksum == namespace.CRC32C:
+		// Summed as they were put in place, by this node; nothing else
+		// writes a reservation's extent.
+		if len(sum) != 4 || binary.BigEndian.Uint32(sum) != crc {
+			return CommitChecksumMismatch
+		}
+		return CommitCommitted
 	}
 	data, err := s.pageBytes(r.tier, r.ext, nil)
 	if err != nil {
