@@ -73,7 +73,8 @@ func (p *Publisher) serve(c net.Conn, pub bool) {
 		typ = zmq4.Pub
 	}
 	_ = c.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
-	zc, err := zmq4.Open(newGuard(c), p.sec, typ, nil, true, nil)
+	bc := &batched{guard: newGuard(c)}
+	zc, err := zmq4.Open(bc, p.sec, typ, nil, true, nil)
 	if err != nil {
 		p.refused.Add(1)
 		p.log.Debug("events: handshake", "peer", c.RemoteAddr().String(), "err", err)
@@ -81,11 +82,64 @@ func (p *Publisher) serve(c net.Conn, pub bool) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	if pub {
-		p.subscribe(c, zc)
+		p.subscribe(c, bc, zc)
 	} else {
 		p.replay(c, zc)
 	}
 }
+
+// batched is a peer's connection whose writes, while gathering, collect
+// in a buffer that flush writes at once: zmq4 writes a frame's header and
+// its body apart, six writes for a batch's three frames, and a subscriber
+// with several batches waiting gets them all in one write.
+type batched struct {
+	*guard
+	mu        sync.Mutex
+	gathering bool   // guarded by mu
+	buf       []byte // guarded by mu: what was written while gathering
+}
+
+func (b *batched) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.gathering {
+		return b.guard.Write(p)
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// gather makes writes collect until flush.
+func (b *batched) gather() {
+	b.mu.Lock()
+	b.gathering = true
+	b.mu.Unlock()
+}
+
+// gathered is how many bytes wait for flush.
+func (b *batched) gathered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf)
+}
+
+// flush writes what was gathered, in one write, and ends the gathering.
+func (b *batched) flush() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gathering = false
+	_, err := b.guard.Write(b.buf)
+	if cap(b.buf) > maxGather {
+		b.buf = nil // a burst's buffer is not kept
+	} else {
+		b.buf = b.buf[:0]
+	}
+	return err
+}
+
+// maxGather is about the most a subscriber's writer gathers for one
+// write.
+const maxGather = 1 << 20
 
 // subscriber is a PUB peer: its subscriptions and its queue.
 type subscriber struct {
@@ -130,7 +184,7 @@ func (s *subscriber) update(frame []byte) {
 
 // subscribe serves a handshaken PUB peer: its subscriptions on this
 // goroutine, its queue on a writer of its own.
-func (p *Publisher) subscribe(c net.Conn, zc *zmq4.Conn) {
+func (p *Publisher) subscribe(c net.Conn, bc *batched, zc *zmq4.Conn) {
 	s := &subscriber{out: make(chan zmq4.Msg, p.cfg.SubscriberQueue)}
 	p.connMu.Lock()
 	p.subs[s] = true
@@ -150,8 +204,7 @@ func (p *Publisher) subscribe(c net.Conn, zc *zmq4.Conn) {
 			case <-p.stop:
 				return
 			case m := <-s.out:
-				_ = c.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
-				if err := zc.SendMsg(m); err != nil {
+				if err := p.write(c, bc, zc, s, m); err != nil {
 					_ = c.Close() // ends the reader below too
 					return
 				}
@@ -169,6 +222,28 @@ func (p *Publisher) subscribe(c net.Conn, zc *zmq4.Conn) {
 	}
 	_ = c.Close()
 	<-done
+}
+
+// write sends m and the batches queued behind it, up to about maxGather
+// bytes, to s in one write.
+func (p *Publisher) write(c net.Conn, bc *batched, zc *zmq4.Conn, s *subscriber, m zmq4.Msg) error {
+	bc.gather()
+	for {
+		if err := zc.SendMsg(m); err != nil {
+			return err
+		}
+		if bc.gathered() >= maxGather {
+			break
+		}
+		select {
+		case m = <-s.out:
+			continue
+		default:
+		}
+		break
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
+	return bc.flush()
 }
 
 // replay serves a replay peer: each request, a start sequence number as 8

@@ -66,68 +66,162 @@ type Event struct {
 	mark chan<- uint64 // a Mark, not an event: its place in the stream goes here
 }
 
-// The wire types: vLLM's msgspec structs as the installed wheel encodes
+// The wire format: vLLM's msgspec structs as the installed wheel encodes
 // them (vllm/distributed/kv_events.py). KVEventBatch is array-like: [ts,
 // events] (data_parallel_rank omitted, its default); each event is a map
 // tagged by "type" with its class name, defaults omitted, the fields
-// without a default always present (nil when None).
+// without a default always present (nil when None). The encoder writes
+// them with msgpack's Encoder calls, field by field, into a buffer it
+// reuses: the library's reflection over structs of these fields cost the
+// publisher about 4 µs an event (benchmarks/README.md, "KV events").
+// Integers take their shortest form (msgspec reads any).
+// encode_test.go checks the bytes against the reflection's over the same
+// structs.
 
-type batch struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	TS       float64
-	Events   []any
+// batchEncoder encodes KVEventBatches; one goroutine's (the publisher's
+// loop).
+type batchEncoder struct {
+	buf   bytes.Buffer
+	enc   *msgpack.Encoder
+	err   error             // the first error of the batch being encoded
+	good  []bool            // by event of the batch being encoded: it encodes
+	owner map[string]string // ownership by tier, cached
 }
 
-type blockStored struct {
-	Type            string               `msgpack:"type"`
-	BlockHashes     [][]byte             `msgpack:"block_hashes"`
-	ParentBlockHash []byte               `msgpack:"parent_block_hash"`
-	TokenIDs        []uint32             `msgpack:"token_ids"`
-	BlockSize       uint32               `msgpack:"block_size"`
-	LoraID          *int                 `msgpack:"lora_id"`
-	Medium          string               `msgpack:"medium"`
-	LoraName        *string              `msgpack:"lora_name"`
-	ExtraKeys       []msgpack.RawMessage `msgpack:"extra_keys,omitempty"`
-	Ownership       string               `msgpack:"ownership,omitempty"`
+func newBatchEncoder() *batchEncoder {
+	b := &batchEncoder{owner: map[string]string{}}
+	b.enc = msgpack.NewEncoder(&b.buf)
+	return b
 }
 
-type blockRemoved struct {
-	Type        string   `msgpack:"type"`
-	BlockHashes [][]byte `msgpack:"block_hashes"`
-	Medium      string   `msgpack:"medium"`
-	Ownership   string   `msgpack:"ownership,omitempty"`
-}
-
-type allBlocksCleared struct {
-	Type string `msgpack:"type"`
-}
-
-// wire is e as vLLM's event struct.
-func (e *Event) wire() (any, error) {
-	switch e.Kind {
-	case Stored:
-		s := &blockStored{Type: "BlockStored", BlockHashes: [][]byte{e.Block}, ParentBlockHash: e.Parent,
-			TokenIDs: e.Tokens, BlockSize: e.BlockSize, Medium: MediumStorage, Ownership: ownership(e.Tier)}
-		if s.TokenIDs == nil {
-			s.TokenIDs = []uint32{} // list[int], never None
+// encode encodes events as one KVEventBatch at time ts, into a payload of
+// its own; events that do not encode (bad extra keys) are left out and
+// counted in bad.
+func (b *batchEncoder) encode(ts time.Time, events []Event) (payload []byte, bad int, err error) {
+	b.good = b.good[:0]
+	for i := range events {
+		ok := events[i].check() == nil
+		b.good = append(b.good, ok)
+		if !ok {
+			bad++
 		}
-		if e.LoraName != "" {
-			s.LoraName = &e.LoraName
-		}
-		if e.ExtraKeys != nil {
-			if err := checkValue(e.ExtraKeys); err != nil {
-				return nil, fmt.Errorf("extra keys: %w", err)
-			}
-			s.ExtraKeys = []msgpack.RawMessage{e.ExtraKeys}
-		}
-		return s, nil
-	case Removed:
-		return &blockRemoved{Type: "BlockRemoved", BlockHashes: [][]byte{e.Block}, Medium: MediumStorage,
-			Ownership: ownership(e.Tier)}, nil
-	case Cleared:
-		return &allBlocksCleared{Type: "AllBlocksCleared"}, nil
 	}
-	return nil, fmt.Errorf("event kind %d", e.Kind)
+	b.buf.Reset()
+	b.err = nil
+	b.put(b.enc.EncodeArrayLen(2))
+	b.put(b.enc.EncodeFloat64(float64(ts.UnixNano()) / 1e9))
+	b.put(b.enc.EncodeArrayLen(len(events) - bad))
+	for i := range events {
+		if b.good[i] {
+			b.event(&events[i])
+		}
+	}
+	if b.err != nil {
+		return nil, bad, b.err
+	}
+	return bytes.Clone(b.buf.Bytes()), bad, nil
+}
+
+// put keeps the batch's first error.
+func (b *batchEncoder) put(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// str writes a string.
+func (b *batchEncoder) str(s string) { b.put(b.enc.EncodeString(s)) }
+
+// check reports whether ev encodes.
+func (ev *Event) check() error {
+	switch ev.Kind {
+	case Stored:
+		if ev.ExtraKeys != nil {
+			if err := checkValue(ev.ExtraKeys); err != nil {
+				return fmt.Errorf("extra keys: %w", err)
+			}
+		}
+		return nil
+	case Removed, Cleared:
+		return nil
+	}
+	return fmt.Errorf("event kind %d", ev.Kind)
+}
+
+// event writes ev, which check accepted, as vLLM's event class.
+func (b *batchEncoder) event(ev *Event) {
+	e := b.enc
+	own := b.owner[ev.Tier]
+	if own == "" && ev.Tier != "" {
+		own = ownership(ev.Tier)
+		if len(b.owner) < 64 {
+			b.owner[ev.Tier] = own
+		}
+	}
+	switch ev.Kind {
+	case Stored:
+		n := 8
+		if ev.ExtraKeys != nil {
+			n++
+		}
+		b.head(n, "BlockStored", ev.Block, own)
+		b.str("parent_block_hash")
+		b.put(e.EncodeBytes(ev.Parent)) // nil: None
+		b.str("token_ids")
+		b.put(e.EncodeArrayLen(len(ev.Tokens))) // list[int], never None
+		for _, t := range ev.Tokens {
+			b.put(e.EncodeUint(uint64(t)))
+		}
+		b.str("block_size")
+		b.put(e.EncodeUint(uint64(ev.BlockSize)))
+		b.str("lora_id")
+		b.put(e.EncodeNil())
+		b.str("medium")
+		b.str(MediumStorage)
+		b.str("lora_name")
+		if ev.LoraName != "" {
+			b.str(ev.LoraName)
+		} else {
+			b.put(e.EncodeNil())
+		}
+		if ev.ExtraKeys != nil {
+			b.str("extra_keys")
+			b.put(e.EncodeArrayLen(1))
+			b.buf.Write(ev.ExtraKeys) // one msgpack value (check); the encoder writes straight to buf
+		}
+		b.tail(own)
+	case Removed:
+		b.head(3, "BlockRemoved", ev.Block, own)
+		b.str("medium")
+		b.str(MediumStorage)
+		b.tail(own)
+	default: // Cleared
+		b.put(e.EncodeMapLen(1))
+		b.str("type")
+		b.str("AllBlocksCleared")
+	}
+}
+
+// head starts a block's event: a map of n fields (and ownership, when
+// own is not empty), its type and its block_hashes.
+func (b *batchEncoder) head(n int, typ string, block []byte, own string) {
+	if own != "" {
+		n++
+	}
+	b.put(b.enc.EncodeMapLen(n))
+	b.str("type")
+	b.str(typ)
+	b.str("block_hashes")
+	b.put(b.enc.EncodeArrayLen(1))
+	b.put(b.enc.EncodeBytes(block))
+}
+
+// tail ends a block's event: its ownership, when not empty.
+func (b *batchEncoder) tail(own string) {
+	if own != "" {
+		b.str("ownership")
+		b.str(own)
+	}
 }
 
 func ownership(tier string) string {
@@ -148,20 +242,4 @@ func checkValue(b []byte) error {
 		return fmt.Errorf("%d bytes past the first msgpack value", r.Len())
 	}
 	return nil
-}
-
-// encodeBatch encodes events as one KVEventBatch at time ts; events that
-// do not encode (bad extra keys) are left out and counted in bad.
-func encodeBatch(ts time.Time, events []Event) (payload []byte, bad int, err error) {
-	b := batch{TS: float64(ts.UnixNano()) / 1e9, Events: make([]any, 0, len(events))}
-	for i := range events {
-		w, err := events[i].wire()
-		if err != nil {
-			bad++
-			continue
-		}
-		b.Events = append(b.Events, w)
-	}
-	payload, err = msgpack.Marshal(&b)
-	return payload, bad, err
 }

@@ -136,6 +136,10 @@ type Publisher struct {
 	queue  chan Event
 	closed atomic.Bool
 
+	// The loop goroutine's alone: its encoder and its topics.
+	enc    *batchEncoder
+	topics map[topicKey][]byte
+
 	lostMu   sync.Mutex
 	lost     map[string]bool // guarded by lostMu: namespaces an overrun touched
 	lostWake chan struct{}
@@ -159,7 +163,7 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}),
-		queue: make(chan Event, cfg.Queue), lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
+		queue: make(chan Event, cfg.Queue), enc: newBatchEncoder(), topics: map[topicKey][]byte{}, lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
 		ring: make([]record, cfg.Buffer), conns: map[net.Conn]bool{}, subs: map[*subscriber]bool{}}
 	if cfg.Auth != nil {
 		p.sec = plainServer{auth: cfg.Auth}
@@ -406,22 +410,14 @@ func (p *Publisher) send(events []Event) {
 
 func (p *Publisher) sendBatch(events []Event) {
 	now := time.Now()
-	payload, bad, err := encodeBatch(now, events)
+	payload, bad, err := p.enc.encode(now, events)
 	p.bad.Add(uint64(bad))
 	if err != nil {
 		p.log.Error("events: encoding a batch", "err", err)
 		p.bad.Add(uint64(len(events) - bad))
 		return
 	}
-	inc := p.cfg.Incarnation
-	if events[0].Incarnation != 0 {
-		inc = events[0].Incarnation
-	}
-	node := p.cfg.Node
-	if events[0].Node != "" {
-		node = events[0].Node
-	}
-	r := record{topic: []byte(Topic(node, inc, events[0].Namespace)), payload: payload}
+	r := record{topic: p.topic(&events[0]), payload: payload}
 	p.ringMu.Lock()
 	r.seq = p.next
 	p.next++
@@ -445,6 +441,39 @@ func (p *Publisher) sendBatch(events []Event) {
 	}
 	p.connMu.Unlock()
 }
+
+// topicKey names a topic: the namespace, and the node and incarnation
+// when an event names another's (Event.Node, Event.Incarnation).
+type topicKey struct {
+	namespace, node string
+	incarnation     uint64
+}
+
+// topic is e's topic, from the loop's cache: formatted once per
+// namespace, here and not where Publish is called (under the store's
+// lock). Records share it; nobody writes to it.
+func (p *Publisher) topic(e *Event) []byte {
+	k := topicKey{namespace: e.Namespace, node: e.Node, incarnation: e.Incarnation}
+	if t, ok := p.topics[k]; ok {
+		return t
+	}
+	inc, node := p.cfg.Incarnation, p.cfg.Node
+	if e.Incarnation != 0 {
+		inc = e.Incarnation
+	}
+	if e.Node != "" {
+		node = e.Node
+	}
+	t := []byte(Topic(node, inc, e.Namespace))
+	if len(p.topics) >= maxTopics {
+		clear(p.topics)
+	}
+	p.topics[k] = t
+	return t
+}
+
+// maxTopics bounds the loop's cache of topics.
+const maxTopics = 4096
 
 // since returns the ring's records from sequence number start on, oldest
 // first.

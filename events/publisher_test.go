@@ -212,7 +212,7 @@ func FuzzParseHello(f *testing.F) {
 }
 
 func FuzzDecodeBatch(f *testing.F) {
-	payload, _, _ := encodeBatch(time.Unix(1, 0), []Event{{Kind: Stored, Block: []byte("k"), Tokens: []uint32{1}}, {Kind: Cleared}})
+	payload, _, _ := newBatchEncoder().encode(time.Unix(1, 0), []Event{{Kind: Stored, Block: []byte("k"), Tokens: []uint32{1}}, {Kind: Cleared}})
 	f.Add(payload)
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = DecodeBatch(b) })
 }
