@@ -150,18 +150,22 @@ func (ev *nodeEvents) onStore(e store.Event) {
 		return
 	}
 	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: string(e.Tier)}
-	key := e.Key // the event keeps the key's bytes, not the whole store.Event
 	switch e.Kind {
 	case store.EventStored:
-		out.Kind, out.Block = events.Stored, key[:]
+		// The event keeps the key's and the parent's bytes (one
+		// allocation), not the whole store.Event.
+		b := new([2 * len(namespace.Key{})]byte)
+		k := copy(b[:], e.Key[:])
+		out.Kind, out.Block = events.Stored, b[:k:k]
 		if e.HasParent {
-			parent := e.Parent
-			out.Parent = parent[:]
+			out.Parent = b[k:]
+			copy(out.Parent, e.Parent[:])
 		}
 		if e.Info != nil {
 			out.Tokens, out.LoraName, out.ExtraKeys = e.Info.Tokens, e.Info.LoraName, e.Info.ExtraKeys
 		}
 	case store.EventRemoved:
+		key := e.Key
 		out.Kind, out.Block = events.Removed, key[:]
 	case store.EventCleared:
 		out.Kind = events.Cleared
@@ -224,34 +228,58 @@ func (n *Node) resyncEvents(ns string, emit func(events.Event)) {
 	}
 }
 
-// Snapshot lists a namespace's pages at a point of its tenant's stream
-// (server.Snapshots): the store lists them and queues the publisher's mark
-// under its lock, the lock the stream's events are published under
-// (store.Admin.Snapshot), so the mark's sequence number cuts the stream
-// exactly where the list was read.
-func (n *Node) Snapshot(ctx context.Context, ns store.Namespace) (server.Snapshot, error) {
+// Snapshot dumps a namespace's pages at a point of its tenant's stream
+// (server.Snapshots): the store queues the publisher's mark under its
+// lock, the lock the stream's events are published under, and then copies
+// the pages as they were there, a shard at a time (store.Admin.Snapshot),
+// so the mark's sequence number cuts the stream exactly where the dump
+// stands.
+func (n *Node) Snapshot(ctx context.Context, ns store.Namespace, send func(server.SnapshotRun) error) error {
 	ev := n.events
 	if ev == nil || ev.pubs[ns.Tenant] == nil || ev.only != nil && !ev.only[ns.ID] {
-		return server.Snapshot{}, fmt.Errorf("namespace %s: %w", ns.ID.Short(), server.ErrNoEventStream)
+		return fmt.Errorf("namespace %s: %w", ns.ID.Short(), server.ErrNoEventStream)
 	}
 	p := ev.pubs[ns.Tenant]
 	var wait func(context.Context) (uint64, error)
-	keys, err := n.store.Admin().Snapshot(ns.ID, func() error {
+	var head *server.SnapshotRun
+	start := func(total int) error { // the mark's sequence number, once
+		if head != nil {
+			return nil
+		}
+		seq, err := wait(ctx)
+		if err != nil {
+			return err
+		}
+		inc := ev.previous + 1
+		head = &server.SnapshotRun{Seq: seq, Incarnation: inc, Topic: p.Topic(ns.ID.String(), inc), Total: total}
+		return nil
+	}
+	total := 0
+	err := n.store.Admin().Snapshot(ns.ID, func(pages int) error {
 		var ok bool
 		if wait, ok = p.Mark(); !ok {
 			return fmt.Errorf("tenant %s: %w", ns.Tenant, server.ErrEventsBusy)
 		}
+		total = pages
 		return nil
+	}, func(run []store.Listed) error {
+		if err := start(total); err != nil {
+			return err
+		}
+		r := *head
+		r.Keys = run
+		return send(r)
 	})
 	if err != nil {
-		return server.Snapshot{}, err
+		return err
 	}
-	seq, err := wait(ctx)
-	if err != nil {
-		return server.Snapshot{}, err
+	if head == nil { // an empty namespace
+		if err := start(total); err != nil {
+			return err
+		}
+		return send(*head)
 	}
-	inc := ev.previous + 1
-	return server.Snapshot{Seq: seq, Incarnation: inc, Topic: p.Topic(ns.ID.String(), inc), Keys: keys}, nil
+	return nil
 }
 
 // EventsAddrs returns tenant's stream's PUB and replay addresses; "" when

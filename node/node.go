@@ -77,6 +77,7 @@ type Node struct {
 	coord    atomic.Pointer[coord.Coord] // nil until startCoord
 	hints    *peer.Sender
 	events   *nodeEvents            // nil without Config.Events.Tenants (events.go)
+	queries  peerQueries            // the cluster prefix query's connections (query.go)
 	handoff  *peer.Handoff          // nil when off
 	rooms    *transfer.Rooms        // the transfer rooms (transfer.go)
 	pins     *peer.Pinner           // pins the rooms' pages where they live
@@ -141,6 +142,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.hints = peer.New(n.id, cfg.peerDial(), n.log)
+	n.queries.opts = cfg.peerDial()
 	if n.tls, err = n.serverTLS(); err != nil {
 		return err
 	}
@@ -176,7 +178,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	srv, err := server.New(server.Config{NodeID: n.id, Address: n.addr, Version: Version,
 		Store: n.store, Registry: registryAdapter{n}, Membership: n.members, Coordination: coordView{n}, Rooms: n.rooms,
-		Events: eventStreams{n.events}, Snapshots: n,
+		Events: eventStreams{n.events}, Snapshots: n, Peers: &n.queries,
 		Tokens: hashTokens(cfg.TenantTokens), AdminTokenHash: hashOptional(cfg.AdminToken), MaxBatch: cfg.MaxBatch,
 		DefaultLeaseTTL: cfg.LeaseTTL, MaxLeaseTTL: cfg.MaxLeaseTTL, StallTimeout: cfg.StallTimeout, Audit: n.audit, Logger: n.log})
 	if err != nil {

@@ -105,7 +105,7 @@ func (n *Node) closeParts() error {
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}
-	errs = append(errs, n.closeEvents())
+	errs = append(errs, n.closeEvents(), n.queries.close())
 	if reg := n.reg.Load(); reg != nil {
 		errs = append(errs, reg.Close())
 	}

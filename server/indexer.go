@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/stratakv/strata/namespace"
+	pb "github.com/stratakv/strata/proto/strata/v1"
 	"github.com/stratakv/strata/store"
 	"github.com/stratakv/strata/tiers"
 )
@@ -27,7 +28,10 @@ import (
 // "block_size" and "lora_name" (exactly one must match: "cache_salt" is
 // not a strata dimension); "seq_hashes" (or "block_hash") are hex
 // strings, strata page keys, or with "engine_hashes": true the engine's
-// own hash bytes (namespace.KeyFromEngineHash); there is no "DP".
+// own hash bytes (namespace.KeyFromEngineHash); there is no "DP". With
+// "cluster": true the node asks every other live member (query.go) and
+// answers the cluster's prefix under instance "cluster", each member's own
+// under its node ID.
 
 // indexerRequest is a /query or /query_by_hash body.
 type indexerRequest struct {
@@ -41,7 +45,13 @@ type indexerRequest struct {
 	BlockHash    []string `json:"block_hash"`
 	NamespaceID  string   `json:"namespace_id"`
 	EngineHashes bool     `json:"engine_hashes"`
+	// Cluster asks for the cluster's answer (QueryPrefixRequest.cluster):
+	// under instance "cluster", besides each member's own.
+	Cluster bool `json:"cluster"`
 }
+
+// clusterInstance is the instance a cluster answer is given under.
+const clusterInstance = "cluster"
 
 // mooncakeMedium is the Indexer API's name of each kind of tier.
 var mooncakeMedium = map[tiers.Kind]string{tiers.KindGPU: "GPU", tiers.KindHost: "CPU", tiers.KindSSD: "DISK"}
@@ -92,19 +102,39 @@ func (s *Server) indexerQuery(r *http.Request, byHash bool) (map[string]map[stri
 	if err != nil {
 		return nil, err
 	}
+	pt := int(n.PageTokens)
+	if req.Cluster {
+		resp, err := s.queryCluster(r.Context(), n, keys, tok, false)
+		if err != nil {
+			return nil, err
+		}
+		out[n.Tenant][clusterInstance] = indexerHit(resp.GetLongest(), resp.GetTiers(), pt)
+		for _, np := range resp.GetNodes() {
+			if np.GetError() == "" {
+				out[n.Tenant][np.GetNodeId()] = indexerHit(np.GetLongest(), np.GetTiers(), pt)
+			}
+		}
+		return out, nil
+	}
 	p, err := s.queryPrefix(n, keys)
 	if err != nil {
 		return nil, err
 	}
-	pt := int(n.PageTokens)
-	hit := map[string]int{"longest_matched": p.longest * pt}
-	for _, t := range p.tiers {
-		if m := mooncakeMedium[t.kind]; m != "" {
-			hit[m] = t.pages * pt
+	out[n.Tenant][s.cfg.NodeID] = indexerHit(uint32(p.longest), p.proto(), pt)
+	return out, nil
+}
+
+// indexerHit is a prefix in the Indexer API's terms: tokens, per medium.
+func indexerHit(longest uint32, tiersOf []*pb.TierPrefix, pageTokens int) map[string]int {
+	hit := map[string]int{"longest_matched": int(longest) * pageTokens}
+	for _, t := range tiersOf {
+		for k, w := range tierWire {
+			if w == t.GetTier() && mooncakeMedium[k] != "" {
+				hit[mooncakeMedium[k]] = int(t.GetPages()) * pageTokens
+			}
 		}
 	}
-	out[n.Tenant][s.cfg.NodeID] = hit
-	return out, nil
+	return hit
 }
 
 // indexerNamespace is the namespace a request names: by namespace_id, or

@@ -132,3 +132,11 @@ func (s *Server) prefixTiers(n store.Namespace, keys []namespace.Key) (longest i
 	longest, err = s.cfg.Store.Admin().PrefixTiers(n.ID, keys, tier)
 	return longest, tier, err
 }
+
+// keyTiers is, for each of keys, 1 + the index of the tier n holds it in,
+// or 0 (store.Admin.KeyTiers).
+func (s *Server) keyTiers(n store.Namespace, keys []namespace.Key) ([]uint8, error) {
+	tier := make([]uint8, len(keys))
+	_, err := s.cfg.Store.Admin().KeyTiers(n.ID, keys, tier)
+	return tier, err
+}

@@ -86,6 +86,10 @@ type Config struct {
 	// Snapshots takes the dumps SnapshotKeys serves (snapshot.go).
 	// Default nil: SnapshotKeys fails with ErrNoEventStream.
 	Snapshots Snapshots
+	// Peers asks the other members a cluster prefix query (query.go).
+	// Default nil: a cluster query reports every other member as not
+	// answering.
+	Peers PrefixPeers
 	// Recovery is what start-up recovery found, reported by NodeInfo.
 	Recovery []*pb.TierRecovery
 	// StallTimeout is how long a gRPC Get may take to send one page, or a

@@ -63,6 +63,7 @@ type PutInfo struct {
 
 // storedLocked reports e, just inserted, to Config.OnEvent.
 func (s *Store) storedLocked(e *entry, parent namespace.Key, hasParent bool, info *PutInfo) {
+	s.cutChangedLocked(e, false)
 	if s.cfg.OnEvent == nil {
 		return
 	}
@@ -73,7 +74,11 @@ func (s *Store) storedLocked(e *entry, parent namespace.Key, hasParent bool, inf
 // removedLocked reports e, leaving the index, to Config.OnEvent, unless its
 // whole namespace is going (DropNamespace reports that once).
 func (s *Store) removedLocked(e *entry) {
-	if s.cfg.OnEvent == nil || e.ns.dropping {
+	if e.ns.dropping {
+		return
+	}
+	s.cutChangedLocked(e, true)
+	if s.cfg.OnEvent == nil {
 		return
 	}
 	s.cfg.OnEvent(Event{Kind: EventRemoved, Namespace: e.ns.ID, Tenant: e.ns.Tenant, PageTokens: e.ns.PageTokens,
@@ -82,6 +87,7 @@ func (s *Store) removedLocked(e *entry) {
 
 // clearedLocked reports a namespace dropped whole.
 func (s *Store) clearedLocked(n *nsState) {
+	cutDroppedLocked(n)
 	if s.cfg.OnEvent == nil {
 		return
 	}

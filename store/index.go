@@ -33,6 +33,9 @@ type nsState struct {
 	// dropping is set while DropNamespace removes the namespace's pages:
 	// they send no parent-gone notices. Guarded by Store.mu.
 	dropping bool
+	// cuts are the snapshots in progress (Admin.Snapshot). Guarded by
+	// Store.mu.
+	cuts []*cut
 	// extCap is, per tier, what the last extent allocated there for one
 	// of the namespace's pages took (its size class; 0: none yet), for
 	// the reservation share's check before allocating (quota.go).

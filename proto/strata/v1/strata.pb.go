@@ -4593,8 +4593,10 @@ type SnapshotKeysResponse struct {
 	NextSeq     uint64 `protobuf:"varint,1,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	Incarnation uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the node's, as in the stream's topics
 	Topic       string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`              // the namespace's topic on the stream
-	// The dump's pages in key order: key, parent_key (empty for a first
-	// page) and tier set, the other fields not.
+	// The dump's pages, in key order within each run the node copied at
+	// once (a shard: the pages whose key's first byte is the same modulo
+	// 64), not across runs: key, parent_key (empty for a first page) and
+	// tier set, the other fields not.
 	Keys          []*KeyInfo `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
 	Total         uint64     `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"` // pages in the whole dump
 	NodeId        string     `protobuf:"bytes,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -4679,8 +4681,17 @@ type QueryPrefixRequest struct {
 	NamespaceId []byte                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
 	// The prompt's page keys in order, or (keys empty) its token ids, from
 	// which the namespace's key format computes them (full pages only).
-	Keys          [][]byte `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
-	TokenIds      []uint32 `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Keys     [][]byte `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	TokenIds []uint32 `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// The cluster's answer: the node asks every other live member (with the
+	// caller's token) about every key and merges: a page counts when some
+	// member holds it, in a tier when some member holds it there. Pages are
+	// spread over the members by placement, so no member's own prefix says
+	// what the cluster holds.
+	Cluster bool `protobuf:"varint,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Answer key_tiers: the node looks up every key, not only those up to
+	// the first it does not hold.
+	PerKey        bool `protobuf:"varint,5,opt,name=per_key,json=perKey,proto3" json:"per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4736,15 +4747,37 @@ func (x *QueryPrefixRequest) GetTokenIds() []uint32 {
 	return nil
 }
 
+func (x *QueryPrefixRequest) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
+func (x *QueryPrefixRequest) GetPerKey() bool {
+	if x != nil {
+		return x.PerKey
+	}
+	return false
+}
+
 type QueryPrefixResponse struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Longest uint32                 `protobuf:"varint,1,opt,name=longest,proto3" json:"longest,omitempty"` // pages from the start this node holds, in any tier
-	// Per tier of the node, in tier order: pages from the start all in
-	// that tier.
-	Tiers         []*TierPrefix `protobuf:"bytes,2,rep,name=tiers,proto3" json:"tiers,omitempty"`
-	PageTokens    uint32        `protobuf:"varint,3,opt,name=page_tokens,json=pageTokens,proto3" json:"page_tokens,omitempty"` // the namespace's tokens per page
-	Pages         uint32        `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`                             // pages asked about
-	NodeId        string        `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pages from the start this node (with cluster: the cluster) holds, in
+	// any tier.
+	Longest uint32 `protobuf:"varint,1,opt,name=longest,proto3" json:"longest,omitempty"`
+	// Per tier of the node (with cluster: of any member; gpu, host, ssd), in
+	// tier order: pages from the start all in that tier.
+	Tiers      []*TierPrefix `protobuf:"bytes,2,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	PageTokens uint32        `protobuf:"varint,3,opt,name=page_tokens,json=pageTokens,proto3" json:"page_tokens,omitempty"` // the namespace's tokens per page
+	Pages      uint32        `protobuf:"varint,4,opt,name=pages,proto3" json:"pages,omitempty"`                             // pages asked about
+	NodeId     string        `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// With per_key (or cluster), by key asked: the Tier number it is held
+	// in (with cluster: the fastest any member holds it in); 0 not held.
+	KeyTiers []byte `protobuf:"bytes,6,opt,name=key_tiers,json=keyTiers,proto3" json:"key_tiers,omitempty"`
+	// With cluster: each member's own answer (this node's too), or why it
+	// gave none (its pages then count as not held).
+	Nodes         []*NodePrefix `protobuf:"bytes,7,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4814,6 +4847,96 @@ func (x *QueryPrefixResponse) GetNodeId() string {
 	return ""
 }
 
+func (x *QueryPrefixResponse) GetKeyTiers() []byte {
+	if x != nil {
+		return x.KeyTiers
+	}
+	return nil
+}
+
+func (x *QueryPrefixResponse) GetNodes() []*NodePrefix {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type NodePrefix struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Longest       uint32                 `protobuf:"varint,2,opt,name=longest,proto3" json:"longest,omitempty"` // pages from the start the member holds
+	Tiers         []*TierPrefix          `protobuf:"bytes,3,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	Held          uint32                 `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`  // pages the member holds, wherever in the prompt
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"` // why the member did not answer; "" it did
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodePrefix) Reset() {
+	*x = NodePrefix{}
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodePrefix) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodePrefix) ProtoMessage() {}
+
+func (x *NodePrefix) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodePrefix.ProtoReflect.Descriptor instead.
+func (*NodePrefix) Descriptor() ([]byte, []int) {
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *NodePrefix) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodePrefix) GetLongest() uint32 {
+	if x != nil {
+		return x.Longest
+	}
+	return 0
+}
+
+func (x *NodePrefix) GetTiers() []*TierPrefix {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *NodePrefix) GetHeld() uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *NodePrefix) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type TierPrefix struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tier          Tier                   `protobuf:"varint,1,opt,name=tier,proto3,enum=strata.v1.Tier" json:"tier,omitempty"`
@@ -4824,7 +4947,7 @@ type TierPrefix struct {
 
 func (x *TierPrefix) Reset() {
 	*x = TierPrefix{}
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +4959,7 @@ func (x *TierPrefix) String() string {
 func (*TierPrefix) ProtoMessage() {}
 
 func (x *TierPrefix) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[59]
+	mi := &file_strata_v1_strata_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +4972,7 @@ func (x *TierPrefix) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPrefix.ProtoReflect.Descriptor instead.
 func (*TierPrefix) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{59}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TierPrefix) GetTier() Tier {
@@ -4887,7 +5010,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4899,7 +5022,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[60]
+	mi := &file_strata_v1_strata_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4912,7 +5035,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{60}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Member) GetNodeId() string {
@@ -4972,7 +5095,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4984,7 +5107,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[61]
+	mi := &file_strata_v1_strata_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4997,7 +5120,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{61}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
 }
 
 type MembersResponse struct {
@@ -5014,7 +5137,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5149,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[62]
+	mi := &file_strata_v1_strata_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5162,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{62}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -5090,7 +5213,7 @@ type CutoffState struct {
 
 func (x *CutoffState) Reset() {
 	*x = CutoffState{}
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5102,7 +5225,7 @@ func (x *CutoffState) String() string {
 func (*CutoffState) ProtoMessage() {}
 
 func (x *CutoffState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[63]
+	mi := &file_strata_v1_strata_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5115,7 +5238,7 @@ func (x *CutoffState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutoffState.ProtoReflect.Descriptor instead.
 func (*CutoffState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{63}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CutoffState) GetEpoch() uint64 {
@@ -5158,7 +5281,7 @@ type TierCutoff struct {
 
 func (x *TierCutoff) Reset() {
 	*x = TierCutoff{}
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5170,7 +5293,7 @@ func (x *TierCutoff) String() string {
 func (*TierCutoff) ProtoMessage() {}
 
 func (x *TierCutoff) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[64]
+	mi := &file_strata_v1_strata_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5183,7 +5306,7 @@ func (x *TierCutoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierCutoff.ProtoReflect.Descriptor instead.
 func (*TierCutoff) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{64}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TierCutoff) GetTier() Tier {
@@ -5225,7 +5348,7 @@ type ChildHint struct {
 
 func (x *ChildHint) Reset() {
 	*x = ChildHint{}
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5237,7 +5360,7 @@ func (x *ChildHint) String() string {
 func (*ChildHint) ProtoMessage() {}
 
 func (x *ChildHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[65]
+	mi := &file_strata_v1_strata_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5250,7 +5373,7 @@ func (x *ChildHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildHint.ProtoReflect.Descriptor instead.
 func (*ChildHint) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{65}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ChildHint) GetNamespaceId() []byte {
@@ -5298,7 +5421,7 @@ type HintsRequest struct {
 
 func (x *HintsRequest) Reset() {
 	*x = HintsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +5433,7 @@ func (x *HintsRequest) String() string {
 func (*HintsRequest) ProtoMessage() {}
 
 func (x *HintsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[66]
+	mi := &file_strata_v1_strata_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5446,7 @@ func (x *HintsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsRequest.ProtoReflect.Descriptor instead.
 func (*HintsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{66}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HintsRequest) GetFromNode() string {
@@ -5349,7 +5472,7 @@ type HintsResponse struct {
 
 func (x *HintsResponse) Reset() {
 	*x = HintsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5361,7 +5484,7 @@ func (x *HintsResponse) String() string {
 func (*HintsResponse) ProtoMessage() {}
 
 func (x *HintsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[67]
+	mi := &file_strata_v1_strata_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5374,7 +5497,7 @@ func (x *HintsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintsResponse.ProtoReflect.Descriptor instead.
 func (*HintsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{67}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HintsResponse) GetApplied() uint32 {
@@ -5396,7 +5519,7 @@ type PinRequest struct {
 
 func (x *PinRequest) Reset() {
 	*x = PinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5408,7 +5531,7 @@ func (x *PinRequest) String() string {
 func (*PinRequest) ProtoMessage() {}
 
 func (x *PinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[68]
+	mi := &file_strata_v1_strata_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5421,7 +5544,7 @@ func (x *PinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinRequest.ProtoReflect.Descriptor instead.
 func (*PinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{68}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PinRequest) GetNamespaceId() []byte {
@@ -5461,7 +5584,7 @@ type PinResponse struct {
 
 func (x *PinResponse) Reset() {
 	*x = PinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5596,7 @@ func (x *PinResponse) String() string {
 func (*PinResponse) ProtoMessage() {}
 
 func (x *PinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[69]
+	mi := &file_strata_v1_strata_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5609,7 @@ func (x *PinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PinResponse.ProtoReflect.Descriptor instead.
 func (*PinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{69}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PinResponse) GetPinId() uint64 {
@@ -5506,7 +5629,7 @@ type UnpinRequest struct {
 
 func (x *UnpinRequest) Reset() {
 	*x = UnpinRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5518,7 +5641,7 @@ func (x *UnpinRequest) String() string {
 func (*UnpinRequest) ProtoMessage() {}
 
 func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[70]
+	mi := &file_strata_v1_strata_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5531,7 +5654,7 @@ func (x *UnpinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinRequest.ProtoReflect.Descriptor instead.
 func (*UnpinRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{70}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UnpinRequest) GetNamespaceId() []byte {
@@ -5556,7 +5679,7 @@ type UnpinResponse struct {
 
 func (x *UnpinResponse) Reset() {
 	*x = UnpinResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5691,7 @@ func (x *UnpinResponse) String() string {
 func (*UnpinResponse) ProtoMessage() {}
 
 func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[71]
+	mi := &file_strata_v1_strata_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5704,7 @@ func (x *UnpinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpinResponse.ProtoReflect.Descriptor instead.
 func (*UnpinResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{71}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
 }
 
 type OpenRoomRequest struct {
@@ -5593,7 +5716,7 @@ type OpenRoomRequest struct {
 
 func (x *OpenRoomRequest) Reset() {
 	*x = OpenRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5605,7 +5728,7 @@ func (x *OpenRoomRequest) String() string {
 func (*OpenRoomRequest) ProtoMessage() {}
 
 func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[72]
+	mi := &file_strata_v1_strata_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5618,7 +5741,7 @@ func (x *OpenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomRequest.ProtoReflect.Descriptor instead.
 func (*OpenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{72}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *OpenRoomRequest) GetRoom() string {
@@ -5638,7 +5761,7 @@ type OpenRoomResponse struct {
 
 func (x *OpenRoomResponse) Reset() {
 	*x = OpenRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5773,7 @@ func (x *OpenRoomResponse) String() string {
 func (*OpenRoomResponse) ProtoMessage() {}
 
 func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[73]
+	mi := &file_strata_v1_strata_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5786,7 @@ func (x *OpenRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRoomResponse.ProtoReflect.Descriptor instead.
 func (*OpenRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{73}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *OpenRoomResponse) GetAttempt() uint64 {
@@ -5695,7 +5818,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5707,7 +5830,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[74]
+	mi := &file_strata_v1_strata_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5720,7 +5843,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{74}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -5774,7 +5897,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5786,7 +5909,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[75]
+	mi := &file_strata_v1_strata_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5799,7 +5922,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{75}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *PublishResponse) GetPinExpiresUnixMs() int64 {
@@ -5827,7 +5950,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5839,7 +5962,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[76]
+	mi := &file_strata_v1_strata_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5852,7 +5975,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{76}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AwaitRequest) GetRoom() string {
@@ -5904,7 +6027,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5916,7 +6039,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[77]
+	mi := &file_strata_v1_strata_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5929,7 +6052,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{77}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AwaitResponse) GetAttempt() uint64 {
@@ -5984,7 +6107,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5996,7 +6119,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[78]
+	mi := &file_strata_v1_strata_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6009,7 +6132,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{78}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AckRequest) GetRoom() string {
@@ -6034,7 +6157,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6046,7 +6169,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[79]
+	mi := &file_strata_v1_strata_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6059,7 +6182,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{79}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
 }
 
 type AbortRoomRequest struct {
@@ -6074,7 +6197,7 @@ type AbortRoomRequest struct {
 
 func (x *AbortRoomRequest) Reset() {
 	*x = AbortRoomRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6086,7 +6209,7 @@ func (x *AbortRoomRequest) String() string {
 func (*AbortRoomRequest) ProtoMessage() {}
 
 func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[80]
+	mi := &file_strata_v1_strata_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6099,7 +6222,7 @@ func (x *AbortRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomRequest.ProtoReflect.Descriptor instead.
 func (*AbortRoomRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{80}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AbortRoomRequest) GetRoom() string {
@@ -6139,7 +6262,7 @@ type AbortRoomResponse struct {
 
 func (x *AbortRoomResponse) Reset() {
 	*x = AbortRoomResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6151,7 +6274,7 @@ func (x *AbortRoomResponse) String() string {
 func (*AbortRoomResponse) ProtoMessage() {}
 
 func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[81]
+	mi := &file_strata_v1_strata_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6164,7 +6287,7 @@ func (x *AbortRoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRoomResponse.ProtoReflect.Descriptor instead.
 func (*AbortRoomResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{81}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AbortRoomResponse) GetState() RoomState {
@@ -6183,7 +6306,7 @@ type RoomStatusRequest struct {
 
 func (x *RoomStatusRequest) Reset() {
 	*x = RoomStatusRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6195,7 +6318,7 @@ func (x *RoomStatusRequest) String() string {
 func (*RoomStatusRequest) ProtoMessage() {}
 
 func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[82]
+	mi := &file_strata_v1_strata_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6208,7 +6331,7 @@ func (x *RoomStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusRequest.ProtoReflect.Descriptor instead.
 func (*RoomStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{82}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RoomStatusRequest) GetRoom() string {
@@ -6240,7 +6363,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6252,7 +6375,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[83]
+	mi := &file_strata_v1_strata_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6265,7 +6388,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{83}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RoomInfo) GetTenant() string {
@@ -6376,7 +6499,7 @@ type RoomStatusResponse struct {
 
 func (x *RoomStatusResponse) Reset() {
 	*x = RoomStatusResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6388,7 +6511,7 @@ func (x *RoomStatusResponse) String() string {
 func (*RoomStatusResponse) ProtoMessage() {}
 
 func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[84]
+	mi := &file_strata_v1_strata_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6401,7 +6524,7 @@ func (x *RoomStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomStatusResponse.ProtoReflect.Descriptor instead.
 func (*RoomStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{84}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RoomStatusResponse) GetRoom() *RoomInfo {
@@ -6427,7 +6550,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6439,7 +6562,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[85]
+	mi := &file_strata_v1_strata_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6452,7 +6575,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{85}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListRoomsRequest) GetTenant() string {
@@ -6472,7 +6595,7 @@ type ListRoomsResponse struct {
 
 func (x *ListRoomsResponse) Reset() {
 	*x = ListRoomsResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6484,7 +6607,7 @@ func (x *ListRoomsResponse) String() string {
 func (*ListRoomsResponse) ProtoMessage() {}
 
 func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[86]
+	mi := &file_strata_v1_strata_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6497,7 +6620,7 @@ func (x *ListRoomsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsResponse.ProtoReflect.Descriptor instead.
 func (*ListRoomsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{86}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListRoomsResponse) GetRooms() []*RoomInfo {
@@ -6528,7 +6651,7 @@ type DropNamespaceRequest struct {
 
 func (x *DropNamespaceRequest) Reset() {
 	*x = DropNamespaceRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6540,7 +6663,7 @@ func (x *DropNamespaceRequest) String() string {
 func (*DropNamespaceRequest) ProtoMessage() {}
 
 func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[87]
+	mi := &file_strata_v1_strata_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6553,7 +6676,7 @@ func (x *DropNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DropNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{87}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DropNamespaceRequest) GetNamespaceId() []byte {
@@ -6582,7 +6705,7 @@ type DropNamespaceResponse struct {
 
 func (x *DropNamespaceResponse) Reset() {
 	*x = DropNamespaceResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[88]
+	mi := &file_strata_v1_strata_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6594,7 +6717,7 @@ func (x *DropNamespaceResponse) String() string {
 func (*DropNamespaceResponse) ProtoMessage() {}
 
 func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[88]
+	mi := &file_strata_v1_strata_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6607,7 +6730,7 @@ func (x *DropNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DropNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{88}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *DropNamespaceResponse) GetNodeId() string {
@@ -6648,7 +6771,7 @@ type SetNamespaceTTLRequest struct {
 
 func (x *SetNamespaceTTLRequest) Reset() {
 	*x = SetNamespaceTTLRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[89]
+	mi := &file_strata_v1_strata_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6660,7 +6783,7 @@ func (x *SetNamespaceTTLRequest) String() string {
 func (*SetNamespaceTTLRequest) ProtoMessage() {}
 
 func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[89]
+	mi := &file_strata_v1_strata_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6673,7 +6796,7 @@ func (x *SetNamespaceTTLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{89}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *SetNamespaceTTLRequest) GetNamespaceId() []byte {
@@ -6701,7 +6824,7 @@ type SetNamespaceTTLResponse struct {
 
 func (x *SetNamespaceTTLResponse) Reset() {
 	*x = SetNamespaceTTLResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[90]
+	mi := &file_strata_v1_strata_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6713,7 +6836,7 @@ func (x *SetNamespaceTTLResponse) String() string {
 func (*SetNamespaceTTLResponse) ProtoMessage() {}
 
 func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[90]
+	mi := &file_strata_v1_strata_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6726,7 +6849,7 @@ func (x *SetNamespaceTTLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceTTLResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceTTLResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{90}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *SetNamespaceTTLResponse) GetNodeId() string {
@@ -6760,7 +6883,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_strata_v1_strata_proto_msgTypes[91]
+	mi := &file_strata_v1_strata_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6772,7 +6895,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[91]
+	mi := &file_strata_v1_strata_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6785,7 +6908,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{91}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListLeasesRequest) GetTenant() string {
@@ -6815,7 +6938,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_strata_v1_strata_proto_msgTypes[92]
+	mi := &file_strata_v1_strata_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6827,7 +6950,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[92]
+	mi := &file_strata_v1_strata_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6840,7 +6963,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{92}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *LeaseInfo) GetLeaseId() uint64 {
@@ -6889,7 +7012,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_strata_v1_strata_proto_msgTypes[93]
+	mi := &file_strata_v1_strata_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6901,7 +7024,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_strata_proto_msgTypes[93]
+	mi := &file_strata_v1_strata_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6914,7 +7037,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_strata_proto_rawDescGZIP(), []int{93}
+	return file_strata_v1_strata_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*LeaseInfo {
@@ -7286,18 +7409,29 @@ const file_strata_v1_strata_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\x12&\n" +
 	"\x04keys\x18\x04 \x03(\v2\x12.strata.v1.KeyInfoR\x04keys\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\x04R\x05total\x12\x17\n" +
-	"\anode_id\x18\x06 \x01(\tR\x06nodeId\"h\n" +
+	"\anode_id\x18\x06 \x01(\tR\x06nodeId\"\x9b\x01\n" +
 	"\x12QueryPrefixRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\fR\vnamespaceId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x1b\n" +
-	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\"\xac\x01\n" +
+	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x12\x18\n" +
+	"\acluster\x18\x04 \x01(\bR\acluster\x12\x17\n" +
+	"\aper_key\x18\x05 \x01(\bR\x06perKey\"\xf6\x01\n" +
 	"\x13QueryPrefixResponse\x12\x18\n" +
 	"\alongest\x18\x01 \x01(\rR\alongest\x12+\n" +
 	"\x05tiers\x18\x02 \x03(\v2\x15.strata.v1.TierPrefixR\x05tiers\x12\x1f\n" +
 	"\vpage_tokens\x18\x03 \x01(\rR\n" +
 	"pageTokens\x12\x14\n" +
 	"\x05pages\x18\x04 \x01(\rR\x05pages\x12\x17\n" +
-	"\anode_id\x18\x05 \x01(\tR\x06nodeId\"G\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tkey_tiers\x18\x06 \x01(\fR\bkeyTiers\x12+\n" +
+	"\x05nodes\x18\a \x03(\v2\x15.strata.v1.NodePrefixR\x05nodes\"\x96\x01\n" +
+	"\n" +
+	"NodePrefix\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\alongest\x18\x02 \x01(\rR\alongest\x12+\n" +
+	"\x05tiers\x18\x03 \x03(\v2\x15.strata.v1.TierPrefixR\x05tiers\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\rR\x04held\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"G\n" +
 	"\n" +
 	"TierPrefix\x12#\n" +
 	"\x04tier\x18\x01 \x01(\x0e2\x0f.strata.v1.TierR\x04tier\x12\x14\n" +
@@ -7564,7 +7698,7 @@ func file_strata_v1_strata_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_v1_strata_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
+var file_strata_v1_strata_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_strata_v1_strata_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: strata.v1.ProtocolVersion
 	(ChecksumAlgorithm)(0),          // 1: strata.v1.ChecksumAlgorithm
@@ -7634,45 +7768,46 @@ var file_strata_v1_strata_proto_goTypes = []any{
 	(*SnapshotKeysResponse)(nil),    // 65: strata.v1.SnapshotKeysResponse
 	(*QueryPrefixRequest)(nil),      // 66: strata.v1.QueryPrefixRequest
 	(*QueryPrefixResponse)(nil),     // 67: strata.v1.QueryPrefixResponse
-	(*TierPrefix)(nil),              // 68: strata.v1.TierPrefix
-	(*Member)(nil),                  // 69: strata.v1.Member
-	(*MembersRequest)(nil),          // 70: strata.v1.MembersRequest
-	(*MembersResponse)(nil),         // 71: strata.v1.MembersResponse
-	(*CutoffState)(nil),             // 72: strata.v1.CutoffState
-	(*TierCutoff)(nil),              // 73: strata.v1.TierCutoff
-	(*ChildHint)(nil),               // 74: strata.v1.ChildHint
-	(*HintsRequest)(nil),            // 75: strata.v1.HintsRequest
-	(*HintsResponse)(nil),           // 76: strata.v1.HintsResponse
-	(*PinRequest)(nil),              // 77: strata.v1.PinRequest
-	(*PinResponse)(nil),             // 78: strata.v1.PinResponse
-	(*UnpinRequest)(nil),            // 79: strata.v1.UnpinRequest
-	(*UnpinResponse)(nil),           // 80: strata.v1.UnpinResponse
-	(*OpenRoomRequest)(nil),         // 81: strata.v1.OpenRoomRequest
-	(*OpenRoomResponse)(nil),        // 82: strata.v1.OpenRoomResponse
-	(*PublishRequest)(nil),          // 83: strata.v1.PublishRequest
-	(*PublishResponse)(nil),         // 84: strata.v1.PublishResponse
-	(*AwaitRequest)(nil),            // 85: strata.v1.AwaitRequest
-	(*AwaitResponse)(nil),           // 86: strata.v1.AwaitResponse
-	(*AckRequest)(nil),              // 87: strata.v1.AckRequest
-	(*AckResponse)(nil),             // 88: strata.v1.AckResponse
-	(*AbortRoomRequest)(nil),        // 89: strata.v1.AbortRoomRequest
-	(*AbortRoomResponse)(nil),       // 90: strata.v1.AbortRoomResponse
-	(*RoomStatusRequest)(nil),       // 91: strata.v1.RoomStatusRequest
-	(*RoomInfo)(nil),                // 92: strata.v1.RoomInfo
-	(*RoomStatusResponse)(nil),      // 93: strata.v1.RoomStatusResponse
-	(*ListRoomsRequest)(nil),        // 94: strata.v1.ListRoomsRequest
-	(*ListRoomsResponse)(nil),       // 95: strata.v1.ListRoomsResponse
-	(*DropNamespaceRequest)(nil),    // 96: strata.v1.DropNamespaceRequest
-	(*DropNamespaceResponse)(nil),   // 97: strata.v1.DropNamespaceResponse
-	(*SetNamespaceTTLRequest)(nil),  // 98: strata.v1.SetNamespaceTTLRequest
-	(*SetNamespaceTTLResponse)(nil), // 99: strata.v1.SetNamespaceTTLResponse
-	(*ListLeasesRequest)(nil),       // 100: strata.v1.ListLeasesRequest
-	(*LeaseInfo)(nil),               // 101: strata.v1.LeaseInfo
-	(*ListLeasesResponse)(nil),      // 102: strata.v1.ListLeasesResponse
-	nil,                             // 103: strata.v1.Descriptor.ExtraEntry
+	(*NodePrefix)(nil),              // 68: strata.v1.NodePrefix
+	(*TierPrefix)(nil),              // 69: strata.v1.TierPrefix
+	(*Member)(nil),                  // 70: strata.v1.Member
+	(*MembersRequest)(nil),          // 71: strata.v1.MembersRequest
+	(*MembersResponse)(nil),         // 72: strata.v1.MembersResponse
+	(*CutoffState)(nil),             // 73: strata.v1.CutoffState
+	(*TierCutoff)(nil),              // 74: strata.v1.TierCutoff
+	(*ChildHint)(nil),               // 75: strata.v1.ChildHint
+	(*HintsRequest)(nil),            // 76: strata.v1.HintsRequest
+	(*HintsResponse)(nil),           // 77: strata.v1.HintsResponse
+	(*PinRequest)(nil),              // 78: strata.v1.PinRequest
+	(*PinResponse)(nil),             // 79: strata.v1.PinResponse
+	(*UnpinRequest)(nil),            // 80: strata.v1.UnpinRequest
+	(*UnpinResponse)(nil),           // 81: strata.v1.UnpinResponse
+	(*OpenRoomRequest)(nil),         // 82: strata.v1.OpenRoomRequest
+	(*OpenRoomResponse)(nil),        // 83: strata.v1.OpenRoomResponse
+	(*PublishRequest)(nil),          // 84: strata.v1.PublishRequest
+	(*PublishResponse)(nil),         // 85: strata.v1.PublishResponse
+	(*AwaitRequest)(nil),            // 86: strata.v1.AwaitRequest
+	(*AwaitResponse)(nil),           // 87: strata.v1.AwaitResponse
+	(*AckRequest)(nil),              // 88: strata.v1.AckRequest
+	(*AckResponse)(nil),             // 89: strata.v1.AckResponse
+	(*AbortRoomRequest)(nil),        // 90: strata.v1.AbortRoomRequest
+	(*AbortRoomResponse)(nil),       // 91: strata.v1.AbortRoomResponse
+	(*RoomStatusRequest)(nil),       // 92: strata.v1.RoomStatusRequest
+	(*RoomInfo)(nil),                // 93: strata.v1.RoomInfo
+	(*RoomStatusResponse)(nil),      // 94: strata.v1.RoomStatusResponse
+	(*ListRoomsRequest)(nil),        // 95: strata.v1.ListRoomsRequest
+	(*ListRoomsResponse)(nil),       // 96: strata.v1.ListRoomsResponse
+	(*DropNamespaceRequest)(nil),    // 97: strata.v1.DropNamespaceRequest
+	(*DropNamespaceResponse)(nil),   // 98: strata.v1.DropNamespaceResponse
+	(*SetNamespaceTTLRequest)(nil),  // 99: strata.v1.SetNamespaceTTLRequest
+	(*SetNamespaceTTLResponse)(nil), // 100: strata.v1.SetNamespaceTTLResponse
+	(*ListLeasesRequest)(nil),       // 101: strata.v1.ListLeasesRequest
+	(*LeaseInfo)(nil),               // 102: strata.v1.LeaseInfo
+	(*ListLeasesResponse)(nil),      // 103: strata.v1.ListLeasesResponse
+	nil,                             // 104: strata.v1.Descriptor.ExtraEntry
 }
 var file_strata_v1_strata_proto_depIdxs = []int32{
-	103, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
+	104, // 0: strata.v1.Descriptor.extra:type_name -> strata.v1.Descriptor.ExtraEntry
 	1,   // 1: strata.v1.Descriptor.checksum:type_name -> strata.v1.ChecksumAlgorithm
 	10,  // 2: strata.v1.Descriptor.compute:type_name -> strata.v1.ComputeProfile
 	2,   // 3: strata.v1.Descriptor.key_format:type_name -> strata.v1.KeyFormat
@@ -7712,100 +7847,102 @@ var file_strata_v1_strata_proto_depIdxs = []int32{
 	61,  // 37: strata.v1.NodeInfoResponse.event_streams:type_name -> strata.v1.EventStreamInfo
 	3,   // 38: strata.v1.TierRecovery.tier:type_name -> strata.v1.Tier
 	54,  // 39: strata.v1.SnapshotKeysResponse.keys:type_name -> strata.v1.KeyInfo
-	68,  // 40: strata.v1.QueryPrefixResponse.tiers:type_name -> strata.v1.TierPrefix
-	3,   // 41: strata.v1.TierPrefix.tier:type_name -> strata.v1.Tier
-	6,   // 42: strata.v1.Member.state:type_name -> strata.v1.MemberState
-	48,  // 43: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
-	69,  // 44: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
-	72,  // 45: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
-	73,  // 46: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
-	3,   // 47: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
-	74,  // 48: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
-	9,   // 49: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
-	9,   // 50: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
-	8,   // 51: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
-	7,   // 52: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
-	7,   // 53: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
-	8,   // 54: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
-	92,  // 55: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
-	92,  // 56: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
-	49,  // 57: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
-	101, // 58: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
-	11,  // 59: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
-	13,  // 60: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
-	16,  // 61: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
-	21,  // 62: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
-	24,  // 63: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
-	27,  // 64: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
-	30,  // 65: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
-	32,  // 66: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
-	35,  // 67: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
-	37,  // 68: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
-	39,  // 69: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
-	41,  // 70: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
-	45,  // 71: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
-	50,  // 72: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
-	52,  // 73: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
-	55,  // 74: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
-	57,  // 75: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
-	59,  // 76: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
-	96,  // 77: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
-	98,  // 78: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
-	100, // 79: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
-	64,  // 80: strata.v1.Admin.SnapshotKeys:input_type -> strata.v1.SnapshotKeysRequest
-	66,  // 81: strata.v1.Admin.QueryPrefix:input_type -> strata.v1.QueryPrefixRequest
-	70,  // 82: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
-	70,  // 83: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
-	75,  // 84: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
-	77,  // 85: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
-	79,  // 86: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
-	81,  // 87: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
-	83,  // 88: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
-	85,  // 89: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
-	87,  // 90: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
-	89,  // 91: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
-	91,  // 92: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
-	94,  // 93: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
-	12,  // 94: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
-	14,  // 95: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
-	17,  // 96: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
-	23,  // 97: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
-	25,  // 98: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
-	29,  // 99: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
-	31,  // 100: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
-	34,  // 101: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
-	36,  // 102: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
-	38,  // 103: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
-	40,  // 104: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
-	42,  // 105: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
-	46,  // 106: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
-	51,  // 107: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
-	53,  // 108: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
-	56,  // 109: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
-	58,  // 110: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
-	60,  // 111: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
-	97,  // 112: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
-	99,  // 113: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
-	102, // 114: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
-	65,  // 115: strata.v1.Admin.SnapshotKeys:output_type -> strata.v1.SnapshotKeysResponse
-	67,  // 116: strata.v1.Admin.QueryPrefix:output_type -> strata.v1.QueryPrefixResponse
-	71,  // 117: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
-	71,  // 118: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
-	76,  // 119: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
-	78,  // 120: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
-	80,  // 121: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
-	82,  // 122: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
-	84,  // 123: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
-	86,  // 124: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
-	88,  // 125: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
-	90,  // 126: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
-	93,  // 127: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
-	95,  // 128: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
-	94,  // [94:129] is the sub-list for method output_type
-	59,  // [59:94] is the sub-list for method input_type
-	59,  // [59:59] is the sub-list for extension type_name
-	59,  // [59:59] is the sub-list for extension extendee
-	0,   // [0:59] is the sub-list for field type_name
+	69,  // 40: strata.v1.QueryPrefixResponse.tiers:type_name -> strata.v1.TierPrefix
+	68,  // 41: strata.v1.QueryPrefixResponse.nodes:type_name -> strata.v1.NodePrefix
+	69,  // 42: strata.v1.NodePrefix.tiers:type_name -> strata.v1.TierPrefix
+	3,   // 43: strata.v1.TierPrefix.tier:type_name -> strata.v1.Tier
+	6,   // 44: strata.v1.Member.state:type_name -> strata.v1.MemberState
+	48,  // 45: strata.v1.Member.tiers:type_name -> strata.v1.TierStats
+	70,  // 46: strata.v1.MembersResponse.members:type_name -> strata.v1.Member
+	73,  // 47: strata.v1.MembersResponse.cutoffs:type_name -> strata.v1.CutoffState
+	74,  // 48: strata.v1.CutoffState.tiers:type_name -> strata.v1.TierCutoff
+	3,   // 49: strata.v1.TierCutoff.tier:type_name -> strata.v1.Tier
+	75,  // 50: strata.v1.HintsRequest.hints:type_name -> strata.v1.ChildHint
+	9,   // 51: strata.v1.PublishRequest.descriptor:type_name -> strata.v1.Descriptor
+	9,   // 52: strata.v1.AwaitRequest.descriptor:type_name -> strata.v1.Descriptor
+	8,   // 53: strata.v1.AbortRoomRequest.reason:type_name -> strata.v1.AbortReason
+	7,   // 54: strata.v1.AbortRoomResponse.state:type_name -> strata.v1.RoomState
+	7,   // 55: strata.v1.RoomInfo.state:type_name -> strata.v1.RoomState
+	8,   // 56: strata.v1.RoomInfo.reason:type_name -> strata.v1.AbortReason
+	93,  // 57: strata.v1.RoomStatusResponse.room:type_name -> strata.v1.RoomInfo
+	93,  // 58: strata.v1.ListRoomsResponse.rooms:type_name -> strata.v1.RoomInfo
+	49,  // 59: strata.v1.SetNamespaceTTLResponse.namespace:type_name -> strata.v1.NamespaceInfo
+	102, // 60: strata.v1.ListLeasesResponse.leases:type_name -> strata.v1.LeaseInfo
+	11,  // 61: strata.v1.Strata.OpenNamespace:input_type -> strata.v1.OpenNamespaceRequest
+	13,  // 62: strata.v1.Strata.Lookup:input_type -> strata.v1.LookupRequest
+	16,  // 63: strata.v1.Strata.Get:input_type -> strata.v1.GetRequest
+	21,  // 64: strata.v1.Strata.Reserve:input_type -> strata.v1.ReserveRequest
+	24,  // 65: strata.v1.Strata.Write:input_type -> strata.v1.WriteRequest
+	27,  // 66: strata.v1.Strata.Commit:input_type -> strata.v1.CommitRequest
+	30,  // 67: strata.v1.Strata.Abort:input_type -> strata.v1.AbortRequest
+	32,  // 68: strata.v1.Strata.Put:input_type -> strata.v1.PutRequest
+	35,  // 69: strata.v1.Strata.RenewLease:input_type -> strata.v1.RenewLeaseRequest
+	37,  // 70: strata.v1.Strata.ReleaseLease:input_type -> strata.v1.ReleaseLeaseRequest
+	39,  // 71: strata.v1.Strata.Delete:input_type -> strata.v1.DeleteRequest
+	41,  // 72: strata.v1.Strata.Orphans:input_type -> strata.v1.OrphansRequest
+	45,  // 73: strata.v1.Strata.Rdma:input_type -> strata.v1.RdmaRequest
+	50,  // 74: strata.v1.Admin.ListNamespaces:input_type -> strata.v1.ListNamespacesRequest
+	52,  // 75: strata.v1.Admin.GetNamespace:input_type -> strata.v1.GetNamespaceRequest
+	55,  // 76: strata.v1.Admin.ListKeys:input_type -> strata.v1.ListKeysRequest
+	57,  // 77: strata.v1.Admin.StatKeys:input_type -> strata.v1.StatKeysRequest
+	59,  // 78: strata.v1.Admin.NodeInfo:input_type -> strata.v1.NodeInfoRequest
+	97,  // 79: strata.v1.Admin.DropNamespace:input_type -> strata.v1.DropNamespaceRequest
+	99,  // 80: strata.v1.Admin.SetNamespaceTTL:input_type -> strata.v1.SetNamespaceTTLRequest
+	101, // 81: strata.v1.Admin.ListLeases:input_type -> strata.v1.ListLeasesRequest
+	64,  // 82: strata.v1.Admin.SnapshotKeys:input_type -> strata.v1.SnapshotKeysRequest
+	66,  // 83: strata.v1.Admin.QueryPrefix:input_type -> strata.v1.QueryPrefixRequest
+	71,  // 84: strata.v1.Cluster.Members:input_type -> strata.v1.MembersRequest
+	71,  // 85: strata.v1.Cluster.WatchMembers:input_type -> strata.v1.MembersRequest
+	76,  // 86: strata.v1.Cluster.Hints:input_type -> strata.v1.HintsRequest
+	78,  // 87: strata.v1.Cluster.Pin:input_type -> strata.v1.PinRequest
+	80,  // 88: strata.v1.Cluster.Unpin:input_type -> strata.v1.UnpinRequest
+	82,  // 89: strata.v1.Transfer.OpenRoom:input_type -> strata.v1.OpenRoomRequest
+	84,  // 90: strata.v1.Transfer.Publish:input_type -> strata.v1.PublishRequest
+	86,  // 91: strata.v1.Transfer.Await:input_type -> strata.v1.AwaitRequest
+	88,  // 92: strata.v1.Transfer.Ack:input_type -> strata.v1.AckRequest
+	90,  // 93: strata.v1.Transfer.AbortRoom:input_type -> strata.v1.AbortRoomRequest
+	92,  // 94: strata.v1.Transfer.RoomStatus:input_type -> strata.v1.RoomStatusRequest
+	95,  // 95: strata.v1.Transfer.ListRooms:input_type -> strata.v1.ListRoomsRequest
+	12,  // 96: strata.v1.Strata.OpenNamespace:output_type -> strata.v1.OpenNamespaceResponse
+	14,  // 97: strata.v1.Strata.Lookup:output_type -> strata.v1.LookupResponse
+	17,  // 98: strata.v1.Strata.Get:output_type -> strata.v1.GetResponse
+	23,  // 99: strata.v1.Strata.Reserve:output_type -> strata.v1.ReserveResponse
+	25,  // 100: strata.v1.Strata.Write:output_type -> strata.v1.WriteResponse
+	29,  // 101: strata.v1.Strata.Commit:output_type -> strata.v1.CommitResponse
+	31,  // 102: strata.v1.Strata.Abort:output_type -> strata.v1.AbortResponse
+	34,  // 103: strata.v1.Strata.Put:output_type -> strata.v1.PutResponse
+	36,  // 104: strata.v1.Strata.RenewLease:output_type -> strata.v1.RenewLeaseResponse
+	38,  // 105: strata.v1.Strata.ReleaseLease:output_type -> strata.v1.ReleaseLeaseResponse
+	40,  // 106: strata.v1.Strata.Delete:output_type -> strata.v1.DeleteResponse
+	42,  // 107: strata.v1.Strata.Orphans:output_type -> strata.v1.OrphansResponse
+	46,  // 108: strata.v1.Strata.Rdma:output_type -> strata.v1.RdmaResponse
+	51,  // 109: strata.v1.Admin.ListNamespaces:output_type -> strata.v1.ListNamespacesResponse
+	53,  // 110: strata.v1.Admin.GetNamespace:output_type -> strata.v1.GetNamespaceResponse
+	56,  // 111: strata.v1.Admin.ListKeys:output_type -> strata.v1.ListKeysResponse
+	58,  // 112: strata.v1.Admin.StatKeys:output_type -> strata.v1.StatKeysResponse
+	60,  // 113: strata.v1.Admin.NodeInfo:output_type -> strata.v1.NodeInfoResponse
+	98,  // 114: strata.v1.Admin.DropNamespace:output_type -> strata.v1.DropNamespaceResponse
+	100, // 115: strata.v1.Admin.SetNamespaceTTL:output_type -> strata.v1.SetNamespaceTTLResponse
+	103, // 116: strata.v1.Admin.ListLeases:output_type -> strata.v1.ListLeasesResponse
+	65,  // 117: strata.v1.Admin.SnapshotKeys:output_type -> strata.v1.SnapshotKeysResponse
+	67,  // 118: strata.v1.Admin.QueryPrefix:output_type -> strata.v1.QueryPrefixResponse
+	72,  // 119: strata.v1.Cluster.Members:output_type -> strata.v1.MembersResponse
+	72,  // 120: strata.v1.Cluster.WatchMembers:output_type -> strata.v1.MembersResponse
+	77,  // 121: strata.v1.Cluster.Hints:output_type -> strata.v1.HintsResponse
+	79,  // 122: strata.v1.Cluster.Pin:output_type -> strata.v1.PinResponse
+	81,  // 123: strata.v1.Cluster.Unpin:output_type -> strata.v1.UnpinResponse
+	83,  // 124: strata.v1.Transfer.OpenRoom:output_type -> strata.v1.OpenRoomResponse
+	85,  // 125: strata.v1.Transfer.Publish:output_type -> strata.v1.PublishResponse
+	87,  // 126: strata.v1.Transfer.Await:output_type -> strata.v1.AwaitResponse
+	89,  // 127: strata.v1.Transfer.Ack:output_type -> strata.v1.AckResponse
+	91,  // 128: strata.v1.Transfer.AbortRoom:output_type -> strata.v1.AbortRoomResponse
+	94,  // 129: strata.v1.Transfer.RoomStatus:output_type -> strata.v1.RoomStatusResponse
+	96,  // 130: strata.v1.Transfer.ListRooms:output_type -> strata.v1.ListRoomsResponse
+	96,  // [96:131] is the sub-list for method output_type
+	61,  // [61:96] is the sub-list for method input_type
+	61,  // [61:61] is the sub-list for extension type_name
+	61,  // [61:61] is the sub-list for extension extendee
+	0,   // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_strata_proto_init() }
@@ -7819,7 +7956,7 @@ func file_strata_v1_strata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_strata_proto_rawDesc), len(file_strata_v1_strata_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   95,
+			NumMessages:   96,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -710,8 +710,9 @@ type AdminClient interface {
 	// queue is full (ask again).
 	SnapshotKeys(ctx context.Context, in *SnapshotKeysRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotKeysResponse], error)
 	// QueryPrefix reports how many of a prompt's pages, from the start, this
-	// node holds, in any tier and in each tier. It is not a use of the pages
-	// (no hit is counted, no lease taken).
+	// node holds, in any tier and in each tier; with cluster, how many the
+	// cluster holds (the node asks every other live member). It is not a use
+	// of the pages (no hit is counted, no lease taken).
 	QueryPrefix(ctx context.Context, in *QueryPrefixRequest, opts ...grpc.CallOption) (*QueryPrefixResponse, error)
 }
 
@@ -862,8 +863,9 @@ type AdminServer interface {
 	// queue is full (ask again).
 	SnapshotKeys(*SnapshotKeysRequest, grpc.ServerStreamingServer[SnapshotKeysResponse]) error
 	// QueryPrefix reports how many of a prompt's pages, from the start, this
-	// node holds, in any tier and in each tier. It is not a use of the pages
-	// (no hit is counted, no lease taken).
+	// node holds, in any tier and in each tier; with cluster, how many the
+	// cluster holds (the node asks every other live member). It is not a use
+	// of the pages (no hit is counted, no lease taken).
 	QueryPrefix(context.Context, *QueryPrefixRequest) (*QueryPrefixResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }

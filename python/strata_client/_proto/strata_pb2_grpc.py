@@ -624,8 +624,9 @@ class AdminServicer(object):
 
     def QueryPrefix(self, request, context):
         """QueryPrefix reports how many of a prompt's pages, from the start, this
-        node holds, in any tier and in each tier. It is not a use of the pages
-        (no hit is counted, no lease taken).
+        node holds, in any tier and in each tier; with cluster, how many the
+        cluster holds (the node asks every other live member). It is not a use
+        of the pages (no hit is counted, no lease taken).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
