@@ -9,7 +9,6 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
-	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 )
 
@@ -22,16 +21,7 @@ func TestClusterStatusEventStreams(t *testing.T) {
 		Events:       node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": listen, "globex": listen}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, n.Addr(), client.Options{Token: "acme-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ns, err := c.Open(ctx, namespace.Descriptor{Tenant: "acme", Model: "m", ModelRevision: "r", Engine: "test", DType: "bf16",
-		PageTokens: 16, NumLayers: 2, NumKVHeads: 2, HeadDim: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := openAcme(t, ctx, n.Addr(), "m")
 	keys := ns.PageKeys(make([]uint32, 3*16))
 	if _, err := ns.Put(ctx, client.ChainPages(keys, [][]byte{make([]byte, ns.PageBytes()), make([]byte, ns.PageBytes()),
 		make([]byte, ns.PageBytes())})); err != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 func newKeysCmd(g *globals) *cobra.Command {
-	return newGroupCmd("keys", "Inspect and delete the page keys of a namespace", newKeysLsCmd(g), newKeysStatCmd(g), newKeysRmCmd(g))
+	return newGroupCmd("keys", "Inspect and delete the page keys of a namespace", newKeysLsCmd(g), newKeysStatCmd(g), newKeysRmCmd(g),
+		newKeysQueryCmd(g), newKeysSnapshotCmd(g))
 }
 
 // keyCandidates is how many keys the error for an ambiguous key prefix

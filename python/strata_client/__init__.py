@@ -24,6 +24,7 @@ engine settings: strata_client.engines.
 from .buffers import ScatterBuffer
 from .client import Client, Cluster, EventInfo, Lease, LookupResult, Member, Page, PutResult, chain_pages
 from .namespace import Namespace
+from .indexer import NodePrefix, PrefixQuery, Snapshot
 from .descriptor import (
     ComputeProfile,
     Descriptor,
@@ -67,7 +68,7 @@ from .transfer import Grant, Room, RoomInfo
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Cluster", "EventInfo", "Lease", "LookupResult", "Member", "Namespace", "Page", "PutResult", "ScatterBuffer",
+    "Client", "Cluster", "EventInfo", "Lease", "NodePrefix", "PrefixQuery", "Snapshot", "LookupResult", "Member", "Namespace", "Page", "PutResult", "ScatterBuffer",
     "chain_pages", "ComputeProfile", "Descriptor", "DescriptorError", "PageFormat", "PageSegment",
     "key_from_engine_hash", "page_format_string", "page_keys", "parse_page_format",
     "sglang_page_hash", "sglang_page_hashes", "vllm_block_hash", "vllm_block_hashes", "vllm_none_hash",

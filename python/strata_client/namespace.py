@@ -40,6 +40,7 @@ from .client import (
     with_chain_depths,
 )
 from .descriptor import KEY_SIZE, Descriptor, key_from_engine_hash, page_keys
+from .indexer import PrefixQuery, Snapshot, query_prefix, snapshot
 from .native import ForkedClientError, NativeNamespace
 from .raw import ADDR_HEADER, MAX_WRITE_CHUNK, ONE_CALL_MAX_PAGES, ConnectionLost, PutSpec, RawConn, RawSession
 
@@ -821,6 +822,26 @@ class Namespace:
         if request_errors:
             raise request_errors[0]
         return total
+
+    # ---- for cache-aware routers (indexer.py) -------------------------------------
+
+    def query_prefix(self, keys: Optional[Sequence[bytes]] = None, tokens: Optional[Sequence[int]] = None,
+                     per_key: bool = False, timeout: Optional[float] = None) -> PrefixQuery:
+        """How many of a prompt's pages, from the first, the cluster holds,
+        in any tier and per tier (Admin.QueryPrefix with cluster set: one
+        node asks the others and merges their answers). The prompt is its
+        page keys, or its token ids (full pages only). Not a use of the
+        pages: no hit counted, no lease taken."""
+        return query_prefix(self, keys, tokens, per_key, timeout)
+
+    def snapshot(self, node_id: Optional[str] = None, page_size: int = 0,
+                 timeout: Optional[float] = None) -> Snapshot:
+        """The namespace's pages on one node (default: the first alive in
+        the view) at a point of its tenant's KV event stream
+        (Admin.SnapshotKeys): apply them, then the node's stream from
+        ``next_seq``, and nothing is missed or counted twice. A router that
+        follows the cluster takes one per node."""
+        return snapshot(self, node_id, page_size, timeout)
 
     # ---- listing (admin API) ------------------------------------------------------
 

@@ -128,19 +128,29 @@ class Consumer:
             timeout_ms = 0
 
 
-class EventStreamTest(unittest.TestCase):
+class _StreamNode(unittest.TestCase):
+    """A test class's node (HOST_BYTES of host tier, NODE_ARGS) and zmq
+    context."""
+
+    HOST_BYTES = "1MiB"
+    NODE_ARGS = ["--tenant-token", "acme=acme-token", "--events", "acme=127.0.0.1:0,127.0.0.1:0"]
+
     @classmethod
     def setUpClass(cls):
-        # 40 pages of 8 KiB in the host tier: the puts below evict.
-        cls.node = Node(host_bytes="320KiB", extra_args=[
-            "--tenant-token", "acme=acme-token", "--tenant-token", "globex=globex-token",
-            "--events", "acme=127.0.0.1:0,127.0.0.1:0", "--events", "globex=127.0.0.1:0,127.0.0.1:0"])
+        cls.node = Node(host_bytes=cls.HOST_BYTES, extra_args=cls.NODE_ARGS)
         cls.ctx = zmq.Context()
 
     @classmethod
     def tearDownClass(cls):
         cls.ctx.term()
         cls.node.stop()
+
+
+class EventStreamTest(_StreamNode):
+    # 40 pages of 8 KiB in the host tier: the puts below evict.
+    HOST_BYTES = "320KiB"
+    NODE_ARGS = ["--tenant-token", "acme=acme-token", "--tenant-token", "globex=globex-token",
+                 "--events", "acme=127.0.0.1:0,127.0.0.1:0", "--events", "globex=127.0.0.1:0,127.0.0.1:0"]
 
     def wait_match(self, consumer, ns, what, within=10.0):
         deadline = time.time() + within
@@ -227,6 +237,58 @@ class EventStreamTest(unittest.TestCase):
             self.assertEqual(ev.parent_block_hash, keys[i - 1] if i else None)
             self.assertEqual(ev.lora_name, "sql-lora" if i == 1 else None)
             self.assertEqual(ev.extra_keys, [("mm-hash", 2)] if i == 2 else None)
+
+
+class RouterQueryTest(_StreamNode):
+    """What a router asks besides the stream, on a node of its own (the
+    stream tests above count every batch of acme's stream)."""
+
+    def test_query_prefix_and_snapshot(self):
+        """The client's prefix query (by keys and by tokens) and snapshot:
+        a router that joins late takes the dump, then the stream from its
+        next_seq, and holds what the node lists."""
+        client = Client(self.node.addr, token="acme-token", node_timeout=5.0, refresh_interval=0)
+        self.addCleanup(client.close)
+        ns = client.open(small_descriptor(tenant="acme", model="query"))
+        toks = [8_000_000 + j for j in range(10 * 16)]
+        keys = ns.page_keys(toks)
+        res = ns.put_chain(keys[:6], [os.urandom(ns.page_bytes) for _ in keys[:6]])
+        self.assertTrue(all(r.status == "COMMITTED" for r in res), res)
+        for q in (ns.query_prefix(keys=keys, per_key=True), ns.query_prefix(tokens=toks + [1, 2, 3], per_key=True)):
+            self.assertEqual((q.longest, q.pages, q.page_tokens, q.longest_tokens), (6, 10, 16, 96))
+            self.assertEqual(q.tiers, {"gpu": 0, "host": 6, "ssd": 0})
+            self.assertEqual(q.key_tiers, ["host"] * 6 + [None] * 4)
+            self.assertEqual([(n.held, n.error) for n in q.nodes], [(6, "")])
+        self.assertEqual(ns.lookup(keys).hit_prefix, 6)
+
+        snap = ns.snapshot(page_size=4)
+        self.assertEqual({k for k, _, _ in snap.pages}, set(ns.list_keys()))
+        self.assertEqual(snap.topic, f"kv@{snap.node_id}.1@{ns.id.hex()}")
+        pages = {k: (p, t) for k, p, t in snap.pages}
+        self.assertEqual(pages[keys[1]], (keys[0], "host"))
+        self.assertEqual(pages[keys[0]], (None, "host"))
+        # The dump, then the stream from next_seq (the replay socket), is
+        # the node's contents after more puts.
+        pub, replay = stream_addrs(self.node, "acme")
+        acme = Consumer(self.ctx, pub, replay, "acme", "acme-token")
+        self.addCleanup(acme.close)
+        res = ns.put_chain(keys[6:], [os.urandom(ns.page_bytes) for _ in keys[6:]])
+        self.assertTrue(all(r.status == "COMMITTED" for r in res), res)
+        held = set(pages)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            for topic, _, payload in acme.replay(snap.next_seq):
+                if topic.decode() == snap.topic:
+                    for ev in acme.decoder.decode(payload).events:
+                        if isinstance(ev, BlockStored):
+                            self.assertNotIn(bytes(ev.block_hashes[0]), held, "a block counted twice")
+                            held.add(bytes(ev.block_hashes[0]))
+                        elif isinstance(ev, BlockRemoved):
+                            held.discard(bytes(ev.block_hashes[0]))
+            if held == set(ns.list_keys()):
+                break
+            held = set(pages)
+        self.assertEqual(held, set(ns.list_keys()))
 
 
 if __name__ == "__main__":
