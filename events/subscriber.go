@@ -1,21 +1,27 @@
 package events
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/security/null"
 	"github.com/go-zeromq/zmq4/security/plain"
 )
 
-// Subscriber is a consumer's end of a stream: a SUB socket, and requests
-// to the replay socket.
+// Subscriber is a consumer's end of a stream: a SUB connection, and
+// requests to the replay socket. zmq4 frames the messages and runs the
+// handshake (zmq4.Open over a connection dialled here, as the publisher's
+// side does), whose reads go through a buffer: zmq4 reads a frame's
+// header and its body apart, each a read of the socket unbuffered, where
+// one read takes whatever batches have arrived.
 type Subscriber struct {
-	sock zmq4.Socket
-	user string
-	pass string
+	conn net.Conn
+	zc   *zmq4.Conn
 }
 
 // Message is one batch as received.
@@ -24,6 +30,10 @@ type Message struct {
 	Seq   uint64
 	Batch Batch
 }
+
+// subscribeTimeout bounds Subscribe's dial and handshake when ctx has no
+// deadline.
+const subscribeTimeout = 10 * time.Second
 
 // Subscribe connects a SUB socket to a publisher's address (host:port),
 // subscribed to topics starting with prefix, with PLAIN credentials when
@@ -34,29 +44,46 @@ func Subscribe(ctx context.Context, addr, user, pass, prefix string) (*Subscribe
 	if user != "" {
 		sec = plain.Security(user, pass)
 	}
-	sock := zmq4.NewSub(ctx, zmq4.WithSecurity(sec), zmq4.WithDialerMaxRetries(0), zmq4.WithAutomaticReconnect(false))
-	if err := sock.SetOption(zmq4.OptionSubscribe, prefix); err != nil {
-		_ = sock.Close()
-		return nil, err
+	ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("events: dialing %s: %w", addr, err)
 	}
-	if err := sock.Dial("tcp://" + addr); err != nil {
-		_ = sock.Close()
-		return nil, err
+	dl, _ := ctx.Deadline()
+	_ = c.SetDeadline(dl)
+	zc, err := zmq4.Open(&bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}, sec, zmq4.Sub, nil, false, nil)
+	if err == nil {
+		err = zc.SendMsg(zmq4.NewMsg(append([]byte{1}, prefix...)))
 	}
-	return &Subscriber{sock: sock, user: user, pass: pass}, nil
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("events: subscribing at %s: %w", addr, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &Subscriber{conn: c, zc: zc}, nil
 }
+
+// bufferedConn is a connection whose reads go through a buffer.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // Recv waits for the next batch.
 func (s *Subscriber) Recv() (Message, error) {
-	m, err := s.sock.Recv()
+	m, err := s.zc.RecvMsg()
 	if err != nil {
 		return Message{}, err
 	}
 	return parseMessage(m.Frames)
 }
 
-// Close closes the socket.
-func (s *Subscriber) Close() error { return s.sock.Close() }
+// Close closes the connection; a Recv waiting returns an error.
+func (s *Subscriber) Close() error { return s.conn.Close() }
 
 func parseMessage(f [][]byte) (Message, error) {
 	if len(f) != 3 || len(f[1]) != 8 {
@@ -109,7 +136,7 @@ func Replay(ctx context.Context, addr, user, pass string, start uint64) ([]Messa
 // carries, without decoding them: a consumer that only counts (a load
 // generator draining the stream) then costs little more than the socket.
 func (s *Subscriber) RecvCount() (int, error) {
-	m, err := s.sock.Recv()
+	m, err := s.zc.RecvMsg()
 	if err != nil {
 		return 0, err
 	}
