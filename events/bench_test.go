@@ -28,23 +28,12 @@ func BenchmarkPublish(b *testing.B) {
 	}{{256, true}, {4096, true}, {256, false}, {4096, false}} {
 		burst := c.burst
 		b.Run(fmt.Sprintf("decode=%v/burst=%d", c.decode, burst), func(b *testing.B) {
-			p, err := New(Config{Listen: "127.0.0.1:0", Node: "n1", Incarnation: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			sub, err := Subscribe(b.Context(), p.Addr(), "", "", "kv@")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
-			if !poll.Within(5*time.Second, time.Millisecond, func() bool { return p.subscribed(p.Topic("ns", 1)) }) {
-				b.Fatal("no subscription")
-			}
+			p, sub := benchStream(b)
 			received := make(chan int, 1024)
 			go func() {
 				for {
 					var n int
+					var err error
 					if c.decode {
 						m, err := sub.Recv()
 						if err != nil {
@@ -97,19 +86,7 @@ func BenchmarkPublish(b *testing.B) {
 func BenchmarkPublishRate(b *testing.B) {
 	for _, rate := range []int{100_000, 200_000, 400_000, 800_000} {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			p, err := New(Config{Listen: "127.0.0.1:0", Node: "n1", Incarnation: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			sub, err := Subscribe(b.Context(), p.Addr(), "", "", "kv@")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
-			if !poll.Within(5*time.Second, time.Millisecond, func() bool { return p.subscribed(p.Topic("ns", 1)) }) {
-				b.Fatal("no subscription")
-			}
+			p, sub := benchStream(b)
 			var got atomic.Int64
 			done := make(chan struct{})
 			go func() {
@@ -157,4 +134,23 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchStream is a publisher and a subscriber to it, subscribed; both
+// close with the benchmark.
+func benchStream(b *testing.B) (*Publisher, *Subscriber) {
+	p, err := New(Config{Listen: "127.0.0.1:0", Node: "n1", Incarnation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	sub, err := Subscribe(b.Context(), p.Addr(), "", "", "kv@")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sub.Close() })
+	if !poll.Within(5*time.Second, time.Millisecond, func() bool { return p.subscribed(p.Topic("ns", 1)) }) {
+		b.Fatal("no subscription")
+	}
+	return p, sub
 }

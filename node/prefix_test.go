@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratakv/strata/client"
+	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
@@ -126,17 +127,38 @@ func equalHits(a, b map[string]map[string]map[string]int) bool {
 	return true
 }
 
-// BenchmarkQueryPrefix times, on one real node, the prefix query of a
-// 1,000-page prompt the node holds whole (gRPC QueryPrefix by keys, and
-// HTTP /query_by_hash) beside a 1,000-key Lookup over gRPC, and reports
-// each one's p50 and p99.
+// BenchmarkQueryPrefix times the prefix query of a 1,000-page prompt the
+// nodes hold whole beside a 1,000-key Lookup over gRPC, and reports each
+// one's p50 and p99: on one real node (nodes=1: gRPC QueryPrefix by keys,
+// and HTTP /query_by_hash), and on three in this process on one etcd
+// (nodes=3: the client's Lookup, which asks each key's owner, and the
+// cluster query, which one node answers by asking the other two about
+// every key).
+//
+//	go test ./node -run '^$' -bench BenchmarkQueryPrefix -benchtime 2000x
 func BenchmarkQueryPrefix(b *testing.B) {
-	n := testnode.Start(b, node.Config{Tiers: []string{"host"}, HostBytes: 1100 * 16 << 10})
+	b.Run("nodes=1", func(b *testing.B) {
+		n := testnode.Start(b, node.Config{Tiers: []string{"host"}, HostBytes: 1100 * 16 << 10})
+		benchQueries(b, n, false)
+	})
+	b.Run("nodes=3", func(b *testing.B) {
+		c := testnode.StartCluster(b, 3, func(_ int, cfg *node.Config) {
+			cfg.Tiers, cfg.HostBytes = []string{"host"}, 1100*16<<10
+		})
+		benchQueries(b, c.Nodes[0], true)
+	})
+}
+
+// benchQueries puts a 1,000-page prompt through n and times the queries.
+func benchQueries(b *testing.B, n *testnode.Node, cluster bool) {
 	c, err := client.Dial(context.Background(), n.Addr(), client.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	if cluster && !poll.Within(30*time.Second, 10*time.Millisecond, func() bool { return len(c.Members()) == 3 }) {
+		b.Fatalf("members: %v", c.Members())
+	}
 	ns, err := c.Open(context.Background(), desc)
 	if err != nil {
 		b.Fatal(err)
@@ -155,7 +177,7 @@ func BenchmarkQueryPrefix(b *testing.B) {
 	}
 	admin := pb.NewAdminClient(testnode.Dial(b, n.Addr()))
 	ctx := context.Background()
-	for _, c := range []struct {
+	cases := []struct {
 		name string
 		call func() error
 	}{
@@ -167,19 +189,25 @@ func BenchmarkQueryPrefix(b *testing.B) {
 			return err
 		}},
 		{"query-grpc", func() error {
-			r, err := admin.QueryPrefix(ctx, &pb.QueryPrefixRequest{NamespaceId: id[:], Keys: raw})
+			r, err := admin.QueryPrefix(ctx, &pb.QueryPrefixRequest{NamespaceId: id[:], Keys: raw, Cluster: cluster})
 			if err == nil && r.GetLongest() != 1000 {
 				b.Fatalf("query: %v", r)
 			}
 			return err
 		}},
-		{"query-http", func() error {
+	}
+	if !cluster {
+		cases = append(cases, struct {
+			name string
+			call func() error
+		}{"query-http", func() error {
 			if code, got := indexerPost(b, n, "/query_by_hash", "", map[string]any{"namespace_id": id.String(), "seq_hashes": hexKeys}); code != http.StatusOK || got["tiers"][n.ID()]["longest_matched"] != 16000 {
 				b.Fatalf("query_by_hash: %d %v", code, got)
 			}
 			return nil
-		}},
-	} {
+		}})
+	}
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			lat := make([]time.Duration, 0, b.N)
