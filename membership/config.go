@@ -3,14 +3,16 @@ package membership
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 )
 
-// Config configures Start. Zero fields take the defaults stated beside them.
-// The timing defaults suit a LAN or loopback: with them a crashed member is
-// declared Dead by its peers within about 1.5–3.5 s in a cluster of under
-// ten members (see the package comment for the arithmetic).
+// Config configures Start. Zero fields take the defaults stated beside them,
+// which are Profile's. The default profile's timing suits a LAN or loopback:
+// with it a crashed member is declared Dead by its peers within about
+// 1.5–3.5 s in a cluster of under ten members (see the package comment for
+// the arithmetic).
 type Config struct {
 	// NodeID names this member; it is required and must be unique in the
 	// cluster (it is memberlist's node name). A member that restarts with
@@ -42,12 +44,18 @@ type Config struct {
 	// use. Default: no metadata beyond the NodeID.
 	Meta func() Meta
 
+	// Profile names the set of defaults the gossip fields below take when
+	// zero: ProfileLocal (default), ProfileLAN or ProfileWAN (profiles.go
+	// lists their values and the cluster sizes each suits).
+	Profile Profile
 	// ProbeInterval is the time between failure-detection probes of one
-	// random peer. Default 500 ms.
+	// random peer. Default 500 ms (ProfileLocal's, as every default below
+	// that profiles.go sets; the others are there).
 	ProbeInterval time.Duration
 	// ProbeTimeout is how long a probe waits for a direct ack before asking
 	// other members to probe indirectly; at most ProbeInterval. Default
-	// 250 ms, or half of ProbeInterval if that is less.
+	// 250 ms (the profile's), or half of a ProbeInterval set apart from the
+	// profile's if that is less.
 	ProbeTimeout time.Duration
 	// SuspicionMult scales how long a suspect member has to refute before
 	// it is declared Dead: SuspicionMult × max(1, log10(n)) ×
@@ -70,6 +78,30 @@ type Config struct {
 	// DeadRetention is how long Members keeps reporting a Dead or Left
 	// member (and reconnection keeps trying a Dead one). Default 10 min.
 	DeadRetention time.Duration
+	// TCPTimeout bounds one stream exchange (a join's or a push-pull's
+	// state, a TCP probe). Default 1 s.
+	TCPTimeout time.Duration
+	// GossipNodes is how many random members each gossip round sends to.
+	// Default 3.
+	GossipNodes int
+	// RetransmitMult scales how many times each member passes a change on:
+	// RetransmitMult × ceil(log10(n+1)). Default 2.
+	RetransmitMult int
+	// IndirectChecks is how many members are asked to probe a member that
+	// did not answer a direct probe. Default 1.
+	IndirectChecks int
+	// MetaRate is about the metadata broadcasts per second a cluster of
+	// many more than 32 members keeps to by UpdateMetaPaced: each member
+	// broadcasts at most every (n−32)/MetaRate seconds, n the members it
+	// knows (at a thousand members and the default, every 484 s; at a
+	// hundred, 34 s; up to 32, every time). Default 2.
+	MetaRate float64
+	// JoinFanout is how many seeds a join exchanges state with: Start and
+	// Join try the seeds in a random order, this many at a time, and stop
+	// once one round reaches any (each exchange carries the whole
+	// membership, so joining every seed of a thousand would move the
+	// cluster's state a thousand times). Default 3.
+	JoinFanout int
 
 	// Keys are the gossip encryption keys (AES-GCM; 16, 24 or 32 bytes
 	// each): the first encrypts what this member sends, every one is tried
@@ -130,17 +162,25 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	p, ok := defaultsOf(cfg.Profile)
+	if !ok {
+		return cfg, fmt.Errorf("profile %q: not %s, %s nor %s: %w", cfg.Profile, ProfileLocal, ProfileLAN, ProfileWAN, ErrInvalidConfig)
+	}
+	if cfg.Profile == "" {
+		cfg.Profile = ProfileLocal
+	}
 	durations := []struct {
 		name string
 		d    *time.Duration
 		def  time.Duration
 	}{
 		{"JoinTimeout", &cfg.JoinTimeout, 10 * time.Second},
-		{"ProbeInterval", &cfg.ProbeInterval, 500 * time.Millisecond},
-		{"GossipInterval", &cfg.GossipInterval, 100 * time.Millisecond},
-		{"PushPullInterval", &cfg.PushPullInterval, 10 * time.Second},
+		{"ProbeInterval", &cfg.ProbeInterval, p.ProbeInterval},
+		{"GossipInterval", &cfg.GossipInterval, p.GossipInterval},
+		{"PushPullInterval", &cfg.PushPullInterval, p.PushPullInterval},
 		{"ReconnectInterval", &cfg.ReconnectInterval, time.Second},
 		{"DeadRetention", &cfg.DeadRetention, 10 * time.Minute},
+		{"TCPTimeout", &cfg.TCPTimeout, p.TCPTimeout},
 	}
 	for _, f := range durations {
 		if *f.d < 0 {
@@ -154,19 +194,39 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("ProbeTimeout %v is negative: %w", cfg.ProbeTimeout, ErrInvalidConfig)
 	}
 	if cfg.ProbeTimeout == 0 {
-		cfg.ProbeTimeout = min(250*time.Millisecond, cfg.ProbeInterval/2)
+		cfg.ProbeTimeout = p.ProbeTimeout
+		if cfg.ProbeInterval != p.ProbeInterval {
+			cfg.ProbeTimeout = min(p.ProbeTimeout, cfg.ProbeInterval/2)
+		}
 	}
 	if cfg.ProbeTimeout > cfg.ProbeInterval {
 		return cfg, fmt.Errorf("ProbeTimeout %v exceeds ProbeInterval %v: %w", cfg.ProbeTimeout, cfg.ProbeInterval, ErrInvalidConfig)
 	}
-	if cfg.SuspicionMult < 0 || cfg.SuspicionMaxTimeoutMult < 0 {
-		return cfg, fmt.Errorf("negative suspicion multiplier: %w", ErrInvalidConfig)
+	if cfg.MetaRate < 0 || math.IsNaN(cfg.MetaRate) || math.IsInf(cfg.MetaRate, 0) {
+		return cfg, fmt.Errorf("MetaRate %v: want a positive rate: %w", cfg.MetaRate, ErrInvalidConfig)
 	}
-	if cfg.SuspicionMult == 0 {
-		cfg.SuspicionMult = 4
+	if cfg.MetaRate == 0 {
+		cfg.MetaRate = 2
 	}
-	if cfg.SuspicionMaxTimeoutMult == 0 {
-		cfg.SuspicionMaxTimeoutMult = 3
+	counts := []struct {
+		name string
+		n    *int
+		def  int
+	}{
+		{"SuspicionMult", &cfg.SuspicionMult, p.SuspicionMult},
+		{"SuspicionMaxTimeoutMult", &cfg.SuspicionMaxTimeoutMult, p.SuspicionMaxTimeoutMult},
+		{"GossipNodes", &cfg.GossipNodes, p.GossipNodes},
+		{"RetransmitMult", &cfg.RetransmitMult, p.RetransmitMult},
+		{"IndirectChecks", &cfg.IndirectChecks, p.IndirectChecks},
+		{"JoinFanout", &cfg.JoinFanout, 3},
+	}
+	for _, f := range counts {
+		if *f.n < 0 {
+			return cfg, fmt.Errorf("%s %d is negative: %w", f.name, *f.n, ErrInvalidConfig)
+		}
+		if *f.n == 0 {
+			*f.n = f.def
+		}
 	}
 	return cfg, nil
 }

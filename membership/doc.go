@@ -11,6 +11,23 @@
 // read at Start, UpdateMeta and Leave; the others see the change within a
 // gossip round or two (milliseconds on loopback). A Summary that does not
 // fit is left out, never truncated; SummaryBudget says how much fits.
+// Every broadcast reaches every member, so a member that re-advertises
+// periodically does it through UpdateMetaPaced, which keeps a cluster of
+// more than 32 members to about Config.MetaRate broadcasts a second in
+// all: per-member metadata gossip then stays flat as the cluster grows,
+// and a change waits up to (n−32)/MetaRate seconds (push-pull may bring it
+// sooner).
+//
+// # Profiles and scale
+//
+// Config.Profile picks memberlist's defaults for the cluster's size and
+// network (profiles.go): local up to about fifty members, lan to a few
+// thousand in one datacenter, wan across sites. strata-cluster-sim runs
+// N members of this package in one process over an in-process Network and
+// measured them (docs/design.md §6.7). Three costs grew with N and are
+// bounded here: a join exchanges state with Config.JoinFanout seeds, not
+// with every seed it is given; reconnection (below) is thinned past 32
+// members; metadata re-advertisement is paced (above).
 //
 // # Failure detection
 //
@@ -47,7 +64,9 @@
 // memberlist neither probes nor syncs with members it holds dead, so after
 // a partition heals the two sides would stay apart forever. Each member
 // therefore tries, every ReconnectInterval, to sync with one member it
-// holds Dead (not Left), or with its seeds when it sees no live peer. The
+// holds Dead (not Left), or with its seeds when it sees no live peer; in a
+// cluster of n > 32 members, in one interval of n/32 at random, so that the
+// cluster makes about 32 attempts per interval whatever its size. The
 // first successful sync makes each side refute the other's accusation with
 // a higher incarnation, and a round or two later both see everyone Alive
 // again: 0.2–1.1 s after the heal in the tests. A member Dead for longer

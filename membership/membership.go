@@ -94,8 +94,9 @@ type Membership struct {
 	metaErr  error  // from NodeMeta's last call
 
 	// updateMu serialises UpdateMeta, so that it reads the metaErr of its
-	// own NodeMeta call.
-	updateMu sync.Mutex
+	// own NodeMeta call, and guards lastUpdate.
+	updateMu   sync.Mutex
+	lastUpdate time.Time // UpdateMeta's last broadcast
 
 	// lifeMu guards stopped. It is held shared around every call into
 	// memberlist that must not follow Shutdown (a Leave after Shutdown
@@ -179,8 +180,8 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	return m, nil
 }
 
-// memberlistConfig tightens memberlist's loopback defaults to Config's
-// timing.
+// memberlistConfig sets memberlist's loopback defaults to Config's
+// timing (its Profile's unless set).
 func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int, stdlog *log.Logger) *memberlist.Config {
 	cfg := m.cfg
 	mc := memberlist.DefaultLocalConfig()
@@ -194,6 +195,10 @@ func (m *Membership) memberlistConfig(tr memberlist.NodeAwareTransport, port int
 	mc.SuspicionMaxTimeoutMult = cfg.SuspicionMaxTimeoutMult
 	mc.GossipInterval = cfg.GossipInterval
 	mc.PushPullInterval = cfg.PushPullInterval
+	mc.TCPTimeout = cfg.TCPTimeout
+	mc.GossipNodes = cfg.GossipNodes
+	mc.RetransmitMult = cfg.RetransmitMult
+	mc.IndirectChecks = cfg.IndirectChecks
 	// A member whose probes keep failing suspects itself and slows its
 	// probing by up to this factor; memberlist's 8 would let a member cut
 	// off from everyone probe once per 4 s (default ProbeInterval) and so
@@ -352,6 +357,7 @@ func (m *Membership) UpdateMeta(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = positive(time.Until(d))
 	}
+	m.lastUpdate = time.Now()
 	err := m.ml.UpdateNode(timeout)
 	m.metaMu.Lock()
 	merr := m.metaErr
@@ -368,11 +374,46 @@ func (m *Membership) UpdateMeta(ctx context.Context) error {
 	return nil
 }
 
-// Join contacts seeds (gossip endpoints, host:port) and exchanges state
-// with each that answers, retrying until at least one does or ctx is
-// done. It returns how many answered. This member's own address is
-// skipped; with no other seed Join returns 0, nil. One round of attempts
-// may outlast ctx by memberlist's stream timeout (1 s) per seed.
+// UpdateMetaPaced is UpdateMeta at this member's share of the cluster's
+// metadata broadcasts (Config.MetaRate): it broadcasts only when the last
+// broadcast is at least (n−32)/MetaRate seconds old, n the members known
+// (so always in a cluster of up to 32), and otherwise returns nil at once. A node re-advertises its tier usage and
+// value summaries every few seconds; every broadcast must reach every
+// member, each member passing it on RetransmitMult × log10(n) times, so
+// unpaced a thousand members would each take in about 2.7 MB/s of
+// metadata (memberlist would cap it at its gossip rate and let the rest go
+// stale). The changes skipped still reach the others by the periodic
+// push-pull, and by the next paced broadcast.
+func (m *Membership) UpdateMetaPaced(ctx context.Context) error {
+	m.mu.Lock()
+	n := len(m.members)
+	m.mu.Unlock()
+	gap := paceGap(n, m.cfg.MetaRate)
+	m.updateMu.Lock()
+	recent := time.Since(m.lastUpdate) < gap
+	m.updateMu.Unlock()
+	if recent {
+		return nil
+	}
+	return m.UpdateMeta(ctx)
+}
+
+// paceGap is the least time between one member's paced broadcasts in a
+// cluster of n members keeping to rate broadcasts a second.
+func paceGap(n int, rate float64) time.Duration {
+	return time.Duration(float64(max(n-unpacedMembers, 0)) / rate * float64(time.Second))
+}
+
+// unpacedMembers is the cluster size up to which UpdateMetaPaced always
+// broadcasts (memberlist's own threshold for stretching push-pulls).
+const unpacedMembers = 32
+
+// Join contacts seeds (gossip endpoints, host:port), Config.JoinFanout at a
+// time in a random order, and exchanges state with those of the first
+// group any of which answers, retrying until one does or ctx is done. It
+// returns how many answered. This member's own address is skipped; with no
+// other seed Join returns 0, nil. One round of attempts may outlast ctx by
+// Config.TCPTimeout per seed tried.
 func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
 	seeds = m.others(seeds)
 	if len(seeds) == 0 {
@@ -403,14 +444,30 @@ func (m *Membership) Join(ctx context.Context, seeds []string) (int, error) {
 	}
 }
 
-// joinOnce makes one round of join attempts.
+// joinOnce makes one round of join attempts: the seeds in a random order,
+// Config.JoinFanout at a time, until a group reaches any. Each seed that
+// answers sends the whole membership, so a node that names every
+// registered node as its seeds (a thousand of them) exchanges state with a
+// few, not all, and joins do not all land on the first seeds listed.
 func (m *Membership) joinOnce(seeds []string) (int, error) {
 	m.lifeMu.RLock()
 	defer m.lifeMu.RUnlock()
 	if m.stopped {
 		return 0, ErrClosed
 	}
-	return m.ml.Join(seeds)
+	seeds = slices.Clone(seeds)
+	rand.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
+	var errs error
+	for len(seeds) > 0 {
+		group := seeds[:min(m.cfg.JoinFanout, len(seeds))]
+		seeds = seeds[len(group):]
+		n, err := m.ml.Join(group)
+		if n > 0 {
+			return n, nil
+		}
+		errs = errors.Join(errs, err)
+	}
+	return 0, errs
 }
 
 // others returns addrs less this member's own gossip address.
@@ -591,10 +648,28 @@ func (m *Membership) reconnectLoop() {
 	}
 }
 
+// reconnectScale is the cluster size past which a member skips reconnect
+// rounds: with n members it takes one round in n/reconnectScale, so that
+// the cluster makes about reconnectScale attempts per ReconnectInterval
+// whatever its size. Each attempt may carry the whole membership (a
+// push-pull), and each round reads it: a thousand members each syncing
+// with a member they held dead every second moved hundreds of megabytes a
+// second and starved their own probes (strata-cluster-sim, issue 45).
+const reconnectScale = 32
+
 func (m *Membership) reconnect() {
+	resync := time.Now().UnixNano() < m.resyncUntil.Load()
+	if !resync {
+		m.mu.Lock()
+		n := len(m.members)
+		m.mu.Unlock()
+		if n > reconnectScale && rand.IntN(n) >= reconnectScale {
+			return
+		}
+	}
 	dead, alive := m.reconnectTargets()
 	targets := dead
-	if time.Now().UnixNano() < m.resyncUntil.Load() {
+	if resync {
 		targets = alive
 	}
 	if len(targets) == 0 {

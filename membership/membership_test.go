@@ -306,6 +306,8 @@ func TestConfigRejected(t *testing.T) {
 		{"negative duration", Config{NodeID: "x", ProbeInterval: -time.Second}},
 		{"probe timeout over interval", Config{NodeID: "x", ProbeInterval: time.Second, ProbeTimeout: 2 * time.Second}},
 		{"negative multiplier", Config{NodeID: "x", SuspicionMult: -1}},
+		{"unknown profile", Config{NodeID: "x", Profile: "lan-large"}},
+		{"negative gossip nodes", Config{NodeID: "x", GossipNodes: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Start(t.Context(), tc.cfg); !errors.Is(err, ErrInvalidConfig) {

@@ -97,8 +97,20 @@ type Config struct {
 	// (a free port).
 	GossipAddr string
 	// Join lists gossip addresses of members to join. Default: the nodes
-	// registered in etcd; none means this node starts the cluster.
+	// registered in etcd; none means this node starts the cluster. A join
+	// exchanges state with three of them at random
+	// (membership.Config.JoinFanout).
 	Join []string
+	// GossipProfile is memberlist's set of defaults: membership.ProfileLocal
+	// (clusters of up to about fifty), ProfileLAN (fifty to a few thousand
+	// in one datacenter) or ProfileWAN (across sites); the fields below
+	// override it one by one. Default local.
+	GossipProfile membership.Profile
+	// GossipProbeInterval, GossipInterval, GossipNodes and
+	// GossipPushPullInterval override the profile's (membership.Config has
+	// their meaning). Default 0: the profile's.
+	GossipProbeInterval, GossipInterval, GossipPushPullInterval time.Duration
+	GossipNodes                                                 int
 	// Partition, if set, drops gossip to and from the peers it blocks: a
 	// fault-injection seam for tests. Default nil.
 	Partition *membership.Partition

@@ -20,7 +20,7 @@ func (n *Node) startCoord(reg *registry.Registry) error {
 		caps = append(caps, st.Capacity)
 	}
 	c, err := coord.Start(coord.Config{NodeID: n.id, Registry: reg, Store: n.store.Evictor(), Members: n.members,
-		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMeta, Round: n.cfg.CoordRound,
+		Tiers: kinds, Capacities: caps, Advertise: n.members.UpdateMetaPaced, Round: n.cfg.CoordRound,
 		StaleRounds: n.cfg.CoordStaleRounds, CandidateTTL: n.cfg.CoordinatorTTL, NoFloor: n.cfg.NoCutoffFloor, Logger: n.log})
 	if err != nil {
 		return err

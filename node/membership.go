@@ -42,8 +42,11 @@ func (n *Node) startMembership(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c := n.cfg
 	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
-		Seeds: seeds, AllowAlone: len(n.cfg.Join) == 0, Meta: n.meta, Keys: keys, Partition: n.cfg.Partition, Logger: n.log})
+		Seeds: seeds, AllowAlone: len(c.Join) == 0, Meta: n.meta, Keys: keys, Partition: c.Partition, Logger: n.log,
+		Profile: c.GossipProfile, ProbeInterval: c.GossipProbeInterval, GossipInterval: c.GossipInterval,
+		PushPullInterval: c.GossipPushPullInterval, GossipNodes: c.GossipNodes})
 	if err != nil {
 		return fmt.Errorf("joining the cluster: %w", err)
 	}
@@ -83,11 +86,13 @@ func (n *Node) meta() membership.Meta {
 }
 
 // advertise re-broadcasts the node's metadata (tier usage) every few
-// seconds until Close.
+// seconds until Close, paced to its share of the cluster's metadata
+// gossip (membership's UpdateMetaPaced: in a cluster of a thousand, every
+// eight minutes or so; push-pull carries it meanwhile).
 func (n *Node) advertise() {
 	n.every(advertiseEvery, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), advertiseEvery)
-		if err := n.members.UpdateMeta(ctx); err != nil {
+		if err := n.members.UpdateMetaPaced(ctx); err != nil {
 			n.log.Debug("advertising metadata", "err", err)
 		}
 		cancel()
@@ -96,3 +101,13 @@ func (n *Node) advertise() {
 
 // advertiseEvery is how often tier usage is re-gossiped.
 const advertiseEvery = 5 * time.Second
+
+// ParseGossipProfile parses a gossip profile name: local, lan or wan
+// (membership.Profile).
+func ParseGossipProfile(s string) (membership.Profile, error) {
+	switch p := membership.Profile(s); p {
+	case membership.ProfileLocal, membership.ProfileLAN, membership.ProfileWAN:
+		return p, nil
+	}
+	return "", fmt.Errorf("gossip profile %q: want local, lan or wan", s)
+}

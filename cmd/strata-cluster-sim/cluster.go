@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratakv/strata/eviction"
@@ -15,21 +17,32 @@ import (
 
 // cluster is N members over one in-process network. Close stops them all.
 type cluster struct {
-	net     *membership.Network
-	sockets bool                     // gossip over loopback sockets, not net
-	members []*membership.Membership // nil once stopped
-	ids     []string
+	net       *membership.Network
+	sockets   bool                     // gossip over loopback sockets, not net
+	profile   membership.Profile       // the members'
+	advertise time.Duration            // how often each re-advertises; 0: never
+	members   []*membership.Membership // nil once stopped
+	ids       []string
+
+	mu      sync.Mutex // guards started
+	started []string   // the gossip addresses of members started
+
+	stop chan struct{} // closed by Close: ends the advertisers
+	wg   sync.WaitGroup
 }
 
-// seedCount is how many of the first members every other one joins.
-const seedCount = 3
+// seedSample is how many of the members started before it each member
+// names as its seeds (a node names every node registered in etcd; its
+// join picks membership.Config.JoinFanout of them at random).
+const seedSample = 32
 
 // startParallel is how many members start at once.
 const startParallel = 16
 
-// startCluster starts n members, each joining the first seedCount.
-func startCluster(ctx context.Context, n int, sockets bool) (*cluster, error) {
-	c := &cluster{net: membership.NewNetwork(), sockets: sockets}
+// startCluster starts n members, each joining members started before it.
+func startCluster(ctx context.Context, n int, cfg config) (*cluster, error) {
+	c := &cluster{net: membership.NewNetwork(), sockets: cfg.Sockets, profile: membership.Profile(cfg.Profile),
+		advertise: cfg.Advertise, stop: make(chan struct{})}
 	first, err := c.add(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -43,7 +56,7 @@ func startCluster(ctx context.Context, n int, sockets bool) (*cluster, error) {
 	sem := make(chan struct{}, startParallel)
 	var wg sync.WaitGroup
 	for i := 1; i < n; i++ {
-		if i <= seedCount { // the seeds join one by one, so each has one to join
+		if i < startParallel { // the first join one by one, so that each has one to join
 			c.members[i], errs[i] = c.add(ctx, i)
 			continue
 		}
@@ -66,16 +79,32 @@ func startCluster(ctx context.Context, n int, sockets bool) (*cluster, error) {
 
 func nodeID(i int) string { return fmt.Sprintf("node-%04d", i) }
 
-// add starts member i, joining the seeds among those started.
-func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error) {
-	var seeds []string
-	for _, m := range c.members[:min(len(c.members), seedCount)] {
-		if m != nil {
-			seeds = append(seeds, m.GossipAddress())
-		}
+// seeds returns up to seedSample of the members started so far, at random.
+func (c *cluster) seeds() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.started) <= seedSample {
+		return slices.Clone(c.started)
 	}
+	out := make([]string, 0, seedSample)
+	for _, j := range rand.Perm(len(c.started))[:seedSample] {
+		out = append(out, c.started[j])
+	}
+	return out
+}
+
+// add starts member i, joining members started before it, and its
+// advertiser.
+func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error) {
 	meta := nodeMeta(i)
-	cfg := membership.Config{NodeID: nodeID(i), Seeds: seeds, Meta: func() membership.Meta { return meta }, Network: c.net}
+	var used atomic.Int64 // bumped by each re-advertisement
+	cfg := membership.Config{NodeID: nodeID(i), Seeds: c.seeds(), Network: c.net, Profile: c.profile,
+		Meta: func() membership.Meta {
+			m := meta
+			m.Tiers = slices.Clone(meta.Tiers)
+			m.Tiers[0].Used += used.Load()
+			return m
+		}}
 	if c.sockets {
 		cfg.Network = nil
 	}
@@ -83,7 +112,36 @@ func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error
 	if err != nil {
 		return nil, fmt.Errorf("starting member %d: %w", i, err)
 	}
+	c.mu.Lock()
+	c.started = append(c.started, m.GossipAddress())
+	c.mu.Unlock()
+	if c.advertise > 0 {
+		c.wg.Go(func() { c.readvertise(m, &used) })
+	}
 	return m, nil
+}
+
+// readvertise changes m's metadata and re-advertises it, paced as a node
+// paces it (UpdateMetaPaced), every c.advertise (the first after a random part of it, so that members do
+// not advertise in step), until m stops or c closes.
+func (c *cluster) readvertise(m *membership.Membership, used *atomic.Int64) {
+	t := time.NewTimer(rand.N(c.advertise))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		used.Add(4096)
+		ctx, cancel := context.WithTimeout(context.Background(), c.advertise)
+		err := m.UpdateMetaPaced(ctx)
+		cancel()
+		if errors.Is(err, membership.ErrClosed) {
+			return
+		}
+		t.Reset(c.advertise)
+	}
 }
 
 // nodeMeta is what member i advertises: an address, a host and an ssd tier
@@ -121,6 +179,8 @@ func (c *cluster) live() []*membership.Membership {
 
 // Close stops every member, without leaving (the cluster goes down whole).
 func (c *cluster) Close() {
+	close(c.stop)
+	c.wg.Wait()
 	var wg sync.WaitGroup
 	for _, m := range c.members {
 		if m != nil {

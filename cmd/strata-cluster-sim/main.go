@@ -43,6 +43,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stratakv/strata/membership"
 )
 
 // config is the command line.
@@ -57,6 +59,12 @@ type config struct {
 	// network, to check the network against them; gossip is then not
 	// counted. Default false.
 	Sockets bool
+	// Profile is the members' membership.Profile. Default local.
+	Profile string
+	// Advertise is how often each member re-advertises changed metadata,
+	// as a node does each coordinator round (2 s by default); 0: never.
+	// Default 0.
+	Advertise time.Duration
 }
 
 func parseFlags(args []string) (config, error) {
@@ -69,6 +77,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.Rounds, "rounds", 20, "coordinator rounds timed")
 	fs.BoolVar(&cfg.Sockets, "sockets", false, "gossip over loopback sockets instead of the in-process network (gossip not counted)")
 	fs.StringVar(&cfg.CSV, "csv", "", "also write the table as CSV to this file")
+	fs.StringVar(&cfg.Profile, "profile", "local", "membership profile: local, lan or wan")
+	fs.DurationVar(&cfg.Advertise, "advertise", 0, "how often each member re-advertises changed metadata (a node: every coordinator round, 2s); 0: never")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -79,8 +89,13 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
-	if cfg.Window <= 0 || cfg.PhaseTimeout <= 0 || cfg.Keys <= 0 || cfg.Rounds <= 0 {
-		return cfg, fmt.Errorf("--window, --phase-timeout, --keys and --rounds must be positive")
+	if cfg.Window <= 0 || cfg.PhaseTimeout <= 0 || cfg.Keys <= 0 || cfg.Rounds <= 0 || cfg.Advertise < 0 {
+		return cfg, fmt.Errorf("--window, --phase-timeout, --keys and --rounds must be positive, --advertise not negative")
+	}
+	switch membership.Profile(cfg.Profile) {
+	case membership.ProfileLocal, membership.ProfileLAN, membership.ProfileWAN:
+	default:
+		return cfg, fmt.Errorf("--profile %q: local, lan or wan", cfg.Profile)
 	}
 	return cfg, nil
 }

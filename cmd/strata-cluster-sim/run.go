@@ -79,7 +79,7 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	c, err := startCluster(sctx, n, cfg.Sockets)
+	c, err := startCluster(sctx, n, cfg)
 	cancel()
 	if err != nil {
 		return r, err

@@ -69,6 +69,7 @@ func TestConfigExample(t *testing.T) {
 		{"ssd-sync", cfg.SSDSync.String(), "batch"},
 		{"lease-ttl", cfg.LeaseTTL, 10 * time.Second},
 		{"drain-timeout", cfg.DrainTimeout, 20 * time.Second},
+		{"gossip-profile", string(cfg.GossipProfile), "lan"},
 	}
 	for _, w := range want {
 		if !reflect.DeepEqual(w.got, w.want) {

@@ -80,6 +80,15 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
+	fs.Func("gossip-profile", "memberlist's defaults: local (up to about 50 nodes), lan (50 to a few thousand in one datacenter), wan (across sites) (default local)", func(v string) error {
+		p, err := node.ParseGossipProfile(v)
+		cfg.GossipProfile = p
+		return err
+	})
+	fs.DurationVar(&cfg.GossipProbeInterval, "gossip-probe-interval", 0, "time between failure-detection probes (default: the profile's: local 500ms, lan 500ms, wan 5s)")
+	fs.DurationVar(&cfg.GossipInterval, "gossip-interval", 0, "time between gossip rounds (default: the profile's: local 100ms, lan 200ms, wan 500ms)")
+	fs.IntVar(&cfg.GossipNodes, "gossip-nodes", 0, "members each gossip round sends to (default: the profile's: 3, wan 4)")
+	fs.DurationVar(&cfg.GossipPushPullInterval, "gossip-push-pull-interval", 0, "time between full state exchanges, stretched by memberlist past 32 members (default: the profile's: local 10s, lan 30s, wan 60s)")
 	fs.Var(&tokens, "tenant-token", "tenant=token; repeat for more tenants (none: the node is open)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "token that may see and use every namespace")
 	fs.Var(eventsFlag{&cfg.Events}, "events", "tenant=PUB[,REPLAY]: the tenant's namespaces publish vLLM's KV event stream on a ZMQ PUB socket at PUB and a replay socket at REPLAY (host:port, port 0 a free one); subscribers give the tenant's name and token (PLAIN); repeatable")

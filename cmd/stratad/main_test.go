@@ -209,6 +209,24 @@ func TestParseOrphanGrace(t *testing.T) {
 	}
 }
 
+// TestParseGossip: the gossip profile and its overrides reach
+// node.Config; unset, the profile's defaults apply (zero here); a profile
+// that is not local, lan nor wan is refused.
+func TestParseGossip(t *testing.T) {
+	cfg, err := parseFlags([]string{"--gossip-profile", "wan", "--gossip-probe-interval", "2s", "--gossip-interval", "300ms",
+		"--gossip-nodes", "5", "--gossip-push-pull-interval", "2m"})
+	if err != nil || cfg.GossipProfile != "wan" || cfg.GossipProbeInterval != 2*time.Second || cfg.GossipInterval != 300*time.Millisecond ||
+		cfg.GossipNodes != 5 || cfg.GossipPushPullInterval != 2*time.Minute {
+		t.Fatalf("gossip flags: %+v, %v", cfg, err)
+	}
+	if cfg, err := parseFlags(nil); err != nil || cfg.GossipProfile != "" || cfg.GossipNodes != 0 {
+		t.Fatalf("no gossip flags: profile %q, nodes %d, %v", cfg.GossipProfile, cfg.GossipNodes, err)
+	}
+	if _, err := parseFlags([]string{"--gossip-profile", "huge"}); err == nil {
+		t.Fatal("--gossip-profile huge accepted")
+	}
+}
+
 // TestParseLookupBookkeeping: --lookup-bookkeeping reaches node.Config;
 // unset, the store's default applies (0 here); a share that is no number
 // is refused.
