@@ -22,7 +22,9 @@
 //     candidates recorded) and one child hint costs, and both together,
 //     as RouteKnown groups them;
 //   - the fraction of --keys keys whose owner changes on a join and on a
-//     leave, beside 1/N;
+//     leave, beside the joiner's and the leaver's share of the capacity
+//     weights (about 1/N) and whether each is within five standard
+//     deviations plus a tenth of it ("moves as shares");
 //   - the time (one thread: its CPU time) and bytes allocated by one
 //     coordinator round, on N members' metadata built as the gossiping
 //     members advertise it (so it is measured even where N members do not

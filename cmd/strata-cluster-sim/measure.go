@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"time"
@@ -217,21 +218,34 @@ func weighted(n int) []placement.Node {
 	return nodes
 }
 
-// moved returns the fraction of keys whose owner changes when one member
-// joins n, and when one of n leaves.
-func moved(n, keys int) (onJoin, onLeave float64, err error) {
+// movement is what a join and a leave move: the share of keys whose
+// owner changes, and the share expected, the joiner's or leaver's share of
+// the capacity weights (about 1/N; a key moves only to the joiner or from
+// the leaver, placement/doc.go).
+type movement struct {
+	Join, Leave           float64
+	JoinShare, LeaveShare float64
+	// OK says both are within tolerance of their share: five standard
+	// deviations of keys drawn at that share, plus a tenth of the share.
+	OK bool
+}
+
+// moved measures the movement of keys keys when one member joins n,
+// and when one of n leaves, all weighted by capacity.
+func moved(n, keys int) (movement, error) {
+	var mv movement
 	nodes := weighted(n + 1)
 	all, err := placement.NewView(nodes)
 	if err != nil {
-		return 0, 0, err
+		return mv, err
 	}
 	before, err := placement.NewView(nodes[:n])
 	if err != nil {
-		return 0, 0, err
+		return mv, err
 	}
 	less, err := placement.NewView(slices.Delete(slices.Clone(nodes[:n]), n/2, n/2+1))
 	if err != nil {
-		return 0, 0, err
+		return mv, err
 	}
 	var joinMoves, leaveMoves int
 	var seed [8]byte
@@ -246,7 +260,18 @@ func moved(n, keys int) (onJoin, onLeave float64, err error) {
 			leaveMoves++
 		}
 	}
-	return float64(joinMoves) / float64(keys), float64(leaveMoves) / float64(keys), nil
+	var total float64
+	for _, nd := range nodes[:n] {
+		total += nd.Weight
+	}
+	mv.Join, mv.Leave = float64(joinMoves)/float64(keys), float64(leaveMoves)/float64(keys)
+	mv.JoinShare = nodes[n].Weight / (total + nodes[n].Weight)
+	mv.LeaveShare = nodes[n/2].Weight / total
+	within := func(got, share float64) bool {
+		return math.Abs(got-share) <= 5*math.Sqrt(share*(1-share)/float64(keys))+share/10
+	}
+	mv.OK = within(mv.Join, mv.JoinShare) && within(mv.Leave, mv.LeaveShare)
+	return mv, nil
 }
 
 // coordRound times the coordinator's round (coord.Compute, as

@@ -21,8 +21,7 @@ type result struct {
 	NoticeMsgs     int     // per evicted parent
 	ChildHintMsgs  int     // per child hint
 	EvictionMsgs   int     // per evicted parent: its children's hints and its notice
-	MovedJoin      float64 // share of keys whose owner changes
-	MovedLeave     float64
+	Moved          movement
 	CoordRound     time.Duration
 	CoordAlloc     uint64 // bytes
 	CoordSummaries int    // members whose summaries the round had
@@ -71,7 +70,7 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	if r.NoticeMsgs, r.ChildHintMsgs, r.EvictionMsgs, err = hintMessages(n); err != nil {
 		return r, err
 	}
-	if r.MovedJoin, r.MovedLeave, err = moved(n, cfg.Keys); err != nil {
+	if r.Moved, err = moved(n, cfg.Keys); err != nil {
 		return r, err
 	}
 	if r.CoordRound, r.CoordAlloc, err = coordRound(n, cfg.Rounds); err != nil {

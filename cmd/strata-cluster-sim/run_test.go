@@ -37,14 +37,29 @@ func TestRunFive(t *testing.T) {
 	if r.CoordSummaries != 5 || r.CoordRound <= 0 || r.CoordRound > time.Second {
 		t.Errorf("coordinator round %v over %d summaries, want 5 in under 1 s", r.CoordRound, r.CoordSummaries)
 	}
-	if r.MovedJoin <= 0 || r.MovedJoin > 0.5 || r.MovedLeave <= 0 || r.MovedLeave > 0.5 {
-		t.Errorf("moved %v on join, %v on leave; want about 1/5 each", r.MovedJoin, r.MovedLeave)
+	if !r.Moved.OK || r.Moved.Join <= 0 || r.Moved.Join > 0.5 || r.Moved.Leave <= 0 || r.Moved.Leave > 0.5 {
+		t.Errorf("moved %+v; want about the capacity shares, about 1/5 each", r.Moved)
 	}
 	if err := writeCSV(&csv, []result{r}); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(csv.String(), "\n"); lines != 2 {
 		t.Errorf("CSV has %d lines, want a heading and one row:\n%s", lines, csv.String())
+	}
+}
+
+// TestPlacementMovesShare: with capacity weights in place, a join or a
+// leave moves about the joiner's or leaver's share of the keys (about 1/N)
+// at every size the simulator runs.
+func TestPlacementMovesShare(t *testing.T) {
+	for _, n := range []int{10, 100, 300, 1000} {
+		mv, err := moved(n, 50_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mv.OK || mv.JoinShare > 3/float64(n) || mv.LeaveShare > 3/float64(n) {
+			t.Errorf("N=%d: %+v, want moves at the capacity shares, about 1/N", n, mv)
+		}
 	}
 }
 
