@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/tiers"
 )
 
 // TestSnapshotCutWhileChanging: a snapshot taken while pages are put and
@@ -136,4 +137,62 @@ func TestKeyTiers(t *testing.T) {
 	if err != nil || held != 2 || !slices.Equal(tier, []uint8{0, 1, 0, 1}) {
 		t.Fatalf("KeyTiers: %d %v %v", held, tier, err)
 	}
+}
+
+// BenchmarkSnapshot dumps a namespace of 100k pages and reports the
+// longest hold of the store's lock (one shard's copy, max-hold-us) beside
+// the whole dump's time (ns/op) and the hold a copy of the whole
+// namespace under the lock takes (one-hold-us: the dump before it paged).
+//
+//	go test -run '^$' -bench Snapshot -benchtime 20x ./store
+func BenchmarkSnapshot(b *testing.B) {
+	const pages = 100_000
+	s, err := New(Config{Tiers: []tiers.Tier{newMemTier(pages * pageSize)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AddNamespace(testNS); err != nil {
+		b.Fatal(err)
+	}
+	data := pageData(0)
+	sum := testNS.Checksum.Sum(data)
+	for i := range pages {
+		var k namespace.Key
+		k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 0xff
+		res, err := s.Publisher().Put(testNS.ID, PageSpec{Key: k, Size: pageSize}, sum, 0,
+			func(write func([]byte) error) error { return write(data) })
+		if err != nil || !res.Committed() {
+			b.Fatalf("put %d: %+v %v", i, res, err)
+		}
+	}
+	var longest time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		n := 0
+		err := s.Admin().Snapshot(testNS.ID, func(int) error { return nil }, func(run []Listed) error {
+			n += len(run)
+			return nil
+		})
+		if err != nil || n != pages {
+			b.Fatalf("snapshot: %d pages, %v", n, err)
+		}
+	}
+	// One shard's copy under the lock, as Snapshot makes it.
+	for i := range shardCount {
+		start := time.Now()
+		s.lock()
+		s.copyShardLocked(s.ns[testNS.ID], i, nil)
+		s.unlock()
+		longest = max(longest, time.Since(start))
+	}
+	b.ReportMetric(float64(longest.Microseconds()), "max-hold-us")
+	// Every shard in one hold, as the snapshot copied before it paged.
+	start := time.Now()
+	s.lock()
+	for i := range shardCount {
+		s.copyShardLocked(s.ns[testNS.ID], i, nil)
+	}
+	s.unlock()
+	b.ReportMetric(float64(time.Since(start).Microseconds()), "one-hold-us")
 }
