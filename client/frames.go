@@ -282,6 +282,10 @@ func committed(m frame.Message, open []int, results []PutResult) (broke bool, er
 // shm planes build it (Size is the caller's: a Put frame's size is its
 // data's length).
 func framePageSpec(p Page) frame.PageSpec {
-	return frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth,
+	spec := frame.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, ChainDepth: p.ChainDepth,
 		CostHint: p.CostHint}
+	if e := p.Event; e != nil {
+		spec.Tokens, spec.LoraName, spec.ExtraKeys = e.Tokens, e.LoraName, e.ExtraKeys
+	}
+	return spec
 }

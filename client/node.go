@@ -191,7 +191,7 @@ func (h *nodeNS) get(ctx context.Context, keys []namespace.Key, bufs [][]byte, l
 func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 	var buf [4]plane
 	if len(pages) > 0 && len(pages) <= h.maxBatch { // one batch: its results are the answer
-		for _, p := range h.putPlanes(buf[:0], pages) {
+		for _, p := range h.planes(buf[:0], true) {
 			if res, ok, err := p.put(ctx, h, pages); ok {
 				if err != nil {
 					return nil, err
@@ -203,7 +203,7 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 	}
 	out := make([]PutResult, 0, len(pages))
 	err := eachBatch(len(pages), h.maxBatch, func(start, end int) error {
-		for _, p := range h.putPlanes(buf[:0], pages[start:end]) {
+		for _, p := range h.planes(buf[:0], true) {
 			if res, ok, err := p.put(ctx, h, pages[start:end]); ok {
 				out = append(out, res...)
 				return err
@@ -215,15 +215,6 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// putPlanes is the planes a put of pages may take: gRPC alone when a page
-// carries event info (Page.Event), which the frame planes do not carry.
-func (h *nodeNS) putPlanes(dst []plane, pages []Page) []plane {
-	if withEvents(pages) {
-		return append(dst, grpcPlane{})
-	}
-	return h.planes(dst, true)
 }
 
 // renew extends the lease to ttl from now (0: the node's default).

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
 	pb "github.com/stratakv/strata/proto/strata/v1"
 )
 
@@ -37,8 +38,8 @@ type Page struct {
 	// Event is what the put says of the page for the nodes' KV event
 	// stream alone (docs/design.md §15): the BlockStored that announces
 	// the page carries it, and no node keeps it. nil: none (the event has
-	// no tokens). A batch with a page that carries it goes over gRPC: the
-	// frame planes (raw tcp, shared memory) have no such field.
+	// no tokens). Every plane carries it; a node older than
+	// frame.EventVersion gets such pages over gRPC.
 	Event *EventInfo
 }
 
@@ -53,16 +54,18 @@ type EventInfo struct {
 	ExtraKeys []byte
 }
 
-// withEvents reports whether a page of pages carries event info: only
-// gRPC carries that put.
-func withEvents(pages []Page) bool {
-	return slices.ContainsFunc(pages, func(p Page) bool { return p.Event != nil })
-}
-
-// costHinted reports whether a page of pages has a cost hint: a frame
-// plane of a version without them cannot carry that put.
-func costHinted(pages []Page) bool {
-	return slices.ContainsFunc(pages, func(p Page) bool { return p.CostHint != 0 })
+// frameVersion is the oldest frame protocol version that carries a put of
+// pages: one with event info needs frame.EventVersion, one with a cost
+// hint frame.CostHintVersion. A frame plane whose connection is older
+// leaves the put to the next plane (gRPC carries everything).
+func frameVersion(pages []Page) uint32 {
+	switch {
+	case slices.ContainsFunc(pages, func(p Page) bool { return p.Event != nil }):
+		return frame.EventVersion
+	case slices.ContainsFunc(pages, func(p Page) bool { return p.CostHint != 0 }):
+		return frame.CostHintVersion
+	}
+	return 0
 }
 
 // pbSpec is p's spec on the gRPC wire, the one place the gRPC plane builds

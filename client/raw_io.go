@@ -127,7 +127,7 @@ func verified(alg namespace.Checksum, incremental bool, crc uint32, p *frame.Pag
 
 // put is a put batch over the raw tcp data plane (putRawCalls). ok false:
 // no connection could be had, or it failed before the node answered, or
-// the node's version has no cost hints and a page has one; the next plane
+// the node's version does not carry what a page has (frameVersion); the next plane
 // redoes the batch (pages already published answer Exists; the node
 // aborts the reservations of a connection that closes).
 func (s *rawSession) put(ctx context.Context, n *nodeNS, pages []Page) ([]PutResult, bool, error) {
@@ -136,7 +136,7 @@ func (s *rawSession) put(ctx context.Context, n *nodeNS, pages []Page) ([]PutRes
 		return nil, false, nil
 	}
 	// The version is known once a connection was made (as for lookup).
-	if costHinted(pages) && s.version.Load() < frame.CostHintVersion {
+	if s.version.Load() < frameVersion(pages) {
 		s.finish(c, false)
 		return nil, false, nil
 	}

@@ -45,10 +45,10 @@ const (
 // put is a put batch through shared memory. Reservations outside the arena,
 // or too close to their deadline, get their bytes over gRPC and are
 // committed first. ok false: the session is unusable or broke, or its
-// node's version has no cost hints and a page has one; the next plane
+// node's version does not carry what a page has (frameVersion); the next plane
 // redoes the batch (published pages answer Exists).
 func (s *shmSession) put(ctx context.Context, n *nodeNS, pages []Page) (results []PutResult, ok bool, err error) {
-	if costHinted(pages) && s.version.Load() < frame.CostHintVersion {
+	if s.version.Load() < frameVersion(pages) {
 		return nil, false, nil
 	}
 	ok, err = s.with(func(c *transport.Conn) (bool, error) {

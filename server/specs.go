@@ -38,11 +38,14 @@ func pageSpec(p *pb.PageSpec) (store.PageSpec, error) {
 }
 
 // frameSpec is a frame's page spec as the store's; checkSpec validates it.
-// The frame protocol carries no event info (PageSpec.Info): a client sends
-// a page that has some over gRPC.
+// Event info (frame.EventVersion) becomes PageSpec.Info as gRPC's does.
 func frameSpec(p frame.PageSpec) store.PageSpec {
-	return store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
+	spec := store.PageSpec{Key: p.Key, Parent: p.Parent, HasParent: p.HasParent, Depth: p.Depth, Size: p.Size,
 		ChainDepth: p.ChainDepth, CostHint: p.CostHint}
+	if p.HasEvent() {
+		spec.Info = &store.PutInfo{Tokens: p.Tokens, LoraName: p.LoraName, ExtraKeys: p.ExtraKeys}
+	}
+	return spec
 }
 
 // maxPageSize bounds a page's declared size.

@@ -30,14 +30,18 @@ func TestSpecsFromEitherWire(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("from gRPC: %+v, %v; want %+v", got, err, want)
 	}
-	// Info (the KV event stream's tokens, LoRA and extra keys) is not on
-	// the frame plane: a client sends a page that carries it over gRPC
-	// (docs/design.md §15).
+	// Info (the KV event stream's tokens, LoRA and extra keys) rides the
+	// frame planes from frame.EventVersion.
+	if got := frameSpec(frame.PageSpec{Key: want.Key, Parent: want.Parent, HasParent: true, Depth: want.Depth,
+		Size: want.Size, ChainDepth: want.ChainDepth, CostHint: want.CostHint, Tokens: want.Info.Tokens,
+		LoraName: want.Info.LoraName, ExtraKeys: want.Info.ExtraKeys}); !reflect.DeepEqual(got, want) {
+		t.Errorf("from a frame: %+v; want %+v", got, want)
+	}
 	noInfo := want
 	noInfo.Info = nil
 	if got := frameSpec(frame.PageSpec{Key: want.Key, Parent: want.Parent, HasParent: true, Depth: want.Depth,
 		Size: want.Size, ChainDepth: want.ChainDepth, CostHint: want.CostHint}); got != noInfo {
-		t.Errorf("from a frame: %+v; want %+v", got, noInfo)
+		t.Errorf("from a frame without event info: %+v; want %+v", got, noInfo)
 	}
 	if err := checkSpec(want); err != nil {
 		t.Errorf("valid spec refused: %v", err)

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -136,15 +137,15 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 // left; SkipBulk must come before the next receive. Other frames are read
 // whole.
 func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
-	var h [frame.HeaderSize + max(frame.PutHeadSize, frame.WriteHeadSize)]byte
+	var h [frame.HeaderSize + frame.WriteHeadSize]byte
 	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
 		return 0, nil, err
 	}
 	switch {
 	case n > c.maxFrame:
-	case op == frame.OpPut && n >= frame.PutHeadLen(c.version):
-		return c.recvPutHead(h[frame.HeaderSize:], n, id)
+	case op == frame.OpPut && n > frame.PutHeadLen(c.version):
+		return c.recvPutHead(n, id)
 	case op == frame.OpWrite && n >= frame.WriteHeadSize:
 		head := h[frame.HeaderSize : frame.HeaderSize+frame.WriteHeadSize]
 		if _, err := io.ReadFull(c.r, head); err != nil {
@@ -161,21 +162,35 @@ func (c *Conn) RecvBulk() (id uint64, m frame.Message, err error) {
 	return c.recvBody(n, op, id)
 }
 
-// recvPutHead reads the head and checksum of an n-byte Put (RecvBulk)
-// into h and returns the Put, its data left in the connection.
-func (c *Conn) recvPutHead(h []byte, n int, id uint64) (uint64, frame.Message, error) {
-	headLen := frame.PutHeadLen(c.version)
-	head := h[:headLen]
-	if _, err := io.ReadFull(c.r, head); err != nil {
+// recvPutHead reads an n-byte Put's body up to its data (RecvBulk) and
+// returns the Put, its data left in the connection: the fixed head, the
+// event info (frame.ReadPutEvent), the checksum.
+func (c *Conn) recvPutHead(n int, id uint64) (uint64, frame.Message, error) {
+	body := c.rbuf[:0]
+	body = append(body, make([]byte, frame.PutHeadLen(c.version))...)
+	if _, err := io.ReadFull(c.r, body); err != nil {
 		return 0, nil, fmt.Errorf("reading a put's head: %w", err)
 	}
-	sumLen := frame.PutSumLen(head)
-	if n < headLen+sumLen {
+	body, err := frame.ReadPutEvent(body, c.version, n-len(body)-1, c.r)
+	c.rbuf = body
+	switch {
+	case errors.Is(err, frame.ErrMalformed):
+		c.bulk = n - len(body) // skipped, so the stream stays in step
+		return id, nil, fmt.Errorf("op %d: %w", frame.OpPut, err)
+	case err != nil:
+		return 0, nil, err
+	}
+	var l [1]byte
+	if _, err := io.ReadFull(c.r, l[:]); err != nil {
+		return 0, nil, fmt.Errorf("reading a put's checksum: %w", err)
+	}
+	sumLen := int(l[0])
+	if n < len(body)+1+sumLen {
 		return 0, nil, fmt.Errorf("put of %d bytes with a %d-byte checksum: %w", n, sumLen, frame.ErrMalformed)
 	}
-	body := append(c.rbuf[:0], head...)
-	body = append(body, make([]byte, sumLen)...)
-	if _, err := io.ReadFull(c.r, body[headLen:]); err != nil {
+	at := len(body)
+	body = append(append(body, l[0]), make([]byte, sumLen)...)
+	if _, err := io.ReadFull(c.r, body[at+1:]); err != nil {
 		return 0, nil, fmt.Errorf("reading a put's checksum: %w", err)
 	}
 	c.rbuf = body

@@ -50,6 +50,7 @@ import (
 
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/namespace"
+	"github.com/stratakv/strata/proto/frame"
 )
 
 // abiVersion is what strata_abi answers: native.py refuses a library of
@@ -385,6 +386,37 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 	return 0
 }
 
+// eventsOf sets the pages' event info from the caller's: lens[i] bytes
+// each, one after another from events, in the frame protocol's encoding
+// of a page spec's event info (frame.AppendEvent); 0 bytes: none. A nil
+// lens: no page has any.
+func eventsOf(pages []client.Page, events unsafe.Pointer, lens *C.uint32_t) error {
+	if lens == nil {
+		return nil
+	}
+	ls := unsafe.Slice((*uint32)(unsafe.Pointer(lens)), len(pages))
+	total := 0
+	for _, l := range ls {
+		total += int(l)
+	}
+	if total == 0 {
+		return nil
+	}
+	all := unsafe.Slice((*byte)(events), total)
+	for i, l := range ls {
+		if l == 0 {
+			continue
+		}
+		var spec frame.PageSpec
+		if err := frame.DecodeEvent(all[:l], &spec); err != nil {
+			return fmt.Errorf("page %d's event info: %w: %w", i, err, client.ErrInvalid)
+		}
+		all = all[l:]
+		pages[i].Event = &client.EventInfo{Tokens: spec.Tokens, LoraName: spec.LoraName, ExtraKeys: spec.ExtraKeys}
+	}
+	return nil
+}
+
 func b2u(b bool) uint8 {
 	if b {
 		return 1
@@ -394,8 +426,8 @@ func b2u(b bool) uint8 {
 
 //export strata_put
 func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *C.uint8_t, depth, chainDepth *C.uint32_t,
-	cost *C.double, nsegs *C.int32_t, segs *C.strata_seg, timeoutMs C.int64_t, status *C.int32_t,
-	reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
+	cost *C.double, events unsafe.Pointer, eventLens *C.uint32_t, nsegs *C.int32_t, segs *C.strata_seg, timeoutMs C.int64_t,
+	status *C.int32_t, reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
 	s, bufs, err := batch(h, n, nsegs, segs)
 	if err != nil {
@@ -414,6 +446,9 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 	for i := range pages {
 		pages[i] = client.Page{Key: ks[i], Parent: ps[i], HasParent: hp[i] != 0, Depth: ds[i], ChainDepth: cds[i],
 			CostHint: cs[i], Data: bufs.whole[i]}
+	}
+	if err := eventsOf(pages, events, eventLens); err != nil {
+		return fail(fmt.Errorf("put: %w", err), errBuf, errLen)
 	}
 	ctx, cancel := timeoutCtx(timeoutMs)
 	defer cancel()

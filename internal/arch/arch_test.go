@@ -42,7 +42,7 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/panics internal/testing/poll internal/testing/testlog internal/testing/testseed"},
-	"store":          {"eviction namespace tiers", "internal/testing/leaktest internal/testing/poll"},
+	"store":          {"eviction internal/crc32c namespace tiers", "internal/testing/leaktest internal/testing/poll"},
 	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testlog"},
 	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
 	"transfer":       {"namespace", ""},
@@ -56,15 +56,15 @@ var layers = map[string]struct{ imports, tests string }{
 
 	// The client side.
 	"client": {"internal/crc32c internal/dial internal/grpcbuf namespace placement proto/frame proto/pbconv proto/strata/v1 rdma transfer transport",
-		"internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testlog internal/testing/testnode internal/testing/testseed membership node"},
+		"events internal/testing/leaktest internal/testing/poll internal/testing/scrape internal/testing/splitbuf internal/testing/stacks internal/testing/testlog internal/testing/testnode internal/testing/testseed membership node"},
 	"client/admin":               {"internal/dial proto/strata/v1", "internal/testing/admintest internal/testing/leaktest internal/testing/testnode namespace node proto/pbconv"},
 	"internal/testing/admintest": {"internal/testing/testnode node proto/strata/v1", ""},
 
 	// Programs, benchmarks and deployment checks.
-	"cmd/stratad":            {"node", "client events internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
+	"cmd/stratad":            {"node", "client client/admin events internal/testing/corrupt internal/testing/poll internal/testing/scrape internal/testing/testnode namespace placement proto/frame proto/strata/v1 registry transfer transport"},
 	"cmd/strata":             {"client/admin namespace proto/pbconv proto/strata/v1 registry", "client internal/testing/admintest internal/testing/poll internal/testing/testnode node"},
 	"cmd/strata-load":        {"benchmarks/load", ""},
-	"cmd/libstrata":          {"client namespace", ""},
+	"cmd/libstrata":          {"client namespace proto/frame", ""},
 	"cmd/strata-sim":         {"eviction eviction/coord peer membership namespace placement store tiers", "internal/testing/leaktest"},
 	"cmd/strata-cluster-sim": {"eviction eviction/coord membership namespace peer placement store", "internal/testing/leaktest"},
 	"benchmarks":             {"", "benchmarks/load client internal/testing/testnode namespace node proto/strata/v1"},

@@ -26,6 +26,18 @@ func appendBytes8(b []byte, p []byte) []byte {
 	return append(append(b, byte(len(p))), p...)
 }
 
+func appendBytes32(b []byte, p []byte) []byte {
+	return append(appendU32(b, uint32(len(p))), p...)
+}
+
+func appendU32s(b []byte, list []uint32) []byte {
+	b = appendU32(b, uint32(len(list)))
+	for _, v := range list {
+		b = appendU32(b, v)
+	}
+	return b
+}
+
 func appendBool(b []byte, v bool) []byte {
 	if v {
 		return append(b, 1)
@@ -129,6 +141,28 @@ func (r *reader) bytes8(what string) []byte {
 		return nil
 	}
 	return append([]byte(nil), p...)
+}
+
+// bytes32 reads a u32 length and that many bytes (nil when none).
+func (r *reader) bytes32(what string) []byte {
+	p := r.take(int(r.count(1, what)), what)
+	if len(p) == 0 || r.bad != "" {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+// u32s reads a list of u32s (nil when empty).
+func (r *reader) u32s(what string) []uint32 {
+	n := r.count(4, what)
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = r.u32(what)
+	}
+	return out
 }
 
 // int64 reads an n64: a u64 of at most math.MaxInt64.

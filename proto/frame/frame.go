@@ -13,7 +13,7 @@ import (
 // carries and a Welcome answers. A node also serves clients of
 // MinProtocolVersion and up, answering their version in the Welcome, and
 // takes from them only the messages their version has.
-const ProtocolVersion = 5
+const ProtocolVersion = 6
 
 // MinProtocolVersion is the oldest client version a node serves.
 const MinProtocolVersion = 2
@@ -22,6 +22,11 @@ const MinProtocolVersion = 2
 // (SPEC.md §7): Reserve, Put and SlotPut are laid out by the connection's
 // version, without it below this one.
 const CostHintVersion = 5
+
+// EventVersion is the first version whose page specs carry a page's event
+// info (SPEC.md §7): its tokens, LoRA name and extra keys, for the node's
+// KV event stream, in Reserve, Put and SlotPut.
+const EventVersion = 6
 
 // Versioned is a message whose layout depends on the connection's version
 // (SPEC.md §7): Reserve, Put and SlotPut. One encodes and decodes at
@@ -42,6 +47,9 @@ func (v *version) SetVersion(x uint16) { *v = version(x) }
 
 // costHint reports whether the layout carries page specs' cost hints.
 func (v version) costHint() bool { return v == 0 || v >= CostHintVersion }
+
+// events reports whether the layout carries page specs' event info.
+func (v version) events() bool { return v == 0 || v >= EventVersion }
 
 // HeaderSize is the length of a frame's header: length, op, padding, id.
 const HeaderSize = 16

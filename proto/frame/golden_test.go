@@ -52,6 +52,11 @@ func goldenCases() []goldenCase {
 		}}},
 		{"reserve", 3, &Reserve{NS: ns, TTLms: 30000, Pages: []PageSpec{
 			{Key: k1, Depth: 0, Size: 4096, ChainDepth: 1, CostHint: 1.5e12},
+			{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1,
+				Tokens: []uint32{1, 128000, 0xffffffff}, LoraName: "sql-lora", ExtraKeys: []byte{0x91, 0xa3, 'i', 'm', 'g'}},
+		}}},
+		{"reserve_v5", 3, &Reserve{version: EventVersion - 1, NS: ns, TTLms: 30000, Pages: []PageSpec{
+			{Key: k1, Depth: 0, Size: 4096, ChainDepth: 1, CostHint: 1.5e12},
 			{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1},
 		}}},
 		{"reserve_v4", 3, &Reserve{version: CostHintVersion - 1, NS: ns, TTLms: 30000, Pages: []PageSpec{
@@ -76,7 +81,9 @@ func goldenCases() []goldenCase {
 		{"page_missing", 7, &Page{Index: 1}},
 		{"write", 9, &Write{NS: ns, WriteID: 10, Offset: 4096, Data: []byte("more bytes")}},
 		{"put", 11, &Put{NS: ns, TTLms: 500, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10,
-			CostHint: 0.75}, Checksum: sum, Data: []byte("page bytes")}},
+			CostHint: 0.75, Tokens: []uint32{7, 8, 9, 10}, LoraName: "sql-lora"}, Checksum: sum, Data: []byte("page bytes")}},
+		{"put_v5", 11, &Put{version: EventVersion - 1, NS: ns, TTLms: 500, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1,
+			ChainDepth: 4, Size: 10, CostHint: 0.75}, Checksum: sum, Data: []byte("page bytes")}},
 		{"put_v4", 11, &Put{version: CostHintVersion - 1, NS: ns, TTLms: 500,
 			Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, ChainDepth: 4, Size: 10}, Checksum: sum, Data: []byte("page bytes")}},
 		{"put_root", 12, &Put{NS: ns, Page: PageSpec{Key: k1, Size: 1}, Data: []byte{0}}},
@@ -89,6 +96,10 @@ func goldenCases() []goldenCase {
 		{"lookupok_lease", 13, &LookupOK{HitPrefix: 1, LeaseID: big, ExpiresMs: 1700000000999, LeasePages: 1, Present: []bool{true, false}}},
 		{"lookupok", 14, &LookupOK{Present: []bool{false}}},
 		{"slotput", 15, &SlotPut{NS: ns, Want: 2, Pages: []SlotPage{
+			{WriteID: big, Page: PageSpec{Key: k1, Size: 256 << 10, ChainDepth: 1, CostHint: 3e9, Tokens: []uint32{42}}, Checksum: sum},
+			{WriteID: 10, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1, ExtraKeys: []byte{0xc0}}, Checksum: sum},
+		}}},
+		{"slotput_v5", 15, &SlotPut{version: EventVersion - 1, NS: ns, Want: 2, Pages: []SlotPage{
 			{WriteID: big, Page: PageSpec{Key: k1, Size: 256 << 10, ChainDepth: 1, CostHint: 3e9}, Checksum: sum},
 			{WriteID: 10, Page: PageSpec{Key: k2, Parent: k1, HasParent: true, Depth: 1, Size: 4096, ChainDepth: 1}, Checksum: sum},
 		}}},
@@ -180,12 +191,16 @@ func fieldName(s string) string {
 // booleans as they are, keys, checksums and data as hex, lists as arrays,
 // structs as objects. Statuses (a []uint8) is a list of numbers. A
 // message's version is not a field (ConnVersion), nor is a field its
-// version does not carry (a cost hint before CostHintVersion).
+// version does not carry (a cost hint before CostHintVersion, event info
+// before EventVersion).
 func fieldsOf(v reflect.Value, at version) map[string]any {
 	out := make(map[string]any)
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
-		if !f.IsExported() || (f.Name == "CostHint" && !at.costHint()) {
+		switch {
+		case !f.IsExported(), f.Name == "CostHint" && !at.costHint():
+			continue
+		case (f.Name == "Tokens" || f.Name == "LoraName" || f.Name == "ExtraKeys") && !at.events():
 			continue
 		}
 		out[fieldName(f.Name)] = valueOf(f.Name, v.Field(i), at)

@@ -147,6 +147,18 @@ type PageSpec struct {
 	// prices it. Carried from CostHintVersion: a connection of an older
 	// version sends none (its encoding drops it, its decoding leaves 0).
 	CostHint float64
+	// Tokens, LoraName and ExtraKeys are the page's event info for the
+	// node's KV event stream (store.PutInfo; gRPC's PageEventInfo), none
+	// of it kept. Carried from EventVersion: a connection of an older
+	// version sends none.
+	Tokens    []uint32
+	LoraName  string
+	ExtraKeys []byte
+}
+
+// HasEvent reports whether p carries event info.
+func (p *PageSpec) HasEvent() bool {
+	return len(p.Tokens) > 0 || p.LoraName != "" || len(p.ExtraKeys) > 0
 }
 
 // appendLinks appends a page's key, parent and has parent.
@@ -186,17 +198,26 @@ func (m *Reserve) Decode(body []byte) error {
 // specSize is the length of a page spec on the wire (Reserve, SlotPut) at
 // version v.
 func specSize(v version) int {
+	n := 32 + 32 + 1 + 4 + 8 + 4
 	if v.costHint() {
-		return 32 + 32 + 1 + 4 + 8 + 4 + 8
+		n += 8
 	}
-	return 32 + 32 + 1 + 4 + 8 + 4
+	if v.events() {
+		n += eventSize
+	}
+	return n
 }
 
+// eventSize is the least a page's event info takes on the wire: its
+// tokens' count, its LoRA name's length and its extra keys' length.
+const eventSize = 4 + 2 + 4
+
 // appendSpec appends a page spec as version v lays it out: key, parent,
-// has parent, depth, size, chain depth, and from CostHintVersion the cost
-// hint.
+// has parent, depth, size, chain depth, from CostHintVersion the cost
+// hint, and from EventVersion the event info.
 func appendSpec(b []byte, p *PageSpec, v version) []byte {
-	return v.appendCost(appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth), p)
+	b = v.appendCost(appendU32(appendU64(appendU32(appendLinks(b, p), p.Depth), uint64(p.Size)), p.ChainDepth), p)
+	return v.appendEvent(b, p)
 }
 
 // spec reads a page spec as version v lays it out (appendSpec).
@@ -204,7 +225,35 @@ func (r *reader) spec(v version) PageSpec {
 	p := r.links()
 	p.Depth, p.Size, p.ChainDepth = r.u32("depth"), r.int64("size"), r.u32("chain depth")
 	r.cost(v, &p)
+	r.event(v, &p)
 	return p
+}
+
+// AppendEvent appends a page's event info as a page spec carries it
+// (EventVersion): the encoding the native library's callers hand it.
+func AppendEvent(b []byte, p *PageSpec) []byte { return version(0).appendEvent(b, p) }
+
+// DecodeEvent reads event info that AppendEvent encoded into p.
+func DecodeEvent(b []byte, p *PageSpec) error {
+	r := reader{b: b}
+	r.event(0, p)
+	return r.done()
+}
+
+// appendEvent appends p's event info where version v carries it: tokens
+// (a u32 list), LoRA name (str), extra keys (u32 length and bytes).
+func (v version) appendEvent(b []byte, p *PageSpec) []byte {
+	if v.events() {
+		return appendBytes32(appendStr(appendU32s(b, p.Tokens), p.LoraName), p.ExtraKeys)
+	}
+	return b
+}
+
+// event reads p's event info where version v carries it.
+func (r *reader) event(v version, p *PageSpec) {
+	if v.events() {
+		p.Tokens, p.LoraName, p.ExtraKeys = r.u32s("tokens"), r.str("lora name"), r.bytes32("extra keys")
+	}
 }
 
 // appendCost appends p's cost hint where version v carries it.

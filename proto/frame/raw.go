@@ -3,6 +3,7 @@ package frame
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"github.com/stratakv/strata/namespace"
 )
@@ -153,7 +154,7 @@ func (m *Put) Append(b []byte) []byte { return append(m.AppendHead(b), m.Data...
 func (m *Put) AppendHead(b []byte) []byte {
 	b = appendLinks(appendU32(append(b, m.NS[:]...), m.TTLms), &m.Page)
 	b = m.version.appendCost(appendU32(appendU32(b, m.Page.Depth), m.Page.ChainDepth), &m.Page)
-	return appendBytes8(b, m.Checksum)
+	return appendBytes8(m.version.appendEvent(b, &m.Page), m.Checksum)
 }
 
 func (m *Put) Decode(body []byte) error {
@@ -162,19 +163,21 @@ func (m *Put) Decode(body []byte) error {
 	m.Page = r.links()
 	m.Page.Depth, m.Page.ChainDepth = r.u32("depth"), r.u32("chain depth")
 	r.cost(m.version, &m.Page)
+	r.event(m.version, &m.Page)
 	m.Checksum = r.bytes8("checksum")
 	m.Data = r.rest()
 	m.Page.Size = int64(len(m.Data))
 	return r.done()
 }
 
-// PutHeadSize is the length of a Put's body up to its checksum's bytes
-// (the checksum's length byte included) at ProtocolVersion, the longest:
-// the checksum and the data follow.
-const PutHeadSize = 32 + 4 + 32 + 32 + 1 + 4 + 4 + 8 + 1
+// PutHeadSize is the fixed part of a Put's body at ProtocolVersion, the
+// longest: namespace to cost hint. From EventVersion the page's event info
+// follows (ReadPutEvent), then the checksum (bytes8) and the data.
+const PutHeadSize = 32 + 4 + 32 + 32 + 1 + 4 + 4 + 8
 
 // PutHeadLen is PutHeadSize at version v (0: ProtocolVersion): a
-// connection of v reads that much of a Put's body before its checksum.
+// connection of v reads that much of a Put's body before its event info
+// and checksum.
 func PutHeadLen(v uint16) int {
 	if version(v).costHint() {
 		return PutHeadSize
@@ -182,9 +185,41 @@ func PutHeadLen(v uint16) int {
 	return PutHeadSize - 8
 }
 
-// PutSumLen is the length of the checksum of a Put whose body's head is h
-// (PutHeadLen bytes: the checksum's length is its last).
-func PutSumLen(h []byte) int { return int(h[len(h)-1]) }
+// ReadPutEvent reads the event info of a Put of version v (none before
+// EventVersion) from r, in which at most left bytes of the frame remain,
+// and appends its bytes to body, which Put.Decode then reads.
+func ReadPutEvent(body []byte, v uint16, left int, r io.Reader) ([]byte, error) {
+	if !version(v).events() {
+		return body, nil
+	}
+	// Three parts, each a length and that many units: tokens (u32 count
+	// of 4-byte tokens), LoRA name (u16 bytes), extra keys (u32 bytes).
+	for _, part := range [...]struct{ lenSize, unit int }{{4, 4}, {2, 1}, {4, 1}} {
+		start := len(body)
+		body = append(body, make([]byte, part.lenSize)...)
+		if _, err := io.ReadFull(r, body[start:]); err != nil {
+			return body, fmt.Errorf("reading a put's event info: %w", err)
+		}
+		var n int
+		if part.lenSize == 4 {
+			n = int(binary.LittleEndian.Uint32(body[start:]))
+		} else {
+			n = int(binary.LittleEndian.Uint16(body[start:]))
+		}
+		left -= part.lenSize
+		if left < 0 || n > left/part.unit {
+			return body, fmt.Errorf("a put's event info of %d units of %d bytes, %d bytes left: %w", n, part.unit, left, ErrMalformed)
+		}
+		n *= part.unit
+		left -= n
+		start = len(body)
+		body = append(body, make([]byte, n)...)
+		if _, err := io.ReadFull(r, body[start:]); err != nil {
+			return body, fmt.Errorf("reading a put's event info: %w", err)
+		}
+	}
+	return body, nil
+}
 
 // PutOK answers a Put: the reserve status (Slot*), the commit status
 // when reserved (Commit*), and why, for a rejection or a failed commit.

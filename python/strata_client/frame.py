@@ -25,7 +25,7 @@ nothing of the protocol is typed in the client's other modules.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from . import errors as E
 
@@ -34,11 +34,13 @@ from . import errors as E
 # the newest the codec knows. This client speaks the newest but sends no
 # SlotPut (version 4: a put into arena slots, which only a client mapping
 # the node's shared memory makes); version 5 adds a page spec's cost hint
-# (COST_HINT_VERSION).
-NEWEST_VERSION = 5
+# (COST_HINT_VERSION), version 6 its event info (EVENT_VERSION: tokens,
+# LoRA name and extra keys for the node's KV event stream).
+NEWEST_VERSION = 6
 PROTOCOL_VERSION = NEWEST_VERSION
 MIN_PROTOCOL_VERSION = 2
 COST_HINT_VERSION = 5
+EVENT_VERSION = 6
 
 # Limits (SPEC.md §8).
 HEADER_SIZE = 16
@@ -72,12 +74,14 @@ SLOT_RESERVED, SLOT_EXISTS, SLOT_REJECTED = 1, 2, 3
 # Field types (SPEC.md §1). A list is ("list", element type), a record a
 # list of (name, type) pairs, or (name, type, since) for a field on the
 # wire from version since.
-U8, U16, U32, U64, I64, N64, F64, BOOL, KEY, STR, BYTES8, DATA = (
-    "u8", "u16", "u32", "u64", "i64", "n64", "f64", "bool", "[32]", "str", "bytes8", "data")
+U8, U16, U32, U64, I64, N64, F64, BOOL, KEY, STR, BYTES8, BYTES32, DATA = (
+    "u8", "u16", "u32", "u64", "i64", "n64", "f64", "bool", "[32]", "str", "bytes8", "bytes32", "data")
 EXTENT = [("off", N64), ("len", N64), ("gen", U64), ("gen_index", N64)]
 _COST = ("cost_hint", F64, COST_HINT_VERSION)
-_PAGE_SPEC = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("size", N64), ("chain_depth", U32), _COST]
-_PUT_PAGE = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("chain_depth", U32), _COST]
+_EVENT = [("tokens", ("list", U32), EVENT_VERSION), ("lora_name", STR, EVENT_VERSION), ("extra_keys", BYTES32, EVENT_VERSION)]
+_PAGE_SPEC = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("size", N64), ("chain_depth", U32), _COST,
+              *_EVENT]
+_PUT_PAGE = [("key", KEY), ("parent", KEY), ("has_parent", BOOL), ("depth", U32), ("chain_depth", U32), _COST, *_EVENT]
 _KEYS = [("ns", KEY), ("lease", U64), ("keys", ("list", KEY))]
 
 
@@ -117,7 +121,7 @@ MESSAGES: Dict[int, Tuple[str, List[Tuple[str, Any]]]] = {
 
 _INTS = {U8: struct.Struct("<B"), U16: struct.Struct("<H"), U32: struct.Struct("<I"), U64: struct.Struct("<Q"),
          I64: struct.Struct("<q"), N64: struct.Struct("<Q"), F64: struct.Struct("<d")}
-_FIXED = {U8: 1, U16: 2, U32: 4, U64: 8, I64: 8, N64: 8, F64: 8, BOOL: 1, KEY: 32, STR: 2, BYTES8: 1, DATA: 0}
+_FIXED = {U8: 1, U16: 2, U32: 4, U64: 8, I64: 8, N64: 8, F64: 8, BOOL: 1, KEY: 32, STR: 2, BYTES8: 1, BYTES32: 4, DATA: 0}
 _HDR = struct.Struct("<IBBHQ")  # length, op, 0, 0, request id
 
 
@@ -161,6 +165,9 @@ def _append(out: bytearray, t: Any, v: Any, version: int) -> None:
         b = bytes(v)[:0xFF]
         out.append(len(b))
         out += b
+    elif t == BYTES32:
+        b = bytes(v)
+        out += _INTS[U32].pack(len(b)) + b
     else:  # DATA
         out += v
 
@@ -170,7 +177,7 @@ def _zero(t: Any) -> Any:
         return {}
     if isinstance(t, tuple):
         return []
-    return {BOOL: False, KEY: bytes(32), STR: "", BYTES8: b"", DATA: b""}.get(t, 0)
+    return {BOOL: False, KEY: bytes(32), STR: "", BYTES8: b"", BYTES32: b"", DATA: b""}.get(t, 0)
 
 
 def encode_body(op: int, fields: Dict[str, Any], version: int = NEWEST_VERSION) -> bytes:
@@ -245,6 +252,9 @@ class Reader:
             return self.str()
         if t == BYTES8:
             return bytes(self.take(self.take(1)[0]))
+        if t == BYTES32:
+            (n,) = self.unpack(_INTS[U32])
+            return bytes(self.take(n))
         rest = bytes(self.b[self.i:])  # DATA
         self.i = len(self.b)
         return rest
@@ -302,9 +312,24 @@ def read_body(ns_id: bytes, lease_id: int, keys: List[bytes]) -> bytes:
     return b"".join([ns_id, _READ_HEAD.pack(lease_id, len(keys))] + list(keys))
 
 
+def event_info(tokens: Sequence[int] = (), lora_name: str = "", extra_keys: bytes = b"") -> bytes:
+    """A page spec's event info (EVENT_VERSION): tokens, LoRA name, extra keys."""
+    out = bytearray(_INTS[U32].pack(len(tokens)))
+    out += struct.pack(f"<{len(tokens)}I", *tokens)
+    _append(out, STR, lora_name, NEWEST_VERSION)
+    _append(out, BYTES32, extra_keys, NEWEST_VERSION)
+    return bytes(out)
+
+
 def put_head(ns_id: bytes, ttl_ms: int, key: bytes, parent: bytes, depth: int, chain_depth: int, checksum: bytes,
-             cost_hint: float = 0.0, version: int = NEWEST_VERSION) -> bytes:
-    """A Put's body up to its data (parent empty: none), at version."""
+             cost_hint: float = 0.0, version: int = NEWEST_VERSION, event: bytes = b"") -> bytes:
+    """A Put's body up to its data (parent empty: none), at version; event
+    is the page's event info (event_info), from EVENT_VERSION."""
     cost = _PUT_COST.pack(cost_hint) if version >= COST_HINT_VERSION else b""
+    if version >= EVENT_VERSION:
+        cost += event or _NO_EVENT
     return ns_id + _PUT_HEAD.pack(ttl_ms, key, parent or bytes(32), 1 if parent else 0, depth, chain_depth) + cost \
         + bytes((len(checksum),)) + checksum
+
+
+_NO_EVENT = bytes(4 + 2 + 4)  # no tokens, no LoRA name, no extra keys

@@ -138,12 +138,17 @@ class Namespace:
             raise err
         return [b if f else None for b, f in zip(bufs, found)]
 
-    def _put_native(self, nn: NativeNamespace, ps: List[Page], timeout: Optional[float]) -> List[PutResult]:
+    def _put_native(self, nn: NativeNamespace, ps: List[Page], timeout: Optional[float],
+                    evs: Sequence[Optional[EventInfo]]) -> List[PutResult]:
         """put in one native call: each page copied and checksummed once,
         published on its owner (or its spill candidate) by the Go client."""
+        events = None
+        if any(e is not None for e in evs):
+            events = [F.event_info(list(e.tokens), e.lora_name, bytes(e.extra_keys or b"")) if e is not None else b""
+                      for e in evs]
         got, err = nn.put([_key(p.key) for p in ps], [_key(p.parent) if p.parent else None for p in ps],
                           [int(p.depth) for p in ps], [int(p.chain_depth) for p in ps],
-                          [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes)
+                          [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes, events)
         self.client._count("native_puts")
         if err is not None:
             raise err
@@ -219,7 +224,8 @@ class Namespace:
         finally:
             s.release(conn)
 
-    def _put_raw(self, node: _Node, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float) -> List[PutResult]:
+    def _put_raw(self, node: _Node, pages: List[Page], views: List[memoryview], sums: List[bytes], t: float,
+                 evs: Optional[Sequence[Optional[EventInfo]]] = None) -> List[PutResult]:
         """Put pages over the raw plane, in batches of the node's Welcome
         limit. Returns the results of the leading pages it put: all of
         them, or fewer when the plane is not usable (no connection, or it
@@ -229,15 +235,18 @@ class Namespace:
         (protocol 5); a node of an older protocol gets a batch with a hint
         over gRPC, which carries it. On a protocol-3 connection a batch of
         at most ONE_CALL_MAX_PAGES pages is Put frames, one round trip
-        (stats raw_put_one_calls)."""
+        (stats raw_put_one_calls). Event info rides protocol 6 alike."""
+        evs = evs if evs is not None else [None] * len(pages)
         s, conn = self._raw_conn(node, t)
         if conn is None:
             return []
-        if conn.version < F.COST_HINT_VERSION and any(p.cost_hint for p in pages):
+        if (conn.version < F.COST_HINT_VERSION and any(p.cost_hint for p in pages)) or \
+                (conn.version < F.EVENT_VERSION and any(e is not None for e in evs)):
             s.release(conn)
             return []
         specs = [PutSpec(bytes(p.key), bytes(p.parent) if p.parent else None, int(p.depth), len(v), int(p.chain_depth),
-                         float(p.cost_hint or 0.0)) for p, v in zip(pages, views)]
+                         float(p.cost_hint or 0.0), *((list(e.tokens), e.lora_name, bytes(e.extra_keys or b"")) if e else ()))
+                 for p, v, e in zip(pages, views, evs)]
         out: List[PutResult] = []
         try:
             step = conn.max_batch
@@ -629,8 +638,8 @@ class Namespace:
 
         events, when given, has one EventInfo (or None) per page: the page's
         tokens, LoRA and extra keys for the nodes' KV event stream (its
-        BlockStored carries them). Such a put goes over gRPC, the one plane
-        that carries them (not the native or raw planes)."""
+        BlockStored carries them). Every plane carries them (the frame
+        planes from protocol 6; a put to an older node goes over gRPC)."""
         ps: List[Page] = []
         for p in pages:
             if not isinstance(p, Page):
@@ -640,12 +649,11 @@ class Namespace:
         evs: List[Optional[EventInfo]] = list(events) if events is not None else [None] * len(ps)
         if len(evs) != len(ps):
             raise E.InvalidArgumentError(f"put: {len(evs)} event infos for {len(ps)} pages")
-        with_events = any(e is not None for e in evs)
         self.client._check_fork()
-        if ps and not with_events:
+        if ps:
             nn = self._native_ns(timeout)
             if nn is not None:
-                return self._put_native(nn, ps, timeout)  # the Go client sets the chain depths
+                return self._put_native(nn, ps, timeout, evs)  # the Go client sets the chain depths
         ps = with_chain_depths(ps)  # before the sequence is split over nodes
         views = []
         for j, p in enumerate(ps):
@@ -683,9 +691,8 @@ class Namespace:
                 res: List[Optional[PutResult]] = [None] * len(group)
 
                 def fn(node: _Node, h: _NSHandle, t: float):
-                    done: List[PutResult] = []
-                    if not with_events:
-                        done = self._put_raw(node, [ps[p] for p in group], [views[p] for p in group], [sums[p] for p in group], t)
+                    done = self._put_raw(node, [ps[p] for p in group], [views[p] for p in group], [sums[p] for p in group], t,
+                                         [evs[p] for p in group])
                     res[:len(done)] = done
                     for start in range(len(done), len(group), h.max_batch):
                         batch = group[start:start + h.max_batch]

@@ -79,7 +79,7 @@ class _Lib:
         lib.strata_get.restype = c.c_int
         lib.strata_put.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_char_p, c.POINTER(c.c_uint8),
                                    c.POINTER(c.c_uint32), c.POINTER(c.c_uint32), c.POINTER(c.c_double),
-                                   c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_int64, c.POINTER(c.c_int32),
+                                   c.c_char_p, c.POINTER(c.c_uint32), c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_int64, c.POINTER(c.c_int32),
                                    c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
         lib.strata_put.restype = c.c_int
         lib.strata_lookup.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_int64, c.POINTER(c.c_uint8),
@@ -319,9 +319,11 @@ class NativeNamespace:
 
     def put(self, keys: Sequence[bytes], parents: Sequence[Optional[bytes]], depths: Sequence[int],
             chain_depths: Sequence[int], costs: Sequence[float], datas: Sequence[Any],
-            timeout: Optional[float], page_bytes: int) -> Tuple[List[Tuple[int, str]], Optional[E.StrataError]]:
+            timeout: Optional[float], page_bytes: int,
+            events: Optional[Sequence[bytes]] = None) -> Tuple[List[Tuple[int, str]], Optional[E.StrataError]]:
         """Publishes pages in one call: per page (status, reason), and the
-        call's error or None."""
+        call's error or None. events, when given, is each page's event info
+        in the frame encoding (frame.event_info; b"": none)."""
         self._c._check()
         n = len(keys)
         b = _Buffers(datas, writable=False)
@@ -338,8 +340,11 @@ class NativeNamespace:
         rlen = 256 * n + 64
         reasons = ctypes.create_string_buffer(rlen)
         err = ctypes.create_string_buffer(_ERR_LEN)
-        rc = self._c._lib.lib.strata_put(self._h, n, _keys(keys), par, has, d, cd, cs, b.counts, b.segs, _ms(timeout),
-                                         st, reasons, rlen, err, _ERR_LEN)
+        evs, evlens = None, None
+        if events is not None:
+            evs, evlens = b"".join(events), (ctypes.c_uint32 * n)(*[len(e) for e in events])
+        rc = self._c._lib.lib.strata_put(self._h, n, _keys(keys), par, has, d, cd, cs, evs, evlens, b.counts, b.segs,
+                                         _ms(timeout), st, reasons, rlen, err, _ERR_LEN)
         why = reasons.value.decode("utf-8", "replace").split("\n")
         out = [(int(st[i]), why[i] if i < len(why) else "") for i in range(n)]
         return out, _error("put", err) if rc else None

@@ -105,7 +105,8 @@ class ConnectionLost(E.UnavailableError):
 @dataclass(slots=True)
 class PutSpec:
     """One page of a Reserve or a Put: the fields the gRPC put's PageSpec
-    carries (the cost hint on a connection of COST_HINT_VERSION and up)."""
+    carries (the cost hint on a connection of COST_HINT_VERSION and up, the
+    event info, tokens to extra keys, of EVENT_VERSION and up)."""
 
     key: bytes
     parent: Optional[bytes]
@@ -113,6 +114,9 @@ class PutSpec:
     size: int
     chain_depth: int
     cost_hint: float = 0.0
+    tokens: Sequence[int] = ()
+    lora_name: str = ""
+    extra_keys: bytes = b""
 
 
 # ---- addresses ------------------------------------------------------------------
@@ -170,8 +174,9 @@ def hello_body(token: str, version: int = PROTOCOL_VERSION) -> bytes:
 
 def put_head(ns_id: bytes, spec: PutSpec, checksum: bytes, ttl_ms: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
     """A Put frame's body up to its data, at version."""
+    event = F.event_info(spec.tokens, spec.lora_name, spec.extra_keys) if spec.tokens or spec.lora_name or spec.extra_keys else b""
     return F.put_head(ns_id, ttl_ms, spec.key, spec.parent or b"", spec.depth, spec.chain_depth, checksum,
-                      spec.cost_hint, version)
+                      spec.cost_hint, version, event)
 
 
 def lookup_body(ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 0) -> bytes:
@@ -180,7 +185,8 @@ def lookup_body(ns_id: bytes, keys: Sequence[bytes], lease: bool, ttl_ms: int = 
 
 def reserve_body(ns_id: bytes, specs: Sequence[PutSpec], ttl_ms: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
     pages = [{"key": s.key, "parent": s.parent or bytes(32), "has_parent": bool(s.parent), "depth": s.depth,
-              "size": s.size, "chain_depth": s.chain_depth, "cost_hint": s.cost_hint} for s in specs]
+              "size": s.size, "chain_depth": s.chain_depth, "cost_hint": s.cost_hint, "tokens": list(s.tokens),
+              "lora_name": s.lora_name, "extra_keys": s.extra_keys} for s in specs]
     return F.encode_body(OP_RESERVE, {"ns": ns_id, "ttl_ms": ttl_ms, "pages": pages}, version)
 
 

@@ -213,19 +213,27 @@ class EventStreamTest(_StreamNode):
 
     def test_tokens_reach_block_stored(self):
         """A put's tokens, LoRA name and extra keys (events=) reach the
-        BlockStored that announces each page, as vLLM's class decodes it."""
+        BlockStored that announces each page, as vLLM's class decodes it,
+        whichever plane carried the put: the native library's or this
+        client's own raw tcp plane (frame protocol 6), not gRPC."""
+        for native in (True, False):
+            with self.subTest(native=native):
+                self._tokens_reach_block_stored(native)
+
+    def _tokens_reach_block_stored(self, native):
         pub, replay = stream_addrs(self.node, "acme")
         acme = Consumer(self.ctx, pub, replay, "acme", "acme-token")
         self.addCleanup(acme.close)
-        client = Client(self.node.addr, token="acme-token", node_timeout=5.0, refresh_interval=0)
+        client = Client(self.node.addr, token="acme-token", node_timeout=5.0, refresh_interval=0, native=native)
         self.addCleanup(client.close)
-        ns = client.open(small_descriptor(tenant="acme", model="tokens"))
+        ns = client.open(small_descriptor(tenant="acme", model=f"tokens-{native}"))
         toks = [7_000_000 + j for j in range(4 * 16)]
         keys = ns.page_keys(toks)
         evs = [EventInfo(tokens=toks[16 * i:16 * (i + 1)], lora_name="sql-lora" if i == 1 else "",
                          extra_keys=msgspec.msgpack.encode(["mm-hash", i]) if i == 2 else None) for i in range(4)]
         res = ns.put(chain_pages(keys, [os.urandom(ns.page_bytes) for _ in keys]), events=evs)
         self.assertTrue(all(r.status == "COMMITTED" for r in res), res)
+        self.assertEqual(client.stats.get("native_puts" if native else "raw_puts"), 1, client.stats)
         deadline = time.time() + 10
         while not all(k in acme.stored for k in keys) and time.time() < deadline:
             acme.poll()

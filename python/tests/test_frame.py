@@ -20,7 +20,7 @@ from strata_client import frame as F
 from strata_client import raw as R
 
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto", "frame")
-_BYTES = (F.KEY, F.BYTES8, F.DATA)
+_BYTES = (F.KEY, F.BYTES8, F.BYTES32, F.DATA)
 
 
 def _goldens():
@@ -154,6 +154,7 @@ class GoldenFrameTest(unittest.TestCase):
         self.assertGreaterEqual(len(goldens), 19, "the golden frames are missing")
         self.assertEqual({g["op"] for g in goldens}, set(F.MESSAGES))
         self.assertIn(F.COST_HINT_VERSION - 1, {_version(g) for g in goldens}, "no golden frame of the layout before the cost hint")
+        self.assertIn(F.EVENT_VERSION - 1, {_version(g) for g in goldens}, "no golden frame of the layout before the event info")
         for g in goldens:
             with self.subTest(g["name"]):
                 b, v = bytes.fromhex(g["hex"]), _version(g)
@@ -180,7 +181,7 @@ class GoldenFrameTest(unittest.TestCase):
 
         def spec(p, size):
             return R.PutSpec(p["key"], p["parent"] if p["has_parent"] else None, p["depth"], size, p["chain_depth"],
-                             p.get("cost_hint", 0.0))
+                             p.get("cost_hint", 0.0), p.get("tokens", ()), p.get("lora_name", ""), p.get("extra_keys", b""))
 
         def reserve(f, v):
             return R.reserve_body(f["ns"], [spec(p, p["size"]) for p in f["pages"]], f["ttl_ms"], v)
@@ -195,9 +196,11 @@ class GoldenFrameTest(unittest.TestCase):
             ("lookup_lease", lambda f, v: R.lookup_body(f["ns"], f["keys"], f["lease"], f["lease_ttl_ms"])),
             ("reserve", reserve),
             ("reserve_v4", reserve),
+            ("reserve_v5", reserve),
             ("commit", lambda f, v: R.commit_body(f["ns"], [(i["write_id"], i["size"], i["checksum"]) for i in f["items"]])),
             ("put", put),
             ("put_v4", put),
+            ("put_v5", put),
             ("put_root", put),
             ("write", lambda f, v: f["ns"] + F.WRITE_HEAD.pack(f["write_id"], f["offset"]) + f["data"]),
             ("page_found", lambda f, v: F.PAGE_HEAD.pack(f["index"], 1, len(f["checksum"])) + f["checksum"] + f["data"]),

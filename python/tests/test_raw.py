@@ -14,7 +14,7 @@ import time
 import unittest
 
 from _support import Node, OneNodeTest, go_pattern, gowriter, small_descriptor
-from strata_client import Client, Page, ScatterBuffer
+from strata_client import Client, EventInfo, Page, ScatterBuffer
 from strata_client import errors as E
 from strata_client import frame as F
 from strata_client import raw as R
@@ -653,10 +653,13 @@ class ScriptedNodeTest(unittest.TestCase):
         self.assertEqual(got, [(1, ""), (2, ""), (9, "no room")])
         op, body = seen["reserve"]
         self.assertEqual(op, R.OP_RESERVE)
-        page = struct.Struct("<32s32sBIQId")  # the connection's version (the newest) carries the cost hint
+        # The connection's version (the newest) carries the cost hint, and
+        # event info, none here: no tokens, no LoRA name, no extra keys.
+        page = struct.Struct("<32s32sBIQId" + "IHI")
         self.assertEqual(body[:40], ns + struct.pack("<II", 0, 3))
         self.assertEqual([page.unpack_from(body, 40 + i * page.size) for i in range(3)], [
-            (k0, bytes(32), 0, 0, self.PAGE, 2, 2.5e9), (k1, k0, 1, 1, self.PAGE, 2, 0.0), (k2, k1, 1, 2, self.PAGE, 0, 0.0)])
+            (k0, bytes(32), 0, 0, self.PAGE, 2, 2.5e9, 0, 0, 0), (k1, k0, 1, 1, self.PAGE, 2, 0.0, 0, 0, 0),
+            (k2, k1, 1, 2, self.PAGE, 0, 0.0, 0, 0, 0)])
         self.assertEqual(len(body), 40 + 3 * page.size)
         op, body = seen["write"]  # only the reserved page's bytes travel
         self.assertEqual((op, body[:48], body[48:]), (R.OP_WRITE, ns + struct.pack("<QQ", 100, 0), pages[0]))
@@ -798,7 +801,7 @@ class NodeBeforeCostHintsTest(_ScriptedOldNode, unittest.TestCase):
         ns, node = self.namespace()
         pages = [Page(bytes([i + 1]) * 32, os.urandom(ns.page_bytes)) for i in range(2)]
         self.assertEqual([r.status for r in self.put(ns, node, pages)], ["COMMITTED"] * 2)
-        self.assertEqual(self.hellos, [F.PROTOCOL_VERSION, self.NEWEST])
+        self.assertEqual(self.hellos, list(range(F.PROTOCOL_VERSION, self.NEWEST - 1, -1)))
         self.assertEqual(node.raw.version, self.NEWEST)
         self.assertEqual(self.ops, [R.OP_PUT, R.OP_PUT])
         for p, body in zip(pages, self.bodies):
@@ -806,6 +809,29 @@ class NodeBeforeCostHintsTest(_ScriptedOldNode, unittest.TestCase):
             self.assertEqual((f["page"]["key"], f["data"]), (p.key, p.data))
             self.assertNotIn("cost_hint", f["page"])
         self.assertEqual(self.put(ns, node, [Page(b"\x09" * 32, os.urandom(ns.page_bytes), cost_hint=1e9)]), [])
+        self.assertEqual(len(self.ops), 2)
+
+
+class NodeBeforeEventsTest(_ScriptedOldNode, unittest.TestCase):
+    """A scripted node of the version before event info: pages without
+    any go as Put frames of its layout, and a batch with a page's event
+    info is left to gRPC, which carries it, never sent without it."""
+
+    NEWEST = F.EVENT_VERSION - 1
+
+    def test_event_info_waits_for_its_version(self):
+        ns, node = self.namespace()
+        pages = [Page(bytes([i + 1]) * 32, os.urandom(ns.page_bytes), cost_hint=2e9) for i in range(2)]
+        self.assertEqual([r.status for r in self.put(ns, node, pages)], ["COMMITTED"] * 2)
+        self.assertEqual(node.raw.version, self.NEWEST)
+        for p, body in zip(pages, self.bodies):
+            f = F.decode_body(R.OP_PUT, body, self.NEWEST)
+            self.assertEqual((f["page"]["key"], f["page"]["cost_hint"], f["data"]), (p.key, 2e9, p.data))
+            self.assertNotIn("tokens", f["page"])
+        with_tokens = [Page(b"\x09" * 32, os.urandom(ns.page_bytes))]
+        got = ns._put_raw(node, with_tokens, [memoryview(p.data) for p in with_tokens],
+                          [checksum("crc32c", p.data) for p in with_tokens], 5.0, [EventInfo(tokens=[1, 2, 3])])
+        self.assertEqual(got, [])
         self.assertEqual(len(self.ops), 2)
 
 
