@@ -182,13 +182,20 @@ class LoadSpec:
 
 @dataclass
 class SaveSpec:
-    """Full blocks of one request computed this step, to publish."""
+    """Full blocks of one request computed this step, to publish, with what
+    vLLM's own BlockStored says of each (for the nodes' KV event stream):
+    the blocks' token ids, block_tokens a block, the request's LoRA name,
+    and each block's extra keys (msgpack, as vLLM's event carries them;
+    None: none)."""
 
     req_id: str
     block_ids: List[int]
     hashes: List[bytes]
     first_depth: int
     parent: Optional[bytes]  # vLLM hash of the block before the first, None at depth 0
+    tokens: List[int] = field(default_factory=list)
+    lora_name: str = ""
+    extra_keys: List[Optional[bytes]] = field(default_factory=list)
 
 
 @dataclass

@@ -80,6 +80,10 @@ class _Req:
     pd_open: Optional[Future] = None  # producer: -> {shard: attempt}
     pd_load: Optional[RoomSpec] = None  # consumer: the producer's room to load
     pd_start: int = 0  # consumer: the first block to load (the local prefix, in blocks)
+    # Event info (_event_info): blocks below mm_block had their extra
+    # keys made; mm_idx is vLLM's multi-modal index at mm_block.
+    mm_block: int = 0
+    mm_idx: int = 0
 
 
 class SchedulerSide:
@@ -478,16 +482,48 @@ class SchedulerSide:
         if end <= st.saved or not self.link.ready():
             return
         first = st.saved
+        tokens, lora, extra = self._event_info(st, first, end)
         meta.saves.append(SaveSpec(
             req_id=req.request_id,
             block_ids=st.block_ids[first:end],
             hashes=[self.block_hash(req, i) for i in range(first, end)],
             first_depth=first,
             parent=self.block_hash(req, first - 1) if first > 0 else None,
+            tokens=tokens, lora_name=lora, extra_keys=extra,
         ))
         st.saved = end
         st.sent_saves = True
         self.stats.add("saves_planned", end - first)
+
+    def _event_info(self, st: _Req, first: int, end: int) -> Tuple[List[int], str, List[Optional[bytes]]]:
+        """What vLLM's own BlockStored says of blocks [first, end) of a
+        request, for the nodes' KV event stream: the blocks' token ids, the
+        LoRA adapter's name, and each block's extra keys as vLLM makes and
+        publishes them (generate_block_hash_extra_keys, to_event_extra_keys),
+        msgpack-encoded. Helpers of the engine that fail are logged and
+        counted (event_info_errors) and the blocks go with tokens alone."""
+        req, bt = st.request, self.block_tokens
+        tokens = [int(t) for t in req.all_token_ids[first * bt:end * bt]]
+        lora = getattr(req, "lora_request", None)
+        extra: List[Optional[bytes]] = [None] * (end - first)
+        try:
+            import msgspec
+            from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys, to_event_extra_keys
+
+            if st.mm_block > first:  # a block before the last made (a preemption): from the start
+                st.mm_block, st.mm_idx = 0, 0
+            for i in range(st.mm_block, end):
+                keys, st.mm_idx = generate_block_hash_extra_keys(req, i * bt, (i + 1) * bt, st.mm_idx)
+                if i >= first and keys is not None:
+                    (ev,) = to_event_extra_keys([keys])
+                    extra[i - first] = msgspec.msgpack.encode(ev)
+            st.mm_block = end
+        except Exception:
+            log.exception("strata: vLLM's extra keys of request %s failed; its blocks are announced without them",
+                          req.request_id)
+            self.stats.add("event_info_errors")
+            extra = [None] * (end - first)
+        return tokens, (lora.name if lora else ""), extra
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
         try:

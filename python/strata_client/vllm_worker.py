@@ -47,7 +47,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import errors as E
 from .buffers import ScatterBuffer
-from .client import Page
+from .client import EventInfo, Page
 from .engines import vllm_connector_descriptor, vllm_page_format
 from .transfer import CONSUMER_FAILURE, PRODUCER_FAILURE, TIMEOUT, Room
 from .vllm import LoadSpec, PublishSpec, SaveSpec, StrataConnectorMetadata, shard_name, shard_room
@@ -364,6 +364,10 @@ class WorkerSide:
             pages = []
             parent = ns.key_from_engine_hash(sv.parent) if sv.parent is not None else None
             on_host = self._device is None or self._device.type == "cpu"
+            bt = len(sv.tokens) // len(sv.block_ids) if sv.block_ids else 0
+            events = [EventInfo(tokens=sv.tokens[j * bt:(j + 1) * bt], lora_name=sv.lora_name,
+                                extra_keys=sv.extra_keys[j] if j < len(sv.extra_keys) else None)
+                      for j in range(len(sv.block_ids))]
             for j, b in enumerate(sv.block_ids):
                 if on_host:
                     # The block's runs as they lie in the cache: the put
@@ -379,7 +383,7 @@ class WorkerSide:
                 key = ns.key_from_engine_hash(sv.hashes[j])
                 pages.append(Page(key=key, data=buf, parent=parent, depth=sv.first_depth + j))
                 parent = key
-            res = ns.put(pages, timeout=self.s.node_timeout * 4)
+            res = ns.put(pages, timeout=self.s.node_timeout * 4, events=events)
             ok = sum(1 for r in res if r.stored)
             self.stats.add("saves")
             self.stats.add("saved_pages", ok)

@@ -247,6 +247,58 @@ class EventStreamTest(_StreamNode):
             self.assertEqual(ev.extra_keys, [("mm-hash", 2)] if i == 2 else None)
 
 
+class VLLMConnectorEventsTest(_StreamNode):
+    """The vLLM connector's saves, made through vLLM's own classes (the
+    scheduler's Request and block hasher, the worker's KV cache views),
+    announce each block as vLLM's own BlockStored would: its token ids,
+    block size, LoRA name and extra keys."""
+
+    HOST_BYTES = "64MiB"
+
+    def test_saved_blocks_carry_their_tokens(self):
+        import test_vllm as V
+
+        kvc = V.kv_cache_config()
+        s, w = V.connectors(V.vllm_config(self.node.addr, strata_token="acme-token"), kvc)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        caches, _ = V.kv_caches(kvc, "LBHNC", fill=7)
+        w.register_kv_caches(caches)
+        V.wait_for(lambda: s._sched.link.ready() and w._worker.link is not None and w._worker.link.ready(), 20,
+                   "the connector to connect")
+        pub, replay = stream_addrs(self.node, "acme")
+        acme = Consumer(self.ctx, pub, replay, "acme", "acme-token")
+        self.addCleanup(acme.close)
+        tokens = list(range(5000, 5000 + 3 * V.BLOCK + 2))  # 3 full blocks
+        real = V.make_request
+        # A cache salt: vLLM hashes it into the first block and names it in
+        # that block's BlockStored.extra_keys.
+        V.make_request = lambda rid, toks: _salted(real(rid, toks))
+        try:
+            V.save_prompt(s, w, "ev-1", tokens, [3, 4, 5, 6])
+        finally:
+            V.make_request = real
+        self.assertEqual(w.counters()["saved_pages"], 3)
+        self.assertEqual(s.counters().get("event_info_errors", 0), 0, s.counters())
+        deadline = time.time() + 10
+        while len(acme.stored) < 3 and time.time() < deadline:
+            acme.poll()
+        got = sorted(acme.stored.values(), key=lambda ev: ev.token_ids[0])
+        self.assertEqual([list(ev.token_ids) for ev in got],
+                         [tokens[i * V.BLOCK:(i + 1) * V.BLOCK] for i in range(3)])
+        self.assertTrue(all(ev.block_size == V.BLOCK and ev.lora_name is None for ev in got), got)
+        self.assertEqual([ev.extra_keys for ev in got], [[("salt-7",)], None, None])  # as vLLM publishes it
+
+
+def _salted(req):
+    """req with a cache salt, as vLLM's Request takes one (the salt set
+    before the block hashes are made)."""
+    from vllm.v1.request import Request
+
+    return Request(req.request_id, list(req.prompt_token_ids), req.sampling_params, None,
+                   block_hasher=req._block_hasher, cache_salt="salt-7")
+
+
 class RouterQueryTest(_StreamNode):
     """What a router asks besides the stream, on a node of its own (the
     stream tests above count every batch of acme's stream)."""
