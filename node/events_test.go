@@ -166,9 +166,9 @@ func TestEventsAfterRestart(t *testing.T) {
 }
 
 // TestEventsCarryPutTokens: the tokens and LoRA name a Go client's put
-// carries for a page (client.Page.Event) reach the page's BlockStored; the
-// put goes over gRPC although the node serves the raw plane, which has no
-// field for them.
+// carries for a page (client.Page.Event) reach the page's BlockStored
+// (over the raw plane, frame protocol 6: client's
+// TestPutEventsOverFramePlanes checks the plane).
 func TestEventsCarryPutTokens(t *testing.T) {
 	n := testnode.Start(t, node.Config{Tiers: []string{"host"}, TenantTokens: tenantTokens,
 		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"}}}})

@@ -100,8 +100,8 @@ class EventInfo:
     (docs/design.md §15): the page's token ids, its LoRA adapter and the
     engine's extra keys (one msgpack value, vLLM's BlockStored.extra_keys
     entry). The BlockStored that announces the page carries them; no node
-    keeps them. A put with event info goes over gRPC, the one plane that
-    carries it."""
+    keeps them. Every plane carries them (the frame planes from protocol
+    6; a put to an older node goes over gRPC)."""
 
     tokens: Sequence[int] = ()
     lora_name: str = ""

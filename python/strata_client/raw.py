@@ -20,7 +20,8 @@ Lookup is one frame each way (lease id 0: no lease was taken). A node
 answers these ops with an Error on a connection that said hello with 2.
 Protocol 5 adds a page's cost hint to Reserve and Put (laid out by the
 connection's version: an older connection's frames have none, and a
-page with a hint goes over gRPC to such a node).
+page with a hint goes over gRPC to such a node); protocol 6 adds a page's
+event info (tokens, LoRA name, extra keys) alike.
 
 Page bytes are never copied on the client: a Page's data is received with
 ``recv_into`` straight into the caller's buffer (each segment of a
