@@ -6,15 +6,14 @@ import (
 )
 
 // Adaptation: what a KindCost queue learns online (see "Adaptivity" in the
-// package documentation). Two things, both from pages that come back (a
-// key put again after it left the queue, or after Admit turned it away),
-// remembered in a ghost list of recently departed keys:
+// package documentation) from pages that come back (a key put again after
+// it left the queue, or after Admit turned it away), remembered in a ghost
+// list of recently departed keys (the half-life and the admission rule
+// are chosen by miniature simulation instead: mini.go):
 //
-//   - the half-life of reuse counts, ARC's way: a page evicted before any
-//     hit that comes back says recency was undervalued (the half-life
-//     shrinks), a page evicted after hits that comes back says frequency
-//     was (it grows); each step is scaled by the ratio of the two ghost
-//     populations, as ARC scales its target;
+//   - the weight of the depth's share of a page's cost;
+//   - the share of evicted pages that come back (victimReuse), which
+//     Admit compares a first-timer's expected reuse with;
 //   - the expected reuse of a page seen for the first time, per class of
 //     page (its depth and its distance to the end of the sequence it was
 //     put with, both in powers of two) and per Page.Group (a namespace):
@@ -205,10 +204,6 @@ type adapt struct {
 	gh     *ghosts
 	groups map[uint32]*reuse
 	window int
-	// lo, hi bound the half-life (page operations); fixed: it does not
-	// move (Config.HalfLife).
-	lo, hi float64
-	fixed  bool
 	// weight is the learned weight of the depth's share of a page's cost
 	// (log2(cost/flat cost) counts weight times), in [0, 1], from 1;
 	// meanGain the running mean of that log2 over inserted pages.
@@ -250,15 +245,9 @@ func (a *adapt) inserted(gain float64) {
 	a.meanGain += (gain - a.meanGain) / float64(a.window)
 }
 
-// halfLifeRange is how far the learned half-life may move from where it
-// started, each way, as a factor: from nearly LRU to nearly LFU.
-const halfLifeRange = 32
-
-// newAdapt is the learned state of a queue of capacity pages whose
-// half-life starts at start page operations (and stays there if fixed).
-func newAdapt(capacity int, start float64, fixed bool) *adapt {
-	return &adapt{gh: newGhosts(capacity), groups: map[uint32]*reuse{}, window: max(capacity, 256),
-		lo: max(start/halfLifeRange, 1), hi: start * halfLifeRange, fixed: fixed, weight: 1}
+// newAdapt is the learned state of a queue of capacity pages.
+func newAdapt(capacity int) *adapt {
+	return &adapt{gh: newGhosts(capacity), groups: map[uint32]*reuse{}, window: max(capacity, 256), weight: 1}
 }
 
 func (a *adapt) group(g uint32) *reuse {
@@ -298,17 +287,12 @@ func (a *adapt) depart(g ghost) {
 // counts more, up to twice).
 const depthStep = 1.0 / 64
 
-// halfLifeStep is the log2 step of the half-life per come-back when the
-// two ghost populations are equal.
-const halfLifeStep = 1.0 / 16
-
-// comeback handles key put again: its ghost, if any, says what the queue
-// should have done, and the half-life h moves accordingly. It returns the
-// new half-life.
-func (a *adapt) comeback(key uint64, h float64) float64 {
+// comeback handles key put again: its ghost, if any, closes its
+// first-timer outcome and moves the depth weight.
+func (a *adapt) comeback(key uint64) {
 	g, ok := a.gh.take(key)
 	if !ok {
-		return h
+		return
 	}
 	if g.bucket != noBucket {
 		a.group(g.group).record(g.bucket, true)
@@ -325,18 +309,4 @@ func (a *adapt) comeback(key uint64, h float64) float64 {
 		a.weight -= 2 * depthStep * float64(a.gh.deep+1) / all
 	}
 	a.weight = min(max(a.weight, 0), 1)
-	if a.fixed {
-		return h
-	}
-	// Each class's come-backs count in inverse proportion to its ghosts
-	// (ARC's rule: the half-life settles where a ghost of either class is
-	// as likely to come back), a step at most twice halfLifeStep.
-	once, reused := float64(a.gh.count[ghostOnce]+1), float64(a.gh.count[ghostReused]+1)
-	switch g.class {
-	case ghostOnce: // recency undervalued
-		h *= math.Exp2(-2 * halfLifeStep * reused / (once + reused))
-	case ghostReused: // frequency undervalued
-		h *= math.Exp2(2 * halfLifeStep * once / (once + reused))
-	}
-	return min(max(h, a.lo), a.hi)
 }

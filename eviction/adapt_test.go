@@ -44,60 +44,6 @@ func churn(q *Queue, next *uint64, n int, depth uint32) {
 	}
 }
 
-func TestAdaptHalfLifeFollowsComebacks(t *testing.T) {
-	const capacity = 256
-	next := uint64(1 << 32)
-	reusedOnce := func(q *Queue, n int) { // pages hit, evicted, never back
-		for range n {
-			next++
-			h := q.Insert(Page{Key: next, Bytes: 1 << 20})
-			q.Hit(h)
-			q.Evict(h)
-		}
-	}
-	// Pages evicted unused come back, pages evicted after a hit do not:
-	// recency was undervalued, the half-life shrinks (towards LRU).
-	q := mustNew(t, Config{Kind: KindCost, Capacity: capacity})
-	start := q.HalfLife()
-	if start != float64(DefaultHalfLife(capacity)) {
-		t.Fatalf("starts at half-life %g, want DefaultHalfLife %d", start, DefaultHalfLife(capacity))
-	}
-	for range 8 {
-		reusedOnce(q, capacity/2)
-		for k := range uint64(capacity / 4) {
-			q.Evict(q.Insert(Page{Key: 1 + k, Bytes: 1 << 20, Freq: 1}))
-		}
-	}
-	if h := q.HalfLife(); !(h < start/2) {
-		t.Errorf("after unused pages came back, half-life %g, want well under %g", h, start)
-	}
-	// The other way round: frequency was undervalued, it grows (towards
-	// LFU).
-	q = mustNew(t, Config{Kind: KindCost, Capacity: capacity})
-	for range 8 {
-		churn(q, &next, capacity/2, 0)
-		for k := range uint64(capacity / 4) {
-			h := q.Insert(Page{Key: 1 + k, Bytes: 1 << 20})
-			q.Hit(h)
-			q.Evict(h)
-		}
-	}
-	if h := q.HalfLife(); !(h > 2*start) {
-		t.Errorf("after reused pages came back, half-life %g, want well over %g", h, start)
-	}
-	if h := q.HalfLife(); h > start*halfLifeRange {
-		t.Errorf("half-life %g past its bound %g", h, start*halfLifeRange)
-	}
-	// A fixed half-life does not move.
-	q = mustNew(t, Config{Kind: KindCost, Capacity: capacity, HalfLife: 100})
-	for k := range uint64(capacity) {
-		q.Evict(q.Insert(Page{Key: 1 + k%16, Bytes: 1 << 20}))
-	}
-	if q.HalfLife() != 100 {
-		t.Errorf("fixed half-life moved to %g", q.HalfLife())
-	}
-}
-
 func TestAdaptFirstTimerReuse(t *testing.T) {
 	const capacity = 128
 	q := mustNew(t, Config{Kind: KindCost, Capacity: capacity, History: -1})

@@ -24,9 +24,9 @@
 // where C is its reuse count decaying with a half-life: a lookup whose hit
 // prefix covers the page (Hit) adds one, so a parent is never counted less
 // than its child, and every H page operations of the queue (inserts, hits,
-// refusals) halve it. H is learned (see Adaptivity), starting from
-// DefaultHalfLife, one tier capacity in pages, in the store and the
-// simulator alike; Config.HalfLife fixes it. The queue keeps the value in
+// refusals) halve it. H is chosen online by miniature simulation (see
+// Adaptivity), starting from LRU, in the store and the simulator alike;
+// Config.HalfLife fixes it. The queue keeps the value in
 // log space, prio = A + log2(C·cost/bytes) with A the half-lives elapsed
 // (Σ 1/H over the queue's operations), which moves only when the page is
 // used, so comparing priorities compares current values and the heap needs
@@ -47,12 +47,18 @@
 // tier holds pages (adapt.go). A key that is put again while its ghost
 // lives "came back", and says what the queue should have done:
 //
-//   - Half-life (ARC's rule): a page evicted before any hit that comes
-//     back says recency was undervalued (H shrinks, towards LRU); one
-//     evicted after hits, that frequency was (H grows, towards LFU). Each
-//     come-back moves log2 H by up to 1/8, the class with fewer ghosts
-//     counting more, so H settles where a ghost of either class is as
-//     likely to come back; within 1/32 to 32 times where it started.
+//   - Half-life and admission, by miniature simulation (mini.go;
+//     Waldspurger et al., USENIX ATC 2017): a spatially hashed sample of
+//     the keys (a fixed rate per queue, a power of two, so that about
+//     1,024 pages of the tier's capacity are sampled; every key of a
+//     smaller tier) is replayed through one shadow queue per Candidate,
+//     the same code with the candidate's fixed setting and the sampled
+//     capacity: LRU with and without the admission rule below, and
+//     half-lives of 0.25, 2 and 8 tier capacities with it. Every epoch the
+//     live queue takes the candidate whose shadow saved the most recompute
+//     cost lately, by a margin (hysteresis); LRU is always a candidate, so
+//     the queue is below leaf-first LRU by the sampling error at most. A
+//     cold queue starts at LRU and the shadows run from its first put.
 //   - Reuse of first-timers: a page whose key the frequency history has
 //     seen once (the lookup that missed it) is worth the share of pages
 //     like it (depth and distance to the end of its put, both in powers of
@@ -144,7 +150,8 @@
 // Admit refuses a page worth less than the cutoff (SetCutoff). With a
 // capacity (SetCapacity) the other kinds also refuse a page worth less than
 // the page it would displace (an orphan victim never keeps a page out).
-// An adaptive KindCost queue does so only for a first-timer that ends its
+// An adaptive KindCost queue whose chosen Candidate has Admit does so only
+// for a first-timer that ends its
 // put (Page.ChainDepth not past its depth) and whose learned share of
 // reuse is below the share of evicted pages that came back (what an
 // eviction has been costing): a put is a sequence, and refusing a page
@@ -189,15 +196,20 @@
 //
 // # Cost
 //
-// Every method is O(1) or O(log n) in the pages tracked and allocation-free
-// once the slab has grown (the ghost list and its index are sized once);
+// Every method is O(1) or O(log n) in the pages tracked, times the
+// candidates for a sampled key, and allocation-free once the slab has
+// grown (the ghost list and its index are sized once; the sample's map of
+// keys reuses its room);
 // per page a Queue keeps StateBytes (56) of state and heap slot,
 // IdentBytes (16) more when its caller does not answer the pages' Key,
 // Group and Bytes (Config.Ident: the store does), plus 2 to 4 bytes per
 // remembered key of frequency history (HistoryBytes; the default
 // remembers 8 keys per page: 16 to 32 bytes), plus 21 to 27 bytes of ghost
 // per page of capacity when adaptive (a 16-byte ring slot and its share of
-// the index). A Queue is not safe for concurrent use: the store calls it
+// the index), plus the miniature simulations' sample (SampleBytes: one
+// shadow queue per candidate over about 1,024 sampled pages, about a
+// byte per page of a tier of a million pages; a tier of up to 1,024 pages
+// samples every key: a few hundred bytes a page). A Queue is not safe for concurrent use: the store calls it
 // under the lock that guards its index.
 //
 // # Store integration

@@ -8,10 +8,11 @@ import (
 // ghostIndex finds a live ghost's ring slot by its key: an open-addressing
 // table (linear probing, deletion by backward shift, no tombstones) of
 // ring positions plus one, 0 marking an empty slot; the keys stay in the
-// ring. For a ring of n ghosts it keeps the power of two of slots at
-// least 4n/3 (a load factor of at most 3/4), 4 bytes each: 5.3 to 10.7
-// bytes a ghost, where a map[uint64]int32 sized for n took about 37 (8
-// bytes a page of the tier at 1M pages, against 37).
+// ring. For a ring of n ghosts it keeps 4n/3 slots (a load factor of at
+// most 3/4; a home slot is the hash scaled to the table, not masked, so
+// the size need not be a power of two), 4 bytes each: 5.3 bytes a ghost,
+// where a map[uint64]int32 sized for n took about 37 (and the power of two
+// above 4n/3, 8.4 bytes a page of the tier at 1M pages).
 //
 // The hash is seeded per index (hash/maphash): page keys come from
 // clients, who could otherwise pick keys whose probe runs are long. The
@@ -23,18 +24,33 @@ type ghostIndex struct {
 }
 
 func newGhostIndex(n int) ghostIndex {
-	size := 1 << bits.Len(uint(n+n/3))
-	return ghostIndex{seed: maphash.MakeSeed(), slots: make([]int32, size)}
+	return ghostIndex{seed: maphash.MakeSeed(), slots: make([]int32, n+n/3+1)}
 }
 
 func (x *ghostIndex) home(key uint64) int {
-	return int(maphash.Comparable(x.seed, key)) & (len(x.slots) - 1)
+	hi, _ := bits.Mul64(maphash.Comparable(x.seed, key), uint64(len(x.slots)))
+	return int(hi)
+}
+
+// next is the slot after i, cyclically.
+func (x *ghostIndex) next(i int) int {
+	if i++; i == len(x.slots) {
+		return 0
+	}
+	return i
+}
+
+// dist is how many slots lie from a forward to b, cyclically.
+func (x *ghostIndex) dist(a, b int) int {
+	if d := b - a; d >= 0 {
+		return d
+	}
+	return b - a + len(x.slots)
 }
 
 // find is the index slot of key's ghost in ring, or -1.
 func (x *ghostIndex) find(key uint64, ring []ghost) int {
-	mask := len(x.slots) - 1
-	for i := x.home(key); x.slots[i] != 0; i = (i + 1) & mask {
+	for i := x.home(key); x.slots[i] != 0; i = x.next(i) {
 		if ring[x.slots[i]-1].key == key {
 			return i
 		}
@@ -52,10 +68,9 @@ func (x *ghostIndex) get(key uint64, ring []ghost) (int32, bool) {
 
 // put indexes the ghost at ring[pos], whose key is not indexed yet.
 func (x *ghostIndex) put(pos int32, ring []ghost) {
-	mask := len(x.slots) - 1
 	i := x.home(ring[pos].key)
 	for x.slots[i] != 0 {
-		i = (i + 1) & mask
+		i = x.next(i)
 	}
 	x.slots[i] = pos + 1
 	x.n++
@@ -69,9 +84,8 @@ func (x *ghostIndex) del(key uint64, ring []ghost) {
 	}
 	// Move each later entry of the run into the hole when its home does
 	// not lie cyclically within (hole, its slot].
-	mask := len(x.slots) - 1
-	for j := (hole + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
-		if (j-x.home(ring[x.slots[j]-1].key))&mask >= (j-hole)&mask {
+	for j := x.next(hole); x.slots[j] != 0; j = x.next(j) {
+		if x.dist(x.home(ring[x.slots[j]-1].key), j) >= x.dist(hole, j) {
 			x.slots[hole] = x.slots[j]
 			hole = j
 		}

@@ -110,12 +110,14 @@ type Config struct {
 	CapacityBytes int64
 	// HalfLife is, for KindCost, how many page operations (inserts, hits
 	// and refusals on this queue) halve a page's reuse count, fixed: a
-	// queue given one does not learn its half-life (the rest of its
-	// adaptation goes on unless Static). Default 0: the queue starts at
-	// DefaultHalfLife(Capacity) and learns it.
+	// queue given one does not choose its half-life (the rest of its
+	// adaptation goes on unless Static). Default 0: an adaptive queue
+	// with a CapacityBytes chooses it, and its admission rule, by
+	// miniature simulation (mini.go), from LRU; one without starts at
+	// DefaultHalfLife(Capacity) and keeps it.
 	HalfLife int
 	// Static turns KindCost's adaptation off (adapt.go: the ghost list,
-	// the learned half-life, the learned reuse of first-timers and the
+	// the chosen half-life, the learned reuse of first-timers and the
 	// comparison with the victim in Admit): the policy with constants,
 	// for comparison. Default false.
 	Static bool
@@ -146,7 +148,8 @@ type Ident struct {
 }
 
 // HalfLifeCapacities is the default half-life of KindCost's reuse counts
-// in tier capacities, where an adaptive queue starts: see DefaultHalfLife.
+// in tier capacities for a queue that does not choose one (Static, or no
+// CapacityBytes): see DefaultHalfLife.
 const HalfLifeCapacities = 1
 
 // unknownCapacity is the page capacity DefaultHalfLife assumes for a tier
@@ -155,8 +158,8 @@ const unknownCapacity = 4096
 
 // DefaultHalfLife is the default Config.HalfLife of a tier that holds pages
 // pages: HalfLifeCapacities × pages page operations, where a page used
-// once a tier's turnover ago counts half. An adaptive queue moves from
-// there by a factor of up to 32 either way. A tier whose page
+// once a tier's turnover ago counts half, for a queue that does not
+// choose its half-life by miniature simulation. A tier whose page
 // count is unknown (pages <= 0) counts as 4096 pages. The store and the
 // simulator (cmd/strata-sim, which runs the store) both use it.
 func DefaultHalfLife(pages int64) int {
@@ -210,7 +213,10 @@ func New(cfg Config) (*Queue, error) {
 		if pages <= 0 {
 			pages = unknownCapacity
 		}
-		q.ad = newAdapt(pages, q.halfLife, cfg.HalfLife > 0)
+		q.ad = newAdapt(pages)
+		if cfg.HalfLife == 0 && cfg.CapacityBytes > 0 {
+			q.mini = newMini(q, pages, cfg.CapacityBytes, cfg.Profile)
+		}
 	}
 	q.pages = make([]state, 1, cfg.Capacity+1) // slot 0 is the zero Handle
 	if q.identFn == nil {

@@ -46,8 +46,9 @@ func identOf(p *Page) ident {
 const (
 	flagLive uint8 = 1 << iota
 	flagOrphan
-	flagHit  // hit since inserted
-	flagDeep // KindCost, adaptive: the depth adds more to its cost than on average
+	flagHit     // hit since inserted
+	flagDeep    // KindCost, adaptive: the depth adds more to its cost than on average
+	flagSampled // KindCost, adaptive: the key is in the miniature simulations' sample (mini.go)
 )
 
 // StateBytes is the policy's memory per tracked page: the state record plus
@@ -91,6 +92,8 @@ type Queue struct {
 	clk        float64 // KindCost's time in half-lives: Σ 1/halfLife over page operations
 	halfLife   float64 // KindCost: page operations that halve a reuse count now
 	ad         *adapt  // KindCost's learned state (adapt.go); nil when Config.Static
+	mini       *mini   // KindCost's miniature simulations (mini.go); nil unless it chooses its setting
+	noAdmit    bool    // KindCost, adaptive: Admit does not compare first-timers with evicted pages (Candidate.Admit)
 	admitCap   bool    // KindCost: Admit also compares with the victim (Config.CapacityAdmission)
 	admitShare float64 // Admit refuses below this share of cutoff (Config.AdmitShare)
 	cutoff     float64 // admission floor on Worth; 0 none
@@ -132,13 +135,33 @@ func (q *Queue) step() {
 	q.clk += 1 / q.halfLife
 }
 
-// HalfLife is KindCost's current half-life in page operations (learned
-// unless Config.Static); 0 for the other kinds.
+// HalfLife is KindCost's current half-life in page operations (chosen by
+// miniature simulation unless fixed or Config.Static); 0 for the other
+// kinds.
 func (q *Queue) HalfLife() float64 {
 	if q.kind != KindCost {
 		return 0
 	}
 	return q.halfLife
+}
+
+// Choice is the setting an adaptive KindCost queue holds now (mini.go),
+// and false for a queue that does not choose one (fixed half-life,
+// Config.Static, another kind, an unknown capacity).
+func (q *Queue) Choice() (Candidate, bool) {
+	if q.mini == nil {
+		return Candidate{}, false
+	}
+	return q.mini.cands[q.mini.cur], true
+}
+
+// SampleBytes is the memory of the miniature simulations (mini.go: the
+// shadow queues and the sampled keys; 0 for a queue without them).
+func (q *Queue) SampleBytes() int {
+	if q.mini == nil {
+		return 0
+	}
+	return q.mini.bytes()
 }
 
 // ReuseShare is the reuse an adaptive KindCost queue expects of p if it is
@@ -201,7 +224,12 @@ func (q *Queue) Estimate(key uint64) uint32 {
 }
 
 // SetCapacity tells the policy how many bytes its tier holds, for Admit.
-func (q *Queue) SetCapacity(bytes int64) { q.capacity = bytes }
+func (q *Queue) SetCapacity(bytes int64) {
+	q.capacity = bytes
+	if q.mini != nil {
+		q.mini.setCapacity(bytes)
+	}
+}
 
 // DefaultAdmitShare is the default Config.AdmitShare: the share of the
 // cutoff (SetCutoff) below which Admit refuses a page. A fresh page's worth
@@ -233,7 +261,7 @@ func (q *Queue) Insert(p Page) Handle {
 		panic(fmt.Sprintf("eviction: Insert of a page of %d bytes", p.Bytes))
 	}
 	if q.ad != nil {
-		q.halfLife = q.ad.comeback(p.Key, q.halfLife)
+		q.ad.comeback(p.Key)
 	}
 	h := q.alloc()
 	s := &q.pages[h]
@@ -245,6 +273,11 @@ func (q *Queue) Insert(p Page) Handle {
 	if q.ad != nil {
 		c, flat := q.costs(&p)
 		q.ad.inserted(math.Log2(c / flat))
+	}
+	if q.mini != nil && q.mini.sampled(p.Key) {
+		s.flags |= flagSampled
+		p.Freq = s.freq
+		q.mini.put(p, true)
 	}
 	s.flags |= flagLive
 	if p.Orphan {
@@ -424,7 +457,7 @@ func (q *Queue) Admit(p Page) bool {
 		return true
 	}
 	if q.ad != nil {
-		q.halfLife = q.ad.comeback(p.Key, q.halfLife)
+		q.ad.comeback(p.Key)
 	}
 	// The cutoff judges a page with descendants in its put as used once
 	// (as before adaptation): its learned reuse is not its chain's, and
@@ -442,7 +475,7 @@ func (q *Queue) Admit(p Page) bool {
 	}
 	// An adaptive queue refuses only a first-timer less likely to be
 	// asked for again than an evicted page has been.
-	if q.ad != nil && (s.bucket == noBucket || q.ad.share(p.Group, s.bucket) >= q.ad.victimReuse()) {
+	if q.ad != nil && (q.noAdmit || s.bucket == noBucket || q.ad.share(p.Group, s.bucket) >= q.ad.victimReuse()) {
 		return true
 	}
 	if q.capacity > 0 && q.bytes+p.Bytes > q.capacity && q.settle() &&
@@ -466,6 +499,11 @@ func (q *Queue) refuse(s *state, p *Page) {
 	if q.kind == KindGDSFBytes && s.prio > q.clock {
 		q.clock = s.prio
 	}
+	if q.mini != nil && q.mini.sampled(p.Key) {
+		pp := *p
+		pp.Freq = s.freq
+		q.mini.put(pp, false)
+	}
 }
 
 // Hit records one lookup whose hit prefix covers h.
@@ -484,6 +522,9 @@ func (q *Queue) Hit(h Handle) {
 	s.tick = q.tick
 	s.prio = q.prioOf(s)
 	q.fix(h)
+	if s.flags&flagSampled != 0 {
+		q.mini.hit(q.ident(h).key, s.freq)
+	}
 }
 
 // SetPriority sets h's priority directly; meant for KindOffline.
@@ -620,8 +661,12 @@ func (q *Queue) release(h Handle) {
 	if s.pos >= 0 {
 		q.heapRemove(int(s.pos))
 	}
+	id := q.ident(h)
+	if s.flags&flagSampled != 0 {
+		q.mini.gone(id.key)
+	}
 	q.n--
-	q.bytes -= int64(q.ident(h).bytes)
+	q.bytes -= int64(id.bytes)
 	*s = state{pos: -1}
 	if q.identFn == nil {
 		q.ids[h] = ident{}

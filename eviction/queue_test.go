@@ -369,11 +369,11 @@ func TestHistory(t *testing.T) {
 }
 
 // TestGhostBytes: an adaptive cost queue reports its ghost list's memory, a
-// ring of a ghost per page of capacity and an index of a power of two of
-// 4-byte slots at a load of at most 3/4; a static one and LRU keep none.
+// ring of a ghost per page of capacity and an index of 4-byte slots at a
+// load of at most 3/4; a static one and LRU keep none.
 func TestGhostBytes(t *testing.T) {
 	q := mustNew(t, Config{Kind: KindCost, Capacity: 1000})
-	if got, want := q.GhostBytes(), 1000*16+2048*4; got != want {
+	if got, want := q.GhostBytes(), 1000*16+(1000+333+1)*4; got != want {
 		t.Errorf("ghost bytes = %d, want %d", got, want)
 	}
 	if got := mustNew(t, Config{Kind: KindCost, Capacity: 1000, Static: true}).GhostBytes(); got != 0 {

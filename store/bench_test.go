@@ -96,15 +96,17 @@ func fillEvery(b *testing.B, s *Store, n int, size int64, every int) []namespace
 // live heap after a collection, with the store full, less the heap before
 // it was made. That counts everything kept per page: the entries, the
 // index tables, the eviction queue's state and heap, the handle-to-entry
-// table, and the queue's frequency history and ghost list, sized (as for
-// a real tier) for a tier that holds exactly these pages.
+// table, and the queue's frequency history, ghost list and miniature
+// simulations, sized (as for a real tier) for a tier that holds exactly
+// these pages.
 //
 // It also breaks the figure down, from the structures' sizes: entry-B
 // (an entry's size, a Go size class), table-B (the shards' index tables),
 // waiters-B (kids.go), owner-B (the handle-to-entry tables), history-B
 // (the queues' frequency histories), ghosts-B (the queues' ghost lists of
-// departed keys, adapt.go) and queue-B, the rest: the queues' state and
-// heap.
+// departed keys, adapt.go), sample-B (the queues' miniature simulations,
+// eviction/mini.go: shadow queues over a sample of the keys) and queue-B,
+// the rest: the queues' state and heap.
 func BenchmarkIndexBytesPerPage(b *testing.B) { indexBytes(b, 1) }
 
 // BenchmarkIndexBytesRemoteParents is BenchmarkIndexBytesPerPage for a
@@ -150,7 +152,7 @@ func indexParts(s *Store) []struct {
 	name  string
 	bytes float64
 } {
-	var entries, tables, waiting, owner, history, ghosts int
+	var entries, tables, waiting, owner, history, ghosts, sample int
 	s.lock()
 	defer s.unlock()
 	s.nsMu.RLock()
@@ -168,12 +170,14 @@ func indexParts(s *Store) []struct {
 		owner += cap(s.policy.owner[t]) * int(unsafe.Sizeof(s.policy.owner[t][0]))
 		history += q.HistoryBytes()
 		ghosts += q.GhostBytes()
+		sample += q.SampleBytes()
 	}
 	return []struct {
 		name  string
 		bytes float64
 	}{{"entry-B/page", float64(entries)}, {"table-B/page", float64(tables)}, {"waiters-B/page", float64(waiting)},
-		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}, {"ghosts-B/page", float64(ghosts)}}
+		{"owner-B/page", float64(owner)}, {"history-B/page", float64(history)}, {"ghosts-B/page", float64(ghosts)},
+		{"sample-B/page", float64(sample)}}
 }
 
 // BenchmarkPublish publishes pages of one chain (Reserve, Write and Commit
