@@ -750,6 +750,23 @@ func (e Evictor) Summaries() []eviction.Summary {
 	return out
 }
 
+// Choices is the setting each tier's queue holds now, as
+// eviction.Candidate.String names it (chosen by miniature simulation,
+// eviction.Queue.Choice), in tier order; "" for a queue that does not
+// choose one.
+func (e Evictor) Choices() []string {
+	s := e.s
+	s.lock()
+	defer s.unlock()
+	out := make([]string, len(s.policy.pol))
+	for i, q := range s.policy.pol {
+		if c, ok := q.Choice(); ok {
+			out[i] = c.String()
+		}
+	}
+	return out
+}
+
 // SetCutoffs sets each tier's admission floor in worth units (missing
 // tiers: 0, no floor). epoch and coordinated say where they came from: the
 // cluster's coordinator (true) or the node itself.

@@ -38,9 +38,10 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 	if len(cfg.HalfLives) > 0 {
 		writeSweep(w, cfg, t, rows)
-		return nil
+	} else {
+		writeTable(w, cfg, t, rows)
 	}
-	writeTable(w, cfg, t, rows)
+	writeChoices(w, cfg, results)
 	return nil
 }
 

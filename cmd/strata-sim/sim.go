@@ -131,6 +131,10 @@ type result struct {
 	blocks      int64 // pages, all nodes
 	reqs        int
 	pagesStored int64
+	// choices is, per node, the setting its queue held (last tier;
+	// eviction.Candidate.String) at each of plotColumns points of the
+	// replay, for the variants whose queues choose one (choices.go).
+	choices [][]string
 }
 
 func (r result) savedFrac() float64 { return r.flopsSaved / r.flopsTotal }

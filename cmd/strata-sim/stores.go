@@ -151,6 +151,9 @@ func (c *storeCluster) run() (result, error) {
 			return result{}, fmt.Errorf("request %d: %w", i, err)
 		}
 		c.measure()
+		if n := len(c.t.reqs); (i+1)*plotColumns/n > i*plotColumns/n {
+			c.recordChoices() // plotColumns times, evenly
+		}
 	}
 	return c.out, nil
 }
