@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -170,5 +171,44 @@ func TestHandoff(t *testing.T) {
 	found, err := ns.Get(ctx, []namespace.Key{parent, child}, bufs, nil)
 	if err != nil || !found[0] || !found[1] || string(bufs[1]) != string(testnode.PageOf(child, size)) {
 		t.Fatalf("get after the handoff: %v, %v", found, err)
+	}
+}
+
+// TestHandoffWalkAcrossRounds: with a round that examines 5 pages and
+// moves at most 2, the walk goes on where it stopped, inside an index
+// shard and across shards and rounds, until every page a holds for b is
+// back on b and a keeps every page it owns.
+func TestHandoffWalkAcrossRounds(t *testing.T) {
+	ctx, a, b, view := handoffPair(t, func(_ int, c *node.Config) {
+		c.Handoff.Keys, c.Handoff.Pages = 5, 2
+	})
+	var mine, theirs []namespace.Key
+	for i := range 24 { // ownedBy's keys differ in their first byte, so they spread over index shards
+		if i%3 == 0 {
+			mine = append(mine, ownedBy(view, a.ID(), byte(10+i)))
+		} else {
+			theirs = append(theirs, ownedBy(view, b.ID(), byte(10+i)))
+		}
+	}
+	id, _ := testnode.PutOn(t, ctx, a.Addr(), desc, append(slices.Clone(mine), theirs...), testnode.PageOf)
+	holds := func(n *testnode.Node, k namespace.Key) bool {
+		t.Helper()
+		return tierOf(t, ctx, n, id, k) != pb.Tier_TIER_UNSPECIFIED
+	}
+	poll.Until(t, 20*time.Second, 50*time.Millisecond, "every page of b's handed back", func() bool {
+		for _, k := range theirs {
+			if !holds(b, k) || holds(a, k) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range mine {
+		if !holds(a, k) {
+			t.Fatalf("a gave away page %x, which it owns", k[:4])
+		}
+	}
+	if st := a.HandoffStats(); st.Moved != int64(len(theirs)) {
+		t.Fatalf("a's handoff: %+v, want %d pages moved", st, len(theirs))
 	}
 }

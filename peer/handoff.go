@@ -106,7 +106,9 @@ type Handoff struct {
 	since   map[string]time.Time // when each member was first seen alive (since it last was not)
 	viewKey string               // the members of the view the cursor walks
 	nsAt    int                  // the cursor: namespace index in the namespaces' order
-	after   *namespace.Key       // and the last key examined in it
+	shardAt int                  // and the index shard of it to read next (store.ShardKeys)
+	queue   []namespace.Key      // keys of the last shard read not yet examined
+	queueNS namespace.ID         // their namespace
 	refused map[handoffKey]time.Time
 	pending map[handoffKey]struct{} // held here durably, on the owner volatile only (bounded by refusedMax)
 }
@@ -179,27 +181,47 @@ func (h *Handoff) round(now time.Time) {
 		return // not in the view (yet): every page's owner is another node
 	}
 	if key != h.viewKey { // owners changed: walk everything again
-		h.viewKey, h.nsAt, h.after = key, 0, nil
+		h.viewKey, h.nsAt, h.shardAt, h.queue = key, 0, 0, nil
 		clear(h.pending) // owners may be others now; a page still pending is sent again and found there
+	}
+	if view.Len() == 1 {
+		h.pendingN.Store(int64(len(h.pending)))
+		return // alone in the view: every page is this node's own
 	}
 	nss := h.st.Admin().Namespaces()
 	todo := map[int]map[namespace.ID][]store.KeyInfo{}  // by owner index, then namespace: pages to send
 	check := map[int]map[namespace.ID][]store.KeyInfo{} // pending pages: ask the owner, send nothing
 	budget, moving := h.cfg.Keys, 0
 	for budget > 0 && moving < h.cfg.Pages {
-		if h.nsAt >= len(nss) {
-			h.nsAt, h.after = 0, nil
-			break // the walk is done; the next round starts it again
-		}
-		id := nss[h.nsAt].ID
-		infos, next, err := h.st.Admin().ListKeys(id, h.after, min(budget, 1024))
-		if err != nil || len(infos) == 0 {
-			h.nsAt, h.after = h.nsAt+1, nil
+		if len(h.queue) == 0 {
+			if h.nsAt >= len(nss) {
+				h.nsAt, h.shardAt = 0, 0
+				break // the walk is done; the next round starts it again
+			}
+			// The walk reads a namespace an index shard at a time: O(pages)
+			// a walk, where sorted pages (ListKeys) cost O(pages) each.
+			id := nss[h.nsAt].ID
+			keys, err := h.st.Admin().ShardKeys(id, h.shardAt)
+			if h.shardAt++; h.shardAt >= store.IndexShards {
+				h.nsAt, h.shardAt = h.nsAt+1, 0
+			}
+			if err == nil {
+				h.queue, h.queueNS = keys, id
+			}
 			continue
 		}
-		budget -= len(infos)
-		last := len(infos) - 1 // the last page examined: the walk goes on after it
+		id, take := h.queueNS, h.queue[:min(len(h.queue), budget, 1024)]
+		infos, ok, err := h.st.Admin().Stat(id, take)
+		if err != nil {
+			h.queue = nil
+			continue
+		}
+		budget -= len(take)
+		examined := len(take)
 		for j, ki := range infos {
+			if !ok[j] {
+				continue // gone since its shard was read
+			}
 			o := view.Owner(ki.Key)
 			if o == self || ki.Leases > 0 || now.Sub(h.since[view.Node(o).ID]) < h.cfg.Settle {
 				continue
@@ -224,16 +246,11 @@ func (h *Handoff) round(now time.Time) {
 				continue
 			}
 			if moving++; moving >= h.cfg.Pages {
-				last = j
+				examined = j + 1
 				break
 			}
 		}
-		if next == nil && last == len(infos)-1 {
-			h.nsAt, h.after = h.nsAt+1, nil
-		} else {
-			k := infos[last].Key
-			h.after = &k
-		}
+		h.queue = h.queue[examined:]
 	}
 	for o, byNS := range todo {
 		for id, infos := range byNS {

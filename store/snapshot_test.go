@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stratakv/strata/namespace"
-	"github.com/stratakv/strata/tiers"
 )
 
 // TestSnapshotCutWhileChanging: a snapshot taken while pages are put and
@@ -147,25 +146,10 @@ func TestKeyTiers(t *testing.T) {
 //	go test -run '^$' -bench Snapshot -benchtime 20x ./store
 func BenchmarkSnapshot(b *testing.B) {
 	const pages = 100_000
-	s, err := New(Config{Tiers: []tiers.Tier{newMemTier(pages * pageSize)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.AddNamespace(testNS); err != nil {
-		b.Fatal(err)
-	}
-	data := pageData(0)
-	sum := testNS.Checksum.Sum(data)
-	for i := range pages {
-		var k namespace.Key
+	s := benchStore(b, pages, func(i int) (k namespace.Key) {
 		k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), 0xff
-		res, err := s.Publisher().Put(testNS.ID, PageSpec{Key: k, Size: pageSize}, sum, 0,
-			func(write func([]byte) error) error { return write(data) })
-		if err != nil || !res.Committed() {
-			b.Fatalf("put %d: %+v %v", i, res, err)
-		}
-	}
+		return k
+	})
 	var longest time.Duration
 	b.ResetTimer()
 	for b.Loop() {
