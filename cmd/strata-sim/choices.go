@@ -17,21 +17,26 @@ import (
 // plotColumns is how many times a replay samples the nodes' choices.
 const plotColumns = 64
 
-// recordChoices samples each node's current choice (its last tier's).
+// recordChoices samples each node's current choice (its last tier's),
+// unless its queues choose none (a fixed half-life, another kind).
 func (c *storeCluster) recordChoices() {
-	if c.out.choices == nil {
-		c.out.choices = make([][]string, len(c.nodes))
-	}
+	now := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		ch := n.st.Evictor().Choices()
 		if len(ch) == 0 || ch[len(ch)-1] == "" {
 			return
 		}
-		c.out.choices[i] = append(c.out.choices[i], ch[len(ch)-1])
+		now[i] = ch[len(ch)-1]
+	}
+	if c.out.choices == nil {
+		c.out.choices = make([][]string, len(c.nodes))
+	}
+	for i, ch := range now {
+		c.out.choices[i] = append(c.out.choices[i], ch)
 	}
 }
 
-// choiceLetter is the letter a candidate's strip shows: a, b, c … in
+// choiceLetters is the letter a candidate's strip shows: a, b, c … in
 // eviction.Candidates' order.
 func choiceLetters() (map[string]byte, string) {
 	letters := map[string]byte{}

@@ -9,10 +9,10 @@ import (
 
 // TestChoicesPlot: the table is followed by one strip per node and size
 // for ours-node, a letter of the legend per column, and none for lru,
-// whose bare queues choose nothing.
+// whose bare queues choose nothing, or a fixed half-life.
 func TestChoicesPlot(t *testing.T) {
 	cfg, err := parseFlags([]string{"--trace", "gen:recency:1", "--slice", "400", "--nodes", "2",
-		"--sizes", "5,25", "--policies", "lru,ours-node"})
+		"--sizes", "5,25", "--policies", "lru,ours-node", "--half-lives", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
