@@ -114,9 +114,7 @@ func parseFlags(args []string) (config, error) {
 			if err := (store.EvictionTuning{HalfLife: h}).Validate(); err != nil {
 				return config{}, fmt.Errorf("--half-lives: %w", err)
 			}
-			v, _ := variantByName("ours-node")
-			v.name, v.halfLife = sweepName(h), h
-			cfg.Policies = append(cfg.Policies, v)
+			cfg.Policies = append(cfg.Policies, sweepVariant(h))
 		}
 	}
 	if cfg.Epoch < 1 || cfg.Every < 1 || cfg.Placements < 1 {

@@ -23,6 +23,13 @@ import (
 // sweepName is the policy name of the candidate with half-life h.
 func sweepName(h float64) string { return fmt.Sprintf("hl=%g", h) }
 
+// sweepVariant is ours-node with half-life h fixed, named sweepName(h).
+func sweepVariant(h float64) variant {
+	v, _ := variantByName("ours-node")
+	v.name, v.halfLife = sweepName(h), h
+	return v
+}
+
 // writeSweep prints the sweep table: one row per size, one column per
 // policy in cfg.Policies' order, then the best candidate, its margin over
 // lru and the learned ours-node's distance from it in points.
