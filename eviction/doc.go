@@ -76,17 +76,17 @@
 //   - Admission: see below.
 //
 // Config.Static turns all of it off (the policy as it was, for
-// comparison). In cmd/strata-sim (4 equal nodes, 3 placements; sizes are
-// shares of a trace's distinct KV bytes) the adaptive policy (ours-node)
-// saves more prefill FLOPs than per-node LRU on the synthetic trace at
-// every size (+22.2, +21.8, +3.9, +5.1% at 5, 10, 25, 50%), on the
-// generated conversation workload at 5% and 10% (+1.0, +2.8%; the policy
-// before adaptation: -1.3, -5.1%, and -2.0% at 25%) and on the agent
-// workload at 5% (+4.9%); at the other sizes LRU saves within a tenth of
-// a point of the infinite cache and the policy ties with it, at most 0.03
-// of a point below. On the synthetic trace the policy before adaptation
-// saved more (+23.2, +25.6, +6.8, +6.3%): the price of not being tuned to
-// it.
+// comparison). In cmd/strata-sim (4 equal nodes, one placement; sizes are
+// shares of a trace's distinct KV bytes; strata-sim --trace T --policies
+// lru,ours-node,belady --half-lives 0.25,2,8, commit 50539ef), ours-node
+// saves, in points of prefill FLOPs over LRU at 5, 10, 25 and 50%: on the
+// synthetic trace +4.57, +5.42, +2.75, +1.88 (the best fixed half-life
+// +4.36, +6.21, +2.96, +3.33); on gen:recency +4.28, +5.24, +3.21, +0.01;
+// on gen:scan +0.34, +6.32, +18.90, 0.00. It is within a point of the
+// best fixed candidate but on the synthetic trace at 50% (1.45 points
+// short) and on gen:scan at 25% (3.47): there the tier fills late, the
+// shadows tell the candidates apart only then, and the counts the short
+// starting half-life decayed are lost when the choice moves to a long one.
 //
 // # What a page saves: its subtree
 //
