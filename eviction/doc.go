@@ -204,13 +204,15 @@
 // IdentBytes (16) more when its caller does not answer the pages' Key,
 // Group and Bytes (Config.Ident: the store does), plus 2 to 4 bytes per
 // remembered key of frequency history (HistoryBytes; the default
-// remembers 8 keys per page: 16 to 32 bytes), plus 21 to 27 bytes of ghost
-// per page of capacity when adaptive (a 16-byte ring slot and its share of
-// the index), plus the miniature simulations' sample (SampleBytes: one
-// shadow queue per candidate over about 1,024 sampled pages, about a
-// byte per page of a tier of a million pages; a tier of up to 1,024 pages
-// samples every key: a few hundred bytes a page). A Queue is not safe for concurrent use: the store calls it
-// under the lock that guards its index.
+// remembers 8 keys per page: 16 to 32 bytes), plus about 21 bytes of ghost
+// per page of capacity when adaptive (a 16-byte ring slot and 5.3 bytes of
+// index), plus the miniature simulations' sample (SampleBytes: one
+// shadow queue per candidate over about 1,024 sampled pages, 0.62 bytes a
+// page of a tier of a million pages, sample-B in the store's
+// BenchmarkIndexBytesPerPage; a tier of up to 1,024 pages samples every
+// key, and keeps five shadow queues of its own size). A Queue is not safe
+// for concurrent use: the store calls it under the lock that guards its
+// index.
 //
 // # Store integration
 //
