@@ -25,8 +25,8 @@
 // prefix covers the page (Hit) adds one, so a parent is never counted less
 // than its child, and every H page operations of the queue (inserts, hits,
 // refusals) halve it. H is chosen online by miniature simulation (see
-// Adaptivity), starting from LRU, in the store and the simulator alike;
-// Config.HalfLife fixes it. The queue keeps the value in
+// Adaptivity), starting from 0.25 tier capacities, in the store and the
+// simulator alike; Config.HalfLife fixes it. The queue keeps the value in
 // log space, prio = A + log2(C·cost/bytes) with A the half-lives elapsed
 // (Σ 1/H over the queue's operations), which moves only when the page is
 // used, so comparing priorities compares current values and the heap needs
@@ -58,7 +58,9 @@
 //     live queue takes the candidate whose shadow saved the most recompute
 //     cost lately, by a margin (hysteresis); LRU is always a candidate, so
 //     the queue is below leaf-first LRU by the sampling error at most. A
-//     cold queue starts at LRU and the shadows run from its first put.
+//     cold queue starts at 0.25 capacities with the admission rule
+//     (measured: eviction/mini.go, startCandidate) and the shadows run
+//     from its first put.
 //   - Reuse of first-timers: a page whose key the frequency history has
 //     seen once (the lookup that missed it) is worth the share of pages
 //     like it (depth and distance to the end of its put, both in powers of

@@ -113,8 +113,8 @@ type Config struct {
 	// queue given one does not choose its half-life (the rest of its
 	// adaptation goes on unless Static). Default 0: an adaptive queue
 	// with a CapacityBytes chooses it, and its admission rule, by
-	// miniature simulation (mini.go), from LRU; one without starts at
-	// DefaultHalfLife(Capacity) and keeps it.
+	// miniature simulation (mini.go), from 0.25 capacities; one without
+	// starts at DefaultHalfLife(Capacity) and keeps it.
 	HalfLife int
 	// Static turns KindCost's adaptation off (adapt.go: the ghost list,
 	// the chosen half-life, the learned reuse of first-timers and the
