@@ -106,7 +106,7 @@ const advertiseEvery = 5 * time.Second
 // (membership.Profile).
 func ParseGossipProfile(s string) (membership.Profile, error) {
 	switch p := membership.Profile(s); p {
-	case membership.ProfileLocal, membership.ProfileLAN, membership.ProfileWAN:
+	case "", membership.ProfileLocal, membership.ProfileLAN, membership.ProfileWAN: // "": the default, local
 		return p, nil
 	}
 	return "", fmt.Errorf("gossip profile %q: want local, lan or wan", s)

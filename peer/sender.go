@@ -169,7 +169,7 @@ func (h *Sender) flush() {
 	if len(hints) == 0 {
 		return
 	}
-	hints = coalesce(hints)
+	hints = Coalesce(hints)
 	view, addrs := placementOf(h.members.Alive())
 	if view == nil {
 		h.dropped.Add(int64(len(hints)))
@@ -215,15 +215,16 @@ func (h *Sender) flush() {
 	h.peers.forget(addrs)
 }
 
-// coalesce merges the value hints (Worth > 0, neither Added nor Gone) of
+// Coalesce merges the value hints (Worth > 0, neither Added nor Gone) of
 // one parent into one carrying the largest worth, where the last of them
 // was; every other hint keeps its place. A receiver takes a value hint as
 // the most its parent's child is worth (the larger of it and what it had),
 // so the merged hint means what the many did. A hot prefix looked up again
 // and again queues a value hint per remote parent per lookup: before this,
 // each went out on its own (issue 43's three-node 1,000-key lookup
-// allocated 4.9 MB, mostly hints).
-func coalesce(hints []store.ChildHint) []store.ChildHint {
+// allocated 4.9 MB, mostly hints). The cluster simulator (cmd/strata-sim)
+// coalesces its nodes' hints alike.
+func Coalesce(hints []store.ChildHint) []store.ChildHint {
 	type parent struct {
 		ns  [32]byte
 		key [32]byte

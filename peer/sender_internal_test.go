@@ -62,7 +62,7 @@ func TestCoalesce(t *testing.T) {
 		{NS: ns1, Parent: q, Gone: true},
 		{NS: ns1, Parent: q, Added: true},
 	}
-	got := coalesce(append([]store.ChildHint(nil), in...))
+	got := Coalesce(append([]store.ChildHint(nil), in...))
 	if !slices.Equal(got, want) {
 		t.Fatalf("coalesced\n%+v\nwant\n%+v", got, want)
 	}

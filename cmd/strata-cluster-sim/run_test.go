@@ -9,9 +9,11 @@ import (
 
 // TestRunFive runs the whole measurement on five members over a short
 // window and checks the figures that do not depend on timing exactly, and
-// that the timed ones were reached.
+// that the timed ones were reached (within 30 s a phase: a CI machine
+// running other packages' tests beside it once took more than 10 s for a
+// join to reach the fourth member).
 func TestRunFive(t *testing.T) {
-	cfg, err := parseFlags([]string{"--n", "5", "--window", "500ms", "--phase-timeout", "10s", "--keys", "20000", "--rounds", "3"})
+	cfg, err := parseFlags([]string{"--n", "5", "--window", "500ms", "--phase-timeout", "30s", "--keys", "20000", "--rounds", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,8 @@
 // candidate, and delete the pages stored past one that no candidate took
 // (the put is parallel per node, so they were stored all the same, and no
 // parent-gone notice names them); end the leases.
-// Hints travel as the node's hint sender routes them (peer.Route),
+// Hints travel as the node's hint sender routes them (peer.RouteKnown:
+// gone notices to the nodes that sent hints about the parent),
 // delivered after the lookups and after the puts, until none are left;
 // pages whose parent's drop is announced are dropped at once (no
 // OrphanGrace: the replay has no time). ours-global also runs the

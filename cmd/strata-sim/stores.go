@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/stratakv/strata/namespace"
@@ -43,7 +44,8 @@ const maxHintRounds = 64
 //     candidate admitted are deleted (they could never be hit);
 //   - the leases end, and with hints every store's hints reach the nodes
 //     they are for, routed as the node's hint sender routes them
-//     (peer.Route), after the lookups and again after the puts;
+//     (peer.Coalesce, peer.RouteKnown with each node's peer.Holders),
+//     after the lookups and again after the puts;
 //   - global: every epoch requests the coordinator's round logic
 //     (coord.Compute) turns the stores' summaries into cutoffs, which the
 //     stores take as their admission floor (global.go).
@@ -71,6 +73,10 @@ type simNode struct {
 	mu      sync.Mutex // guards pending: the store's hinter may hand hints over too
 	pending []store.ChildHint
 	spare   []store.ChildHint // the slice delivered last time, deliver's own
+
+	// known is who sent this node child or value hints, by parent: its
+	// parent-gone notices go there, as a node's sender sends them.
+	known peer.Holders
 }
 
 func newStoreCluster(t *trace, cfg simConfig) (*storeCluster, error) {
@@ -452,9 +458,11 @@ func (c *storeCluster) deliver() {
 				continue
 			}
 			moved = true
-			groups, _ := peer.RouteCandidates(len(c.nodes), n.idx, c.candidatesOf, hs)
+			hs = peer.Coalesce(hs)
+			groups, _ := peer.RouteKnown(len(c.nodes), n.idx, c.candidatesOf, n.holders, hs)
 			for to, g := range groups {
 				if len(g) > 0 {
+					c.nodes[to].known.Record(strconv.Itoa(n.idx), g)
 					c.nodes[to].st.Evictor().ApplyHints(g)
 				}
 			}
@@ -463,6 +471,17 @@ func (c *storeCluster) deliver() {
 			return
 		}
 	}
+}
+
+// holders is the nodes n knows to hold children of parent (peer.Holders
+// by node index), which its parent-gone notice goes to.
+func (n *simNode) holders(ns namespace.ID, parent namespace.Key, dst []int) []int {
+	for _, id := range n.known.Take(ns, parent) {
+		if i, err := strconv.Atoi(id); err == nil {
+			dst = append(dst, i)
+		}
+	}
+	return dst
 }
 
 // candidatesOf is the placement candidates of key (its owner, then the

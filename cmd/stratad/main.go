@@ -80,11 +80,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
-	fs.Func("gossip-profile", "memberlist's defaults: local (up to about 50 nodes), lan (50 to a few thousand in one datacenter), wan (across sites) (default local)", func(v string) error {
-		p, err := node.ParseGossipProfile(v)
-		cfg.GossipProfile = p
-		return err
-	})
+	fs.Var(profileFlag{&cfg}, "gossip-profile", "memberlist's defaults: local (up to about 50 nodes), lan (50 to a few thousand in one datacenter), wan (across sites) (default local)")
 	fs.DurationVar(&cfg.GossipProbeInterval, "gossip-probe-interval", 0, "time between failure-detection probes (default: the profile's: local 500ms, lan 500ms, wan 5s)")
 	fs.DurationVar(&cfg.GossipInterval, "gossip-interval", 0, "time between gossip rounds (default: the profile's: local 100ms, lan 200ms, wan 500ms)")
 	fs.IntVar(&cfg.GossipNodes, "gossip-nodes", 0, "members each gossip round sends to (default: the profile's: 3, wan 4)")
@@ -144,4 +140,24 @@ func parseFlags(args []string) (node.Config, error) {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
 	return cfg, nil
+}
+
+// profileFlag is --gossip-profile: a gossip profile name
+// (node.ParseGossipProfile), which --print-config prints back.
+type profileFlag struct{ cfg *node.Config }
+
+func (f profileFlag) String() string {
+	if f.cfg == nil {
+		return ""
+	}
+	return string(f.cfg.GossipProfile)
+}
+
+func (f profileFlag) Set(v string) error {
+	p, err := node.ParseGossipProfile(v)
+	if err != nil {
+		return err
+	}
+	f.cfg.GossipProfile = p
+	return nil
 }
