@@ -47,7 +47,9 @@ import (
 // When a page that has remote children leaves the store (evicted from the
 // last tier, deleted, expired, corrupt, dropped as an orphan), the store
 // sends a parent-gone notice (ChildHint.Gone) by the same path; the node
-// broadcasts it, and every node that holds children of the page drops them
+// sends it to the nodes that sent it hints about the page (peer.Holders;
+// the page's placement candidates when none are known), and every node
+// that holds children of the page and gets it drops them
 // at once (ParentsGone, orphans.go) instead of keeping them until a lookup
 // finds them past the miss or their tier needs room.
 //
@@ -87,7 +89,7 @@ const turnoverWindow = time.Minute
 // with Worth > 0, that such a page is worth Worth (a value hint: Added is
 // then meaningless); or, with Gone, that the page Parent itself left the
 // node that sends the hint while it had children elsewhere (a parent-gone
-// notice, for every node: ParentsGone; Added and Worth are then
+// notice, for the nodes holding its children: ParentsGone; Added and Worth are then
 // meaningless).
 type ChildHint struct {
 	NS     namespace.ID
