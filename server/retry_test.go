@@ -134,7 +134,10 @@ func TestRepeatedCommitEveryPlane(t *testing.T) {
 			}},
 		{name: "expired", want: pb.CommitStatus_COMMIT_STATUS_EXPIRED,
 			make: func(t *testing.T, p planeConn, k namespace.Key) write {
-				wid := written(t, p, k, 1, data)
+				// Reserved, not written: a write after a 1 ms deadline is
+				// refused as expired, which a loaded machine made happen
+				// (the commit's outcome does not depend on the bytes).
+				wid := p.reserve(t, ns, k, size, 1)
 				time.Sleep(20 * time.Millisecond) // the deadline is the subject: only the clock passes it
 				return write{wid, size, sum}
 			}},
