@@ -225,11 +225,7 @@ func (h *Sender) flush() {
 // allocated 4.9 MB, mostly hints). The cluster simulator (cmd/strata-sim)
 // coalesces its nodes' hints alike.
 func Coalesce(hints []store.ChildHint) []store.ChildHint {
-	type parent struct {
-		ns  [32]byte
-		key [32]byte
-	}
-	var last map[parent]int // where each parent's value hint is kept
+	var last map[parentID]int // where each parent's value hint is kept
 	keep := make([]bool, len(hints))
 	for i := len(hints) - 1; i >= 0; i-- {
 		c := &hints[i]
@@ -238,9 +234,9 @@ func Coalesce(hints []store.ChildHint) []store.ChildHint {
 			continue
 		}
 		if last == nil {
-			last = make(map[parent]int)
+			last = make(map[parentID]int)
 		}
-		p := parent{c.NS, c.Parent}
+		p := parentID{c.NS, c.Parent}
 		if j, ok := last[p]; ok {
 			hints[j].Worth = max(hints[j].Worth, c.Worth)
 			keep[i] = false

@@ -388,7 +388,7 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 
 // eventsOf sets the pages' event info from the caller's: lens[i] bytes
 // each, one after another from events, in the frame protocol's encoding
-// of a page spec's event info (frame.AppendEvent); 0 bytes: none. A nil
+// of a page spec's event info (frame.DecodeEvent); 0 bytes: none. A nil
 // lens: no page has any.
 func eventsOf(pages []client.Page, events unsafe.Pointer, lens *C.uint32_t) error {
 	if lens == nil {

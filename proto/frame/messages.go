@@ -229,11 +229,9 @@ func (r *reader) spec(v version) PageSpec {
 	return p
 }
 
-// AppendEvent appends a page's event info as a page spec carries it
-// (EventVersion): the encoding the native library's callers hand it.
-func AppendEvent(b []byte, p *PageSpec) []byte { return version(0).appendEvent(b, p) }
-
-// DecodeEvent reads event info that AppendEvent encoded into p.
+// DecodeEvent reads into p a page's event info laid out as a page spec
+// carries it from EventVersion (tokens, LoRA name, extra keys: the
+// encoding the native library's Python callers hand it, frame.event_info).
 func DecodeEvent(b []byte, p *PageSpec) error {
 	r := reader{b: b}
 	r.event(0, p)
