@@ -43,6 +43,12 @@ type Config struct {
 	// memberlist's goroutines, so it must be fast and safe for concurrent
 	// use. Default: no metadata beyond the NodeID.
 	Meta func() Meta
+	// Report returns this member's report: opaque bytes, at most
+	// MaxReportSize, that a member asking for them (Collect) gets by a
+	// direct packet, not by gossip (report.go). It is called on each ask,
+	// from memberlist's packet goroutine, so it must be fast and safe for
+	// concurrent use. Default: none (asks are answered with no report).
+	Report func() []byte
 
 	// Profile names the set of defaults the gossip fields below take when
 	// zero: ProfileLocal (default), ProfileLAN or ProfileWAN (profiles.go
@@ -103,6 +109,15 @@ type Config struct {
 	// cluster's state a thousand times). Default 3.
 	JoinFanout int
 
+	// TimeScale multiplies every interval and timeout above, set or
+	// defaulted (JoinTimeout, DeadRetention and the leave's bounds too),
+	// and divides MetaRate: the protocol runs k times slower in wall time,
+	// with the same counts and ratios. A seam for running many members in
+	// one process on few cores (strata-cluster-sim --dilate), where each
+	// member gets 1/k of the CPU it would need at real speed: times it
+	// measures are divided by k, rates multiplied. Default 1.
+	TimeScale float64
+
 	// Keys are the gossip encryption keys (AES-GCM; 16, 24 or 32 bytes
 	// each): the first encrypts what this member sends, every one is tried
 	// on what it receives, and a message none of them opens is dropped, so
@@ -125,8 +140,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// withDefaults returns cfg with zero fields defaulted, or an error wrapping
-// ErrInvalidConfig.
+// scaled is d times cfg.TimeScale.
+func (cfg Config) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * cfg.TimeScale)
+}
+
+// withDefaults returns cfg with zero fields defaulted and its times
+// scaled by TimeScale, or an error wrapping ErrInvalidConfig.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.NodeID == "" {
 		return cfg, fmt.Errorf("NodeID is required: %w", ErrInvalidConfig)
@@ -208,6 +228,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MetaRate == 0 {
 		cfg.MetaRate = 2
 	}
+	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
+		return cfg, fmt.Errorf("TimeScale %v: want a positive factor: %w", cfg.TimeScale, ErrInvalidConfig)
+	}
+	if cfg.TimeScale == 0 {
+		cfg.TimeScale = 1
+	}
+	for _, f := range durations {
+		*f.d = cfg.scaled(*f.d)
+	}
+	cfg.ProbeTimeout = cfg.scaled(cfg.ProbeTimeout)
+	cfg.MetaRate /= cfg.TimeScale
 	counts := []struct {
 		name string
 		n    *int

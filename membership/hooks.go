@@ -53,9 +53,11 @@ func (h hooks) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState are unused:
-// all that this package gossips travels in the node metadata.
-func (hooks) NotifyMsg([]byte)                           {}
+// NotifyMsg takes the asks and answers of reports (report.go).
+func (h hooks) NotifyMsg(b []byte) { h.m.handleReportMsg(b) }
+
+// GetBroadcasts, LocalState and MergeRemoteState are unused: all that
+// this package gossips travels in the node metadata.
 func (hooks) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (hooks) LocalState(join bool) []byte                { return nil }
 func (hooks) MergeRemoteState(buf []byte, join bool)     {}

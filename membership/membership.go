@@ -112,6 +112,11 @@ type Membership struct {
 	subs    map[int]chan struct{} // nil once stopped
 	nextSub int
 
+	// askMu guards asks: the Collects waiting for answers, by ask id.
+	askMu   sync.Mutex
+	asks    map[uint64]chan<- answer
+	nextAsk atomic.Uint64
+
 	stop chan struct{} // closed to stop reconnectLoop
 	wg   sync.WaitGroup
 }
@@ -147,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		log:     cfg.Logger.With("node", cfg.NodeID),
 		members: make(map[string]*entry),
 		subs:    make(map[int]chan struct{}),
+		asks:    make(map[uint64]chan<- answer),
 		stop:    make(chan struct{}),
 	}
 	stdlog := newStdLogger(m.log)
@@ -353,7 +359,7 @@ func (m *Membership) UpdateMeta(ctx context.Context) error {
 	}
 	m.updateMu.Lock()
 	defer m.updateMu.Unlock()
-	timeout := broadcastTimeout
+	timeout := m.cfg.scaled(broadcastTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		timeout = positive(time.Until(d))
 	}
@@ -592,7 +598,7 @@ func (m *Membership) Shutdown() error {
 // goroutines this package started. It is idempotent; only the first call
 // can return an error, from the leave.
 func (m *Membership) Close() error {
-	err := m.stopWith(func() error { return m.leave(closeLeaveTimeout) })
+	err := m.stopWith(func() error { return m.leave(m.cfg.scaled(closeLeaveTimeout)) })
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}

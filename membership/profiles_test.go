@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -29,6 +30,41 @@ func TestProfileDefaults(t *testing.T) {
 	wan, _ := defaultsOf(ProfileWAN)
 	if cfg, _ := (Config{NodeID: "x", Profile: ProfileWAN}).withDefaults(); cfg.ProbeTimeout != wan.ProbeTimeout {
 		t.Fatalf("wan profile: probe timeout %v, want %v", cfg.ProbeTimeout, wan.ProbeTimeout)
+	}
+}
+
+// TestTimeScale: TimeScale multiplies every time, set or defaulted, and
+// divides the metadata rate; counts stay.
+func TestTimeScale(t *testing.T) {
+	lan, _ := defaultsOf(ProfileLAN)
+	cfg, err := Config{NodeID: "x", Profile: ProfileLAN, TimeScale: 4, ReconnectInterval: 300 * time.Millisecond}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"ProbeInterval", cfg.ProbeInterval, 4 * lan.ProbeInterval},
+		{"ProbeTimeout", cfg.ProbeTimeout, 4 * lan.ProbeTimeout},
+		{"GossipInterval", cfg.GossipInterval, 4 * lan.GossipInterval},
+		{"PushPullInterval", cfg.PushPullInterval, 4 * lan.PushPullInterval},
+		{"TCPTimeout", cfg.TCPTimeout, 4 * lan.TCPTimeout},
+		{"ReconnectInterval", cfg.ReconnectInterval, 1200 * time.Millisecond},
+		{"JoinTimeout", cfg.JoinTimeout, 40 * time.Second},
+		{"DeadRetention", cfg.DeadRetention, 40 * time.Minute},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if cfg.MetaRate != 0.5 || cfg.SuspicionMult != lan.SuspicionMult || cfg.GossipNodes != lan.GossipNodes {
+		t.Errorf("MetaRate %v, SuspicionMult %d, GossipNodes %d: want 0.5 and the profile's counts", cfg.MetaRate, cfg.SuspicionMult, cfg.GossipNodes)
+	}
+	for _, k := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := (Config{NodeID: "x", TimeScale: k}).withDefaults(); err == nil {
+			t.Errorf("TimeScale %v accepted", k)
+		}
 	}
 }
 

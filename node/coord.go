@@ -2,7 +2,6 @@ package node
 
 import (
 	"github.com/stratakv/strata/eviction/coord"
-	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/peer"
 	"github.com/stratakv/strata/registry"
 	"github.com/stratakv/strata/server"
@@ -29,18 +28,14 @@ func (n *Node) startCoord(reg *registry.Registry) error {
 	return nil
 }
 
-// withSummaries adds the node's last value summaries to m, as many tiers
-// as fit beside the rest of m (fastest first).
-func (n *Node) withSummaries(m membership.Meta) membership.Meta {
-	c := n.coord.Load()
-	if c == nil {
-		return m
+// report is the node's value summaries as of the coordination loop's last
+// round, encoded for the coordinator that asks (membership.Config.Report);
+// none before the loop starts.
+func (n *Node) report() []byte {
+	if c := n.coord.Load(); c != nil {
+		return c.Report()
 	}
-	b, _, err := coord.EncodeSummaries(c.Summaries(), membership.SummaryBudget(m))
-	if err == nil {
-		m.Summary = b
-	}
-	return m
+	return nil
 }
 
 // CoordState is the eviction coordination the node applies now.

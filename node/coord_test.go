@@ -9,9 +9,11 @@ import (
 	"github.com/stratakv/strata/client"
 	"github.com/stratakv/strata/internal/testing/poll"
 	"github.com/stratakv/strata/internal/testing/testnode"
+	"github.com/stratakv/strata/membership"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/node"
 	"github.com/stratakv/strata/placement"
+	"github.com/stratakv/strata/registry"
 )
 
 // startNodes starts n real nodes gossiping with each other through an
@@ -177,5 +179,47 @@ func TestRemoteChildHints(t *testing.T) {
 	poll.Until(t, 10*time.Second, 20*time.Millisecond, "b sends the hint", func() bool { return b.HintStats().Sent >= 1 })
 	if st := b.HintStats(); st.Dropped != 0 {
 		t.Fatalf("b dropped hints: %+v", st)
+	}
+}
+
+// TestSummariesReportedNotGossiped: a node's gossip metadata carries its
+// addresses and tiers but no value summaries (they made each member's
+// metadata some 330 bytes, carried to every member and in every
+// push-pull, issue 45); the coordinator asks for them instead, and its
+// cutoffs count every node's tier.
+func TestSummariesReportedNotGossiped(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	agreed(t, c.Nodes, 0)
+	ctx := t.Context()
+	reg, err := registry.Open(ctx, registry.Config{Endpoints: c.Etcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	poll.Until(t, 20*time.Second, 20*time.Millisecond, "cutoffs over the 3 nodes' host tiers", func() bool {
+		cut, err := reg.CurrentCutoffs(ctx)
+		return err == nil && len(cut.Tiers) == 1 && cut.Tiers[0].Nodes == 3
+	})
+
+	// An observer in the gossip cluster sees what a member sees.
+	obs, err := membership.Start(ctx, membership.Config{NodeID: "observer", Seeds: []string{c.Nodes[0].GossipAddress()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	var seen []membership.Member
+	poll.Until(t, 20*time.Second, 20*time.Millisecond, "the observer sees the 3 nodes' tiers", func() bool {
+		seen = seen[:0]
+		for _, m := range obs.Alive() {
+			if len(m.Meta.Tiers) > 0 {
+				seen = append(seen, m)
+			}
+		}
+		return len(seen) == 3
+	})
+	for _, m := range seen {
+		if len(m.Meta.Summary) > 0 {
+			t.Errorf("%s gossips %d bytes of summaries", m.NodeID, len(m.Meta.Summary))
+		}
 	}
 }

@@ -13,8 +13,10 @@ import (
 
 // The node in the gossip cluster: joining it (through Config.Join, the
 // nodes registered in etcd, or the local copy's peers when degraded),
-// and the metadata it advertises there (addresses, tier usage, value
-// summaries), re-gossiped every few seconds. The gossip keys are in
+// and the metadata it advertises there (addresses, tier usage),
+// re-gossiped every few seconds. Its value summaries go to the
+// coordinator when it asks (coord.Report, membership.Collect), not by
+// gossip. The gossip keys are in
 // security.go.
 
 // startMembership joins the gossip cluster: through Join, or the nodes
@@ -44,7 +46,7 @@ func (n *Node) startMembership(ctx context.Context) error {
 	}
 	c := n.cfg
 	n.members, err = membership.Start(ctx, membership.Config{NodeID: n.id, BindAddr: host, BindPort: port,
-		Seeds: seeds, AllowAlone: len(c.Join) == 0, Meta: n.meta, Keys: keys, Partition: c.Partition, Logger: n.log,
+		Seeds: seeds, AllowAlone: len(c.Join) == 0, Meta: n.meta, Report: n.report, Keys: keys, Partition: c.Partition, Logger: n.log,
 		Profile: c.GossipProfile, ProbeInterval: c.GossipProbeInterval, GossipInterval: c.GossipInterval,
 		PushPullInterval: c.GossipPushPullInterval, GossipNodes: c.GossipNodes})
 	if err != nil {
@@ -82,7 +84,7 @@ func (n *Node) meta() membership.Meta {
 		st := t.Stats()
 		m.Tiers = append(m.Tiers, membership.TierMeta{Kind: st.Kind.String(), Capacity: st.Capacity, Used: st.Used})
 	}
-	return n.withSummaries(m)
+	return m
 }
 
 // advertise re-broadcasts the node's metadata (tier usage) every few

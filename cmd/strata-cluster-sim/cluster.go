@@ -20,7 +20,8 @@ type cluster struct {
 	net       *membership.Network
 	sockets   bool                     // gossip over loopback sockets, not net
 	profile   membership.Profile       // the members'
-	advertise time.Duration            // how often each re-advertises; 0: never
+	advertise time.Duration            // how often each re-advertises (wall time); 0: never
+	dilate    float64                  // the members' membership.Config.TimeScale
 	members   []*membership.Membership // nil once stopped
 	ids       []string
 
@@ -42,7 +43,7 @@ const startParallel = 16
 // startCluster starts n members, each joining members started before it.
 func startCluster(ctx context.Context, n int, cfg config) (*cluster, error) {
 	c := &cluster{net: membership.NewNetwork(), sockets: cfg.Sockets, profile: membership.Profile(cfg.Profile),
-		advertise: cfg.Advertise, stop: make(chan struct{})}
+		advertise: cfg.wall(cfg.Advertise), dilate: cfg.Dilate, stop: make(chan struct{})}
 	first, err := c.add(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -96,9 +97,10 @@ func (c *cluster) seeds() []string {
 // add starts member i, joining members started before it, and its
 // advertiser.
 func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error) {
-	meta := nodeMeta(i)
+	meta, report := nodeMeta(i), nodeReport(i)
 	var used atomic.Int64 // bumped by each re-advertisement
 	cfg := membership.Config{NodeID: nodeID(i), Seeds: c.seeds(), Network: c.net, Profile: c.profile,
+		Report: func() []byte { return report }, TimeScale: c.dilate,
 		Meta: func() membership.Meta {
 			m := meta
 			m.Tiers = slices.Clone(meta.Tiers)
@@ -144,10 +146,16 @@ func (c *cluster) readvertise(m *membership.Membership, used *atomic.Int64) {
 	}
 }
 
-// nodeMeta is what member i advertises: an address, a host and an ssd tier
-// of distinct capacities, and a value summary of each, as a node's
-// withSummaries encodes them.
+// nodeMeta is what member i advertises in gossip: an address and a host
+// and an ssd tier of distinct capacities (its value summaries go to the
+// coordinator as reports, nodeReport).
 func nodeMeta(i int) membership.Meta {
+	m, _ := nodeMetaSums(i)
+	return m
+}
+
+// nodeMetaSums is nodeMeta and a value summary of each tier.
+func nodeMetaSums(i int) (membership.Meta, []eviction.Summary) {
 	r := rand.New(rand.NewPCG(uint64(i), 45))
 	m := membership.Meta{
 		GRPCAddress: fmt.Sprintf("10.%d.%d.%d:7000", i>>16&255, i>>8&255, i&255),
@@ -165,11 +173,18 @@ func nodeMeta(i int) membership.Meta {
 			m.Tiers[t].Used += s.Bytes[b]
 		}
 	}
-	b, _, err := coord.EncodeSummaries(sums, membership.SummaryBudget(m))
-	if err == nil {
-		m.Summary = b
+	return m, sums
+}
+
+// nodeReport is member i's value summaries as a node reports them to the
+// coordinator that asks (coord.Coord.Report): not in its gossip metadata.
+func nodeReport(i int) []byte {
+	_, sums := nodeMetaSums(i)
+	b, _, err := coord.EncodeSummaries(sums, membership.MaxReportSize)
+	if err != nil {
+		panic(err) // a fixed-size encoding of valid summaries
 	}
-	return m
+	return b
 }
 
 // live returns the members not stopped.

@@ -42,22 +42,34 @@ func (t timed) String() string {
 }
 
 // gossipRate measures what crosses c's network over window, per member and
-// second: bytes and messages (packets plus streams).
-func gossipRate(ctx context.Context, c *cluster, window time.Duration) (bytes, msgs float64, err error) {
+// second: bytes and messages (packets plus streams); and how often the
+// first member's view changed (its Subscribe signals, coalesced as a
+// node's WatchMembers coalesces them: each is one whole view sent to every
+// client watching that node).
+func gossipRate(ctx context.Context, c *cluster, window time.Duration) (bytes, msgs, views float64, err error) {
+	changed, unsubscribe := c.members[0].Subscribe()
+	defer unsubscribe()
 	before := c.net.Stats()
 	start := time.Now()
 	t := time.NewTimer(window)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-t.C:
+	signals := 0
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return 0, 0, 0, ctx.Err()
+		case <-changed:
+			signals++
+		case <-t.C:
+			waiting = false
+		}
 	}
 	after := c.net.Stats()
-	per := float64(len(c.live())) * time.Since(start).Seconds()
+	secs := time.Since(start).Seconds()
+	per := float64(len(c.live())) * secs
 	bytes = float64(after.PacketBytes-before.PacketBytes+after.StreamBytes-before.StreamBytes) / per
 	msgs = float64(after.Packets-before.Packets+after.Streams-before.Streams) / per
-	return bytes, msgs, nil
+	return bytes, msgs, float64(signals) / secs, nil
 }
 
 // crash shuts the last member down, as a crash would, and times how long
@@ -87,7 +99,7 @@ func join(ctx context.Context, c *cluster, timeout time.Duration) (timed, error)
 
 // leave makes the member in the middle leave gracefully and times how long
 // the others take to see it Left; also how many saw it Dead instead.
-func leave(ctx context.Context, c *cluster, timeout time.Duration) (left timed, dead int) {
+func leave(ctx context.Context, c *cluster, timeout, bound time.Duration) (left timed, dead int) {
 	i := len(c.members) / 2
 	for c.members[i] == nil {
 		i++
@@ -96,7 +108,7 @@ func leave(ctx context.Context, c *cluster, timeout time.Duration) (left timed, 
 	c.members[i] = nil
 	others := c.live()
 	start := time.Now()
-	_ = leaver.Leave(time.Second) // Close's bound, as a node leaves
+	_ = leaver.Leave(bound) // Close's bound (1 s, dilated), as a node leaves
 	left = observe(ctx, others, start, timeout, stateIs(id, membership.Left))
 	for _, m := range others {
 		if stateIs(id, membership.Dead)(m) {
@@ -274,14 +286,15 @@ func moved(n, keys int) (movement, error) {
 	return mv, nil
 }
 
-// coordRound times the coordinator's round (coord.Compute, as
-// coord.Coordinator runs it each round) over n members as their gossip
-// delivers them: each member's metadata with its encoded summaries. It
+// coordRound times the coordinator's merge (coord.Compute, as
+// coord.Coord runs it each round) over n members as its collection
+// delivers them: each member's metadata with its reported summaries. It
 // returns the median of rounds and the bytes one round allocates.
 func coordRound(n, rounds int) (wall time.Duration, alloc uint64, err error) {
 	members := make([]membership.Member, n)
 	for i := range members {
 		members[i] = membership.Member{NodeID: nodeID(i), State: membership.Alive, Meta: nodeMeta(i)}
+		members[i].Meta.Summary = nodeReport(i)
 	}
 	times := make([]time.Duration, rounds)
 	var before, after runtime.MemStats
@@ -298,14 +311,27 @@ func coordRound(n, rounds int) (wall time.Duration, alloc uint64, err error) {
 	return times[rounds/2], (after.TotalAlloc - before.TotalAlloc) / uint64(rounds), nil
 }
 
-// withSummaries returns how many of m's alive members' summaries gossip
-// delivered to m.
-func withSummaries(m *membership.Membership) int {
-	n := 0
-	for _, mem := range m.Alive() {
-		if len(mem.Meta.Summary) > 0 {
-			n++
+// reportsPerRound is how many members the coordinator asks for their
+// summaries in one round: coord.DefaultReportRate a second over
+// coord.DefaultRound.
+const reportsPerRound = int(coord.DefaultReportRate * coord.DefaultRound / time.Second)
+
+// collectRound times one round of the coordinator's collection as
+// coord.Coord makes it: the first member asks reportsPerRound others for
+// their reports (membership.Collect, a packet each way), waiting at most
+// wait (a quarter of a round). It returns how long the answers took and
+// how many of how many came.
+func collectRound(ctx context.Context, c *cluster, wait time.Duration) (d time.Duration, got, asked int, err error) {
+	asker := c.members[0]
+	var ids []string
+	for i, m := range c.members {
+		if m != nil && i > 0 && len(ids) < reportsPerRound {
+			ids = append(ids, c.ids[i])
 		}
 	}
-	return n
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	start := time.Now()
+	reports, err := asker.Collect(ctx, ids)
+	return time.Since(start), len(reports), len(ids), err
 }

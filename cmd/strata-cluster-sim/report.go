@@ -18,6 +18,7 @@ var columns = []struct {
 	{"then see all", func(r result) string { return fmt.Sprintf("%d/%d", r.Start.Saw, r.Start.Of) }},
 	{"gossip B/node/s", func(r result) string { return f0(r.GossipBytes) }},
 	{"gossip msgs/node/s", func(r result) string { return fmt.Sprintf("%.1f", r.GossipMsgs) }},
+	{"client view updates/s", func(r result) string { return fmt.Sprintf("%.2f", r.ViewUpdates) }},
 	{"crash seen Dead by 99% (s)", func(r result) string { return r.Crash.String() }},
 	{"join seen by 99% (s)", func(r result) string { return r.Join.String() }},
 	{"leave seen Left by 99% (s)", func(r result) string { return r.Leave.String() }},
@@ -34,8 +35,11 @@ var columns = []struct {
 	{"moves as shares", func(r result) string { return map[bool]string{true: "yes", false: "NO"}[r.Moved.OK] }},
 	{"coord round (ms)", func(r result) string { return fmt.Sprintf("%.3f", float64(r.CoordRound.Microseconds())/1000) }},
 	{"coord round alloc (KiB)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.CoordAlloc)/1024) }},
-	{"summaries gossiped to a member", func(r result) string { return fmt.Sprintf("%d/%d", r.CoordSummaries, r.CoordMembers) }},
+	{"coord collect: reports/asked", func(r result) string { return fmt.Sprintf("%d/%d", r.CollectGot, r.CollectAsked) }},
+	{"coord collect (ms)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.Collect.Microseconds())/1000) }},
+	{"dilate", func(r result) string { return strconv.FormatFloat(r.Dilate, 'g', -1, 64) }},
 	{"elapsed (s)", func(r result) string { return f0(r.Elapsed.Seconds()) }},
+	{"sim CPU (cores)", func(r result) string { return fmt.Sprintf("%.2f", r.Cores) }},
 	{"error", func(r result) string { return oneLine(r.Err) }},
 }
 

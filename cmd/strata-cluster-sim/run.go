@@ -5,36 +5,55 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
+	"syscall"
 	"time"
+
+	"github.com/stratakv/strata/eviction/coord"
 )
 
 // result is one cluster size's figures.
 type result struct {
-	N              int
-	Start          timed   // until quorum of the N see all N alive
-	GossipBytes    float64 // per member per second
-	GossipMsgs     float64 // per member per second
-	Crash, Join    timed
-	Leave          timed
-	LeaveSeenDead  int     // members that saw the leaver Dead, not Left
-	Lost           float64 // share of packets lost
-	NoticeMsgs     int     // per evicted parent
-	ChildHintMsgs  int     // per child hint
-	EvictionMsgs   int     // per evicted parent: its children's hints and its notice
-	Moved          movement
-	CoordRound     time.Duration
-	CoordAlloc     uint64 // bytes
-	CoordSummaries int    // members whose summaries the round had
-	CoordMembers   int
-	Elapsed        time.Duration
-	Err            string
+	N             int
+	Start         timed   // until quorum of the N see all N alive
+	GossipBytes   float64 // per member per second
+	GossipMsgs    float64 // per member per second
+	ViewUpdates   float64 // a member's view changes per second: a watching client's updates
+	Crash, Join   timed
+	Leave         timed
+	LeaveSeenDead int     // members that saw the leaver Dead, not Left
+	Lost          float64 // share of packets lost
+	NoticeMsgs    int     // per evicted parent
+	ChildHintMsgs int     // per child hint
+	EvictionMsgs  int     // per evicted parent: its children's hints and its notice
+	Moved         movement
+	CoordRound    time.Duration
+	CoordAlloc    uint64        // bytes
+	Collect       time.Duration // one round's collection of reports
+	CollectGot    int           // reports that came
+	CollectAsked  int           // members asked
+	Dilate        float64       // --dilate
+	Cores         float64       // the process's CPU time over Elapsed
+	Elapsed       time.Duration
+	Err           string
 }
 
 // run measures every size in cfg.Sizes in turn and writes the table.
 func run(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var results []result
 	for _, n := range cfg.Sizes {
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		r, err := measure(ctx, cfg, n)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -43,6 +62,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			r.Err = err.Error()
 		}
 		r.Elapsed = time.Since(start)
+		r.Cores = (cpuTime() - cpu).Seconds() / r.Elapsed.Seconds()
 		results = append(results, r)
 		fmt.Fprintf(os.Stderr, "strata-cluster-sim: N=%d done in %v\n", n, r.Elapsed.Round(time.Second))
 	}
@@ -63,9 +83,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	return f.Close()
 }
 
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// wall is d of the simulated cluster's time in wall time (--dilate).
+func (cfg config) wall(d time.Duration) time.Duration { return time.Duration(float64(d) * cfg.Dilate) }
+
+// sim is t in the simulated cluster's time (--dilate).
+func (t timed) sim(cfg config) timed {
+	t.D = time.Duration(float64(t.D) / cfg.Dilate)
+	return t
+}
+
 // measure runs one cluster of n members through every phase.
 func measure(ctx context.Context, cfg config, n int) (result, error) {
-	r := result{N: n}
+	r := result{N: n, Dilate: cfg.Dilate}
 	var err error
 	if r.NoticeMsgs, r.ChildHintMsgs, r.EvictionMsgs, err = hintMessages(n); err != nil {
 		return r, err
@@ -77,27 +115,35 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 		return r, err
 	}
 	start := time.Now()
-	sctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+	sctx, cancel := context.WithTimeout(ctx, cfg.wall(cfg.PhaseTimeout))
 	c, err := startCluster(sctx, n, cfg)
 	cancel()
 	if err != nil {
 		return r, err
 	}
 	defer c.Close()
-	if r.Start, err = converge(ctx, c, start, cfg.PhaseTimeout); err != nil {
+	r.Start, err = converge(ctx, c, start, cfg.wall(cfg.PhaseTimeout))
+	r.Start = r.Start.sim(cfg)
+	if err != nil {
 		return r, err
 	}
-	if r.GossipBytes, r.GossipMsgs, err = gossipRate(ctx, c, cfg.Window); err != nil {
+	if r.GossipBytes, r.GossipMsgs, r.ViewUpdates, err = gossipRate(ctx, c, cfg.wall(cfg.Window)); err != nil {
 		return r, err
 	}
+	r.GossipBytes, r.GossipMsgs, r.ViewUpdates = r.GossipBytes*cfg.Dilate, r.GossipMsgs*cfg.Dilate, r.ViewUpdates*cfg.Dilate
 	if s := c.net.Stats(); s.Packets > 0 {
 		r.Lost = float64(s.Lost) / float64(s.Packets)
 	}
-	r.CoordSummaries, r.CoordMembers = withSummaries(c.members[0]), n
-	r.Crash = crash(ctx, c, cfg.PhaseTimeout)
-	if r.Join, err = join(ctx, c, cfg.PhaseTimeout); err != nil {
+	if r.Collect, r.CollectGot, r.CollectAsked, err = collectRound(ctx, c, cfg.wall(coord.DefaultRound/4)); err != nil {
 		return r, err
 	}
-	r.Leave, r.LeaveSeenDead = leave(ctx, c, cfg.PhaseTimeout)
+	r.Collect = time.Duration(float64(r.Collect) / cfg.Dilate)
+	r.Crash = crash(ctx, c, cfg.wall(cfg.PhaseTimeout)).sim(cfg)
+	if r.Join, err = join(ctx, c, cfg.wall(cfg.PhaseTimeout)); err != nil {
+		return r, err
+	}
+	r.Join = r.Join.sim(cfg)
+	r.Leave, r.LeaveSeenDead = leave(ctx, c, cfg.wall(cfg.PhaseTimeout), cfg.wall(time.Second))
+	r.Leave = r.Leave.sim(cfg)
 	return r, ctx.Err()
 }

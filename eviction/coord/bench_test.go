@@ -12,9 +12,9 @@ import (
 )
 
 // BenchmarkRound3Nodes is one coordinator round of a real three-node
-// cluster on loopback: read the gossip view (real memberlist), decode and
-// merge the three nodes' summaries, and publish the cutoffs to a real
-// (embedded, fsyncing) etcd with the leader-guarded transaction. The loops
+// cluster on loopback: read the gossip view (real memberlist), collect
+// the three nodes' summaries (reports, a packet each way), decode and
+// merge them, and publish the cutoffs to a real (embedded, fsyncing) etcd with the leader-guarded transaction. The loops
 // run with an hour between rounds, so only the benchmark publishes.
 func BenchmarkRound3Nodes(b *testing.B) {
 	e := startEtcd(b)
@@ -27,14 +27,9 @@ func BenchmarkRound3Nodes(b *testing.B) {
 		nodes = append(nodes, startNodeRound(b, id, e.Endpoints(), seeds, 1<<20, 10*(i+1), 1<<20, time.Hour))
 	}
 	lead := leaderOf(b, nodes)
-	poll.Until(b, 15*time.Second, 20*time.Millisecond, "every summary gossiped to the coordinator", func() bool {
-		n := 0
-		for _, m := range lead.members.Alive() {
-			if len(m.Meta.Summary) > 0 {
-				n++
-			}
-		}
-		return n == 3
+	poll.Until(b, 15*time.Second, 20*time.Millisecond, "every member reporting to the coordinator", func() bool {
+		got, err := lead.members.Collect(b.Context(), []string{"a", "b", "c"})
+		return err == nil && len(got) == 3
 	})
 	var ld leader
 	b.ReportAllocs()

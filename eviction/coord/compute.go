@@ -30,8 +30,9 @@ type tierSet struct {
 	caps  []int64
 }
 
-// Compute merges the summaries the members gossip into one cutoff per tier
-// kind, fastest first, keeping headroom (a fraction in [0, 1)) of every
+// Compute merges the members' summaries (Meta.Summary: their reports,
+// reports.go, or what a node of an older release gossips) into one cutoff
+// per tier kind, fastest first, keeping headroom (a fraction in [0, 1)) of every
 // capacity free: the cluster holds at most (1-headroom) of its capacity at
 // or above the cutoff. Without headroom there would never be a cutoff, as
 // no node holds more than its capacity; with it, once the cluster fills
@@ -42,7 +43,7 @@ type tierSet struct {
 // count.
 //
 // A round is O(N · summary size): each member's summary framing is at
-// most MaxMetaSize bytes (one eviction.SummarySize summary per tier, a
+// most membership.MaxReportSize bytes (one eviction.SummarySize summary per tier, a
 // fixed size whatever the tier's history), decoded once, and the merge
 // (eviction.ComputeCutoffs) is O(members · buckets) per tier kind; so
 // O(members · tiers · buckets) in all, and its allocation is as linear.

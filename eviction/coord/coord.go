@@ -1,7 +1,8 @@
 // Package coord runs a node's part in globally coordinated eviction
-// (docs/design.md §5.4): it gossips the node's per-tier value summaries, campaigns
-// for coordinator through the registry, and, while elected, merges every
-// live member's summaries into cluster-wide cutoffs per tier kind and
+// (docs/design.md §5.4): it reports the node's per-tier value summaries
+// to the coordinator that asks for them, campaigns for coordinator
+// through the registry, and, while elected, merges every live member's
+// summaries into cluster-wide cutoffs per tier kind and
 // publishes them with an epoch. Every node applies the published cutoffs
 // to its store, and falls back to cutoffs computed from its own summaries
 // alone when none arrive (no coordinator, etcd unreachable), saying so once
@@ -12,7 +13,8 @@
 // A node starts on local cutoffs, which is normal until a coordinator
 // could have been elected and published: a coordinator that died without
 // resigning holds the election until its session lease runs out
-// (CandidateTTL), its successor publishes at its next round, and a
+// (CandidateTTL), its successor publishes at its next round (on the
+// reports of the members that answered it by then), and a
 // publication stays in force for StaleRounds rounds (as does the record a
 // starting node reads, which may be a dead coordinator's). Within that
 // grace (CandidateTTL + StaleRounds·Round from Start) local cutoffs are
@@ -25,10 +27,13 @@
 // # Round
 //
 // Every Config.Round (default 2s) the loop:
-//  1. reads the store's summaries and gossips them (Config.Advertise);
-//  2. if this node leads, merges the summaries of every alive member
-//     (Compute) and publishes them (registry.PublishCutoffs, refused once
-//     the term is over);
+//  1. reads the store's summaries, which it reports when the coordinator
+//     asks (Summaries), and re-advertises its metadata (Config.Advertise);
+//  2. if this node leads, asks the members due for their summaries
+//     (reports.go, at most Config.ReportRate a second, waiting a quarter
+//     of a round), merges the latest of every alive member (Compute) and
+//     publishes them (registry.PublishCutoffs, refused once the term is
+//     over);
 //  3. applies the last cutoffs the registry's watch delivered if they are
 //     fresh (received within StaleRounds rounds), or the local cutoffs.
 //
@@ -64,9 +69,12 @@ type Store interface {
 	SetCutoffs(worth []float64, epoch uint64, coordinated bool)
 }
 
-// Members is the gossip view: the alive members, this one included.
+// Members is the gossip view: the alive members, this one included, and
+// their reports (membership.Membership.Collect), which carry the
+// members' encoded summaries (reports.go).
 type Members interface {
 	Alive() []membership.Member
+	Collect(ctx context.Context, ids []string) (map[string][]byte, error)
 }
 
 // Config configures Start. Zero means default, but for the required
@@ -86,9 +94,13 @@ type Config struct {
 	// Capacities are this node's tier capacities in bytes, in tier order,
 	// for the local fallback cutoffs. Required, as long as Tiers.
 	Capacities []int64
-	// Advertise, if set, re-gossips this node's metadata after the
-	// summaries are refreshed (membership.UpdateMeta). Default none.
+	// Advertise, if set, re-gossips this node's metadata (its tier usage)
+	// each round (membership.UpdateMetaPaced). Default none.
 	Advertise func(context.Context) error
+	// ReportRate is how many members' reports a second the coordinator
+	// asks for at most (reports.go): every member every round up to
+	// ReportRate × Round members. Default DefaultReportRate (100).
+	ReportRate float64
 	// Round is the time between rounds. Default 2s.
 	Round time.Duration
 	// StaleRounds is how many rounds published cutoffs stay in force
@@ -127,11 +139,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("coord: %d tiers, %d capacities: %w", len(cfg.Tiers), len(cfg.Capacities), ErrInvalidConfig)
 	case cfg.Round < 0 || cfg.StaleRounds < 0:
 		return cfg, fmt.Errorf("coord: negative Round or StaleRounds: %w", ErrInvalidConfig)
+	case !(cfg.ReportRate >= 0):
+		return cfg, fmt.Errorf("coord: ReportRate %v: want a positive rate: %w", cfg.ReportRate, ErrInvalidConfig)
 	case !(cfg.Headroom >= 0 && cfg.Headroom < 1):
 		return cfg, fmt.Errorf("coord: Headroom %v outside [0, 1): %w", cfg.Headroom, ErrInvalidConfig)
 	}
 	cfg.Headroom = cmp.Or(cfg.Headroom, DefaultHeadroom)
 	cfg.Round = cmp.Or(cfg.Round, DefaultRound)
+	cfg.ReportRate = cmp.Or(cfg.ReportRate, DefaultReportRate)
 	cfg.StaleRounds = cmp.Or(cfg.StaleRounds, DefaultStaleRounds)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -211,8 +226,8 @@ func (c *Coord) State() State {
 }
 
 // Summaries returns the store's summaries as of the last round, for the
-// node's gossip metadata (which memberlist asks for often: this never
-// touches the store).
+// node's report to the coordinator (which memberlist asks for on its
+// packet goroutine: this never touches the store).
 func (c *Coord) Summaries() []eviction.Summary {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -295,13 +310,26 @@ func (c *Coord) startGrace() time.Duration {
 	return cmp.Or(c.cfg.CandidateTTL, registry.DefaultCandidateTTL) + time.Duration(c.cfg.StaleRounds)*c.cfg.Round
 }
 
+// Report is the node's summaries as of the last round, encoded for the
+// coordinator (EncodeSummaries, fastest tiers first, within
+// membership.MaxReportSize): the node's membership.Config.Report.
+func (c *Coord) Report() []byte {
+	b, _, err := EncodeSummaries(c.Summaries(), membership.MaxReportSize)
+	if err != nil {
+		c.log.Warn("encoding summaries for the coordinator", "err", err)
+		return nil
+	}
+	return b
+}
+
 func (c *Coord) setSummaries(sums []eviction.Summary) {
 	c.mu.Lock()
 	c.sums = sums
 	c.mu.Unlock()
 }
 
-// refresh reads the store's summaries and gossips them.
+// refresh reads the store's summaries (reported when the coordinator asks)
+// and re-advertises the node's metadata.
 func (c *Coord) refresh() {
 	c.setSummaries(c.cfg.Store.Summaries())
 	if c.cfg.Advertise != nil && c.ctx.Err() == nil {
@@ -318,7 +346,8 @@ func (c *Coord) refresh() {
 type leader struct {
 	term    registry.Term
 	count   uint64
-	failing bool // the last publication failed (and was logged)
+	failing bool      // the last publication failed (and was logged)
+	reports collector // the members' summaries
 }
 
 // round publishes one round of cutoffs if this node leads.
@@ -345,7 +374,9 @@ func (l *leader) publish(c *Coord) error {
 	if term != l.term {
 		l.term, l.count = term, 0
 	}
-	tiers, err := Compute(c.cfg.Members.Alive(), c.cfg.Headroom)
+	perRound := int(c.cfg.ReportRate * c.cfg.Round.Seconds())
+	members := l.reports.collect(c.ctx, c.cfg.Members, c.cfg.Members.Alive(), perRound, c.cfg.Round, c.cfg.Round/4)
+	tiers, err := Compute(members, c.cfg.Headroom)
 	if err != nil {
 		return fmt.Errorf("computing cutoffs: %w", err)
 	}

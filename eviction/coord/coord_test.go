@@ -94,14 +94,17 @@ func startNodeLogged(t testing.TB, id string, endpoints, seeds []string, capacit
 	}
 	var loop atomic.Pointer[Coord]
 	tiers := []membership.TierMeta{{Kind: "host", Capacity: capacity}}
-	meta := func() membership.Meta {
-		m := membership.Meta{GRPCAddress: "127.0.0.1:1", Tiers: tiers}
+	meta := func() membership.Meta { return membership.Meta{GRPCAddress: "127.0.0.1:1", Tiers: tiers} }
+	// The summaries go to the coordinator as reports, as a node's do: gossip
+	// metadata carries none.
+	report := func() []byte {
 		if c := loop.Load(); c != nil {
-			m.Summary, _, _ = EncodeSummaries(c.Summaries(), membership.SummaryBudget(m))
+			return c.Report()
 		}
-		return m
+		return nil
 	}
-	n.members, err = membership.Start(ctx, membership.Config{NodeID: id, Seeds: seeds, Meta: meta, Logger: testLogger(t)})
+	n.members, err = membership.Start(ctx, membership.Config{NodeID: id, Seeds: seeds, Meta: meta, Report: report,
+		Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +115,6 @@ func startNodeLogged(t testing.TB, id string, endpoints, seeds []string, capacit
 		t.Fatal(err)
 	}
 	loop.Store(n.coord)
-	if err := n.members.UpdateMeta(ctx); err != nil { // gossip the summaries now, not after a round
-		t.Fatal(err)
-	}
 	t.Cleanup(n.close)
 	return n
 }

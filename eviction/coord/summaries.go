@@ -7,17 +7,17 @@ import (
 	"github.com/stratakv/strata/eviction"
 )
 
-// Gossip framing of a node's per-tier summaries, carried as
-// membership.Meta.Summary (opaque to membership):
+// Framing of a node's per-tier summaries, as a node reports them to the
+// coordinator (Coord.Report, membership.Collect; a node of an older
+// release gossiped it as membership.Meta.Summary):
 //
 //	byte  framing version (1)
 //	then, per tier sent, fastest first:
 //	  byte       the tier's index in Meta.Tiers
 //	  140 bytes  eviction.Summary.MarshalBinary
 //
-// With the 512-byte metadata budget, the address and three tiers leave
-// room for all three summaries (1 + 3 × 141 = 424 bytes) when the address
-// and tier names are short (about 80 bytes on loopback); when they do not
+// A report of membership.MaxReportSize (1,024) bytes holds seven tiers'
+// summaries (1 + 3 × 141 = 424 bytes for three); when they do not all
 // fit, EncodeSummaries sends the fastest tiers that do, and a tier without
 // a summary simply takes no part in its cluster cutoff.
 const (
