@@ -96,7 +96,10 @@ type Membership struct {
 	// updateMu serialises UpdateMeta, so that it reads the metaErr of its
 	// own NodeMeta call, and guards lastUpdate.
 	updateMu   sync.Mutex
-	lastUpdate time.Time // UpdateMeta's last broadcast
+	lastUpdate time.Time // UpdateMeta's last broadcast; zero: none since Start
+
+	started time.Time // when Start joined
+	phase   float64   // in [0, 1): where in the pace gap Start's metadata counts (UpdateMetaPaced)
 
 	// lifeMu guards stopped. It is held shared around every call into
 	// memberlist that must not follow Shutdown (a Leave after Shutdown
@@ -181,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 			m.log.Warn("starting alone; will keep trying the seeds", "err", err)
 		}
 	}
+	m.started, m.phase = time.Now(), rand.Float64()
 	m.wg.Add(1)
 	go m.reconnectLoop()
 	return m, nil
@@ -389,14 +393,23 @@ func (m *Membership) UpdateMeta(ctx context.Context) error {
 // unpaced a thousand members would each take in about 2.7 MB/s of
 // metadata (memberlist would cap it at its gossip rate and let the rest go
 // stale). The changes skipped still reach the others by the periodic
-// push-pull, and by the next paced broadcast.
+// push-pull, and by the next paced broadcast. The metadata Start sent
+// counts as a broadcast at a random point of the first gap.
 func (m *Membership) UpdateMetaPaced(ctx context.Context) error {
 	m.mu.Lock()
 	n := len(m.members)
 	m.mu.Unlock()
 	gap := paceGap(n, m.cfg.MetaRate)
 	m.updateMu.Lock()
-	recent := time.Since(m.lastUpdate) < gap
+	last := m.lastUpdate
+	if last.IsZero() {
+		// Start's metadata went out with the join: it counts as a
+		// broadcast at a random point of the gap, so that members started
+		// together do not all re-advertise at their first paced update,
+		// and then fall silent together for a whole gap.
+		last = m.started.Add(-time.Duration(m.phase * float64(gap)))
+	}
+	recent := time.Since(last) < gap
 	m.updateMu.Unlock()
 	if recent {
 		return nil

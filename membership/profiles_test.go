@@ -103,6 +103,41 @@ func TestPaceGap(t *testing.T) {
 	}
 }
 
+// TestUpdateMetaPacedStaggered: members started together in a cluster
+// past 32 do not all broadcast at their first paced update (each counts
+// its start as a broadcast at a random point of the gap): they would
+// re-advertise in step, then fall silent together for a whole gap (what
+// strata-cluster-sim's gossip window saw at 300 members: no metadata
+// broadcast at all).
+func TestUpdateMetaPacedStaggered(t *testing.T) {
+	t.Parallel()
+	const n = 36
+	net := NewNetwork()
+	onNet := func(c *Config) { c.Network, c.MetaRate = net, 0.01 } // a gap of 400 s at 36 members
+	nodes := []*testNode{startNode(t, "m00", nil, onNet)}
+	for i := 1; i < n; i++ {
+		nodes = append(nodes, startNode(t, fmt.Sprintf("m%02d", i), []string{nodes[0].GossipAddress()}, onNet))
+	}
+	for _, nd := range nodes {
+		waitFor(t, nd, 30*time.Second, "all alive", func(ms []Member) bool { return len(nodeIDs(ms, Alive)) == n })
+	}
+	broadcast := 0
+	for _, nd := range nodes {
+		if err := nd.UpdateMetaPaced(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		nd.updateMu.Lock()
+		if !nd.lastUpdate.IsZero() {
+			broadcast++
+		}
+		nd.updateMu.Unlock()
+	}
+	// Each broadcasts with the chance (time since its start) / 400 s.
+	if broadcast > n/2 {
+		t.Errorf("%d of %d members broadcast at their first paced update, want a few", broadcast, n)
+	}
+}
+
 // TestUpdateMetaPacedSmall: in a small cluster a paced update broadcasts
 // every time, as UpdateMeta does.
 func TestUpdateMetaPacedSmall(t *testing.T) {
