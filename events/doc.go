@@ -52,6 +52,14 @@
 // subscriber misses batches at its own queue's bound, as with libzmq's
 // high-water mark, and asks the replay socket for them.
 //
+// Publish wakes nobody while events flow: the publisher sends the first
+// event after a quiet spell at once, then lingers (Config.Linger, 10 ms)
+// and sends what came meanwhile as one batch, earlier when a batch's
+// worth is queued. A batch's cost is mostly wakes on both sides, not its
+// bytes, so this is what keeps a node's puts as fast with the stream on.
+// The replay ring keeps the last Config.Buffer batches within
+// Config.BufferBytes.
+//
 // # Tenants
 //
 // A publisher serves one stream; the node runs one per tenant that opts

@@ -71,8 +71,9 @@ type Event struct {
 // events] (data_parallel_rank omitted, its default); each event is a map
 // tagged by "type" with its class name, defaults omitted, the fields
 // without a default always present (nil when None). The encoder writes
-// them with msgpack's Encoder calls, field by field, into a buffer it
-// reuses: the library's reflection over structs of these fields cost the
+// them with msgpack's Encoder calls, field by field (the runs of fields
+// every event of a kind shares encoded once, then copied), into a buffer
+// it reuses: the library's reflection over structs of these fields cost the
 // publisher about 4 µs an event (benchmarks/README.md, "KV events").
 // Integers take their shortest form (msgspec reads any).
 // encode_test.go checks the bytes against the reflection's over the same
@@ -85,13 +86,61 @@ type batchEncoder struct {
 	enc   *msgpack.Encoder
 	err   error             // the first error of the batch being encoded
 	good  []bool            // by event of the batch being encoded: it encodes
-	owner map[string]string // ownership by tier, cached
+	owner map[string][]byte // the ownership field by tier, encoded, cached
+	// The runs of fields every event of a kind carries alike, encoded
+	// once by the library (newBatchEncoder) and copied into each event:
+	// a third of an event's encoding was these strings' (BenchmarkEncode).
+	storedHead, removedHead []byte // "type", the class, "block_hashes", [1]
+	parentKey, tokensKey    []byte // "parent_block_hash"; "token_ids"
+	sizeKey                 []byte // "block_size"
+	storedMid               []byte // "lora_id": None, "medium": STORAGE, "lora_name"
+	extraKey                []byte // "extra_keys", [1]
+	removedTail             []byte // "medium": STORAGE
+	cleared                 []byte // the whole AllBlocksCleared
 }
 
 func newBatchEncoder() *batchEncoder {
-	b := &batchEncoder{owner: map[string]string{}}
+	b := &batchEncoder{owner: map[string][]byte{}}
 	b.enc = msgpack.NewEncoder(&b.buf)
+	b.storedHead = encoded("type", "BlockStored", "block_hashes", arrayOfOne{})
+	b.removedHead = encoded("type", "BlockRemoved", "block_hashes", arrayOfOne{})
+	b.parentKey, b.tokensKey, b.sizeKey = encoded("parent_block_hash"), encoded("token_ids"), encoded("block_size")
+	b.storedMid = encoded("lora_id", nil, "medium", MediumStorage, "lora_name")
+	b.extraKey = encoded("extra_keys", arrayOfOne{})
+	b.removedTail = encoded("medium", MediumStorage)
+	b.cleared = encoded(mapOfOne{}, "type", "AllBlocksCleared")
 	return b
+}
+
+// arrayOfOne and mapOfOne stand for the header of an array or a map of one
+// element in encoded's values.
+type (
+	arrayOfOne struct{}
+	mapOfOne   struct{}
+)
+
+// encoded is vals (strings, nil, arrayOfOne, mapOfOne) as the library
+// encodes them one after the other.
+func encoded(vals ...any) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	for _, v := range vals {
+		var err error
+		switch v := v.(type) {
+		case string:
+			err = enc.EncodeString(v)
+		case nil:
+			err = enc.EncodeNil()
+		case arrayOfOne:
+			err = enc.EncodeArrayLen(1)
+		case mapOfOne:
+			err = enc.EncodeMapLen(1)
+		}
+		if err != nil {
+			panic(err) // into a bytes.Buffer: cannot fail
+		}
+	}
+	return buf.Bytes()
 }
 
 // encode encodes events as one KVEventBatch at time ts, into a payload of
@@ -129,9 +178,6 @@ func (b *batchEncoder) put(err error) {
 	}
 }
 
-// str writes a string.
-func (b *batchEncoder) str(s string) { b.put(b.enc.EncodeString(s)) }
-
 // check reports whether ev encodes.
 func (ev *Event) check() error {
 	switch ev.Kind {
@@ -148,12 +194,13 @@ func (ev *Event) check() error {
 	return fmt.Errorf("event kind %d", ev.Kind)
 }
 
-// event writes ev, which check accepted, as vLLM's event class.
+// event writes ev, which check accepted, as vLLM's event class: the
+// runs every event of its kind shares copied, the rest encoded.
 func (b *batchEncoder) event(ev *Event) {
 	e := b.enc
-	own := b.owner[ev.Tier]
-	if own == "" && ev.Tier != "" {
-		own = ownership(ev.Tier)
+	own, ok := b.owner[ev.Tier]
+	if !ok && ev.Tier != "" {
+		own = encoded("ownership", ownership(ev.Tier))
 		if len(b.owner) < 64 {
 			b.owner[ev.Tier] = own
 		}
@@ -164,64 +211,45 @@ func (b *batchEncoder) event(ev *Event) {
 		if ev.ExtraKeys != nil {
 			n++
 		}
-		b.head(n, "BlockStored", ev.Block, own)
-		b.str("parent_block_hash")
+		b.head(n, b.storedHead, ev.Block, own)
+		b.buf.Write(b.parentKey)
 		b.put(e.EncodeBytes(ev.Parent)) // nil: None
-		b.str("token_ids")
+		b.buf.Write(b.tokensKey)
 		b.put(e.EncodeArrayLen(len(ev.Tokens))) // list[int], never None
 		for _, t := range ev.Tokens {
 			b.put(e.EncodeUint(uint64(t)))
 		}
-		b.str("block_size")
+		b.buf.Write(b.sizeKey)
 		b.put(e.EncodeUint(uint64(ev.BlockSize)))
-		b.str("lora_id")
-		b.put(e.EncodeNil())
-		b.str("medium")
-		b.str(MediumStorage)
-		b.str("lora_name")
+		b.buf.Write(b.storedMid)
 		if ev.LoraName != "" {
-			b.str(ev.LoraName)
+			b.put(e.EncodeString(ev.LoraName))
 		} else {
 			b.put(e.EncodeNil())
 		}
 		if ev.ExtraKeys != nil {
-			b.str("extra_keys")
-			b.put(e.EncodeArrayLen(1))
-			b.buf.Write(ev.ExtraKeys) // one msgpack value (check); the encoder writes straight to buf
+			b.buf.Write(b.extraKey)
+			b.buf.Write(ev.ExtraKeys) // one msgpack value (check)
 		}
-		b.tail(own)
+		b.buf.Write(own)
 	case Removed:
-		b.head(3, "BlockRemoved", ev.Block, own)
-		b.str("medium")
-		b.str(MediumStorage)
-		b.tail(own)
+		b.head(3, b.removedHead, ev.Block, own)
+		b.buf.Write(b.removedTail)
+		b.buf.Write(own)
 	default: // Cleared
-		b.put(e.EncodeMapLen(1))
-		b.str("type")
-		b.str("AllBlocksCleared")
+		b.buf.Write(b.cleared)
 	}
 }
 
 // head starts a block's event: a map of n fields (and ownership, when
 // own is not empty), its type and its block_hashes.
-func (b *batchEncoder) head(n int, typ string, block []byte, own string) {
-	if own != "" {
+func (b *batchEncoder) head(n int, typeAndKey []byte, block []byte, own []byte) {
+	if len(own) > 0 {
 		n++
 	}
 	b.put(b.enc.EncodeMapLen(n))
-	b.str("type")
-	b.str(typ)
-	b.str("block_hashes")
-	b.put(b.enc.EncodeArrayLen(1))
+	b.buf.Write(typeAndKey)
 	b.put(b.enc.EncodeBytes(block))
-}
-
-// tail ends a block's event: its ownership, when not empty.
-func (b *batchEncoder) tail(own string) {
-	if own != "" {
-		b.str("ownership")
-		b.str(own)
-	}
 }
 
 func ownership(tier string) string {

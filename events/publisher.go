@@ -34,6 +34,11 @@ type Config struct {
 	// Buffer is how many batches the replay ring keeps. Default 10000
 	// (vLLM's buffer_steps).
 	Buffer int
+	// BufferBytes bounds the payload bytes the replay ring keeps: past it
+	// the oldest batches leave first, as past Buffer. Batches grow with
+	// Linger (about 200 events, 30 KB, at 20k events/s), so that the ring
+	// of Buffer of them could hold gigabytes. Default 64 MiB.
+	BufferBytes int
 	// Queue is how many events may wait to be sent; an event past it is
 	// dropped and counted as an overrun, and its namespace resynchronised
 	// (see the package doc). Default 65536.
@@ -45,12 +50,16 @@ type Config struct {
 	SubscriberQueue int
 	// MaxBatch bounds the events of one batch. Default 1024.
 	MaxBatch int
-	// Linger is how long the publisher waits after sending a batch before
-	// it takes what was queued since, so that events coming faster than
-	// that ride one batch instead of waking the publisher once each (the
-	// wake, a futex and two context switches, cost a put on this VM more
-	// than the put: benchmarks/README.md, "KV events"). It delays an event
-	// by at most that. Default 1ms; negative: none.
+	// Linger is the longest an event waits while events flow: after a
+	// batch the publisher sleeps Linger, or until MaxBatch events (half
+	// of Queue, when less) are queued, before it takes what was queued
+	// since; an event that comes while it is idle goes at once. A batch
+	// costs the same few wakes whatever it carries (the publisher's
+	// timer, each subscriber's writer, each subscriber and its read), so
+	// a flow of events rides a few batches a second instead of a thousand
+	// (BenchmarkPublishLinger; benchmarks/README.md, "KV events"). Default
+	// 10ms (an engine publishes once per scheduler step, milliseconds to
+	// tens of them); negative: none.
 	Linger time.Duration
 	// MaxConns bounds the connections of each socket. Default 64.
 	MaxConns int
@@ -79,12 +88,13 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	def(&c.Buffer, 10000)
+	def(&c.BufferBytes, 64<<20)
 	def(&c.Queue, 65536)
 	def(&c.SubscriberQueue, 10000)
 	def(&c.MaxBatch, 1024)
 	def(&c.MaxConns, 64)
 	if c.Linger == 0 {
-		c.Linger = time.Millisecond
+		c.Linger = 10 * time.Millisecond
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 5 * time.Second
@@ -134,6 +144,8 @@ type Publisher struct {
 	wg   sync.WaitGroup
 
 	queue  chan Event
+	full   chan struct{} // signalled when wakeAt events are queued: ends a linger
+	wakeAt int           // MaxBatch, or half the queue when that is less
 	closed atomic.Bool
 
 	// The loop goroutine's alone: its encoder and its topics.
@@ -144,9 +156,11 @@ type Publisher struct {
 	lost     map[string]bool // guarded by lostMu: namespaces an overrun touched
 	lostWake chan struct{}
 
-	ringMu sync.Mutex
-	ring   []record // guarded by ringMu: ring[seq % len] for the last len sequence numbers
-	next   uint64   // guarded by ringMu: the next sequence number
+	ringMu    sync.Mutex
+	ring      []record // guarded by ringMu: ring[seq % len] for sequence numbers [oldest, next)
+	oldest    uint64   // guarded by ringMu: the oldest sequence number the ring holds
+	next      uint64   // guarded by ringMu: the next sequence number
+	ringBytes int      // guarded by ringMu: the payload bytes the ring holds
 
 	connMu sync.Mutex
 	conns  map[net.Conn]bool    // guarded by connMu: every open connection (true: the PUB socket's)
@@ -163,8 +177,9 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}),
-		queue: make(chan Event, cfg.Queue), enc: newBatchEncoder(), topics: map[topicKey][]byte{}, lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
+		queue: make(chan Event, cfg.Queue), full: make(chan struct{}, 1), enc: newBatchEncoder(), topics: map[topicKey][]byte{}, lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
 		ring: make([]record, cfg.Buffer), conns: map[net.Conn]bool{}, subs: map[*subscriber]bool{}}
+	p.wakeAt = max(1, min(cfg.MaxBatch, cfg.Queue/2))
 	if cfg.Auth != nil {
 		p.sec = plainServer{auth: cfg.Auth}
 	} else {
@@ -219,6 +234,12 @@ func (p *Publisher) Publish(e Event) bool {
 	}
 	select {
 	case p.queue <- e:
+		if len(p.queue) >= p.wakeAt {
+			select { // a batch is full: end the loop's linger
+			case p.full <- struct{}{}:
+			default:
+			}
+		}
 		return true
 	default:
 	}
@@ -272,6 +293,12 @@ func (p *Publisher) Close() error {
 
 // loop sends what is queued, in batches, and resynchronises the namespaces
 // an overrun touched once the queue is empty.
+//
+// Wakes, not bytes, are what a batch costs (Config.Linger): the loop wakes
+// for the first event after a quiet spell and sends it at once, then
+// lingers, waking again when Linger is up or a batch's worth is queued,
+// as long as events keep coming. Publish wakes it only when it is idle
+// (a send to a goroutine parked on the queue) or when a batch is full.
 func (p *Publisher) loop() {
 	defer p.wg.Done()
 	buf := make([]Event, 0, p.cfg.MaxBatch)
@@ -289,11 +316,19 @@ func (p *Publisher) loop() {
 			buf = p.drain(buf[:0], e)
 			// Linger: what comes meanwhile is queued without a wake.
 			for linger != nil {
-				linger.Reset(p.cfg.Linger)
 				select {
-				case <-p.stop:
-					return
-				case <-linger.C:
+				case <-p.full: // stale: what filled the batch was drained
+				default:
+				}
+				if len(p.queue) < p.wakeAt {
+					linger.Reset(p.cfg.Linger)
+					select {
+					case <-p.stop:
+						return
+					case <-linger.C:
+					case <-p.full:
+						linger.Stop()
+					}
 				}
 				if len(p.queue) == 0 {
 					break
@@ -308,10 +343,11 @@ func (p *Publisher) loop() {
 	}
 }
 
-// drain sends e and what is queued behind it, up to MaxBatch events, and
-// answers the marks among them once the events before each are sent.
+// drain sends e and every event queued behind it when drain began, in
+// batches of up to MaxBatch events, and answers the marks among them once
+// the events before each are sent.
 func (p *Publisher) drain(buf []Event, e Event) []Event {
-	for {
+	for n := len(p.queue); ; n-- {
 		if e.mark != nil {
 			p.send(buf)
 			buf = buf[:0]
@@ -322,14 +358,13 @@ func (p *Publisher) drain(buf []Event, e Event) []Event {
 			buf = append(buf, e)
 		}
 		if len(buf) >= p.cfg.MaxBatch {
+			p.send(buf)
+			buf = buf[:0]
+		}
+		if n <= 0 {
 			break
 		}
-		select {
-		case e = <-p.queue:
-			continue
-		default:
-		}
-		break
+		e = <-p.queue
 	}
 	p.send(buf)
 	return buf
@@ -421,7 +456,7 @@ func (p *Publisher) sendBatch(events []Event) {
 	p.ringMu.Lock()
 	r.seq = p.next
 	p.next++
-	p.ring[r.seq%uint64(len(p.ring))] = r
+	p.keepLocked(r)
 	p.ringMu.Unlock()
 	p.batches.Add(1)
 	p.events.Add(uint64(len(events) - bad))
@@ -475,16 +510,34 @@ func (p *Publisher) topic(e *Event) []byte {
 // maxTopics bounds the loop's cache of topics.
 const maxTopics = 4096
 
+// keepLocked puts r, the newest batch, in the ring, and lets the oldest go
+// while the ring holds more than Buffer batches or BufferBytes (the newest
+// is kept whatever its size).
+func (p *Publisher) keepLocked(r record) {
+	n := uint64(len(p.ring))
+	if r.seq-p.oldest >= n {
+		p.dropOldestLocked()
+	}
+	p.ring[r.seq%n] = r
+	p.ringBytes += len(r.payload)
+	for p.ringBytes > p.cfg.BufferBytes && p.oldest < r.seq {
+		p.dropOldestLocked()
+	}
+}
+
+func (p *Publisher) dropOldestLocked() {
+	old := &p.ring[p.oldest%uint64(len(p.ring))]
+	p.ringBytes -= len(old.payload)
+	*old = record{}
+	p.oldest++
+}
+
 // since returns the ring's records from sequence number start on, oldest
 // first.
 func (p *Publisher) since(start uint64) []record {
 	p.ringMu.Lock()
 	defer p.ringMu.Unlock()
-	oldest := uint64(0)
-	if p.next > uint64(len(p.ring)) {
-		oldest = p.next - uint64(len(p.ring))
-	}
-	start = max(start, oldest)
+	start = max(start, p.oldest)
 	out := make([]record, 0, p.next-min(start, p.next))
 	for s := start; s < p.next; s++ {
 		out = append(out, p.ring[s%uint64(len(p.ring))])

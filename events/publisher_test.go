@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -245,5 +246,81 @@ func TestRecvCount(t *testing.T) {
 	}
 	if _, err := countEvents([]byte{0x91, 0x01}); err == nil {
 		t.Error("a one-field batch counted")
+	}
+}
+
+// TestLingerBatchesAFlow: an event that comes while the publisher is idle
+// goes at once; what comes while it lingers waits, without waking it, until
+// a batch's worth is queued, and then goes in one batch. The linger here
+// is an hour,
+// so only the first event's idle wake and the full batch's wake can send
+// anything.
+func TestLingerBatchesAFlow(t *testing.T) {
+	const maxBatch = 100
+	p := newPublisher(t, func(c *Config) { c.Linger, c.MaxBatch = time.Hour, maxBatch })
+	key := []byte("k")
+	p.Publish(Event{Namespace: "ns", Kind: Stored, Block: key})
+	poll.Until(t, 5*time.Second, time.Millisecond, "the idle event sent", func() bool { return p.Stats().Events == 1 })
+	for range maxBatch - 1 {
+		p.Publish(Event{Namespace: "ns", Kind: Stored, Block: key})
+	}
+	if st := p.Stats(); st.Events != 1 {
+		t.Fatalf("%d events sent while a batch was filling during the linger, want 1", st.Events)
+	}
+	p.Publish(Event{Namespace: "ns", Kind: Stored, Block: key}) // the batch is full: the loop wakes
+	poll.Until(t, 5*time.Second, time.Millisecond, "the full batch sent", func() bool { return p.Stats().Events == 1+maxBatch })
+	if st := p.Stats(); st.Batches != 2 {
+		t.Fatalf("%d batches for an idle event and a full batch, want 2", st.Batches)
+	}
+	if st := p.Stats(); st.Overruns != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestDrainTakesEveryQueuedEvent: a wake sends every event queued, in
+// batches of MaxBatch, not one batch a wake (a linger of 10 ms would
+// otherwise cap the stream at 100 batches a second).
+func TestDrainTakesEveryQueuedEvent(t *testing.T) {
+	const maxBatch, queued = 100, 249
+	// The loop is not running: the test plays it.
+	p := &Publisher{cfg: Config{Node: "n1", MaxBatch: maxBatch}, queue: make(chan Event, 1000), enc: newBatchEncoder(),
+		topics: map[topicKey][]byte{}, ring: make([]record, 16), subs: map[*subscriber]bool{}}
+	for range queued {
+		p.queue <- Event{Namespace: "ns", Kind: Stored, Block: []byte("k")}
+	}
+	p.drain(nil, Event{Namespace: "ns", Kind: Removed, Block: []byte("k")})
+	if st := p.Stats(); st.Events != queued+1 || st.Batches != (queued+maxBatch)/maxBatch || len(p.queue) != 0 {
+		t.Fatalf("stats %+v, %d left queued; want %d events in %d batches, none left", st, len(p.queue), queued+1, (queued+maxBatch)/maxBatch)
+	}
+}
+
+// TestRingBounds: the replay ring keeps the last Buffer batches, fewer
+// when they hold more than BufferBytes, and always the newest.
+func TestRingBounds(t *testing.T) {
+	for _, c := range []struct {
+		buffer, bytes int
+		sizes         []int // payload sizes, oldest first
+		want          []uint64
+	}{
+		{4, 1 << 20, []int{100, 100, 100, 100, 100, 100}, []uint64{2, 3, 4, 5}},
+		{4, 250, []int{100, 100, 100, 100, 100, 100}, []uint64{4, 5}},
+		{4, 250, []int{100, 100, 300}, []uint64{2}},
+		{4, 250, []int{300, 10, 10}, []uint64{1, 2}},
+		{2, 1 << 20, []int{1}, []uint64{0}},
+	} {
+		p := &Publisher{cfg: Config{BufferBytes: c.bytes}, ring: make([]record, c.buffer)}
+		for _, n := range c.sizes {
+			p.ringMu.Lock()
+			p.keepLocked(record{seq: p.next, payload: make([]byte, n)})
+			p.next++
+			p.ringMu.Unlock()
+		}
+		var got []uint64
+		for _, r := range p.since(0) {
+			got = append(got, r.seq)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("buffer %d, %d bytes, batches of %v: the ring holds %v, want %v", c.buffer, c.bytes, c.sizes, got, c.want)
+		}
 	}
 }
