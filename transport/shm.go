@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/stratakv/strata/internal/ntcopy"
 	"github.com/stratakv/strata/proto/frame"
 )
 
@@ -119,12 +120,12 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		case write && each != nil:
 			for off := 0; off < len(win); off += WriteChunk {
 				end := min(len(win), off+WriteChunk)
-				copy(win[off:end], op.Buf[off:end])
-				each(i, win[off:end])
+				ntcopy.Copy(win[off:end], op.Buf[off:end])
+				each(i, op.Buf[off:end])
 			}
 			op.OK = true
 		case write:
-			copy(win, op.Buf)
+			ntcopy.Copy(win, op.Buf)
 			op.OK = true
 		default:
 			readOp(op, win, i, each)

@@ -27,6 +27,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"namespace":                 {"internal/cpuid internal/crc32c", "internal/testing/golden internal/testing/panics"},
 	"internal/crc32c":           {"internal/cpuid", ""},
 	"internal/cpuid":            {"", ""},
+	"internal/ntcopy":           {"", ""},
 	"internal/certs":            {"", "internal/testing/testcerts"},
 	"internal/dial":             {"internal/certs", ""},
 	"internal/grpcbuf":          {"", ""},
@@ -38,7 +39,7 @@ var layers = map[string]struct{ imports, tests string }{
 	// Wire formats and transport mechanics.
 	"proto/frame":  {"namespace", ""},
 	"proto/pbconv": {"namespace proto/strata/v1 rdma", ""},
-	"transport":    {"proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testcerts namespace tiers"},
+	"transport":    {"internal/ntcopy proto/frame", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testcerts namespace tiers"},
 
 	// The node's parts.
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/panics internal/testing/poll internal/testing/testlog internal/testing/testseed"},

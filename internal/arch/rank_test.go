@@ -16,7 +16,7 @@ import (
 // node or the client is built from can import one.
 var ranks = map[string]int{
 	// Leaves.
-	"internal/cpuid": 0, "internal/grpcbuf": 0, "internal/certs": 0,
+	"internal/cpuid": 0, "internal/grpcbuf": 0, "internal/certs": 0, "internal/ntcopy": 0,
 	"placement": 0, "eviction": 0, "events": 0, "proto/strata/v1": 0, "rdma": 0,
 	"internal/testing/testcerts": 0, // a leaf; strata-load makes its CA with it too (helperUsers)
 	"internal/crc32c":            1, "internal/dial": 1,
