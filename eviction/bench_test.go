@@ -50,19 +50,34 @@ func BenchmarkDecision(b *testing.B) {
 	}
 }
 
-// BenchmarkHit is the cost of recording a covering lookup of a resident page.
+// BenchmarkHit is the cost of recording a covering lookup of a resident
+// page: in a tier of 100,000 pages without a capacity in bytes (no
+// miniature simulations), and in a tier of 1,024 pages whose every key is
+// in the sample (sampled=all: each hit is replayed in every shadow) or
+// whose half-life is fixed (sampled=none).
 func BenchmarkHit(b *testing.B) {
-	q := mustNew(b, Config{Kind: KindCost, Capacity: 100_000})
-	hs := make([]Handle, 100_000)
-	for i := range hs {
-		hs[i] = q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		q.Record(uint64(i))
-		q.Hit(hs[i%len(hs)])
-		i++
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"tier=100000", Config{Kind: KindCost, Capacity: 100_000}},
+		{"tier=1024/sampled=all", Config{Kind: KindCost, Capacity: 1024, CapacityBytes: 1024 << 20}},
+		{"tier=1024/sampled=none", Config{Kind: KindCost, Capacity: 1024, CapacityBytes: 1024 << 20, HalfLife: 1024}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			q := mustNew(b, c.cfg)
+			hs := make([]Handle, c.cfg.Capacity)
+			for i := range hs {
+				hs[i] = q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				q.Record(uint64(i))
+				q.Hit(hs[i%len(hs)])
+				i++
+			}
+		})
 	}
 }
 
@@ -208,5 +223,22 @@ func BenchmarkRecord(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSwitch is the cost of a switch of the chosen half-life
+// (Queue.setHalfLife: every page restated, the heap rebuilt) in a tier of
+// a million pages: a pause of the store's lock, once per switch.
+func BenchmarkSwitch(b *testing.B) {
+	const pages = 1 << 20
+	q := mustNew(b, Config{Kind: KindCost, Capacity: pages, History: -1, Static: true})
+	for i := range pages {
+		q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
+	}
+	hl := []float64{pages / 4, 8 * pages}
+	i := 0
+	for b.Loop() {
+		q.setHalfLife(hl[i%2])
+		i++
 	}
 }
