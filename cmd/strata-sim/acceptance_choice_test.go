@@ -11,18 +11,19 @@ import (
 
 // choiceShort is how far short of issue 44's bars the chosen setting is
 // where it does not meet them, measured (TestAcceptanceChoice, one
-// placement): the bar for those cells is the measured shortfall, rounded
-// up to a tenth, so that they cannot get worse unseen, and the test logs
-// them. Keys: workload and size, with " +20%" or " of belady" for those
-// bars; values: points below the bar (the best fixed half-life, 1.2 ×
-// lru, 60% of Belady).
+// placement and five): the bar for those cells is the larger measured
+// shortfall, rounded up to a tenth, so that they cannot get worse unseen,
+// and the test logs them. Keys: workload and size, with " +20%" or " of
+// belady" for those bars; values: points below the bar (the best fixed
+// half-life, 1.2 × lru, 60% of Belady).
 //
-// Measured (points short; one placement): 60% of Belady on synthetic at
-// 5% 3.74 (ours-node saves 18.47%, Belady 37.01%: 50%). No fixed
-// half-life comes nearer (the best, 8 capacities, saves 18.62%): the gap
-// is admission's, not the half-life's. Every other cell meets its bar.
+// Measured (points short; one placement / five): 60% of Belady on
+// synthetic at 5% 3.74 / 3.81 (ours-node saves 18.47% / 18.60%, Belady
+// 37.01% / 37.35%: 50%). No fixed half-life comes nearer (the best, 8
+// capacities, saves 18.62% / 18.76%): the gap is admission's, not the
+// half-life's. Every other cell meets its bar.
 var choiceShort = map[string]float64{
-	"synthetic at 5% of belady": 3.8,
+	"synthetic at 5% of belady": 3.9,
 }
 
 // TestAcceptanceChoice replays the synthetic trace and the two workloads
