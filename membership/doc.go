@@ -18,6 +18,13 @@
 // and a change waits up to (n−32)/MetaRate seconds (push-pull may bring it
 // sooner).
 //
+// # Reports
+//
+// What only one member needs (the eviction coordinator: every node's value
+// summaries) does not ride in gossip metadata, which every member holds
+// and every push-pull carries: Collect asks members for their
+// Config.Report, a packet each way (report.go).
+//
 // # Profiles and scale
 //
 // Config.Profile picks memberlist's defaults for the cluster's size and

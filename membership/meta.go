@@ -41,9 +41,12 @@ type Meta struct {
 	// event streams (docs/design.md §15); 0 when it publishes none. A
 	// survivor clears that node's streams under it when it leaves.
 	EventsIncarnation uint64
-	// Summary is opaque bytes (a value summary for placement). It is sent
-	// last and only if everything fits in MaxMetaSize: when it does not,
-	// the metadata goes out without Summary (never a truncated one).
+	// Summary is opaque bytes (value summaries). It is sent last and only
+	// if everything fits in MaxMetaSize: when it does not, the metadata
+	// goes out without Summary (never a truncated one). strata's nodes
+	// leave it empty and report their summaries to the coordinator that
+	// asks (Config.Report, Collect); nodes of the release before gossiped
+	// them here, and the coordinator still reads them.
 	Summary []byte
 }
 
