@@ -18,7 +18,13 @@ import (
 // benchmarks/README.md, eight strata-load workers' 256 KiB raw puts cost
 // 126 CPU-µs each lent against 158 written (client and node, four
 // alternating pairs), and went 1.31 × Redis against 1.05; in one process
-// (BenchmarkPutSend) the difference is smaller, 84–87 µs against 90–96.
+// (BenchmarkPutSend) the difference was smaller, 84–87 µs against 90–96.
+// Measured again later (BenchmarkPutSend, 2026-12-07, a loaded VM) a
+// single page cost 87–93 µs lent against 78–106 written, and a batch of
+// 32 pages in one call 125–133 µs a page lent against 81–86 written (a
+// lent page reaches the socket as 4 KiB fragments, up to 17 to a packet,
+// where a written one fills 32 KiB ones): a call carrying more than one
+// bulk is written (stream.go, SendFramesLent).
 //
 // The price is that the bytes are lent, not handed over: the kernel reads
 // them after the call returns, until the peer has read them. So only a
