@@ -2,13 +2,16 @@
 // process and measures what grows with N (issue 45, step 1): the shipped
 // membership package over an in-process gossip network
 // (membership.Config.Network, with the shipped timing defaults and
-// metadata as a node advertises it, value summaries included), the
-// shipped hint routing (peer.RouteKnown, peer.Holders), placement (package
-// placement) and the coordinator's round (coord.Compute over N members'
-// metadata with their encoded summaries, as gossip delivers them).
-// Nothing is re-implemented.
+// metadata as a node advertises it; each member reports its value
+// summaries when asked, membership.Collect), the shipped hint routing
+// (peer.RouteKnown, peer.Holders), placement (package placement) and the
+// coordinator's round (coord.Compute over N members' metadata with their
+// reported summaries). Nothing is re-implemented. --dilate slows the
+// whole protocol by a factor (membership.Config.TimeScale) so that N
+// members in one process get the CPU each would have, and reports times
+// in the cluster's time.
 //
-//	go run ./cmd/strata-cluster-sim --n 10,100,300,1000 --csv cluster.csv
+//	go run ./cmd/strata-cluster-sim --n 10,100,300,1000 --dilate 8 --profile lan --advertise 2s --csv cluster.csv
 //
 // For each N it starts N members (each joining the first three), waits
 // until all see all alive, then reports:
@@ -28,8 +31,10 @@
 //   - the time (one thread: its CPU time) and bytes allocated by one
 //     coordinator round, on N members' metadata built as the gossiping
 //     members advertise it (so it is measured even where N members do not
-//     converge); beside it, how many summaries gossip did deliver to one
-//     member.
+//     converge); beside it, how long one round's collection of 200
+//     members' reports took, and how many came;
+//   - how often one member's view changed (a watching client's updates),
+//     and the cores the process got.
 //
 // Output is a markdown table, one row per N, and with --csv the same as
 // CSV. A cluster that does not converge within --phase-timeout is
