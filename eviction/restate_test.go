@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -147,6 +148,79 @@ func TestSwitchReads(t *testing.T) {
 	got, want := short.Worth(hs[last]), long.Worth(hl[last])
 	if math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("worth %g of an unswept page during the switch, want %g", got, want)
+	}
+}
+
+// TestRandomSwitches is TestRandomWorkloads for a KindCost queue whose
+// half-life switches every few dozen operations, often before the last
+// switch is restated: the heap stays a heap of the eligible pages, each
+// at its position, every victim is eligible, and once a switch is
+// restated the victim is the minimum again (harness.evict).
+func TestRandomSwitches(t *testing.T) {
+	seed := testSeed(t)
+	hls := []float64{1.0 / 64, 4, 256, 8192}
+	for run := range 10 {
+		r := rand.New(rand.NewPCG(seed, uint64(run)))
+		m := &harness{t: t, q: mustNew(t, Config{Kind: KindCost, Capacity: 1024, Static: true}), r: r, pages: map[Handle]*mpage{}}
+		during, waited := 0, 0 // operations during a switch, switches that waited
+		for i := range 6000 {
+			if i > 1000 && r.IntN(40) == 0 {
+				if m.q.rs.on {
+					waited++
+				}
+				m.q.setHalfLife(hls[r.IntN(len(hls))])
+			}
+			if m.q.rs.on {
+				during++
+			}
+			m.step()
+			checkHeap(t, m.q)
+		}
+		if during < 100 || waited == 0 {
+			t.Fatalf("run %d: %d operations during a switch, %d switches chosen during one: the test tests too little", run, during, waited)
+		}
+		for m.q.rs.on {
+			m.q.Hit(m.pick())
+		}
+		for len(m.live) > 0 {
+			for _, h := range m.live {
+				for m.pages[h].pins > 0 {
+					m.pages[h].pins--
+					m.q.Unpin(h)
+				}
+			}
+			before := len(m.live)
+			m.evict()
+			if len(m.live) == before {
+				t.Fatalf("run %d: %d unpinned pages left but no victim", run, before)
+			}
+		}
+	}
+}
+
+// checkHeap fails unless q's heap is ordered by its slots, each slot's
+// page knows its position, and it holds exactly the eligible live pages.
+func checkHeap(t *testing.T, q *Queue) {
+	t.Helper()
+	for i := range q.heap {
+		if h := q.heap[i].h; q.pages[h].pos != int32(i) {
+			t.Fatalf("heap slot %d holds page %d, whose position is %d", i, h, q.pages[h].pos)
+		}
+		if i > 0 && q.heap[i].before(&q.heap[(i-1)/2]) {
+			t.Fatalf("heap slot %d is before its parent", i)
+		}
+	}
+	n := 0
+	for h := 1; h < len(q.pages); h++ {
+		if s := &q.pages[h]; s.flags&flagLive != 0 && q.eligible(s) {
+			n++
+			if s.pos < 0 {
+				t.Fatalf("eligible page %d is not in the heap", h)
+			}
+		}
+	}
+	if n != len(q.heap) {
+		t.Fatalf("%d eligible pages, %d in the heap", n, len(q.heap))
 	}
 }
 
