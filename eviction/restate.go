@@ -15,7 +15,7 @@ import "math"
 //
 // Restating is spread over the operations that follow the switch, so
 // that no single one pauses the store for the whole tier (restating a
-// million pages and rebuilding the heap at once took 35-80 ms): every page
+// million pages and rebuilding the heap at once took 32-80 ms): every page
 // operation (step) restates the next
 // restateBatch handles of a sweep over the slab, and a page is restated
 // before it is read or changed (live) and when Summarize samples it. A
@@ -57,13 +57,16 @@ type restating struct {
 
 // restateBatch is how many handles of the slab each page operation
 // restates while a switch is under way: a tier of n pages is restated
-// within n/restateBatch operations, a quarter of an epoch of the
-// miniature simulations (a sixteenth of the capacity's operations) when
-// full. At a million pages a switch is spread over 16,383 operations,
-// none longer than 35-55 µs (BenchmarkSwitch's max-pause-ns, hits or
-// puts), where restating them at once took 35-80 ms on the same loaded
-// 2-core machine.
-const restateBatch = 64
+// within n/restateBatch operations, about an epoch of the miniature
+// simulations (a sixteenth of the capacity's operations) when full. At a
+// million pages a switch is spread over 65,535 operations, none longer
+// than 13-15 µs (BenchmarkSwitch's max-pause-ns, hits or puts), where
+// restating them at once took 32-80 ms on the same loaded 2-core machine.
+// A store operation over many pages (a 1,000-key lookup: 1,000 hits)
+// restates up to restateBatch for each: about 2 µs a hit more while a
+// switch is under way. 64 made a lookup's share four times that, and
+// changed no acceptance cell of strata-sim by more than noise.
+const restateBatch = 16
 
 // apply restates s, stated in the old half-life, in the new one.
 func (r *restating) apply(s *state) {
