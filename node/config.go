@@ -102,8 +102,9 @@ type Config struct {
 	// (membership.Config.JoinFanout).
 	Join []string
 	// GossipProfile is memberlist's set of defaults: membership.ProfileLocal
-	// (clusters of up to about fifty), ProfileLAN (fifty to a few thousand
-	// in one datacenter) or ProfileWAN (across sites); the fields below
+	// (clusters of up to about fifty), ProfileLAN (fifty and more in one
+	// datacenter; simulated to 300, docs/design.md §6.7) or ProfileWAN
+	// (across sites); the fields below
 	// override it one by one. Default local.
 	GossipProfile membership.Profile
 	// GossipProbeInterval, GossipInterval, GossipNodes and
