@@ -57,16 +57,21 @@ type restating struct {
 
 // restateBatch is how many handles of the slab each page operation
 // restates while a switch is under way: a tier of n pages is restated
-// within n/restateBatch operations, about an epoch of the miniature
-// simulations (a sixteenth of the capacity's operations) when full. At a
-// million pages a switch is spread over 65,535 operations, none longer
-// than 13-15 µs (BenchmarkSwitch's max-pause-ns, hits or puts), where
-// restating them at once took 32-80 ms on the same loaded 2-core machine.
-// A store operation over many pages (a 1,000-key lookup: 1,000 hits)
-// restates up to restateBatch for each: about 2 µs a hit more while a
-// switch is under way. 64 made a lookup's share four times that, and
-// changed no acceptance cell of strata-sim by more than noise.
-const restateBatch = 16
+// within n/restateBatch operations, a quarter of an epoch of the
+// miniature simulations (a sixteenth of the capacity's operations) when
+// full. At a million pages a switch is spread over 16,383 operations,
+// none longer than 35-55 µs (BenchmarkSwitch's max-pause-ns, hits or
+// puts), where restating them at once took 32-80 ms on the same loaded
+// 2-core machine. A store operation over many pages restates up to
+// restateBatch for each: a 1,000-key lookup (1,000 hits) pays 7-9 µs a
+// hit more, 7-9 ms, for the 16 or so such lookups a switch of a
+// million-page tier lasts. 16 made that a quarter, but the window an
+// epoch long cost the order it mixes (restate.go's invariants): with five
+// placements, TestAcceptanceChoice's 60% of Belady on the synthetic trace
+// at 5% fell 3.93 points short, past its 3.9 bar (3.78 with 64, 3.81
+// restated at once), and gen:scan at 10% 0.95 short of 8 capacities
+// fixed (0.86, 0.89).
+const restateBatch = 64
 
 // apply restates s, stated in the old half-life, in the new one.
 func (r *restating) apply(s *state) {
