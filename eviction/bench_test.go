@@ -225,3 +225,20 @@ func BenchmarkRecord(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSwitch is the cost of a switch of the chosen half-life
+// (Queue.setHalfLife: every page restated, the heap rebuilt) in a tier of
+// a million pages: a pause of the store's lock, once per switch.
+func BenchmarkSwitch(b *testing.B) {
+	const pages = 1 << 20
+	q := mustNew(b, Config{Kind: KindCost, Capacity: pages, History: -1, Static: true})
+	for i := range pages {
+		q.Insert(Page{Key: uint64(i), Bytes: 1 << 20, Depth: uint32(i % 100)})
+	}
+	hl := []float64{pages / 4, 8 * pages}
+	i := 0
+	for b.Loop() {
+		q.setHalfLife(hl[i%2])
+		i++
+	}
+}

@@ -60,8 +60,8 @@
 //     of the difference (confidence); LRU is always a candidate, so the
 //     queue is below leaf-first LRU by the sampling error at most. A
 //     switch restates every page's priority as if the new half-life had
-//     held since the page's last use, spread over the operations that
-//     follow, a bounded number of pages each (restate.go). A cold
+//     held since the page's last use (O(n), once per switch;
+//     Queue.setHalfLife). A cold
 //     queue holds the longest half-life, which loses no count, until its
 //     first eviction, then 0.25 capacities with the admission rule
 //     (measured: eviction/mini.go, startCandidate); the shadows run from

@@ -30,10 +30,6 @@ func (e *entry) before(f *entry) bool {
 // less orders pages as the heap does: class, then priority, then older use
 // first.
 func (q *Queue) less(a, b Handle) bool {
-	if q.rs.on {
-		q.current(a)
-		q.current(b)
-	}
 	ea, eb := q.entryOf(a), q.entryOf(b)
 	return ea.before(&eb)
 }

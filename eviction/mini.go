@@ -31,7 +31,7 @@ import (
 // differences per request, summed alike: spread), so that the choice
 // does not flap on noise.
 //
-// A switch restates the live queue's priorities (restate.go): a
+// A switch restates the live queue's priorities (Queue.setHalfLife): a
 // priority holds the half-lives elapsed at the page's last use, so
 // without it a switch from a short half-life to a long one left the pages
 // used under the short one ranked as if they had been idle for many long

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -125,5 +126,36 @@ func TestMiniSample(t *testing.T) {
 		if _, ok := mustNew(t, cfg).Choice(); ok {
 			t.Errorf("%+v chooses a setting, want none (no capacity, fixed, static or another kind)", cfg)
 		}
+	}
+}
+
+// TestSwitchRestates checks that a switch of half-life restates the
+// pages' priorities as if the new half-life had held since each page's
+// last use: pages put once under a half-life of 4 operations and then
+// switched to 64 rank, and are valued, as in a queue that always had 64.
+func TestSwitchRestates(t *testing.T) {
+	const pages = 64
+	short := mustNew(t, Config{Kind: KindCost, Capacity: pages, HalfLife: 4, Static: true, History: -1})
+	long := mustNew(t, Config{Kind: KindCost, Capacity: pages, HalfLife: 64, Static: true, History: -1})
+	var hs, hl []Handle
+	for i := range uint32(pages) {
+		p := Page{Key: uint64(i), Bytes: miniPage, Depth: (i * 37) % 50}
+		hs, hl = append(hs, short.Insert(p)), append(hl, long.Insert(p))
+	}
+	short.setHalfLife(64)
+	for i := range hs {
+		got, want := short.Value(hs[i])-short.Clock(), long.Value(hl[i])-long.Clock()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("page %d: value %.6f half-lives from now after the switch, want %.6f", i, got, want)
+		}
+	}
+	for range pages {
+		vs, _ := short.Victim()
+		vl, _ := long.Victim()
+		if short.ident(vs).key != long.ident(vl).key {
+			t.Fatalf("after the switch the victim is key %d, with the long half-life throughout %d", short.ident(vs).key, long.ident(vl).key)
+		}
+		short.Evict(vs)
+		long.Evict(vl)
 	}
 }

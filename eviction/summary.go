@@ -122,9 +122,6 @@ func (q *Queue) Summarize(dst *Summary) {
 		top = math.Inf(-1)
 		for j := range draws {
 			if s := &q.pages[slot(j)]; s.flags&flagLive != 0 {
-				if q.rs.on {
-					q.current(Handle(slot(j)))
-				}
 				top = max(top, s.eff())
 			}
 		}

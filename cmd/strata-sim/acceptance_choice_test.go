@@ -18,12 +18,10 @@ import (
 // half-life, 1.2 × lru, 60% of Belady).
 //
 // Measured (points short; one placement / five): 60% of Belady on
-// synthetic at 5% 3.62 / 3.78 (ours-node saves 18.59% / 18.63%, Belady
-// 37.01% / 37.35%: 50%), with a switch of half-life restated over the
-// operations after it (eviction/restate.go; 3.74 / 3.81 restated at
-// once). No fixed half-life comes nearer (the best, 8 capacities, saves
-// 18.62% / 18.76%): the gap is admission's, not the half-life's. Every
-// other cell meets its bar.
+// synthetic at 5% 3.74 / 3.81 (ours-node saves 18.47% / 18.60%, Belady
+// 37.01% / 37.35%: 50%). No fixed half-life comes nearer (the best, 8
+// capacities, saves 18.62% / 18.76%): the gap is admission's, not the
+// half-life's. Every other cell meets its bar.
 var choiceShort = map[string]float64{
 	"synthetic at 5% of belady": 3.9,
 }
