@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratakv/strata/events"
 	"github.com/stratakv/strata/metrics"
@@ -43,7 +44,16 @@ type EventsConfig struct {
 	// Buffer, Queue: events.Config's (batches kept for replay, events
 	// waiting to be sent). Defaults: the package's.
 	Buffer, Queue int
+	// Linger is events.Config.Linger: the longest an event waits while
+	// events flow, so that a flow rides a few batches a second (an event
+	// after a quiet spell goes at once). Default 10ms; negative: none,
+	// each wake sends what is queued; at most MaxEventsLinger.
+	Linger time.Duration
 }
+
+// MaxEventsLinger bounds EventsConfig.Linger: a router's index should not
+// lag the node by more than a fraction of a second.
+const MaxEventsLinger = time.Second
 
 // EventsListen is where one tenant's stream is served: TCP addresses,
 // host:port, port 0 picking a free one.
@@ -74,6 +84,9 @@ func (n *Node) startEvents() error {
 	if len(cfg.Tenants) == 0 {
 		return nil
 	}
+	if cfg.Linger > MaxEventsLinger {
+		return fmt.Errorf("events linger %v: at most %v", cfg.Linger, MaxEventsLinger)
+	}
 	prev, err := raiseIncarnation(n.cfg.DataDir)
 	if err != nil {
 		return err
@@ -88,7 +101,7 @@ func (n *Node) startEvents() error {
 	n.events = ev
 	for tenant, l := range cfg.Tenants {
 		p, err := events.New(events.Config{Listen: l.Pub, Replay: l.Replay, Node: n.id, Incarnation: prev + 1,
-			Auth: ev.auth(tenant), Buffer: cfg.Buffer, Queue: cfg.Queue, Resync: n.resyncEvents, Logger: n.log})
+			Auth: ev.auth(tenant), Buffer: cfg.Buffer, Queue: cfg.Queue, Linger: cfg.Linger, Resync: n.resyncEvents, Logger: n.log})
 		if err != nil {
 			return fmt.Errorf("tenant %s's event stream: %w", tenant, err)
 		}

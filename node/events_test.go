@@ -259,3 +259,71 @@ func TestEventsAfterNodeLoss(t *testing.T) {
 		t.Fatalf("no events under %s", lostTopic)
 	}
 }
+
+// TestEventsLinger: EventsConfig.Linger reaches the publisher. With a
+// linger of 800 ms, a put's BlockStored that follows another's at once
+// waits out the linger (the default, 10 ms, would send it within a few
+// milliseconds); a linger past MaxEventsLinger is refused at start.
+func TestEventsLinger(t *testing.T) {
+	const linger = 800 * time.Millisecond
+	n := testnode.Start(t, node.Config{Tiers: []string{"host"}, HostBytes: 64 << 20,
+		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0"}}, Linger: linger}})
+	pub, _ := n.EventsAddrs("acme")
+	sub, err := events.Subscribe(context.Background(), pub, "acme", "-", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	got := make(chan time.Time, 16)
+	go func() {
+		for {
+			k, err := sub.RecvCount()
+			if err != nil {
+				close(got)
+				return
+			}
+			for range k {
+				got <- time.Now()
+			}
+		}
+	}()
+	d := desc
+	d.Tenant = "acme"
+	_, ns := openNS(t, n.Addr(), client.Options{}, d)
+	_, pages := chain(ns, 0, 20)
+	// The subscription takes effect at some point after Subscribe: put
+	// pages one by one until an event arrives (the publisher idle again
+	// each time), then one more at once.
+	var first time.Time
+	i := 0
+	for ; first.IsZero() && i < len(pages)-1; i++ {
+		if _, err := ns.Put(context.Background(), pages[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case first = <-got:
+		case <-time.After(2 * linger):
+		}
+	}
+	if first.IsZero() {
+		t.Fatal("no event")
+	}
+	if _, err := ns.Put(context.Background(), pages[i:i+1]); err != nil {
+		t.Fatal(err)
+	}
+	second, ok := <-got
+	if !ok {
+		t.Fatal("the subscription ended")
+	}
+	if wait := second.Sub(first); wait < linger/2 {
+		t.Fatalf("the second put's event came %v after the first's, want about the linger, %v", wait, linger)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if nd, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), EmbeddedEtcdURL: "http://127.0.0.1:0",
+		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0"}}, Linger: 2 * node.MaxEventsLinger}}); err == nil {
+		nd.Close()
+		t.Fatal("a linger past MaxEventsLinger was accepted")
+	}
+}

@@ -88,6 +88,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.Var(&tokens, "tenant-token", "tenant=token; repeat for more tenants (none: the node is open)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "token that may see and use every namespace")
 	fs.Var(eventsFlag{&cfg.Events}, "events", "tenant=PUB[,REPLAY]: the tenant's namespaces publish vLLM's KV event stream on a ZMQ PUB socket at PUB and a replay socket at REPLAY (host:port, port 0 a free one); subscribers give the tenant's name and token (PLAIN); repeatable")
+	fs.DurationVar(&cfg.Events.Linger, "events-linger", 0, "the longest an event waits while events flow, so that a flow rides a few batches a second (an event after a quiet spell goes at once; at most 1s; negative: none) (default 10ms)")
 	fs.Var(&pairsFile{into: &tokens}, "tenant-token-file", "file of tenant=token lines (# comments), besides any --tenant-token; repeatable")
 	fs.Var(&secretFile{into: &cfg.AdminToken}, "admin-token-file", "file holding the admin token (instead of --admin-token, which shows on command lines)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain of the node: gRPC and the raw plane serve TLS only (re-read when it changes)")
