@@ -192,7 +192,7 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 	var buf [4]plane
 	if len(pages) > 0 && len(pages) <= h.maxBatch { // one batch: its results are the answer
 		for _, p := range h.planes(buf[:0], true) {
-			if res, ok, err := p.put(ctx, h, pages); ok {
+			if res, ok, err := putOn(ctx, p, h, pages); ok {
 				if err != nil {
 					return nil, err
 				}
@@ -204,7 +204,7 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 	out := make([]PutResult, 0, len(pages))
 	err := eachBatch(len(pages), h.maxBatch, func(start, end int) error {
 		for _, p := range h.planes(buf[:0], true) {
-			if res, ok, err := p.put(ctx, h, pages[start:end]); ok {
+			if res, ok, err := putOn(ctx, p, h, pages[start:end]); ok {
 				out = append(out, res...)
 				return err
 			}
@@ -215,6 +215,16 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// putOn is p.put of pages. A page whose bytes are in pieces (Pieces) is
+// gathered first for every plane but shared memory, which copies the
+// pieces into the arena itself.
+func putOn(ctx context.Context, p plane, h *nodeNS, pages []Page) ([]PutResult, bool, error) {
+	if _, shm := p.(*shmSession); !shm {
+		piecesOf(ctx).gather(pages, nil)
+	}
+	return p.put(ctx, h, pages)
 }
 
 // renew extends the lease to ttl from now (0: the node's default).

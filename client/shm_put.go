@@ -143,6 +143,7 @@ func (p *shmPut) run(ctx context.Context, open []int) (broke bool, err error) {
 		}
 	}
 	if len(viaTCP) > 0 {
+		piecesOf(ctx).gather(p.pages, viaTCP)
 		wid := func(i int) uint64 { return p.r.Slots[i].WriteID }
 		if err := p.n.write(ctx, p.pages, viaTCP, wid); err != nil {
 			return true, err
@@ -190,13 +191,15 @@ func (p *shmPut) drain() (broke bool, err error) {
 	return false, p.refused
 }
 
-// copy writes the pages at group into their extents and returns their
-// checksums, computed from the bytes as they were written.
+// copy writes the pages at group into their extents (a page in pieces
+// straight from them) and returns their checksums, computed from the bytes
+// as they were written.
 func (p *shmPut) copy(ctx context.Context, group []int) ([][]byte, error) {
 	ops := make([]transport.Op, len(group))
 	sums := make([]pageSum, len(group))
+	pcs := piecesOf(ctx)
 	for j, i := range group {
-		ops[j] = transport.Op{Ext: p.ext(i), Buf: p.pages[i].Data}
+		ops[j] = transport.Op{Ext: p.ext(i), Buf: p.pages[i].Data, Pieces: pcs.of(p.pages[i].Data)}
 		sums[j] = newPageSum(p.n.desc.Checksum)
 	}
 	if err := p.s.shm.WriteEach(ctx, ops, func(j int, b []byte) { sums[j].write(b) }); err != nil {

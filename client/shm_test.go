@@ -337,6 +337,56 @@ func TestShmNodeGoneUnmaps(t *testing.T) {
 	})
 }
 
+// TestPutFromPieces: a Put whose pages are registered in a Pieces puts
+// each page's pieces: over shared memory straight into the arena (its
+// staging buffer is never written), over tcp gathered into the buffer
+// first; either way a tcp client reads back the page the pieces make.
+// Pieces that do not add up to a page are refused with nothing sent.
+func TestPutFromPieces(t *testing.T) {
+	n, _ := shmNode(t, nil)
+	ctx := ctxT(t)
+	_, shmNS := openShm(t, n)
+	tcpNS := open(t, dialWith(t, n.Addr(), client.Options{NoShm: true}))
+	for k, tc := range []struct {
+		name     string
+		ns       *client.Namespace
+		gathered bool
+	}{{"shm", shmNS, false}, {"tcp", tcpNS, true}} {
+		keys := tc.ns.PageKeys(tokens(16*3, 40+uint32(k)))
+		data := pagesFor(tc.ns, keys)
+		pcs := client.NewPieces()
+		pages := client.ChainPages(keys, make([][]byte, len(keys)))
+		for i := range pages {
+			pages[i].Data = make([]byte, tc.ns.PageBytes())
+			cut := 100 + 4096*i
+			pcs.Add(pages[i].Data, [][]byte{data[i][:cut], data[i][cut : cut+10], data[i][cut+10:]})
+		}
+		putWant(client.WithPieces(ctx, pcs), t, tc.ns, pages, client.Committed, tc.name)
+		bufs := make([][]byte, len(keys))
+		for i := range bufs {
+			bufs[i] = make([]byte, tc.ns.PageBytes())
+		}
+		found, err := tcpNS.Get(ctx, keys, bufs, nil)
+		if err != nil {
+			t.Fatalf("%s: get: %v", tc.name, err)
+		}
+		for i := range keys {
+			if !found[i] || !bytes.Equal(bufs[i], data[i]) {
+				t.Fatalf("%s: page %d found %v, bytes equal %v", tc.name, i, found[i], bytes.Equal(bufs[i], data[i]))
+			}
+			if staged := bytes.Equal(pages[i].Data, data[i]); staged != tc.gathered {
+				t.Fatalf("%s: page %d's buffer holds the page %v, want %v", tc.name, i, staged, tc.gathered)
+			}
+		}
+		short := client.NewPieces()
+		bad := []client.Page{{Key: tc.ns.PageKeys(tokens(16, 90+uint32(k)))[0], Data: make([]byte, tc.ns.PageBytes())}}
+		short.Add(bad[0].Data, [][]byte{data[0][:100]})
+		if _, err := tc.ns.Put(client.WithPieces(ctx, short), bad); !errors.Is(err, client.ErrInvalid) {
+			t.Fatalf("%s: pieces short of a page: %v", tc.name, err)
+		}
+	}
+}
+
 // TestShmGetIntoPieces: a Get whose pages are registered in a Pieces reads
 // them over shared memory straight into their pieces (Written), both from
 // the node's answer and from the location cache; over tcp the page lands

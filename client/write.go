@@ -29,10 +29,19 @@ const putTries = 2
 // or a node refused the request itself; a page that found no node (every
 // node asked failed: counted by Client.AllFailed) has Status Failed and a
 // Reason naming the failure.
+//
+// A ctx carrying a Pieces (WithPieces) puts the pages registered there from
+// their pieces: straight into the arena over shared memory, gathered into
+// their Data first on any other plane; pieces that do not add up to the
+// page size are ErrInvalid.
 func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
+	pcs := piecesOf(ctx)
 	for i, p := range pages {
 		if len(p.Data) != n.pageBytes {
 			return nil, fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, len(p.Data), n.pageBytes, ErrInvalid)
+		}
+		if pc := pcs.of(p.Data); pc != nil && piecesLen(pc) != n.pageBytes {
+			return nil, fmt.Errorf("put page %d: pieces of %d bytes, namespace pages are %d: %w", i, piecesLen(pc), n.pageBytes, ErrInvalid)
 		}
 	}
 	if err := n.c.begin(); err != nil {

@@ -67,9 +67,10 @@ func (s *Shm) window(ext frame.Extent, buf int) ([]byte, error) {
 // raced a reclaim is a miss. An op outside the mapping fails the batch.
 func (s *Shm) Read(ctx context.Context, ops []Op) error { return s.copy(ctx, ops, false, nil) }
 
-// Write copies each op's Buf into its extent, which must be an open
-// reservation's: an extent whose generation no longer matches is not
-// written (ErrStale). Buf must be exactly Ext.Len bytes.
+// Write copies each op's Buf (or its Pieces, in order) into its extent,
+// which must be an open reservation's: an extent whose generation no
+// longer matches is not written (ErrStale). The source must be exactly
+// Ext.Len bytes.
 func (s *Shm) Write(ctx context.Context, ops []Op) error { return s.copy(ctx, ops, true, nil) }
 
 // WriteChunk is the most bytes WriteEach copies before it hands them to its
@@ -104,11 +105,8 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 		op := &ops[i]
 		op.OK = false
 		win, err := s.window(op.Ext, op.dstLen())
-		if err == nil && write && op.Pieces != nil {
-			err = fmt.Errorf("a write from pieces: %w", ErrOutOfRange)
-		}
-		if err == nil && write && int64(len(op.Buf)) != op.Ext.Len {
-			err = fmt.Errorf("%d bytes for a %d-byte extent: %w", len(op.Buf), op.Ext.Len, ErrOutOfRange)
+		if err == nil && write && int64(op.dstLen()) != op.Ext.Len {
+			err = fmt.Errorf("%d bytes for a %d-byte extent: %w", op.dstLen(), op.Ext.Len, ErrOutOfRange)
 		}
 		switch {
 		case err != nil:
@@ -117,12 +115,16 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 				err = ErrStale
 			}
 			// A read: already reclaimed, so not even copied.
-		case write && each != nil:
-			for off := 0; off < len(win); off += WriteChunk {
-				end := min(len(win), off+WriteChunk)
-				ntcopy.Copy(win[off:end], op.Buf[off:end])
-				each(i, op.Buf[off:end])
+		case write && (each != nil || op.Pieces != nil):
+			src := op.Pieces
+			if src == nil {
+				src = [][]byte{op.Buf}
 			}
+			writePieces(win, src, func(p []byte) {
+				if each != nil {
+					each(i, p)
+				}
+			})
 			op.OK = true
 		case write:
 			ntcopy.Copy(win, op.Buf)
@@ -180,6 +182,22 @@ func scatter(src []byte, pieces [][]byte, each func([]byte)) {
 			each(p[off:end])
 		}
 		src = src[len(p):]
+	}
+}
+
+// writePieces copies pieces, in order, into win (exactly as long as they
+// are together) with non-temporal stores, at most WriteChunk bytes at a
+// time, handing each source chunk just copied to each: a writer checksums
+// the bytes while they are in cache, and a page in pieces (an engine's K
+// and V halves) goes into the arena without being gathered first.
+func writePieces(win []byte, pieces [][]byte, each func([]byte)) {
+	for _, p := range pieces {
+		for off := 0; off < len(p); off += WriteChunk {
+			end := min(len(p), off+WriteChunk)
+			ntcopy.Copy(win[:end-off], p[off:end])
+			each(p[off:end])
+			win = win[end-off:]
+		}
 	}
 }
 

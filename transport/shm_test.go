@@ -123,6 +123,48 @@ func TestShmWriteEach(t *testing.T) {
 	}
 }
 
+// TestShmWritePieces: a Write whose source is Pieces places them in the
+// extent in order, with WriteEach handing every source byte once, in
+// order; pieces that do not add up to the extent are refused unwritten.
+func TestShmWritePieces(t *testing.T) {
+	h, s := newHost(t)
+	ctx := context.Background()
+	n := int64(3*WriteChunk + 11)
+	e, err := h.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := make([]byte, n)
+	for j := range page {
+		page[j] = byte(j*13 + 5)
+	}
+	cuts := []int64{0, 100, 100, WriteChunk + 3, n} // an empty piece among them
+	var pieces [][]byte
+	for k := 1; k < len(cuts); k++ {
+		pieces = append(pieces, page[cuts[k-1]:cuts[k]])
+	}
+	ops := []Op{{Ext: extentOf(h, e), Pieces: pieces}}
+	var seen []byte
+	if err := s.WriteEach(ctx, ops, func(i int, p []byte) { seen = append(seen, p...) }); err != nil || !ops[0].OK {
+		t.Fatalf("write from pieces: ok %v, %v", ops[0].OK, err)
+	}
+	if !bytes.Equal(h.Bytes(e), page) || !bytes.Equal(seen, page) {
+		t.Fatalf("arena equal %v, handed equal %v", bytes.Equal(h.Bytes(e), page), bytes.Equal(seen, page))
+	}
+	clear(h.Bytes(e))
+	if err := s.Write(ctx, ops); err != nil || !bytes.Equal(h.Bytes(e), page) {
+		t.Fatalf("write from pieces without a callback: %v, arena equal %v", err, bytes.Equal(h.Bytes(e), page))
+	}
+	clear(h.Bytes(e))
+	short := []Op{{Ext: extentOf(h, e), Pieces: pieces[:len(pieces)-1]}}
+	if err := s.Write(ctx, short); !errors.Is(err, ErrOutOfRange) || short[0].OK {
+		t.Fatalf("pieces short of the extent: ok %v, %v", short[0].OK, err)
+	}
+	if !bytes.Equal(h.Bytes(e), make([]byte, n)) {
+		t.Fatal("a refused write changed the arena")
+	}
+}
+
 // TestShmReadRacesReuse: one goroutine frees and reallocates the same
 // slots, filling each new extent with its own byte; readers copy extents
 // captured before. A copy reported OK must be all the byte its extent was

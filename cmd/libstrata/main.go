@@ -12,9 +12,9 @@
 // chunk. Page buffers are the caller's memory, named by pointer and
 // length: pages are read straight into them and written straight from
 // them. A page in several pieces (a K and a V segment) is read straight
-// into them over shared memory (client.Pieces), else through a staging
-// buffer of the namespace, as it is always written; in rounds of at most
-// stageBytes.
+// into them and written straight from them over shared memory
+// (client.Pieces), else through a staging buffer of the namespace; in
+// rounds of at most stageBytes.
 //
 // Objects cross as handles (runtime/cgo.Handle). Every call answers 0 for
 // success, else 1 with "REASON\tmessage" in its err buffer (client.Reason
@@ -234,18 +234,11 @@ func piecesLen(ps [][]byte) int {
 	return n
 }
 
-// scatter copies page into pieces (gather the reverse), the pages of a
-// round split between goroutines.
+// scatter copies page into pieces, the pages of a round split between
+// goroutines.
 func scatter(page []byte, pieces [][]byte) {
 	for _, p := range pieces {
 		page = page[copy(p, page):]
-	}
-}
-
-func gather(page []byte, pieces [][]byte) {
-	off := 0
-	for _, p := range pieces {
-		off += copy(page[off:], p)
 	}
 }
 
@@ -453,7 +446,7 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 	ctx, cancel := timeoutCtx(timeoutMs)
 	defer cancel()
 	why := make([]string, n)
-	put := func(idx []int) error {
+	put := func(ctx context.Context, idx []int) error {
 		sub := make([]client.Page, len(idx))
 		for j, i := range idx {
 			sub[j] = pages[i]
@@ -474,7 +467,7 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 		}
 	}
 	if len(whole) > 0 {
-		errs = append(errs, put(whole))
+		errs = append(errs, put(ctx, whole))
 	}
 	if len(bufs.split) > 0 {
 		slab := s.slab()
@@ -483,15 +476,16 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 		per := s.perRound()
 		for start := 0; start < len(bufs.split) && ctx.Err() == nil; start += per {
 			round := bufs.split[start:min(len(bufs.split), start+per)]
+			pcs := client.NewPieces()
 			for j, i := range round {
 				if l := piecesLen(bufs.pieces[i]); l != pb {
 					return fail(fmt.Errorf("put page %d: %d bytes, namespace pages are %d: %w", i, l, pb, client.ErrInvalid),
 						errBuf, errLen)
 				}
 				pages[i].Data = (*slab)[j*pb : (j+1)*pb]
+				pcs.Add(pages[i].Data, bufs.pieces[i])
 			}
-			parallel(len(round), func(j int) { gather(pages[round[j]].Data, bufs.pieces[round[j]]) })
-			errs = append(errs, put(round))
+			errs = append(errs, put(client.WithPieces(ctx, pcs), round))
 		}
 	}
 	for i := range why {
