@@ -143,18 +143,24 @@ type Publisher struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	queue  chan Event
-	full   chan struct{} // signalled when wakeAt events are queued: ends a linger
+	// The queue. Publish appends to q under qmu; the loop takes q whole,
+	// one lock a wake whatever it holds, and hands it the other buffer
+	// (spare), so that neither side allocates or copies an event twice.
+	qmu    sync.Mutex
+	q      []Event       // guarded by qmu: the events and marks waiting, oldest first
+	idle   bool          // guarded by qmu: the loop waits for an event, and the next one wakes it
+	wake   chan struct{} // the loop's wake (1 deep): an event while idle, a batch's worth queued, an overrun
 	wakeAt int           // MaxBatch, or half the queue when that is less
 	closed atomic.Bool
 
-	// The loop goroutine's alone: its encoder and its topics.
+	// The loop goroutine's alone: its encoder, its topics, the queue's
+	// other buffer.
 	enc    *batchEncoder
 	topics map[topicKey][]byte
+	spare  []Event
 
-	lostMu   sync.Mutex
-	lost     map[string]bool // guarded by lostMu: namespaces an overrun touched
-	lostWake chan struct{}
+	lostMu sync.Mutex
+	lost   map[string]bool // guarded by lostMu: namespaces an overrun touched
 
 	ringMu    sync.Mutex
 	ring      []record // guarded by ringMu: ring[seq % len] for sequence numbers [oldest, next)
@@ -177,7 +183,7 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}),
-		queue: make(chan Event, cfg.Queue), full: make(chan struct{}, 1), enc: newBatchEncoder(), topics: map[topicKey][]byte{}, lost: map[string]bool{}, lostWake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), enc: newBatchEncoder(), topics: map[topicKey][]byte{}, lost: map[string]bool{},
 		ring: make([]record, cfg.Buffer), conns: map[net.Conn]bool{}, subs: map[*subscriber]bool{}}
 	p.wakeAt = max(1, min(cfg.MaxBatch, cfg.Queue/2))
 	if cfg.Auth != nil {
@@ -232,26 +238,41 @@ func (p *Publisher) Publish(e Event) bool {
 	if p.closed.Load() {
 		return false
 	}
-	select {
-	case p.queue <- e:
-		if len(p.queue) >= p.wakeAt {
-			select { // a batch is full: end the loop's linger
-			case p.full <- struct{}{}:
-			default:
-			}
-		}
+	if p.enqueue(e) {
 		return true
-	default:
 	}
 	p.overruns.Add(1)
 	p.lostMu.Lock()
 	p.lost[e.Namespace] = true
 	p.lostMu.Unlock()
+	p.signal()
+	return false
+}
+
+// enqueue appends e to the queue unless it is full, and wakes the loop
+// when it is idle or when a batch's worth is queued (ending its linger).
+func (p *Publisher) enqueue(e Event) bool {
+	p.qmu.Lock()
+	if len(p.q) >= p.cfg.Queue {
+		p.qmu.Unlock()
+		return false
+	}
+	p.q = append(p.q, e)
+	wake := p.idle || len(p.q) == p.wakeAt
+	p.idle = false
+	p.qmu.Unlock()
+	if wake {
+		p.signal()
+	}
+	return true
+}
+
+// signal wakes the loop, or leaves it a wake if it is busy.
+func (p *Publisher) signal() {
 	select {
-	case p.lostWake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default:
 	}
-	return false
 }
 
 // Stats returns the publisher's counters.
@@ -298,10 +319,9 @@ func (p *Publisher) Close() error {
 // for the first event after a quiet spell and sends it at once, then
 // lingers, waking again when Linger is up or a batch's worth is queued,
 // as long as events keep coming. Publish wakes it only when it is idle
-// (a send to a goroutine parked on the queue) or when a batch is full.
+// (the idle flag, set under the queue's lock) or when a batch is full.
 func (p *Publisher) loop() {
 	defer p.wg.Done()
-	buf := make([]Event, 0, p.cfg.MaxBatch)
 	var linger *time.Timer
 	if p.cfg.Linger > 0 {
 		linger = time.NewTimer(p.cfg.Linger)
@@ -309,65 +329,103 @@ func (p *Publisher) loop() {
 		defer linger.Stop()
 	}
 	for {
-		select {
-		case <-p.stop:
-			return
-		case e := <-p.queue:
-			buf = p.drain(buf[:0], e)
-			// Linger: what comes meanwhile is queued without a wake.
-			for linger != nil {
-				select {
-				case <-p.full: // stale: what filled the batch was drained
-				default:
-				}
-				if len(p.queue) < p.wakeAt {
-					linger.Reset(p.cfg.Linger)
-					select {
-					case <-p.stop:
-						return
-					case <-linger.C:
-					case <-p.full:
-						linger.Stop()
-					}
-				}
-				if len(p.queue) == 0 {
-					break
-				}
-				buf = p.drain(buf[:0], <-p.queue)
-			}
-		case <-p.lostWake:
-		}
-		if len(p.queue) == 0 {
+		q := p.take()
+		if len(q) == 0 {
+			p.giveBack(q)
 			p.resync()
+			if !p.park() {
+				return
+			}
+			continue
+		}
+		p.drain(q)
+		p.giveBack(q)
+		// Linger: what comes meanwhile is queued without a wake.
+		if linger != nil && !p.linger(linger) {
+			return
 		}
 	}
 }
 
-// drain sends e and every event queued behind it when drain began, in
-// batches of up to MaxBatch events, and answers the marks among them once
-// the events before each are sent.
-func (p *Publisher) drain(buf []Event, e Event) []Event {
-	for n := len(p.queue); ; n-- {
-		if e.mark != nil {
-			p.send(buf)
-			buf = buf[:0]
-			p.ringMu.Lock()
-			e.mark <- p.next
-			p.ringMu.Unlock()
-		} else {
-			buf = append(buf, e)
-		}
-		if len(buf) >= p.cfg.MaxBatch {
-			p.send(buf)
-			buf = buf[:0]
-		}
-		if n <= 0 {
-			break
-		}
-		e = <-p.queue
+// take takes the queue whole, leaving the spare buffer in its place.
+func (p *Publisher) take() []Event {
+	p.qmu.Lock()
+	q := p.q
+	p.q, p.spare = p.spare[:0], nil
+	p.qmu.Unlock()
+	return q
+}
+
+// giveBack keeps q, sent, as the spare buffer: cleared, so that it holds
+// no event's tokens, and let go after a burst.
+func (p *Publisher) giveBack(q []Event) {
+	clear(q)
+	if cap(q) > 4*p.wakeAt {
+		q = nil
 	}
-	p.send(buf)
-	return buf
+	p.spare = q[:0]
+}
+
+// park waits, the loop idle, for the next event (or an overrun's wake);
+// false when the publisher closes.
+func (p *Publisher) park() bool {
+	p.qmu.Lock()
+	if len(p.q) > 0 {
+		p.qmu.Unlock()
+		return true
+	}
+	p.idle = true
+	p.qmu.Unlock()
+	select {
+	case <-p.stop:
+		return false
+	case <-p.wake:
+		return true
+	}
+}
+
+// linger waits Linger, or until a batch's worth is queued; false when the
+// publisher closes.
+func (p *Publisher) linger(t *time.Timer) bool {
+	select { // stale: what filled a batch then was taken
+	case <-p.wake:
+	default:
+	}
+	p.qmu.Lock()
+	n := len(p.q)
+	p.qmu.Unlock()
+	if n >= p.wakeAt {
+		return true
+	}
+	t.Reset(p.cfg.Linger)
+	select {
+	case <-p.stop:
+		return false
+	case <-t.C:
+	case <-p.wake:
+		t.Stop()
+	}
+	return true
+}
+
+// drain sends q, the events taken from the queue, in batches of up to
+// MaxBatch events, and answers the marks among them once the events
+// before each are sent.
+func (p *Publisher) drain(q []Event) {
+	for len(q) > 0 {
+		n := 0
+		for n < len(q) && n < p.cfg.MaxBatch && q[n].mark == nil {
+			n++
+		}
+		p.send(q[:n])
+		if n < len(q) && q[n].mark != nil {
+			p.ringMu.Lock()
+			q[n].mark <- p.next
+			p.ringMu.Unlock()
+			n++
+		}
+		q = q[n:]
+	}
 }
 
 // Mark queues a mark behind every event published so far and returns a
@@ -382,9 +440,7 @@ func (p *Publisher) Mark() (wait func(context.Context) (uint64, error), ok bool)
 		return nil, false
 	}
 	ch := make(chan uint64, 1)
-	select {
-	case p.queue <- Event{mark: ch}:
-	default:
+	if !p.enqueue(Event{mark: ch}) {
 		return nil, false
 	}
 	return func(ctx context.Context) (uint64, error) {

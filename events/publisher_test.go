@@ -279,18 +279,29 @@ func TestLingerBatchesAFlow(t *testing.T) {
 
 // TestDrainTakesEveryQueuedEvent: a wake sends every event queued, in
 // batches of MaxBatch, not one batch a wake (a linger of 10 ms would
-// otherwise cap the stream at 100 batches a second).
+// otherwise cap the stream at 100 batches a second), and answers a mark
+// between them once the events before it are sent.
 func TestDrainTakesEveryQueuedEvent(t *testing.T) {
-	const maxBatch, queued = 100, 249
+	const maxBatch, queued = 100, 260
 	// The loop is not running: the test plays it.
-	p := &Publisher{cfg: Config{Node: "n1", MaxBatch: maxBatch}, queue: make(chan Event, 1000), enc: newBatchEncoder(),
-		topics: map[topicKey][]byte{}, ring: make([]record, 16), subs: map[*subscriber]bool{}}
-	for range queued {
-		p.queue <- Event{Namespace: "ns", Kind: Stored, Block: []byte("k")}
+	p := &Publisher{cfg: Config{Node: "n1", MaxBatch: maxBatch, Queue: 1000}, wake: make(chan struct{}, 1), wakeAt: maxBatch,
+		enc: newBatchEncoder(), topics: map[topicKey][]byte{}, ring: make([]record, 16), subs: map[*subscriber]bool{}}
+	var wait func(context.Context) (uint64, error)
+	for i := range queued {
+		if i == 150 {
+			wait, _ = p.Mark()
+		}
+		p.Publish(Event{Namespace: "ns", Kind: Stored, Block: []byte("k")})
 	}
-	p.drain(nil, Event{Namespace: "ns", Kind: Removed, Block: []byte("k")})
-	if st := p.Stats(); st.Events != queued+1 || st.Batches != (queued+maxBatch)/maxBatch || len(p.queue) != 0 {
-		t.Fatalf("stats %+v, %d left queued; want %d events in %d batches, none left", st, len(p.queue), queued+1, (queued+maxBatch)/maxBatch)
+	q := p.take()
+	p.drain(q)
+	p.giveBack(q)
+	// 100 and 50 before the mark, 100 and 10 after it.
+	if st := p.Stats(); st.Events != queued || st.Batches != 4 || len(p.q) != 0 {
+		t.Fatalf("stats %+v, %d left queued; want %d events in 4 batches, none left", st, len(p.q), queued)
+	}
+	if seq, err := wait(context.Background()); err != nil || seq != 2 {
+		t.Fatalf("the mark after 150 events in batches of 100: %d, %v; want 2", seq, err)
 	}
 }
 

@@ -70,8 +70,12 @@ type nodeEvents struct {
 	previous uint64                       // the incarnation before this one; 0 none
 	// names caches each namespace's ID as the stream names it (hex), so
 	// that an event, published under the store's lock, does not format
-	// it each time (namespace.ID -> string).
+	// it each time (namespace.ID -> *nsName); last is the one named last,
+	// which a flow of puts names again and again (no map lookup, whose
+	// hashing and comparing of an interface key cost more than the rest
+	// of the hook).
 	names sync.Map
+	last  atomic.Pointer[nsName]
 	// tokens is the hashes of the tokens in force, to the tenant (or ""
 	// for an admin's): set by loadTenants.
 	tokens atomic.Pointer[map[string]string]
@@ -162,7 +166,7 @@ func (ev *nodeEvents) onStore(e store.Event) {
 	if p == nil || ev.only != nil && !ev.only[e.Namespace] {
 		return
 	}
-	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: string(e.Tier)}
+	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: e.Tier.String()}
 	switch e.Kind {
 	case store.EventStored:
 		// The event keeps the key's and the parent's bytes (one
@@ -188,14 +192,26 @@ func (ev *nodeEvents) onStore(e store.Event) {
 	p.Publish(out)
 }
 
+// nsName is a namespace's ID and its name in the stream.
+type nsName struct {
+	id   namespace.ID
+	name string
+}
+
 // name is the namespace id as the stream names it.
 func (ev *nodeEvents) name(id namespace.ID) string {
-	if v, ok := ev.names.Load(id); ok {
-		return v.(string)
+	if l := ev.last.Load(); l != nil && l.id == id {
+		return l.name
 	}
-	n := id.String()
-	ev.names.Store(id, n)
-	return n
+	var n *nsName
+	if v, ok := ev.names.Load(id); ok {
+		n = v.(*nsName)
+	} else {
+		n = &nsName{id: id, name: id.String()}
+		ev.names.Store(id, n)
+	}
+	ev.last.Store(n)
+	return n.name
 }
 
 // clearPreviousIncarnation sends, for each opted-in namespace the store
@@ -228,7 +244,7 @@ func (n *Node) resyncEvents(ns string, emit func(events.Event)) {
 		}
 		stats, _ := n.store.Admin().NamespaceStats(id)
 		for _, in := range infos {
-			e := events.Event{Kind: events.Stored, Block: in.Key[:], BlockSize: stats.PageTokens, Tier: string(in.Tier)}
+			e := events.Event{Kind: events.Stored, Block: in.Key[:], BlockSize: stats.PageTokens, Tier: in.Tier.String()}
 			if in.HasParent {
 				e.Parent = in.Parent[:]
 			}

@@ -168,7 +168,8 @@ func TestEventsAfterRestart(t *testing.T) {
 // TestEventsCarryPutTokens: the tokens and LoRA name a Go client's put
 // carries for a page (client.Page.Event) reach the page's BlockStored
 // (over the raw plane, frame protocol 6: client's
-// TestPutEventsOverFramePlanes checks the plane).
+// TestPutEventsOverFramePlanes checks the plane), whose ownership names
+// the tier by its name ("strata/host").
 func TestEventsCarryPutTokens(t *testing.T) {
 	n := testnode.Start(t, node.Config{Tiers: []string{"host"}, TenantTokens: tenantTokens,
 		Events: node.EventsConfig{Tenants: map[string]node.EventsListen{"acme": {Pub: "127.0.0.1:0", Replay: "127.0.0.1:0"}}}})
@@ -191,6 +192,9 @@ func TestEventsCarryPutTokens(t *testing.T) {
 		e := acme.stored[string(k[:])]
 		if want := []int64{int64(100 + i), int64(200 + i)}; !slices.Equal(e.Tokens, want) || e.LoraName != pages[i].Event.LoraName {
 			t.Errorf("page %d: BlockStored tokens %v lora %q, want %v %q", i, e.Tokens, e.LoraName, want, pages[i].Event.LoraName)
+		}
+		if e.Ownership != "strata/host" || e.Medium != events.MediumStorage {
+			t.Errorf("page %d: BlockStored ownership %q medium %q, want %q %q", i, e.Ownership, e.Medium, "strata/host", events.MediumStorage)
 		}
 	}
 }
