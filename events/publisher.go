@@ -257,6 +257,9 @@ func (p *Publisher) enqueue(e Event) bool {
 		p.qmu.Unlock()
 		return false
 	}
+	if cap(p.q) == 0 {
+		p.q = make([]Event, 0, p.wakeAt) // not grown from nothing, copying as it goes
+	}
 	p.q = append(p.q, e)
 	wake := p.idle || len(p.q) == p.wakeAt
 	p.idle = false
@@ -357,14 +360,21 @@ func (p *Publisher) take() []Event {
 }
 
 // giveBack keeps q, sent, as the spare buffer: cleared, so that it holds
-// no event's tokens, and let go after a burst.
+// no event's tokens, and let go after a burst past maxSpare batches. A
+// loop that waits for a CPU while puts run can find several batches'
+// worth queued: a buffer let go at that size would be grown again, copied
+// at each doubling, under the lock of the puts that fill it.
 func (p *Publisher) giveBack(q []Event) {
 	clear(q)
-	if cap(q) > 4*p.wakeAt {
+	if cap(q) > maxSpare*p.wakeAt {
 		q = nil
 	}
 	p.spare = q[:0]
 }
+
+// maxSpare is the most batches' worth (wakeAt events) of a queue buffer
+// kept after a burst: 16 of 1,024 events of about 190 bytes, 3 MiB.
+const maxSpare = 16
 
 // park waits, the loop idle, for the next event (or an overrun's wake);
 // false when the publisher closes.

@@ -3,10 +3,15 @@ package events
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/security/plain"
 
 	"github.com/stratakv/strata/internal/testing/leaktest"
 	"github.com/stratakv/strata/internal/testing/poll"
@@ -333,5 +338,51 @@ func TestRingBounds(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("buffer %d, %d bytes, batches of %v: the ring holds %v, want %v", c.buffer, c.bytes, c.sizes, got, c.want)
 		}
+	}
+}
+
+// countingSec counts the frames a mechanism is asked to decrypt.
+type countingSec struct {
+	zmq4.Security
+	decrypts atomic.Int64
+}
+
+func (c *countingSec) Decrypt(w io.Writer, b []byte) (int, error) {
+	c.decrypts.Add(1)
+	return c.Security.Decrypt(w, b)
+}
+
+// TestDataPhaseReadsFramesAsTheyAre: once a subscriber's PLAIN handshake
+// is done (dataPhase, as Subscribe connects), zmq4 reads the stream's
+// frames as they are, not through the mechanism's Decrypt (a copy of
+// every frame into a buffer of its own), and they arrive whole.
+func TestDataPhaseReadsFramesAsTheyAre(t *testing.T) {
+	p := newPublisher(t, nil)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sec := &countingSec{Security: plain.Security("acme", "acme-token")}
+	zc, err := zmq4.Open(c, &dataPhase{Security: sec}, zmq4.Sub, nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.decrypts.Store(0) // the handshake's commands
+	if err := zc.SendMsg(zmq4.NewMsg(append([]byte{1}, "kv@"...))); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 5*time.Second, time.Millisecond, "the subscription", func() bool { return p.subscribed(p.Topic("ns", 7)) })
+	p.Publish(Event{Namespace: "ns", Kind: Stored, Block: []byte("k1"), Tier: "host"})
+	m, err := zc.RecvMsg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := parseMessage(m.Frames)
+	if err != nil || msg.Topic != "kv@n1.7@ns" || len(msg.Batch.Events) != 1 || string(msg.Batch.Events[0].Hashes[0]) != "k1" {
+		t.Fatalf("received %+v, %v", msg, err)
+	}
+	if n := sec.decrypts.Load(); n != 0 {
+		t.Fatalf("%d frames read through Decrypt after the handshake, want 0", n)
 	}
 }

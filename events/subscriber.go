@@ -42,7 +42,7 @@ const subscribeTimeout = 10 * time.Second
 func Subscribe(ctx context.Context, addr, user, pass, prefix string) (*Subscriber, error) {
 	sec := null.Security()
 	if user != "" {
-		sec = plain.Security(user, pass)
+		sec = &dataPhase{Security: plain.Security(user, pass)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
@@ -63,6 +63,31 @@ func Subscribe(ctx context.Context, addr, user, pass, prefix string) (*Subscribe
 	}
 	_ = c.SetDeadline(time.Time{})
 	return &Subscriber{conn: c, zc: zc}, nil
+}
+
+// dataPhase is a security mechanism that, once its handshake is done,
+// reports itself to zmq4 as NULL, so that zmq4 takes each frame it reads
+// as it is. The mechanisms here do not encrypt (ZMTP PLAIN sends frames as
+// they are after its handshake), but zmq4 copies every frame of a
+// mechanism other than NULL through a bytes.Buffer of its own (Decrypt),
+// a second copy of every batch on the subscriber's side. zmq4 asks the
+// type only in the greeting (before the handshake) and for each frame.
+type dataPhase struct {
+	zmq4.Security
+	done bool // the handshake succeeded; set on the goroutine of zmq4.Open
+}
+
+func (d *dataPhase) Type() zmq4.SecurityType {
+	if d.done {
+		return zmq4.NullSecurity
+	}
+	return d.Security.Type()
+}
+
+func (d *dataPhase) Handshake(c *zmq4.Conn, server bool) error {
+	err := d.Security.Handshake(c, server)
+	d.done = err == nil
+	return err
 }
 
 // bufferedConn is a connection whose reads go through a buffer.
