@@ -227,8 +227,9 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 // BenchmarkSwitch is the cost of a switch of the chosen half-life
-// (Queue.setHalfLife: every page restated, the heap rebuilt) in a tier of
-// a million pages: a pause of the store's lock, once per switch.
+// (Queue.setHalfLife: every page restated with its heap slot, the heap
+// rebuilt) in a tier of a million pages, alternately to a longer and a
+// shorter one: a pause of the store's lock, once per switch.
 func BenchmarkSwitch(b *testing.B) {
 	const pages = 1 << 20
 	q := mustNew(b, Config{Kind: KindCost, Capacity: pages, History: -1, Static: true})

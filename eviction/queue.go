@@ -147,14 +147,28 @@ func (q *Queue) step() {
 // LRU, and a tier of stale pages inserted just before a switch to a long
 // half-life would outrank new ones for many capacities). Only the time
 // since the last use is restated: the decay between earlier uses stays as
-// it was. O(n) in the pages tracked, and a rebuild of the heap: at a
-// million pages 32-80 ms under the store's lock on the loaded 2-core VM
-// (BenchmarkSwitch), once per switch. Spreading it over the operations
-// that follow (64 pages each) cut the longest operation to 35-55 µs but
-// let victims be chosen between restated and unrestated pages meanwhile:
-// strata-sim's TestAcceptance then kept orphaned bytes at 1.008% of
-// capacity at 5% (bar 1%), and 256 pages an operation fell past
-// TestAcceptanceChoice's bars; it was taken out.
+// it was. O(n) in the pages tracked: one pass over the slab restates
+// each page and writes its heap slot, then the heap is rebuilt; at a
+// million pages 23-26 ms under the store's lock (BenchmarkSwitch, old
+// and new alternating on the 2-core VM at load 3-5; 28-29 ms when the
+// slots were rewritten in a second pass, by the heap's handles, which
+// read the pages at random; at load 6-7 35-82 against 40-76 ms), once
+// per switch. Spreading it over the operations that follow (64 pages
+// each) cut the longest operation to 35-55 µs but let victims be chosen
+// between restated and unrestated pages meanwhile: strata-sim's
+// TestAcceptance then kept orphaned bytes at 1.008% of capacity at 5%
+// (bar 1%), and 256 pages an operation fell past TestAcceptanceChoice's
+// bars; it was taken out. Keeping the victim exact while spreading
+// (restating each page that reaches the heap's top before taking it,
+// its slot only ever behind: heap.go) bounds no operation either: a
+// switch to a longer half-life raises every page's key by its idle time
+// times 1/old − 1/new half-life, and the pages whose old key lies below
+// the lowest new one, which the first eviction after the switch would
+// restate, are most of the tier (in a queue of 262,144 pages, each
+// insert followed by two hits of random pages: 74% on a switch from 0.25
+// to 8 capacities, all but one from LRU, 4% from 2 to 8); a switch to a
+// shorter one lowers keys, which that heap cannot hold behind at all.
+// The switch changes the sort order itself.
 //
 // The best descendant's priority (sub) is restated alike, by the page's
 // own time since its last use (the queue keeps no time for the sub, which
@@ -181,11 +195,15 @@ func (q *Queue) setHalfLife(h float64) {
 		if subToo && !math.IsInf(s.sub, -1) {
 			s.sub += age * k
 		}
+		// Its heap slot takes the new key in the same pass: the slab is
+		// read in order, the heap written at random (reading the heap's
+		// handles in order and their pages at random took most of the
+		// switch's time).
+		if s.pos >= 0 {
+			q.heap[s.pos] = q.entryOf(Handle(i))
+		}
 	}
 	q.halfLife = h
-	for i := range q.heap {
-		q.heap[i] = q.entryOf(q.heap[i].h)
-	}
 	for i := len(q.heap)/2 - 1; i >= 0; i-- {
 		q.down(i)
 	}
