@@ -108,6 +108,10 @@ type Config struct {
 	// membership, so joining every seed of a thousand would move the
 	// cluster's state a thousand times). Default 3.
 	JoinFanout int
+	// Compression says whether this member compresses its gossip packets
+	// and state exchanges: CompressionOn or CompressionOff. Default the
+	// profile's (profiles.go).
+	Compression Compression
 
 	// TimeScale multiplies every interval and timeout above, set or
 	// defaulted (JoinTimeout, DeadRetention and the leave's bounds too),
@@ -258,6 +262,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		if *f.n == 0 {
 			*f.n = f.def
 		}
+	}
+	switch cfg.Compression {
+	case "":
+		cfg.Compression = p.Compression
+	case CompressionOn, CompressionOff:
+	default:
+		return cfg, fmt.Errorf("Compression %q: not %s nor %s: %w", cfg.Compression, CompressionOn, CompressionOff, ErrInvalidConfig)
 	}
 	return cfg, nil
 }

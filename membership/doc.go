@@ -86,6 +86,18 @@
 // old self dead, whereupon they take the new address: about 4 s after the
 // restart in the tests.
 //
+// # Settling after a join
+//
+// A join takes its seed's view, which lacks the members that joined in
+// the last few gossip rounds; their alive messages may spend their
+// retransmissions before the newcomer is known to those passing them on,
+// and memberlist would then tell it of them only at a push-pull (every
+// 180 s at a thousand members with ProfileLAN). So a member that joined
+// exchanges state once more with a random live member 10 to 20 gossip
+// intervals after its join (settle): strata-cluster-sim's start of 100
+// members settled in 3.6 s with it, where one view had lacked one member
+// for 20-30 s.
+//
 // Partition is the seam to cut members apart in tests: it filters the
 // member's gossip transport, so the protocol runs unchanged.
 package membership
