@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ type cluster struct {
 	net       *membership.Network
 	sockets   bool                     // gossip over loopback sockets, not net
 	profile   membership.Profile       // the members'
+	compress  membership.Compression   // the members'; "": the profile's
 	advertise time.Duration            // how often each re-advertises (wall time); 0: never
 	dilate    float64                  // the members' membership.Config.TimeScale
 	members   []*membership.Membership // nil once stopped
@@ -40,9 +42,14 @@ const seedSample = 32
 // startParallel is how many members start at once.
 const startParallel = 16
 
-// startCluster starts n members, each joining members started before it.
+// startCluster starts n members, each joining members started before it:
+// all at once, or with cfg.Wave, in waves of that many, each wave started
+// once every member of the ones before sees all of them alive (a rolling
+// start). Each wave's starts are bounded by cfg.PhaseTimeout, and so is
+// each wait between waves.
 func startCluster(ctx context.Context, n int, cfg config) (*cluster, error) {
 	c := &cluster{net: membership.NewNetwork(), sockets: cfg.Sockets, profile: membership.Profile(cfg.Profile),
+		compress:  membership.Compression(cfg.Compression),
 		advertise: cfg.wall(cfg.Advertise), dilate: cfg.Dilate, stop: make(chan struct{})}
 	first, err := c.add(ctx, 0)
 	if err != nil {
@@ -53,11 +60,38 @@ func startCluster(ctx context.Context, n int, cfg config) (*cluster, error) {
 	for i := 1; i < n; i++ {
 		c.ids = append(c.ids, nodeID(i))
 	}
-	errs := make([]error, n)
+	wave := cfg.Wave
+	if wave <= 0 {
+		wave = n
+	}
+	for lo := 1; lo < n; lo += wave {
+		hi := min(n, lo+wave)
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, cfg.wall(cfg.PhaseTimeout))
+		err := c.startWave(wctx, lo, hi)
+		cancel()
+		if err == nil && cfg.Wave > 0 && hi < n {
+			var t timed
+			t, err = converge(ctx, c, cfg, start)
+			fmt.Fprintf(os.Stderr, "strata-cluster-sim: N=%d: %d started, all see all in %s s\n", n, hi, t.sim(cfg))
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startWave starts members lo to hi-1, startParallel at a time (the
+// first startParallel of the cluster one by one, so that each has one to
+// join).
+func (c *cluster) startWave(ctx context.Context, lo, hi int) error {
+	errs := make([]error, hi)
 	sem := make(chan struct{}, startParallel)
 	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		if i < startParallel { // the first join one by one, so that each has one to join
+	for i := lo; i < hi; i++ {
+		if i < startParallel {
 			c.members[i], errs[i] = c.add(ctx, i)
 			continue
 		}
@@ -72,10 +106,9 @@ func startCluster(ctx context.Context, n int, cfg config) (*cluster, error) {
 	wg.Wait()
 	failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 	if len(failed) > 0 {
-		c.Close()
-		return nil, fmt.Errorf("%d of %d members failed to start; the first: %w", len(failed), n, failed[0])
+		return fmt.Errorf("%d of %d members failed to start; the first: %w", len(failed), hi-lo, failed[0])
 	}
-	return c, nil
+	return nil
 }
 
 func nodeID(i int) string { return fmt.Sprintf("node-%04d", i) }
@@ -99,7 +132,7 @@ func (c *cluster) seeds() []string {
 func (c *cluster) add(ctx context.Context, i int) (*membership.Membership, error) {
 	meta, report := nodeMeta(i), nodeReport(i)
 	var used atomic.Int64 // bumped by each re-advertisement
-	cfg := membership.Config{NodeID: nodeID(i), Seeds: c.seeds(), Network: c.net, Profile: c.profile,
+	cfg := membership.Config{NodeID: nodeID(i), Seeds: c.seeds(), Network: c.net, Profile: c.profile, Compression: c.compress,
 		Report: func() []byte { return report }, TimeScale: c.dilate,
 		Meta: func() membership.Meta {
 			m := meta
@@ -277,8 +310,9 @@ func allAlive(n int) func(*membership.Membership) bool {
 // views summarises what the members see: the fewest and most members each
 // holds alive, and how many views hold some member dead.
 func (c *cluster) views() string {
-	fewest, most, withDead := len(c.members), 0, 0
-	for _, m := range c.live() {
+	live := c.live()
+	fewest, most, withDead, short := len(c.members), 0, 0, 0
+	for _, m := range live {
 		alive, dead := 0, 0
 		for _, mem := range m.Members() {
 			switch mem.State {
@@ -292,7 +326,36 @@ func (c *cluster) views() string {
 		if dead > 0 {
 			withDead++
 		}
+		if alive < len(live) {
+			short++
+		}
 	}
 	s := c.net.Stats()
-	return fmt.Sprintf("members see %d to %d alive; %d views hold a member dead; %d of %d packets lost", fewest, most, withDead, s.Lost, s.Packets)
+	return fmt.Sprintf("members see %d to %d alive; %d views miss a live member, %d hold a member dead; %d of %d packets lost",
+		fewest, most, short, withDead, s.Lost, s.Packets)
+}
+
+// progress prints what the members see (views) to stderr every
+// cfg.Progress of the cluster's time, from start, until the returned
+// func is called.
+func (c *cluster) progress(cfg config, start time.Time) (stop func()) {
+	if cfg.Progress <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(cfg.wall(cfg.Progress))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "strata-cluster-sim: N=%d at %.1fs: %s\n", len(c.members),
+					time.Since(start).Seconds()/cfg.Dilate, c.views())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }

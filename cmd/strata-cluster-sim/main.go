@@ -13,8 +13,12 @@
 //
 //	go run ./cmd/strata-cluster-sim --n 10,100,300,1000 --dilate 8 --profile lan --advertise 2s --csv cluster.csv
 //
-// For each N it starts N members (each joining the first three), waits
-// until all see all alive, then reports:
+// For each N it starts N members (each joining three of up to 32 started
+// before it, as a node joins three of the registered nodes; with --wave,
+// in waves, each once the earlier members see each other alive, as a
+// rolling deploy starts them), waits until all see all alive (--progress
+// prints what they see meanwhile) and then --quiet more, for the start's
+// last exchanges to pass, then reports:
 //   - gossip bytes and messages per node per second over --window
 //     (packets and streams, as they would cross UDP and TCP);
 //   - the time until 99% of the others see a crash (Dead), a new member
@@ -57,8 +61,13 @@ import (
 
 // config is the command line.
 type config struct {
-	Sizes        []int         // cluster sizes; default 10,100,300,1000
-	Window       time.Duration // gossip measuring window; default 10 s
+	Sizes  []int         // cluster sizes; default 10,100,300,1000
+	Window time.Duration // gossip measuring window; default 10 s
+	// Quiet is how long after the start (cluster time) the gossip window
+	// opens, so that it measures the steady state and not the start's
+	// last exchanges (each joiner's settling sync, 2-4 s after its join
+	// with ProfileLAN). Default 10 s.
+	Quiet        time.Duration
 	PhaseTimeout time.Duration // bound on each timed phase; default 30 s
 	Keys         int           // keys for the placement figures; default 100,000
 	Rounds       int           // coordinator rounds timed; default 20
@@ -69,6 +78,9 @@ type config struct {
 	Sockets bool
 	// Profile is the members' membership.Profile. Default local.
 	Profile string
+	// Compression overrides the profile's gossip compression (on, off);
+	// "" keeps the profile's. Default "".
+	Compression string
 	// Advertise is how often each member re-advertises changed metadata,
 	// as a node does each coordinator round (2 s by default); 0: never.
 	// Default 0.
@@ -79,6 +91,13 @@ type config struct {
 	// by it and rates multiplied, as a cluster whose members each had
 	// Dilate times the CPU this process gives them would see. Default 1.
 	Dilate float64
+	// Wave starts the members in waves of this many, each once all
+	// before it see each other alive, as a rolling deploy starts them;
+	// 0: all at once. Default 0.
+	Wave int
+	// Progress is how often (in the cluster's time) the start prints what
+	// the members see to stderr; 0: never. Default 0.
+	Progress time.Duration
 	// CPUProfile is where to write a CPU profile of the whole run (the
 	// simulator's own overhead beside the members'). Default none.
 	CPUProfile string
@@ -89,14 +108,18 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("strata-cluster-sim", flag.ContinueOnError)
 	sizes := fs.String("n", "10,100,300,1000", "cluster sizes, comma-separated")
 	fs.DurationVar(&cfg.Window, "window", 10*time.Second, "gossip measuring window")
+	fs.DurationVar(&cfg.Quiet, "quiet", 10*time.Second, "cluster time between the start and the gossip window")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 30*time.Second, "bound on each timed phase (start, crash, join, leave)")
 	fs.IntVar(&cfg.Keys, "keys", 100_000, "keys for the placement figures")
 	fs.IntVar(&cfg.Rounds, "rounds", 20, "coordinator rounds timed")
 	fs.BoolVar(&cfg.Sockets, "sockets", false, "gossip over loopback sockets instead of the in-process network (gossip not counted)")
 	fs.StringVar(&cfg.CSV, "csv", "", "also write the table as CSV to this file")
 	fs.Float64Var(&cfg.Dilate, "dilate", 1, "run the protocol this many times slower, reporting times divided by it and rates multiplied (members get that much more CPU)")
+	fs.IntVar(&cfg.Wave, "wave", 0, "start the members in waves of this many, each once the earlier see each other alive (a rolling start); 0: all at once")
+	fs.DurationVar(&cfg.Progress, "progress", 0, "print what the members see this often during the start (cluster time); 0: never")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&cfg.Profile, "profile", "local", "membership profile: local, lan or wan")
+	fs.StringVar(&cfg.Compression, "compression", "", "gossip compression, on or off (default the profile's)")
 	fs.DurationVar(&cfg.Advertise, "advertise", 0, "how often each member re-advertises changed metadata (a node: every coordinator round, 2s); 0: never")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -108,13 +131,18 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
-	if cfg.Window <= 0 || cfg.PhaseTimeout <= 0 || cfg.Keys <= 0 || cfg.Rounds <= 0 || cfg.Advertise < 0 || !(cfg.Dilate >= 1) {
-		return cfg, fmt.Errorf("--window, --phase-timeout, --keys and --rounds must be positive, --advertise not negative, --dilate at least 1")
+	if cfg.Window <= 0 || cfg.PhaseTimeout <= 0 || cfg.Keys <= 0 || cfg.Rounds <= 0 || cfg.Advertise < 0 || cfg.Quiet < 0 || cfg.Wave < 0 || !(cfg.Dilate >= 1) {
+		return cfg, fmt.Errorf("--window, --phase-timeout, --keys and --rounds must be positive, --advertise, --quiet and --wave not negative, --dilate at least 1")
 	}
 	switch membership.Profile(cfg.Profile) {
 	case membership.ProfileLocal, membership.ProfileLAN, membership.ProfileWAN:
 	default:
 		return cfg, fmt.Errorf("--profile %q: local, lan or wan", cfg.Profile)
+	}
+	switch membership.Compression(cfg.Compression) {
+	case "", membership.CompressionOn, membership.CompressionOff:
+	default:
+		return cfg, fmt.Errorf("--compression %q: on or off", cfg.Compression)
 	}
 	return cfg, nil
 }

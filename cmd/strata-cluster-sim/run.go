@@ -115,16 +115,19 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 		return r, err
 	}
 	start := time.Now()
-	sctx, cancel := context.WithTimeout(ctx, cfg.wall(cfg.PhaseTimeout))
-	c, err := startCluster(sctx, n, cfg)
-	cancel()
+	c, err := startCluster(ctx, n, cfg)
 	if err != nil {
 		return r, err
 	}
 	defer c.Close()
-	r.Start, err = converge(ctx, c, start, cfg.wall(cfg.PhaseTimeout))
+	stopProgress := c.progress(cfg, start)
+	r.Start, err = converge(ctx, c, cfg, start)
+	stopProgress()
 	r.Start = r.Start.sim(cfg)
 	if err != nil {
+		return r, err
+	}
+	if err := sleep(ctx, cfg.wall(cfg.Quiet)); err != nil {
 		return r, err
 	}
 	if r.GossipBytes, r.GossipMsgs, r.ViewUpdates, err = gossipRate(ctx, c, cfg.wall(cfg.Window)); err != nil {
@@ -146,4 +149,16 @@ func measure(ctx context.Context, cfg config, n int) (result, error) {
 	r.Leave, r.LeaveSeenDead = leave(ctx, c, cfg.wall(cfg.PhaseTimeout), cfg.wall(time.Second))
 	r.Leave = r.Leave.sim(cfg)
 	return r, ctx.Err()
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -13,7 +13,7 @@ import (
 // running other packages' tests beside it once took more than 10 s for a
 // join to reach the fourth member).
 func TestRunFive(t *testing.T) {
-	cfg, err := parseFlags([]string{"--n", "5", "--window", "500ms", "--phase-timeout", "30s", "--keys", "20000", "--rounds", "3"})
+	cfg, err := parseFlags([]string{"--n", "5", "--window", "500ms", "--quiet", "500ms", "--phase-timeout", "30s", "--keys", "20000", "--rounds", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +67,30 @@ func TestPlacementMovesShare(t *testing.T) {
 }
 
 func TestFlagsRejected(t *testing.T) {
-	for _, args := range [][]string{{"--n", "2"}, {"--n", "x"}, {"--window", "0s"}, {"--keys", "-1"}} {
+	for _, args := range [][]string{{"--n", "2"}, {"--n", "x"}, {"--window", "0s"}, {"--keys", "-1"},
+		{"--wave", "-1"}, {"--quiet", "-1s"}, {"--compression", "lzw"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// TestStartWaves: a rolling start, in waves of four, starts every member
+// and each wave only once the earlier ones see each other alive.
+func TestStartWaves(t *testing.T) {
+	cfg, err := parseFlags([]string{"--n", "9", "--wave", "4", "--phase-timeout", "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := startCluster(t.Context(), 9, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if live := len(c.live()); live != 9 {
+		t.Fatalf("%d members started, want 9", live)
+	}
+	if r, err := converge(t.Context(), c, cfg, time.Now()); err != nil || r.Saw != 9 {
+		t.Fatalf("after the waves, %d of 9 see all (%v)", r.Saw, err)
 	}
 }
