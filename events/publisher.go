@@ -148,6 +148,7 @@ type Publisher struct {
 	// (spare), so that neither side allocates or copies an event twice.
 	qmu    sync.Mutex
 	q      []Event       // guarded by qmu: the events and marks waiting, oldest first
+	qbytes []byte        // guarded by qmu: the hashes PublishBlock copied for q's events
 	idle   bool          // guarded by qmu: the loop waits for an event, and the next one wakes it
 	wake   chan struct{} // the loop's wake (1 deep): an event while idle, a batch's worth queued, an overrun
 	wakeAt int           // MaxBatch, or half the queue when that is less
@@ -155,9 +156,10 @@ type Publisher struct {
 
 	// The loop goroutine's alone: its encoder, its topics, the queue's
 	// other buffer.
-	enc    *batchEncoder
-	topics map[topicKey][]byte
-	spare  []Event
+	enc        *batchEncoder
+	topics     map[topicKey][]byte
+	spare      []Event
+	spareBytes []byte
 
 	lostMu sync.Mutex
 	lost   map[string]bool // guarded by lostMu: namespaces an overrun touched
@@ -238,27 +240,60 @@ func (p *Publisher) Publish(e Event) bool {
 	if p.closed.Load() {
 		return false
 	}
-	if p.enqueue(e) {
+	if p.enqueue(e, nil, nil) {
 		return true
 	}
+	return p.overrun(e.Namespace)
+}
+
+// PublishBlock is Publish for an event of one block (Stored, Removed)
+// whose hashes, block and parent (nil: none), it copies into the queue in
+// place of e.Block and e.Parent: the caller keeps them, and nothing is
+// allocated for them (a node publishes under its store's lock).
+func (p *Publisher) PublishBlock(e Event, block, parent []byte) bool {
+	if p.closed.Load() {
+		return false
+	}
+	if p.enqueue(e, block, parent) {
+		return true
+	}
+	return p.overrun(e.Namespace)
+}
+
+// overrun counts an event dropped at a full queue and marks its namespace
+// for a resync; it returns false, Publish's answer.
+func (p *Publisher) overrun(namespace string) bool {
 	p.overruns.Add(1)
 	p.lostMu.Lock()
-	p.lost[e.Namespace] = true
+	p.lost[namespace] = true
 	p.lostMu.Unlock()
 	p.signal()
 	return false
 }
 
-// enqueue appends e to the queue unless it is full, and wakes the loop
-// when it is idle or when a batch's worth is queued (ending its linger).
-func (p *Publisher) enqueue(e Event) bool {
+// enqueue appends e to the queue unless it is full, with copies of block
+// and parent as its hashes when block is not nil, and wakes the loop when
+// it is idle or when a batch's worth is queued (ending its linger).
+//
+// The copies go to qbytes, which the events hold slices of until the loop
+// has sent them (giveBack). Where an append moves qbytes, the events
+// queued before keep the array they point to.
+func (p *Publisher) enqueue(e Event, block, parent []byte) bool {
 	p.qmu.Lock()
 	if len(p.q) >= p.cfg.Queue {
 		p.qmu.Unlock()
 		return false
 	}
-	if cap(p.q) == 0 {
-		p.q = make([]Event, 0, p.wakeAt) // not grown from nothing, copying as it goes
+	if cap(p.q) == 0 { // not grown from nothing, copying as it goes
+		p.q, p.qbytes = make([]Event, 0, p.wakeAt), make([]byte, 0, p.wakeAt*eventHashes)
+	}
+	if block != nil {
+		n := len(p.qbytes)
+		p.qbytes = append(append(p.qbytes, block...), parent...)
+		e.Block = p.qbytes[n : n+len(block) : n+len(block)]
+		if e.Parent = nil; parent != nil {
+			e.Parent = p.qbytes[n+len(block) : len(p.qbytes) : len(p.qbytes)]
+		}
 	}
 	p.q = append(p.q, e)
 	wake := p.idle || len(p.q) == p.wakeAt
@@ -350,11 +385,12 @@ func (p *Publisher) loop() {
 	}
 }
 
-// take takes the queue whole, leaving the spare buffer in its place.
+// take takes the queue whole, leaving the spare buffers in its place.
 func (p *Publisher) take() []Event {
 	p.qmu.Lock()
 	q := p.q
 	p.q, p.spare = p.spare[:0], nil
+	p.qbytes, p.spareBytes = p.spareBytes[:0], p.qbytes
 	p.qmu.Unlock()
 	return q
 }
@@ -370,11 +406,18 @@ func (p *Publisher) giveBack(q []Event) {
 		q = nil
 	}
 	p.spare = q[:0]
+	if cap(p.spareBytes) > maxSpare*p.wakeAt*eventHashes {
+		p.spareBytes = nil
+	}
 }
 
 // maxSpare is the most batches' worth (wakeAt events) of a queue buffer
 // kept after a burst: 16 of 1,024 events of about 190 bytes, 3 MiB.
 const maxSpare = 16
+
+// eventHashes is what PublishBlock's copies take for an event, about: a
+// strata key and its parent.
+const eventHashes = 64
 
 // park waits, the loop idle, for the next event (or an overrun's wake);
 // false when the publisher closes.
@@ -450,7 +493,7 @@ func (p *Publisher) Mark() (wait func(context.Context) (uint64, error), ok bool)
 		return nil, false
 	}
 	ch := make(chan uint64, 1)
-	if !p.enqueue(Event{mark: ch}) {
+	if !p.enqueue(Event{mark: ch}, nil, nil) {
 		return nil, false
 	}
 	return func(ctx context.Context) (uint64, error) {

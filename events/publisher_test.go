@@ -171,12 +171,20 @@ func TestOverrunResyncs(t *testing.T) {
 // does not keep the next subscriber out.
 func TestSilentPeerDoesNotStallAccept(t *testing.T) {
 	p := newPublisher(t, nil)
+	dial(t, p)
+	subscribe(t, p, "acme", "acme-token")
+}
+
+// dial connects to p's PUB socket, and does nothing more; the connection
+// closes with the test.
+func dial(t *testing.T, p *Publisher) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	subscribe(t, p, "acme", "acme-token")
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestGuardRefusesLargeFrames: a frame declared past maxFrame fails the
@@ -358,11 +366,7 @@ func (c *countingSec) Decrypt(w io.Writer, b []byte) (int, error) {
 // every frame into a buffer of its own), and they arrive whole.
 func TestDataPhaseReadsFramesAsTheyAre(t *testing.T) {
 	p := newPublisher(t, nil)
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, p)
 	sec := &countingSec{Security: plain.Security("acme", "acme-token")}
 	zc, err := zmq4.Open(c, &dataPhase{Security: sec}, zmq4.Sub, nil, false, nil)
 	if err != nil {
@@ -384,5 +388,37 @@ func TestDataPhaseReadsFramesAsTheyAre(t *testing.T) {
 	}
 	if n := sec.decrypts.Load(); n != 0 {
 		t.Fatalf("%d frames read through Decrypt after the handshake, want 0", n)
+	}
+}
+
+// TestPublishBlockCopiesHashes: PublishBlock copies the block's and the
+// parent's hashes as it queues them, so that the caller may overwrite
+// them at once (a node's store does, under its lock), and the queue keeps
+// them whole across the moves of its byte buffer.
+func TestPublishBlockCopiesHashes(t *testing.T) {
+	// The loop is not running: the test takes the queue itself.
+	p := &Publisher{cfg: Config{Queue: 100000}, wake: make(chan struct{}, 1), wakeAt: 4}
+	block, parent := make([]byte, 32), make([]byte, 32)
+	const n = 1000 // past the byte buffer's first capacity, 4 events' worth
+	for i := range n {
+		block[0], block[1], parent[0] = byte(i), byte(i>>8), byte(i+1)
+		if i%3 == 2 {
+			p.PublishBlock(Event{Namespace: "ns", Kind: Removed}, block, nil)
+		} else {
+			p.PublishBlock(Event{Namespace: "ns", Kind: Stored}, block, parent)
+		}
+	}
+	clear(block)
+	clear(parent)
+	q := p.take()
+	if len(q) != n {
+		t.Fatalf("%d events queued, want %d", len(q), n)
+	}
+	for i, e := range q {
+		wantParent := i%3 != 2
+		if len(e.Block) != 32 || e.Block[0] != byte(i) || e.Block[1] != byte(i>>8) ||
+			wantParent != (e.Parent != nil) || wantParent && (len(e.Parent) != 32 || e.Parent[0] != byte(i+1)) {
+			t.Fatalf("event %d: block %x parent %x", i, e.Block, e.Parent)
+		}
 	}
 }

@@ -161,6 +161,8 @@ func (n *Node) eventHook() func(store.Event) {
 
 // onStore turns a store event of an opted-in namespace into the stream's;
 // it runs under the store's lock and never blocks (events.Publisher.Publish).
+// It allocates nothing: the publisher copies the key and the parent into
+// its queue (PublishBlock).
 func (ev *nodeEvents) onStore(e store.Event) {
 	p := ev.pubs[e.Tenant]
 	if p == nil || ev.only != nil && !ev.only[e.Namespace] {
@@ -169,27 +171,22 @@ func (ev *nodeEvents) onStore(e store.Event) {
 	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: e.Tier.String()}
 	switch e.Kind {
 	case store.EventStored:
-		// The event keeps the key's and the parent's bytes (one
-		// allocation), not the whole store.Event.
-		b := new([2 * len(namespace.Key{})]byte)
-		k := copy(b[:], e.Key[:])
-		out.Kind, out.Block = events.Stored, b[:k:k]
-		if e.HasParent {
-			out.Parent = b[k:]
-			copy(out.Parent, e.Parent[:])
-		}
+		out.Kind = events.Stored
 		if e.Info != nil {
 			out.Tokens, out.LoraName, out.ExtraKeys = e.Info.Tokens, e.Info.LoraName, e.Info.ExtraKeys
 		}
+		var parent []byte
+		if e.HasParent {
+			parent = e.Parent[:]
+		}
+		p.PublishBlock(out, e.Key[:], parent)
 	case store.EventRemoved:
-		key := e.Key
-		out.Kind, out.Block = events.Removed, key[:]
+		out.Kind = events.Removed
+		p.PublishBlock(out, e.Key[:], nil)
 	case store.EventCleared:
 		out.Kind = events.Cleared
-	default:
-		return
+		p.Publish(out)
 	}
-	p.Publish(out)
 }
 
 // nsName is a namespace's ID and its name in the stream.
