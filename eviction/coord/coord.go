@@ -37,6 +37,20 @@
 //  3. applies the last cutoffs the registry's watch delivered if they are
 //     fresh (received within StaleRounds rounds), or the local cutoffs.
 //
+// # Candidates
+//
+// Only a few nodes campaign (Config.Candidates, default 3): the first by
+// NodeID among the alive members this node sees, decided at Start and
+// again each round; a node that leaves the first few stops campaigning
+// unless it leads. Each candidate keeps an etcd session alive (a
+// keepalive a second), so with every node campaigning three quarters of
+// a thousand nodes' etcd requests were election sessions
+// (docs/design.md §6.7). Views may differ for a while (at a start every
+// node sees itself among the first): there may then be more candidates
+// or, while the first few are dead but still held alive, none, and the
+// nodes fall back to local cutoffs; the election itself stays etcd's, so
+// there is never more than one leader.
+//
 // Cutoffs from the watch are applied as soon as they arrive. A record of an
 // older epoch than one already applied, or of a round already received, is
 // ignored. A node that starts (or whose watch reconnects) while no
@@ -118,6 +132,10 @@ type Config struct {
 	// CandidateTTL is the election session TTL (registry.CandidateConfig).
 	// Default registry.DefaultCandidateTTL.
 	CandidateTTL time.Duration
+	// Candidates is how many nodes campaign for coordinator: the first
+	// by NodeID of the alive members (Candidates in the package comment).
+	// Default DefaultCandidates (3).
+	Candidates int
 	// Logger receives the loop's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -127,6 +145,7 @@ const (
 	DefaultRound       = 2 * time.Second
 	DefaultStaleRounds = 3
 	DefaultHeadroom    = 0.1
+	DefaultCandidates  = 3
 )
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -137,8 +156,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("coord: Registry, Store and Members are required: %w", ErrInvalidConfig)
 	case len(cfg.Tiers) != len(cfg.Capacities):
 		return cfg, fmt.Errorf("coord: %d tiers, %d capacities: %w", len(cfg.Tiers), len(cfg.Capacities), ErrInvalidConfig)
-	case cfg.Round < 0 || cfg.StaleRounds < 0:
-		return cfg, fmt.Errorf("coord: negative Round or StaleRounds: %w", ErrInvalidConfig)
+	case cfg.Round < 0 || cfg.StaleRounds < 0 || cfg.Candidates < 0:
+		return cfg, fmt.Errorf("coord: negative Round, StaleRounds or Candidates: %w", ErrInvalidConfig)
 	case !(cfg.ReportRate >= 0):
 		return cfg, fmt.Errorf("coord: ReportRate %v: want a positive rate: %w", cfg.ReportRate, ErrInvalidConfig)
 	case !(cfg.Headroom >= 0 && cfg.Headroom < 1):
@@ -148,6 +167,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Round = cmp.Or(cfg.Round, DefaultRound)
 	cfg.ReportRate = cmp.Or(cfg.ReportRate, DefaultReportRate)
 	cfg.StaleRounds = cmp.Or(cfg.StaleRounds, DefaultStaleRounds)
+	cfg.Candidates = cmp.Or(cfg.Candidates, DefaultCandidates)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,9 +194,13 @@ type State struct {
 
 // Coord is a node's coordination loop. Close stops it.
 type Coord struct {
-	cfg  Config
-	log  *slog.Logger
-	cand *registry.Candidate
+	cfg Config
+	log *slog.Logger
+
+	// candMu guards cand: nil while this node does not campaign. Only the
+	// loop (and Start, Close) change it.
+	candMu sync.Mutex
+	cand   *registry.Candidate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -196,8 +220,7 @@ func Start(cfg Config) (*Coord, error) {
 		return nil, err
 	}
 	c := &Coord{cfg: cfg, log: cfg.Logger.With("component", "coord")}
-	c.cand, err = cfg.Registry.Campaign(registry.CandidateConfig{NodeID: cfg.NodeID, TTL: cfg.CandidateTTL})
-	if err != nil {
+	if err := c.campaign(); err != nil {
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -212,7 +235,59 @@ func Start(cfg Config) (*Coord, error) {
 func (c *Coord) Close() error {
 	c.cancel()
 	c.wg.Wait()
+	c.candMu.Lock()
+	defer c.candMu.Unlock()
+	if c.cand == nil {
+		return nil
+	}
 	return c.cand.Close()
+}
+
+// term is the election term this node holds: the zero Term unless it
+// campaigns and leads.
+func (c *Coord) term() registry.Term {
+	c.candMu.Lock()
+	defer c.candMu.Unlock()
+	if c.cand == nil {
+		return registry.Term{}
+	}
+	return c.cand.Term()
+}
+
+// campaign starts or stops campaigning as this node is or is not among
+// the first Config.Candidates alive members by NodeID; a candidate that
+// leads goes on campaigning.
+func (c *Coord) campaign() error {
+	first := c.isCandidate()
+	c.candMu.Lock()
+	defer c.candMu.Unlock()
+	switch {
+	case first && c.cand == nil:
+		cand, err := c.cfg.Registry.Campaign(registry.CandidateConfig{NodeID: c.cfg.NodeID, TTL: c.cfg.CandidateTTL})
+		if err != nil {
+			return err
+		}
+		c.cand = cand
+		c.log.Debug("campaigning for coordinator")
+	case !first && c.cand != nil && !c.cand.Term().Leading():
+		err := c.cand.Close()
+		c.cand = nil
+		c.log.Debug("no longer among the first candidates; stopped campaigning")
+		return err
+	}
+	return nil
+}
+
+// isCandidate reports whether this node is among the first
+// Config.Candidates alive members by NodeID (Members.Alive is sorted).
+func (c *Coord) isCandidate() bool {
+	alive := c.cfg.Members.Alive()
+	for i, m := range alive {
+		if m.NodeID == c.cfg.NodeID {
+			return i < c.cfg.Candidates
+		}
+	}
+	return len(alive) < c.cfg.Candidates // not in its own view yet
 }
 
 // State returns what the node applies now.
@@ -221,7 +296,7 @@ func (c *Coord) State() State {
 	defer c.mu.Unlock()
 	s := c.state
 	s.Worth = slices.Clone(s.Worth)
-	s.Leading = c.cand.Term().Leading()
+	s.Leading = c.term().Leading()
 	return s
 }
 
@@ -277,6 +352,9 @@ func (c *Coord) loop() {
 			local, warned = false, false
 		case <-t.C:
 			c.refresh()
+			if err := c.campaign(); err != nil {
+				c.log.Warn("campaigning for coordinator", "err", err)
+			}
 			ld.round(c)
 			if !lastAt.IsZero() && time.Since(lastAt) <= time.Duration(c.cfg.StaleRounds)*c.cfg.Round {
 				continue
@@ -367,7 +445,7 @@ func (l *leader) round(c *Coord) {
 
 // publish computes and publishes one round of cutoffs if this node leads.
 func (l *leader) publish(c *Coord) error {
-	term := c.cand.Term()
+	term := c.term()
 	if !term.Leading() {
 		return nil
 	}

@@ -80,9 +80,9 @@ func startNodeRound(t testing.TB, id string, endpoints, seeds []string, capacity
 }
 
 // startNodeLogged is startNodeRound with log as the coordination loop's
-// logger.
+// logger, and tweaks applied to its Config.
 func startNodeLogged(t testing.TB, id string, endpoints, seeds []string, capacity int64, bucket int, hostBytes int64,
-	round time.Duration, log *slog.Logger) *testNode {
+	round time.Duration, log *slog.Logger, tweaks ...func(*Config)) *testNode {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -108,9 +108,13 @@ func startNodeLogged(t testing.TB, id string, endpoints, seeds []string, capacit
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.coord, err = Start(Config{NodeID: id, Registry: n.reg, Store: n.store, Members: n.members,
+	cfg := Config{NodeID: id, Registry: n.reg, Store: n.store, Members: n.members,
 		Tiers: []string{"host"}, Capacities: []int64{capacity}, Advertise: n.members.UpdateMeta,
-		Round: round, StaleRounds: 3, CandidateTTL: 2 * time.Second, Logger: log})
+		Round: round, StaleRounds: 3, CandidateTTL: 2 * time.Second, Logger: log}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	n.coord, err = Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
