@@ -101,12 +101,13 @@
 // an oracle to store only pages used again within 200 requests saves
 // 24.59%, but nothing a cache sees separates them (92% of first-time
 // pages and 78% of pages used once before do not come back that soon),
-// and no policy without the future measured did better than the chosen
-// one: admission candidates (every first-timer against the victim, its
-// put's chain counted; none on first sighting) were never taken by the
-// shadows, which replay single pages, not chains, and fixed in the live
-// queue they lost: 1.7 points at 10% on capacities 1:1:2:4, and 0.8 at
-// 5% on the synthetic trace (cmd/strata-sim, choiceShort).
+// and no policy measured that does not know the future came more than
+// 0.4 points nearer: admission candidates (every first-timer against the
+// victim, its put's chain counted; none on first sighting) were never
+// taken by the shadows, which replay single pages, not chains, and fixed
+// in the live queue the first saved 18.85% there but lost 1.7 points at
+// 10% on capacities 1:1:2:4, the second lost 0.8 (cmd/strata-sim,
+// choiceShort).
 //
 // # What a page saves: its subtree
 //

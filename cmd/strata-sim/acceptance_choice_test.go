@@ -19,9 +19,10 @@ import (
 //
 // Measured (points short; one placement / five): 60% of Belady on
 // synthetic at 5% 3.74 / 3.81 (ours-node saves 18.47% / 18.60%, Belady
-// 37.01% / 37.35%: 50%). No fixed half-life comes nearer (the best of
-// 0.125 to 64 capacities, 8, saves 18.62% / 18.76%), and no policy that
-// does not know the future came nearer either (issue 44, one placement):
+// 37.01% / 37.35%: 50%). No fixed half-life comes more than 0.15 points
+// nearer (the best of 0.125 to 64 capacities, 8, saves 18.62% / 18.76%),
+// nor any policy measured that does not know the future more than 0.4
+// (issue 44, one placement):
 // Belady's lead is knowing which pages come back soon, and nothing a
 // cache sees tells them apart on this trace. 92% of the pages put for
 // the first time are not asked for again within 200 requests (of the
