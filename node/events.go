@@ -68,14 +68,15 @@ type nodeEvents struct {
 	pubs     map[string]*events.Publisher // by tenant
 	only     map[namespace.ID]bool        // nil: every namespace
 	previous uint64                       // the incarnation before this one; 0 none
-	// names caches each namespace's ID as the stream names it (hex), so
-	// that an event, published under the store's lock, does not format
-	// it each time (namespace.ID -> *nsName); last is the one named last,
-	// which a flow of puts names again and again (no map lookup, whose
-	// hashing and comparing of an interface key cost more than the rest
-	// of the hook).
-	names sync.Map
-	last  atomic.Pointer[nsName]
+	// routes caches where each namespace's events go (namespace.ID ->
+	// *nsRoute): its name in the stream (hex) and its tenant's publisher,
+	// so that an event, published under the store's lock, neither formats
+	// the ID nor looks the tenant up each time; last is the one routed
+	// last, which a flow of puts routes again and again (no map lookup,
+	// whose hashing and comparing of a 32-byte interface key cost more
+	// than the rest of the hook).
+	routes sync.Map
+	last   atomic.Pointer[nsRoute]
 	// tokens is the hashes of the tokens in force, to the tenant (or ""
 	// for an admin's): set by loadTenants.
 	tokens atomic.Pointer[map[string]string]
@@ -164,11 +165,12 @@ func (n *Node) eventHook() func(store.Event) {
 // It allocates nothing: the publisher copies the key and the parent into
 // its queue (PublishBlock).
 func (ev *nodeEvents) onStore(e store.Event) {
-	p := ev.pubs[e.Tenant]
-	if p == nil || ev.only != nil && !ev.only[e.Namespace] {
+	r := ev.route(e.Namespace, e.Tenant)
+	p := r.pub
+	if p == nil {
 		return
 	}
-	out := events.Event{Namespace: ev.name(e.Namespace), BlockSize: e.PageTokens, Tier: e.Tier.String()}
+	out := events.Event{Namespace: r.name, BlockSize: e.PageTokens, Tier: e.Tier.String()}
 	switch e.Kind {
 	case store.EventStored:
 		out.Kind = events.Stored
@@ -189,26 +191,32 @@ func (ev *nodeEvents) onStore(e store.Event) {
 	}
 }
 
-// nsName is a namespace's ID and its name in the stream.
-type nsName struct {
-	id   namespace.ID
-	name string
+// nsRoute is where a namespace's events go.
+type nsRoute struct {
+	id     namespace.ID
+	tenant string            // the namespace's tenant as the store named it ("" not known yet)
+	name   string            // the namespace as the stream names it
+	pub    *events.Publisher // its tenant's, if the namespace is opted in; nil none
 }
 
-// name is the namespace id as the stream names it.
-func (ev *nodeEvents) name(id namespace.ID) string {
-	if l := ev.last.Load(); l != nil && l.id == id {
-		return l.name
+// route is where the events of namespace id, of tenant, go. A namespace
+// recovered from SSD has no tenant until it is registered again: its
+// route is made again when the store names one.
+func (ev *nodeEvents) route(id namespace.ID, tenant string) *nsRoute {
+	if r := ev.last.Load(); r != nil && r.id == id && r.tenant == tenant {
+		return r
 	}
-	var n *nsName
-	if v, ok := ev.names.Load(id); ok {
-		n = v.(*nsName)
-	} else {
-		n = &nsName{id: id, name: id.String()}
-		ev.names.Store(id, n)
+	v, ok := ev.routes.Load(id)
+	r, _ := v.(*nsRoute)
+	if !ok || r.tenant != tenant {
+		r = &nsRoute{id: id, tenant: tenant, name: id.String()}
+		if ev.only == nil || ev.only[id] {
+			r.pub = ev.pubs[tenant]
+		}
+		ev.routes.Store(id, r)
 	}
-	ev.last.Store(n)
-	return n.name
+	ev.last.Store(r)
+	return r
 }
 
 // clearPreviousIncarnation sends, for each opted-in namespace the store

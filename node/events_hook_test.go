@@ -74,3 +74,27 @@ func BenchmarkEventHook(b *testing.B) {
 		b.Fatalf("%d overruns", st.Overruns)
 	}
 }
+
+// TestEventRoute: a namespace's events go to its tenant's stream when the
+// namespace is opted in, nowhere before the store knows its tenant (pages
+// recovered from SSD), and to the tenant's stream once it does, whichever
+// namespace was routed last.
+func TestEventRoute(t *testing.T) {
+	p := &events.Publisher{}
+	var a, b, c namespace.ID
+	a[0], b[0], c[0] = 1, 2, 3
+	ev := &nodeEvents{pubs: map[string]*events.Publisher{"acme": p}, only: map[namespace.ID]bool{a: true, b: true}}
+	for i, step := range []struct {
+		id     namespace.ID
+		tenant string
+		want   *events.Publisher
+	}{
+		{a, "", nil}, {a, "", nil}, {a, "acme", p}, {a, "acme", p}, {b, "acme", p}, {a, "acme", p},
+		{b, "globex", nil}, {c, "acme", nil}, {b, "acme", p},
+	} {
+		r := ev.route(step.id, step.tenant)
+		if r.pub != step.want || r.name != step.id.String() {
+			t.Fatalf("step %d: namespace %x of tenant %q routed to %p as %q, want %p", i, step.id[0], step.tenant, r.pub, r.name, step.want)
+		}
+	}
+}
