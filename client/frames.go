@@ -250,13 +250,28 @@ func reserved(m frame.Message, pages []Page) (r *frame.ReserveOK, results []PutR
 	return r, results, open, false, nil
 }
 
-// commitFrame commits the reserved pages at open with their checksums.
-func (n *nodeNS) commitFrame(r *frame.ReserveOK, pages []Page, open []int) *frame.Commit {
+// commitFrame commits the reserved pages at open with their checksums (a
+// page registered in pcs: its pieces').
+func (n *nodeNS) commitFrame(r *frame.ReserveOK, pages []Page, open []int, pcs *Pieces) *frame.Commit {
 	items := make([]frame.CommitItem, len(open))
 	for j, i := range open {
-		items[j] = frame.CommitItem{WriteID: r.Slots[i].WriteID, Size: int64(len(pages[i].Data)), Checksum: n.desc.Checksum.Sum(pages[i].Data)}
+		items[j] = frame.CommitItem{WriteID: r.Slots[i].WriteID, Size: int64(len(pages[i].Data)),
+			Checksum: n.sumOf(pages[i].Data, pcs.of(pages[i].Data))}
 	}
 	return &frame.Commit{NS: n.id, Items: items}
+}
+
+// sumOf is the checksum of a page: of its pieces when it has them, else of
+// data.
+func (n *nodeNS) sumOf(data []byte, pieces [][]byte) []byte {
+	if pieces == nil {
+		return n.desc.Checksum.Sum(data)
+	}
+	s := newPageSum(n.desc.Checksum)
+	for _, p := range pieces {
+		s.write(p)
+	}
+	return s.sum()
 }
 
 // committed reads the answer to a Commit of the pages at open into

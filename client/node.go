@@ -219,9 +219,12 @@ func (h *nodeNS) put(ctx context.Context, pages []Page) ([]PutResult, error) {
 
 // putOn is p.put of pages. A page whose bytes are in pieces (Pieces) is
 // gathered first for every plane but shared memory, which copies the
-// pieces into the arena itself.
+// pieces into the arena itself, and raw tcp, which writes them to its
+// socket.
 func putOn(ctx context.Context, p plane, h *nodeNS, pages []Page) ([]PutResult, bool, error) {
-	if _, shm := p.(*shmSession); !shm {
+	switch p.(type) {
+	case *shmSession, *rawSession:
+	default:
 		piecesOf(ctx).gather(pages, nil)
 	}
 	return p.put(ctx, h, pages)

@@ -15,10 +15,11 @@ import (
 //     records it. The caller then copies from the buffer only the pages
 //     Written says were not (they came on another plane).
 //   - a Put: the buffer need not hold the page yet. The shared-memory
-//     plane copies a page straight from its pieces into the arena,
-//     checksumming them on the way; before any other plane reads a page,
-//     its pieces are gathered into its buffer once (gather). Pieces must
-//     add up to the page's size.
+//     plane copies a page straight from its pieces into the arena, and the
+//     raw tcp plane writes them to its socket, checksumming them on the
+//     way; before any other plane reads a page, its pieces are gathered
+//     into its buffer once (gather). Pieces must add up to the page's
+//     size.
 //
 // The Python client's native plane (cmd/libstrata) uses it to spare a
 // copy of every page of an engine's batch.
@@ -105,6 +106,24 @@ func piecesLen(pieces [][]byte) int {
 		n += len(p)
 	}
 	return n
+}
+
+// cutPieces is the bytes [off, end) of the page pieces make, as pieces of
+// their own (nil for nil pieces).
+func cutPieces(pieces [][]byte, off, end int) [][]byte {
+	if pieces == nil {
+		return nil
+	}
+	var out [][]byte
+	at := 0
+	for _, p := range pieces {
+		lo, hi := max(off, at), min(end, at+len(p))
+		if lo < hi {
+			out = append(out, p[lo-at:hi-at])
+		}
+		at += len(p)
+	}
+	return out
 }
 
 // wrote records that buf's page is in its pieces.

@@ -1,14 +1,11 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/stratakv/strata/internal/crc32c"
 	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/transport"
@@ -63,27 +60,36 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 	keys := req.Keys
 	found = make([]bool, len(keys))
 	next := 0
-	pick := func(p *frame.Page, size int) ([]byte, error) {
+	// A page registered in a Pieces (WithPieces) is read straight into its
+	// pieces, as over shared memory; any other into its buffer.
+	pcs := piecesOf(ctx)
+	var one [1][]byte
+	pick := func(p *frame.Page, size int) ([][]byte, error) {
 		if int(p.Index) != next {
 			return nil, fmt.Errorf("page %d where %d was due: %w", p.Index, next, ErrProtocol)
 		}
-		if size > len(bufs[next]) {
-			return nil, fmt.Errorf("page %d is %d bytes, buffer %d: %w", next, size, len(bufs[next]), ErrBufferTooSmall)
+		dst := pcs.of(bufs[next])
+		if dst == nil {
+			one[0] = bufs[next]
+			dst = one[:]
 		}
-		return bufs[next], nil
+		if have := piecesLen(dst); size > have {
+			return nil, fmt.Errorf("page %d is %d bytes, buffer %d: %w", next, size, have, ErrBufferTooSmall)
+		}
+		return dst, nil
 	}
 	var bad []error
-	// CRC-32C pages are checksummed piece by piece as they arrive, while
-	// the rest is still in flight; other algorithms once whole.
-	var crc uint32
+	// Pages are checksummed piece by piece as they arrive, while the rest
+	// is still in flight.
+	var sum pageSum
 	var each func([]byte)
 	skip := n.c.rawSkipVerify
-	if !skip && (n.desc.Checksum == namespace.CRC32C || n.desc.Checksum == 0) {
-		each = func(p []byte) { crc = crc32c.Update(crc, p) }
+	if !skip {
+		each = func(p []byte) { sum.write(p) }
 	}
 	for ; next < len(keys); next++ {
-		crc = 0
-		got, m, err := c.RecvPage(pick, each)
+		sum = newPageSum(n.desc.Checksum)
+		got, m, err := c.RecvPageInto(pick, each)
 		switch {
 		case err != nil && m == nil:
 			// The connection failed mid-answer: the pages read so far may
@@ -104,8 +110,11 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 			}
 			return nil, false, fromFrame("get", m)
 		}
-		if p.Found && (skip || verified(n.desc.Checksum, each != nil, crc, p)) {
+		if p.Found && (skip || sum.is(p.Checksum)) {
 			found[next] = true
+			if pcs.of(bufs[next]) != nil {
+				pcs.wrote(bufs[next])
+			}
 		} else if p.Found {
 			bad = append(bad, fmt.Errorf("page %d: %w", next, ErrChecksum))
 		}
@@ -114,15 +123,6 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 		return found, false, fmt.Errorf("get: %w", errors.Join(bad...))
 	}
 	return found, false, nil
-}
-
-// verified checks a received page against its checksum: the CRC-32C
-// computed as it arrived when incremental, else the whole page's.
-func verified(alg namespace.Checksum, incremental bool, crc uint32, p *frame.Page) bool {
-	if incremental {
-		return len(p.Checksum) == 4 && binary.BigEndian.Uint32(p.Checksum) == crc
-	}
-	return bytes.Equal(alg.Sum(p.Data), p.Checksum)
 }
 
 // put is a put batch over the raw tcp data plane (putRawCalls). ok false:
@@ -141,7 +141,7 @@ func (s *rawSession) put(ctx context.Context, n *nodeNS, pages []Page) ([]PutRes
 		return nil, false, nil
 	}
 	done := bound(ctx, c)
-	results, broke, err := n.putRawCalls(s, c, pages)
+	results, broke, err := n.putRawCalls(s, c, pages, piecesOf(ctx))
 	if !done() {
 		broke = true
 	}
@@ -156,11 +156,11 @@ func (s *rawSession) put(ctx context.Context, n *nodeNS, pages []Page) ([]PutRes
 }
 
 // putRawCalls runs a put batch on c: one round trip where it can, else
-// two.
-func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+// two. A page registered in pcs is sent from its pieces.
+func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page, pcs *Pieces) (results []PutResult, broke bool, err error) {
 	if len(pages) <= oneCallMaxPages && s.version.Load() >= 3 && len(pages[0].Data) <= frame.MaxWriteChunk {
 		s.oneCall.Add(1)
-		return n.putRawOneCall(s, c, pages)
+		return n.putRawOneCall(s, c, pages, pcs)
 	}
 	s.twoPhase.Add(1)
 	id := s.ids.Add(1)
@@ -175,13 +175,18 @@ func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (re
 	if len(open) == 0 || err != nil {
 		return results, broke, err
 	}
-	commit := n.commitFrame(r, pages, open)
+	commit := n.commitFrame(r, pages, open, pcs)
 	frames := make([]transport.Frame, 0, len(open)+1)
 	for _, i := range open {
 		wid, data := r.Slots[i].WriteID, pages[i].Data
+		pieces := pcs.of(data)
 		for off := 0; off < len(data); off += frame.MaxWriteChunk {
-			frames = append(frames, transport.Frame{ID: s.ids.Add(1), Msg: &frame.Write{NS: n.id, WriteID: wid,
-				Offset: uint64(off), Data: data[off:min(len(data), off+frame.MaxWriteChunk)]}})
+			end := min(len(data), off+frame.MaxWriteChunk)
+			w := &frame.Write{NS: n.id, WriteID: wid, Offset: uint64(off)}
+			if pieces == nil {
+				w.Data = data[off:end]
+			}
+			frames = append(frames, transport.Frame{ID: s.ids.Add(1), Msg: w, Pieces: cutPieces(pieces, off, end)})
 		}
 	}
 	id = s.ids.Add(1)
@@ -203,14 +208,17 @@ func (n *nodeNS) putRawCalls(s *rawSession, c *transport.Conn, pages []Page) (re
 // then reads their answers in order: one round trip. The node refuses a
 // page with an Error frame as that page's answer (an unknown namespace,
 // say), which fails the call but leaves the connection in step.
-func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page) (results []PutResult, broke bool, err error) {
+func (n *nodeNS) putRawOneCall(s *rawSession, c *transport.Conn, pages []Page, pcs *Pieces) (results []PutResult, broke bool, err error) {
 	frames := make([]transport.Frame, len(pages))
 	puts := make([]frame.Put, len(pages))
 	first := s.ids.Add(uint64(len(pages))) - uint64(len(pages)) + 1
 	for i, p := range pages {
-		puts[i] = frame.Put{NS: n.id, Checksum: n.desc.Checksum.Sum(p.Data), Data: p.Data,
-			Page: framePageSpec(p)}
-		frames[i] = transport.Frame{ID: first + uint64(i), Msg: &puts[i]}
+		pieces := pcs.of(p.Data)
+		puts[i] = frame.Put{NS: n.id, Checksum: n.sumOf(p.Data, pieces), Page: framePageSpec(p)}
+		if pieces == nil {
+			puts[i].Data = p.Data
+		}
+		frames[i] = transport.Frame{ID: first + uint64(i), Msg: &puts[i], Pieces: pieces}
 	}
 	if err := c.SendFramesLent(frames...); err != nil {
 		return nil, true, err

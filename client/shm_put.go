@@ -2,14 +2,9 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
-	"hash"
 	"time"
 
-	"github.com/stratakv/strata/internal/crc32c"
-	"github.com/stratakv/strata/namespace"
 	"github.com/stratakv/strata/proto/frame"
 	"github.com/stratakv/strata/transport"
 )
@@ -256,33 +251,4 @@ func (p *shmPut) commitAnswered(sc shmCommit, m frame.Message) error {
 		}
 	}
 	return nil
-}
-
-// pageSum is a page's checksum under its namespace's algorithm, computed
-// piece by piece: namespace.Checksum.Sum of the pieces put together.
-type pageSum struct {
-	crc uint32
-	h   hash.Hash // SHA-256; nil: CRC-32C
-}
-
-func newPageSum(alg namespace.Checksum) pageSum {
-	if alg == namespace.SHA256 {
-		return pageSum{h: sha256.New()}
-	}
-	return pageSum{}
-}
-
-func (s *pageSum) write(p []byte) {
-	if s.h != nil {
-		s.h.Write(p)
-		return
-	}
-	s.crc = crc32c.Update(s.crc, p)
-}
-
-func (s *pageSum) sum() []byte {
-	if s.h != nil {
-		return s.h.Sum(nil)
-	}
-	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), s.crc)
 }

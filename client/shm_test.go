@@ -338,28 +338,34 @@ func TestShmNodeGoneUnmaps(t *testing.T) {
 }
 
 // TestPutFromPieces: a Put whose pages are registered in a Pieces puts
-// each page's pieces: over shared memory straight into the arena (its
-// staging buffer is never written), over tcp gathered into the buffer
-// first; either way a tcp client reads back the page the pieces make.
-// Pieces that do not add up to a page are refused with nothing sent.
+// each page's pieces: over shared memory straight into the arena, over raw
+// tcp straight to the socket, in one call (3 pages) and in two (17: a
+// reservation, then Write frames), their staging buffers never written;
+// over gRPC gathered into the buffer first. Either way a tcp client reads
+// back the page the pieces make. Pieces that do not add up to a page are
+// refused with nothing sent.
 func TestPutFromPieces(t *testing.T) {
 	n, _ := shmNode(t, nil)
 	ctx := ctxT(t)
 	_, shmNS := openShm(t, n)
-	tcpNS := open(t, dialWith(t, n.Addr(), client.Options{NoShm: true}))
+	tcp := dialWith(t, n.Addr(), client.Options{NoShm: true})
+	tcpNS := open(t, tcp)
+	rpcNS := open(t, dialWith(t, n.Addr(), client.Options{NoShm: true, NoRaw: true}))
 	for k, tc := range []struct {
 		name     string
 		ns       *client.Namespace
+		pages    int
 		gathered bool
-	}{{"shm", shmNS, false}, {"tcp", tcpNS, true}} {
-		keys := tc.ns.PageKeys(tokens(16*3, 40+uint32(k)))
+	}{{"shm", shmNS, 3, false}, {"raw tcp, one call", tcpNS, 3, false}, {"raw tcp, two calls", tcpNS, 17, false},
+		{"grpc", rpcNS, 3, true}} {
+		keys := tc.ns.PageKeys(tokens(16*tc.pages, 40+uint32(k)))
 		data := pagesFor(tc.ns, keys)
 		pcs := client.NewPieces()
 		pages := client.ChainPages(keys, make([][]byte, len(keys)))
 		for i := range pages {
 			pages[i].Data = make([]byte, tc.ns.PageBytes())
-			cut := 100 + 4096*i
-			pcs.Add(pages[i].Data, [][]byte{data[i][:cut], data[i][cut : cut+10], data[i][cut+10:]})
+			cut := 100 + 512*i
+			pcs.Add(pages[i].Data, [][]byte{data[i][:cut], data[i][cut : cut+10], nil, data[i][cut+10:]})
 		}
 		putWant(client.WithPieces(ctx, pcs), t, tc.ns, pages, client.Committed, tc.name)
 		bufs := make([][]byte, len(keys))
@@ -378,6 +384,9 @@ func TestPutFromPieces(t *testing.T) {
 				t.Fatalf("%s: page %d's buffer holds the page %v, want %v", tc.name, i, staged, tc.gathered)
 			}
 		}
+		if one, two := tcp.RawPuts(); tc.name == "raw tcp, two calls" && (one != 1 || two != 1) {
+			t.Fatalf("%s: raw put batches %d in one call, %d in two; want 1 and 1", tc.name, one, two)
+		}
 		short := client.NewPieces()
 		bad := []client.Page{{Key: tc.ns.PageKeys(tokens(16, 90+uint32(k)))[0], Data: make([]byte, tc.ns.PageBytes())}}
 		short.Add(bad[0].Data, [][]byte{data[0][:100]})
@@ -387,44 +396,62 @@ func TestPutFromPieces(t *testing.T) {
 	}
 }
 
-// TestShmGetIntoPieces: a Get whose pages are registered in a Pieces reads
-// them over shared memory straight into their pieces (Written), both from
-// the node's answer and from the location cache; over tcp the page lands
-// in its buffer as always, and Written says so.
-func TestShmGetIntoPieces(t *testing.T) {
+// TestGetIntoPieces: a Get whose pages are registered in a Pieces reads
+// them straight into their pieces (Written) over shared memory, from the
+// node's answer and from the location cache, and over raw tcp, CRC-32C
+// and SHA-256 pages alike, each verified as it arrives; over gRPC the page
+// lands in its buffer as always, and Written says so.
+func TestGetIntoPieces(t *testing.T) {
 	n, _ := shmNode(t, nil)
 	ctx := ctxT(t)
-	_, ns := openShm(t, n)
+	shmC, ns := openShm(t, n)
 	keys := ns.PageKeys(tokens(16*3, 21))
 	data := pagesFor(ns, keys)
 	putWant(ctx, t, ns, client.ChainPages(keys, data), client.Committed, "put")
+	sha := llama()
+	sha.Checksum = namespace.SHA256
+	shaNS, err := shmC.Open(ctx, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shaKeys := shaNS.PageKeys(tokens(16*3, 22))
+	shaData := pagesFor(shaNS, shaKeys)
+	putWant(ctx, t, shaNS, client.ChainPages(shaKeys, shaData), client.Committed, "put sha-256")
 	tcp := dialWith(t, n.Addr(), client.Options{NoShm: true})
+	shaTCP, err := tcp.Open(ctx, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc := dialWith(t, n.Addr(), client.Options{NoShm: true, NoRaw: true})
 	for _, tc := range []struct {
 		name    string
 		ns      *client.Namespace
+		keys    []namespace.Key
+		data    [][]byte
 		written bool
-	}{{"shm", ns, true}, {"shm, cached", ns, true}, {"tcp", open(t, tcp), false}} {
-		bufs := make([][]byte, len(keys))
-		pieces := make([][][]byte, len(keys))
+	}{{"shm", ns, keys, data, true}, {"shm, cached", ns, keys, data, true}, {"raw tcp", open(t, tcp), keys, data, true},
+		{"raw tcp, sha-256", shaTCP, shaKeys, shaData, true}, {"grpc", open(t, rpc), keys, data, false}} {
+		bufs := make([][]byte, len(tc.keys))
+		pieces := make([][][]byte, len(tc.keys))
 		pcs := client.NewPieces()
-		for i := range keys {
+		for i := range tc.keys {
 			bufs[i] = make([]byte, ns.PageBytes())
 			cut := 100 + i
 			pieces[i] = [][]byte{make([]byte, cut), make([]byte, ns.PageBytes()/2-cut), make([]byte, ns.PageBytes()-ns.PageBytes()/2)}
 			pcs.Add(bufs[i], pieces[i])
 		}
-		found, err := tc.ns.Get(client.WithPieces(ctx, pcs), keys, bufs, nil)
+		found, err := tc.ns.Get(client.WithPieces(ctx, pcs), tc.keys, bufs, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		for i := range keys {
+		for i := range tc.keys {
 			got := bufs[i]
 			if pcs.Written(bufs[i]) {
 				got = bytes.Join(pieces[i], nil)
 			}
-			if !found[i] || pcs.Written(bufs[i]) != tc.written || !bytes.Equal(got, data[i]) {
+			if !found[i] || pcs.Written(bufs[i]) != tc.written || !bytes.Equal(got, tc.data[i]) {
 				t.Fatalf("%s: page %d found %v, written %v (want %v), bytes equal %v", tc.name, i, found[i],
-					pcs.Written(bufs[i]), tc.written, bytes.Equal(got, data[i]))
+					pcs.Written(bufs[i]), tc.written, bytes.Equal(got, tc.data[i]))
 			}
 		}
 	}

@@ -18,6 +18,10 @@ import (
 type Frame struct {
 	ID  uint64
 	Msg frame.Message
+	// Pieces, when not nil, are the frame's bulk bytes, written in order
+	// after its head (an engine's page in its K and V halves), in place of
+	// Msg's own bulk, which must then be empty.
+	Pieces [][]byte
 }
 
 // SendFrames writes frames with one writev: the frames' small parts are
@@ -42,7 +46,7 @@ func (c *Conn) SendFramesLent(frames ...Frame) error {
 func (c *Conn) bulks(frames []Frame) int {
 	n := 0
 	for _, f := range frames {
-		if bm, ok := c.at(f.Msg).(frame.Bulk); ok && len(bm.Bulk()) > 0 {
+		if bm, ok := c.at(f.Msg).(frame.Bulk); ok && (len(bm.Bulk()) > 0 || piecesLen(f.Pieces) > 0) {
 			n++
 		}
 	}
@@ -60,6 +64,20 @@ func (c *Conn) sendFrames(lend bool, frames []Frame) error {
 			continue
 		}
 		var err error
+		if f.Pieces != nil {
+			if len(bm.Bulk()) > 0 {
+				return fmt.Errorf("op %d: bulk bytes and pieces both: %w", f.Msg.Op(), ErrOutOfRange)
+			}
+			if c.wbuf, err = frame.AppendHeadLen(c.wbuf, f.ID, bm, piecesLen(f.Pieces)); err != nil {
+				return err
+			}
+			for _, p := range f.Pieces {
+				if len(p) > 0 {
+					bulks, ends = append(bulks, p), append(ends, len(c.wbuf))
+				}
+			}
+			continue
+		}
 		if c.wbuf, err = frame.AppendHead(c.wbuf, f.ID, bm); err != nil {
 			return err
 		}
@@ -70,7 +88,10 @@ func (c *Conn) sendFrames(lend bool, frames []Frame) error {
 	bufs := make(net.Buffers, 0, 2*len(bulks)+1)
 	prev := 0
 	for i, b := range bulks {
-		bufs = append(bufs, c.wbuf[prev:ends[i]], b)
+		if ends[i] > prev {
+			bufs = append(bufs, c.wbuf[prev:ends[i]])
+		}
+		bufs = append(bufs, b)
 		prev = ends[i]
 	}
 	if prev < len(c.wbuf) {
@@ -92,6 +113,23 @@ func (c *Conn) sendFrames(lend bool, frames []Frame) error {
 // handed the page's bytes piece by piece as they arrive (to checksum them
 // while the rest is in flight).
 func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each func(piece []byte)) (id uint64, m frame.Message, err error) {
+	var one [1][]byte
+	size := 0
+	id, m, err = c.RecvPageInto(func(p *frame.Page, n int) ([][]byte, error) {
+		dst, err := pick(p, n)
+		one[0], size = dst, n
+		return one[:], err
+	}, each)
+	if p, ok := m.(*frame.Page); ok && err == nil && size > 0 {
+		p.Data = one[0][:size]
+	}
+	return id, m, err
+}
+
+// RecvPageInto is RecvPage whose page goes into the pieces pick returns,
+// filled in order (an engine's page in its K and V halves), which together
+// must hold the page; the returned Page has no Data.
+func (c *Conn) RecvPageInto(pick func(p *frame.Page, size int) ([][]byte, error), each func(piece []byte)) (id uint64, m frame.Message, err error) {
 	var h [frame.HeaderSize + frame.PageHeadSize]byte
 	n, op, id, err := c.recvHeader(h[:])
 	if err != nil {
@@ -117,8 +155,8 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 		}
 	}
 	dst, perr := pick(p, size)
-	if perr == nil && len(dst) < size {
-		perr = fmt.Errorf("page %d of %d bytes, buffer %d: %w", p.Index, size, len(dst), ErrOutOfRange)
+	if have := piecesLen(dst); perr == nil && have < size {
+		perr = fmt.Errorf("page %d of %d bytes, buffer %d: %w", p.Index, size, have, ErrOutOfRange)
 	}
 	if perr != nil {
 		if _, err := io.CopyN(io.Discard, c.r, int64(size)); err != nil {
@@ -126,23 +164,33 @@ func (c *Conn) RecvPage(pick func(p *frame.Page, size int) ([]byte, error), each
 		}
 		return id, p, perr
 	}
-	for got := 0; got < size; {
-		k, err := c.r.Read(dst[got:size])
-		if k > 0 && each != nil {
-			each(dst[got : got+k])
-		}
-		got += k
-		if err != nil && got < size {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
+	got := 0
+	for _, piece := range dst {
+		piece = piece[:min(len(piece), size-got)]
+		for off := 0; off < len(piece); {
+			k, err := c.r.Read(piece[off:])
+			if k > 0 && each != nil {
+				each(piece[off : off+k])
 			}
-			return 0, nil, fmt.Errorf("reading page %d (%d of %d bytes): %w", p.Index, got, size, err)
+			off += k
+			if err != nil && off < len(piece) {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return 0, nil, fmt.Errorf("reading page %d (%d of %d bytes): %w", p.Index, got+off, size, err)
+			}
 		}
-	}
-	if size > 0 {
-		p.Data = dst[:size]
+		got += len(piece)
 	}
 	return id, p, nil
+}
+
+func piecesLen(pieces [][]byte) int {
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	return n
 }
 
 // RecvBulk is Recv that leaves a Put's or a Write's data in the

@@ -85,6 +85,83 @@ func TestSendFramesRecvPage(t *testing.T) {
 	}
 }
 
+// TestRecvPageInto: a page's bytes fill the pieces pick returns in order
+// (an empty piece and room past the page left alone), each sees them as
+// they arrive, and pieces too small for the page are ErrOutOfRange with
+// the page skipped and the stream in step.
+func TestRecvPageInto(t *testing.T) {
+	a, b := streamPair(t)
+	big := bytes.Repeat([]byte("fedcba9876543210"), 20000) // 320,000 bytes
+	errc := make(chan error, 1)
+	go func() {
+		errc <- a.SendFrames(Frame{ID: 3, Msg: &frame.Page{Index: 0, Found: true, Data: big}},
+			Frame{ID: 3, Msg: &frame.Page{Index: 1, Found: true, Data: big}},
+			Frame{ID: 4, Msg: &frame.Page{Index: 2}})
+	}()
+	k, v, spare := make([]byte, 1000), make([]byte, len(big)-1000+7), byte(0xEE)
+	v[len(v)-1] = spare
+	var seen []byte
+	id, m, err := b.RecvPageInto(func(*frame.Page, int) ([][]byte, error) { return [][]byte{k, nil, v}, nil },
+		func(p []byte) { seen = append(seen, p...) })
+	if p, ok := m.(*frame.Page); err != nil || id != 3 || !ok || !p.Found || p.Data != nil {
+		t.Fatalf("page 0: id %d, %#v, %v", id, m, err)
+	}
+	if got := append(append([]byte{}, k...), v[:len(big)-1000]...); !bytes.Equal(got, big) || !bytes.Equal(seen, big) || v[len(v)-1] != spare {
+		t.Fatalf("page 0: pieces equal %v, handed equal %v, room past the page kept %v", bytes.Equal(got, big),
+			bytes.Equal(seen, big), v[len(v)-1] == spare)
+	}
+	_, m, err = b.RecvPageInto(func(*frame.Page, int) ([][]byte, error) { return [][]byte{k, k}, nil }, nil)
+	if !errors.Is(err, ErrOutOfRange) || m.(*frame.Page).Index != 1 {
+		t.Fatalf("page 1 into pieces too small: %#v %v", m, err)
+	}
+	if id, m, err = b.RecvPageInto(func(*frame.Page, int) ([][]byte, error) { return nil, nil }, nil); err != nil || id != 4 ||
+		m.(*frame.Page).Index != 2 || m.(*frame.Page).Found {
+		t.Fatalf("page 2 after a skipped page: %d %#v %v", id, m, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSendFramesPieces: a frame whose bulk is in Pieces arrives as the
+// same frame with the pieces' bytes, in order, as its bulk (a Put and a
+// Write, batched with a plain frame); bulk bytes and pieces together are
+// refused.
+func TestSendFramesPieces(t *testing.T) {
+	a, b := streamPair(t)
+	page := bytes.Repeat([]byte("0123456789abcdef"), 30000)
+	pieces := [][]byte{page[:7], nil, page[7:200000], page[200000:]}
+	put := &frame.Put{NS: namespace.ID{1}, Checksum: []byte{9, 9, 9, 9}, Page: frame.PageSpec{Depth: 3}}
+	put.SetVersion(frame.ProtocolVersion)
+	frames := []Frame{
+		{ID: 1, Msg: put, Pieces: pieces},
+		{ID: 2, Msg: &frame.Write{NS: namespace.ID{2}, WriteID: 5, Offset: 64}, Pieces: pieces[2:3]},
+		{ID: 3, Msg: &frame.Error{Code: frame.CodeLeaseExpired, Message: "after"}},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.SendFrames(frames...) }()
+	b.SetVersion(frame.ProtocolVersion)
+	id, m, err := b.Recv()
+	if p, ok := m.(*frame.Put); err != nil || id != 1 || !ok || !bytes.Equal(p.Data, page) || p.Page.Depth != 3 ||
+		!bytes.Equal(p.Checksum, []byte{9, 9, 9, 9}) {
+		t.Fatalf("put: id %d, %T, %v", id, m, err)
+	}
+	id, m, err = b.Recv()
+	if w, ok := m.(*frame.Write); err != nil || id != 2 || !ok || !bytes.Equal(w.Data, page[7:200000]) || w.Offset != 64 {
+		t.Fatalf("write: id %d, %T, %v", id, m, err)
+	}
+	if id, m, err = b.Recv(); err != nil || id != 3 || m.(*frame.Error).Message != "after" {
+		t.Fatalf("error frame: %d %#v %v", id, m, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	both := Frame{ID: 4, Msg: &frame.Write{Data: page[:10]}, Pieces: pieces}
+	if err := a.SendFrames(both); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("bulk bytes and pieces both: %v", err)
+	}
+}
+
 // TestRecvPageRejects: a missing page that carries bytes, or a frame
 // shorter than a page header, is ErrMalformed.
 func TestRecvPageRejects(t *testing.T) {

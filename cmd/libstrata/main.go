@@ -12,9 +12,9 @@
 // chunk. Page buffers are the caller's memory, named by pointer and
 // length: pages are read straight into them and written straight from
 // them. A page in several pieces (a K and a V segment) is read straight
-// into them and written straight from them over shared memory
-// (client.Pieces), else through a staging buffer of the namespace; in
-// rounds of at most stageBytes.
+// into them over shared memory and raw tcp and written straight from them
+// over shared memory (client.Pieces), else through a staging buffer of the
+// namespace; in rounds of at most stageBytes.
 //
 // Objects cross as handles (runtime/cgo.Handle). Every call answers 0 for
 // success, else 1 with "REASON\tmessage" in its err buffer (client.Reason
@@ -333,9 +333,10 @@ func strata_get(h C.uint64_t, n C.int, keys unsafe.Pointer, nsegs *C.int32_t, se
 		}
 		errs = append(errs, err)
 	}
-	// Pages in pieces: a staging round at a time. The shared-memory plane
-	// writes them straight into their pieces (client.Pieces); a page that
-	// came on another plane is in its staging buffer, and scattered here.
+	// Pages in pieces: a staging round at a time. The shared-memory and
+	// raw tcp planes write them straight into their pieces (client.Pieces);
+	// a page that came on another plane is in its staging buffer, and
+	// scattered here.
 	if len(bufs.split) > 0 {
 		slab := s.slab()
 		defer s.stage.Put(slab)

@@ -45,9 +45,16 @@ type Bulk interface {
 // right after. It fails with ErrTooLarge when the frame's length does not
 // fit the header's u32.
 func AppendHead(b []byte, id uint64, m Bulk) ([]byte, error) {
+	return AppendHeadLen(b, id, m, len(m.Bulk()))
+}
+
+// AppendHeadLen is AppendHead for a frame whose bulk bytes are bulkLen
+// long and are not m.Bulk() (which is empty): a sender that writes them
+// from pieces of its own (a page in an engine's K and V halves).
+func AppendHeadLen(b []byte, id uint64, m Bulk, bulkLen int) ([]byte, error) {
 	start := len(b)
 	b = m.AppendHead(appendHeader(b, m.Op(), id))
-	n := len(b) - start - 4 + len(m.Bulk())
+	n := len(b) - start - 4 + bulkLen
 	if n > 1<<32-1 {
 		return b[:start], fmt.Errorf("op %d: %d-byte frame: %w", m.Op(), n, ErrTooLarge)
 	}
