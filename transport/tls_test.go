@@ -26,7 +26,7 @@ func (c *countedConn) Write(p []byte) (int, error) {
 
 // tlsPair is both ends of a loopback TLS connection, as Conns, the
 // server's TCP connection counted under its UnderTLS.
-func tlsPair(t *testing.T) (client, server *Conn, counted *countedConn) {
+func tlsPair(t testing.TB) (client, server *Conn, counted *countedConn) {
 	t.Helper()
 	ca := testcerts.New(t, "tls")
 	pair := ca.Issue("node")
