@@ -45,7 +45,7 @@ var layers = map[string]struct{ imports, tests string }{
 	"tiers":          {"internal/crc32c", "internal/testing/corrupt internal/testing/leaktest internal/testing/panics internal/testing/poll internal/testing/testlog internal/testing/testseed"},
 	"store":          {"eviction internal/crc32c namespace tiers", "internal/testing/leaktest internal/testing/poll"},
 	"registry":       {"", "internal/testing/leaktest internal/testing/poll internal/testing/stacks internal/testing/testlog"},
-	"membership":     {"", "internal/testing/leaktest internal/testing/testlog"},
+	"membership":     {"", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
 	"transfer":       {"namespace", ""},
 	"eviction/coord": {"eviction membership registry", "internal/testing/leaktest internal/testing/poll internal/testing/testlog"},
 	"peer":           {"internal/dial membership namespace placement proto/strata/v1 store transfer", "internal/testing/leaktest internal/testing/poll"},
