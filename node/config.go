@@ -103,7 +103,7 @@ type Config struct {
 	Join []string
 	// GossipProfile is memberlist's set of defaults: membership.ProfileLocal
 	// (clusters of up to about fifty), ProfileLAN (fifty and more in one
-	// datacenter; simulated to 300, docs/design.md §6.7) or ProfileWAN
+	// datacenter; simulated to 1,000, docs/design.md §6.7) or ProfileWAN
 	// (across sites); the fields below
 	// override it one by one. Default local.
 	GossipProfile membership.Profile

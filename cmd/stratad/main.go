@@ -80,7 +80,7 @@ func parseFlags(args []string) (node.Config, error) {
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the admin address")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:0", "gossip (memberlist) bind address; port 0 = a free port")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses to join (default: the nodes registered in etcd)")
-	fs.Var(profileFlag{&cfg}, "gossip-profile", "memberlist's defaults: local (up to about 50 nodes), lan (50 and more in one datacenter; simulated to 300), wan (across sites) (default local)")
+	fs.Var(profileFlag{&cfg}, "gossip-profile", "memberlist's defaults: local (up to about 50 nodes), lan (50 and more in one datacenter; simulated to 1,000), wan (across sites) (default local)")
 	fs.DurationVar(&cfg.GossipProbeInterval, "gossip-probe-interval", 0, "time between failure-detection probes (default: the profile's: local 500ms, lan 500ms, wan 5s)")
 	fs.DurationVar(&cfg.GossipInterval, "gossip-interval", 0, "time between gossip rounds (default: the profile's: local 100ms, lan 200ms, wan 500ms)")
 	fs.IntVar(&cfg.GossipNodes, "gossip-nodes", 0, "members each gossip round sends to (default: the profile's: 3, wan 4)")
