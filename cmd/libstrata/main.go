@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/cgo"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ import (
 
 // abiVersion is what strata_abi answers: native.py refuses a library of
 // another version (a stale build beside newer Python).
-const abiVersion = 3
+const abiVersion = 4
 
 // stageBytes bounds the staging memory a namespace keeps for pages in
 // several pieces: a batch of them goes in rounds of at most this much.
@@ -421,7 +422,7 @@ func b2u(b bool) uint8 {
 //export strata_put
 func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *C.uint8_t, depth, chainDepth *C.uint32_t,
 	cost *C.double, events unsafe.Pointer, eventLens *C.uint32_t, nsegs *C.int32_t, segs *C.strata_seg, timeoutMs C.int64_t,
-	status *C.int32_t, reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
+	skipPresent C.int, status *C.int32_t, reasons *C.char, reasonsLen C.size_t, errBuf *C.char, errLen C.size_t) (rc C.int) {
 	defer recovered(&rc, errBuf, errLen)
 	s, bufs, err := batch(h, n, nsegs, segs)
 	if err != nil {
@@ -460,23 +461,38 @@ func strata_put(h C.uint64_t, n C.int, keys, parents unsafe.Pointer, hasParent *
 		}
 		return err
 	}
+	// skipPresent: the pages strata has already are answered EXISTS
+	// unread and unsent, from a lookup in this same call (one GIL
+	// hand-back for the caller instead of two). A lookup that fails skips
+	// nothing: the put answers for every page.
+	present := make([]bool, n)
+	if skipPresent != 0 {
+		if res, err := s.ns.Lookup(ctx, ks, false, 0); err == nil {
+			for i, p := range res.Present {
+				if i < len(present) && p {
+					present[i], st[i] = true, int32(client.Exists)
+				}
+			}
+		}
+	}
 	var errs []error
 	var whole []int
 	for i, b := range bufs.whole {
-		if b != nil {
+		if b != nil && !present[i] {
 			whole = append(whole, i)
 		}
 	}
 	if len(whole) > 0 {
 		errs = append(errs, put(ctx, whole))
 	}
-	if len(bufs.split) > 0 {
+	split := slices.DeleteFunc(slices.Clone(bufs.split), func(i int) bool { return present[i] })
+	if len(split) > 0 {
 		slab := s.slab()
 		defer s.stage.Put(slab)
 		pb := s.ns.PageBytes()
 		per := s.perRound()
-		for start := 0; start < len(bufs.split) && ctx.Err() == nil; start += per {
-			round := bufs.split[start:min(len(bufs.split), start+per)]
+		for start := 0; start < len(split) && ctx.Err() == nil; start += per {
+			round := split[start:min(len(split), start+per)]
 			pcs := client.NewPieces()
 			for j, i := range round {
 				if l := piecesLen(bufs.pieces[i]); l != pb {

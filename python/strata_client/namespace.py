@@ -139,16 +139,19 @@ class Namespace:
         return [b if f else None for b, f in zip(bufs, found)]
 
     def _put_native(self, nn: NativeNamespace, ps: List[Page], timeout: Optional[float],
-                    evs: Sequence[Optional[EventInfo]]) -> List[PutResult]:
+                    evs: Sequence[Optional[EventInfo]], skip_present: bool = False) -> List[PutResult]:
         """put in one native call: each page copied and checksummed once,
-        published on its owner (or its spill candidate) by the Go client."""
+        published on its owner (or its spill candidate) by the Go client;
+        with skip_present the pages present are looked up in the same
+        call."""
         events = None
         if any(e is not None for e in evs):
             events = [F.event_info(list(e.tokens), e.lora_name, bytes(e.extra_keys or b"")) if e is not None else b""
                       for e in evs]
         got, err = nn.put([_key(p.key) for p in ps], [_key(p.parent) if p.parent else None for p in ps],
                           [int(p.depth) for p in ps], [int(p.chain_depth) for p in ps],
-                          [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes, events)
+                          [float(p.cost_hint or 0.0) for p in ps], [p.data for p in ps], timeout, self.page_bytes, events,
+                          skip_present)
         self.client._count("native_puts")
         if err is not None:
             raise err
@@ -630,7 +633,7 @@ class Namespace:
     # ---- put -----------------------------------------------------------------------
 
     def put(self, pages: Sequence[Union[Page, Tuple[bytes, Any]]], timeout: Optional[float] = None,
-            events: Optional[Sequence[Optional[EventInfo]]] = None) -> List[PutResult]:
+            events: Optional[Sequence[Optional[EventInfo]]] = None, skip_present: bool = False) -> List[PutResult]:
         """Publish pages with the one-call Put stream (header + data chunks
         per page, checksummed). Each page goes to its owner; a page the owner
         rejects (no room) or cannot take (node down) is retried once on its
@@ -639,7 +642,13 @@ class Namespace:
         events, when given, has one EventInfo (or None) per page: the page's
         tokens, LoRA and extra keys for the nodes' KV event stream (its
         BlockStored carries them). Every plane carries them (the frame
-        planes from protocol 6; a put to an older node goes over gRPC)."""
+        planes from protocol 6; a put to an older node goes over gRPC).
+
+        skip_present: look the pages up first and answer EXISTS for those
+        strata has, whose bytes are then neither read nor sent (a failed
+        lookup skips nothing). On the native plane the lookup and the put
+        are one call, so a caller beside a busy Python thread waits for the
+        GIL once, not twice."""
         ps: List[Page] = []
         for p in pages:
             if not isinstance(p, Page):
@@ -652,8 +661,19 @@ class Namespace:
         self.client._check_fork()
         if ps:
             nn = self._native_ns(timeout)
-            if nn is not None:
-                return self._put_native(nn, ps, timeout, evs)  # the Go client sets the chain depths
+            if nn is not None:  # the Go client sets the chain depths
+                return self._put_native(nn, ps, timeout, evs, skip_present)
+        if skip_present and ps:
+            try:
+                present = self.lookup([p.key for p in ps], timeout=timeout).present
+            except E.StrataError:
+                present = [False] * len(ps)
+            todo = [i for i, x in enumerate(present) if not x]
+            out = [PutResult("EXISTS")] * len(ps)
+            if todo:
+                for i, r in zip(todo, self.put([ps[i] for i in todo], timeout, [evs[i] for i in todo])):
+                    out[i] = r
+            return out
         ps = with_chain_depths(ps)  # before the sequence is split over nodes
         views = []
         for j, p in enumerate(ps):

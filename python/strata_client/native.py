@@ -41,7 +41,7 @@ from .buffers import ScatterBuffer, _tensor_bytes, readable_bytes
 
 __all__ = ["load", "native_status", "NativeClient", "NativeNamespace", "ForkedClientError", "ABI"]
 
-ABI = 3  # cmd/libstrata's abiVersion
+ABI = 4  # cmd/libstrata's abiVersion
 _ERR_LEN = 4096
 _log = logging.getLogger("strata_client.native")
 
@@ -79,8 +79,8 @@ class _Lib:
         lib.strata_get.restype = c.c_int
         lib.strata_put.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_char_p, c.POINTER(c.c_uint8),
                                    c.POINTER(c.c_uint32), c.POINTER(c.c_uint32), c.POINTER(c.c_double),
-                                   c.c_char_p, c.POINTER(c.c_uint32), c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_int64, c.POINTER(c.c_int32),
-                                   c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
+                                   c.c_char_p, c.POINTER(c.c_uint32), c.POINTER(c.c_int32), c.POINTER(_Seg), c.c_int64, c.c_int,
+                                   c.POINTER(c.c_int32), c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
         lib.strata_put.restype = c.c_int
         lib.strata_lookup.argtypes = [c.c_uint64, c.c_int, c.c_char_p, c.c_int64, c.POINTER(c.c_uint8),
                                       c.POINTER(c.c_int), c.c_char_p, c.c_size_t]
@@ -320,10 +320,13 @@ class NativeNamespace:
     def put(self, keys: Sequence[bytes], parents: Sequence[Optional[bytes]], depths: Sequence[int],
             chain_depths: Sequence[int], costs: Sequence[float], datas: Sequence[Any],
             timeout: Optional[float], page_bytes: int,
-            events: Optional[Sequence[bytes]] = None) -> Tuple[List[Tuple[int, str]], Optional[E.StrataError]]:
+            events: Optional[Sequence[bytes]] = None,
+            skip_present: bool = False) -> Tuple[List[Tuple[int, str]], Optional[E.StrataError]]:
         """Publishes pages in one call: per page (status, reason), and the
         call's error or None. events, when given, is each page's event info
-        in the frame encoding (frame.event_info; b"": none)."""
+        in the frame encoding (frame.event_info; b"": none). skip_present:
+        the call looks the pages up first and answers EXISTS for those
+        present, neither read nor sent."""
         self._c._check()
         n = len(keys)
         b = _Buffers(datas, writable=False)
@@ -344,7 +347,7 @@ class NativeNamespace:
         if events is not None:
             evs, evlens = b"".join(events), (ctypes.c_uint32 * n)(*[len(e) for e in events])
         rc = self._c._lib.lib.strata_put(self._h, n, _keys(keys), par, has, d, cd, cs, evs, evlens, b.counts, b.segs,
-                                         _ms(timeout), st, reasons, rlen, err, _ERR_LEN)
+                                         _ms(timeout), 1 if skip_present else 0, st, reasons, rlen, err, _ERR_LEN)
         why = reasons.value.decode("utf-8", "replace").split("\n")
         out = [(int(st[i]), why[i] if i < len(why) else "") for i in range(n)]
         return out, _error("put", err) if rc else None

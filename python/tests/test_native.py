@@ -64,6 +64,27 @@ class NativeNodeTest(OneNodeTest):
         lease.release()
         self.assertEqual(c.stats["native_lookups"] - before["native_lookups"], 1)
 
+    def test_put_skipping_present_pages(self):
+        """skip_present: the present pages come back EXISTS and only the
+        missing ones are published, in one native call (no lookup call of
+        its own); the Python planes do the same with a lookup first."""
+        ns, c = self.ns, self.client
+        keys, data = _pages(ns, 4, 2300)
+        ns.put([(keys[1], data[1]), (keys[3], data[3])])
+        before = dict(c.stats)
+        res = ns.put(list(zip(keys, data)), skip_present=True)
+        self.assertEqual([r.status for r in res], ["COMMITTED", "EXISTS", "COMMITTED", "EXISTS"])
+        self.assertEqual(c.stats["native_puts"] - before["native_puts"], 1)
+        self.assertEqual(c.stats["native_lookups"] - before["native_lookups"], 0)
+        self.assertEqual(ns.lookup(keys).present, [True] * 4)
+        with Client(self.node.addr, refresh_interval=0, native=False) as py:
+            pns = py.open(small_descriptor())
+            more, more_data = _pages(ns, 2, 2400)
+            res = pns.put([(keys[0], data[0]), (more[0], more_data[0]), (more[1], more_data[1])], skip_present=True)
+            self.assertEqual([r.status for r in res], ["EXISTS", "COMMITTED", "COMMITTED"])
+            out = ns.get(more, [bytearray(ns.page_bytes) for _ in more])
+            self.assertEqual([bytes(b) for b in out], more_data)
+
     def test_torch_tensors_of_the_engines_dtypes(self):
         try:
             import torch
