@@ -31,9 +31,9 @@ const putTries = 2
 // Reason naming the failure.
 //
 // A ctx carrying a Pieces (WithPieces) puts the pages registered there from
-// their pieces: straight into the arena over shared memory, gathered into
-// their Data first on any other plane; pieces that do not add up to the
-// page size are ErrInvalid.
+// their pieces: straight into the arena over shared memory, straight to the
+// socket over raw tcp, gathered into their Data first on any other plane;
+// pieces that do not add up to the page size are ErrInvalid.
 func (n *Namespace) Put(ctx context.Context, pages []Page) (results []PutResult, err error) {
 	pcs := piecesOf(ctx)
 	for i, p := range pages {

@@ -12,9 +12,9 @@
 // chunk. Page buffers are the caller's memory, named by pointer and
 // length: pages are read straight into them and written straight from
 // them. A page in several pieces (a K and a V segment) is read straight
-// into them over shared memory and raw tcp and written straight from them
-// over shared memory (client.Pieces), else through a staging buffer of the
-// namespace; in rounds of at most stageBytes.
+// into them and written straight from them over shared memory and raw tcp
+// (client.Pieces), else (gRPC) through a staging buffer of the namespace;
+// in rounds of at most stageBytes.
 //
 // Objects cross as handles (runtime/cgo.Handle). Every call answers 0 for
 // success, else 1 with "REASON\tmessage" in its err buffer (client.Reason
