@@ -64,12 +64,13 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 	// pieces, as over shared memory; any other into its buffer.
 	pcs := piecesOf(ctx)
 	var one [1][]byte
+	pieced := false // the page due went into its pieces
 	pick := func(p *frame.Page, size int) ([][]byte, error) {
 		if int(p.Index) != next {
 			return nil, fmt.Errorf("page %d where %d was due: %w", p.Index, next, ErrProtocol)
 		}
 		dst := pcs.of(bufs[next])
-		if dst == nil {
+		if pieced = dst != nil; !pieced {
 			one[0] = bufs[next]
 			dst = one[:]
 		}
@@ -112,7 +113,7 @@ func (n *nodeNS) readRaw(ctx context.Context, s *rawSession, c *transport.Conn, 
 		}
 		if p.Found && (skip || sum.is(p.Checksum)) {
 			found[next] = true
-			if pcs.of(bufs[next]) != nil {
+			if pieced {
 				pcs.wrote(bufs[next])
 			}
 		} else if p.Found {

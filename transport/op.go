@@ -28,9 +28,5 @@ func (op *Op) dstLen() int {
 	if op.Pieces == nil {
 		return len(op.Buf)
 	}
-	n := 0
-	for _, p := range op.Pieces {
-		n += len(p)
-	}
-	return n
+	return piecesLen(op.Pieces)
 }

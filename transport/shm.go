@@ -120,11 +120,7 @@ func (s *Shm) copy(ctx context.Context, ops []Op, write bool, each func(int, []b
 			if src == nil {
 				src = [][]byte{op.Buf}
 			}
-			writePieces(win, src, func(p []byte) {
-				if each != nil {
-					each(i, p)
-				}
-			})
+			writePieces(win, src, i, each)
 			op.OK = true
 		case write:
 			ntcopy.Copy(win, op.Buf)
@@ -187,15 +183,18 @@ func scatter(src []byte, pieces [][]byte, each func([]byte)) {
 
 // writePieces copies pieces, in order, into win (exactly as long as they
 // are together) with non-temporal stores, at most WriteChunk bytes at a
-// time, handing each source chunk just copied to each: a writer checksums
-// the bytes while they are in cache, and a page in pieces (an engine's K
-// and V halves) goes into the arena without being gathered first.
-func writePieces(win []byte, pieces [][]byte, each func([]byte)) {
+// time, handing each source chunk just copied to each(i, chunk) if each
+// is not nil: a writer checksums the bytes while they are in cache, and a
+// page in pieces (an engine's K and V halves) goes into the arena without
+// being gathered first.
+func writePieces(win []byte, pieces [][]byte, i int, each func(int, []byte)) {
 	for _, p := range pieces {
 		for off := 0; off < len(p); off += WriteChunk {
 			end := min(len(p), off+WriteChunk)
 			ntcopy.Copy(win[:end-off], p[off:end])
-			each(p[off:end])
+			if each != nil {
+				each(i, p[off:end])
+			}
 			win = win[end-off:]
 		}
 	}

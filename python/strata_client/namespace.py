@@ -669,7 +669,7 @@ class Namespace:
             except E.StrataError:
                 present = [False] * len(ps)
             todo = [i for i, x in enumerate(present) if not x]
-            out = [PutResult("EXISTS")] * len(ps)
+            out = [PutResult("EXISTS") for _ in ps]
             if todo:
                 for i, r in zip(todo, self.put([ps[i] for i in todo], timeout, [evs[i] for i in todo])):
                     out[i] = r

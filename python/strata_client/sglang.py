@@ -455,30 +455,18 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
         skeys, parents, depth0 = self._chain(ns, keys, extra_info, generic)
         n = len(keys)
         deepest = depth0 + n - 1  # one chain: its last page is the deepest
-        if not per_round and ns.client.native_active:
-            # One native call looks the pages up and puts those missing:
-            # beside the scheduler's busy thread each call's return waits
-            # for the GIL (up to the 5 ms switch interval), so a lookup of
-            # its own would cost one wait more.
-            ok, where, pages = [False] * n, [], []
-            for i in range(n):
-                d = page_at(i, i)
-                if d is None or len(d) != ns.page_bytes:
-                    continue
-                pages.append(Page(key=skeys[i], data=d, parent=parents[i], depth=depth0 + i, chain_depth=deepest))
-                where.append(i)
-            stored = skipped = 0
-            if pages:
-                for r, i in zip(ns.put(pages, skip_present=True), where):
-                    ok[i] = r.stored
-                    stored += r.status == "COMMITTED"
-                    skipped += r.status == "EXISTS"
-            self._count(set_pages=n, set_stored=stored, set_skipped_existing=skipped, set_failed=n - sum(ok))
-            self._record("backup", stored, stored * ns.page_bytes, time.perf_counter() - t0)
-            return ok
-        present = ns.lookup(skeys).present
-        ok = [bool(x) for x in present]
-        todo = [i for i in range(n) if not ok[i]]
+        # On the native plane one call looks the pages up and puts those
+        # missing (skip_present): beside the scheduler's busy thread each
+        # call's return waits for the GIL (up to the 5 ms switch interval),
+        # so a lookup of its own would cost one wait more. Elsewhere the
+        # lookup comes first, so that present pages are not even staged.
+        native = not per_round and ns.client.native_active
+        if native:
+            ok, todo, skipped = [False] * n, list(range(n)), 0
+        else:
+            ok = [bool(x) for x in ns.lookup(skeys).present]
+            todo = [i for i in range(n) if not ok[i]]
+            skipped = n - len(todo)
         per = per_round or len(todo) or 1
         stored = 0
         for start in range(0, len(todo), per):
@@ -490,11 +478,12 @@ class StrataHiCacheStorage(Connected, HiCacheStorage):
                 pages.append(Page(key=skeys[i], data=d, parent=parents[i], depth=depth0 + i, chain_depth=deepest))
                 where.append(i)
             if pages:
-                for r, i in zip(ns.put(pages), where):
-                    if r.stored:
-                        ok[i] = True
+                for r, i in zip(ns.put(pages, skip_present=native), where):
+                    ok[i] = r.stored
+                    if native and r.status == "EXISTS":
+                        skipped += 1
+                    elif r.stored:
                         stored += 1
-        skipped = n - len(todo)
         self._count(set_pages=n, set_stored=stored, set_skipped_existing=skipped, set_failed=n - sum(ok))
         self._record("backup", stored, stored * ns.page_bytes, time.perf_counter() - t0)
         return ok
